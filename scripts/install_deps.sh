@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build, the tests and the scripts need,
+# only those missing. The CUDA toolkit is not a Debian package here: the
+# Makefile builds the CUDA backend when it finds nvcc (/usr/local/cuda).
+set -e
+pkgs="g++ make libopenblas-dev nlohmann-json3-dev python3 python3-numpy python3-regex python3-matplotlib"
+missing=""
+for p in $pkgs; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing Debian packages:$missing"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing

@@ -1,0 +1,51 @@
+// The CPU backend: host memory and the reference ops of src/ops/, over float or
+// double. The model orchestration (model.h) calls everything through this struct;
+// cuda/backend_cuda.h provides the same members for the GPU.
+#pragma once
+#include <cstring>
+#include <string>
+
+#include "ops/adamw.h"
+#include "ops/attention.h"
+#include "ops/crope.h"
+#include "ops/encoder.h"
+#include "ops/gelu.h"
+#include "ops/layernorm.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/residual.h"
+#include "ops/rope.h"
+
+template <class T>
+struct CpuBackend {
+  using real = T;
+  static T* alloc(size_t n) { return new T[n](); }
+  static void free(T* p) { delete[] p; }
+  static void zero(T* p, size_t n) { std::memset(p, 0, n * sizeof(T)); }
+  static void copy_to_host(T* dst, const T* src, size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
+  static void copy_from_host(T* dst, const T* src, size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
+  static int* alloc_int(size_t n) { return new int[n](); }
+  static void free_int(int* p) { delete[] p; }
+  static void copy_ints_from_host(int* dst, const int* src, size_t n) { std::memcpy(dst, src, n * sizeof(int)); }
+  static void synchronize() {}
+  static std::string device_name() { return "cpu"; }
+
+  static constexpr auto encoder_forward = cpu::encoder_forward<T>;
+  static constexpr auto encoder_backward = cpu::encoder_backward<T>;
+  static constexpr auto layernorm_forward = cpu::layernorm_forward<T>;
+  static constexpr auto layernorm_backward = cpu::layernorm_backward<T>;
+  static constexpr auto matmul_forward = cpu::matmul_forward<T>;
+  static constexpr auto matmul_backward = cpu::matmul_backward<T>;
+  static constexpr auto rope_forward = cpu::rope_forward<T>;
+  static constexpr auto rope_backward = cpu::rope_backward<T>;
+  static constexpr auto crope_expand = cpu::crope_expand<T>;
+  static constexpr auto crope_fold = cpu::crope_fold<T>;
+  static constexpr auto attention_forward = cpu::attention_forward<T>;
+  static constexpr auto attention_backward = cpu::attention_backward<T>;
+  static constexpr auto gelu_forward = cpu::gelu_forward<T>;
+  static constexpr auto gelu_backward = cpu::gelu_backward<T>;
+  static constexpr auto residual_forward = cpu::residual_forward<T>;
+  static constexpr auto softmax_crossentropy = cpu::softmax_crossentropy<T>;
+  static constexpr auto adamw_update = cpu::adamw_update<T>;
+  static constexpr auto sum_squares = cpu::sum_squares<T>;
+};

@@ -1,0 +1,411 @@
+// GPT-2 with a choice of positional scheme (learned, sinusoidal, rope, crope):
+// the one model orchestration shared by every backend. A backend BK (CpuBackend<T>
+// in backend_cpu.h, CudaBackend in cuda/backend_cuda.h) supplies memory and the ops;
+// this file says in which order they run: forward, backward, AdamW update.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rng.h"
+#include "ops/rope.h"
+
+enum class Pos { learned, sinusoidal, rope, crope };
+
+inline Pos parse_pos(const std::string& s) {
+  if (s == "learned") return Pos::learned;
+  if (s == "sinusoidal") return Pos::sinusoidal;
+  if (s == "rope") return Pos::rope;
+  if (s == "crope") return Pos::crope;
+  throw std::runtime_error("unknown pos '" + s + "' (expected learned, sinusoidal, rope or crope)");
+}
+inline const char* pos_name(Pos p) {
+  const char* names[] = {"learned", "sinusoidal", "rope", "crope"};
+  return names[(int)p];
+}
+
+struct ModelConfig {
+  Pos pos = Pos::rope;
+  int L = 4, H = 4, C = 128, V = 50257, maxT = 1024;
+  double rope_base = 10000;
+};
+
+// One parameter tensor in the flat parameter buffer. Per-layer tensors are
+// stacked over layers (leading dimension L).
+struct ParamTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  size_t offset = 0, numel = 0;
+  bool matrix = false;  // weight matrices and embeddings (decayed with decay=matrices)
+};
+
+// The parameter layout (order, names, shapes): README's checkpoint table.
+inline std::vector<ParamTensor> param_layout(const ModelConfig& m) {
+  int64_t L = m.L, C = m.C;
+  std::vector<ParamTensor> t;
+  auto add = [&](const char* name, std::vector<int64_t> shape, bool matrix) {
+    ParamTensor p{name, shape, 0, 1, matrix};
+    for (auto d : shape) p.numel *= d;
+    p.offset = t.empty() ? 0 : t.back().offset + t.back().numel;
+    t.push_back(p);
+  };
+  add("wte", {m.V, C}, true);
+  if (m.pos == Pos::learned) add("wpe", {m.maxT, C}, true);
+  add("ln1.weight", {L, C}, false);
+  add("ln1.bias", {L, C}, false);
+  if (m.pos == Pos::crope) {
+    add("attn.qkv.A", {L, 3, C / 2, C / 2}, true);
+    add("attn.qkv.B", {L, 3, C / 2, C / 2}, true);
+  } else {
+    add("attn.qkv.weight", {L, 3 * C, C}, true);
+  }
+  add("attn.qkv.bias", {L, 3 * C}, false);
+  add("attn.proj.weight", {L, C, C}, true);
+  add("attn.proj.bias", {L, C}, false);
+  add("ln2.weight", {L, C}, false);
+  add("ln2.bias", {L, C}, false);
+  add("mlp.fc.weight", {L, 4 * C, C}, true);
+  add("mlp.fc.bias", {L, 4 * C}, false);
+  add("mlp.proj.weight", {L, C, 4 * C}, true);
+  add("mlp.proj.bias", {L, C}, false);
+  add("lnf.weight", {C}, false);
+  add("lnf.bias", {C}, false);
+  return t;
+}
+
+struct ParamCounts {
+  size_t total = 0, embeddings = 0, attention = 0;
+};
+
+inline ParamCounts param_counts(const ModelConfig& m) {
+  ParamCounts c;
+  for (const auto& t : param_layout(m)) {
+    c.total += t.numel;
+    if (t.name == "wte" || t.name == "wpe") c.embeddings += t.numel;
+    if (t.name.rfind("attn.", 0) == 0) c.attention += t.numel;
+  }
+  return c;
+}
+
+// Initial weights (SPEC): N(0, 0.02) for matrices, mlp/attn output projections
+// scaled by 1/sqrt(2L), biases 0, LayerNorm weights 1. Drawn in double so a
+// float and a double model start from the same values.
+inline std::vector<double> init_params(const ModelConfig& m, uint64_t seed) {
+  auto layout = param_layout(m);
+  std::vector<double> p(layout.back().offset + layout.back().numel, 0.0);
+  Rng rng(seed);
+  for (const auto& t : layout) {
+    double* x = p.data() + t.offset;
+    bool is_ln_weight = t.name == "ln1.weight" || t.name == "ln2.weight" || t.name == "lnf.weight";
+    if (is_ln_weight) {
+      for (size_t i = 0; i < t.numel; i++) x[i] = 1.0;
+    } else if (t.matrix) {
+      bool residual_proj = t.name == "attn.proj.weight" || t.name == "mlp.proj.weight";
+      double std = 0.02 / (residual_proj ? std::sqrt(2.0 * m.L) : 1.0);
+      for (size_t i = 0; i < t.numel; i++) x[i] = std * rng.normal();
+    }
+  }
+  return p;
+}
+
+// Sinusoidal table (n, C): pe[t,2i] = sin(t / 10000^(2i/C)), pe[t,2i+1] = cos(...)
+inline std::vector<double> sinusoidal_table(int n, int C) {
+  std::vector<double> pe((size_t)n * C);
+  for (int t = 0; t < n; t++)
+    for (int i = 0; i < C / 2; i++) {
+      double a = t / std::pow(10000.0, 2.0 * i / C);
+      pe[(size_t)t * C + 2 * i] = std::sin(a);
+      pe[(size_t)t * C + 2 * i + 1] = std::cos(a);
+    }
+  return pe;
+}
+
+template <class BK>
+struct GPT {
+  using T = typename BK::real;
+
+  // Pointers to each parameter tensor (or its gradient) inside a flat buffer.
+  struct Tensors {
+    T *wte = nullptr, *wpe = nullptr, *ln1w, *ln1b, *qkvw = nullptr, *qkvA = nullptr, *qkvB = nullptr, *qkvb;
+    T *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fc2w, *fc2b, *lnfw, *lnfb;
+  };
+
+  // Activations for one (B, T). Training keeps every layer's activations for the
+  // backward pass; evaluation reuses one layer's worth.
+  struct Acts {
+    int B = 0, Tn = 0, Ls = 0;
+    bool train = false;
+    T *encoded, *ln1, *ln1_mean, *ln1_rstd, *qkv, *qkvr, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd;
+    T *fch, *fch_gelu, *res3, *proj, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
+    // backward-only buffers
+    T *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dqkvr = nullptr, *dfch = nullptr,
+      *dfch_gelu = nullptr, *dscores = nullptr;
+    int *inputs, *targets;
+    std::vector<T*> owned;
+  };
+
+  ModelConfig cfg;
+  std::vector<ParamTensor> layout;
+  size_t num_params = 0;
+  T *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
+  Tensors w, g;
+  T *qkv_expanded = nullptr, *dqkv_w = nullptr;  // crope: real (L,3C,C) weights and a (3C,C) gradient
+  T *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
+  int table_len = 0;  // positions covered by the tables
+  Acts train_acts, eval_acts;
+  std::vector<T> host_losses;
+
+  explicit GPT(const ModelConfig& c) : cfg(c), layout(param_layout(c)) {
+    num_params = layout.back().offset + layout.back().numel;
+    params = BK::alloc(num_params);
+    grads = BK::alloc(num_params);
+    m = BK::alloc(num_params);
+    v = BK::alloc(num_params);
+    w = point(params);
+    g = point(grads);
+    if (cfg.pos == Pos::crope) {
+      qkv_expanded = BK::alloc((size_t)cfg.L * 3 * cfg.C * cfg.C);
+      dqkv_w = BK::alloc((size_t)3 * cfg.C * cfg.C);
+    }
+    set_max_positions(cfg.maxT);
+  }
+  ~GPT() {
+    for (T* p : {params, grads, m, v, qkv_expanded, dqkv_w, pos_table, rope_cos, rope_sin})
+      if (p) BK::free(p);
+    free_acts(train_acts);
+    free_acts(eval_acts);
+  }
+  GPT(const GPT&) = delete;
+  GPT& operator=(const GPT&) = delete;
+
+  Tensors point(T* base) const {
+    Tensors t;
+    for (const auto& p : layout) {
+      T* x = base + p.offset;
+      const std::string& n = p.name;
+      if (n == "wte") t.wte = x;
+      else if (n == "wpe") t.wpe = x;
+      else if (n == "ln1.weight") t.ln1w = x;
+      else if (n == "ln1.bias") t.ln1b = x;
+      else if (n == "attn.qkv.weight") t.qkvw = x;
+      else if (n == "attn.qkv.A") t.qkvA = x;
+      else if (n == "attn.qkv.B") t.qkvB = x;
+      else if (n == "attn.qkv.bias") t.qkvb = x;
+      else if (n == "attn.proj.weight") t.projw = x;
+      else if (n == "attn.proj.bias") t.projb = x;
+      else if (n == "ln2.weight") t.ln2w = x;
+      else if (n == "ln2.bias") t.ln2b = x;
+      else if (n == "mlp.fc.weight") t.fcw = x;
+      else if (n == "mlp.fc.bias") t.fcb = x;
+      else if (n == "mlp.proj.weight") t.fc2w = x;
+      else if (n == "mlp.proj.bias") t.fc2b = x;
+      else if (n == "lnf.weight") t.lnfw = x;
+      else if (n == "lnf.bias") t.lnfb = x;
+    }
+    return t;
+  }
+
+  // Uploads a host copy of all parameters (layout order).
+  void set_params(const std::vector<T>& host) { BK::copy_from_host(params, host.data(), num_params); }
+  std::vector<T> get(const T* buf) const {
+    std::vector<T> h(num_params);
+    BK::copy_to_host(h.data(), buf, num_params);
+    return h;
+  }
+  void init(uint64_t seed) {
+    auto p = init_params(cfg, seed);
+    set_params(std::vector<T>(p.begin(), p.end()));
+  }
+
+  // Position tables (sinusoidal, rope) must cover the longest sequence run.
+  void set_max_positions(int n) {
+    if (n <= table_len) return;
+    table_len = n;
+    auto upload = [](T*& dst, const std::vector<double>& src) {
+      if (dst) BK::free(dst);
+      dst = BK::alloc(src.size());
+      std::vector<T> t(src.begin(), src.end());
+      BK::copy_from_host(dst, t.data(), t.size());
+    };
+    if (cfg.pos == Pos::sinusoidal) upload(pos_table, sinusoidal_table(n, cfg.C));
+    if (cfg.pos == Pos::rope || cfg.pos == Pos::crope) {
+      std::vector<double> c, s;
+      cpu::rope_tables(c, s, n, cfg.C / cfg.H, cfg.rope_base);
+      upload(rope_cos, c);
+      upload(rope_sin, s);
+    }
+  }
+
+  void free_acts(Acts& a) {
+    for (T* p : a.owned) BK::free(p);
+    if (a.B) {
+      BK::free_int(a.inputs);
+      BK::free_int(a.targets);
+    }
+    a = Acts();
+  }
+
+  void ensure_acts(Acts& a, int B, int Tn, bool train) {
+    if (a.B == B && a.Tn == Tn) return;
+    free_acts(a);
+    size_t N = (size_t)B * Tn, C = cfg.C, Ls = train ? cfg.L : 1, att = (size_t)B * cfg.H * Tn * Tn;
+    bool rotated = cfg.pos == Pos::rope || cfg.pos == Pos::crope;
+    auto mk = [&](size_t n) {
+      T* p = BK::alloc(n);
+      a.owned.push_back(p);
+      return p;
+    };
+    a.B = B, a.Tn = Tn, a.Ls = (int)Ls, a.train = train;
+    a.encoded = mk(N * C);
+    a.ln1 = mk(Ls * N * C), a.ln1_mean = mk(Ls * N), a.ln1_rstd = mk(Ls * N);
+    a.qkv = mk(Ls * N * 3 * C);
+    a.qkvr = rotated ? mk(Ls * N * 3 * C) : a.qkv;
+    a.att = mk(Ls * att);
+    a.atty = mk(Ls * N * C), a.res2 = mk(Ls * N * C);
+    a.ln2 = mk(Ls * N * C), a.ln2_mean = mk(Ls * N), a.ln2_rstd = mk(Ls * N);
+    a.fch = mk(Ls * N * 4 * C), a.fch_gelu = mk(Ls * N * 4 * C);
+    a.res3 = mk(Ls * N * C), a.proj = mk(N * C);
+    a.lnf = mk(N * C), a.lnf_mean = mk(N), a.lnf_rstd = mk(N);
+    a.logits = mk(N * cfg.V), a.losses = mk(N);
+    if (train) {
+      a.dres = mk(N * C), a.dln = mk(N * C), a.datty = mk(N * C);
+      a.dqkv = mk(N * 3 * C), a.dqkvr = rotated ? mk(N * 3 * C) : a.dqkv;
+      a.dfch = mk(N * 4 * C), a.dfch_gelu = mk(N * 4 * C), a.dscores = mk(att);
+    }
+    a.inputs = BK::alloc_int(N);
+    a.targets = BK::alloc_int(N);
+  }
+
+  // Forward pass over inputs (B,T) (host ids). With targets, returns the mean
+  // cross-entropy; with grad, also leaves dlogits for backward(). Without
+  // targets, only the logits are computed (logits()).
+  double forward(const int* inputs, const int* targets, int B, int Tn, bool grad) {
+    if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
+    Acts& a = grad ? train_acts : eval_acts;
+    ensure_acts(a, B, Tn, grad);
+    size_t N = (size_t)B * Tn, C = cfg.C;
+    int H = cfg.H;
+    BK::copy_ints_from_host(a.inputs, inputs, N);
+    if (cfg.pos == Pos::crope)
+      for (int l = 0; l < cfg.L; l++)
+        BK::crope_expand(qkv_expanded + (size_t)l * 3 * C * C, w.qkvA + (size_t)l * 3 * C * C / 4,
+                         w.qkvB + (size_t)l * 3 * C * C / 4, (int)C);
+
+    const T* add_pos = cfg.pos == Pos::learned ? w.wpe : cfg.pos == Pos::sinusoidal ? pos_table : nullptr;
+    BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos, B, Tn, (int)C);
+    for (int l = 0; l < cfg.L; l++) {
+      size_t s = a.train ? l : 0;  // slot of this layer's activations
+      const T* x = l == 0 ? a.encoded : a.res3 + (a.train ? l - 1 : 0) * N * C;  // (B,T,C)
+      T* ln1 = a.ln1 + s * N * C;
+      T* qkv = a.qkv + s * N * 3 * C;
+      T* qkvr = a.qkvr + s * N * 3 * C;
+      T* att = a.att + s * (size_t)B * H * Tn * Tn;
+      T* atty = a.atty + s * N * C;
+      T* res2 = a.res2 + s * N * C;
+      T* ln2 = a.ln2 + s * N * C;
+      T* fch = a.fch + s * N * 4 * C;
+      T* fch_gelu = a.fch_gelu + s * N * 4 * C;
+      T* res3 = a.res3 + s * N * C;
+      BK::layernorm_forward(ln1, a.ln1_mean + s * N, a.ln1_rstd + s * N, x, w.ln1w + l * C, w.ln1b + l * C, (int)N,
+                            (int)C);
+      BK::matmul_forward(qkv, ln1, qkv_weight(l), w.qkvb + l * 3 * C, (int)N, (int)C, (int)(3 * C));  // (B,T,3C)
+      if (qkvr != qkv) BK::rope_forward(qkvr, qkv, rope_cos, rope_sin, B, Tn, (int)C, H);
+      BK::attention_forward(atty, att, qkvr, B, Tn, (int)C, H);  // (B,T,C)
+      BK::matmul_forward(a.proj, atty, w.projw + l * C * C, w.projb + l * C, (int)N, (int)C, (int)C);
+      BK::residual_forward(res2, x, a.proj, N * C);
+      BK::layernorm_forward(ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, res2, w.ln2w + l * C, w.ln2b + l * C,
+                            (int)N, (int)C);
+      BK::matmul_forward(fch, ln2, w.fcw + l * 4 * C * C, w.fcb + l * 4 * C, (int)N, (int)C, (int)(4 * C));
+      BK::gelu_forward(fch_gelu, fch, N * 4 * C);
+      BK::matmul_forward(a.proj, fch_gelu, w.fc2w + l * 4 * C * C, w.fc2b + l * C, (int)N, (int)(4 * C), (int)C);
+      BK::residual_forward(res3, res2, a.proj, N * C);
+    }
+    const T* xL = a.res3 + (a.train ? cfg.L - 1 : 0) * N * C;
+    BK::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xL, w.lnfw, w.lnfb, (int)N, (int)C);
+    BK::matmul_forward(a.logits, a.lnf, w.wte, nullptr, (int)N, (int)C, cfg.V);  // (B,T,V), tied head
+    if (!targets) return 0.0;
+    BK::copy_ints_from_host(a.targets, targets, N);
+    BK::softmax_crossentropy(a.logits, a.losses, a.targets, (int)N, cfg.V, grad ? T(1.0 / N) : T(0));
+    host_losses.resize(N);
+    BK::copy_to_host(host_losses.data(), a.losses, N);
+    double sum = 0;
+    for (T x : host_losses) sum += x;
+    return sum / N;
+  }
+
+  // Logits (B,T,V) of the last forward without grad, copied to the host.
+  std::vector<T> logits() const {
+    std::vector<T> h((size_t)eval_acts.B * eval_acts.Tn * cfg.V);
+    BK::copy_to_host(h.data(), eval_acts.logits, h.size());
+    return h;
+  }
+
+  const T* qkv_weight(int l) const {
+    size_t C = cfg.C;
+    return (cfg.pos == Pos::crope ? qkv_expanded : w.qkvw) + (size_t)l * 3 * C * C;
+  }
+
+  // Backward pass of the last forward(…, grad=true): fills grads.
+  void backward() {
+    Acts& a = train_acts;
+    int B = a.B, Tn = a.Tn, H = cfg.H;
+    size_t N = (size_t)B * Tn, C = cfg.C;
+    BK::zero(grads, num_params);
+    // dlogits are in a.logits (written by softmax_crossentropy)
+    BK::zero(a.dln, N * C);
+    BK::matmul_backward(a.dln, g.wte, nullptr, a.logits, a.lnf, w.wte, (int)N, (int)C, cfg.V);
+    BK::zero(a.dres, N * C);
+    BK::layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dln, a.res3 + (cfg.L - 1) * N * C, w.lnfw, a.lnf_mean,
+                           a.lnf_rstd, (int)N, (int)C);
+    for (int l = cfg.L - 1; l >= 0; l--) {
+      // a.dres holds d(res3[l]); the residual passes it on unchanged.
+      const T* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
+      BK::zero(a.dfch_gelu, N * 4 * C);
+      BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, g.fc2b + l * C, a.dres, a.fch_gelu + l * N * 4 * C,
+                          w.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
+      BK::zero(a.dfch, N * 4 * C);
+      BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, a.dfch_gelu, N * 4 * C);
+      BK::zero(a.dln, N * C);
+      BK::matmul_backward(a.dln, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, a.dfch, a.ln2 + l * N * C,
+                          w.fcw + l * 4 * C * C, (int)N, (int)C, (int)(4 * C));
+      BK::layernorm_backward(a.dres, g.ln2w + l * C, g.ln2b + l * C, a.dln, a.res2 + l * N * C, w.ln2w + l * C,
+                             a.ln2_mean + l * N, a.ln2_rstd + l * N, (int)N, (int)C);
+      // a.dres now holds d(res2[l])
+      BK::zero(a.datty, N * C);
+      BK::matmul_backward(a.datty, g.projw + l * C * C, g.projb + l * C, a.dres, a.atty + l * N * C,
+                          w.projw + l * C * C, (int)N, (int)C, (int)C);
+      BK::zero(a.dqkvr, N * 3 * C);
+      BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C,
+                             a.att + (size_t)l * B * H * Tn * Tn, B, Tn, (int)C, H);
+      if (a.dqkv != a.dqkvr) {
+        BK::zero(a.dqkv, N * 3 * C);
+        BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, Tn, (int)C, H);
+      }
+      BK::zero(a.dln, N * C);
+      if (cfg.pos == Pos::crope) {
+        BK::zero(dqkv_w, 3 * C * C);
+        BK::matmul_backward(a.dln, dqkv_w, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C, qkv_weight(l), (int)N,
+                            (int)C, (int)(3 * C));
+        BK::crope_fold(g.qkvA + l * 3 * C * C / 4, g.qkvB + l * 3 * C * C / 4, dqkv_w, (int)C);
+      } else {
+        BK::matmul_backward(a.dln, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C,
+                            w.qkvw + l * 3 * C * C, (int)N, (int)C, (int)(3 * C));
+      }
+      BK::layernorm_backward(a.dres, g.ln1w + l * C, g.ln1b + l * C, a.dln, x, w.ln1w + l * C, a.ln1_mean + l * N,
+                             a.ln1_rstd + l * N, (int)N, (int)C);
+      // a.dres now holds d(x) = d(res3[l-1])
+    }
+    BK::encoder_backward(g.wte, cfg.pos == Pos::learned ? g.wpe : nullptr, a.dres, a.inputs, B, Tn, (int)C);
+  }
+
+  double grad_norm() const { return std::sqrt(BK::sum_squares(grads, num_params)); }
+
+  // One AdamW step (t is 1-based). decay_all: every tensor decays, else only matrices.
+  void update(float lr, float beta1, float beta2, float eps, float wd, bool decay_all, int t, float gscale) {
+    for (const auto& p : layout)
+      BK::adamw_update(params + p.offset, grads + p.offset, m + p.offset, v + p.offset, p.numel, lr, beta1, beta2,
+                       eps, (decay_all || p.matrix) ? wd : 0.0f, t, gscale);
+  }
+};

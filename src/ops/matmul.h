@@ -1,0 +1,45 @@
+// Linear layer y = x W^T + b through BLAS (OpenBLAS's cblas). CPU reference.
+#pragma once
+#include <cblas.h>
+
+namespace cpu {
+
+// C (M,N) = alpha * op(A) op(B) + beta * C, row-major
+inline void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                 int ldb, float beta, float* Cm, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+              B, ldb, beta, Cm, ldc);
+}
+inline void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
+                 int ldb, double beta, double* Cm, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+              B, ldb, beta, Cm, ldc);
+}
+
+// out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
+template <class T>
+void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
+  if (bias) {
+#pragma omp parallel for
+    for (int i = 0; i < N; i++)
+      for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] = bias[o];
+  }
+  gemm(false, true, N, OC, IC, T(1), inp, IC, w, IC, bias ? T(1) : T(0), out, OC);
+}
+
+// dinp (N,IC) += dout . w ; dw (OC,IC) += dout^T . inp ; dbias (OC) += column sums of dout
+template <class T>
+void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC, int OC) {
+  gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(1), dinp, IC);
+  gemm(true, false, OC, IC, N, T(1), dout, OC, inp, IC, T(1), dw, IC);
+  if (dbias) {
+#pragma omp parallel for
+    for (int o = 0; o < OC; o++) {
+      T s = 0;
+      for (int i = 0; i < N; i++) s += dout[(size_t)i * OC + o];
+      dbias[o] += s;
+    }
+  }
+}
+
+}  // namespace cpu
