@@ -1,0 +1,563 @@
+#!/usr/bin/env python3
+"""Compare training runs of build/train: loss curves in the style of the CRoPE
+paper's Figure 4 and a Markdown table of final numbers.
+
+usage: compare_runs.py RUN_DIR... [--out PREFIX] [--smooth N] [--eval-lengths]
+       compare_runs.py --status RUN_DIR...
+
+Each RUN_DIR holds log.jsonl (first record {"type":"config",...}, then "train"
+and "val" records; see the README). Runs are grouped by dataset, pos and the
+rest of their config; runs that differ only in seed form one group and are
+drawn as a mean line with a min-max band, and summarised as mean +- std.
+
+Outputs: PREFIX.png, PREFIX.svg (one column per dataset: validation loss at the
+training seq_len on top, training loss below), PREFIX.md (the table, also
+printed), and, when val records exist at several seq_len values (or with
+--eval-lengths), PREFIX_lengths.png/.svg: final validation loss against the
+evaluation length.
+
+--status prints one line per RUN_DIR, "complete", "partial DONE/STEPS" or
+"missing" (no usable log), for scripts that resume cut runs.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+# Fixed colour per position scheme so every figure of the project reads alike.
+POS_COLOURS = {
+    "learned": "#2ca02c",     # green
+    "sinusoidal": "#9467bd",  # purple
+    "rope": "#1f77b4",        # blue
+    "crope": "#d62728",       # red
+}
+POS_ORDER = ["learned", "sinusoidal", "rope", "crope"]
+DATASET_ORDER = ["wikitext2", "ptb", "pg19", "synthetic"]
+# Config keys that do not change what a run computes (or are the seed itself):
+# runs differing only in these belong to the same group.
+NON_GROUP_KEYS = {
+    "seed", "run_dir", "device", "checkpoint_every", "sample_every", "resume",
+    "init_from", "init-from", "train_data", "val_data", "dataset", "pos",
+    "eval_every", "eval_batches", "eval_seq_lens",
+}
+
+
+class InputError(Exception):
+    """Bad input: reported as one 'error: ...' line and exit status 1."""
+
+
+# ---------------------------------------------------------------- reading
+
+
+def log_path_of(run_dir):
+    if os.path.isfile(run_dir):  # a log file given directly
+        return run_dir
+    return os.path.join(run_dir, "log.jsonl")
+
+
+def read_log(path):
+    """Returns the list of records of a JSONL log. A malformed last line is
+    ignored (a run still writing it); a malformed line elsewhere is an error."""
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such log (is the run folder right?)")
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read log: {e}")
+    # index of the last non-blank line, the only one allowed to be cut short
+    last = max((i for i, l in enumerate(lines) if l.strip()), default=-1)
+    if last < 0:
+        raise InputError(f"{path}: log is empty")
+    records = []
+    for i, line in enumerate(lines[: last + 1]):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            if i == last:
+                print(f"note: {path}:{i + 1}: ignoring incomplete last line "
+                      f"(run still writing?)", file=sys.stderr)
+                break
+            raise InputError(f"{path}:{i + 1}: malformed JSON line: {e}")
+        records.append(rec)
+    if not records:
+        raise InputError(f"{path}: log has no complete record")
+    return records
+
+
+def dataset_of(config):
+    """Dataset name: a "dataset" key, else the folder under data/ of
+    train_data ('data/ptb/ptb_train_*.bin' -> 'ptb'), else the shard prefix."""
+    if config.get("dataset"):
+        return str(config["dataset"])
+    td = str(config.get("train_data") or "")
+    if not td:
+        return "?"
+    parts = [p for p in td.replace("\\", "/").split("/") if p and p != "."]
+    if not parts:
+        return "?"
+    # a folder right under data/ that is not itself the last component
+    if "data" in parts and parts.index("data") + 1 < len(parts) - 1:
+        return parts[parts.index("data") + 1]
+    last = parts[-1]
+    if "_train" in last:  # shard name or glob: its prefix
+        return last.split("_train")[0]
+    if last.endswith(".bin") or "*" in last:
+        return parts[-2] if len(parts) >= 2 else last
+    return last  # a folder of shards
+
+
+class Run:
+    def __init__(self, run_dir):
+        self.dir = run_dir
+        self.log = log_path_of(run_dir)
+        records = read_log(self.log)
+        config, params = None, {}
+        for r in records:
+            if r.get("type") == "config":
+                config = r.get("config") or {}
+                params = r.get("params") or {}
+                break
+        if config is None:
+            cfg_path = os.path.join(os.path.dirname(self.log), "config.json")
+            if os.path.exists(cfg_path):
+                try:
+                    with open(cfg_path, encoding="utf-8") as f:
+                        config = json.load(f)
+                except ValueError as e:
+                    raise InputError(f"{cfg_path}: malformed JSON: {e}")
+            else:
+                raise InputError(f"{self.log}: no config record and no "
+                                 f"{cfg_path}")
+        if not isinstance(config, dict):
+            raise InputError(f"{self.log}: config is not a JSON object")
+        self.config = config
+        self.params = params
+        self.pos = str(config.get("pos", "?"))
+        self.dataset = dataset_of(config)
+        self.seed = config.get("seed")
+        self.seq_len = config.get("seq_len")
+        self.steps = config.get("steps")
+        try:
+            self.train = sorted(
+                ((int(r["step"]), float(r["loss"]), r.get("tokens_per_s"))
+                 for r in records if r.get("type") == "train"),
+                key=lambda x: x[0])
+            val = [(int(r["step"]), float(r["loss"]),
+                    int(r.get("seq_len") or self.seq_len or 0))
+                   for r in records if r.get("type") == "val"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{self.log}: train/val record without a valid "
+                             f"step or loss ({e!r})")
+        self.val = sorted(val)
+        # the training-length curve: records at seq_len, or all if unknown
+        self.val_lens = sorted({v[2] for v in self.val})
+        at = self.seq_len if self.seq_len in self.val_lens else (
+            self.val_lens[0] if len(self.val_lens) == 1 else None)
+        self.val_curve = [(s, l) for s, l, t in self.val if t == at]
+
+    # Steps may be logged 0-based (0..steps-1) or 1-based (1..steps): a log
+    # that has a step-0 train record is 0-based.
+    def steps_done(self):
+        if not self.train:
+            return 0
+        last = self.train[-1][0]
+        return last + 1 if self.train[0][0] == 0 else last
+
+    def is_cut(self):
+        return self.steps is not None and self.steps_done() < int(self.steps)
+
+    def final_val(self):
+        return self.val_curve[-1][1] if self.val_curve else None
+
+    def best_val(self):
+        return min(l for _, l in self.val_curve) if self.val_curve else None
+
+    def final_val_by_len(self):
+        """{seq_len: loss of the last val record at that length}"""
+        out = {}
+        for s, l, t in self.val:  # sorted by step, so the last one wins
+            out[t] = l
+        return out
+
+    def group_key(self):
+        rest = tuple(sorted((k, json.dumps(v, sort_keys=True))
+                            for k, v in self.config.items()
+                            if k not in NON_GROUP_KEYS))
+        return (self.dataset, self.pos, rest)
+
+
+# ---------------------------------------------------------------- grouping
+
+
+def order_key(ds, pos):
+    di = DATASET_ORDER.index(ds) if ds in DATASET_ORDER else len(DATASET_ORDER)
+    pi = POS_ORDER.index(pos) if pos in POS_ORDER else len(POS_ORDER)
+    return (di, ds, pi, pos)
+
+
+class Group:
+    def __init__(self, runs):
+        self.runs = sorted(runs, key=lambda r: (str(r.seed), r.dir))
+        self.dataset = runs[0].dataset
+        self.pos = runs[0].pos
+        self.config = runs[0].config
+        self.label = self.pos  # extended below when groups need telling apart
+        self.style = "-"
+
+
+def make_groups(runs):
+    by_key = {}
+    for r in runs:
+        by_key.setdefault(r.group_key(), []).append(r)
+    groups = [Group(rs) for rs in by_key.values()]
+    groups.sort(key=lambda g: order_key(g.dataset, g.pos) +
+                (json.dumps(g.config, sort_keys=True, default=str),))
+    # Config keys on which groups of the same (dataset, pos) differ go into
+    # their labels, and such groups get distinct line styles.
+    by_dp = {}
+    for g in groups:
+        by_dp.setdefault((g.dataset, g.pos), []).append(g)
+    styles = ["-", "--", ":", "-."]
+    for gs in by_dp.values():
+        if len(gs) < 2:
+            continue
+        keys = sorted({k for g in gs for k in g.config
+                       if k not in NON_GROUP_KEYS and
+                       len({json.dumps(h.config.get(k), sort_keys=True)
+                            for h in gs}) > 1})
+        for i, g in enumerate(gs):
+            g.label = g.pos + " (" + ", ".join(
+                f"{k}={g.config.get(k)}" for k in keys) + ")"
+            g.style = styles[i % len(styles)]
+    return groups
+
+
+# ---------------------------------------------------------------- numbers
+
+
+def mean_std(xs):
+    """Mean and sample standard deviation (ddof=1; 0 for a single value)."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None, None
+    m = sum(xs) / len(xs)
+    if len(xs) < 2:
+        return m, 0.0
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def median(xs):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+def fmt_ms(m, s, n):
+    if m is None:
+        return "n/a"
+    return f"{m:.4f}" if n < 2 else f"{m:.4f} ± {s:.4f}"
+
+
+def fmt_int(x):
+    return "n/a" if x is None else f"{int(round(x)):,}"
+
+
+def summarise(g):
+    finals = [r.final_val() for r in g.runs]
+    bests = [r.best_val() for r in g.runs]
+    n_val = sum(1 for f in finals if f is not None)
+    fm, fs = mean_std(finals)
+    bm, bs = mean_std(bests)
+    tps = [float(t) for r in g.runs for _, _, t in r.train if t is not None]
+    p0 = g.runs[0].params or {}
+    return {
+        "final": (fm, fs), "best": (bm, bs), "n_val": n_val,
+        "ppl": math.exp(fm) if fm is not None and fm < 700 else None,
+        "tokens_per_s": median(tps),
+        "params_total": p0.get("total"), "params_attention": p0.get("attention"),
+        "cut": [f"({'seed %s: ' % r.seed if len(g.runs) > 1 else ''}"
+                f"cut at step {r.steps_done()}/{r.steps})"
+                for r in g.runs if r.is_cut()],
+    }
+
+
+def reference_group(g, groups):
+    """The RoPE group of the same dataset the difference is taken against:
+    the one with the same other config if there is one, else the first."""
+    ropes = [h for h in groups if h.dataset == g.dataset and h.pos == "rope"]
+    if not ropes:
+        return None
+    for h in ropes:
+        if h.runs[0].group_key()[2] == g.runs[0].group_key()[2]:
+            return h
+    return ropes[0]
+
+
+def build_table(groups, stats):
+    head = ["dataset", "pos", "seeds", "params", "attention params",
+            "final val loss", "best val loss", "val ppl", "tokens/s",
+            "Δ final vs rope", "notes"]
+    rows = []
+    for g in groups:
+        st = stats[id(g)]
+        ref = reference_group(g, groups)
+        if ref is g:
+            diff = "ref"
+        elif ref is None or st["final"][0] is None or \
+                stats[id(ref)]["final"][0] is None:
+            diff = "n/a"
+        else:
+            diff = f"{st['final'][0] - stats[id(ref)]['final'][0]:+.4f}"
+        n = len(g.runs)
+        seeds = ",".join("?" if r.seed is None else str(r.seed) for r in g.runs)
+        nv = st["n_val"]
+        rows.append([
+            g.dataset, g.label, f"{n} ({seeds})",
+            fmt_int(st["params_total"]), fmt_int(st["params_attention"]),
+            fmt_ms(*st["final"], nv), fmt_ms(*st["best"], nv),
+            "n/a" if st["ppl"] is None else f"{st['ppl']:.2f}",
+            fmt_int(st["tokens_per_s"]), diff, " ".join(st["cut"])])
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def build_length_table(groups):
+    lens = sorted({t for g in groups for r in g.runs for t in r.val_lens})
+    head = ["dataset", "pos"] + [f"T={t}" for t in lens]
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join("---" for _ in head) + "|"]
+    for g in groups:
+        cells = []
+        for t in lens:
+            xs = [r.final_val_by_len().get(t) for r in g.runs]
+            m, s = mean_std(xs)
+            cells.append(fmt_ms(m, s, sum(x is not None for x in xs)))
+        lines.append("| " + " | ".join([g.dataset, g.label] + cells) + " |")
+    return "\n".join(lines), lens
+
+
+# ---------------------------------------------------------------- curves
+
+
+def smooth(ys, n):
+    """Trailing moving average over n points (fewer at the start)."""
+    if n <= 1 or not ys:
+        return list(ys)
+    out, acc = [], 0.0
+    for i, y in enumerate(ys):
+        acc += y
+        if i >= n:
+            acc -= ys[i - n]
+        out.append(acc / min(i + 1, n))
+    return out
+
+
+def band(curves):
+    """curves: list of [(step, value)]. Returns steps, mean, min, max over the
+    curves that have each step (a cut seed drops out where it stops)."""
+    at = {}
+    for c in curves:
+        for s, v in c:
+            at.setdefault(s, []).append(v)
+    steps = sorted(at)
+    return (steps, [sum(at[s]) / len(at[s]) for s in steps],
+            [min(at[s]) for s in steps], [max(at[s]) for s in steps])
+
+
+def colour(g):
+    return POS_COLOURS.get(g.pos, "#7f7f7f")
+
+
+def draw(ax, g, curves):
+    curves = [c for c in curves if c]
+    if not curves:
+        return
+    steps, m, lo, hi = band(curves)
+    ax.plot(steps, m, g.style, color=colour(g), lw=1.3,
+            label=g.label + (f" ({len(curves)} seeds)" if len(curves) > 1 else ""))
+    if len(curves) > 1:
+        ax.fill_between(steps, lo, hi, color=colour(g), alpha=0.2, lw=0)
+
+
+def zoom(ax):
+    """Fit the y range to the curves after the first 15% of steps: the first
+    steps fall from ~ln V and would otherwise squash the differences at the
+    end, which are what the comparison is about."""
+    pts = [(x, y) for line in ax.lines if line.get_linestyle() not in ("None", ":")
+           for x, y in zip(line.get_xdata(), line.get_ydata())]
+    if len(pts) < 2:
+        return
+    x0, x1 = min(x for x, _ in pts), max(x for x, _ in pts)
+    ys = [y for x, y in pts if x >= x0 + 0.15 * (x1 - x0)] or [y for _, y in pts]
+    lo, hi = min(ys), max(ys)
+    pad = 0.05 * (hi - lo) or 0.05
+    ax.set_ylim(lo - pad, hi + pad)
+
+
+def save(fig, prefix):
+    for ext in ("png", "svg"):
+        fig.savefig(f"{prefix}.{ext}", dpi=120)
+
+
+def plot_curves(groups, prefix, smooth_n):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    datasets = sorted({g.dataset for g in groups}, key=lambda d: order_key(d, "")[:2])
+    fig, axes = plt.subplots(2, len(datasets), squeeze=False,
+                             figsize=(4.6 * len(datasets), 7.0))
+    for j, ds in enumerate(datasets):
+        top, bot = axes[0][j], axes[1][j]
+        gs = [g for g in groups if g.dataset == ds]
+        seq = sorted({str(g.config.get("seq_len")) for g in gs})
+        for g in gs:
+            draw(top, g, [r.val_curve for r in g.runs])
+            draw(bot, g, [list(zip([s for s, _, _ in r.train],
+                                   smooth([l for _, l, _ in r.train], smooth_n)))
+                          for r in g.runs])
+            for r in g.runs:  # mark where a cut run stops
+                if r.is_cut() and r.train:
+                    bot.axvline(r.train[-1][0], color=colour(g), ls=":", lw=0.8)
+        top.set_title(ds)
+        top.set_ylabel(f"validation loss (T={'/'.join(seq)})")
+        bot.set_ylabel("training loss" +
+                       (f" (moving avg {smooth_n})" if smooth_n > 1 else ""))
+        bot.set_xlabel("step")
+        for ax in (top, bot):
+            zoom(ax)
+            ax.grid(alpha=0.3)
+            if ax.lines:
+                ax.legend(fontsize=8)
+    fig.tight_layout()
+    save(fig, prefix)
+    plt.close(fig)
+
+
+def plot_lengths(groups, prefix):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    datasets = sorted({g.dataset for g in groups}, key=lambda d: order_key(d, "")[:2])
+    fig, axes = plt.subplots(1, len(datasets), squeeze=False,
+                             figsize=(4.6 * len(datasets), 3.8))
+    for j, ds in enumerate(datasets):
+        ax = axes[0][j]
+        for g in (g for g in groups if g.dataset == ds):
+            lens = sorted({t for r in g.runs for t in r.val_lens})
+            xs, ms, lo, hi = [], [], [], []
+            for t in lens:  # a length a run never evaluated is not applicable
+                vals = [r.final_val_by_len()[t] for r in g.runs
+                        if t in r.final_val_by_len()]
+                if vals:
+                    xs.append(t)
+                    ms.append(sum(vals) / len(vals))
+                    lo.append(min(vals))
+                    hi.append(max(vals))
+            if not xs:
+                continue
+            ax.plot(xs, ms, g.style, marker="o", ms=3, color=colour(g), label=g.label)
+            if len(g.runs) > 1:
+                ax.fill_between(xs, lo, hi, color=colour(g), alpha=0.2, lw=0)
+            tr = g.config.get("seq_len")
+            if tr:
+                ax.axvline(tr, color="#999999", ls=":", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ticks = sorted({t for g in groups if g.dataset == ds for r in g.runs
+                        for t in r.val_lens})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([str(t) for t in ticks])
+        ax.set_title(f"{ds}: final val loss vs eval length")
+        ax.set_xlabel("evaluation length (tokens); dotted = training length")
+        ax.set_ylabel("validation loss")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    save(fig, prefix)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- main
+
+
+def status(paths):
+    for p in paths:
+        try:
+            r = Run(p)
+        except InputError:
+            print(f"missing {p}")
+            continue
+        if r.is_cut() or r.steps is None:
+            print(f"partial {r.steps_done()}/{r.steps} {p}")
+        else:
+            print(f"complete {p}")
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(
+        description="Compare build/train runs: Figure-4-style loss curves and a "
+                    "Markdown table (see the module docstring).")
+    ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    ap.add_argument("--out", default="compare", metavar="PREFIX",
+                    help="output prefix: PREFIX.png/.svg/.md (default: compare)")
+    ap.add_argument("--smooth", type=int, default=1, metavar="N",
+                    help="moving average of the training loss over N steps (default 1: none)")
+    ap.add_argument("--eval-lengths", action="store_true",
+                    help="always write PREFIX_lengths.png/.svg and the length table "
+                         "(default: only when val records have several seq_len values)")
+    ap.add_argument("--status", action="store_true",
+                    help="only print complete / partial DONE/STEPS / missing per RUN_DIR")
+    a = ap.parse_args(argv)
+    if a.status:
+        status(a.runs)
+        return 0
+    if a.smooth < 1:
+        raise InputError("--smooth must be >= 1")
+    runs = [Run(p) for p in a.runs]
+    groups = make_groups(runs)
+    stats = {id(g): summarise(g) for g in groups}
+    table = build_table(groups, stats)
+    md = "## Final losses\n\n" + table + "\n\n" + \
+        "Final/best: validation loss at the training seq_len, mean ± sample std over seeds; " \
+        "val ppl = exp(mean final); tokens/s = median over train records; " \
+        "Δ = mean final minus the RoPE group of the same dataset.\n"
+    all_lens = sorted({t for r in runs for t in r.val_lens})
+    lengths = a.eval_lengths or len(all_lens) > 1
+    if lengths:
+        lt, _ = build_length_table(groups)
+        md += "\n## Final validation loss by evaluation length\n\n" + lt + \
+            "\n\nn/a: not evaluated at that length (learned positions stop at max_seq_len).\n"
+    out_dir = os.path.dirname(a.out)
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+    with open(a.out + ".md", "w", encoding="utf-8") as f:
+        f.write(md)
+    print(md, end="")
+    plot_curves(groups, a.out, a.smooth)
+    written = [a.out + ".png", a.out + ".svg", a.out + ".md"]
+    if lengths:
+        plot_lengths(groups, a.out + "_lengths")
+        written += [a.out + "_lengths.png", a.out + "_lengths.svg"]
+    print("\nwrote " + ", ".join(written), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Reproduces the CRoPE paper's language-model comparison (Figure 4, Table 1):
+# trains every (dataset, pos, seed) with configs/paper.json, resumes cut runs,
+# skips finished ones, then compares them all with scripts/compare_runs.py.
+# Run from anywhere; paths are relative to the repository root.
+
+# --- the shrunken "--scale cpu" setting: same model (L=4, H=4, C=128),
+# shorter sequences and fewer steps, sized so 9 runs finish on 2 CPU cores in
+# well under 30 minutes. The lr step schedule keeps the paper's shape: 10
+# decays by gamma over the run (paper: every 1000 of 10,000 steps).
+CPU_SEQ_LEN=64
+CPU_BATCH_SIZE=8
+CPU_STEPS=300
+CPU_STEP_SIZE=30
+CPU_EVAL_EVERY=50
+CPU_EVAL_BATCHES=8
+CPU_CHECKPOINT_EVERY=100
+CPU_SMOOTH=10      # moving average of the train loss in the figure
+PAPER_SMOOTH=50
+
+usage() {
+  cat <<'EOF'
+usage: scripts/reproduce_paper.sh [options] [-- EXTRA_TRAIN_ARGS...]
+
+Trains GPT-2 (configs/paper.json: L=4, H=4, C=128, AdamW 1e-3, StepLR 0.8/1000)
+on each dataset with each position scheme and seed, then writes
+OUT/compare.png, OUT/compare.svg and OUT/compare.md (scripts/compare_runs.py).
+Runs go to OUT/NAME-POS-sSEED; their console output to OUT/NAME-POS-sSEED.txt.
+
+options:
+  --seeds N            seeds 1..N per (dataset, pos)          (default 1)
+  --datasets "A B"     datasets                               (default "wikitext2 ptb pg19")
+  --pos "A B"          position schemes: learned sinusoidal rope crope
+                                                              (default "learned rope crope")
+  --scale paper|cpu    paper: the preset as is (10,000 steps of 16 x 1024 tokens; a GPU job);
+                       cpu: a shrunken run (seq_len 64, batch 8, 300 steps; see the top of
+                       this script)                           (default paper)
+  --mirror DIR         local mirror for scripts/prepare_data.py when a dataset is missing
+  --out DIR            where the runs and the comparison go  (default runs/paper)
+  --smooth N           train-loss moving average in the figure (default 50 paper, 10 cpu)
+  --no-build           do not run make first
+  --dry-run            print what would run, run nothing
+  -h, --help           this text
+  -- ARGS...           passed on to build/train for new runs (not for resumed ones)
+
+Resuming: a run whose log reached its final step is skipped; a cut run with a
+`latest` checkpoint is continued with `build/train --resume RUN_DIR`; a cut run
+without a checkpoint is moved aside (RUN_DIR.stale-TIME) and started again.
+Environment: PYTHON (default: scripts/pick_python.sh), TRAIN (default build/train),
+CONFIG (default configs/paper.json).
+EOF
+}
+
+die() { echo "error: $*" >&2; exit 1; }
+
+cd "$(dirname "$0")/.." || die "cannot enter the repository root"
+
+SEEDS=1
+DATASETS="wikitext2 ptb pg19"
+POS_LIST="learned rope crope"
+SCALE=paper
+MIRROR=""
+OUT=runs/paper
+SMOOTH=""
+BUILD=1
+DRY=0
+EXTRA=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --seeds|--datasets|--pos|--scale|--mirror|--out|--smooth)
+      [ $# -ge 2 ] || die "$1 needs a value (see --help)"
+      case "$1" in
+        --seeds) SEEDS=$2 ;; --datasets) DATASETS=$2 ;; --pos) POS_LIST=$2 ;;
+        --scale) SCALE=$2 ;; --mirror) MIRROR=$2 ;; --out) OUT=$2 ;; --smooth) SMOOTH=$2 ;;
+      esac
+      shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    --dry-run) DRY=1; shift ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+
+[[ "$SEEDS" =~ ^[1-9][0-9]*$ ]] || die "--seeds must be a positive integer, got '$SEEDS'"
+[ -n "$SMOOTH" ] && { [[ "$SMOOTH" =~ ^[1-9][0-9]*$ ]] || die "--smooth must be a positive integer"; }
+case "$SCALE" in
+  paper) SCALE_ARGS=(); SMOOTH=${SMOOTH:-$PAPER_SMOOTH} ;;
+  cpu) SCALE_ARGS=(--seq_len "$CPU_SEQ_LEN" --batch_size "$CPU_BATCH_SIZE" --steps "$CPU_STEPS"
+                   --step_size "$CPU_STEP_SIZE" --eval_every "$CPU_EVAL_EVERY"
+                   --eval_batches "$CPU_EVAL_BATCHES" --checkpoint_every "$CPU_CHECKPOINT_EVERY")
+       SMOOTH=${SMOOTH:-$CPU_SMOOTH} ;;
+  *) die "--scale must be paper or cpu, got '$SCALE'" ;;
+esac
+for p in $POS_LIST; do
+  case "$p" in learned|sinusoidal|rope|crope) ;; *) die "unknown pos '$p' (learned|sinusoidal|rope|crope)" ;; esac
+done
+[ -n "$DATASETS" ] || die "--datasets is empty"
+[ -n "$POS_LIST" ] || die "--pos is empty"
+for d in $DATASETS; do [[ "$d" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad dataset name '$d'"; done
+[ -n "$OUT" ] || die "--out is empty"
+
+PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
+TRAIN=${TRAIN:-build/train}
+CONFIG=${CONFIG:-configs/paper.json}
+[ -f "$CONFIG" ] || die "$CONFIG not found (the paper preset)"
+
+# run CMD...: echo it; run it unless --dry-run
+run() {
+  echo "+ $*"
+  [ "$DRY" = 1 ] || "$@"
+}
+
+# --- data
+for d in $DATASETS; do
+  if compgen -G "data/$d/${d}_train_*.bin" >/dev/null && compgen -G "data/$d/${d}_val_*.bin" >/dev/null; then
+    continue
+  fi
+  echo "== preparing data/$d"
+  if [ -n "$MIRROR" ]; then
+    run "$PYTHON" scripts/prepare_data.py "$d" --mirror "$MIRROR" --out "data/$d" || die "preparing $d failed"
+  else
+    run "$PYTHON" scripts/prepare_data.py "$d" --out "data/$d" || die "preparing $d failed"
+  fi
+done
+
+# --- build
+if [ "$BUILD" = 1 ]; then
+  run make || die "build failed"
+fi
+[ "$DRY" = 1 ] || [ -x "$TRAIN" ] || die "$TRAIN not found or not executable"
+
+# --- runs: seed outermost, so every comparison has one seed before any has two
+[ "$DRY" = 1 ] || mkdir -p "$OUT" || die "cannot create $OUT"
+n_total=$(( SEEDS * $(wc -w <<<"$DATASETS") * $(wc -w <<<"$POS_LIST") ))
+i=0 failed=() dirs=()
+for s in $(seq 1 "$SEEDS"); do
+  for d in $DATASETS; do
+    for p in $POS_LIST; do
+      i=$((i + 1))
+      dir="$OUT/$d-$p-s$s"
+      dirs+=("$dir")
+      state=missing
+      if [ -e "$dir" ]; then
+        state=$("$PYTHON" scripts/compare_runs.py --status "$dir" 2>/dev/null | awk '{print $1}')
+      fi
+      tag="[$i/$n_total] $d $p seed $s"
+      if [ "$state" = complete ]; then
+        echo "== $tag: complete, skipped"
+        continue
+      fi
+      start=$(date +%s)
+      if [ "$state" = partial ] && [ -e "$dir/latest" ]; then
+        echo "== $tag: resuming $dir"
+        cmd=("$TRAIN" --resume "$dir")
+      else
+        if [ -e "$dir" ]; then
+          stale="$dir.stale-$(date +%Y%m%d-%H%M%S)"
+          echo "== $tag: $dir is cut short without a checkpoint; moved to $stale"
+          run mv "$dir" "$stale" || die "cannot move $dir aside"
+        fi
+        echo "== $tag: training $dir"
+        cmd=("$TRAIN" --config "$CONFIG" --pos "$p"
+             --train_data "data/$d/${d}_train_*.bin" --val_data "data/$d/${d}_val_*.bin"
+             --seed "$s" --run_dir "$dir" "${SCALE_ARGS[@]}" "${EXTRA[@]}")
+      fi
+      if [ "$DRY" = 1 ]; then
+        echo "+ ${cmd[*]}"
+        continue
+      fi
+      if "${cmd[@]}" >>"$dir.txt" 2>&1; then
+        echo "   done in $(( $(date +%s) - start )) s"
+      else
+        echo "   FAILED (exit $?); last lines of $dir.txt:" >&2
+        tail -n 5 "$dir.txt" >&2
+        failed+=("$dir")
+      fi
+    done
+  done
+done
+
+# --- comparison over every run that has a log
+have=()
+for dir in "${dirs[@]}"; do [ -f "$dir/log.jsonl" ] && have+=("$dir"); done
+if [ "$DRY" = 1 ]; then
+  echo "+ $PYTHON scripts/compare_runs.py ${dirs[*]} --out $OUT/compare --smooth $SMOOTH"
+elif [ ${#have[@]} -gt 0 ]; then
+  echo "== comparing ${#have[@]} runs"
+  "$PYTHON" scripts/compare_runs.py "${have[@]}" --out "$OUT/compare" --smooth "$SMOOTH" \
+    || failed+=("compare_runs")
+else
+  echo "error: no run produced a log" >&2
+  exit 1
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "error: ${#failed[@]} step(s) failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "== done: $OUT/compare.png, $OUT/compare.md"

@@ -1,0 +1,181 @@
+"""Tests scripts/compare_runs.py on hand-made run folders whose final numbers
+are known: means and std over seeds, differences to RoPE, perplexity, the
+cut-run marker, figures written, and the error cases."""
+import json
+import shutil
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
+from testlib import check, finish  # noqa: E402
+
+SCRIPT = os.path.join("scripts", "compare_runs.py")
+PY = sys.executable
+PARAMS = {
+    "rope": {"total": 7226240, "embeddings": 6432896, "attention": 264192},
+    "crope": {"total": 7127936, "embeddings": 6432896, "attention": 165888},
+    "learned": {"total": 7357312, "embeddings": 6563968, "attention": 264192},
+}
+
+
+def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=None,
+              one_based=False, tps=1000.0, extra_lens=None, truncate_tail=False,
+              config_in_log=True):
+    """A run whose val loss (at seq_len 64) every 20 steps follows `finals`
+    (list of values, the last one is the final loss)."""
+    d = os.path.join(root, name)
+    os.makedirs(d)
+    cfg = {"pos": pos, "seed": seed, "steps": steps, "seq_len": 64, "batch_size": 8,
+           "lr": 1e-3, "n_layer": 4, "n_head": 4, "n_embd": 128, "max_seq_len": 1024,
+           "train_data": f"data/{dataset}/{dataset}_train_*.bin",
+           "val_data": f"data/{dataset}/{dataset}_val_*.bin", "run_dir": d}
+    recs = []
+    if config_in_log:
+        recs.append({"type": "config", "config": cfg, "params": PARAMS[pos]})
+    else:
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f)
+    first = 1 if one_based else 0
+    last = (steps if one_based else steps - 1) if last_step is None else last_step
+    val_steps = [s for s in range(first, last + 1) if s % 20 == 0 or s == last]
+    val_steps = val_steps[-len(finals):]
+    vals = dict(zip(val_steps, finals))
+    for s in range(first, last + 1):
+        recs.append({"type": "train", "step": s, "loss": 6.0 - s * 0.005 + 0.05 * math.sin(s),
+                     "lr": 1e-3, "grad_norm": 1.0, "step_ms": 10.0,
+                     "tokens_per_s": tps + s if isinstance(tps, float) else tps})
+        if s in vals:
+            recs.append({"type": "val", "step": s, "loss": vals[s], "seq_len": 64})
+            if s == last and extra_lens:
+                for t, l in extra_lens.items():
+                    recs.append({"type": "val", "step": s, "loss": l, "seq_len": t})
+    text = "".join(json.dumps(r) + "\n" for r in recs)
+    if truncate_tail:
+        text += '{"type": "train", "step": 10'  # a run still writing its log
+    with open(os.path.join(d, "log.jsonl"), "w") as f:
+        f.write(text)
+    return d
+
+
+def run(args):
+    p = subprocess.run([PY, SCRIPT] + args, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def parse_table(md):
+    rows = {}
+    lines = [l for l in md.split("## Final validation loss by")[0].splitlines()
+             if l.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    for l in lines[2:]:
+        cells = [c.strip() for c in l.strip("|").split("|")]
+        r = dict(zip(head, cells))
+        rows[(r["dataset"], r["pos"])] = r
+    return rows
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="test_compare_")
+    runs = [
+        # wikitext2: two rope seeds, crope (final above its best), learned cut at 60/100
+        write_run(tmp, "w-rope-s1", "wikitext2", "rope", 1, [5.9, 5.6, 5.5, 5.45, 5.40],
+                  extra_lens={128: 5.6, 256: 5.9}),
+        write_run(tmp, "w-rope-s2", "wikitext2", "rope", 2, [5.8, 5.5, 5.4, 5.35, 5.30],
+                  tps=2000.0, extra_lens={128: 5.5, 256: 5.8}),
+        write_run(tmp, "w-crope-s1", "wikitext2", "crope", 1, [5.8, 5.5, 5.4, 5.35, 5.36],
+                  tps=3000, extra_lens={128: 5.45, 256: 5.6}),
+        write_run(tmp, "w-learned-s1", "wikitext2", "learned", 1, [5.9, 5.7, 5.6, 5.5],
+                  last_step=59),
+        # ptb: steps logged 1..100, crope log with a cut-off last line,
+        # rope with its config in config.json instead of the log
+        write_run(tmp, "p-rope-s1", "ptb", "rope", 1, [4.5, 4.2, 4.1, 4.05, 4.02],
+                  one_based=True, config_in_log=False),
+        write_run(tmp, "p-crope-s1", "ptb", "crope", 1, [4.5, 4.2, 4.1, 4.05, 4.016],
+                  one_based=True, truncate_tail=True),
+    ]
+    out = os.path.join(tmp, "out", "cmp")
+    rc, so, se = run(runs + ["--out", out, "--smooth", "5"])
+    check("compare_runs_exit_0", rc == 0, f"rc={rc} stderr={se[-500:]}")
+    check("truncated_last_line_noted", "incomplete last line" in se, se[-300:])
+    md = open(out + ".md").read() if os.path.exists(out + ".md") else ""
+    check("table_printed_and_written", md and md.strip() in so, "PREFIX.md missing or differs from stdout")
+    rows = parse_table(md) if md else {}
+    r = rows.get(("wikitext2", "rope"), {})
+    std = math.sqrt(2 * 0.05 ** 2)
+    check("rope_two_seeds_mean_std", r.get("final val loss") == f"5.3500 ± {std:.4f}", r.get("final val loss"))
+    check("rope_seeds_listed", r.get("seeds") == "2 (1,2)", r.get("seeds"))
+    check("rope_perplexity", r.get("val ppl") == f"{math.exp(5.35):.2f}", r.get("val ppl"))
+    check("rope_is_reference", r.get("Δ final vs rope") == "ref", r.get("Δ final vs rope"))
+    check("rope_tokens_per_s_median", r.get("tokens/s") == "1,550", r.get("tokens/s"))
+    check("rope_params", r.get("params") == "7,226,240" and r.get("attention params") == "264,192",
+          f"{r.get('params')} {r.get('attention params')}")
+    c = rows.get(("wikitext2", "crope"), {})
+    check("crope_diff_to_rope", c.get("Δ final vs rope") == "+0.0100", c.get("Δ final vs rope"))
+    check("crope_best_below_final", c.get("best val loss") == "5.3500" and c.get("final val loss") == "5.3600",
+          f"{c.get('best val loss')} {c.get('final val loss')}")
+    check("crope_attention_params", c.get("attention params") == "165,888", c.get("attention params"))
+    check("crope_tokens_per_s", c.get("tokens/s") == "3,000", c.get("tokens/s"))
+    l = rows.get(("wikitext2", "learned"), {})
+    check("learned_cut_marker", "(cut at step 60/100)" in l.get("notes", ""), l.get("notes"))
+    check("learned_diff", l.get("Δ final vs rope") == "+0.1500", l.get("Δ final vs rope"))
+    pc = rows.get(("ptb", "crope"), {})
+    check("ptb_crope_diff_negative", pc.get("Δ final vs rope") == "-0.0040", pc.get("Δ final vs rope"))
+    check("one_based_complete_not_cut", pc.get("notes") == "" and rows.get(("ptb", "rope"), {}).get("notes") == "",
+          f"{pc.get('notes')!r}")
+    check("config_json_fallback", rows.get(("ptb", "rope"), {}).get("final val loss") == "4.0200",
+          str(rows.get(("ptb", "rope"))))
+    check("rows_ordered", [k for k in rows] == [("wikitext2", "learned"), ("wikitext2", "rope"),
+                                                ("wikitext2", "crope"), ("ptb", "rope"), ("ptb", "crope")],
+          str(list(rows)))
+    # length extrapolation table: learned has no T=256 record -> n/a
+    lt = md.split("## Final validation loss by evaluation length")[-1] if md else ""
+    check("length_table_rope_mean", "| wikitext2 | rope | 5.3500 ± 0.0707 | 5.5500 ± 0.0707 | 5.8500 ± 0.0707 |" in lt,
+          lt[:400])
+    check("length_table_learned_na", "| wikitext2 | learned | 5.5000 | n/a | n/a |" in lt, lt[:400])
+    for ext in ("png", "svg"):
+        for p in (out + "." + ext, out + "_lengths." + ext):
+            check(f"written_{os.path.basename(p)}", os.path.exists(p) and os.path.getsize(p) > 1000,
+                  "missing or tiny")
+    with open(out + ".png", "rb") as f:
+        check("png_signature", f.read(8) == b"\x89PNG\r\n\x1a\n")
+
+    # one seq_len only and no --eval-lengths: no lengths figure
+    out2 = os.path.join(tmp, "out2", "cmp")
+    rc, so, se = run([runs[3], runs[4], "--out", out2])
+    check("single_length_no_lengths_figure", rc == 0 and not os.path.exists(out2 + "_lengths.png"), se[-300:])
+
+    # --status for resumable scripts
+    rc, so, se = run(["--status", runs[0], runs[3], os.path.join(tmp, "nope")])
+    lines = so.splitlines()
+    check("status_lines", rc == 0 and len(lines) == 3 and lines[0].startswith("complete")
+          and lines[1].startswith("partial 60/100") and lines[2].startswith("missing"), so + se)
+
+    # errors
+    rc, so, se = run([os.path.join(tmp, "nope"), "--out", os.path.join(tmp, "e")])
+    check("missing_log_error", rc == 1 and se.startswith("error: ") and "nope" in se, f"rc={rc} {se!r}")
+    bad = os.path.join(tmp, "bad")
+    os.makedirs(bad)
+    with open(os.path.join(bad, "log.jsonl"), "w") as f:
+        f.write('{"type": "config", "config": {"pos": "rope"}, "params": {}}\n{"type": "train", "step"\n'
+                '{"type": "train", "step": 1, "loss": 5.0}\n')
+    rc, so, se = run([bad, "--out", os.path.join(tmp, "e")])
+    check("malformed_middle_line_error", rc == 1 and se.startswith("error: ") and "log.jsonl:2" in se,
+          f"rc={rc} {se!r}")
+    empty = os.path.join(tmp, "empty")
+    os.makedirs(empty)
+    open(os.path.join(empty, "log.jsonl"), "w").close()
+    rc, so, se = run([empty, "--out", os.path.join(tmp, "e")])
+    check("empty_log_error", rc == 1 and se.startswith("error: ") and "empty" in se, f"rc={rc} {se!r}")
+    check("no_traceback", "Traceback" not in se)
+    if os.environ.get("KEEP_TMP"):
+        print(f"kept {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    finish()
+
+
+if __name__ == "__main__":
+    main()
