@@ -24,12 +24,13 @@ CUDA_OBJ  := $(patsubst cuda/%.cu,build/cuda/%.o,$(wildcard cuda/*.cu))
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
 endif
 
-MAINS    := src/train.cpp
+MAINS    := src/train.cpp src/sample.cpp
+BINS     := $(patsubst src/%.cpp,build/%,$(MAINS))
 LIB_OBJ  := $(patsubst src/%.cpp,build/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
 TESTS    := $(patsubst test/%.cpp,build/test/%,$(wildcard test/test_*.cpp))
 
 .PHONY: all test run bench deps clean
-all: build/.deps build/train $(TESTS)
+all: build/.deps $(BINS) $(TESTS)
 
 build/.deps: scripts/install_deps.sh
 	@scripts/install_deps.sh
@@ -47,7 +48,7 @@ build/cuda/%.o: cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-build/train: build/src/train.o $(LIB_OBJ) $(CUDA_OBJ)
+$(BINS): build/%: build/src/%.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
 build/test/%: build/test/%.o $(LIB_OBJ) $(CUDA_OBJ)

@@ -335,10 +335,10 @@ struct GPT {
     return sum / N;
   }
 
-  // Logits (B,T,V) of the last forward without grad, copied to the host.
-  std::vector<T> logits() const {
-    std::vector<T> h((size_t)eval_acts.B * eval_acts.Tn * cfg.V);
-    BK::copy_to_host(h.data(), eval_acts.logits, h.size());
+  // Rows [row0, row0 + rows) of the (B*T, V) logits of the last forward without grad, on the host.
+  std::vector<T> logits(size_t row0, size_t rows) const {
+    std::vector<T> h(rows * cfg.V);
+    BK::copy_to_host(h.data(), eval_acts.logits + row0 * cfg.V, h.size());
     return h;
   }
 

@@ -19,7 +19,7 @@
 #include "dataloader.h"
 #include "log.h"
 #include "model.h"
-#include "safetensors.h"
+#include "model_io.h"
 #ifdef HAVE_CUDA
 #include "backend_cuda.h"
 #endif
@@ -52,14 +52,6 @@ static std::string duration(double seconds) {
   return b;
 }
 
-static ModelConfig model_config(const Config& c) {
-  ModelConfig m;
-  m.pos = parse_pos(c.pos);
-  m.L = c.n_layer, m.H = c.n_head, m.C = c.n_embd, m.V = c.vocab_size, m.maxT = c.max_seq_len;
-  m.rope_base = c.rope_base;
-  return m;
-}
-
 // Evaluation lengths: the training length unless eval_seq_lens says otherwise.
 static std::vector<int> eval_lengths(const Config& c) {
   return c.eval_seq_lens.empty() ? std::vector<int>{c.seq_len} : c.eval_seq_lens;
@@ -88,18 +80,10 @@ struct Trainer {
 
   // --- checkpoints: weights and AdamW moments in safetensors, training state in JSON
   std::vector<StTensor> tensors(const std::vector<T>& flat, const std::string& prefix) const {
-    std::vector<StTensor> t;
-    for (const auto& p : model.layout)
-      t.push_back({prefix + p.name, sizeof(T) == 4 ? "F32" : "F64", p.shape, flat.data() + p.offset});
-    return t;
+    return layout_tensors(model.layout, flat, prefix);
   }
   std::vector<T> flat_from(const StFile& f, const std::string& prefix) const {
-    std::vector<T> flat(model.num_params);
-    for (const auto& p : model.layout) {
-      const StEntry& e = f.get(prefix + p.name, sizeof(T) == 4 ? "F32" : "F64", p.shape);
-      std::memcpy(flat.data() + p.offset, e.bytes.data(), p.numel * sizeof(T));
-    }
-    return flat;
+    return layout_from_file<T>(model.layout, f, prefix);
   }
   void save_checkpoint() {
     std::string dir = checkpoint_write(cfg.run_dir, step, [&](const std::string& tmp) {
@@ -232,22 +216,12 @@ static void train_with(const Config& cfg, bool resume, const std::string& device
 
 int main(int argc, char** argv) {
   try {
-    // --resume RUN_DIR reads RUN_DIR/config.json first; flags given with it still override.
-    std::vector<char*> args(argv, argv + argc);
-    std::string resume_cfg;
-    for (int i = 1; i + 1 < argc; i++)
-      if (std::string(argv[i]) == "--resume") resume_cfg = std::string(argv[i + 1]) + "/config.json";
-    if (!resume_cfg.empty()) {
-      static std::string flag = "--config";
-      args.insert(args.begin() + 1, {flag.data(), resume_cfg.data()});
-    }
-    Config cfg = parse_args((int)args.size(), args.data());
+    Config cfg = parse_args(argc, argv);  // --resume RUN_DIR starts from RUN_DIR/config.json
     if (cfg.help) {
       printf("%s", help_text().c_str());
       return 0;
     }
     bool resume = !cfg.resume.empty();
-    if (resume) cfg.run_dir = cfg.resume;
     validate(cfg);
     if (cfg.precision != "fp32") throw std::runtime_error("precision '" + cfg.precision + "' is not implemented yet (only fp32)");
 

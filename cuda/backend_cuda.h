@@ -1,0 +1,95 @@
+// The CUDA backend: device memory and the GPU ops of cuda/*.cu, float only.
+// Same members as CpuBackend (src/backend_cpu.h), so GPT<CudaBackend> (src/model.h) runs on
+// the GPU unchanged. This header is plain C++ (no CUDA types): host code compiled by g++
+// includes it; the definitions live in the .cu files (nvcc).
+//
+// All pointers passed to the ops are device pointers. Ops launch on the legacy default
+// stream and do not synchronise; sum_squares returns a host double and therefore syncs.
+// Backward ops accumulate (+=) into every gradient output, as the CPU twins do.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace cuda {
+
+// ---- ops (same names and argument order as namespace cpu in src/ops/) ----
+void encoder_forward(float* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C);
+// Deterministic: every (token, channel) sums its positions in increasing position order.
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tok, int B, int T, int C);
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
+                       int C);
+void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                        const float* mean, const float* rstd, int N, int C);
+
+void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC, int OC);
+void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
+                     int IC, int OC);
+
+void rope_forward(float* out, const float* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H);
+void rope_backward(float* dinp, const float* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H);
+
+void crope_expand(float* w, const float* A, const float* Bm, int C);
+void crope_fold(float* dA, float* dB, const float* dw, int C);
+
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H);
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
+                        int T, int C, int H);
+
+void gelu_forward(float* out, const float* inp, size_t n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
+
+void residual_forward(float* out, const float* a, const float* b, size_t n);
+void residual_backward(float* da, float* db, const float* dout, size_t n);
+
+void softmax_crossentropy(float* logits, float* losses, const int* targets, int N, int V, float dscale);
+
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float wd, int t, float gscale);
+// Sum of x[i]^2 in double, deterministic (fixed grid and reduction order). Synchronises.
+double sum_squares(const float* x, size_t n);
+// x *= s (elementwise)
+void scale(float* x, size_t n, float s);
+
+// TF32 tensor cores for the GEMMs (matmul and attention). On by default (speed);
+// tests comparing against the CPU turn it off.
+void set_tf32(bool on);
+bool tf32_enabled();
+
+}  // namespace cuda
+
+struct CudaBackend {
+    using real = float;
+    static float* alloc(size_t n);  // zero-filled, like CpuBackend
+    static void free(float* p);
+    static void zero(float* p, size_t n);
+    static void copy_to_host(float* dst, const float* src, size_t n);    // synchronous
+    static void copy_from_host(float* dst, const float* src, size_t n);  // synchronous
+    static int* alloc_int(size_t n);
+    static void free_int(int* p);
+    static void copy_ints_from_host(int* dst, const int* src, size_t n);
+    static void synchronize();
+    static bool available();  // a CUDA device is usable; never throws
+    static std::string device_name();
+    static size_t peak_memory();     // bytes, all allocations of this backend (incl. kernel scratch)
+    static size_t current_memory();  // bytes now allocated
+
+    static constexpr auto encoder_forward = cuda::encoder_forward;
+    static constexpr auto encoder_backward = cuda::encoder_backward;
+    static constexpr auto layernorm_forward = cuda::layernorm_forward;
+    static constexpr auto layernorm_backward = cuda::layernorm_backward;
+    static constexpr auto matmul_forward = cuda::matmul_forward;
+    static constexpr auto matmul_backward = cuda::matmul_backward;
+    static constexpr auto rope_forward = cuda::rope_forward;
+    static constexpr auto rope_backward = cuda::rope_backward;
+    static constexpr auto crope_expand = cuda::crope_expand;
+    static constexpr auto crope_fold = cuda::crope_fold;
+    static constexpr auto attention_forward = cuda::attention_forward;
+    static constexpr auto attention_backward = cuda::attention_backward;
+    static constexpr auto gelu_forward = cuda::gelu_forward;
+    static constexpr auto gelu_backward = cuda::gelu_backward;
+    static constexpr auto residual_forward = cuda::residual_forward;
+    static constexpr auto softmax_crossentropy = cuda::softmax_crossentropy;
+    static constexpr auto adamw_update = cuda::adamw_update;
+    static constexpr auto sum_squares = cuda::sum_squares;
+};

@@ -1,0 +1,207 @@
+// Shared helpers for the CUDA kernels: checked-call macros, the cuBLAS / cuBLASLt
+// handles, the TF32 switch, the tracked device allocator, ceil_div and warp reductions.
+//
+// Everything here lives in namespace `cuda`. CCCL (cub, libcu++) also opens a namespace
+// `cuda` that contains `cuda::std`; a .cu that includes cub would make an unqualified
+// `std::` inside our namespace resolve to `cuda::std`. So this header (and every .cu)
+// spells the standard library as `::std::`.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <cublasLt.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace cuda {
+
+[[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* file, int line) {
+    throw ::std::runtime_error(::std::string("CUDA error at ") + file + ":" + ::std::to_string(line) + ": " +
+                               cudaGetErrorString(err));
+}
+
+inline bool debug_sync() {
+    static const bool on = [] {
+        const char* e = ::std::getenv("LLM_CUDA_SYNC");
+        return e && e[0] == '1';
+    }();
+    return on;
+}
+
+[[noreturn]] inline void throw_cublas_error(cublasStatus_t st, const char* file, int line) {
+    throw ::std::runtime_error(::std::string("cuBLAS error at ") + file + ":" + ::std::to_string(line) + ": " +
+                               cublasGetStatusString(st));
+}
+
+}  // namespace cuda
+
+// One checked-call macro per API. On error: throw std::runtime_error("<API> error at file:line: <reason>").
+#define cudaCheck(call)                                                                   \
+    do {                                                                                  \
+        cudaError_t cuda_check_err_ = (call);                                             \
+        if (cuda_check_err_ != cudaSuccess) ::cuda::throw_cuda_error(cuda_check_err_, __FILE__, __LINE__); \
+    } while (0)
+
+#define cublasCheck(call)                                                                 \
+    do {                                                                                  \
+        cublasStatus_t cublas_check_st_ = (call);                                         \
+        if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                                    \
+            ::cuda::throw_cublas_error(cublas_check_st_, __FILE__, __LINE__);             \
+    } while (0)
+
+// After a kernel launch: catches bad launch configurations right away (cheap; no sync).
+// With LLM_CUDA_SYNC=1 in the environment it also synchronises, so an asynchronous fault
+// (illegal address, ...) is reported at the launch that caused it (debugging only: slow).
+#define cudaCheckLaunch()                                             \
+    do {                                                              \
+        cudaCheck(cudaGetLastError());                                \
+        if (::cuda::debug_sync()) cudaCheck(cudaDeviceSynchronize()); \
+    } while (0)
+
+namespace cuda {
+
+// ---- sizes -------------------------------------------------------------------------------
+// ceil(a / b). Named div_up, not ceil_div: CCCL (pulled in by cub) defines cuda::ceil_div,
+// and two templates of that name in namespace cuda would be ambiguous.
+template <class A, class B>
+__host__ __device__ constexpr A div_up(A a, B b) {
+    return (a + static_cast<A>(b) - 1) / static_cast<A>(b);
+}
+
+// Grid size for a grid-stride loop over n elements: enough blocks to fill the GPU, capped so
+// that the int grid dimension never overflows (the loops use size_t indices).
+inline unsigned int grid_for(size_t n, int block) {
+    size_t g = (n + static_cast<size_t>(block) - 1) / static_cast<size_t>(block);
+    if (g > 65535u * 16u) g = 65535u * 16u;
+    if (g == 0) g = 1;
+    return static_cast<unsigned int>(g);
+}
+
+// ---- tracked device memory (defined in memory.cu) ---------------------------------------
+// Every device allocation of the backend (parameters, activations and the kernels' scratch
+// buffers) goes through these, so peak memory is counted in one place.
+void* device_malloc(size_t bytes);
+void device_free(void* p);
+
+// A grow-only device scratch buffer owned by one launcher (kept for the life of the process).
+template <class T>
+struct Scratch {
+    T* ptr = nullptr;
+    size_t cap = 0;  // elements
+    T* get(size_t n) {
+        if (n > cap) {
+            if (ptr) device_free(ptr);
+            ptr = static_cast<T*>(device_malloc(n * sizeof(T)));
+            cap = n;
+        }
+        return ptr;
+    }
+};
+
+// ---- cuBLAS ------------------------------------------------------------------------------
+// One handle for the process, bound to the legacy default stream (all our work runs there,
+// in order, so no extra synchronisation is needed between kernels and GEMMs).
+inline cublasHandle_t cublas_handle() {
+    static cublasHandle_t h = [] {
+        cublasHandle_t hh;
+        cublasCheck(cublasCreate(&hh));
+        return hh;
+    }();
+    return h;
+}
+
+inline cublasLtHandle_t cublaslt_handle() {
+    static cublasLtHandle_t h = [] {
+        cublasLtHandle_t hh;
+        cublasCheck(cublasLtCreate(&hh));
+        return hh;
+    }();
+    return h;
+}
+
+// Workspace for cuBLASLt matmuls (32 MiB is what NVIDIA recommends for Hopper).
+constexpr size_t kCublasLtWorkspaceBytes = 32u << 20;
+inline void* cublaslt_workspace() {
+    static void* ws = device_malloc(kCublasLtWorkspaceBytes);
+    return ws;
+}
+
+// TF32 tensor-core GEMMs on/off (defined in matmul.cu; used by matmul and attention).
+bool tf32_enabled();
+inline cublasComputeType_t gemm_compute_type() {
+    return tf32_enabled() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+// GEMM helpers (matmul.cu), COLUMN-major like cuBLAS: C (m,n) = alpha op(A) op(B) + beta C.
+void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+             float beta, float* C, int ldc);
+void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
+                             long long strideA, const float* B, int ldb, long long strideB, float beta, float* C,
+                             int ldc, long long strideC, int batch);
+// dst (C) += column sums of the row-major x (N, C); deterministic (matmul.cu).
+void column_sum_accumulate(float* dst, const float* x, int N, int C);
+
+// ---- warp / block reductions ------------------------------------------------------------
+// Butterfly reductions: every lane ends with the full result; the order of operations is
+// fixed, so results are bitwise reproducible.
+template <class T>
+__device__ inline T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <class T>
+__device__ inline T warp_max(T v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum over the whole block (blockDim.x a multiple of 32, at most 1024). Every thread gets
+// the result. `shared` must hold 32 values. Ends with a __syncthreads so it can be reused.
+template <class T>
+__device__ inline T block_sum(T v, T* shared) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    T r = lane < nwarps ? shared[lane] : T(0);
+    r = warp_sum(r);
+    __syncthreads();
+    return r;
+}
+
+// Online log-sum-exp: merge (m, s) with (m2, s2), where s = sum of exp(x - m) over a set of
+// x with max m. An empty set is (-inf, 0); it is guarded so exp(-inf - -inf) = NaN never
+// appears.
+__device__ inline void lse_merge(float& m, float& s, float m2, float s2) {
+    float mm = fmaxf(m, m2);
+    float a = s == 0.0f ? 0.0f : s * expf(m - mm);
+    float b = s2 == 0.0f ? 0.0f : s2 * expf(m2 - mm);
+    m = mm;
+    s = a + b;
+}
+
+// Add one value x to a running (m, s).
+__device__ inline void lse_push(float& m, float& s, float x) {
+    if (x > m) {
+        s = s * expf(m - x) + 1.0f;  // at the start m = -inf, s = 0: expf(-inf) = 0
+        m = x;
+    } else {
+        s += expf(x - m);
+    }
+}
+
+// Butterfly merge across the warp; every lane ends with the warp's (m, s).
+__device__ inline void warp_lse(float& m, float& s) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+        float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        lse_merge(m, s, m2, s2);
+    }
+}
+
+}  // namespace cuda

@@ -1,0 +1,104 @@
+// Token + position embedding, forward and deterministic backward.
+//
+// Backward: dwte[v] += sum of dout over the positions whose token is v. Float atomics would
+// make the summation order (and so the bits) vary run to run. Instead the positions are
+// stably sorted by token (cub radix sort of (token, position) pairs: stable, so positions stay
+// in increasing order within a token); then one block per run of equal tokens sums that run's
+// rows in sorted order, threads over channels. dwpe[t] sums over the batch index in order.
+#include <cub/device/device_radix_sort.cuh>
+
+#include "backend_cuda.h"
+#include "common.cuh"
+
+namespace cuda {
+
+namespace {
+
+// out (B,T,C) = wte[tok] + wpe[t]
+__global__ void encoder_forward_kernel(float* __restrict__ out, const int* __restrict__ tok,
+                                       const float* __restrict__ wte, const float* __restrict__ wpe, int T, int C,
+                                       size_t total) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        size_t bt = i / C;
+        int c = (int)(i % C);
+        int t = (int)(bt % T);
+        float x = wte[(size_t)tok[bt] * C + c];
+        if (wpe) x += wpe[(size_t)t * C + c];
+        out[i] = x;
+    }
+}
+
+// positions 0..n-1 (the sort's values)
+__global__ void iota_kernel(int* __restrict__ p, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) p[i] = i;
+}
+
+// Block i handles sorted slot i if it starts a run of equal tokens: sums the run's dout rows
+// in sorted (= increasing position) order and adds the total to dwte[token].
+__global__ void encoder_backward_wte_kernel(float* __restrict__ dwte, const float* __restrict__ dout,
+                                            const int* __restrict__ sorted_tok, const int* __restrict__ sorted_pos,
+                                            int N, int C) {
+    int i = blockIdx.x;
+    int v = sorted_tok[i];
+    if (i > 0 && sorted_tok[i - 1] == v) return;  // not the start of a run
+    int end = i + 1;
+    while (end < N && sorted_tok[end] == v) end++;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float s = 0.0f;
+        for (int j = i; j < end; j++) s += dout[(size_t)sorted_pos[j] * C + c];
+        dwte[(size_t)v * C + c] += s;
+    }
+}
+
+// dwpe[t, c] += sum over b (in order) of dout[b, t, c]
+__global__ void encoder_backward_wpe_kernel(float* __restrict__ dwpe, const float* __restrict__ dout, int B, int T,
+                                            int C) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;  // over (t, c)
+    size_t TC = (size_t)T * C;
+    if (i >= TC) return;
+    float s = 0.0f;
+    for (int b = 0; b < B; b++) s += dout[(size_t)b * TC + i];
+    dwpe[i] += s;
+}
+
+}  // namespace
+
+void encoder_forward(float* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C) {
+    size_t total = (size_t)B * T * C;
+    if (total == 0) return;
+    encoder_forward_kernel<<<grid_for(total, 256), 256>>>(out, tok, wte, wpe, T, C, total);
+    cudaCheckLaunch();
+}
+
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tok, int B, int T, int C) {
+    const int N = B * T;
+    if (N == 0 || C == 0) return;
+    if (dwpe) {
+        size_t TC = (size_t)T * C;
+        encoder_backward_wpe_kernel<<<(unsigned)div_up(TC, 256), 256>>>(dwpe, dout, B, T, C);
+        cudaCheckLaunch();
+    }
+
+    // Stable sort of (token, position) by token. The vocabulary size is not passed in, so sort
+    // on all 31 value bits of a non-negative int (4 radix passes; cheap at N ~ 16K).
+    static Scratch<int> s_pos_in, s_tok_out, s_pos_out;
+    static Scratch<unsigned char> s_temp;
+    int* pos_in = s_pos_in.get(N);
+    int* tok_out = s_tok_out.get(N);
+    int* pos_out = s_pos_out.get(N);
+    iota_kernel<<<div_up(N, 256), 256>>>(pos_in, N);
+    cudaCheckLaunch();
+
+    const int end_bit = 31;
+    size_t temp_bytes = 0;
+    cudaCheck(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit));
+    void* temp = s_temp.get(temp_bytes > 0 ? temp_bytes : 1);
+    cudaCheck(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit));
+
+    int threads = C >= 256 ? 256 : ((C + 31) / 32) * 32;
+    encoder_backward_wte_kernel<<<N, threads>>>(dwte, dout, tok_out, pos_out, N, C);
+    cudaCheckLaunch();
+}
+
+}  // namespace cuda

@@ -1,0 +1,132 @@
+// Linear layer y = x W^T + b on cuBLAS, backward, and the shared GEMM helpers.
+//
+// cuBLAS is column-major. A row-major (R, K) matrix with row stride ld is, to cuBLAS, a
+// column-major (K, R) matrix with leading dimension ld, i.e. its transpose. So every
+// row-major product Y = X W^T is computed as the column-major product Y^T = W X^T.
+#include "backend_cuda.h"
+#include "common.cuh"
+
+namespace cuda {
+
+namespace {
+bool g_tf32 = true;
+}
+
+void set_tf32(bool on) { g_tf32 = on; }
+bool tf32_enabled() { return g_tf32; }
+
+// Column-major C (m,n) = alpha op(A) op(B) + beta C, fp32 storage, TF32 tensor cores if enabled.
+void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+             float beta, float* C, int ldc) {
+    cublasCheck(cublasGemmEx(cublas_handle(), ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+                             &alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, &beta, C, CUDA_R_32F, ldc,
+                             gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
+}
+
+void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
+                             long long strideA, const float* B, int ldb, long long strideB, float beta, float* C,
+                             int ldc, long long strideC, int batch) {
+    cublasCheck(cublasGemmStridedBatchedEx(cublas_handle(), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                           tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_32F, lda,
+                                           strideA, B, CUDA_R_32F, ldb, strideB, &beta, C, CUDA_R_32F, ldc, strideC,
+                                           batch, gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
+}
+
+namespace {
+
+// out (N,OC) += bias (OC) broadcast over rows
+__global__ void add_bias_kernel(float* __restrict__ out, const float* __restrict__ bias, int OC, size_t total) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x)
+        out[i] += bias[i % OC];
+}
+
+// Same with float4 (OC % 4 == 0 and 16-byte aligned pointers); total4 = N*OC/4.
+__global__ void add_bias4_kernel(float4* __restrict__ out, const float4* __restrict__ bias, int OC4, size_t total4) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total4; i += (size_t)gridDim.x * blockDim.x) {
+        float4 o = out[i];
+        float4 b = bias[i % OC4];
+        o.x += b.x;
+        o.y += b.y;
+        o.z += b.z;
+        o.w += b.w;
+        out[i] = o;
+    }
+}
+
+// Deterministic column sums, stage 1: block (cx, chunk) sums rows of one chunk for 32 columns.
+constexpr int kColY = 8;
+__global__ void column_sum_partial_kernel(float* __restrict__ partial, const float* __restrict__ x, int N, int C,
+                                          int rows_per_chunk) {
+    __shared__ float s[kColY][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * rows_per_chunk;
+    int r1 = min(N, r0 + rows_per_chunk);
+    float a = 0.0f;
+    if (c < C)
+        for (int r = r0 + threadIdx.y; r < r1; r += kColY) a += x[(size_t)r * C + c];
+    s[threadIdx.y][threadIdx.x] = a;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float t = 0.0f;
+        for (int y = 0; y < kColY; y++) t += s[y][threadIdx.x];
+        partial[(size_t)blockIdx.y * C + c] = t;
+    }
+}
+
+// stage 2: dst[c] += sum over chunks in order
+__global__ void column_sum_final_kernel(float* __restrict__ dst, const float* __restrict__ partial, int nchunks,
+                                        int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float t = 0.0f;
+    for (int k = 0; k < nchunks; k++) t += partial[(size_t)k * C + c];
+    dst[c] += t;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+// dst (C) += column sums of x (N, C); fixed chunking -> bitwise reproducible.
+void column_sum_accumulate(float* dst, const float* x, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    const int rows_per_chunk = 512;
+    const int nchunks = div_up(N, rows_per_chunk);
+    static Scratch<float> s_partial;
+    float* partial = s_partial.get((size_t)nchunks * C);
+    column_sum_partial_kernel<<<dim3(div_up(C, 32), nchunks), dim3(32, kColY)>>>(partial, x, N, C, rows_per_chunk);
+    cudaCheckLaunch();
+    column_sum_final_kernel<<<div_up(C, 256), 256>>>(dst, partial, nchunks, C);
+    cudaCheckLaunch();
+}
+
+// out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
+void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC, int OC) {
+    if (N <= 0 || OC <= 0) return;
+    // column-major: out^T (OC,N) = W (OC,IC) [stored as W^T (IC,OC), so op = T] . inp^T (IC,N)
+    gemm_cm(true, false, OC, N, IC, 1.0f, w, IC, inp, IC, 0.0f, out, OC);
+    if (bias) {
+        size_t total = (size_t)N * OC;
+        if (OC % 4 == 0 && aligned16(out) && aligned16(bias)) {
+            size_t total4 = total / 4;
+            add_bias4_kernel<<<grid_for(total4, 256), 256>>>(reinterpret_cast<float4*>(out),
+                                                             reinterpret_cast<const float4*>(bias), OC / 4, total4);
+        } else {
+            add_bias_kernel<<<grid_for(total, 256), 256>>>(out, bias, OC, total);
+        }
+        cudaCheckLaunch();
+    }
+}
+
+// dinp (N,IC) += dout (N,OC) . w (OC,IC) ; dw (OC,IC) += dout^T . inp ; dbias (OC) += column sums of dout
+void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
+                     int IC, int OC) {
+    if (N <= 0 || IC <= 0 || OC <= 0) return;
+    // column-major: dinp^T (IC,N) += W^T (IC,OC) [stored as is] . dout^T (OC,N) [stored as is]
+    if (dinp) gemm_cm(false, false, IC, N, OC, 1.0f, w, IC, dout, OC, 1.0f, dinp, IC);
+    // column-major: dw^T (IC,OC) += inp^T (IC,N) [stored as is] . dout (N,OC) [stored as dout^T, op = T]
+    if (dw) gemm_cm(false, true, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, IC);
+    if (dbias) column_sum_accumulate(dbias, dout, N, OC);
+}
+
+}  // namespace cuda

@@ -1,0 +1,128 @@
+// Device memory for the CUDA backend: a cudaMalloc wrapper that tracks current and peak
+// bytes (parameters, activations and every kernel's scratch go through it), and the
+// memory / device members of CudaBackend.
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
+
+#include "backend_cuda.h"
+#include "common.cuh"
+
+namespace cuda {
+
+namespace {
+struct Tracker {
+    ::std::mutex mu;
+    ::std::unordered_map<void*, size_t> sizes;
+    size_t current = 0, peak = 0;
+};
+Tracker& tracker() {
+    static Tracker t;
+    return t;
+}
+::std::string mib(size_t bytes) {
+    char buf[64];
+    ::std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+    return buf;
+}
+}  // namespace
+
+void* device_malloc(size_t bytes) {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    Tracker& t = tracker();
+    ::std::lock_guard<::std::mutex> lock(t.mu);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();  // clear the sticky-free error so later calls still work
+        throw ::std::runtime_error("CUDA out of memory allocating " + mib(bytes) + " MiB (in use " + mib(t.current) +
+                                   " MiB, peak " + mib(t.peak) + " MiB)");
+    }
+    cudaCheck(err);
+    t.sizes[p] = bytes;
+    t.current += bytes;
+    if (t.current > t.peak) t.peak = t.current;
+    return p;
+}
+
+void device_free(void* p) {
+    if (!p) return;
+    Tracker& t = tracker();
+    {
+        ::std::lock_guard<::std::mutex> lock(t.mu);
+        auto it = t.sizes.find(p);
+        if (it != t.sizes.end()) {
+            t.current -= it->second;
+            t.sizes.erase(it);
+        }
+    }
+    // Never throws: it runs in destructors, possibly while an earlier CUDA error unwinds
+    // the stack; that error is the one worth reporting.
+    if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
+}
+
+}  // namespace cuda
+
+float* CudaBackend::alloc(size_t n) {
+    float* p = static_cast<float*>(cuda::device_malloc(n * sizeof(float)));
+    if (p) cudaCheck(cudaMemset(p, 0, n * sizeof(float)));
+    return p;
+}
+
+void CudaBackend::free(float* p) { cuda::device_free(p); }
+
+void CudaBackend::zero(float* p, size_t n) {
+    if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(float), 0));
+}
+
+void CudaBackend::copy_to_host(float* dst, const float* src, size_t n) {
+    if (n) cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+void CudaBackend::copy_from_host(float* dst, const float* src, size_t n) {
+    if (n) cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+int* CudaBackend::alloc_int(size_t n) {
+    int* p = static_cast<int*>(cuda::device_malloc(n * sizeof(int)));
+    if (p) cudaCheck(cudaMemset(p, 0, n * sizeof(int)));
+    return p;
+}
+
+void CudaBackend::free_int(int* p) { cuda::device_free(p); }
+
+void CudaBackend::copy_ints_from_host(int* dst, const int* src, size_t n) {
+    if (n) cudaCheck(cudaMemcpy(dst, src, n * sizeof(int), cudaMemcpyHostToDevice));
+}
+
+void CudaBackend::synchronize() { cudaCheck(cudaDeviceSynchronize()); }
+
+bool CudaBackend::available() {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return n > 0;
+}
+
+std::string CudaBackend::device_name() {
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    return prop.name;
+}
+
+size_t CudaBackend::peak_memory() {
+    cuda::Tracker& t = cuda::tracker();
+    ::std::lock_guard<::std::mutex> lock(t.mu);
+    return t.peak;
+}
+
+size_t CudaBackend::current_memory() {
+    cuda::Tracker& t = cuda::tracker();
+    ::std::lock_guard<::std::mutex> lock(t.mu);
+    return t.current;
+}

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""PyTorch reference GPT-2 (SPEC's model) for timing the CUDA trainer against.
+
+The same model as the trainer: pre-LN GPT-2 blocks, tanh GELU, tied LM head, and a
+positional scheme: learned (wpe table), rope (q, k rotated on adjacent pairs (2j, 2j+1)
+after the QKV projection), or crope (as rope, and the Q/K/V projections are complex-linear:
+each stores A, B (C/2, C/2) and uses the real matrix with 2x2 blocks [[a, -b], [b, a]]).
+AdamW (torch.optim.AdamW), random tokens, one timing loop. Prints one JSON line:
+  {"pos": ..., "compile": ..., "tokens_per_s": ..., "ms_per_step": ..., "peak_mem_mib": ...}
+
+Usage: torch_reference.py --pos crope [--compile] [--n_layer 4 --n_head 4 --n_embd 128
+       --batch_size 16 --seq_len 1024 --steps 30 --warmup 5] [--no-tf32]
+"""
+import argparse
+import json
+import math
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:
+    print("error: torch is not installed", file=sys.stderr)
+    sys.exit(1)
+
+
+def rope_tables(T, D, base, device):
+    j = torch.arange(D // 2, dtype=torch.float64, device=device)
+    theta = base ** (-2.0 * j / D)
+    ang = torch.arange(T, dtype=torch.float64, device=device)[:, None] * theta[None, :]  # (T, D/2)
+    return torch.cos(ang).float(), torch.sin(ang).float()
+
+
+def apply_rope(x, cos, sin):
+    """x (B, H, T, D); pairs (2j, 2j+1) rotated by the angle of position t."""
+    x0, x1 = x[..., 0::2], x[..., 1::2]  # (B, H, T, D/2)
+    y0 = x0 * cos - x1 * sin
+    y1 = x0 * sin + x1 * cos
+    return torch.stack((y0, y1), dim=-1).flatten(-2)
+
+
+class ComplexQKV(nn.Module):
+    """Q, K, V projections as complex-linear maps: W~ = A + iB per projection."""
+
+    def __init__(self, C):
+        super().__init__()
+        h = C // 2
+        self.C = C
+        self.A = nn.Parameter(torch.randn(3, h, h) * 0.02)
+        self.B = nn.Parameter(torch.randn(3, h, h) * 0.02)
+        self.bias = nn.Parameter(torch.zeros(3 * C))
+
+    def weight(self):
+        A, B = self.A, self.B  # (3, h, h)
+        top = torch.stack((A, -B), dim=-1).flatten(-2)  # row 2i: a, -b interleaved  (3, h, C)
+        bot = torch.stack((B, A), dim=-1).flatten(-2)   # row 2i+1: b, a               (3, h, C)
+        return torch.stack((top, bot), dim=2).reshape(3 * self.C, self.C)
+
+    def forward(self, x):
+        return F.linear(x, self.weight(), self.bias)
+
+
+class Block(nn.Module):
+    def __init__(self, C, H, L, pos):
+        super().__init__()
+        self.H, self.pos = H, pos
+        self.ln1 = nn.LayerNorm(C)
+        self.qkv = ComplexQKV(C) if pos == "crope" else nn.Linear(C, 3 * C)
+        self.proj = nn.Linear(C, C)
+        self.ln2 = nn.LayerNorm(C)
+        self.fc = nn.Linear(C, 4 * C)
+        self.fc2 = nn.Linear(4 * C, C)
+        for lin in (self.proj, self.fc2):
+            nn.init.normal_(lin.weight, std=0.02 / math.sqrt(2 * L))
+        for lin in (self.fc,) + ((self.qkv,) if pos != "crope" else ()):
+            nn.init.normal_(lin.weight, std=0.02)
+        for lin in (self.proj, self.fc, self.fc2) + ((self.qkv,) if pos != "crope" else ()):
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        H, D = self.H, C // self.H
+        qkv = self.qkv(self.ln1(x))
+        q, k, v = qkv.split(C, dim=-1)
+        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        if self.pos in ("rope", "crope"):
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+        x = x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, V, maxT, C, L, H, pos, rope_base=10000.0):
+        super().__init__()
+        self.pos = pos
+        self.wte = nn.Embedding(V, C)
+        nn.init.normal_(self.wte.weight, std=0.02)
+        if pos == "learned":
+            self.wpe = nn.Embedding(maxT, C)
+            nn.init.normal_(self.wpe.weight, std=0.02)
+        self.blocks = nn.ModuleList(Block(C, H, L, pos) for _ in range(L))
+        self.lnf = nn.LayerNorm(C)
+        cos, sin = rope_tables(maxT, C // H, rope_base, "cpu")
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte(idx)
+        if self.pos == "learned":
+            x = x + self.wpe(torch.arange(T, device=idx.device))
+        cos, sin = self.rope_cos[:T], self.rope_sin[:T]
+        for blk in self.blocks:
+            x = blk(x, cos, sin)
+        logits = F.linear(self.lnf(x), self.wte.weight)  # tied head
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pos", default="rope", choices=["learned", "rope", "crope"])
+    ap.add_argument("--n_layer", type=int, default=4)
+    ap.add_argument("--n_head", type=int, default=4)
+    ap.add_argument("--n_embd", type=int, default=128)
+    ap.add_argument("--vocab_size", type=int, default=50257)
+    ap.add_argument("--max_seq_len", type=int, default=1024)
+    ap.add_argument("--batch_size", type=int, default=16)
+    ap.add_argument("--seq_len", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=30, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation happens here)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--no-tf32", action="store_true", help="plain fp32 matmuls (default: TF32 allowed)")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--seed", type=int, default=1337)
+    a = ap.parse_args()
+
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("error: torch has no CUDA device", file=sys.stderr)
+        sys.exit(1)
+    torch.backends.cuda.matmul.allow_tf32 = not a.no_tf32
+    torch.backends.cudnn.allow_tf32 = not a.no_tf32
+    torch.manual_seed(a.seed)
+    dev = torch.device(a.device)
+    model = GPT(a.vocab_size, a.max_seq_len, a.n_embd, a.n_layer, a.n_head, a.pos).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    step_fn_model = torch.compile(model) if a.compile else model
+
+    def step():
+        idx = torch.randint(0, a.vocab_size, (a.batch_size, a.seq_len), device=dev)
+        tgt = torch.randint(0, a.vocab_size, (a.batch_size, a.seq_len), device=dev)
+        loss = step_fn_model(idx, tgt)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(a.warmup):
+        step()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        loss = step()
+        loss.item()  # synchronises, as the trainer's per-step loss copy does
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    med = times[len(times) // 2]
+    n_params = sum(p.numel() for p in model.parameters())
+    out = {
+        "pos": a.pos,
+        "compile": bool(a.compile),
+        "params": n_params,
+        "batch_size": a.batch_size,
+        "seq_len": a.seq_len,
+        "ms_per_step": med * 1000,
+        "tokens_per_s": a.batch_size * a.seq_len / med,
+        "peak_mem_mib": torch.cuda.max_memory_allocated() / 2**20 if dev.type == "cuda" else None,
+        "loss": float(loss.item()),
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+// Table-driven configuration: every key is one row of kKeys, and the JSON loader, the CLI
+// parser, help_text() and config_to_json() all walk that table.
+#include "config.h"
+#include "checkpoint.h"   // read_text_file
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <variant>
+
+using json = nlohmann::json;
+
+namespace {
+
+using Field = std::variant<std::string Config::*, int Config::*, double Config::*,
+                           uint64_t Config::*, std::vector<int> Config::*>;
+
+struct Key {
+    const char* name;
+    const char* group;   // model | data | optimiser | eval | output | command line
+    Field field;
+    const char* help;
+};
+
+const Key kKeys[] = {
+    {"pos", "model", &Config::pos, "positional scheme: learned | sinusoidal | rope | crope"},
+    {"n_layer", "model", &Config::n_layer, "number of transformer blocks L"},
+    {"n_head", "model", &Config::n_head, "attention heads H (head size D = n_embd / n_head)"},
+    {"n_embd", "model", &Config::n_embd, "model width C"},
+    {"vocab_size", "model", &Config::vocab_size, "vocabulary size V (every token must be < V)"},
+    {"max_seq_len", "model", &Config::max_seq_len, "longest sequence maxT (size of the learned position table)"},
+    {"rope_base", "model", &Config::rope_base, "RoPE base: theta_j = base^(-2j/D)"},
+    {"train_data", "data", &Config::train_data, "training shards: a glob, or a folder (its *.bin with '_train_' in the name)"},
+    {"val_data", "data", &Config::val_data, "validation shards: a glob, or a folder (its *.bin with '_val_' in the name); empty = none"},
+    {"data_order", "data", &Config::data_order, "sequential | shuffle (windows reshuffled every epoch)"},
+    {"batch_size", "data", &Config::batch_size, "sequences per batch B"},
+    {"seq_len", "data", &Config::seq_len, "training sequence length T"},
+    {"steps", "optimiser", &Config::steps, "number of optimiser steps"},
+    {"lr", "optimiser", &Config::lr, "peak learning rate"},
+    {"beta1", "optimiser", &Config::beta1, "AdamW beta1"},
+    {"beta2", "optimiser", &Config::beta2, "AdamW beta2"},
+    {"eps", "optimiser", &Config::eps, "AdamW eps"},
+    {"weight_decay", "optimiser", &Config::weight_decay, "decoupled weight decay"},
+    {"decay", "optimiser", &Config::decay, "which parameters decay: all | matrices"},
+    {"schedule", "optimiser", &Config::schedule, "lr schedule: constant | step | cosine"},
+    {"step_size", "optimiser", &Config::step_size, "step schedule: multiply lr by gamma every step_size steps"},
+    {"gamma", "optimiser", &Config::gamma, "step schedule factor"},
+    {"warmup_steps", "optimiser", &Config::warmup_steps, "linear warmup steps"},
+    {"min_lr", "optimiser", &Config::min_lr, "cosine schedule: final learning rate"},
+    {"grad_clip", "optimiser", &Config::grad_clip, "clip the global gradient norm to this (0 = off)"},
+    {"seed", "optimiser", &Config::seed, "random seed (initialisation and data order)"},
+    {"eval_every", "eval", &Config::eval_every, "evaluate every this many steps (0 = never)"},
+    {"eval_batches", "eval", &Config::eval_batches, "validation batches per evaluation (0 = whole split)"},
+    {"eval_seq_lens", "eval", &Config::eval_seq_lens, "evaluation lengths, e.g. 512,1024 (empty = seq_len)"},
+    {"checkpoint_every", "output", &Config::checkpoint_every, "write a checkpoint every this many steps and at the end (0 = never)"},
+    {"run_dir", "output", &Config::run_dir, "run folder: config.json, log.jsonl, checkpoints"},
+    {"device", "output", &Config::device, "cpu | cuda | auto"},
+    {"precision", "output", &Config::precision, "fp32 | bf16"},
+    {"sample_every", "output", &Config::sample_every, "print a sample every this many steps (0 = never)"},
+    {"resume", "command line", &Config::resume, "resume RUN_DIR from its latest checkpoint (its config.json is the base)"},
+    {"init_from", "command line", &Config::init_from, "initialise the weights from this .safetensors file"},
+};
+
+bool cli_only(const Key& k) { return std::string(k.group) == "command line"; }
+
+const Key* find_key(const std::string& name) {
+    for (const Key& k : kKeys)
+        if (name == k.name) return &k;
+    return nullptr;
+}
+
+// ---- one parser / converter per field type; `what` names the setting in errors ----
+
+[[noreturn]] void bad_value(const std::string& what, const std::string& text, const char* want) {
+    throw std::runtime_error(what + ": expected " + want + ", got '" + text + "'");
+}
+
+long long parse_integer(const std::string& s, const std::string& what, long long lo, long long hi) {
+    errno = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi) bad_value(what, s, "an integer");
+    return v;
+}
+
+void parse_text(const std::string& s, std::string& out, const std::string&) { out = s; }
+void parse_text(const std::string& s, int& out, const std::string& what) {
+    out = (int)parse_integer(s, what, INT_MIN, INT_MAX);
+}
+void parse_text(const std::string& s, double& out, const std::string& what) {
+    errno = 0;
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) bad_value(what, s, "a number");
+    out = v;
+}
+void parse_text(const std::string& s, uint64_t& out, const std::string& what) {
+    errno = 0;
+    char* end = nullptr;
+    // strtoull silently negates "-1", so reject a sign explicitly
+    unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+    if (s.empty() || s[0] == '-' || s[0] == '+' || *end != '\0' || errno == ERANGE)
+        bad_value(what, s, "a non-negative integer");
+    out = v;
+}
+void parse_text(const std::string& s, std::vector<int>& out, const std::string& what) {
+    // "512,1024"; an empty string is the empty list
+    out.clear();
+    size_t start = 0;
+    while (start < s.size()) {
+        size_t comma = s.find(',', start);
+        if (comma == std::string::npos) comma = s.size();
+        int v;
+        parse_text(s.substr(start, comma - start), v, what);
+        out.push_back(v);
+        start = comma + 1;
+        if (comma + 1 == s.size()) bad_value(what, s, "a comma-separated list of integers");
+    }
+}
+
+void from_json_value(const json& j, std::string& out, const std::string& what) {
+    if (!j.is_string()) bad_value(what, j.dump(), "a string");
+    out = j.get<std::string>();
+}
+void from_json_value(const json& j, int& out, const std::string& what) {
+    bool ok = j.is_number_integer() &&
+              (j.is_number_unsigned() ? j.get<uint64_t>() <= (uint64_t)INT_MAX
+                                      : j.get<int64_t>() >= INT_MIN && j.get<int64_t>() <= INT_MAX);
+    if (!ok) bad_value(what, j.dump(), "an integer");
+    out = j.get<int>();
+}
+void from_json_value(const json& j, double& out, const std::string& what) {
+    if (!j.is_number()) bad_value(what, j.dump(), "a number");
+    out = j.get<double>();
+}
+void from_json_value(const json& j, uint64_t& out, const std::string& what) {
+    if (!j.is_number_unsigned()) bad_value(what, j.dump(), "a non-negative integer");
+    out = j.get<uint64_t>();
+}
+void from_json_value(const json& j, std::vector<int>& out, const std::string& what) {
+    if (j.is_string()) return parse_text(j.get<std::string>(), out, what);
+    if (!j.is_array()) bad_value(what, j.dump(), "an array of integers or a string like \"512,1024\"");
+    out.clear();
+    for (const json& e : j) {
+        int v;
+        from_json_value(e, v, what);
+        out.push_back(v);
+    }
+}
+
+template <class T> json to_json_value(const T& v) { return json(v); }
+
+std::string to_text(const std::string& v) { return "\"" + v + "\""; }
+std::string to_text(int v) { return std::to_string(v); }
+std::string to_text(uint64_t v) { return std::to_string(v); }
+std::string to_text(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+std::string to_text(const std::vector<int>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); i++) s += (i ? "," : "") + std::to_string(v[i]);
+    return "\"" + s + "\"";
+}
+
+// Apply every key of a JSON object; `where` is the source for error messages.
+void apply_json(Config& c, const json& j, const std::string& where) {
+    if (!j.is_object()) throw std::runtime_error("config " + where + " must be a JSON object");
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        const Key* k = find_key(it.key());
+        if (!k || cli_only(*k)) throw std::runtime_error("unknown config key '" + it.key() + "' in " + where);
+        std::string what = "config key '" + it.key() + "' in " + where;
+        std::visit([&](auto field) { from_json_value(it.value(), c.*field, what); }, k->field);
+    }
+}
+
+void apply_json_file(Config& c, const std::string& path) {
+    json j;
+    try {
+        j = json::parse(read_text_file(path));
+    } catch (const json::exception& e) {
+        throw std::runtime_error("cannot parse config " + path + ": " + e.what());
+    }
+    apply_json(c, j, path);
+}
+
+void require(bool ok, const std::string& msg) {
+    if (!ok) throw std::runtime_error(msg);
+}
+
+void require_one_of(const std::string& key, const std::string& v, std::initializer_list<const char*> allowed) {
+    std::string list;
+    for (const char* a : allowed) {
+        if (v == a) return;
+        list += (list.empty() ? "" : " | ") + std::string(a);
+    }
+    throw std::runtime_error(key + " must be one of " + list + ", got '" + v + "'");
+}
+
+}  // namespace
+
+Config parse_args(int argc, char** argv) {
+    Config c;
+    std::vector<std::string> args(argv + 1, argv + argc);
+    // --help wins over everything else so it works even next to a broken option
+    for (const std::string& a : args)
+        if (a == "--help" || a == "-h") {
+            c.help = true;
+            return c;
+        }
+
+    // Split into (key, value) pairs first: "--key value" or "--key=value", dashes -> underscores.
+    std::vector<std::pair<std::string, std::string>> opts;
+    for (size_t i = 0; i < args.size(); i++) {
+        const std::string& a = args[i];
+        if (a.size() < 3 || a.compare(0, 2, "--") != 0)
+            throw std::runtime_error("unexpected argument '" + a + "' (options are --key value; see --help)");
+        std::string key = a.substr(2), value;
+        size_t eq = key.find('=');
+        bool has_value = eq != std::string::npos;
+        if (has_value) {
+            value = key.substr(eq + 1);
+            key = key.substr(0, eq);
+        }
+        for (char& ch : key)
+            if (ch == '-') ch = '_';
+        if (key != "config" && !find_key(key))
+            throw std::runtime_error("unknown option '" + a.substr(0, has_value ? eq + 2 : a.size()) + "' (see --help)");
+        if (!has_value) {
+            if (i + 1 >= args.size()) throw std::runtime_error("option '" + a + "' needs a value");
+            value = args[++i];
+        }
+        opts.emplace_back(key, value);
+    }
+
+    // Base: defaults, or the resumed run's resolved config (so CLI overrides still apply on resume).
+    std::string resume;
+    for (const auto& [key, value] : opts)
+        if (key == "resume") resume = value;
+    if (!resume.empty()) {
+        std::string path = resume + "/config.json";
+        try {
+            c = config_from_json(json::parse(read_text_file(path)), path);
+        } catch (const std::exception& e) {
+            throw std::runtime_error("cannot resume from '" + resume + "' (no checkpoint in it?): " + e.what());
+        }
+        c.run_dir = resume;  // the run continues in its own folder, wherever it lives now
+    }
+    for (const auto& [key, value] : opts)  // several --config files apply left to right
+        if (key == "config") apply_json_file(c, value);
+    for (const auto& [key, value] : opts) {
+        if (key == "config") continue;
+        const Key* k = find_key(key);
+        std::string what = "--" + key;
+        std::visit([&](auto field) { parse_text(value, c.*field, what); }, k->field);
+    }
+    return c;
+}
+
+std::string help_text() {
+    const Config d;
+    std::string s =
+        "usage: train [--config FILE.json] [--KEY VALUE ...] [--resume RUN_DIR] [--init-from FILE.safetensors]\n"
+        "Settings come from the defaults, then FILE.json (an object of the keys below), then --KEY VALUE\n"
+        "(--key-name and --key_name both work; --key=value too).\n";
+    std::vector<std::string> groups;
+    for (const Key& k : kKeys)
+        if (groups.empty() || groups.back() != k.group) groups.push_back(k.group);
+    for (const std::string& g : groups) {
+        s += "\n" + g + ":\n";
+        for (const Key& k : kKeys) {
+            if (g != k.group) continue;
+            std::string def = std::visit([&](auto field) { return to_text(d.*field); }, k.field);
+            char line[256];
+            std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", k.name, def.c_str(), k.help);
+            s += line;
+        }
+    }
+    char line[128];
+    std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "help, -h", "", "print this help and exit");
+    s += line;
+    return s;
+}
+
+void validate(const Config& c) {
+    require_one_of("pos", c.pos, {"learned", "sinusoidal", "rope", "crope"});
+    require(c.n_layer >= 1, "n_layer must be >= 1, got " + std::to_string(c.n_layer));
+    require(c.n_head >= 1, "n_head must be >= 1, got " + std::to_string(c.n_head));
+    require(c.n_embd >= 1, "n_embd must be >= 1, got " + std::to_string(c.n_embd));
+    require(c.n_embd % c.n_head == 0, "n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" +
+                                          std::to_string(c.n_head) + ")");
+    // odd C implies odd D, so check C first to give crope's more specific message
+    require(c.pos != "crope" || c.n_embd % 2 == 0, "pos=crope needs an even n_embd, got " + std::to_string(c.n_embd));
+    bool rotary = c.pos == "rope" || c.pos == "crope";
+    int D = c.n_embd / c.n_head;
+    require(!rotary || D % 2 == 0, "pos=" + c.pos + " needs an even head size, got n_embd/n_head = " +
+                                       std::to_string(D));
+    require(!rotary || c.rope_base > 0, "rope_base must be > 0");
+    require(c.vocab_size >= 1 && c.vocab_size <= 65536,
+            "vocab_size must be in 1..65536 (tokens are uint16), got " + std::to_string(c.vocab_size));
+    require(c.max_seq_len >= 1, "max_seq_len must be >= 1, got " + std::to_string(c.max_seq_len));
+
+    require(!c.train_data.empty(), "train_data is not set (a shard glob or a folder)");
+    require_one_of("data_order", c.data_order, {"sequential", "shuffle"});
+    require(c.batch_size >= 1, "batch_size must be >= 1, got " + std::to_string(c.batch_size));
+    require(c.seq_len >= 1 && c.seq_len <= c.max_seq_len, "seq_len must be in 1..max_seq_len, got seq_len " +
+                                                              std::to_string(c.seq_len) + " with max_seq_len " +
+                                                              std::to_string(c.max_seq_len));
+
+    require(c.steps >= 0, "steps must be >= 0, got " + std::to_string(c.steps));
+    require(c.lr >= 0, "lr must be >= 0, got " + to_text(c.lr));
+    require(c.beta1 >= 0 && c.beta1 < 1, "beta1 must be in [0, 1), got " + to_text(c.beta1));
+    require(c.beta2 >= 0 && c.beta2 < 1, "beta2 must be in [0, 1), got " + to_text(c.beta2));
+    require(c.eps > 0, "eps must be > 0, got " + to_text(c.eps));
+    require(c.weight_decay >= 0, "weight_decay must be >= 0, got " + to_text(c.weight_decay));
+    require_one_of("decay", c.decay, {"all", "matrices"});
+    require_one_of("schedule", c.schedule, {"constant", "step", "cosine"});
+    if (c.schedule == "step") {
+        require(c.gamma > 0, "gamma must be > 0 for schedule=step, got " + to_text(c.gamma));
+        require(c.step_size >= 1, "step_size must be >= 1 for schedule=step, got " + std::to_string(c.step_size));
+    }
+    require(c.warmup_steps >= 0, "warmup_steps must be >= 0, got " + std::to_string(c.warmup_steps));
+    require(c.min_lr >= 0, "min_lr must be >= 0, got " + to_text(c.min_lr));
+    require(c.grad_clip >= 0, "grad_clip must be >= 0 (0 = off), got " + to_text(c.grad_clip));
+
+    require(c.eval_every >= 0, "eval_every must be >= 0, got " + std::to_string(c.eval_every));
+    require(c.eval_batches >= 0, "eval_batches must be >= 0, got " + std::to_string(c.eval_batches));
+    for (int t : c.eval_seq_lens) require(t >= 1, "eval_seq_lens entries must be >= 1, got " + std::to_string(t));
+
+    require(c.checkpoint_every >= 0, "checkpoint_every must be >= 0, got " + std::to_string(c.checkpoint_every));
+    require(!c.run_dir.empty(), "run_dir must not be empty");
+    require_one_of("device", c.device, {"cpu", "cuda", "auto"});
+    require_one_of("precision", c.precision, {"fp32", "bf16"});
+    require(c.sample_every >= 0, "sample_every must be >= 0, got " + std::to_string(c.sample_every));
+}
+
+json config_to_json(const Config& c) {
+    json j = json::object();
+    for (const Key& k : kKeys)
+        if (!cli_only(k)) j[k.name] = std::visit([&](auto field) { return to_json_value(c.*field); }, k.field);
+    return j;
+}
+
+Config config_from_json(const json& j, const std::string& where) {
+    Config c;
+    apply_json(c, j, where);
+    return c;
+}
+
+ModelConfig model_config(const Config& c) {
+    ModelConfig m;
+    m.pos = parse_pos(c.pos);
+    m.L = c.n_layer, m.H = c.n_head, m.C = c.n_embd, m.V = c.vocab_size, m.maxT = c.max_seq_len;
+    m.rope_base = c.rope_base;
+    return m;
+}

@@ -1,0 +1,209 @@
+#include "dataloader.h"
+#include "checkpoint.h"   // OutFile, read_text_file
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <glob.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int32_t kMagic = 20240520;
+constexpr int32_t kVersion = 1;
+constexpr size_t kHeaderBytes = 1024;  // 256 int32
+
+// splitmix64 (Steele et al.): tiny, well mixed, and defined by integer arithmetic only, so the
+// shuffled data order is the same with every compiler and standard library.
+uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+struct SplitMix64 {
+    uint64_t state;
+    uint64_t next() { return mix64(state += 0x9E3779B97F4A7C15ull); }
+    // Uniform in [0, n) without modulo bias: reject the few values below 2^64 mod n.
+    uint64_t below(uint64_t n) {
+        uint64_t threshold = (0 - n) % n;
+        for (;;) {
+            uint64_t r = next();
+            if (r >= threshold) return r % n;
+        }
+    }
+};
+
+std::vector<std::string> find_shards(const std::string& pattern, const std::string& split) {
+    std::vector<std::string> paths;
+    std::error_code ec;
+    if (fs::is_directory(pattern, ec)) {
+        const std::string tag = "_" + split + "_";
+        for (const auto& e : fs::directory_iterator(pattern, ec)) {
+            std::string name = e.path().filename().string();
+            if (e.is_regular_file() && e.path().extension() == ".bin" && name.find(tag) != std::string::npos)
+                paths.push_back(e.path().string());
+        }
+        if (ec) throw std::runtime_error("cannot list folder '" + pattern + "': " + ec.message());
+        if (paths.empty())
+            throw std::runtime_error("no shards match '" + pattern + "' (a folder: looked for *.bin files with '" +
+                                     tag + "' in the name)");
+        std::sort(paths.begin(), paths.end());
+        return paths;
+    }
+    glob_t g;
+    int rc = glob(pattern.c_str(), 0, nullptr, &g);  // results come sorted
+    if (rc == 0)
+        for (size_t i = 0; i < g.gl_pathc; i++) paths.push_back(g.gl_pathv[i]);
+    globfree(&g);
+    if (rc == GLOB_NOMATCH || (rc == 0 && paths.empty()))
+        throw std::runtime_error("no shards match '" + pattern + "'");
+    if (rc != 0) throw std::runtime_error("cannot list shards '" + pattern + "' (glob error " + std::to_string(rc) + ")");
+    return paths;
+}
+
+std::vector<uint16_t> read_shard(const std::string& path, int vocab_size) {
+    std::string file = read_text_file(path);
+    auto bad = [&](const std::string& why) { throw std::runtime_error("bad shard " + path + ": " + why); };
+    if (file.size() < kHeaderBytes)
+        bad("truncated: " + std::to_string(file.size()) + " bytes, shorter than the 1024-byte header");
+    int32_t header[3];
+    std::memcpy(header, file.data(), sizeof header);
+    if (header[0] != kMagic) bad("bad magic " + std::to_string(header[0]) + ", expected " + std::to_string(kMagic));
+    if (header[1] != kVersion) bad("unsupported version " + std::to_string(header[1]) + ", expected 1");
+    if (header[2] < 0) bad("negative token count " + std::to_string(header[2]));
+    size_t n = (size_t)header[2];
+    if (file.size() != kHeaderBytes + 2 * n)
+        bad("file size " + std::to_string(file.size()) + " bytes does not match the header's " + std::to_string(n) +
+            " tokens (expected 1024 + 2*" + std::to_string(n) + " = " + std::to_string(kHeaderBytes + 2 * n) +
+            (file.size() < kHeaderBytes + 2 * n ? "; truncated)" : ")"));
+    std::vector<uint16_t> tokens(n);
+    std::memcpy(tokens.data(), file.data() + kHeaderBytes, 2 * n);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] >= vocab_size)
+            bad("token at index " + std::to_string(i) + " is " + std::to_string(tokens[i]) + ", not < vocab_size " +
+                std::to_string(vocab_size));
+    return tokens;
+}
+
+}  // namespace
+
+DataLoader::DataLoader(const std::string& pattern, const std::string& split, int vocab_size) : pattern_(pattern) {
+    paths_ = find_shards(pattern, split);
+    for (const std::string& p : paths_) shards_.push_back(read_shard(p, vocab_size));
+    if (num_windows(1) == 0)
+        throw std::runtime_error("split '" + pattern + "' has no token windows (" + std::to_string(num_tokens()) +
+                                 " tokens; every shard needs at least 2)");
+}
+
+size_t DataLoader::num_windows(int T) const {
+    size_t w = 0;
+    for (const auto& s : shards_)
+        if (!s.empty()) w += (s.size() - 1) / (size_t)T;
+    return w;
+}
+
+size_t DataLoader::num_tokens() const {
+    size_t n = 0;
+    for (const auto& s : shards_) n += s.size();
+    return n;
+}
+
+void DataLoader::start(int B, int T, bool shuffle, uint64_t seed) {
+    if (B < 1 || T < 1) throw std::runtime_error("DataLoader::start: B and T must be >= 1");
+    first_window_.assign(1, 0);
+    for (const auto& s : shards_) first_window_.push_back(first_window_.back() + (s.empty() ? 0 : (s.size() - 1) / T));
+    size_t total = first_window_.back();
+    if (total < (size_t)B)
+        throw std::runtime_error("split '" + pattern_ + "' is too small for " + std::to_string(B) + " x (" +
+                                 std::to_string(T) + "+1) tokens: it has " + std::to_string(total) + " window(s) of " +
+                                 std::to_string(T + 1) + " tokens (" + std::to_string(num_tokens()) + " tokens in " +
+                                 std::to_string(shards_.size()) + " shard(s))");
+    B_ = B;
+    T_ = T;
+    shuffle_ = shuffle;
+    seed_ = seed;
+    epoch_ = 0;
+    cursor_ = 0;
+    make_order();
+}
+
+void DataLoader::make_order() {
+    perm_.clear();
+    if (!shuffle_) return;
+    size_t n = first_window_.back();
+    perm_.resize(n);
+    for (size_t i = 0; i < n; i++) perm_[i] = i;
+    // a fresh, decorrelated stream per epoch: hash (seed, epoch) into the starting state
+    SplitMix64 rng{mix64(mix64(seed_) ^ epoch_)};
+    for (size_t i = n - 1; i > 0; i--) std::swap(perm_[i], perm_[rng.below(i + 1)]);
+}
+
+void DataLoader::window(size_t i, size_t* shard, size_t* offset) const {
+    size_t g = shuffle_ ? perm_[i] : i;
+    // last shard whose first window is <= g (shards without windows share their successor's start)
+    size_t s = std::upper_bound(first_window_.begin(), first_window_.end(), g) - first_window_.begin() - 1;
+    *shard = s;
+    *offset = (g - first_window_[s]) * (size_t)T_;
+}
+
+void DataLoader::next_batch(int* inputs, int* targets) {
+    if (T_ == 0) throw std::runtime_error("DataLoader::next_batch called before start()");
+    for (int b = 0; b < B_; b++) {
+        if (cursor_ == first_window_.back()) {  // epoch done: the rest of the batch comes from the next one
+            epoch_++;
+            cursor_ = 0;
+            make_order();
+        }
+        size_t s, off;
+        window(cursor_++, &s, &off);
+        const uint16_t* tok = shards_[s].data() + off;  // T+1 tokens
+        for (int t = 0; t < T_; t++) {
+            inputs[(size_t)b * T_ + t] = tok[t];
+            targets[(size_t)b * T_ + t] = tok[t + 1];
+        }
+    }
+}
+
+nlohmann::json DataLoader::state() const {
+    return {{"epoch", epoch_}, {"cursor", cursor_}, {"seq_len", T_}, {"shuffle", shuffle_}, {"seed", seed_}};
+}
+
+void DataLoader::set_state(const nlohmann::json& s) {
+    if (T_ == 0) throw std::runtime_error("DataLoader::set_state called before start()");
+    uint64_t epoch, seed;
+    size_t cursor;
+    int T;
+    bool shuffle;
+    try {
+        epoch = s.at("epoch").get<uint64_t>();
+        cursor = s.at("cursor").get<size_t>();
+        T = s.at("seq_len").get<int>();
+        shuffle = s.at("shuffle").get<bool>();
+        seed = s.at("seed").get<uint64_t>();
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(std::string("bad data loader state: ") + e.what());
+    }
+    // a position only means something for the same windows in the same order
+    if (T != T_ || shuffle != shuffle_ || (shuffle && seed != seed_))
+        throw std::runtime_error("data position was saved for seq_len " + std::to_string(T) +
+                                 (shuffle ? ", shuffle seed " + std::to_string(seed) : ", sequential") +
+                                 "; cannot continue with seq_len " + std::to_string(T_) +
+                                 (shuffle_ ? ", shuffle seed " + std::to_string(seed_) : ", sequential"));
+    if (cursor > first_window_.back())
+        throw std::runtime_error("data position " + std::to_string(cursor) + " is past the split's " +
+                                 std::to_string(first_window_.back()) + " windows (different data?)");
+    epoch_ = epoch;
+    cursor_ = cursor;
+    make_order();
+}
+
+void write_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
+    if (tokens.size() > (size_t)INT32_MAX) throw std::runtime_error("cannot write " + path + ": too many tokens");
+    int32_t header[256] = {kMagic, kVersion, (int32_t)tokens.size()};
+    OutFile f(path);
+    f.write(header, sizeof header);
+    f.write(tokens.data(), 2 * tokens.size());
+    f.close();
+}

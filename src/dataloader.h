@@ -1,0 +1,58 @@
+// llm.c-compatible token shard reader (format in SPEC.md: 1024-byte header of 256 int32 LE
+// [20240520, 1, N, ...], then N uint16 LE tokens, file size exactly 1024 + 2N).
+//
+// Which files: `pattern` is a glob (glob(3), e.g. data/x/x_train_*.bin) or a folder; for a folder
+// every *.bin directly in it whose name contains "_<split>_" is used (split = "train", "val", ...).
+// Shards are used in sorted path order.
+//
+// Windows: a batch is B windows of T+1 consecutive tokens (inputs = first T, targets = last T).
+// Windows never cross shard boundaries; a shard of N tokens has windows at offsets k*T for
+// k = 0 .. (N-1)/T - 1. Order: sequential (shards in order, windows by offset, B consecutive
+// windows per batch) or shuffle (each epoch a Fisher-Yates permutation of all windows seeded
+// from (seed, epoch) with splitmix64, identical on every platform). When the windows run out the
+// next epoch starts, also in the middle of a batch.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+
+class DataLoader {
+public:
+    // Reads and checks every shard (magic, version, size, every token < vocab_size); throws on error.
+    DataLoader(const std::string& pattern, const std::string& split, int vocab_size);
+
+    // Starts epoch 0 at its first window. Throws if the split has fewer than B windows of T+1 tokens.
+    void start(int B, int T, bool shuffle, uint64_t seed);
+    // Fills inputs and targets, B*T ints each (row b = window b).
+    void next_batch(int* inputs, int* targets);
+
+    // Position for bit-exact resume: {"epoch", "cursor", "seq_len", "shuffle", "seed"}.
+    nlohmann::json state() const;
+    // Call after start() with the same T and order; continues exactly where state() was taken.
+    void set_state(const nlohmann::json& s);
+
+    size_t num_windows(int T) const;          // windows of T+1 tokens over all shards
+    size_t num_tokens() const;
+    size_t num_shards() const { return shards_.size(); }
+    const std::vector<std::string>& paths() const { return paths_; }
+
+private:
+    void make_order();                         // builds the window order of epoch_
+    void window(size_t i, size_t* shard, size_t* offset) const;  // i-th window of the current order
+
+    std::string pattern_;
+    std::vector<std::string> paths_;
+    std::vector<std::vector<uint16_t>> shards_;
+    // current run
+    int B_ = 0, T_ = 0;
+    bool shuffle_ = false;
+    uint64_t seed_ = 0;
+    uint64_t epoch_ = 0;
+    size_t cursor_ = 0;                        // next window index in the epoch's order
+    std::vector<size_t> first_window_;         // per shard: global index of its first window (+ total at end)
+    std::vector<size_t> perm_;                 // shuffle only: epoch order of global window indices
+};
+
+// Writes a shard (used by tests and tools); throws "cannot write <path>: ..." on failure.
+void write_shard(const std::string& path, const std::vector<uint16_t>& tokens);

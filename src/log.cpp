@@ -1,0 +1,31 @@
+#include "log.h"
+#include <sstream>
+
+JsonlLog::JsonlLog(const std::string& path, bool append)
+    : path_(path), f_(std::make_unique<OutFile>(path, append ? "ab" : "wb")) {}
+
+void JsonlLog::write(const nlohmann::json& record) {
+    f_->write(record.dump() + "\n");
+    f_->flush();
+}
+
+void JsonlLog::truncate_after(long step) {
+    f_->close();
+    f_.reset();
+    std::istringstream in(read_text_file(path_));
+    std::string line, kept;
+    while (std::getline(in, line)) {
+        nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (j.is_discarded() || !j.is_object()) continue;
+        if (j.contains("step") && j["step"].is_number()) {
+            // a train record at `step` is the update that led to the checkpoint; anything
+            // else at `step` (an evaluation) is redone by the resumed run when its schedule says so
+            double s = j["step"].get<double>();
+            bool is_train = j.value("type", "") == "train";
+            if (s > (double)step || (!is_train && s == (double)step)) continue;
+        }
+        kept += line + "\n";
+    }
+    write_text_file_atomic(path_, kept);
+    f_ = std::make_unique<OutFile>(path_, "ab");
+}

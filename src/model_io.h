@@ -1,0 +1,34 @@
+// Parameter buffers <-> safetensors tensors, by the layout of model.h
+// (names, shapes and order in the README's checkpoint table).
+#pragma once
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model.h"
+#include "safetensors.h"
+
+template <class T>
+const char* st_dtype() {
+  return sizeof(T) == 4 ? "F32" : "F64";
+}
+
+// One tensor per parameter, named prefix + name, viewing into flat (layout order).
+template <class T>
+std::vector<StTensor> layout_tensors(const std::vector<ParamTensor>& layout, const std::vector<T>& flat,
+                                     const std::string& prefix) {
+  std::vector<StTensor> t;
+  for (const auto& p : layout) t.push_back({prefix + p.name, st_dtype<T>(), p.shape, flat.data() + p.offset});
+  return t;
+}
+
+// The flat buffer back from a file; every tensor must be there with its dtype and shape.
+template <class T>
+std::vector<T> layout_from_file(const std::vector<ParamTensor>& layout, const StFile& f, const std::string& prefix) {
+  std::vector<T> flat(layout.back().offset + layout.back().numel);
+  for (const auto& p : layout) {
+    const StEntry& e = f.get(prefix + p.name, st_dtype<T>(), p.shape);
+    std::memcpy(flat.data() + p.offset, e.bytes.data(), p.numel * sizeof(T));
+  }
+  return flat;
+}

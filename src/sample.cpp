@@ -1,0 +1,133 @@
+// The sample binary: loads a checkpoint and generates text from a prompt.
+//   build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt_ids 464,3290]
+//                [--tokens 64] [--temperature 1.0] [--top_k 40] [--seed 42] [--encoder data/gpt2/encoder.json]
+// The prompt is given as GPT-2 ids (scripts/sample.py encodes text and calls this).
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend_cpu.h"
+#include "checkpoint.h"
+#include "config.h"
+#include "model_io.h"
+#include "sample.h"
+
+using json = nlohmann::json;
+
+GPT2Decoder::GPT2Decoder(const std::string& encoder_json) {
+  json j;
+  try {
+    j = json::parse(read_text_file(encoder_json));
+  } catch (const json::exception& e) {
+    throw std::runtime_error(encoder_json + " is not valid JSON: " + e.what());
+  }
+  // GPT-2's byte-to-unicode map: printable bytes stand for themselves, the
+  // others were moved to code points 256, 257, ... in byte order.
+  std::map<int, int> cp_to_byte;
+  int shifted = 0;
+  for (int b = 0; b < 256; b++) {
+    bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    cp_to_byte[printable ? b : 256 + shifted++] = b;
+  }
+  tokens_.resize(j.size());
+  for (auto& [key, id] : j.items()) {
+    int i = id.get<int>();
+    if (i < 0 || i >= (int)j.size()) throw std::runtime_error(encoder_json + ": id out of range for '" + key + "'");
+    std::string bytes;
+    for (size_t p = 0; p < key.size();) {  // UTF-8 decode one code point
+      unsigned char c = key[p];
+      int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+      int cp = len == 1 ? c : c & (0x7F >> len);
+      for (int q = 1; q < len && p + q < key.size(); q++) cp = (cp << 6) | (key[p + q] & 0x3F);
+      p += len;
+      auto it = cp_to_byte.find(cp);
+      bytes += it != cp_to_byte.end() ? (char)it->second : '?';
+    }
+    tokens_[i] = bytes;
+  }
+}
+
+std::string GPT2Decoder::decode(const std::vector<int>& ids) const {
+  std::string s;
+  for (int id : ids) s += id >= 0 && id < (int)tokens_.size() ? tokens_[id] : id == 50256 ? "<|endoftext|>" : "";
+  return s;
+}
+
+static std::string model_file(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) throw std::runtime_error("cannot read checkpoint '" + path + "': no such file");
+  if (!S_ISDIR(st.st_mode)) return path;
+  if (stat((path + "/model.safetensors").c_str(), &st) == 0) return path + "/model.safetensors";
+  return checkpoint_latest(path) + "/model.safetensors";
+}
+
+static std::vector<int> parse_ids(const std::string& s) {
+  std::vector<int> ids;
+  size_t p = 0;
+  while (p < s.size()) {
+    size_t e = s.find(',', p);
+    std::string tok = s.substr(p, e == std::string::npos ? std::string::npos : e - p);
+    try {
+      size_t used;
+      ids.push_back(std::stoi(tok, &used));
+      if (used != tok.size()) throw std::invalid_argument(tok);
+    } catch (const std::exception&) {
+      throw std::runtime_error("bad --prompt_ids entry '" + tok + "' (expected comma-separated integers)");
+    }
+    if (e == std::string::npos) break;
+    p = e + 1;
+  }
+  return ids;
+}
+
+int main(int argc, char** argv) {
+  try {
+    std::map<std::string, std::string> opt = {{"checkpoint", ""}, {"prompt_ids", ""},    {"tokens", "64"},
+                                              {"temperature", "1.0"}, {"top_k", "40"}, {"seed", "42"},
+                                              {"encoder", "data/gpt2/encoder.json"}};
+    for (int i = 1; i < argc; i++) {
+      std::string a = argv[i];
+      if (a == "--help" || a == "-h") {
+        printf("usage: build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt_ids 464,3290]\n"
+               "                    [--tokens 64] [--temperature 1.0] [--top_k 40] [--seed 42]\n"
+               "                    [--encoder data/gpt2/encoder.json]\n"
+               "temperature 0 = greedy; top_k 0 = whole vocabulary. Without encoder.json the ids are printed.\n");
+        return 0;
+      }
+      if (a.rfind("--", 0) != 0 || !opt.count(a.substr(2))) throw std::runtime_error("unknown argument '" + a + "'");
+      if (i + 1 >= argc) throw std::runtime_error("missing value for " + a);
+      opt[a.substr(2)] = argv[++i];
+    }
+    if (opt["checkpoint"].empty()) throw std::runtime_error("--checkpoint is required (see --help)");
+    StFile f = safetensors_read(model_file(opt["checkpoint"]));
+    if (!f.metadata.count("config")) throw std::runtime_error(f.path + " has no model config in its metadata");
+    ModelConfig mc = model_config(config_from_json(json::parse(f.metadata.at("config")), f.path));
+    GPT<CpuBackend<float>> model(mc);
+    model.set_params(layout_from_file<float>(model.layout, f, ""));
+
+    std::vector<int> prompt = opt["prompt_ids"].empty() ? std::vector<int>{mc.V > 50256 ? 50256 : 0}
+                                                        : parse_ids(opt["prompt_ids"]);
+    for (int id : prompt)
+      if (id < 0 || id >= mc.V) throw std::runtime_error("prompt id " + std::to_string(id) + " is outside the vocabulary");
+    int n = std::stoi(opt["tokens"]), top_k = std::stoi(opt["top_k"]);
+    double temperature = std::stod(opt["temperature"]);
+    if (n < 0 || top_k < 0 || temperature < 0) throw std::runtime_error("tokens, top_k and temperature must be >= 0");
+    auto ids = generate(model, prompt, n, temperature, top_k, std::stoull(opt["seed"]));
+
+    struct stat st;
+    if (stat(opt["encoder"].c_str(), &st) == 0) {
+      printf("%s\n", GPT2Decoder(opt["encoder"]).decode(ids).c_str());
+    } else {
+      for (size_t i = 0; i < ids.size(); i++) printf("%s%d", i ? " " : "", ids[i]);
+      printf("\n");
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

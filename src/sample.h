@@ -1,0 +1,55 @@
+// Text generation from a trained model: temperature and top-k sampling with a
+// seeded RNG, and GPT-2 ids decoded back to text from OpenAI's encoder.json.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "model.h"
+#include "rng.h"
+
+// id -> bytes, inverting GPT-2's byte-to-unicode mapping of encoder.json's keys.
+class GPT2Decoder {
+ public:
+  explicit GPT2Decoder(const std::string& encoder_json);
+  std::string decode(const std::vector<int>& ids) const;
+  size_t size() const { return tokens_.size(); }
+
+ private:
+  std::vector<std::string> tokens_;
+};
+
+// Samples n tokens after prompt (non-empty). Keeps the last maxT tokens as
+// context; temperature 0 means greedy; top_k 0 means the whole vocabulary.
+template <class BK>
+std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, int n, double temperature, int top_k, uint64_t seed) {
+  Rng rng(seed);
+  const int V = model.cfg.V;
+  for (int i = 0; i < n; i++) {
+    int start = std::max(0, (int)ids.size() - model.cfg.maxT);
+    std::vector<int> ctx(ids.begin() + start, ids.end());
+    int Tn = (int)ctx.size();
+    model.forward(ctx.data(), nullptr, 1, Tn, false);
+    auto row = model.logits(Tn - 1, 1);  // (V)
+    std::vector<int> order(V);
+    for (int v = 0; v < V; v++) order[v] = v;
+    int k = top_k > 0 && top_k < V ? top_k : V;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    int next = order[0];
+    if (temperature > 0) {
+      std::vector<double> p(k);
+      double sum = 0;
+      for (int j = 0; j < k; j++) sum += p[j] = std::exp((row[order[j]] - row[order[0]]) / temperature);
+      double r = rng.uniform() * sum;
+      for (int j = 0; j < k; j++)
+        if ((r -= p[j]) < 0 || j == k - 1) {
+          next = order[j];
+          break;
+        }
+    }
+    ids.push_back(next);
+  }
+  return ids;
+}

@@ -1,0 +1,642 @@
+// CUDA backend tests: every GPU op (forward and backward) against its CPU twin in float on
+// random inputs, encoder-backward and sum-of-squares determinism, the out-of-memory error,
+// and whole training steps GPT<CudaBackend> vs GPT<CpuBackend<float>> for each pos mode.
+// Without CUDA (build or device) every test is reported SKIPPED. TF32 is turned off so the
+// GPU computes in plain fp32 (one test checks the TF32 path with a looser tolerance).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#ifdef HAVE_CUDA
+#include "backend_cpu.h"
+#include "backend_cuda.h"
+#include "model.h"
+#include "rng.h"
+#endif
+
+struct TestCase {
+    std::string name;
+    std::function<std::string()> run;  // "" = pass, else the reason it failed
+};
+
+#ifdef HAVE_CUDA
+namespace {
+
+using Vec = std::vector<float>;
+using CB = CudaBackend;
+using K = CpuBackend<float>;
+
+Vec randn(size_t n, Rng& r, double s = 1.0) {
+    Vec v(n);
+    for (auto& x : v) x = (float)(s * r.normal());
+    return v;
+}
+
+std::vector<int> randint(size_t n, int hi, Rng& r) {
+    std::vector<int> v(n);
+    for (auto& x : v) x = (int)r.below((uint64_t)hi);
+    return v;
+}
+
+std::string fmt(double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3g", x);
+    return b;
+}
+
+// A device copy of a host vector, freed on scope exit.
+struct DBuf {
+    float* p = nullptr;
+    size_t n = 0;
+    explicit DBuf(const Vec& h) : n(h.size()) {
+        p = CB::alloc(n);
+        CB::copy_from_host(p, h.data(), n);
+    }
+    explicit DBuf(size_t count) : n(count) { p = CB::alloc(n); }
+    ~DBuf() { CB::free(p); }
+    DBuf(const DBuf&) = delete;
+    DBuf& operator=(const DBuf&) = delete;
+    Vec get() const {
+        Vec h(n);
+        CB::copy_to_host(h.data(), p, n);
+        return h;
+    }
+};
+
+struct DInts {
+    int* p = nullptr;
+    explicit DInts(const std::vector<int>& h) {
+        p = CB::alloc_int(h.size());
+        CB::copy_ints_from_host(p, h.data(), h.size());
+    }
+    ~DInts() { CB::free_int(p); }
+    DInts(const DInts&) = delete;
+    DInts& operator=(const DInts&) = delete;
+};
+
+// max |got - ref| / max |ref| (so a tolerance is relative to the tensor's scale); NaN fails.
+double rel_max_err(const Vec& got, const Vec& ref) {
+    double diff = 0, scale = 1e-30;
+    for (size_t i = 0; i < ref.size(); i++) {
+        double d = std::fabs((double)got[i] - (double)ref[i]);
+        if (std::isnan(d)) return INFINITY;
+        diff = std::max(diff, d);
+        scale = std::max(scale, std::fabs((double)ref[i]));
+    }
+    return diff / scale;
+}
+
+// Appends "what: err X > tol" to why if the tensors differ by more than tol.
+void expect_close(std::string& why, const char* what, const Vec& got, const Vec& ref, double tol) {
+    if (got.size() != ref.size()) {
+        why += std::string(why.empty() ? "" : "; ") + what + ": size mismatch";
+        return;
+    }
+    double e = rel_max_err(got, ref);
+    if (!(e <= tol)) why += std::string(why.empty() ? "" : "; ") + what + ": rel err " + fmt(e) + " > " + fmt(tol);
+}
+
+// ---------------------------------------------------------------- encoder
+std::string test_encoder_forward() {
+    Rng r(1);
+    const int B = 3, T = 37, C = 40, V = 53, maxT = 64;
+    auto tok = randint((size_t)B * T, V, r);
+    Vec wte = randn((size_t)V * C, r), wpe = randn((size_t)maxT * C, r);
+    DInts dtok(tok);
+    DBuf dwte(wte), dwpe(wpe), dout((size_t)B * T * C);
+    std::string why;
+    for (int with_pos = 0; with_pos < 2; with_pos++) {
+        Vec ref((size_t)B * T * C);
+        cpu::encoder_forward(ref.data(), tok.data(), wte.data(), with_pos ? wpe.data() : nullptr, B, T, C);
+        cuda::encoder_forward(dout.p, dtok.p, dwte.p, with_pos ? dwpe.p : nullptr, B, T, C);
+        expect_close(why, with_pos ? "out (wpe)" : "out (no wpe)", dout.get(), ref, 1e-6);
+    }
+    return why;
+}
+
+std::string test_encoder_backward() {
+    Rng r(2);
+    const int B = 4, T = 45, C = 72, V = 31;
+    auto tok = randint((size_t)B * T, V, r);
+    for (int i = 0; i < B * T; i += 2) tok[i] = 7;  // one long run of a single token
+    Vec dout = randn((size_t)B * T * C, r), dwte0 = randn((size_t)V * C, r), dwpe0 = randn((size_t)T * C, r);
+    std::string why;
+    for (int with_pos = 0; with_pos < 2; with_pos++) {
+        Vec rw = dwte0, rp = dwpe0;
+        cpu::encoder_backward(rw.data(), with_pos ? rp.data() : nullptr, dout.data(), tok.data(), B, T, C);
+        DInts dtok(tok);
+        DBuf gw(dwte0), gp(dwpe0), gd(dout);
+        cuda::encoder_backward(gw.p, with_pos ? gp.p : nullptr, gd.p, dtok.p, B, T, C);
+        expect_close(why, "dwte", gw.get(), rw, 1e-5);
+        if (with_pos) expect_close(why, "dwpe", gp.get(), rp, 1e-5);
+        else expect_close(why, "dwpe untouched", gp.get(), dwpe0, 0.0);
+    }
+    return why;
+}
+
+std::string test_encoder_backward_deterministic() {
+    Rng r(3);
+    const int B = 8, T = 256, C = 96, V = 500;
+    auto tok = randint((size_t)B * T, V, r);
+    for (int i = 0; i < B * T; i += 3) tok[i] = 11;
+    Vec dout = randn((size_t)B * T * C, r), dwte0 = randn((size_t)V * C, r), dwpe0 = randn((size_t)T * C, r);
+    DInts dtok(tok);
+    DBuf gd(dout);
+    Vec w[2], p[2];
+    for (int run = 0; run < 2; run++) {
+        DBuf gw(dwte0), gp(dwpe0);
+        cuda::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C);
+        w[run] = gw.get();
+        p[run] = gp.get();
+    }
+    if (std::memcmp(w[0].data(), w[1].data(), w[0].size() * sizeof(float)) != 0) return "dwte differs between runs";
+    if (std::memcmp(p[0].data(), p[1].data(), p[0].size() * sizeof(float)) != 0) return "dwpe differs between runs";
+    return "";
+}
+
+// ---------------------------------------------------------------- layernorm
+std::string test_layernorm_forward() {
+    Rng r(4);
+    std::string why;
+    for (auto [N, C] : std::vector<std::pair<int, int>>{{37, 48}, {1100, 72}, {64, 768}}) {
+        Vec x = randn((size_t)N * C, r, 2.0), w = randn(C, r), b = randn(C, r);
+        for (auto& v : x) v += 0.5f;  // non-zero mean
+        Vec out((size_t)N * C), mean(N), rstd(N);
+        cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+        DBuf gx(x), gw(w), gb(b), go((size_t)N * C), gm((size_t)N), gr((size_t)N);
+        cuda::layernorm_forward(go.p, gm.p, gr.p, gx.p, gw.p, gb.p, N, C);
+        expect_close(why, "out", go.get(), out, 1e-5);
+        expect_close(why, "mean", gm.get(), mean, 1e-5);
+        expect_close(why, "rstd", gr.get(), rstd, 1e-5);
+    }
+    return why;
+}
+
+std::string test_layernorm_backward() {
+    Rng r(5);
+    std::string why;
+    for (auto [N, C] : std::vector<std::pair<int, int>>{{37, 48}, {1100, 72}, {64, 768}}) {
+        Vec x = randn((size_t)N * C, r, 2.0), w = randn(C, r), b = randn(C, r), d = randn((size_t)N * C, r);
+        Vec dx0 = randn((size_t)N * C, r), dw0 = randn(C, r), db0 = randn(C, r);
+        Vec out((size_t)N * C), mean(N), rstd(N);
+        cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+        Vec dx = dx0, dw = dw0, db = db0;
+        cpu::layernorm_backward(dx.data(), dw.data(), db.data(), d.data(), x.data(), w.data(), mean.data(),
+                                rstd.data(), N, C);
+        DBuf gx(x), gw(w), gd(d), gm(mean), gr(rstd), gdx(dx0), gdw(dw0), gdb(db0);
+        cuda::layernorm_backward(gdx.p, gdw.p, gdb.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C);
+        expect_close(why, "dinp", gdx.get(), dx, 1e-5);
+        expect_close(why, "dw", gdw.get(), dw, 1e-4);
+        expect_close(why, "db", gdb.get(), db, 1e-4);
+    }
+    return why;
+}
+
+// ---------------------------------------------------------------- matmul
+std::string matmul_forward_case(int N, int IC, int OC, bool bias, double tol, uint64_t seed) {
+    Rng r(seed);
+    Vec x = randn((size_t)N * IC, r), w = randn((size_t)OC * IC, r), b = randn(OC, r);
+    Vec ref((size_t)N * OC);
+    cpu::matmul_forward(ref.data(), x.data(), w.data(), bias ? b.data() : nullptr, N, IC, OC);
+    DBuf gx(x), gw(w), gb(b), go(randn((size_t)N * OC, r));  // garbage in out: must be overwritten
+    cuda::matmul_forward(go.p, gx.p, gw.p, bias ? gb.p : nullptr, N, IC, OC);
+    std::string why;
+    std::string what = "out N=" + std::to_string(N) + " IC=" + std::to_string(IC) + " OC=" + std::to_string(OC) +
+                       (bias ? " bias" : " no bias");
+    expect_close(why, what.c_str(), go.get(), ref, tol);
+    return why;
+}
+
+std::string test_matmul_forward() {
+    std::string why;
+    why += matmul_forward_case(70, 48, 100, true, 1e-5, 6);  // float4 bias path
+    why += matmul_forward_case(70, 48, 50, true, 1e-5, 7);   // scalar bias path
+    why += matmul_forward_case(33, 40, 97, false, 1e-5, 8);  // tied head shape, no bias
+    return why;
+}
+
+std::string test_matmul_backward() {
+    Rng r(9);
+    std::string why;
+    for (auto [N, IC, OC] : std::vector<std::tuple<int, int, int>>{{70, 48, 50}, {1100, 64, 192}}) {
+        Vec x = randn((size_t)N * IC, r), w = randn((size_t)OC * IC, r), d = randn((size_t)N * OC, r);
+        Vec dx0 = randn((size_t)N * IC, r), dw0 = randn((size_t)OC * IC, r), db0 = randn(OC, r);
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            Vec dx = dx0, dw = dw0, db = db0;
+            cpu::matmul_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr, d.data(), x.data(), w.data(),
+                                 N, IC, OC);
+            DBuf gx(x), gw(w), gd(d), gdx(dx0), gdw(dw0), gdb(db0);
+            cuda::matmul_backward(gdx.p, gdw.p, with_bias ? gdb.p : nullptr, gd.p, gx.p, gw.p, N, IC, OC);
+            expect_close(why, "dinp", gdx.get(), dx, 1e-5);
+            expect_close(why, "dw", gdw.get(), dw, 1e-5);
+            expect_close(why, "dbias", gdb.get(), db, with_bias ? 1e-5 : 0.0);
+        }
+    }
+    return why;
+}
+
+std::string test_matmul_tf32() {
+    cuda::set_tf32(true);
+    std::string why = matmul_forward_case(256, 128, 96, true, 1e-2, 10);
+    cuda::set_tf32(false);
+    return why;
+}
+
+// ---------------------------------------------------------------- rope / crope
+struct RopeSetup {
+    int B = 2, T = 37, C = 48, H = 4, maxT = 64;
+    Vec cos_t, sin_t;
+    RopeSetup() {
+        std::vector<double> c, s;
+        cpu::rope_tables(c, s, maxT, C / H, 10000.0);
+        cos_t.assign(c.begin(), c.end());
+        sin_t.assign(s.begin(), s.end());
+    }
+};
+
+std::string test_rope_forward() {
+    Rng r(11);
+    RopeSetup s;
+    size_t n = (size_t)s.B * s.T * 3 * s.C;
+    Vec x = randn(n, r), ref(n);
+    cpu::rope_forward(ref.data(), x.data(), s.cos_t.data(), s.sin_t.data(), s.B, s.T, s.C, s.H);
+    DBuf gx(x), go(randn(n, r)), gc(s.cos_t), gs(s.sin_t);
+    cuda::rope_forward(go.p, gx.p, gc.p, gs.p, s.B, s.T, s.C, s.H);
+    std::string why;
+    expect_close(why, "out", go.get(), ref, 1e-6);
+    return why;
+}
+
+std::string test_rope_backward() {
+    Rng r(12);
+    RopeSetup s;
+    size_t n = (size_t)s.B * s.T * 3 * s.C;
+    Vec d = randn(n, r), dx0 = randn(n, r), dx = dx0;
+    cpu::rope_backward(dx.data(), d.data(), s.cos_t.data(), s.sin_t.data(), s.B, s.T, s.C, s.H);
+    DBuf gd(d), gdx(dx0), gc(s.cos_t), gs(s.sin_t);
+    cuda::rope_backward(gdx.p, gd.p, gc.p, gs.p, s.B, s.T, s.C, s.H);
+    std::string why;
+    expect_close(why, "dinp", gdx.get(), dx, 1e-6);
+    return why;
+}
+
+std::string test_crope_expand() {
+    Rng r(13);
+    const int C = 48, h = C / 2;
+    Vec A = randn((size_t)3 * h * h, r), Bm = randn((size_t)3 * h * h, r), ref((size_t)3 * C * C);
+    cpu::crope_expand(ref.data(), A.data(), Bm.data(), C);
+    DBuf gA(A), gB(Bm), gw(randn((size_t)3 * C * C, r));
+    cuda::crope_expand(gw.p, gA.p, gB.p, C);
+    std::string why;
+    expect_close(why, "w", gw.get(), ref, 0.0);
+    return why;
+}
+
+std::string test_crope_fold() {
+    Rng r(14);
+    const int C = 48, h = C / 2;
+    Vec dw = randn((size_t)3 * C * C, r), dA0 = randn((size_t)3 * h * h, r), dB0 = randn((size_t)3 * h * h, r);
+    Vec dA = dA0, dB = dB0;
+    cpu::crope_fold(dA.data(), dB.data(), dw.data(), C);
+    DBuf gdw(dw), gdA(dA0), gdB(dB0);
+    cuda::crope_fold(gdA.p, gdB.p, gdw.p, C);
+    std::string why;
+    expect_close(why, "dA", gdA.get(), dA, 1e-6);
+    expect_close(why, "dB", gdB.get(), dB, 1e-6);
+    return why;
+}
+
+// ---------------------------------------------------------------- attention
+struct AttShape {
+    int B, T, C, H;
+};
+const AttShape kAttShapes[] = {{2, 70, 48, 4}, {3, 33, 64, 2}, {1, 1, 16, 2}};
+
+std::string attention_forward_case(const AttShape& s, uint64_t seed, double tol = 1e-5) {
+    Rng r(seed);
+    size_t nqkv = (size_t)s.B * s.T * 3 * s.C, natt = (size_t)s.B * s.H * s.T * s.T, nout = (size_t)s.B * s.T * s.C;
+    Vec qkv = randn(nqkv, r), out(nout), att(natt);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    DBuf gq(qkv), go(randn(nout, r)), ga(randn(natt, r));
+    cuda::attention_forward(go.p, ga.p, gq.p, s.B, s.T, s.C, s.H);
+    std::string why;
+    std::string tag = " (B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
+                      " H=" + std::to_string(s.H) + ")";
+    expect_close(why, ("out" + tag).c_str(), go.get(), out, tol);
+    expect_close(why, ("att" + tag).c_str(), ga.get(), att, tol);
+    return why;
+}
+
+std::string attention_backward_case(const AttShape& s, uint64_t seed, double tol = 1e-5) {
+    Rng r(seed);
+    size_t nqkv = (size_t)s.B * s.T * 3 * s.C, natt = (size_t)s.B * s.H * s.T * s.T, nout = (size_t)s.B * s.T * s.C;
+    Vec qkv = randn(nqkv, r), out(nout), att(natt), scratch(natt);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    Vec d = randn(nout, r), dqkv0 = randn(nqkv, r), dqkv = dqkv0;
+    cpu::attention_backward(dqkv.data(), scratch.data(), d.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.H);
+    DBuf gq(qkv), ga(att), gd(d), gdq(dqkv0), gs(randn(natt, r));
+    cuda::attention_backward(gdq.p, gs.p, gd.p, gq.p, ga.p, s.B, s.T, s.C, s.H);
+    std::string why;
+    std::string tag = " (B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
+                      " H=" + std::to_string(s.H) + ")";
+    expect_close(why, ("dqkv" + tag).c_str(), gdq.get(), dqkv, tol);
+    return why;
+}
+
+std::string test_attention_forward() {
+    std::string why;
+    uint64_t seed = 20;
+    for (const auto& s : kAttShapes) why += attention_forward_case(s, seed++);
+    return why;
+}
+
+std::string test_attention_backward() {
+    std::string why;
+    uint64_t seed = 30;
+    for (const auto& s : kAttShapes) why += attention_backward_case(s, seed++);
+    return why;
+}
+
+// the paper's sequence length: long rows in the softmax kernels, big GEMMs
+std::string test_attention_long() {
+    AttShape s{1, 1024, 32, 2};
+    // sums over up to 1024 terms in a different order than the CPU: a looser tolerance
+    return attention_forward_case(s, 40, 1e-4) + attention_backward_case(s, 41, 1e-4);
+}
+
+// ---------------------------------------------------------------- elementwise
+std::string test_gelu_forward() {
+    Rng r(50);
+    const size_t n = 10007;
+    Vec x = randn(n, r, 2.0), ref(n);
+    cpu::gelu_forward(ref.data(), x.data(), n);
+    DBuf gx(x), go(n);
+    cuda::gelu_forward(go.p, gx.p, n);
+    std::string why;
+    expect_close(why, "out", go.get(), ref, 1e-6);
+    return why;
+}
+
+std::string test_gelu_backward() {
+    Rng r(51);
+    const size_t n = 10007;
+    Vec x = randn(n, r, 2.0), d = randn(n, r), dx0 = randn(n, r), dx = dx0;
+    cpu::gelu_backward(dx.data(), x.data(), d.data(), n);
+    DBuf gx(x), gd(d), gdx(dx0);
+    cuda::gelu_backward(gdx.p, gx.p, gd.p, n);
+    std::string why;
+    expect_close(why, "dinp", gdx.get(), dx, 1e-6);
+    return why;
+}
+
+std::string test_residual_forward() {
+    Rng r(52);
+    const size_t n = 10007;
+    Vec a = randn(n, r), b = randn(n, r), ref(n);
+    cpu::residual_forward(ref.data(), a.data(), b.data(), n);
+    DBuf ga(a), gb(b), go(n);
+    cuda::residual_forward(go.p, ga.p, gb.p, n);
+    std::string why;
+    expect_close(why, "out", go.get(), ref, 0.0);
+    cuda::residual_forward(ga.p, ga.p, gb.p, n);  // in place, as the model may call it
+    expect_close(why, "out (in place)", ga.get(), ref, 0.0);
+    return why;
+}
+
+// ---------------------------------------------------------------- loss
+std::string loss_case(int N, int V, float dscale, uint64_t seed) {
+    Rng r(seed);
+    Vec z = randn((size_t)N * V, r, 3.0), losses(N);
+    auto tgt = randint(N, V, r);
+    tgt[0] = V - 1;  // the last column
+    Vec zref = z;
+    cpu::softmax_crossentropy(zref.data(), losses.data(), tgt.data(), N, V, dscale);
+    DBuf gz(z), gl((size_t)N);
+    DInts gt(tgt);
+    cuda::softmax_crossentropy(gz.p, gl.p, gt.p, N, V, dscale);
+    std::string why;
+    std::string tag = " (N=" + std::to_string(N) + " V=" + std::to_string(V) + ")";
+    expect_close(why, ("losses" + tag).c_str(), gl.get(), losses, 1e-5);
+    if (dscale == 0.0f) expect_close(why, ("logits unchanged" + tag).c_str(), gz.get(), z, 0.0);
+    else expect_close(why, ("dlogits" + tag).c_str(), gz.get(), zref, 1e-5);
+    return why;
+}
+
+std::string test_softmax_crossentropy_loss() { return loss_case(37, 97, 0.0f, 60) + loss_case(5, 50257, 0.0f, 61); }
+
+std::string test_softmax_crossentropy_grad() {
+    return loss_case(37, 97, 1.0f / 37, 62) + loss_case(5, 50257, 1.0f / 5, 63) + loss_case(3, 20, -2.5f, 64);
+}
+
+// ---------------------------------------------------------------- optimiser, norm
+std::string test_adamw_update() {
+    Rng r(70);
+    const size_t n = 10007;
+    Vec p = randn(n, r), g = randn(n, r), m = randn(n, r, 0.1), v = randn(n, r, 0.1);
+    for (auto& x : v) x = x * x;  // second moments are non-negative
+    DBuf gp(p), gg(g), gm(m), gv(v);
+    Vec rp = p, rm = m, rv = v;
+    for (int t = 1; t <= 3; t++) {
+        cpu::adamw_update(rp.data(), g.data(), rm.data(), rv.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, 0.7f);
+        cuda::adamw_update(gp.p, gg.p, gm.p, gv.p, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, 0.7f);
+    }
+    std::string why;
+    expect_close(why, "p", gp.get(), rp, 1e-6);
+    expect_close(why, "m", gm.get(), rm, 1e-6);
+    expect_close(why, "v", gv.get(), rv, 1e-6);
+    return why;
+}
+
+std::string test_sum_squares() {
+    Rng r(71);
+    std::string why;
+    for (size_t n : {(size_t)1, (size_t)1000, (size_t)1000003}) {
+        Vec x = randn(n, r);
+        DBuf gx(x);
+        double ref = cpu::sum_squares(x.data(), n);
+        double a = cuda::sum_squares(gx.p, n), b = cuda::sum_squares(gx.p, n);
+        if (!(std::fabs(a - ref) <= 1e-10 * std::fabs(ref)))  // both sum exact squares in double
+            why += "n=" + std::to_string(n) + ": " + fmt(a) + " vs cpu " + fmt(ref) + "; ";
+        if (std::memcmp(&a, &b, sizeof a) != 0) why += "n=" + std::to_string(n) + ": two calls differ; ";
+    }
+    if (cuda::sum_squares(nullptr, 0) != 0.0) why += "n=0 is not 0";
+    return why;
+}
+
+std::string test_oom_message() {
+    try {
+        float* p = CB::alloc((size_t)1 << 44);  // 64 TiB
+        CB::free(p);
+        return "allocating 64 TiB did not fail";
+    } catch (const std::runtime_error& e) {
+        std::string w = e.what();
+        if (w.find("out of memory") == std::string::npos) return "message without 'out of memory': " + w;
+    }
+    DBuf ok((size_t)1000);  // the context still works afterwards
+    if (ok.get().size() != 1000) return "allocation after the failure broke";
+    return "";
+}
+
+// ---------------------------------------------------------------- whole model
+struct ModelResult {
+    std::string loss, grads, adamw;
+};
+
+// Relative L2 distance ||a - b|| / ||b - base||: how far the GPU's parameter change is from
+// the CPU's. (Per element, Adam can flip the sign of a step whose gradient is ~0 in both.)
+double rel_l2_change(const Vec& a, const Vec& b, const Vec& base) {
+    double num = 0, den = 1e-300;
+    for (size_t i = 0; i < a.size(); i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += ((double)b[i] - base[i]) * ((double)b[i] - base[i]);
+    }
+    return std::sqrt(num / den);
+}
+
+ModelResult run_model(Pos pos) {
+    ModelResult res;
+    ModelConfig mc;
+    mc.pos = pos;
+    mc.L = 2, mc.H = 4, mc.C = 32, mc.V = 97, mc.maxT = 48;
+    const int B = 2, T = 33;
+    Rng r(80 + (int)pos);
+    auto in = randint((size_t)B * T, mc.V, r), tg = randint((size_t)B * T, mc.V, r);
+    GPT<CudaBackend> gg(mc);
+    GPT<K> gc(mc);
+    gg.init(1234);
+    gc.init(1234);
+    const Vec p0 = gc.get(gc.params);
+
+    double lg = gg.forward(in.data(), tg.data(), B, T, true), lc = gc.forward(in.data(), tg.data(), B, T, true);
+    if (!(std::fabs(lg - lc) <= 1e-5 * std::fabs(lc))) res.loss = "loss " + fmt(lg) + " vs cpu " + fmt(lc);
+
+    gg.backward();
+    gc.backward();
+    Vec dg = gg.get(gg.grads), dc = gc.get(gc.grads);
+    for (const auto& t : gc.layout) {
+        Vec a(dg.begin() + t.offset, dg.begin() + t.offset + t.numel);
+        Vec b(dc.begin() + t.offset, dc.begin() + t.offset + t.numel);
+        double e = rel_max_err(a, b);
+        if (!(e <= 1e-3)) res.grads += t.name + " rel err " + fmt(e) + "; ";
+    }
+    double ng = gg.grad_norm(), nc = gc.grad_norm();
+    if (!(std::fabs(ng - nc) <= 1e-4 * nc)) res.grads += "grad norm " + fmt(ng) + " vs cpu " + fmt(nc);
+
+    for (int t = 1; t <= 5; t++) {
+        gg.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, t, 1.0f);
+        gc.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, t, 1.0f);
+        lg = gg.forward(in.data(), tg.data(), B, T, true);
+        lc = gc.forward(in.data(), tg.data(), B, T, true);
+        gg.backward();
+        gc.backward();
+    }
+    Vec pg = gg.get(gg.params), pc = gc.get(gc.params);
+    double e = rel_l2_change(pg, pc, p0);
+    if (!(e <= 1e-2)) res.adamw += "parameter change rel L2 err " + fmt(e) + "; ";
+    if (!(std::fabs(lg - lc) <= 1e-4 * std::fabs(lc))) res.adamw += "loss after 5 steps " + fmt(lg) + " vs cpu " + fmt(lc);
+    return res;
+}
+
+ModelResult& model_result(Pos pos) {
+    static std::map<int, ModelResult> cache;
+    auto it = cache.find((int)pos);
+    if (it == cache.end()) it = cache.emplace((int)pos, run_model(pos)).first;
+    return it->second;
+}
+
+}  // namespace
+#endif  // HAVE_CUDA
+
+static std::vector<TestCase> all_tests() {
+    std::vector<TestCase> t;
+#ifdef HAVE_CUDA
+    t = {
+        {"cuda_encoder_forward", test_encoder_forward},
+        {"cuda_encoder_backward", test_encoder_backward},
+        {"cuda_encoder_backward_deterministic", test_encoder_backward_deterministic},
+        {"cuda_layernorm_forward", test_layernorm_forward},
+        {"cuda_layernorm_backward", test_layernorm_backward},
+        {"cuda_matmul_forward", test_matmul_forward},
+        {"cuda_matmul_backward", test_matmul_backward},
+        {"cuda_matmul_tf32", test_matmul_tf32},
+        {"cuda_rope_forward", test_rope_forward},
+        {"cuda_rope_backward", test_rope_backward},
+        {"cuda_crope_expand", test_crope_expand},
+        {"cuda_crope_fold", test_crope_fold},
+        {"cuda_attention_forward", test_attention_forward},
+        {"cuda_attention_backward", test_attention_backward},
+        {"cuda_attention_long", test_attention_long},
+        {"cuda_gelu_forward", test_gelu_forward},
+        {"cuda_gelu_backward", test_gelu_backward},
+        {"cuda_residual_forward", test_residual_forward},
+        {"cuda_softmax_crossentropy_loss", test_softmax_crossentropy_loss},
+        {"cuda_softmax_crossentropy_grad", test_softmax_crossentropy_grad},
+        {"cuda_adamw_update", test_adamw_update},
+        {"cuda_sum_squares", test_sum_squares},
+        {"cuda_oom_message", test_oom_message},
+    };
+    for (Pos p : {Pos::learned, Pos::sinusoidal, Pos::rope, Pos::crope}) {
+        std::string n = std::string("cuda_model_") + pos_name(p);
+        t.push_back({n + "_loss", [p] { return model_result(p).loss; }});
+        t.push_back({n + "_grads", [p] { return model_result(p).grads; }});
+        t.push_back({n + "_adamw5", [p] { return model_result(p).adamw; }});
+    }
+#else
+    // Same names as the CUDA build runs, so the skip list is visible and complete.
+    for (const char* n : {"encoder_forward", "encoder_backward", "encoder_backward_deterministic", "layernorm_forward",
+                          "layernorm_backward", "matmul_forward", "matmul_backward", "matmul_tf32", "rope_forward",
+                          "rope_backward", "crope_expand", "crope_fold", "attention_forward", "attention_backward",
+                          "attention_long", "gelu_forward", "gelu_backward", "residual_forward",
+                          "softmax_crossentropy_loss", "softmax_crossentropy_grad", "adamw_update", "sum_squares",
+                          "oom_message"})
+        t.push_back({std::string("cuda_") + n, nullptr});
+    for (const char* p : {"learned", "sinusoidal", "rope", "crope"})
+        for (const char* k : {"_loss", "_grads", "_adamw5"}) t.push_back({std::string("cuda_model_") + p + k, nullptr});
+#endif
+    return t;
+}
+
+int main() {
+    std::vector<TestCase> tests = all_tests();
+#ifdef HAVE_CUDA
+    const bool have_device = CudaBackend::available();
+    const char* skip_why = "no CUDA device";
+#else
+    const bool have_device = false;
+    const char* skip_why = "no CUDA device (built without CUDA)";
+#endif
+    if (!have_device) {
+        for (const auto& t : tests) std::printf("SKIPPED %s: %s\n", t.name.c_str(), skip_why);
+        return 0;
+    }
+#ifdef HAVE_CUDA
+    std::printf("# device: %s\n", CudaBackend::device_name().c_str());
+    cuda::set_tf32(false);  // plain fp32 GEMMs, comparable with the CPU at tight tolerances
+#endif
+    int failures = 0;
+    for (const auto& t : tests) {
+        std::string why;
+        try {
+            why = t.run();
+#ifdef HAVE_CUDA
+            CudaBackend::synchronize();  // surface asynchronous kernel errors in this test
+#endif
+        } catch (const std::exception& e) {
+            why = std::string("exception: ") + e.what();
+        }
+        if (why.empty()) std::printf("PASS %s\n", t.name.c_str());
+        else {
+            std::printf("FAIL %s: %s\n", t.name.c_str(), why.c_str());
+            failures++;
+        }
+        std::fflush(stdout);
+    }
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,525 @@
+// Tests of the host I/O layer: config parsing and validation, shard reader, safetensors,
+// checkpoint folder protocol, JSONL log, and write errors on a full disk.
+// Output protocol: one PASS / FAIL / SKIPPED line per check; exit 1 on any FAIL.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "checkpoint.h"
+#include "config.h"
+#include "dataloader.h"
+#include "log.h"
+#include "safetensors.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+static int g_failed = 0;
+static std::string g_tmp;  // scratch folder, removed at the end
+
+static void check(const std::string& name, bool ok, const std::string& why = "check failed") {
+    if (ok) std::printf("PASS %s\n", name.c_str());
+    else {
+        std::printf("FAIL %s: %s\n", name.c_str(), why.c_str());
+        g_failed++;
+    }
+}
+
+// f() must throw a std::exception whose message contains `needle`.
+static void expect_error(const std::string& name, const std::function<void()>& f, const std::string& needle) {
+    try {
+        f();
+    } catch (const std::exception& e) {
+        std::string msg = e.what();
+        check(name, msg.find(needle) != std::string::npos, "message '" + msg + "' lacks '" + needle + "'");
+        return;
+    }
+    check(name, false, "no error thrown (expected one containing '" + needle + "')");
+}
+
+static void expect_ok(const std::string& name, const std::function<void()>& f) {
+    try {
+        f();
+        check(name, true);
+    } catch (const std::exception& e) {
+        check(name, false, std::string("unexpected error: ") + e.what());
+    }
+}
+
+static Config parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "train");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    return parse_args((int)argv.size(), argv.data());
+}
+
+static void write_raw(const std::string& path, const std::string& bytes) {
+    OutFile f(path);
+    f.write(bytes);
+    f.close();
+}
+
+static std::string shard_bytes(int32_t magic, int32_t version, int32_t n, const std::vector<uint16_t>& tokens) {
+    int32_t header[256] = {magic, version, n};
+    std::string s((const char*)header, sizeof header);
+    s.append((const char*)tokens.data(), 2 * tokens.size());
+    return s;
+}
+
+static std::vector<uint16_t> iota_tokens(size_t n, uint16_t first) {
+    std::vector<uint16_t> t(n);
+    for (size_t i = 0; i < n; i++) t[i] = (uint16_t)(first + i);
+    return t;
+}
+
+// ------------------------------------------------------------------------------------ config
+
+static void test_config() {
+    Config d = parse({});
+    check("config_defaults", d.pos == "rope" && d.n_layer == 4 && d.n_head == 4 && d.n_embd == 128 &&
+                                 d.vocab_size == 50257 && d.max_seq_len == 1024 && d.rope_base == 10000 &&
+                                 d.batch_size == 4 && d.seq_len == 256 && d.steps == 1000 && d.lr == 1e-3 &&
+                                 d.beta1 == 0.9 && d.beta2 == 0.999 && d.eps == 1e-8 && d.weight_decay == 0.01 &&
+                                 d.decay == "all" && d.schedule == "step" && d.step_size == 1000 && d.gamma == 0.8 &&
+                                 d.warmup_steps == 0 && d.min_lr == 0 && d.grad_clip == 0 && d.seed == 1337 &&
+                                 d.eval_every == 100 && d.eval_batches == 20 && d.eval_seq_lens.empty() &&
+                                 d.checkpoint_every == 500 && d.run_dir == "runs/run" && d.device == "auto" &&
+                                 d.precision == "fp32" && d.sample_every == 0 && d.data_order == "sequential" &&
+                                 d.train_data.empty() && d.resume.empty() && !d.help);
+
+    std::string cfg = g_tmp + "/cfg.json";
+    write_raw(cfg, R"({"n_layer": 2, "lr": 0.01, "pos": "crope", "eval_seq_lens": [512, 1024], "seed": 7})");
+    Config c = parse({"--lr", "0.5", "--config", cfg, "--n-head", "2", "--eval-seq-lens", "64,128", "--steps=42"});
+    check("config_json_then_cli", c.n_layer == 2 && c.pos == "crope" && c.seed == 7 && c.lr == 0.5 && c.n_head == 2 &&
+                                      c.eval_seq_lens == std::vector<int>{64, 128} && c.steps == 42);
+    Config c2 = parse({"--config", cfg});
+    check("config_json_array", c2.eval_seq_lens == std::vector<int>{512, 1024} && c2.lr == 0.01);
+    std::string cfg2 = g_tmp + "/cfg2.json";
+    write_raw(cfg2, R"({"n_layer": 3})");
+    Config c4 = parse({"--config", cfg, "--config", cfg2});
+    check("config_two_files_in_order", c4.n_layer == 3 && c4.pos == "crope");
+    write_raw(cfg, R"({"eval_seq_lens": "256,512", "train_data": "data/x"})");
+    Config c3 = parse({"--config", cfg, "--init-from", "w.safetensors"});
+    check("config_json_string_list", c3.eval_seq_lens == std::vector<int>{256, 512} && c3.train_data == "data/x" &&
+                                         c3.init_from == "w.safetensors");
+    check("config_help", parse({"--help"}).help && parse({"--steps", "3", "-h"}).help);
+    std::string h = help_text();
+    bool all_keys = true;
+    const json dj = config_to_json(d);
+    for (auto& [k, v] : dj.items()) all_keys = all_keys && h.find("--" + k + " ") != std::string::npos;
+    check("config_help_text", all_keys && h.find("usage:") == 0 && h.find("optimiser:") != std::string::npos &&
+                                  h.find("--resume") != std::string::npos);
+
+    // JSON round trip: config_to_json -> config_from_json is the identity on the file keys
+    Config m = d;
+    m.pos = "learned"; m.eval_seq_lens = {8, 16}; m.lr = 3e-4; m.seed = 1ull << 40; m.train_data = "t";
+    json j = config_to_json(m);
+    check("config_json_roundtrip", config_to_json(config_from_json(j, "x")) == j && !j.contains("resume") &&
+                                       !j.contains("init_from") && !j.contains("help"));
+
+    // --resume: the run's config.json is the base, CLI overrides still apply
+    std::string run = g_tmp + "/resume_run";
+    make_run_dir(run);
+    write_raw(run + "/config.json", j.dump());
+    Config r = parse({"--resume", run, "--steps", "5"});
+    check("config_resume_base", r.pos == "learned" && r.lr == 3e-4 && r.steps == 5 && r.run_dir == run &&
+                                    r.resume == run && r.eval_seq_lens == std::vector<int>{8, 16});
+    expect_error("config_resume_empty", [&] { parse({"--resume", g_tmp + "/nothing_here"}); }, "cannot resume from");
+
+    write_raw(cfg, R"({"n_layer": 2,, })");
+    expect_error("config_malformed_json", [&] { parse({"--config", cfg}); }, "cannot parse config " + cfg + ": ");
+    write_raw(cfg, R"({"n_layer": 2, "foo": 1})");
+    expect_error("config_unknown_key", [&] { parse({"--config", cfg}); }, "unknown config key 'foo' in " + cfg);
+    write_raw(cfg, R"({"resume": "x"})");
+    expect_error("config_cli_only_key_in_file", [&] { parse({"--config", cfg}); }, "unknown config key 'resume'");
+    write_raw(cfg, R"({"n_layer": "four"})");
+    expect_error("config_json_wrong_type", [&] { parse({"--config", cfg}); }, "config key 'n_layer' in " + cfg);
+    write_raw(cfg, R"([1, 2])");
+    expect_error("config_json_not_object", [&] { parse({"--config", cfg}); }, "must be a JSON object");
+    expect_error("config_missing_file", [&] { parse({"--config", g_tmp + "/nope.json"}); }, "cannot read");
+    expect_error("config_unknown_flag", [&] { parse({"--foo", "1"}); }, "unknown option '--foo'");
+    expect_error("config_missing_value", [&] { parse({"--steps"}); }, "option '--steps' needs a value");
+    expect_error("config_bad_int", [&] { parse({"--n_layer", "4x"}); }, "--n_layer: expected an integer, got '4x'");
+    expect_error("config_bad_double", [&] { parse({"--lr", "fast"}); }, "--lr: expected a number");
+    expect_error("config_negative_seed", [&] { parse({"--seed", "-1"}); }, "expected a non-negative integer");
+    expect_error("config_bad_list", [&] { parse({"--eval_seq_lens", "64,x"}); }, "expected an integer");
+    expect_error("config_positional_arg", [&] { parse({"steps"}); }, "unexpected argument 'steps'");
+}
+
+static void test_validate() {
+    Config base;
+    base.train_data = "data/x";
+    expect_ok("validate_defaults", [&] { validate(base); });
+    struct Case { const char* name; std::function<void(Config&)> edit; const char* needle; };
+    const Case cases[] = {
+        {"pos", [](Config& c) { c.pos = "alibi"; }, "pos must be one of learned | sinusoidal | rope | crope"},
+        {"heads_divide", [](Config& c) { c.n_embd = 130; }, "n_embd (130) must be divisible by n_head (4)"},
+        {"rope_odd_head", [](Config& c) { c.n_embd = 12; }, "pos=rope needs an even head size"},
+        {"crope_odd_head", [](Config& c) { c.pos = "crope"; c.n_embd = 12; }, "pos=crope needs an even head size"},
+        {"crope_odd_embd", [](Config& c) { c.pos = "crope"; c.n_embd = 9; c.n_head = 1; }, "pos=crope needs an even n_embd"},
+        {"n_head_zero", [](Config& c) { c.n_head = 0; }, "n_head must be >= 1"},
+        {"batch_size", [](Config& c) { c.batch_size = 0; }, "batch_size must be >= 1"},
+        {"seq_len_zero", [](Config& c) { c.seq_len = 0; }, "seq_len must be in 1..max_seq_len"},
+        {"seq_len_long", [](Config& c) { c.seq_len = 2000; }, "got seq_len 2000 with max_seq_len 1024"},
+        {"eval_seq_lens", [](Config& c) { c.eval_seq_lens = {64, 0}; }, "eval_seq_lens entries must be >= 1"},
+        {"steps", [](Config& c) { c.steps = -1; }, "steps must be >= 0"},
+        {"lr", [](Config& c) { c.lr = -1e-3; }, "lr must be >= 0"},
+        {"beta1", [](Config& c) { c.beta1 = 1.0; }, "beta1 must be in [0, 1)"},
+        {"beta2", [](Config& c) { c.beta2 = -0.1; }, "beta2 must be in [0, 1)"},
+        {"eps", [](Config& c) { c.eps = 0; }, "eps must be > 0"},
+        {"weight_decay", [](Config& c) { c.weight_decay = -0.1; }, "weight_decay must be >= 0"},
+        {"decay", [](Config& c) { c.decay = "some"; }, "decay must be one of all | matrices"},
+        {"schedule", [](Config& c) { c.schedule = "linear"; }, "schedule must be one of constant | step | cosine"},
+        {"data_order", [](Config& c) { c.data_order = "random"; }, "data_order must be one of"},
+        {"device", [](Config& c) { c.device = "tpu"; }, "device must be one of cpu | cuda | auto"},
+        {"precision", [](Config& c) { c.precision = "fp16"; }, "precision must be one of fp32 | bf16"},
+        {"gamma", [](Config& c) { c.gamma = 0; }, "gamma must be > 0"},
+        {"step_size", [](Config& c) { c.step_size = 0; }, "step_size must be >= 1"},
+        {"vocab_small", [](Config& c) { c.vocab_size = 0; }, "vocab_size must be in 1..65536"},
+        {"vocab_large", [](Config& c) { c.vocab_size = 70000; }, "vocab_size must be in 1..65536"},
+        {"train_data", [](Config& c) { c.train_data = ""; }, "train_data is not set"},
+        {"grad_clip", [](Config& c) { c.grad_clip = -1; }, "grad_clip must be >= 0"},
+    };
+    for (const Case& k : cases) {
+        Config c = base;
+        k.edit(c);
+        expect_error(std::string("validate_") + k.name, [&] { validate(c); }, k.needle);
+    }
+    Config ok = base;
+    ok.schedule = "constant"; ok.gamma = 0; ok.step_size = 0;  // only checked for the step schedule
+    ok.eval_seq_lens = {4096};                                   // longer than max_seq_len is allowed here
+    ok.pos = "crope"; ok.n_embd = 8; ok.n_head = 2;
+    expect_ok("validate_allowed_combinations", [&] { validate(ok); });
+}
+
+// ------------------------------------------------------------------------------------ shards
+
+// All batches a loader yields, flattened (inputs then targets per batch).
+static std::vector<int> take(DataLoader& dl, int B, int T, int nbatches) {
+    std::vector<int> all, in(B * T), tg(B * T);
+    for (int i = 0; i < nbatches; i++) {
+        dl.next_batch(in.data(), tg.data());
+        all.insert(all.end(), in.begin(), in.end());
+        all.insert(all.end(), tg.begin(), tg.end());
+    }
+    return all;
+}
+
+static void test_dataloader() {
+    const int V = 200;
+    std::string dir = g_tmp + "/shards";
+    fs::create_directories(dir);
+    // shard 0: 21 tokens 0..20, shard 1: 11 tokens 100..110; with T=4: windows at 0,4,8,12,16 and 0,4
+    std::vector<std::vector<uint16_t>> train = {iota_tokens(21, 0), iota_tokens(11, 100)};
+    write_shard(dir + "/d_train_000000.bin", train[0]);
+    write_shard(dir + "/d_train_000001.bin", train[1]);
+    write_shard(dir + "/d_val_000000.bin", iota_tokens(9, 50));
+
+    DataLoader folder(dir, "train", V), glob(dir + "/d_train_*.bin", "ignored", V), val(dir, "val", V);
+    check("shards_folder_and_glob", folder.num_shards() == 2 && glob.num_shards() == 2 && val.num_shards() == 1 &&
+                                        folder.paths() == glob.paths() && folder.num_tokens() == 32 &&
+                                        val.num_tokens() == 9);
+    check("shards_num_windows", folder.num_windows(4) == 7 && folder.num_windows(1) == 30 &&
+                                    folder.num_windows(10) == 3 && folder.num_windows(20) == 1);
+
+    // sequential: the expected window list, cycled over epochs
+    const int B = 3, T = 4;
+    std::vector<std::pair<int, int>> windows = {{0, 0}, {0, 4}, {0, 8}, {0, 12}, {0, 16}, {1, 0}, {1, 4}};
+    std::vector<int> expect;
+    for (int b = 0; b < 10; b++) {
+        std::vector<int> in, tg;
+        for (int r = 0; r < B; r++) {
+            auto [s, off] = windows[(b * B + r) % windows.size()];
+            for (int t = 0; t < T; t++) {
+                in.push_back(train[s][off + t]);
+                tg.push_back(train[s][off + t + 1]);
+            }
+        }
+        expect.insert(expect.end(), in.begin(), in.end());
+        expect.insert(expect.end(), tg.begin(), tg.end());
+    }
+    folder.start(B, T, false, 0);
+    check("shards_sequential_windows", take(folder, B, T, 10) == expect);
+    folder.start(B, T, false, 0);  // restarting gives the same batches again (evaluation)
+    check("shards_restart", take(folder, B, T, 10) == expect);
+
+    // shuffle: every epoch is a permutation of all windows; reproducible per seed
+    const int T2 = 2;  // 10 + 5 = 15 windows, 5 batches per epoch of 3
+    folder.start(B, T2, true, 7);
+    std::vector<int> s7 = take(folder, B, T2, 15);
+    bool perms = true;
+    for (int e = 0; e < 3; e++) {
+        std::set<int> firsts;  // a window is identified by its first input token
+        for (int b = 0; b < 5; b++)
+            for (int r = 0; r < B; r++) firsts.insert(s7[(e * 5 + b) * 2 * B * T2 + r * T2]);
+        perms = perms && firsts.size() == 15;
+    }
+    check("shuffle_epochs_are_permutations", perms);
+    folder.start(B, T2, true, 7);
+    check("shuffle_same_seed_same_order", take(folder, B, T2, 15) == s7);
+    folder.start(B, T2, true, 8);
+    check("shuffle_other_seed_other_order", take(folder, B, T2, 15) != s7);
+    folder.start(B, T2, false, 7);
+    check("shuffle_differs_from_sequential", take(folder, B, T2, 15) != s7);
+
+    // resume: state() after k batches, set_state on a fresh loader continues identically
+    for (bool shuffle : {false, true}) {
+        std::string name = std::string("shards_resume_") + (shuffle ? "shuffle" : "sequential");
+        DataLoader a(dir, "train", V), b(dir, "train", V);
+        a.start(B, T2, shuffle, 99);
+        take(a, B, T2, 7);  // past the first epoch boundary (5 batches per epoch)
+        json st = json::parse(a.state().dump());
+        std::vector<int> rest = take(a, B, T2, 9);
+        b.start(B, T2, shuffle, 99);
+        b.set_state(st);
+        check(name, take(b, B, T2, 9) == rest);
+    }
+    expect_error("shards_resume_mismatch", [&] {
+        DataLoader a(dir, "train", V);
+        a.start(B, T2, true, 1);
+        json st = a.state();
+        a.start(B, T, true, 1);
+        a.set_state(st);
+    }, "data position was saved for seq_len 2");
+    expect_error("shards_too_small", [&] { folder.start(8, T, false, 0); }, "is too small for 8 x (4+1)");
+
+    // bad shards, one folder each
+    auto bad = [&](const std::string& name, const std::string& bytes, const std::string& needle) {
+        std::string d = g_tmp + "/bad_" + name;
+        fs::create_directories(d);
+        write_raw(d + "/b_train_000000.bin", bytes);
+        expect_error("shard_" + name, [&] { DataLoader dl(d, "train", 100); }, needle);
+    };
+    std::vector<uint16_t> ten = iota_tokens(10, 0);
+    bad("wrong_magic", shard_bytes(20240521, 1, 10, ten), "bad magic 20240521");
+    bad("wrong_version", shard_bytes(20240520, 2, 10, ten), "unsupported version 2");
+    bad("truncated_header", shard_bytes(20240520, 1, 10, ten).substr(0, 500), "truncated: 500 bytes");
+    bad("truncated_tokens", shard_bytes(20240520, 1, 10, iota_tokens(5, 0)), "does not match the header's 10 tokens");
+    bad("size_mismatch", shard_bytes(20240520, 1, 10, ten) + "x", "file size 1045 bytes does not match");
+    std::vector<uint16_t> big = ten;
+    big[3] = 150;
+    bad("token_too_large", shard_bytes(20240520, 1, 10, big), "token at index 3 is 150, not < vocab_size 100");
+    bad("empty_split", shard_bytes(20240520, 1, 1, {7}), "has no token windows");
+    expect_error("shard_missing_folder", [&] { DataLoader dl(g_tmp + "/no_such_dir", "train", V); },
+                 "no shards match '" + g_tmp + "/no_such_dir'");
+    expect_error("shard_glob_no_match", [&] { DataLoader dl(dir + "/d_test_*.bin", "test", V); }, "no shards match");
+    expect_error("shard_folder_no_split", [&] { DataLoader dl(dir, "test", V); }, "'_test_' in the name");
+}
+
+// ------------------------------------------------------------------------------------ safetensors
+
+static void test_safetensors() {
+    std::string path = g_tmp + "/t.safetensors";
+    std::vector<float> a = {1.5f, -2.f, 3.25f, 0.f, 1e-20f, -7.f};
+    std::vector<double> b = {3.141592653589793, -1e300, 0.1, 2.0};
+    float scalar = 42.f;
+    std::map<std::string, std::string> meta = {{"pos", "crope"}, {"n_layer", "4"}};
+    safetensors_write(path, {{"wte", "F32", {2, 3}, a.data()}, {"m.b", "F64", {4}, b.data()},
+                             {"s", "F32", {}, &scalar}, {"empty", "F32", {0, 5}, nullptr}}, meta);
+    StFile st = safetensors_read(path);
+    const StEntry& ea = st.get("wte", "F32", {2, 3});
+    const StEntry& eb = st.get("m.b", "F64", {4});
+    check("safetensors_roundtrip_f32", std::memcmp(ea.bytes.data(), a.data(), 24) == 0 && ea.numel() == 6);
+    check("safetensors_roundtrip_f64", std::memcmp(eb.bytes.data(), b.data(), 32) == 0);
+    check("safetensors_scalar_and_empty", st.get("s", "F32", {}).bytes == std::string((char*)&scalar, 4) &&
+                                              st.get("empty", "F32", {0, 5}).bytes.empty());
+    check("safetensors_metadata", st.metadata == meta && st.tensors.size() == 4);
+    std::string raw = read_text_file(path);
+    uint64_t n;
+    std::memcpy(&n, raw.data(), 8);
+    json h = json::parse(raw.substr(8, n));
+    check("safetensors_layout", n % 8 == 0 && h["wte"]["data_offsets"] == json({0, 24}) &&
+                                    raw.size() == 8 + n + 24 + 32 + 4);
+    expect_error("safetensors_get_missing", [&] { st.get("wpe", "F32", {2}); }, "tensor 'wpe' is missing");
+    expect_error("safetensors_get_dtype", [&] { st.get("wte", "F64", {2, 3}); }, "has dtype F32, expected F64");
+    expect_error("safetensors_get_shape", [&] { st.get("wte", "F32", {3, 2}); }, "has shape (2, 3), expected (3, 2)");
+    expect_error("safetensors_duplicate_name", [&] {
+        safetensors_write(g_tmp + "/dup.safetensors", {{"x", "F32", {1}, a.data()}, {"x", "F32", {1}, a.data()}}, {});
+    }, "duplicate");
+
+    // corrupt files: a valid header followed by the given data, or raw garbage
+    auto corrupt = [&](const std::string& name, const std::string& bytes, const std::string& needle) {
+        std::string p = g_tmp + "/bad_" + name + ".safetensors";
+        write_raw(p, bytes);
+        expect_error("safetensors_" + name, [&] { safetensors_read(p); }, needle);
+    };
+    auto with_header = [](const std::string& header, size_t data_bytes) {
+        uint64_t len = header.size();
+        return std::string((char*)&len, 8) + header + std::string(data_bytes, '\0');
+    };
+    expect_error("safetensors_missing_file", [&] { safetensors_read(g_tmp + "/none.safetensors"); }, "cannot read");
+    corrupt("too_short", "abc", "shorter than the 8-byte header length");
+    corrupt("huge_header", with_header("{}", 0).replace(0, 8, std::string("\xff\xff\xff\xff\0\0\0\0", 8)),
+            "does not fit a file");
+    corrupt("not_json", with_header("{\"a\": [", 0), "header is not JSON");
+    corrupt("truncated_data", raw.substr(0, raw.size() - 10), "outside the data section");
+    corrupt("size_mismatch", with_header(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8),
+            "needs 12 bytes, data_offsets give 8");
+    corrupt("unknown_dtype", with_header(R"({"x":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}})", 1),
+            "unknown dtype");
+    corrupt("bad_offsets", with_header(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", 8),
+            "outside the data section");
+}
+
+// ------------------------------------------------------------------------------------ checkpoints, log
+
+static void test_checkpoint() {
+    std::string run = g_tmp + "/run/a/b";
+    expect_ok("run_dir_nested", [&] { make_run_dir(run); });
+    expect_error("run_dir_proc", [&] { make_run_dir("/proc/x"); }, "cannot create run folder '/proc/x': ");
+    expect_error("run_dir_is_file", [&] { make_run_dir(g_tmp + "/cfg.json"); }, "cannot create run folder");
+    expect_error("checkpoint_latest_none", [&] { checkpoint_latest(run); }, "no checkpoint in '" + run + "'");
+
+    auto writer = [](const std::string& text) {
+        return [text](const std::string& dir) { write_text_file_atomic(dir + "/state.json", text); };
+    };
+    std::string p = checkpoint_write(run, 100, writer("v100"));
+    check("checkpoint_write", p == run + "/ckpt_000100" && read_text_file(run + "/latest") == "ckpt_000100\n" &&
+                                  checkpoint_latest(run) == p && read_text_file(p + "/state.json") == "v100" &&
+                                  !fs::exists(p + ".tmp"));
+    expect_error("checkpoint_write_error", [&] {
+        checkpoint_write(run, 200, [](const std::string& dir) {
+            write_text_file_atomic(dir + "/model.safetensors", "half");
+            throw std::runtime_error("simulated crash");
+        });
+    }, "simulated crash");
+    check("checkpoint_error_keeps_latest", checkpoint_latest(run) == p && !fs::exists(run + "/ckpt_000200.tmp") &&
+                                               !fs::exists(run + "/ckpt_000200") &&
+                                               read_text_file(p + "/state.json") == "v100");
+    // rewriting an existing step (a rerun after resuming from an earlier checkpoint) replaces it
+    checkpoint_write(run, 100, writer("v100b"));
+    check("checkpoint_rewrite_same_step", read_text_file(checkpoint_latest(run) + "/state.json") == "v100b" &&
+                                              !fs::exists(run + "/ckpt_000100.old"));
+    checkpoint_write(run, 300, writer("v300"));
+    check("checkpoint_latest_advances", checkpoint_latest(run) == run + "/ckpt_000300");
+    write_raw(run + "/latest", "ckpt_999999\n");
+    expect_error("checkpoint_latest_dangling", [&] { checkpoint_latest(run); }, "which does not exist");
+    write_raw(run + "/latest", "ckpt_000300\n");
+
+    // log: truncate_after drops the records of the steps a resumed run redoes, and torn lines
+    std::string lp = g_tmp + "/log.jsonl";
+    {
+        JsonlLog log(lp, false);
+        log.write({{"type", "config"}, {"config", {{"a", 1}}}});
+        for (int s = 1; s <= 5; s++) {
+            log.write({{"type", "train"}, {"step", s}, {"loss", 1.0 / s}});
+            if (s % 2 == 0) log.write({{"type", "val"}, {"step", s}, {"loss", 2.0}, {"seq_len", 8}});
+        }
+    }
+    OutFile torn(lp, "ab");
+    torn.write(std::string("{\"type\":\"train\",\"st"));
+    torn.close();
+    JsonlLog log(lp, true);
+    log.truncate_after(2);  // the evaluation at step 2 is redone by the resumed run
+    log.write({{"type", "train"}, {"step", 3}, {"loss", 0.5}});
+    std::vector<std::string> kinds;
+    std::string text = read_text_file(lp), line;
+    std::istringstream in(text);
+    while (std::getline(in, line)) {
+        json j = json::parse(line);
+        kinds.push_back(j["type"].get<std::string>() + (j.contains("step") ? std::to_string(j["step"].get<int>()) : ""));
+    }
+    check("log_truncate_after", kinds == std::vector<std::string>{"config", "train1", "train2", "train3"},
+          "got " + json(kinds).dump());
+}
+
+// Write errors must surface (not be lost in a buffer) when the disk is full. Two ways that work
+// unprivileged on any Linux, in containers and CI: /dev/full (every write fails with ENOSPC),
+// reached through a symlink where the code wants a file name; and RLIMIT_FSIZE with SIGXFSZ
+// ignored, which makes writes past the limit to a regular file fail with EFBIG.
+static void test_full_disk() {
+    const std::string enospc = std::strerror(ENOSPC);
+    if (access("/dev/full", W_OK) != 0) {
+        std::printf("SKIPPED full_disk_dev_full: /dev/full is not writable here\n");
+    } else {
+        std::vector<float> w(1000, 1.f);
+        expect_error("full_disk_safetensors", [&] {
+            safetensors_write("/dev/full", {{"w", "F32", {1000}, w.data()}}, {{"k", "v"}});
+        }, "cannot write /dev/full: " + enospc);
+        expect_error("full_disk_shard", [&] { write_shard("/dev/full", iota_tokens(10, 0)); }, enospc);
+
+        std::string run = g_tmp + "/fullrun";
+        make_run_dir(run);
+        checkpoint_write(run, 1, [](const std::string& dir) { write_text_file_atomic(dir + "/state.json", "{}"); });
+        expect_error("full_disk_checkpoint", [&] {
+            checkpoint_write(run, 2, [&](const std::string& dir) {
+                fs::create_symlink("/dev/full", dir + "/model.safetensors");
+                safetensors_write(dir + "/model.safetensors", {{"w", "F32", {1000}, w.data()}}, {});
+            });
+        }, enospc);
+        check("full_disk_checkpoint_keeps_latest", checkpoint_latest(run) == run + "/ckpt_000001" &&
+                                                       !fs::exists(run + "/ckpt_000002.tmp") &&
+                                                       !fs::exists(run + "/ckpt_000002"));
+        // atomic text write: the old content survives a failed replacement
+        std::string tp = run + "/note.txt";
+        write_text_file_atomic(tp, "old");
+        fs::create_symlink("/dev/full", tp + ".tmp");
+        expect_error("full_disk_text_atomic", [&] { write_text_file_atomic(tp, "new"); }, enospc);
+        check("full_disk_text_keeps_old", read_text_file(tp) == "old" && !fs::exists(fs::symlink_status(tp + ".tmp")));
+        std::string lp = run + "/log.jsonl";
+        fs::create_symlink("/dev/full", lp);
+        expect_error("full_disk_log", [&] {
+            JsonlLog log(lp, true);
+            log.write({{"type", "train"}, {"step", 1}});
+        }, enospc);
+    }
+
+    // regular file on a real file system: cap the file size for this process
+    struct rlimit old;
+    getrlimit(RLIMIT_FSIZE, &old);
+    if (old.rlim_max != RLIM_INFINITY && old.rlim_max < 65536) {
+        std::printf("SKIPPED full_disk_fsize: hard RLIMIT_FSIZE too low to test\n");
+        return;
+    }
+    struct rlimit lim = old;
+    lim.rlim_cur = 65536;
+    void (*prev)(int) = std::signal(SIGXFSZ, SIG_IGN);  // else the process is killed instead of seeing EFBIG
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
+        std::signal(SIGXFSZ, prev);
+        std::printf("SKIPPED full_disk_fsize: setrlimit failed: %s\n", std::strerror(errno));
+        return;
+    }
+    std::vector<double> big(100000, 2.0);  // 800 kB > 64 kB
+    std::string path = g_tmp + "/big.safetensors";
+    std::string msg;
+    try {
+        safetensors_write(path, {{"big", "F64", {100000}, big.data()}}, {});
+    } catch (const std::exception& e) {
+        msg = e.what();
+    }
+    setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, prev);
+    check("full_disk_fsize_regular_file", msg == "cannot write " + path + ": " + std::strerror(EFBIG),
+          msg.empty() ? "no error" : "got '" + msg + "'");
+}
+
+int main() {
+    char tmpl[] = "/tmp/test_io_XXXXXX";
+    if (!mkdtemp(tmpl)) {
+        std::printf("FAIL setup: mkdtemp: %s\n", std::strerror(errno));
+        return 1;
+    }
+    g_tmp = tmpl;
+    const std::pair<const char*, void (*)()> groups[] = {
+        {"config", test_config},         {"validate", test_validate},     {"dataloader", test_dataloader},
+        {"safetensors", test_safetensors}, {"checkpoint", test_checkpoint}, {"full_disk", test_full_disk},
+    };
+    for (auto& [name, fn] : groups) {
+        try {
+            fn();
+        } catch (const std::exception& e) {  // an unexpected error aborts only its group
+            check(std::string(name) + "_unexpected_error", false, e.what());
+        }
+    }
+    std::error_code ec;
+    fs::remove_all(g_tmp, ec);
+    return g_failed ? 1 : 0;
+}
