@@ -94,7 +94,12 @@ struct Scratch {
     size_t cap = 0;  // elements
     T* get(size_t n) {
         if (n > cap) {
-            if (ptr) device_free(ptr);
+            // forget the old buffer before allocating: if device_malloc throws (out of memory),
+            // a later smaller request must not get the freed pointer back
+            T* old = ptr;
+            ptr = nullptr;
+            cap = 0;
+            device_free(old);
             ptr = static_cast<T*>(device_malloc(n * sizeof(T)));
             cap = n;
         }

@@ -160,6 +160,11 @@ class Run:
         at = self.seq_len if self.seq_len in self.val_lens else (
             self.val_lens[0] if len(self.val_lens) == 1 else None)
         self.val_curve = [(s, l) for s, l, t in self.val if t == at]
+        # accuracy after the accuracy_tokens (synthetic task), last evaluation at seq_len
+        accs = [r["accuracy"] for r in records
+                if r.get("type") == "val" and r.get("accuracy") is not None
+                and int(r.get("seq_len") or self.seq_len or 0) == at]
+        self.final_accuracy = float(accs[-1]) if accs else None
 
     # Steps may be logged 0-based (0..steps-1) or 1-based (1..steps): a log
     # that has a step-0 train record is 0-based.
@@ -277,9 +282,12 @@ def summarise(g):
     fm, fs = mean_std(finals)
     bm, bs = mean_std(bests)
     tps = [float(t) for r in g.runs for _, _, t in r.train if t is not None]
+    am, as_ = mean_std([r.final_accuracy for r in g.runs])
     p0 = g.runs[0].params or {}
     return {
         "final": (fm, fs), "best": (bm, bs), "n_val": n_val,
+        "accuracy": (am, as_),
+        "n_acc": sum(1 for r in g.runs if r.final_accuracy is not None),
         "ppl": math.exp(fm) if fm is not None and fm < 700 else None,
         "tokens_per_s": median(tps),
         "params_total": p0.get("total"), "params_attention": p0.get("attention"),
@@ -305,6 +313,10 @@ def build_table(groups, stats):
     head = ["dataset", "pos", "seeds", "params", "attention params",
             "final val loss", "best val loss", "val ppl", "tokens/s",
             "Δ final vs rope", "notes"]
+    # the synthetic task's marker accuracy, when the runs measured it
+    with_acc = any(stats[id(g)]["n_acc"] for g in groups)
+    if with_acc:
+        head.insert(8, "marker accuracy")
     rows = []
     for g in groups:
         st = stats[id(g)]
@@ -325,6 +337,8 @@ def build_table(groups, stats):
             fmt_ms(*st["final"], nv), fmt_ms(*st["best"], nv),
             "n/a" if st["ppl"] is None else f"{st['ppl']:.2f}",
             fmt_int(st["tokens_per_s"]), diff, " ".join(st["cut"])])
+        if with_acc:
+            rows[-1].insert(8, fmt_ms(*st["accuracy"], st["n_acc"]))
     lines = ["| " + " | ".join(head) + " |",
              "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]

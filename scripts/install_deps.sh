@@ -3,7 +3,7 @@
 # only those missing. The CUDA toolkit is not a Debian package here: the
 # Makefile builds the CUDA backend when it finds nvcc (/usr/local/cuda).
 set -e
-pkgs="g++ make libopenblas-dev nlohmann-json3-dev python3 python3-numpy python3-regex python3-matplotlib"
+pkgs="g++ make libopenblas-openmp-dev nlohmann-json3-dev python3 python3-numpy python3-regex python3-matplotlib"
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -10,10 +10,12 @@ AdamW (torch.optim.AdamW), random tokens, one timing loop. Prints one JSON line:
 
 Usage: torch_reference.py --pos crope [--compile] [--n_layer 4 --n_head 4 --n_embd 128
        --batch_size 16 --seq_len 1024 --steps 30 --warmup 5] [--no-tf32]
+       [--device cpu [--threads N]]
 """
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
@@ -39,6 +41,18 @@ def apply_rope(x, cos, sin):
     y0 = x0 * cos - x1 * sin
     y1 = x0 * sin + x1 * cos
     return torch.stack((y0, y1), dim=-1).flatten(-2)
+
+
+def causal_attention(q, k, v):
+    """(B, H, T, D) -> (B, H, T, D). torch < 2.0 (e.g. Debian's 1.13, used for the CPU
+    benchmark) has no scaled_dot_product_attention, so spell it out there."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T = q.size(-2)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))  # (B, H, T, T)
+    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
+    return att @ v
 
 
 class ComplexQKV(nn.Module):
@@ -87,7 +101,7 @@ class Block(nn.Module):
         q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
         if self.pos in ("rope", "crope"):
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = causal_attention(q, k, v)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
         x = x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
         return x
@@ -134,13 +148,18 @@ def main():
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation happens here)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--no-tf32", action="store_true", help="plain fp32 matmuls (default: TF32 allowed)")
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", default="cuda", help="cuda | cpu")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="CPU only: torch intra-op threads (0 = one per available core)")
     ap.add_argument("--seed", type=int, default=1337)
     a = ap.parse_args()
 
     if a.device == "cuda" and not torch.cuda.is_available():
         print("error: torch has no CUDA device", file=sys.stderr)
         sys.exit(1)
+    if a.device == "cpu":
+        # some torch builds default to 1 thread; match the trainer, which uses every core
+        torch.set_num_threads(a.threads if a.threads > 0 else len(os.sched_getaffinity(0)))
     torch.backends.cuda.matmul.allow_tf32 = not a.no_tf32
     torch.backends.cudnn.allow_tf32 = not a.no_tf32
     torch.manual_seed(a.seed)

@@ -54,11 +54,13 @@ const Key kKeys[] = {
     {"eval_every", "eval", &Config::eval_every, "evaluate every this many steps (0 = never)"},
     {"eval_batches", "eval", &Config::eval_batches, "validation batches per evaluation (0 = whole split)"},
     {"eval_seq_lens", "eval", &Config::eval_seq_lens, "evaluation lengths, e.g. 512,1024 (empty = seq_len)"},
+    {"accuracy_tokens", "eval", &Config::accuracy_tokens, "also report next-token accuracy after these input ids, e.g. 16,17 (synthetic task markers)"},
     {"checkpoint_every", "output", &Config::checkpoint_every, "write a checkpoint every this many steps and at the end (0 = never)"},
     {"run_dir", "output", &Config::run_dir, "run folder: config.json, log.jsonl, checkpoints"},
     {"device", "output", &Config::device, "cpu | cuda | auto"},
     {"precision", "output", &Config::precision, "fp32 | bf16"},
     {"sample_every", "output", &Config::sample_every, "print a sample every this many steps (0 = never)"},
+    {"encoder_json", "output", &Config::encoder_json, "GPT-2 encoder.json to decode samples with (ids are printed if missing)"},
     {"resume", "command line", &Config::resume, "resume RUN_DIR from its latest checkpoint (its config.json is the base)"},
     {"init_from", "command line", &Config::init_from, "initialise the weights from this .safetensors file"},
 };
@@ -329,6 +331,8 @@ void validate(const Config& c) {
     require(c.eval_every >= 0, "eval_every must be >= 0, got " + std::to_string(c.eval_every));
     require(c.eval_batches >= 0, "eval_batches must be >= 0, got " + std::to_string(c.eval_batches));
     for (int t : c.eval_seq_lens) require(t >= 1, "eval_seq_lens entries must be >= 1, got " + std::to_string(t));
+    for (int t : c.accuracy_tokens)
+        require(t >= 0 && t < c.vocab_size, "accuracy_tokens entries must be token ids < vocab_size, got " + std::to_string(t));
 
     require(c.checkpoint_every >= 0, "checkpoint_every must be >= 0, got " + std::to_string(c.checkpoint_every));
     require(!c.run_dir.empty(), "run_dir must not be empty");

@@ -42,12 +42,14 @@ struct Config {
     int eval_every = 100;
     int eval_batches = 20;             // 0 = whole split
     std::vector<int> eval_seq_lens;    // empty = the training seq_len
+    std::vector<int> accuracy_tokens;  // accuracy of the prediction after these input ids
     // output
     int checkpoint_every = 500;
     std::string run_dir = "runs/run";
     std::string device = "auto";       // cpu | cuda | auto
     std::string precision = "fp32";    // fp32 | bf16
     int sample_every = 0;
+    std::string encoder_json = "data/gpt2/encoder.json";
     // command line only (never read from or written to JSON)
     std::string resume;                // RUN_DIR to resume from
     std::string init_from;             // safetensors file to initialise the weights from

@@ -26,12 +26,16 @@ template <class BK>
 std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, int n, double temperature, int top_k, uint64_t seed) {
   Rng rng(seed);
   const int V = model.cfg.V;
+  // One fixed window length, so the activations are allocated once: attention is
+  // causal, so the padding after the last real token does not change its logits.
+  const int Tn = std::min<int>(model.cfg.maxT, (int)ids.size() + n);
   for (int i = 0; i < n; i++) {
-    int start = std::max(0, (int)ids.size() - model.cfg.maxT);
+    int start = std::max(0, (int)ids.size() - Tn);
     std::vector<int> ctx(ids.begin() + start, ids.end());
-    int Tn = (int)ctx.size();
+    int last = (int)ctx.size() - 1;
+    ctx.resize(Tn, 0);
     model.forward(ctx.data(), nullptr, 1, Tn, false);
-    auto row = model.logits(Tn - 1, 1);  // (V)
+    auto row = model.logits(last, 1);  // (V)
     std::vector<int> order(V);
     for (int v = 0; v < V; v++) order[v] = v;
     int k = top_k > 0 && top_k < V ? top_k : V;

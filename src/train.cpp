@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -20,6 +21,7 @@
 #include "log.h"
 #include "model.h"
 #include "model_io.h"
+#include "sample.h"
 #ifdef HAVE_CUDA
 #include "backend_cuda.h"
 #endif
@@ -128,14 +130,48 @@ struct Trainer {
       val->start(B, Te, false, 0);
       std::vector<int> in((size_t)B * Te), tg((size_t)B * Te);
       double sum = 0;
+      size_t hits = 0, counted = 0;
       for (size_t i = 0; i < batches; i++) {
         val->next_batch(in.data(), tg.data());
         sum += model.forward(in.data(), tg.data(), B, Te, false);
+        count_hits(in, tg, hits, counted);
       }
       double loss = sum / batches;
-      printf("val | step %d | seq_len %d | loss %.4f | ppl %.2f\n", step, Te, loss, std::exp(loss));
-      log->write({{"type", "val"}, {"step", step}, {"loss", loss}, {"seq_len", Te}});
+      json rec = {{"type", "val"}, {"step", step}, {"loss", loss}, {"seq_len", Te}};
+      std::string acc;
+      if (counted) {
+        rec["accuracy"] = (double)hits / counted;
+        rec["accuracy_count"] = counted;
+        acc = " | accuracy " + std::to_string((double)hits / counted).substr(0, 6) + " (" + std::to_string(counted) + ")";
+      }
+      printf("val | step %d | seq_len %d | loss %.4f | ppl %.2f%s\n", step, Te, loss, std::exp(loss), acc.c_str());
+      log->write(rec);
     }
+  }
+
+  // Greedy next-token hits at positions whose input is one of accuracy_tokens
+  // (the synthetic task's markers), from the logits of the last forward.
+  void count_hits(const std::vector<int>& in, const std::vector<int>& tg, size_t& hits, size_t& counted) {
+    for (size_t i = 0; i < in.size(); i++) {
+      if (std::find(cfg.accuracy_tokens.begin(), cfg.accuracy_tokens.end(), in[i]) == cfg.accuracy_tokens.end())
+        continue;
+      auto row = model.logits(i, 1);
+      hits += std::max_element(row.begin(), row.end()) - row.begin() == tg[i];
+      counted++;
+    }
+  }
+
+  void print_sample() {
+    std::vector<int> prompt = {mc.V > 50256 ? 50256 : 0};
+    auto ids = generate(model, prompt, std::min(32, mc.maxT - 1), 1.0, 40, cfg.seed + step);
+    std::ifstream probe(cfg.encoder_json);
+    std::string text;
+    if (probe) {
+      text = GPT2Decoder(cfg.encoder_json).decode(std::vector<int>(ids.begin() + 1, ids.end()));
+    } else {
+      for (size_t i = 1; i < ids.size(); i++) text += (i > 1 ? " " : "") + std::to_string(ids[i]);
+    }
+    printf("sample | step %d | %s\n", step, text.c_str());
   }
 
   void run(bool resume) {
@@ -163,6 +199,7 @@ struct Trainer {
     for (; step < cfg.steps; step++) {
       if (cfg.eval_every > 0 && step % cfg.eval_every == 0) evaluate();
       if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step > 0) save_checkpoint();
+      if (cfg.sample_every > 0 && step % cfg.sample_every == 0 && step > 0) print_sample();
       auto t0 = std::chrono::steady_clock::now();
 
       train.next_batch(in.data(), tg.data());

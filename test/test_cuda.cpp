@@ -3,6 +3,7 @@
 // and whole training steps GPT<CudaBackend> vs GPT<CpuBackend<float>> for each pos mode.
 // Without CUDA (build or device) every test is reported SKIPPED. TF32 is turned off so the
 // GPU computes in plain fp32 (one test checks the TF32 path with a looser tolerance).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -101,6 +102,11 @@ void expect_close(std::string& why, const char* what, const Vec& got, const Vec&
     }
     double e = rel_max_err(got, ref);
     if (!(e <= tol)) why += std::string(why.empty() ? "" : "; ") + what + ": rel err " + fmt(e) + " > " + fmt(tol);
+}
+
+// Appends one sub-case's failure text (may be empty) to why, "; "-separated.
+void append(std::string& why, const std::string& more) {
+    if (!more.empty()) why += (why.empty() ? "" : "; ") + more;
 }
 
 // ---------------------------------------------------------------- encoder
@@ -216,9 +222,9 @@ std::string matmul_forward_case(int N, int IC, int OC, bool bias, double tol, ui
 
 std::string test_matmul_forward() {
     std::string why;
-    why += matmul_forward_case(70, 48, 100, true, 1e-5, 6);  // float4 bias path
-    why += matmul_forward_case(70, 48, 50, true, 1e-5, 7);   // scalar bias path
-    why += matmul_forward_case(33, 40, 97, false, 1e-5, 8);  // tied head shape, no bias
+    append(why, matmul_forward_case(70, 48, 100, true, 1e-5, 6));  // float4 bias path
+    append(why, matmul_forward_case(70, 48, 50, true, 1e-5, 7));   // scalar bias path
+    append(why, matmul_forward_case(33, 40, 97, false, 1e-5, 8));  // tied head shape, no bias
     return why;
 }
 
@@ -243,10 +249,12 @@ std::string test_matmul_backward() {
 }
 
 std::string test_matmul_tf32() {
-    cuda::set_tf32(true);
-    std::string why = matmul_forward_case(256, 128, 96, true, 1e-2, 10);
-    cuda::set_tf32(false);
-    return why;
+    // back to plain fp32 even if the case throws, or every later test would run on TF32
+    struct Tf32On {
+        Tf32On() { cuda::set_tf32(true); }
+        ~Tf32On() { cuda::set_tf32(false); }
+    } on;
+    return matmul_forward_case(256, 128, 96, true, 1e-2, 10);
 }
 
 // ---------------------------------------------------------------- rope / crope
@@ -353,14 +361,14 @@ std::string attention_backward_case(const AttShape& s, uint64_t seed, double tol
 std::string test_attention_forward() {
     std::string why;
     uint64_t seed = 20;
-    for (const auto& s : kAttShapes) why += attention_forward_case(s, seed++);
+    for (const auto& s : kAttShapes) append(why, attention_forward_case(s, seed++));
     return why;
 }
 
 std::string test_attention_backward() {
     std::string why;
     uint64_t seed = 30;
-    for (const auto& s : kAttShapes) why += attention_backward_case(s, seed++);
+    for (const auto& s : kAttShapes) append(why, attention_backward_case(s, seed++));
     return why;
 }
 
@@ -368,7 +376,10 @@ std::string test_attention_backward() {
 std::string test_attention_long() {
     AttShape s{1, 1024, 32, 2};
     // sums over up to 1024 terms in a different order than the CPU: a looser tolerance
-    return attention_forward_case(s, 40, 1e-4) + attention_backward_case(s, 41, 1e-4);
+    std::string why;
+    append(why, attention_forward_case(s, 40, 1e-4));
+    append(why, attention_backward_case(s, 41, 1e-4));
+    return why;
 }
 
 // ---------------------------------------------------------------- elementwise
@@ -429,10 +440,19 @@ std::string loss_case(int N, int V, float dscale, uint64_t seed) {
     return why;
 }
 
-std::string test_softmax_crossentropy_loss() { return loss_case(37, 97, 0.0f, 60) + loss_case(5, 50257, 0.0f, 61); }
+std::string test_softmax_crossentropy_loss() {
+    std::string why;
+    append(why, loss_case(37, 97, 0.0f, 60));
+    append(why, loss_case(5, 50257, 0.0f, 61));
+    return why;
+}
 
 std::string test_softmax_crossentropy_grad() {
-    return loss_case(37, 97, 1.0f / 37, 62) + loss_case(5, 50257, 1.0f / 5, 63) + loss_case(3, 20, -2.5f, 64);
+    std::string why;
+    append(why, loss_case(37, 97, 1.0f / 37, 62));
+    append(why, loss_case(5, 50257, 1.0f / 5, 63));
+    append(why, loss_case(3, 20, -2.5f, 64));
+    return why;
 }
 
 // ---------------------------------------------------------------- optimiser, norm
