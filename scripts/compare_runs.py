@@ -418,9 +418,19 @@ def zoom(ax):
     ax.set_ylim(lo - pad, hi + pad)
 
 
+def finish_axes(ax):
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8)
+
+
 def save(fig, prefix):
+    """Writes PREFIX.png and PREFIX.svg and closes the figure."""
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
     for ext in ("png", "svg"):
         fig.savefig(f"{prefix}.{ext}", dpi=120)
+    plt.close(fig)
 
 
 def plot_curves(groups, prefix, smooth_n):
@@ -449,12 +459,8 @@ def plot_curves(groups, prefix, smooth_n):
         bot.set_xlabel("step")
         for ax in (top, bot):
             zoom(ax)
-            ax.grid(alpha=0.3)
-            if ax.lines:
-                ax.legend(fontsize=8)
-    fig.tight_layout()
+            finish_axes(ax)
     save(fig, prefix)
-    plt.close(fig)
 
 
 def plot_lengths(groups, prefix):
@@ -493,12 +499,8 @@ def plot_lengths(groups, prefix):
         ax.set_title(f"{ds}: final val loss vs eval length")
         ax.set_xlabel("evaluation length (tokens); dotted = training length")
         ax.set_ylabel("validation loss")
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=8)
-    fig.tight_layout()
+        finish_axes(ax)
     save(fig, prefix)
-    plt.close(fig)
 
 
 # ---------------------------------------------------------------- main

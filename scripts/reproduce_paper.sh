@@ -14,6 +14,7 @@ CPU_STEPS=300
 CPU_STEP_SIZE=30
 CPU_EVAL_EVERY=50
 CPU_EVAL_BATCHES=8
+CPU_EVAL_SEQ_LENS=64,128,256   # 1x, 2x and 4x the training length: length extrapolation
 CPU_CHECKPOINT_EVERY=100
 CPU_SMOOTH=10      # moving average of the train loss in the figure
 PAPER_SMOOTH=50
@@ -88,7 +89,8 @@ case "$SCALE" in
   paper) SCALE_ARGS=(); SMOOTH=${SMOOTH:-$PAPER_SMOOTH} ;;
   cpu) SCALE_ARGS=(--seq_len "$CPU_SEQ_LEN" --batch_size "$CPU_BATCH_SIZE" --steps "$CPU_STEPS"
                    --step_size "$CPU_STEP_SIZE" --eval_every "$CPU_EVAL_EVERY"
-                   --eval_batches "$CPU_EVAL_BATCHES" --checkpoint_every "$CPU_CHECKPOINT_EVERY")
+                   --eval_batches "$CPU_EVAL_BATCHES" --checkpoint_every "$CPU_CHECKPOINT_EVERY"
+                   --eval_seq_lens "$CPU_EVAL_SEQ_LENS")
        SMOOTH=${SMOOTH:-$CPU_SMOOTH} ;;
   *) die "--scale must be paper or cpu, got '$SCALE'" ;;
 esac

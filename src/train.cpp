@@ -74,6 +74,9 @@ struct Trainer {
       : cfg(c), mc(model_config(c)), model(mc), train(c.train_data, "train", c.vocab_size) {
     train.start(cfg.batch_size, cfg.seq_len, cfg.data_order == "shuffle", cfg.seed);
     if (!cfg.val_data.empty()) val = std::make_unique<DataLoader>(cfg.val_data, "val", cfg.vocab_size);
+    printf("data: train %s tokens in %zu shard(s)", with_commas(train.num_tokens()).c_str(), train.num_shards());
+    if (val) printf(" | val %s tokens in %zu shard(s)", with_commas(val->num_tokens()).c_str(), val->num_shards());
+    printf(" | %s order\n", cfg.data_order.c_str());
     int longest = cfg.seq_len;
     for (int t : eval_lengths(cfg))
       if (mc.pos != Pos::learned) longest = std::max(longest, t);

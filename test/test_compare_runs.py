@@ -23,7 +23,7 @@ PARAMS = {
 
 def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=None,
               one_based=False, tps=1000.0, extra_lens=None, truncate_tail=False,
-              config_in_log=True):
+              config_in_log=True, accuracy=None):
     """A run whose val loss (at seq_len 64) every 20 steps follows `finals`
     (list of values, the last one is the final loss)."""
     d = os.path.join(root, name)
@@ -49,6 +49,8 @@ def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=No
                      "tokens_per_s": tps + s if isinstance(tps, float) else tps})
         if s in vals:
             recs.append({"type": "val", "step": s, "loss": vals[s], "seq_len": 64})
+            if accuracy is not None:  # the synthetic task's marker accuracy, final value
+                recs[-1]["accuracy"] = accuracy if s == last else 0.1
             if s == last and extra_lens:
                 for t, l in extra_lens.items():
                     recs.append({"type": "val", "step": s, "loss": l, "seq_len": t})
@@ -141,6 +143,18 @@ def main():
                   "missing or tiny")
     with open(out + ".png", "rb") as f:
         check("png_signature", f.read(8) == b"\x89PNG\r\n\x1a\n")
+
+    check("no_accuracy_column_without_accuracy", "marker accuracy" not in so, so[:300])
+
+    # the synthetic task: runs with marker accuracy get an accuracy column (mean ± std of final)
+    acc = [write_run(tmp, f"s-{p}-s{i}", "synthetic", p, i, [2.8, 2.6], accuracy=a)
+           for p, i, a in [("rope", 1, 1.0), ("rope", 2, 0.5), ("crope", 1, 0.25)]]
+    rc, so, se = run(acc + ["--out", os.path.join(tmp, "out3", "cmp")])
+    ar = parse_table(so)
+    check("accuracy_column_mean_std", rc == 0 and ar.get(("synthetic", "rope"), {}).get("marker accuracy")
+          == f"0.7500 ± {math.sqrt(0.125):.4f}", str(ar.get(("synthetic", "rope"))))
+    check("accuracy_column_single", ar.get(("synthetic", "crope"), {}).get("marker accuracy") == "0.2500",
+          str(ar.get(("synthetic", "crope"))))
 
     # one seq_len only and no --eval-lengths: no lengths figure
     out2 = os.path.join(tmp, "out2", "cmp")

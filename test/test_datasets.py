@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "test"))
 from testlib import check, finish, skip  # noqa: E402
 from fetch import DataError  # noqa: E402
 import gpt2_tokenizer as gt  # noqa: E402
+from vocab import load_tokenizer  # noqa: E402
 import prepare_data as pd  # noqa: E402
 import shards  # noqa: E402
 
@@ -53,13 +54,6 @@ def write(path, data):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
-
-
-def find_mirror():
-    for d in (os.environ.get("GPT2_MIRROR"), os.path.join(ROOT, "..", "shared", "data")):
-        if d and all(os.path.isfile(os.path.join(d, "gpt2", n)) for n in gt.VOCAB_FILES):
-            return os.path.abspath(d)
-    return None
 
 
 tmp = tempfile.mkdtemp(prefix="test_datasets_")
@@ -246,12 +240,7 @@ try:
                                           "val": ["pg19/validation/4.txt"], "test": ["pg19/test/10.txt"]}, f"{got}")
 
     # ---- prepare_data.py end to end (needs the vocabulary) --------------------------------------
-    mirror = find_mirror()
-    tok, why = None, ""
-    try:
-        tok = gt.GPT2Tokenizer.load(mirror)
-    except DataError as e:
-        why = str(e)
+    tok, mirror, why = load_tokenizer()
     E2E = ["prepare_pg19_shards", "prepare_pg19_check_dataset", "prepare_workers_identical", "prepare_max_train_tokens",
            "prepare_max_books", "prepare_utf8_replace_bom_crlf", "prepare_wikitext_articles", "prepare_ptb_joining",
            "inspect_shard_decodes", "prepare_real_wikitext2_counts"]

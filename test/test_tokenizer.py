@@ -18,13 +18,7 @@ sys.path.insert(0, os.path.join(ROOT, "test"))
 from testlib import check, finish, skip  # noqa: E402
 from fetch import DataError  # noqa: E402
 import gpt2_tokenizer as gt  # noqa: E402
-
-
-def find_mirror():
-    for d in (os.environ.get("GPT2_MIRROR"), os.path.join(ROOT, "..", "shared", "data")):
-        if d and all(os.path.isfile(os.path.join(d, "gpt2", n)) for n in gt.VOCAB_FILES):
-            return os.path.abspath(d)
-    return None
+from vocab import load_tokenizer  # noqa: E402
 
 
 def random_text(rng, n):
@@ -102,12 +96,7 @@ with tempfile.TemporaryDirectory() as tmp:
         check("vocab_missing", "vocabulary not found" in str(e), str(e))
 
 # ---- checks that need the vocabulary ------------------------------------------------------
-mirror = find_mirror()
-tok, why = None, ""
-try:
-    tok = gt.GPT2Tokenizer.load(mirror)
-except DataError as e:
-    why = str(e)
+tok, mirror, why = load_tokenizer()
 
 VOCAB_TESTS = ["vocab_sizes", "known_ids", "derived_ids", "special_tokens", "roundtrip_random",
                "pieces_encode_like_whole", "matches_naive_bpe", "lone_surrogate_error", "encode_bytes_policy",

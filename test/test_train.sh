@@ -6,18 +6,18 @@ TRAIN=${TRAIN:-build/train}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# A small learnable stream: a repeating pattern of 12 tokens with some noise.
+# A small learnable stream, a repeating pattern of 12 tokens with some noise,
+# written by the dataset scripts' shard writer (so this also checks that the
+# C++ reader takes what the Python writer writes).
 "$PYTHON" - "$tmp" <<'PY'
-import struct, random, sys
+import random, sys
+sys.path.insert(0, "scripts")
+from shards import write_shard
 random.seed(0)
-def shard(path, toks):
-    with open(path, "wb") as f:
-        f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
-        f.write(struct.pack("<%dH" % len(toks), *toks))
 pat = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
 toks = [pat[i % 12] if random.random() > 0.1 else random.randrange(16) for i in range(20000)]
-shard(sys.argv[1] + "/tiny_train_000000.bin", toks[:16000])
-shard(sys.argv[1] + "/tiny_val_000000.bin", toks[16000:])
+write_shard(sys.argv[1] + "/tiny_train_000000.bin", toks[:16000])
+write_shard(sys.argv[1] + "/tiny_val_000000.bin", toks[16000:])
 PY
 data="--train_data $tmp/tiny_train_000000.bin --val_data $tmp/tiny_val_000000.bin"
 tiny="--n_layer 2 --n_head 2 --n_embd 16 --vocab_size 16 --max_seq_len 32 --seq_len 16 --batch_size 4"
@@ -30,12 +30,16 @@ for row in "learned 7,357,312 264,192" "sinusoidal 7,226,240 264,192" "rope 7,22
   else fail "param_counts_$1" "expected total $2, attention $3 in: $(grep parameters <<<"$out")"; fi
 done
 
+if grep -q "data: train 16,000 tokens in 1 shard(s) | val 4,000 tokens in 1 shard(s)" <<<"$out"; then
+  pass shard_python_writer_cpp_reader
+else fail shard_python_writer_cpp_reader "$(grep '^data' <<<"$out")"; fi
+
 # Help text lists the keys with defaults.
 if $TRAIN --help | grep -q -- "--pos"; then pass train_help; else fail train_help "--help does not list --pos"; fi
 
 # Loss falls in a short run, for every pos mode.
 for pos in learned sinusoidal rope crope; do
-  $TRAIN $data $tiny --pos $pos --steps 60 --lr 3e-3 --eval_every 60 --eval_batches 4 --checkpoint_every 0 \
+  $TRAIN $data $tiny --pos $pos --steps 60 --lr 3e-3 --eval_every 60 --eval_batches 4 --checkpoint_every 60 \
     --run_dir "$tmp/fall_$pos" >"$tmp/fall_$pos.txt" 2>&1
   first=$(grep -m1 '"type":"val"' "$tmp/fall_$pos/log.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
   last=$(grep '"type":"val"' "$tmp/fall_$pos/log.jsonl" | tail -1 | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
@@ -64,4 +68,20 @@ $TRAIN $data $tiny --pos rope --steps 0 --eval_batches 2 --checkpoint_every 0 --
 a=$(grep '"type":"val"' "$tmp/src/log.jsonl" | tail -1 | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
 b=$(grep '"type":"val"' "$tmp/dst/log.jsonl" | tail -1 | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
 if [ -n "$a" ] && [ "$a" = "$b" ]; then pass init_from_weights; else fail init_from_weights "val loss $a vs $b"; fi
+
+# Sampling: the same seed gives the same text, another seed other text; bad input is an error.
+SAMPLE=${SAMPLE:-build/sample}
+s1=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 40 --seed 7 2>&1)
+s2=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 40 --seed 7 2>&1)
+s3=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 40 --seed 8 --temperature 2 2>&1)
+if [ "$(wc -w <<<"$s1")" -eq 43 ] && [ "$s1" = "$s2" ]; then pass sample_deterministic_for_seed
+else fail sample_deterministic_for_seed "'$s1' vs '$s2'"; fi
+if [ "$s1" != "$s3" ]; then pass sample_seed_changes_output; else fail sample_seed_changes_output "same text for seeds 7 and 8"; fi
+g1=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 20 --temperature 0 --seed 1 2>&1)
+g2=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 20 --temperature 0 --seed 2 2>&1)
+if [ "$(wc -w <<<"$g1")" -eq 23 ] && [ "$g1" = "$g2" ]; then pass sample_greedy_ignores_seed
+else fail sample_greedy_ignores_seed "'$g1' vs '$g2'"; fi
+expect_fail sample_missing_checkpoint "error: cannot read checkpoint" -- $SAMPLE --checkpoint "$tmp/nope"
+expect_fail sample_bad_prompt "error: .*prompt" -- $SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,x
+expect_fail sample_prompt_out_of_vocab "outside the vocabulary" -- $SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 99
 finish
