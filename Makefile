@@ -17,6 +17,13 @@ CXXFLAGS += -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -MMD -MP -Isrc -Ic
 OPENBLAS_OMP := $(dir $(firstword $(wildcard /usr/lib/*/openblas-openmp/libopenblas.so)))
 OPENBLAS_LIB := $(if $(OPENBLAS_OMP),-L$(OPENBLAS_OMP) -Wl$(comma)-rpath$(comma)$(OPENBLAS_OMP))
 LDLIBS   := $(OPENBLAS_LIB) -lopenblas -fopenmp
+# Without cblas.h (a GPU machine that cannot install packages) the CPU backend
+# falls back to a plain-loop GEMM; extra include folders come in through CPPFLAGS.
+ifeq ($(shell echo '\#include <cblas.h>' | $(CXX) $(CPPFLAGS) -E -x c++ - >/dev/null 2>&1 && echo yes),)
+CXXFLAGS += -DNO_CBLAS
+LDLIBS   := -fopenmp
+endif
+CXXFLAGS += $(CPPFLAGS)
 
 ifneq ($(NVCC),)
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))

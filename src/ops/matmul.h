@@ -1,9 +1,12 @@
 // Linear layer y = x W^T + b through BLAS (OpenBLAS's cblas). CPU reference.
 #pragma once
+#ifndef NO_CBLAS
 #include <cblas.h>
+#endif
 
 namespace cpu {
 
+#ifndef NO_CBLAS
 // C (M,N) = alpha * op(A) op(B) + beta * C, row-major
 inline void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                  int ldb, float beta, float* Cm, int ldc) {
@@ -15,6 +18,24 @@ inline void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const doub
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
               B, ldb, beta, Cm, ldc);
 }
+#else
+// Built without a BLAS (the Makefile found no cblas.h, as on a bare GPU machine
+// where the CPU backend only serves as the tests' reference): a plain loop, slow
+// but the same contract.
+template <class T>
+void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb, T beta, T* Cm,
+          int ldc) {
+#pragma omp parallel for
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      T s = 0;
+      for (int k = 0; k < K; k++) s += (ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                                       (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+      T& c = Cm[(size_t)i * ldc + j];
+      c = alpha * s + (beta == T(0) ? T(0) : beta * c);
+    }
+}
+#endif
 
 // out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
 template <class T>
