@@ -78,8 +78,11 @@ struct Trainer {
     if (val) printf(" | val %s tokens in %zu shard(s)", with_commas(val->num_tokens()).c_str(), val->num_shards());
     printf(" | %s order\n", cfg.data_order.c_str());
     int longest = cfg.seq_len;
-    for (int t : eval_lengths(cfg))
+    for (int t : eval_lengths(cfg)) {
       if (mc.pos != Pos::learned) longest = std::max(longest, t);
+      if (val && (mc.pos != Pos::learned || t <= mc.maxT))
+        val->start(cfg.batch_size, t, false, 0);  // a split too small for B x (t+1) fails now, not after training
+    }
     model.set_max_positions(longest);
   }
 

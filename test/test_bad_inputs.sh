@@ -95,4 +95,9 @@ mkdir -p "$tmp/nockpt"
 echo "{\"train_data\": \"$good\", \"n_layer\": 1, \"n_head\": 2, \"n_embd\": 8, \"vocab_size\": 64, \"max_seq_len\": 16, \"seq_len\": 8}" \
   >"$tmp/nockpt/config.json"
 expect_fail resume_no_checkpoint "^error: .*no checkpoint in '$tmp/nockpt'" -- "$TRAIN" --resume "$tmp/nockpt"
+# a validation split too small for an evaluation length fails before any training step
+expect_fail val_too_small_for_eval_len "^error: .*too small for 2 x \(100\+1\)" -- run evallen "$good" --eval_seq_lens 100
+if grep -qs '"type":"train"' "$tmp/run_evallen/log.jsonl"; then fail val_too_small_fails_before_training "a step ran"
+else pass val_too_small_fails_before_training; fi
+
 finish
