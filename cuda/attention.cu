@@ -12,6 +12,10 @@
 // The GEMMs compute the full T x T squares (the upper triangle is wasted work, its P and dS
 // entries are exactly 0). A fused flash-style kernel would avoid that and the (B,H,T,T)
 // buffers; it can replace this file behind the same signatures.
+//
+// bf16 mode (set_precision_bf16): the four GEMM stages read bf16 copies of qkv, dout, P and
+// dS (converted into to_bf16 scratch slots) and accumulate and write fp32; the softmax and
+// its backward run on the fp32 scores and probabilities as always.
 #include <cmath>
 
 #include "backend_cuda.h"
@@ -52,56 +56,63 @@ __global__ void causal_softmax_backward_kernel(float* __restrict__ ds, const flo
     for (int t2 = lane; t2 < T; t2 += 32) d[t2] = t2 <= t1 ? p[t2] * (d[t2] - dot) : 0.0f;
 }
 
-}  // namespace
+// The GEMM stages, for either operand type E (float, or bf16 copies with the same layout):
+// the fp32 and bf16 paths share these argument lists. Outputs are always fp32.
 
-// out (B,T,C), att (B,H,T,T) softmax probabilities (saved for backward), qkv (B,T,3C)
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H) {
-    if (B <= 0 || T <= 0 || C <= 0) return;
+// S^T (column-major T x T) = K Q^T, i.e. att[b,h,t1,t2] = scale * q_t1 . k_t2
+template <class E>
+void scores_gemm(float* att, const E* qkv, int B, int T, int C, int H) {
     const int D = C / H;
     const float sc = 1.0f / sqrtf((float)D);
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
-    // S^T (column-major T x T) = K Q^T, i.e. att[b,h,t1,t2] = scale * q_t1 . k_t2
     for (int b = 0; b < B; b++) {
-        const float* q = qkv + (size_t)b * T * C3;
+        const E* q = qkv + (size_t)b * T * C3;
         float* att_b = att + (size_t)b * H * TT;
         gemm_cm_strided_batched(true, false, T, T, D, sc, q + C, C3, D, q, C3, D, 0.0f, att_b, T, TT, H);
     }
-    size_t rows = (size_t)B * H * T;
-    causal_softmax_forward_kernel<<<(unsigned)div_up(rows, (size_t)kWarps), 32 * kWarps>>>(att, T, rows);
-    cudaCheckLaunch();
-    // out^T (column-major D x T per head, ld C) = V^T P^T, i.e. out[t1] = sum_t2 P[t1,t2] v_t2
+}
+
+// out^T (column-major D x T per head, ld C) = V^T P^T, i.e. out[t1] = sum_t2 P[t1,t2] v_t2
+template <class E>
+void pv_gemm(float* out, const E* att, const E* qkv, int B, int T, int C, int H) {
+    const int D = C / H;
+    const long long TT = (long long)T * T;
+    const int C3 = 3 * C;
     for (int b = 0; b < B; b++) {
-        const float* q = qkv + (size_t)b * T * C3;
-        const float* att_b = att + (size_t)b * H * TT;
+        const E* q = qkv + (size_t)b * T * C3;
+        const E* att_b = att + (size_t)b * H * TT;
         float* out_b = out + (size_t)b * T * C;
         gemm_cm_strided_batched(false, false, D, T, T, 1.0f, q + 2 * C, C3, D, att_b, T, TT, 0.0f, out_b, C, D, H);
     }
 }
 
-// dqkv (B,T,3C) += gradient; scratch (B,H,T,T) is overwritten (holds dP, then dS)
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
-                        int T, int C, int H) {
-    if (B <= 0 || T <= 0 || C <= 0) return;
+// dP[t1,t2] = dO_t1 . v_t2 : column-major dP^T (T x T) = V dO^T
+template <class E>
+void dp_gemm(float* scratch, const E* dout, const E* qkv, int B, int T, int C, int H) {
+    const int D = C / H;
+    const long long TT = (long long)T * T;
+    const int C3 = 3 * C;
+    for (int b = 0; b < B; b++) {
+        const E* q = qkv + (size_t)b * T * C3;
+        const E* dout_b = dout + (size_t)b * T * C;
+        float* s_b = scratch + (size_t)b * H * TT;
+        gemm_cm_strided_batched(true, false, T, T, D, 1.0f, q + 2 * C, C3, D, dout_b, C, D, 0.0f, s_b, T, TT, H);
+    }
+}
+
+// dV, dQ, dK from dO, P and dS (ds = dS, zero above the diagonal)
+template <class E>
+void dqkv_gemms(float* dqkv, const E* dout, const E* qkv, const E* att, const E* ds, int B, int T, int C, int H) {
     const int D = C / H;
     const float sc = 1.0f / sqrtf((float)D);
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
-    // dP[t1,t2] = dO_t1 . v_t2 : column-major dP^T (T x T) = V dO^T
     for (int b = 0; b < B; b++) {
-        const float* q = qkv + (size_t)b * T * C3;
-        const float* dout_b = dout + (size_t)b * T * C;
-        float* s_b = scratch + (size_t)b * H * TT;
-        gemm_cm_strided_batched(true, false, T, T, D, 1.0f, q + 2 * C, C3, D, dout_b, C, D, 0.0f, s_b, T, TT, H);
-    }
-    size_t rows = (size_t)B * H * T;
-    causal_softmax_backward_kernel<<<(unsigned)div_up(rows, (size_t)kWarps), 32 * kWarps>>>(scratch, att, T, rows);
-    cudaCheckLaunch();
-    for (int b = 0; b < B; b++) {
-        const float* q = qkv + (size_t)b * T * C3;
-        const float* dout_b = dout + (size_t)b * T * C;
-        const float* att_b = att + (size_t)b * H * TT;
-        const float* s_b = scratch + (size_t)b * H * TT;
+        const E* q = qkv + (size_t)b * T * C3;
+        const E* dout_b = dout + (size_t)b * T * C;
+        const E* att_b = att + (size_t)b * H * TT;
+        const E* s_b = ds + (size_t)b * H * TT;
         float* dq = dqkv + (size_t)b * T * C3;
         // dV[t2] += sum_t1 P[t1,t2] dO_t1 : column-major dV^T (D x T) += dO^T P
         gemm_cm_strided_batched(false, true, D, T, T, 1.0f, dout_b, C, D, att_b, T, TT, 1.0f, dq + 2 * C, C3, D, H);
@@ -110,6 +121,45 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
         // dK[t2] += scale sum_t1 dS[t1,t2] q_t1 : column-major dK^T (D x T) += Q^T dS
         gemm_cm_strided_batched(false, true, D, T, T, sc, q, C3, D, s_b, T, TT, 1.0f, dq + C, C3, D, H);
     }
+}
+
+// bf16 slots of the attention operands (see to_bf16 in common.cuh)
+constexpr int kSlotQkv = 0, kSlotDout = 1, kSlotAtt = 2, kSlotDs = 3;
+
+}  // namespace
+
+// out (B,T,C), att (B,H,T,T) softmax probabilities (saved for backward), qkv (B,T,3C)
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    const size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * H * T * T;
+    const bool bf = precision_bf16();
+    const __nv_bfloat16* qkv16 = bf ? to_bf16(kSlotQkv, qkv, nqkv) : nullptr;
+    if (bf) scores_gemm(att, qkv16, B, T, C, H);
+    else scores_gemm(att, qkv, B, T, C, H);
+    size_t rows = (size_t)B * H * T;
+    causal_softmax_forward_kernel<<<(unsigned)div_up(rows, (size_t)kWarps), 32 * kWarps>>>(att, T, rows);
+    cudaCheckLaunch();
+    if (bf) pv_gemm(out, to_bf16(kSlotAtt, att, natt), qkv16, B, T, C, H);
+    else pv_gemm(out, att, qkv, B, T, C, H);
+}
+
+// dqkv (B,T,3C) += gradient; scratch (B,H,T,T) is overwritten (holds dP, then dS)
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
+                        int T, int C, int H) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    const size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * H * T * T, nout = (size_t)B * T * C;
+    const bool bf = precision_bf16();
+    const __nv_bfloat16* qkv16 = bf ? to_bf16(kSlotQkv, qkv, nqkv) : nullptr;
+    const __nv_bfloat16* dout16 = bf ? to_bf16(kSlotDout, dout, nout) : nullptr;
+    if (bf) dp_gemm(scratch, dout16, qkv16, B, T, C, H);
+    else dp_gemm(scratch, dout, qkv, B, T, C, H);
+    size_t rows = (size_t)B * H * T;
+    causal_softmax_backward_kernel<<<(unsigned)div_up(rows, (size_t)kWarps), 32 * kWarps>>>(scratch, att, T, rows);
+    cudaCheckLaunch();
+    if (bf)
+        dqkv_gemms(dqkv, dout16, qkv16, to_bf16(kSlotAtt, att, natt), to_bf16(kSlotDs, scratch, natt), B, T, C, H);
+    else
+        dqkv_gemms(dqkv, dout, qkv, att, scratch, B, T, C, H);
 }
 
 }  // namespace cuda

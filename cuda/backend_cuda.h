@@ -56,6 +56,16 @@ void scale(float* x, size_t n, float s);
 void set_tf32(bool on);
 bool tf32_enabled();
 
+// bf16 mixed precision, off by default (plain fp32). When on, every GEMM of matmul_forward /
+// matmul_backward (linear layers and the tied LM head) and of attention_forward /
+// attention_backward (QK^T, PV and their gradients) multiplies bf16 copies of its fp32
+// operands, made on the fly into scratch buffers, with fp32 accumulation and fp32 output
+// (like torch.autocast). Parameters (fp32 master weights), gradients, AdamW moments,
+// activations, softmax, LayerNorm, GELU, the loss and all reductions stay fp32. The TF32
+// switch does not apply to these bf16 GEMMs.
+void set_precision_bf16(bool on);
+bool precision_bf16();
+
 }  // namespace cuda
 
 struct CudaBackend {

@@ -7,6 +7,7 @@
 // spells the standard library as `::std::`.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <cublasLt.h>
@@ -149,6 +150,23 @@ void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha,
                              int ldc, long long strideC, int batch);
 // dst (C) += column sums of the row-major x (N, C); deterministic (matmul.cu).
 void column_sum_accumulate(float* dst, const float* x, int N, int C);
+
+// ---- bf16 mixed precision (matmul.cu) -----------------------------------------------------
+// With cuda::set_precision_bf16(true) every GEMM of matmul and attention reads bf16 copies of
+// its operands (fp32 accumulation, fp32 output); everything else stays fp32 (autocast-like).
+bool precision_bf16();
+// Same as above with bf16 operands: CUBLAS_COMPUTE_32F (fp32 accumulation), C in fp32.
+void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
+             const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc);
+void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
+                             long long strideA, const __nv_bfloat16* B, int ldb, long long strideB, float beta,
+                             float* C, int ldc, long long strideC, int batch);
+// bf16 copy (round to nearest even) of x (n floats) in grow-only scratch buffer `slot`
+// (0 .. kBf16Slots-1). The slots are shared by matmul and attention: an op may overwrite a
+// slot that an earlier op's GEMMs read, since all work runs in order on one stream. Within
+// one op, operands that live at the same time use different slots.
+constexpr int kBf16Slots = 4;
+const __nv_bfloat16* to_bf16(int slot, const float* x, size_t n);
 
 // ---- warp / block reductions ------------------------------------------------------------
 // Butterfly reductions: every lane ends with the full result; the order of operations is

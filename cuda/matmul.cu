@@ -3,6 +3,10 @@
 // cuBLAS is column-major. A row-major (R, K) matrix with row stride ld is, to cuBLAS, a
 // column-major (K, R) matrix with leading dimension ld, i.e. its transpose. So every
 // row-major product Y = X W^T is computed as the column-major product Y^T = W X^T.
+//
+// bf16 mode (set_precision_bf16): the GEMMs read bf16 copies of inp, w and dout (to_bf16,
+// into grow-only scratch; the weight is converted at every call, as autocast does) and
+// accumulate and write in fp32; the bias add and dbias column sums stay fp32.
 #include "backend_cuda.h"
 #include "common.cuh"
 
@@ -10,10 +14,13 @@ namespace cuda {
 
 namespace {
 bool g_tf32 = true;
+bool g_bf16 = false;
 }
 
 void set_tf32(bool on) { g_tf32 = on; }
 bool tf32_enabled() { return g_tf32; }
+void set_precision_bf16(bool on) { g_bf16 = on; }
+bool precision_bf16() { return g_bf16; }
 
 // Column-major C (m,n) = alpha op(A) op(B) + beta C, fp32 storage, TF32 tensor cores if enabled.
 void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
@@ -32,7 +39,68 @@ void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha,
                                            batch, gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
 }
 
+// bf16 operands, fp32 accumulation (CUBLAS_COMPUTE_32F), fp32 C.
+void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
+             const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc) {
+    cublasCheck(cublasGemmEx(cublas_handle(), ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+                             &alpha, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
+                             long long strideA, const __nv_bfloat16* B, int ldb, long long strideB, float beta,
+                             float* C, int ldc, long long strideC, int batch) {
+    cublasCheck(cublasGemmStridedBatchedEx(cublas_handle(), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                           tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_16BF, lda,
+                                           strideA, B, CUDA_R_16BF, ldb, strideB, &beta, C, CUDA_R_32F, ldc, strideC,
+                                           batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 namespace {
+
+__global__ void to_bf16_kernel(__nv_bfloat16* __restrict__ out, const float* __restrict__ in, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16_rn(in[i]);
+}
+
+}  // namespace
+
+const __nv_bfloat16* to_bf16(int slot, const float* x, size_t n) {
+    // Scratch allocates through device_malloc, so these buffers count in peak_memory().
+    static Scratch<__nv_bfloat16> s_slots[kBf16Slots];
+    if (slot < 0 || slot >= kBf16Slots) throw ::std::logic_error("to_bf16: bad scratch slot");
+    __nv_bfloat16* y = s_slots[slot].get(n);
+    if (n) {
+        to_bf16_kernel<<<grid_for(n, 256), 256>>>(y, x, n);
+        cudaCheckLaunch();
+    }
+    return y;
+}
+
+namespace {
+
+// The linear layer's GEMMs for either operand type E (float, or bf16 copies): the fp32 and
+// bf16 paths share these argument lists.
+// column-major: out^T (OC,N) = W (OC,IC) [stored as W^T (IC,OC), so op = T] . inp^T (IC,N)
+template <class E>
+void linear_forward_gemm(float* out, const E* inp, const E* w, int N, int IC, int OC) {
+    gemm_cm(true, false, OC, N, IC, 1.0f, w, IC, inp, IC, 0.0f, out, OC);
+}
+
+// column-major: dinp^T (IC,N) += W^T (IC,OC) [stored as is] . dout^T (OC,N) [stored as is]
+template <class E>
+void linear_backward_dinp_gemm(float* dinp, const E* dout, const E* w, int N, int IC, int OC) {
+    gemm_cm(false, false, IC, N, OC, 1.0f, w, IC, dout, OC, 1.0f, dinp, IC);
+}
+
+// column-major: dw^T (IC,OC) += inp^T (IC,N) [stored as is] . dout (N,OC) [stored as dout^T, op = T]
+template <class E>
+void linear_backward_dw_gemm(float* dw, const E* dout, const E* inp, int N, int IC, int OC) {
+    gemm_cm(false, true, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, IC);
+}
+
+// bf16 slots of the linear layer's operands
+constexpr int kSlotInp = 0, kSlotDout = 1, kSlotW = 2;
 
 // out (N,OC) += bias (OC) broadcast over rows
 __global__ void add_bias_kernel(float* __restrict__ out, const float* __restrict__ bias, int OC, size_t total) {
@@ -103,8 +171,11 @@ void column_sum_accumulate(float* dst, const float* x, int N, int C) {
 // out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
 void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC, int OC) {
     if (N <= 0 || OC <= 0) return;
-    // column-major: out^T (OC,N) = W (OC,IC) [stored as W^T (IC,OC), so op = T] . inp^T (IC,N)
-    gemm_cm(true, false, OC, N, IC, 1.0f, w, IC, inp, IC, 0.0f, out, OC);
+    if (precision_bf16())
+        linear_forward_gemm(out, to_bf16(kSlotInp, inp, (size_t)N * IC), to_bf16(kSlotW, w, (size_t)OC * IC), N, IC,
+                            OC);
+    else
+        linear_forward_gemm(out, inp, w, N, IC, OC);
     if (bias) {
         size_t total = (size_t)N * OC;
         if (OC % 4 == 0 && aligned16(out) && aligned16(bias)) {
@@ -122,10 +193,15 @@ void matmul_forward(float* out, const float* inp, const float* w, const float* b
 void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
                      int IC, int OC) {
     if (N <= 0 || IC <= 0 || OC <= 0) return;
-    // column-major: dinp^T (IC,N) += W^T (IC,OC) [stored as is] . dout^T (OC,N) [stored as is]
-    if (dinp) gemm_cm(false, false, IC, N, OC, 1.0f, w, IC, dout, OC, 1.0f, dinp, IC);
-    // column-major: dw^T (IC,OC) += inp^T (IC,N) [stored as is] . dout (N,OC) [stored as dout^T, op = T]
-    if (dw) gemm_cm(false, true, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, IC);
+    if (precision_bf16()) {
+        // dout is converted once for both GEMMs; dbias sums the fp32 dout
+        const __nv_bfloat16* dout16 = (dinp || dw) ? to_bf16(kSlotDout, dout, (size_t)N * OC) : nullptr;
+        if (dinp) linear_backward_dinp_gemm(dinp, dout16, to_bf16(kSlotW, w, (size_t)OC * IC), N, IC, OC);
+        if (dw) linear_backward_dw_gemm(dw, dout16, to_bf16(kSlotInp, inp, (size_t)N * IC), N, IC, OC);
+    } else {
+        if (dinp) linear_backward_dinp_gemm(dinp, dout, w, N, IC, OC);
+        if (dw) linear_backward_dw_gemm(dw, dout, inp, N, IC, OC);
+    }
     if (dbias) column_sum_accumulate(dbias, dout, N, OC);
 }
 

@@ -157,7 +157,7 @@ fi
   echo "- device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
   echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
   echo "- test_cuda: $TEST_SUMMARY"
-  echo "- timing: median over $STEPS steps after $WARM warm-up steps, B=16, T=1024, V=50257, build/train (TF32 GEMMs)"
+  echo "- timing: median over $STEPS steps after $WARM warm-up steps, B=16, T=1024, V=50257, build/train (fp32: TF32 GEMMs; bf16: bf16 GEMM operands, fp32 accumulation and master weights)"
   echo
   echo "| setting | pos | precision | tokens/s | ms/step | peak MiB | 10k-step projection | loss (last) |"
   echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"

@@ -243,8 +243,8 @@ struct Trainer {
 static void print_model(const Config& c, const std::string& device, size_t bytes_per_param) {
   ModelConfig mc = model_config(c);
   ParamCounts pc = param_counts(mc);
-  printf("model: pos=%s L=%d H=%d C=%d V=%d maxT=%d | device %s\n", c.pos.c_str(), mc.L, mc.H, mc.C, mc.V, mc.maxT,
-         device.c_str());
+  printf("model: pos=%s L=%d H=%d C=%d V=%d maxT=%d | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H, mc.C,
+         mc.V, mc.maxT, device.c_str(), c.precision.c_str());
   printf("parameters: total %s | embeddings %s | attention block %s\n", with_commas(pc.total).c_str(),
          with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str());
   printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
@@ -266,19 +266,25 @@ int main(int argc, char** argv) {
     }
     bool resume = !cfg.resume.empty();
     validate(cfg);
-    if (cfg.precision != "fp32") throw std::runtime_error("precision '" + cfg.precision + "' is not implemented yet (only fp32)");
+    const bool bf16 = cfg.precision == "bf16";  // validate() allows fp32 | bf16
 
     bool cuda = cfg.device == "cuda";
 #ifdef HAVE_CUDA
     if (cfg.device == "auto") cuda = CudaBackend::available();
     if (cuda && !CudaBackend::available()) throw std::runtime_error("--device cuda: no CUDA device found");
+    if (bf16 && !cuda)
+      throw std::runtime_error(std::string("precision bf16 needs --device cuda") +
+                               (cfg.device == "auto" ? " (--device auto found no CUDA device)" : ""));
     if (cuda) {
+      // mixed precision inside the CUDA backend: bf16 GEMM operands, fp32 master weights and the rest
+      ::cuda::set_precision_bf16(bf16);
       train_with<CudaBackend>(cfg, resume, "cuda (" + CudaBackend::device_name() + ")");
       printf("peak device memory: %.1f MiB\n", CudaBackend::peak_memory() / 1048576.0);
       return 0;
     }
 #else
     if (cuda) throw std::runtime_error("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
+    if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (this build has no CUDA backend)");
 #endif
     train_with<CpuBackend<float>>(cfg, resume, "cpu");
     return 0;

@@ -100,4 +100,7 @@ expect_fail val_too_small_for_eval_len "^error: .*too small for 2 x \(100\+1\)" 
 if grep -qs '"type":"train"' "$tmp/run_evallen/log.jsonl"; then fail val_too_small_fails_before_training "a step ran"
 else pass val_too_small_fails_before_training; fi
 
+# bf16 is a CUDA-backend mode
+expect_fail bf16_needs_cuda "^error: precision bf16 needs --device cuda" -- run bf16 "$good" --precision bf16
+
 finish

@@ -1,6 +1,7 @@
 // CUDA backend tests: every GPU op (forward and backward) against its CPU twin in float on
 // random inputs, encoder-backward and sum-of-squares determinism, the out-of-memory error,
 // and whole training steps GPT<CudaBackend> vs GPT<CpuBackend<float>> for each pos mode.
+// The bf16 mode (cuda::set_precision_bf16) is checked the same way with bf16 tolerances.
 // Without CUDA (build or device) every test is reported SKIPPED. TF32 is turned off so the
 // GPU computes in plain fp32 (one test checks the TF32 path with a looser tolerance).
 #include <algorithm>
@@ -94,15 +95,32 @@ double rel_max_err(const Vec& got, const Vec& ref) {
     return diff / scale;
 }
 
-// Appends "what: err X > tol" to why if the tensors differ by more than tol.
-void expect_close(std::string& why, const char* what, const Vec& got, const Vec& ref, double tol) {
+// Appends "what: err X > tol" to why if the tensors differ by more than tol. min_err > 0:
+// also fails if they agree better than that (a bf16 result must not be plain fp32).
+void expect_close(std::string& why, const char* what, const Vec& got, const Vec& ref, double tol,
+                  double min_err = 0.0) {
     if (got.size() != ref.size()) {
         why += std::string(why.empty() ? "" : "; ") + what + ": size mismatch";
         return;
     }
     double e = rel_max_err(got, ref);
     if (!(e <= tol)) why += std::string(why.empty() ? "" : "; ") + what + ": rel err " + fmt(e) + " > " + fmt(tol);
+    else if (e < min_err)
+        why += std::string(why.empty() ? "" : "; ") + what + ": rel err " + fmt(e) + " < " + fmt(min_err) +
+               " (bf16 path not taken?)";
 }
+
+// bf16 GEMM operands round to 8 significant bits: results differ from fp32 by a few 1e-3
+// of their scale (max|a-b| / max|b|). kBf16Min catches a bf16 switch that does nothing.
+constexpr double kBf16Tol = 1e-2, kBf16Min = 1e-4;
+
+// cuda::set_precision_bf16(true) for a scope; back to fp32 even if the test throws.
+struct Bf16On {
+    Bf16On() { cuda::set_precision_bf16(true); }
+    ~Bf16On() { cuda::set_precision_bf16(false); }
+    Bf16On(const Bf16On&) = delete;
+    Bf16On& operator=(const Bf16On&) = delete;
+};
 
 // Appends one sub-case's failure text (may be empty) to why, "; "-separated.
 void append(std::string& why, const std::string& more) {
@@ -206,7 +224,7 @@ std::string test_layernorm_backward() {
 }
 
 // ---------------------------------------------------------------- matmul
-std::string matmul_forward_case(int N, int IC, int OC, bool bias, double tol, uint64_t seed) {
+std::string matmul_forward_case(int N, int IC, int OC, bool bias, double tol, uint64_t seed, double min_err = 0.0) {
     Rng r(seed);
     Vec x = randn((size_t)N * IC, r), w = randn((size_t)OC * IC, r), b = randn(OC, r);
     Vec ref((size_t)N * OC);
@@ -216,7 +234,7 @@ std::string matmul_forward_case(int N, int IC, int OC, bool bias, double tol, ui
     std::string why;
     std::string what = "out N=" + std::to_string(N) + " IC=" + std::to_string(IC) + " OC=" + std::to_string(OC) +
                        (bias ? " bias" : " no bias");
-    expect_close(why, what.c_str(), go.get(), ref, tol);
+    expect_close(why, what.c_str(), go.get(), ref, tol, min_err);
     return why;
 }
 
@@ -228,7 +246,7 @@ std::string test_matmul_forward() {
     return why;
 }
 
-std::string test_matmul_backward() {
+std::string matmul_backward_cases(double tol) {
     Rng r(9);
     std::string why;
     for (auto [N, IC, OC] : std::vector<std::tuple<int, int, int>>{{70, 48, 50}, {1100, 64, 192}}) {
@@ -240,13 +258,15 @@ std::string test_matmul_backward() {
                                  N, IC, OC);
             DBuf gx(x), gw(w), gd(d), gdx(dx0), gdw(dw0), gdb(db0);
             cuda::matmul_backward(gdx.p, gdw.p, with_bias ? gdb.p : nullptr, gd.p, gx.p, gw.p, N, IC, OC);
-            expect_close(why, "dinp", gdx.get(), dx, 1e-5);
-            expect_close(why, "dw", gdw.get(), dw, 1e-5);
-            expect_close(why, "dbias", gdb.get(), db, with_bias ? 1e-5 : 0.0);
+            expect_close(why, "dinp", gdx.get(), dx, tol);
+            expect_close(why, "dw", gdw.get(), dw, tol);
+            expect_close(why, "dbias", gdb.get(), db, with_bias ? 1e-5 : 0.0);  // fp32 sums in bf16 mode too
         }
     }
     return why;
 }
+
+std::string test_matmul_backward() { return matmul_backward_cases(1e-5); }
 
 std::string test_matmul_tf32() {
     // back to plain fp32 even if the case throws, or every later test would run on TF32
@@ -255,6 +275,40 @@ std::string test_matmul_tf32() {
         ~Tf32On() { cuda::set_tf32(false); }
     } on;
     return matmul_forward_case(256, 128, 96, true, 1e-2, 10);
+}
+
+std::string test_matmul_bf16_forward() {
+    Bf16On on;
+    std::string why;
+    append(why, matmul_forward_case(70, 48, 100, true, kBf16Tol, 6, kBf16Min));
+    append(why, matmul_forward_case(70, 48, 50, true, kBf16Tol, 7, kBf16Min));
+    append(why, matmul_forward_case(33, 40, 97, false, kBf16Tol, 8, kBf16Min));
+    append(why, matmul_forward_case(256, 128, 96, true, kBf16Tol, 10, kBf16Min));
+    return why;
+}
+
+std::string test_matmul_bf16_backward() {
+    Bf16On on;
+    return matmul_backward_cases(kBf16Tol);
+}
+
+// The bf16 operand copies live in scratch buffers that peak_memory() must count: a GEMM
+// far bigger than any before grows the input's slot to its bf16 size, 2*N*IC bytes (minus
+// the slot's old, much smaller buffer, which it frees: at least N*IC bytes in all).
+std::string test_bf16_scratch_tracked() {
+    Bf16On on;
+    const int N = 4096, IC = 1024, OC = 8;
+    Rng r(15);
+    DBuf gx(randn((size_t)N * IC, r)), gw(randn((size_t)OC * IC, r)), go((size_t)N * OC);
+    size_t before = CB::current_memory();
+    cuda::matmul_forward(go.p, gx.p, gw.p, nullptr, N, IC, OC);
+    CB::synchronize();
+    size_t after = CB::current_memory(), want = (size_t)N * IC;
+    if (after < before + want)
+        return "current memory grew by " + std::to_string(after - before) + " bytes, expected >= " +
+               std::to_string(want);
+    if (CB::peak_memory() < after) return "peak memory below current memory";
+    return "";
 }
 
 // ---------------------------------------------------------------- rope / crope
@@ -327,7 +381,7 @@ struct AttShape {
 };
 const AttShape kAttShapes[] = {{2, 70, 48, 4}, {3, 33, 64, 2}, {1, 1, 16, 2}};
 
-std::string attention_forward_case(const AttShape& s, uint64_t seed, double tol = 1e-5) {
+std::string attention_forward_case(const AttShape& s, uint64_t seed, double tol = 1e-5, double min_err = 0.0) {
     Rng r(seed);
     size_t nqkv = (size_t)s.B * s.T * 3 * s.C, natt = (size_t)s.B * s.H * s.T * s.T, nout = (size_t)s.B * s.T * s.C;
     Vec qkv = randn(nqkv, r), out(nout), att(natt);
@@ -337,7 +391,7 @@ std::string attention_forward_case(const AttShape& s, uint64_t seed, double tol 
     std::string why;
     std::string tag = " (B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
                       " H=" + std::to_string(s.H) + ")";
-    expect_close(why, ("out" + tag).c_str(), go.get(), out, tol);
+    expect_close(why, ("out" + tag).c_str(), go.get(), out, tol, min_err);
     expect_close(why, ("att" + tag).c_str(), ga.get(), att, tol);
     return why;
 }
@@ -379,6 +433,25 @@ std::string test_attention_long() {
     std::string why;
     append(why, attention_forward_case(s, 40, 1e-4));
     append(why, attention_backward_case(s, 41, 1e-4));
+    return why;
+}
+
+// bf16 GEMMs, fp32 softmax: the test shapes and the paper's T = 1024
+std::string test_attention_bf16_forward() {
+    Bf16On on;
+    std::string why;
+    uint64_t seed = 120;
+    for (const auto& s : kAttShapes) append(why, attention_forward_case(s, seed++, kBf16Tol, kBf16Min));
+    append(why, attention_forward_case(AttShape{1, 1024, 32, 2}, seed, kBf16Tol, kBf16Min));
+    return why;
+}
+
+std::string test_attention_bf16_backward() {
+    Bf16On on;
+    std::string why;
+    uint64_t seed = 130;
+    for (const auto& s : kAttShapes) append(why, attention_backward_case(s, seed++, kBf16Tol));
+    append(why, attention_backward_case(AttShape{1, 1024, 32, 2}, seed, kBf16Tol));
     return why;
 }
 
@@ -571,6 +644,48 @@ ModelResult& model_result(Pos pos) {
     return it->second;
 }
 
+// One training step in bf16 mode against the CPU in fp32: loss, grad norm, and the loss
+// after one AdamW update.
+struct Bf16ModelResult {
+    std::string loss, grad_norm, step;
+};
+
+Bf16ModelResult run_model_bf16(Pos pos) {
+    Bf16On on;
+    Bf16ModelResult res;
+    ModelConfig mc;
+    mc.pos = pos;
+    mc.L = 2, mc.H = 4, mc.C = 32, mc.V = 97, mc.maxT = 48;
+    const int B = 2, T = 33;
+    Rng r(90 + (int)pos);
+    auto in = randint((size_t)B * T, mc.V, r), tg = randint((size_t)B * T, mc.V, r);
+    GPT<CudaBackend> gg(mc);
+    GPT<K> gc(mc);
+    gg.init(4321);
+    gc.init(4321);
+
+    double lg = gg.forward(in.data(), tg.data(), B, T, true), lc = gc.forward(in.data(), tg.data(), B, T, true);
+    if (!(std::fabs(lg - lc) <= 1e-2 * std::fabs(lc))) res.loss = "loss " + fmt(lg) + " vs cpu " + fmt(lc);
+    gg.backward();
+    gc.backward();
+    double ng = gg.grad_norm(), nc = gc.grad_norm();
+    if (!(std::fabs(ng - nc) <= 5e-2 * nc)) res.grad_norm = "grad norm " + fmt(ng) + " vs cpu " + fmt(nc);
+
+    gg.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 1, 1.0f);
+    gc.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 1, 1.0f);
+    lg = gg.forward(in.data(), tg.data(), B, T, false);
+    lc = gc.forward(in.data(), tg.data(), B, T, false);
+    if (!(std::fabs(lg - lc) <= 1e-2 * std::fabs(lc))) res.step = "loss after one step " + fmt(lg) + " vs cpu " + fmt(lc);
+    return res;
+}
+
+Bf16ModelResult& model_bf16_result(Pos pos) {
+    static std::map<int, Bf16ModelResult> cache;
+    auto it = cache.find((int)pos);
+    if (it == cache.end()) it = cache.emplace((int)pos, run_model_bf16(pos)).first;
+    return it->second;
+}
+
 }  // namespace
 #endif  // HAVE_CUDA
 
@@ -586,6 +701,9 @@ static std::vector<TestCase> all_tests() {
         {"cuda_matmul_forward", test_matmul_forward},
         {"cuda_matmul_backward", test_matmul_backward},
         {"cuda_matmul_tf32", test_matmul_tf32},
+        {"cuda_matmul_bf16_forward", test_matmul_bf16_forward},
+        {"cuda_matmul_bf16_backward", test_matmul_bf16_backward},
+        {"cuda_bf16_scratch_tracked", test_bf16_scratch_tracked},
         {"cuda_rope_forward", test_rope_forward},
         {"cuda_rope_backward", test_rope_backward},
         {"cuda_crope_expand", test_crope_expand},
@@ -593,6 +711,8 @@ static std::vector<TestCase> all_tests() {
         {"cuda_attention_forward", test_attention_forward},
         {"cuda_attention_backward", test_attention_backward},
         {"cuda_attention_long", test_attention_long},
+        {"cuda_attention_bf16_forward", test_attention_bf16_forward},
+        {"cuda_attention_bf16_backward", test_attention_bf16_backward},
         {"cuda_gelu_forward", test_gelu_forward},
         {"cuda_gelu_backward", test_gelu_backward},
         {"cuda_residual_forward", test_residual_forward},
@@ -608,17 +728,27 @@ static std::vector<TestCase> all_tests() {
         t.push_back({n + "_grads", [p] { return model_result(p).grads; }});
         t.push_back({n + "_adamw5", [p] { return model_result(p).adamw; }});
     }
+    for (Pos p : {Pos::rope, Pos::crope}) {
+        std::string n = std::string("cuda_bf16_model_") + pos_name(p);
+        t.push_back({n + "_loss", [p] { return model_bf16_result(p).loss; }});
+        t.push_back({n + "_grad_norm", [p] { return model_bf16_result(p).grad_norm; }});
+        t.push_back({n + "_step", [p] { return model_bf16_result(p).step; }});
+    }
 #else
     // Same names as the CUDA build runs, so the skip list is visible and complete.
     for (const char* n : {"encoder_forward", "encoder_backward", "encoder_backward_deterministic", "layernorm_forward",
-                          "layernorm_backward", "matmul_forward", "matmul_backward", "matmul_tf32", "rope_forward",
+                          "layernorm_backward", "matmul_forward", "matmul_backward", "matmul_tf32",
+                          "matmul_bf16_forward", "matmul_bf16_backward", "bf16_scratch_tracked", "rope_forward",
                           "rope_backward", "crope_expand", "crope_fold", "attention_forward", "attention_backward",
-                          "attention_long", "gelu_forward", "gelu_backward", "residual_forward",
+                          "attention_long", "attention_bf16_forward", "attention_bf16_backward", "gelu_forward", "gelu_backward", "residual_forward",
                           "softmax_crossentropy_loss", "softmax_crossentropy_grad", "adamw_update", "sum_squares",
                           "oom_message"})
         t.push_back({std::string("cuda_") + n, nullptr});
     for (const char* p : {"learned", "sinusoidal", "rope", "crope"})
         for (const char* k : {"_loss", "_grads", "_adamw5"}) t.push_back({std::string("cuda_model_") + p + k, nullptr});
+    for (const char* p : {"rope", "crope"})
+        for (const char* k : {"_loss", "_grad_norm", "_step"})
+            t.push_back({std::string("cuda_bf16_model_") + p + k, nullptr});
 #endif
     return t;
 }
