@@ -52,7 +52,7 @@ const Key kKeys[] = {
     {"grad_clip", "optimiser", &Config::grad_clip, "clip the global gradient norm to this (0 = off)"},
     {"seed", "optimiser", &Config::seed, "random seed (initialisation and data order)"},
     {"eval_every", "eval", &Config::eval_every, "evaluate every this many steps (0 = never)"},
-    {"eval_batches", "eval", &Config::eval_batches, "validation batches per evaluation (0 = whole split)"},
+    {"eval_batches", "eval", &Config::eval_batches, "validation batches per evaluation, counted at seq_len: other lengths see the same tokens (0 = whole split)"},
     {"eval_seq_lens", "eval", &Config::eval_seq_lens, "evaluation lengths, e.g. 512,1024 (empty = seq_len)"},
     {"accuracy_tokens", "eval", &Config::accuracy_tokens, "also report next-token accuracy after these input ids, e.g. 16,17 (synthetic task markers)"},
     {"checkpoint_every", "output", &Config::checkpoint_every, "write a checkpoint every this many steps and at the end (0 = never)"},

@@ -132,7 +132,10 @@ struct Trainer {
         continue;
       }
       int B = cfg.batch_size;
-      size_t batches = cfg.eval_batches > 0 ? cfg.eval_batches : std::max<size_t>(1, val->num_windows(Te) / B);
+      // eval_batches counts batches of the training length: every length sees the same
+      // tokens (the start of the split), so the losses at different lengths compare
+      size_t batches = cfg.eval_batches > 0 ? std::max<size_t>(1, (size_t)cfg.eval_batches * cfg.seq_len / Te)
+                                            : std::max<size_t>(1, val->num_windows(Te) / B);
       val->start(B, Te, false, 0);
       std::vector<int> in((size_t)B * Te), tg((size_t)B * Te);
       double sum = 0;
