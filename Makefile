@@ -3,7 +3,8 @@
 #   make          build build/train and the test binaries (installs missing Debian packages)
 #   make test     build and run every test; last line "N passed, N failed, N skipped"
 #   make run      the main job: the synthetic position task, learned vs rope vs crope
-#   make bench    CPU training throughput table
+#   make bench    CPU training throughput table (PyTorch beside it when python3-torch is installed)
+#   make deps     install the missing Debian packages (make does it once by itself)
 #   make clean
 
 comma    := ,
@@ -42,6 +43,7 @@ LIB_OBJ  := $(patsubst src/%.cpp,build/src/%.o,$(filter-out $(MAINS),$(wildcard 
 TESTS    := $(patsubst test/%.cpp,build/test/%,$(wildcard test/test_*.cpp))
 
 .PHONY: all test run bench deps clean
+.SECONDARY:  # keep the objects make would see as intermediate
 all: build/.deps $(BINS) $(TESTS)
 
 build/.deps: scripts/install_deps.sh
@@ -74,6 +76,9 @@ run: all
 
 bench: all
 	scripts/bench_cpu.sh
+
+deps:
+	scripts/install_deps.sh
 
 clean:
 	rm -rf build
