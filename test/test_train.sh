@@ -83,5 +83,8 @@ if [ "$(wc -w <<<"$g1")" -eq 23 ] && [ "$g1" = "$g2" ]; then pass sample_greedy_
 else fail sample_greedy_ignores_seed "'$g1' vs '$g2'"; fi
 expect_fail sample_missing_checkpoint "error: cannot read checkpoint" -- $SAMPLE --checkpoint "$tmp/nope"
 expect_fail sample_bad_prompt "error: .*prompt" -- $SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,x
+echo '{"a": 0,' >"$tmp/bad_encoder.json"
+expect_fail sample_bad_encoder_json "error: .*bad_encoder.json is not valid JSON" -- \
+  $SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3 --tokens 2 --encoder "$tmp/bad_encoder.json"
 expect_fail sample_prompt_out_of_vocab "outside the vocabulary" -- $SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 99
 finish
