@@ -1,7 +1,7 @@
 // The sample binary: loads a checkpoint and generates text from a prompt.
-//   build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt_ids 464,3290]
+//   build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt_ids "464 3290"]
 //                [--tokens 64] [--temperature 1.0] [--top_k 40] [--seed 42] [--encoder data/gpt2/encoder.json]
-// The prompt is given as GPT-2 ids (scripts/sample.py encodes text and calls this).
+// The prompt is given as GPT-2 ids: scripts/gpt2_tokenizer.py encode "text" prints them.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -26,21 +26,24 @@ static std::string model_file(const std::string& path) {
   return checkpoint_latest(path) + "/model.safetensors";
 }
 
+// "464,3290" or "464 3290" (what scripts/gpt2_tokenizer.py encode prints)
 static std::vector<int> parse_ids(const std::string& s) {
   std::vector<int> ids;
-  size_t p = 0;
-  while (p < s.size()) {
-    size_t e = s.find(',', p);
-    std::string tok = s.substr(p, e == std::string::npos ? std::string::npos : e - p);
+  std::string tok;
+  for (size_t p = 0; p <= s.size(); p++) {
+    if (p < s.size() && s[p] != ',' && s[p] != ' ') {
+      tok += s[p];
+      continue;
+    }
+    if (tok.empty()) continue;
     try {
       size_t used;
       ids.push_back(std::stoi(tok, &used));
       if (used != tok.size()) throw std::invalid_argument(tok);
     } catch (const std::exception&) {
-      throw std::runtime_error("bad --prompt_ids entry '" + tok + "' (expected comma-separated integers)");
+      throw std::runtime_error("bad --prompt_ids entry '" + tok + "' (expected integers separated by commas or spaces)");
     }
-    if (e == std::string::npos) break;
-    p = e + 1;
+    tok.clear();
   }
   return ids;
 }

@@ -87,4 +87,24 @@ echo '{"a": 0,' >"$tmp/bad_encoder.json"
 expect_fail sample_bad_encoder_json "error: .*bad_encoder.json is not valid JSON" -- \
   $SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3 --tokens 2 --encoder "$tmp/bad_encoder.json"
 expect_fail sample_prompt_out_of_vocab "outside the vocabulary" -- $SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 99
+
+# Samples during training
+$TRAIN $data $tiny --pos rope --steps 20 --eval_every 0 --checkpoint_every 0 --sample_every 10 \
+  --run_dir "$tmp/samples" >"$tmp/samples.txt" 2>&1
+if [ "$(grep -c '^sample | step ' "$tmp/samples.txt")" -eq 1 ] && grep -qE '^sample \| step 10 \| [0-9]+( [0-9]+){30}$' "$tmp/samples.txt"
+then pass sample_every_during_training; else fail sample_every_during_training "$(grep '^sample' "$tmp/samples.txt")"; fi
+
+# GPT-2 ids decoded to text in C++ from encoder.json: the tokenizer's ids of a mixed text
+# (accents, CJK, emoji, newlines) come back as the same text.
+mirror=${GPT2_MIRROR:-../shared/data}
+if [ -f "$mirror/gpt2/encoder.json" ]; then
+  $TRAIN $data --vocab_size 50257 --n_layer 1 --n_head 2 --n_embd 8 --max_seq_len 64 --seq_len 16 --steps 0 \
+    --eval_every 0 --checkpoint_every 1 --run_dir "$tmp/v50257" >/dev/null 2>&1
+  text=$'Hello world, café 日本語 👍\n  it\'s 2026!'
+  ids=$("$PYTHON" scripts/gpt2_tokenizer.py --mirror "$mirror" encode "$text")
+  back=$($SAMPLE --checkpoint "$tmp/v50257" --prompt_ids "$ids" --tokens 0 --encoder "$mirror/gpt2/encoder.json" 2>&1)
+  if [ "$back" = "$text" ]; then pass sample_decodes_gpt2_ids; else fail sample_decodes_gpt2_ids "ids '$ids' gave '$back'"; fi
+else
+  skip sample_decodes_gpt2_ids "no GPT-2 encoder.json at $mirror/gpt2 (set GPT2_MIRROR)"
+fi
 finish
