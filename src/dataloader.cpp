@@ -1,4 +1,5 @@
 #include "dataloader.h"
+#include "rng.h"
 #include "checkpoint.h"   // OutFile, read_text_file
 #include <algorithm>
 #include <cstring>
@@ -13,27 +14,6 @@ namespace {
 constexpr int32_t kMagic = 20240520;
 constexpr int32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 1024;  // 256 int32
-
-// splitmix64 (Steele et al.): tiny, well mixed, and defined by integer arithmetic only, so the
-// shuffled data order is the same with every compiler and standard library.
-uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-struct SplitMix64 {
-    uint64_t state;
-    uint64_t next() { return mix64(state += 0x9E3779B97F4A7C15ull); }
-    // Uniform in [0, n) without modulo bias: reject the few values below 2^64 mod n.
-    uint64_t below(uint64_t n) {
-        uint64_t threshold = (0 - n) % n;
-        for (;;) {
-            uint64_t r = next();
-            if (r >= threshold) return r % n;
-        }
-    }
-};
 
 std::vector<std::string> find_shards(const std::string& pattern, const std::string& split) {
     std::vector<std::string> paths;
@@ -136,7 +116,7 @@ void DataLoader::make_order() {
     perm_.resize(n);
     for (size_t i = 0; i < n; i++) perm_[i] = i;
     // a fresh, decorrelated stream per epoch: hash (seed, epoch) into the starting state
-    SplitMix64 rng{mix64(mix64(seed_) ^ epoch_)};
+    Rng rng(mix64(mix64(seed_) ^ epoch_));  // splitmix64: the same order everywhere
     for (size_t i = n - 1; i > 0; i--) std::swap(perm_[i], perm_[rng.below(i + 1)]);
 }
 
