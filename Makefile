@@ -34,7 +34,7 @@ NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,co
 NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra
 CXXFLAGS  += -DHAVE_CUDA -I$(CUDA_HOME)/include
 CUDA_OBJ  := $(patsubst cuda/%.cu,build/cuda/%.o,$(wildcard cuda/*.cu))
-LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
+LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
 endif
 
 MAINS    := src/train.cpp src/sample.cpp

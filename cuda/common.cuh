@@ -10,7 +10,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
-#include <cublasLt.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -118,22 +117,6 @@ inline cublasHandle_t cublas_handle() {
         return hh;
     }();
     return h;
-}
-
-inline cublasLtHandle_t cublaslt_handle() {
-    static cublasLtHandle_t h = [] {
-        cublasLtHandle_t hh;
-        cublasCheck(cublasLtCreate(&hh));
-        return hh;
-    }();
-    return h;
-}
-
-// Workspace for cuBLASLt matmuls (32 MiB is what NVIDIA recommends for Hopper).
-constexpr size_t kCublasLtWorkspaceBytes = 32u << 20;
-inline void* cublaslt_workspace() {
-    static void* ws = device_malloc(kCublasLtWorkspaceBytes);
-    return ws;
 }
 
 // TF32 tensor-core GEMMs on/off (defined in matmul.cu; used by matmul and attention).
