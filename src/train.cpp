@@ -68,6 +68,7 @@ struct Trainer {
   DataLoader train;
   std::unique_ptr<DataLoader> val;
   std::unique_ptr<JsonlLog> log;
+  std::unique_ptr<GPT2Decoder> decoder;  // for samples, read once when first needed
   int step = 0;
 
   explicit Trainer(const Config& c)
@@ -173,10 +174,10 @@ struct Trainer {
   void print_sample() {
     std::vector<int> prompt = {mc.V > 50256 ? 50256 : 0};
     auto ids = generate(model, prompt, std::min(32, mc.maxT - 1), 1.0, 40, cfg.seed + step);
-    std::ifstream probe(cfg.encoder_json);
+    if (!decoder && std::ifstream(cfg.encoder_json)) decoder = std::make_unique<GPT2Decoder>(cfg.encoder_json);
     std::string text;
-    if (probe) {
-      text = GPT2Decoder(cfg.encoder_json).decode(std::vector<int>(ids.begin() + 1, ids.end()));
+    if (decoder) {
+      text = decoder->decode(std::vector<int>(ids.begin() + 1, ids.end()));
     } else {
       for (size_t i = 1; i < ids.size(); i++) text += (i > 1 ? " " : "") + std::to_string(ids[i]);
     }
