@@ -5,7 +5,7 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 
@@ -31,10 +31,10 @@ void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float 
                   float eps, float wd, int t, float gscale) {
     if (n == 0) return;
     // bias corrections as the CPU twin computes them (std::pow(float, int) is done in double)
-    float bc1 = (float)(1.0 - ::std::pow((double)beta1, t));
-    float bc2 = (float)(1.0 - ::std::pow((double)beta2, t));
+    float bc1 = (float)(1.0 - std::pow((double)beta1, t));
+    float bc2 = (float)(1.0 - std::pow((double)beta2, t));
     adamw_kernel<<<grid_for(n, 256), 256>>>(p, g, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2, gscale);
     cudaCheckLaunch();
 }
 
-}  // namespace cuda
+}  // namespace gpu

@@ -21,7 +21,7 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 
@@ -137,7 +137,7 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
     if (bf) scores_gemm(att, qkv16, B, T, C, H);
     else scores_gemm(att, qkv, B, T, C, H);
     size_t rows = (size_t)B * H * T;
-    causal_softmax_forward_kernel<<<(unsigned)div_up(rows, (size_t)kWarps), 32 * kWarps>>>(att, T, rows);
+    causal_softmax_forward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps>>>(att, T, rows);
     cudaCheckLaunch();
     if (bf) pv_gemm(out, to_bf16(kSlotAtt, att, natt), qkv16, B, T, C, H);
     else pv_gemm(out, att, qkv, B, T, C, H);
@@ -154,7 +154,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     if (bf) dp_gemm(scratch, dout16, qkv16, B, T, C, H);
     else dp_gemm(scratch, dout, qkv, B, T, C, H);
     size_t rows = (size_t)B * H * T;
-    causal_softmax_backward_kernel<<<(unsigned)div_up(rows, (size_t)kWarps), 32 * kWarps>>>(scratch, att, T, rows);
+    causal_softmax_backward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps>>>(scratch, att, T, rows);
     cudaCheckLaunch();
     if (bf)
         dqkv_gemms(dqkv, dout16, qkv16, to_bf16(kSlotAtt, att, natt), to_bf16(kSlotDs, scratch, natt), B, T, C, H);
@@ -162,4 +162,4 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
         dqkv_gemms(dqkv, dout, qkv, att, scratch, B, T, C, H);
 }
 
-}  // namespace cuda
+}  // namespace gpu

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <string>
 
-namespace cuda {
+namespace gpu {
 
 // ---- ops (same names and argument order as namespace cpu in src/ops/) ----
 void encoder_forward(float* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C);
@@ -40,7 +40,6 @@ void gelu_forward(float* out, const float* inp, size_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
 
 void residual_forward(float* out, const float* a, const float* b, size_t n);
-void residual_backward(float* da, float* db, const float* dout, size_t n);
 
 void softmax_crossentropy(float* logits, float* losses, const int* targets, int N, int V, float dscale);
 
@@ -48,8 +47,6 @@ void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float 
                   float eps, float wd, int t, float gscale);
 // Sum of x[i]^2 in double, deterministic (fixed grid and reduction order). Synchronises.
 double sum_squares(const float* x, size_t n);
-// x *= s (elementwise)
-void scale(float* x, size_t n, float s);
 
 // TF32 tensor cores for the GEMMs (matmul and attention). On by default (speed);
 // tests comparing against the CPU turn it off.
@@ -66,7 +63,7 @@ bool tf32_enabled();
 void set_precision_bf16(bool on);
 bool precision_bf16();
 
-}  // namespace cuda
+}  // namespace gpu
 
 struct CudaBackend {
     using real = float;
@@ -84,22 +81,22 @@ struct CudaBackend {
     static size_t peak_memory();     // bytes, all allocations of this backend (incl. kernel scratch)
     static size_t current_memory();  // bytes now allocated
 
-    static constexpr auto encoder_forward = cuda::encoder_forward;
-    static constexpr auto encoder_backward = cuda::encoder_backward;
-    static constexpr auto layernorm_forward = cuda::layernorm_forward;
-    static constexpr auto layernorm_backward = cuda::layernorm_backward;
-    static constexpr auto matmul_forward = cuda::matmul_forward;
-    static constexpr auto matmul_backward = cuda::matmul_backward;
-    static constexpr auto rope_forward = cuda::rope_forward;
-    static constexpr auto rope_backward = cuda::rope_backward;
-    static constexpr auto crope_expand = cuda::crope_expand;
-    static constexpr auto crope_fold = cuda::crope_fold;
-    static constexpr auto attention_forward = cuda::attention_forward;
-    static constexpr auto attention_backward = cuda::attention_backward;
-    static constexpr auto gelu_forward = cuda::gelu_forward;
-    static constexpr auto gelu_backward = cuda::gelu_backward;
-    static constexpr auto residual_forward = cuda::residual_forward;
-    static constexpr auto softmax_crossentropy = cuda::softmax_crossentropy;
-    static constexpr auto adamw_update = cuda::adamw_update;
-    static constexpr auto sum_squares = cuda::sum_squares;
+    static constexpr auto encoder_forward = gpu::encoder_forward;
+    static constexpr auto encoder_backward = gpu::encoder_backward;
+    static constexpr auto layernorm_forward = gpu::layernorm_forward;
+    static constexpr auto layernorm_backward = gpu::layernorm_backward;
+    static constexpr auto matmul_forward = gpu::matmul_forward;
+    static constexpr auto matmul_backward = gpu::matmul_backward;
+    static constexpr auto rope_forward = gpu::rope_forward;
+    static constexpr auto rope_backward = gpu::rope_backward;
+    static constexpr auto crope_expand = gpu::crope_expand;
+    static constexpr auto crope_fold = gpu::crope_fold;
+    static constexpr auto attention_forward = gpu::attention_forward;
+    static constexpr auto attention_backward = gpu::attention_backward;
+    static constexpr auto gelu_forward = gpu::gelu_forward;
+    static constexpr auto gelu_backward = gpu::gelu_backward;
+    static constexpr auto residual_forward = gpu::residual_forward;
+    static constexpr auto softmax_crossentropy = gpu::softmax_crossentropy;
+    static constexpr auto adamw_update = gpu::adamw_update;
+    static constexpr auto sum_squares = gpu::sum_squares;
 };

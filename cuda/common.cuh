@@ -1,10 +1,8 @@
-// Shared helpers for the CUDA kernels: checked-call macros, the cuBLAS / cuBLASLt
-// handles, the TF32 switch, the tracked device allocator, ceil_div and warp reductions.
+// Shared helpers for the CUDA kernels: checked-call macros, the cuBLAS handle, the TF32
+// switch, the tracked device allocator, ceil_div and warp reductions.
 //
-// Everything here lives in namespace `cuda`. CCCL (cub, libcu++) also opens a namespace
-// `cuda` that contains `cuda::std`; a .cu that includes cub would make an unqualified
-// `std::` inside our namespace resolve to `cuda::std`. So this header (and every .cu)
-// spells the standard library as `::std::`.
+// Everything here lives in namespace `gpu`, not `cuda`: CCCL (pulled in by cub) owns
+// `cuda::` and `cuda::std`, and a namespace of ours of that name would collide with it.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,40 +15,40 @@
 #include <stdexcept>
 #include <string>
 
-namespace cuda {
+namespace gpu {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* file, int line) {
-    throw ::std::runtime_error(::std::string("CUDA error at ") + file + ":" + ::std::to_string(line) + ": " +
+    throw std::runtime_error(std::string("CUDA error at ") + file + ":" + std::to_string(line) + ": " +
                                cudaGetErrorString(err));
 }
 
 inline bool debug_sync() {
     static const bool on = [] {
-        const char* e = ::std::getenv("LLM_CUDA_SYNC");
+        const char* e = std::getenv("LLM_CUDA_SYNC");
         return e && e[0] == '1';
     }();
     return on;
 }
 
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t st, const char* file, int line) {
-    throw ::std::runtime_error(::std::string("cuBLAS error at ") + file + ":" + ::std::to_string(line) + ": " +
+    throw std::runtime_error(std::string("cuBLAS error at ") + file + ":" + std::to_string(line) + ": " +
                                cublasGetStatusString(st));
 }
 
-}  // namespace cuda
+}  // namespace gpu
 
 // One checked-call macro per API. On error: throw std::runtime_error("<API> error at file:line: <reason>").
 #define cudaCheck(call)                                                                   \
     do {                                                                                  \
         cudaError_t cuda_check_err_ = (call);                                             \
-        if (cuda_check_err_ != cudaSuccess) ::cuda::throw_cuda_error(cuda_check_err_, __FILE__, __LINE__); \
+        if (cuda_check_err_ != cudaSuccess) ::gpu::throw_cuda_error(cuda_check_err_, __FILE__, __LINE__); \
     } while (0)
 
 #define cublasCheck(call)                                                                 \
     do {                                                                                  \
         cublasStatus_t cublas_check_st_ = (call);                                         \
         if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                                    \
-            ::cuda::throw_cublas_error(cublas_check_st_, __FILE__, __LINE__);             \
+            ::gpu::throw_cublas_error(cublas_check_st_, __FILE__, __LINE__);             \
     } while (0)
 
 // After a kernel launch: catches bad launch configurations right away (cheap; no sync).
@@ -59,16 +57,15 @@ inline bool debug_sync() {
 #define cudaCheckLaunch()                                             \
     do {                                                              \
         cudaCheck(cudaGetLastError());                                \
-        if (::cuda::debug_sync()) cudaCheck(cudaDeviceSynchronize()); \
+        if (::gpu::debug_sync()) cudaCheck(cudaDeviceSynchronize()); \
     } while (0)
 
-namespace cuda {
+namespace gpu {
 
 // ---- sizes -------------------------------------------------------------------------------
-// ceil(a / b). Named div_up, not ceil_div: CCCL (pulled in by cub) defines cuda::ceil_div,
-// and two templates of that name in namespace cuda would be ambiguous.
+// ceil(a / b)
 template <class A, class B>
-__host__ __device__ constexpr A div_up(A a, B b) {
+__host__ __device__ constexpr A ceil_div(A a, B b) {
     return (a + static_cast<A>(b) - 1) / static_cast<A>(b);
 }
 
@@ -135,7 +132,7 @@ void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha,
 void column_sum_accumulate(float* dst, const float* x, int N, int C);
 
 // ---- bf16 mixed precision (matmul.cu) -----------------------------------------------------
-// With cuda::set_precision_bf16(true) every GEMM of matmul and attention reads bf16 copies of
+// With gpu::set_precision_bf16(true) every GEMM of matmul and attention reads bf16 copies of
 // its operands (fp32 accumulation, fp32 output); everything else stays fp32 (autocast-like).
 bool precision_bf16();
 // Same as above with bf16 operands: CUBLAS_COMPUTE_32F (fp32 accumulation), C in fp32.
@@ -210,4 +207,4 @@ __device__ inline void warp_lse(float& m, float& s) {
     }
 }
 
-}  // namespace cuda
+}  // namespace gpu

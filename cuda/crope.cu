@@ -3,7 +3,7 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 
@@ -57,4 +57,4 @@ void crope_fold(float* dA, float* dB, const float* dw, int C) {
     cudaCheckLaunch();
 }
 
-}  // namespace cuda
+}  // namespace gpu

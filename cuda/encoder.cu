@@ -10,7 +10,7 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 
@@ -76,7 +76,7 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* to
     if (N == 0 || C == 0) return;
     if (dwpe) {
         size_t TC = (size_t)T * C;
-        encoder_backward_wpe_kernel<<<(unsigned)div_up(TC, 256), 256>>>(dwpe, dout, B, T, C);
+        encoder_backward_wpe_kernel<<<(unsigned)ceil_div(TC, 256), 256>>>(dwpe, dout, B, T, C);
         cudaCheckLaunch();
     }
 
@@ -87,7 +87,7 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* to
     int* pos_in = s_pos_in.get(N);
     int* tok_out = s_tok_out.get(N);
     int* pos_out = s_pos_out.get(N);
-    iota_kernel<<<div_up(N, 256), 256>>>(pos_in, N);
+    iota_kernel<<<ceil_div(N, 256), 256>>>(pos_in, N);
     cudaCheckLaunch();
 
     const int end_bit = 31;
@@ -101,4 +101,4 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* to
     cudaCheckLaunch();
 }
 
-}  // namespace cuda
+}  // namespace gpu

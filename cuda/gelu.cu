@@ -2,7 +2,7 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 
@@ -41,4 +41,4 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
     cudaCheckLaunch();
 }
 
-}  // namespace cuda
+}  // namespace gpu

@@ -4,7 +4,7 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 
@@ -116,29 +116,29 @@ __global__ void layernorm_backward_dwdb_final_kernel(float* __restrict__ dw, flo
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
                        int C) {
     if (N <= 0 || C <= 0) return;
-    layernorm_forward_kernel<<<div_up(N, kWarpsPerBlock), 32 * kWarpsPerBlock>>>(out, mean, rstd, inp, w, b, N, C);
+    layernorm_forward_kernel<<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock>>>(out, mean, rstd, inp, w, b, N, C);
     cudaCheckLaunch();
 }
 
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
                         const float* mean, const float* rstd, int N, int C) {
     if (N <= 0 || C <= 0) return;
-    layernorm_backward_dinp_kernel<<<div_up(N, kWarpsPerBlock), 32 * kWarpsPerBlock>>>(dinp, dout, inp, w, mean, rstd,
+    layernorm_backward_dinp_kernel<<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock>>>(dinp, dout, inp, w, mean, rstd,
                                                                                          N, C);
     cudaCheckLaunch();
 
     // Chunk count depends only on N (never on the device), so the bits are reproducible
     // across GPUs too. ~64 rows per thread-row keeps enough blocks in flight.
     const int rows_per_chunk = 512;
-    const int nchunks = div_up(N, rows_per_chunk);
+    const int nchunks = ceil_div(N, rows_per_chunk);
     static Scratch<float> s_partial;
     float* partial = s_partial.get((size_t)nchunks * 2 * C);
-    dim3 grid(div_up(C, 32), nchunks);
+    dim3 grid(ceil_div(C, 32), nchunks);
     dim3 block(32, kColY);
     layernorm_backward_dwdb_partial_kernel<<<grid, block>>>(partial, dout, inp, mean, rstd, N, C, rows_per_chunk);
     cudaCheckLaunch();
-    layernorm_backward_dwdb_final_kernel<<<div_up(C, 256), 256>>>(dw, db, partial, nchunks, C);
+    layernorm_backward_dwdb_final_kernel<<<ceil_div(C, 256), 256>>>(dw, db, partial, nchunks, C);
     cudaCheckLaunch();
 }
 
-}  // namespace cuda
+}  // namespace gpu

@@ -7,7 +7,7 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 
@@ -66,4 +66,4 @@ void softmax_crossentropy(float* logits, float* losses, const int* targets, int 
     cudaCheckLaunch();
 }
 
-}  // namespace cuda
+}  // namespace gpu

@@ -10,7 +10,7 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 bool g_tf32 = true;
@@ -68,7 +68,7 @@ __global__ void to_bf16_kernel(__nv_bfloat16* __restrict__ out, const float* __r
 const __nv_bfloat16* to_bf16(int slot, const float* x, size_t n) {
     // Scratch allocates through device_malloc, so these buffers count in peak_memory().
     static Scratch<__nv_bfloat16> s_slots[kBf16Slots];
-    if (slot < 0 || slot >= kBf16Slots) throw ::std::logic_error("to_bf16: bad scratch slot");
+    if (slot < 0 || slot >= kBf16Slots) throw std::logic_error("to_bf16: bad scratch slot");
     __nv_bfloat16* y = s_slots[slot].get(n);
     if (n) {
         to_bf16_kernel<<<grid_for(n, 256), 256>>>(y, x, n);
@@ -159,12 +159,12 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 void column_sum_accumulate(float* dst, const float* x, int N, int C) {
     if (N <= 0 || C <= 0) return;
     const int rows_per_chunk = 512;
-    const int nchunks = div_up(N, rows_per_chunk);
+    const int nchunks = ceil_div(N, rows_per_chunk);
     static Scratch<float> s_partial;
     float* partial = s_partial.get((size_t)nchunks * C);
-    column_sum_partial_kernel<<<dim3(div_up(C, 32), nchunks), dim3(32, kColY)>>>(partial, x, N, C, rows_per_chunk);
+    column_sum_partial_kernel<<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY)>>>(partial, x, N, C, rows_per_chunk);
     cudaCheckLaunch();
-    column_sum_final_kernel<<<div_up(C, 256), 256>>>(dst, partial, nchunks, C);
+    column_sum_final_kernel<<<ceil_div(C, 256), 256>>>(dst, partial, nchunks, C);
     cudaCheckLaunch();
 }
 
@@ -205,4 +205,4 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
     if (dbias) column_sum_accumulate(dbias, dout, N, OC);
 }
 
-}  // namespace cuda
+}  // namespace gpu

@@ -8,21 +8,21 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 struct Tracker {
-    ::std::mutex mu;
-    ::std::unordered_map<void*, size_t> sizes;
+    std::mutex mu;
+    std::unordered_map<void*, size_t> sizes;
     size_t current = 0, peak = 0;
 };
 Tracker& tracker() {
     static Tracker t;
     return t;
 }
-::std::string mib(size_t bytes) {
+std::string mib(size_t bytes) {
     char buf[64];
-    ::std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+    std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
     return buf;
 }
 }  // namespace
@@ -32,10 +32,10 @@ void* device_malloc(size_t bytes) {
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes);
     Tracker& t = tracker();
-    ::std::lock_guard<::std::mutex> lock(t.mu);
+    std::lock_guard<std::mutex> lock(t.mu);
     if (err == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();  // clear the sticky-free error so later calls still work
-        throw ::std::runtime_error("CUDA out of memory allocating " + mib(bytes) + " MiB (in use " + mib(t.current) +
+        throw std::runtime_error("CUDA out of memory allocating " + mib(bytes) + " MiB (in use " + mib(t.current) +
                                    " MiB, peak " + mib(t.peak) + " MiB)");
     }
     cudaCheck(err);
@@ -49,7 +49,7 @@ void device_free(void* p) {
     if (!p) return;
     Tracker& t = tracker();
     {
-        ::std::lock_guard<::std::mutex> lock(t.mu);
+        std::lock_guard<std::mutex> lock(t.mu);
         auto it = t.sizes.find(p);
         if (it != t.sizes.end()) {
             t.current -= it->second;
@@ -61,15 +61,15 @@ void device_free(void* p) {
     if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
 }
 
-}  // namespace cuda
+}  // namespace gpu
 
 float* CudaBackend::alloc(size_t n) {
-    float* p = static_cast<float*>(cuda::device_malloc(n * sizeof(float)));
+    float* p = static_cast<float*>(gpu::device_malloc(n * sizeof(float)));
     if (p) cudaCheck(cudaMemset(p, 0, n * sizeof(float)));
     return p;
 }
 
-void CudaBackend::free(float* p) { cuda::device_free(p); }
+void CudaBackend::free(float* p) { gpu::device_free(p); }
 
 void CudaBackend::zero(float* p, size_t n) {
     if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(float), 0));
@@ -84,12 +84,12 @@ void CudaBackend::copy_from_host(float* dst, const float* src, size_t n) {
 }
 
 int* CudaBackend::alloc_int(size_t n) {
-    int* p = static_cast<int*>(cuda::device_malloc(n * sizeof(int)));
+    int* p = static_cast<int*>(gpu::device_malloc(n * sizeof(int)));
     if (p) cudaCheck(cudaMemset(p, 0, n * sizeof(int)));
     return p;
 }
 
-void CudaBackend::free_int(int* p) { cuda::device_free(p); }
+void CudaBackend::free_int(int* p) { gpu::device_free(p); }
 
 void CudaBackend::copy_ints_from_host(int* dst, const int* src, size_t n) {
     if (n) cudaCheck(cudaMemcpy(dst, src, n * sizeof(int), cudaMemcpyHostToDevice));
@@ -116,13 +116,13 @@ std::string CudaBackend::device_name() {
 }
 
 size_t CudaBackend::peak_memory() {
-    cuda::Tracker& t = cuda::tracker();
-    ::std::lock_guard<::std::mutex> lock(t.mu);
+    gpu::Tracker& t = gpu::tracker();
+    std::lock_guard<std::mutex> lock(t.mu);
     return t.peak;
 }
 
 size_t CudaBackend::current_memory() {
-    cuda::Tracker& t = cuda::tracker();
-    ::std::lock_guard<::std::mutex> lock(t.mu);
+    gpu::Tracker& t = gpu::tracker();
+    std::lock_guard<std::mutex> lock(t.mu);
     return t.current;
 }

@@ -1,10 +1,10 @@
-// Sum of squares for the global gradient norm (double, deterministic), and an in-place scale.
+// Sum of squares for the global gradient norm (double, deterministic).
 #include <vector>
 
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 
@@ -23,11 +23,6 @@ __global__ void sum_squares_kernel(double* __restrict__ partial, const float* __
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-__global__ void scale_kernel(float* __restrict__ x, size_t n, float s) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        x[i] *= s;
-}
-
 }  // namespace
 
 double sum_squares(const float* x, size_t n) {
@@ -37,17 +32,11 @@ double sum_squares(const float* x, size_t n) {
     sum_squares_kernel<<<kNormBlocks, kNormThreads>>>(partial, x, n);
     cudaCheckLaunch();
     // second pass on the host, in block order (512 doubles; the copy synchronises anyway)
-    ::std::vector<double> h(kNormBlocks);
+    std::vector<double> h(kNormBlocks);
     cudaCheck(cudaMemcpy(h.data(), partial, kNormBlocks * sizeof(double), cudaMemcpyDeviceToHost));
     double total = 0.0;
     for (double v : h) total += v;
     return total;
 }
 
-void scale(float* x, size_t n, float s) {
-    if (n == 0) return;
-    scale_kernel<<<grid_for(n, 256), 256>>>(x, n, s);
-    cudaCheckLaunch();
-}
-
-}  // namespace cuda
+}  // namespace gpu

@@ -1,23 +1,16 @@
-// Residual connection: out = a + b; backward passes the gradient to both inputs.
+// Residual connection: out = a + b. Its backward is a pass-through of the gradient, done in
+// the model (src/model.h), so there is no kernel for it.
 // (No __restrict__: the model may call residual_forward in place, out == a.)
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 
 __global__ void residual_forward_kernel(float* out, const float* a, const float* b, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         out[i] = a[i] + b[i];
-}
-
-__global__ void residual_backward_kernel(float* da, float* db, const float* dout, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float d = dout[i];
-        da[i] += d;
-        db[i] += d;
-    }
 }
 
 }  // namespace
@@ -28,11 +21,4 @@ void residual_forward(float* out, const float* a, const float* b, size_t n) {
     cudaCheckLaunch();
 }
 
-// da += dout ; db += dout  (not used by the model, whose residual backward is a pass-through)
-void residual_backward(float* da, float* db, const float* dout, size_t n) {
-    if (n == 0) return;
-    residual_backward_kernel<<<grid_for(n, 256), 256>>>(da, db, dout, n);
-    cudaCheckLaunch();
-}
-
-}  // namespace cuda
+}  // namespace gpu

@@ -4,7 +4,7 @@
 #include "backend_cuda.h"
 #include "common.cuh"
 
-namespace cuda {
+namespace gpu {
 
 namespace {
 
@@ -67,4 +67,4 @@ void rope_backward(float* dinp, const float* dout, const float* cos_t, const flo
     cudaCheckLaunch();
 }
 
-}  // namespace cuda
+}  // namespace gpu

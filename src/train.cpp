@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
                                (cfg.device == "auto" ? " (--device auto found no CUDA device)" : ""));
     if (cuda) {
       // mixed precision inside the CUDA backend: bf16 GEMM operands, fp32 master weights and the rest
-      ::cuda::set_precision_bf16(bf16);
+      ::gpu::set_precision_bf16(bf16);
       train_with<CudaBackend>(cfg, resume, "cuda (" + CudaBackend::device_name() + ")");
       printf("peak device memory: %.1f MiB\n", CudaBackend::peak_memory() / 1048576.0);
       return 0;
