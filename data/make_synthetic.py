@@ -40,7 +40,7 @@ import sys
 
 import numpy as np
 
-# Shards are written by the project's shard module (scripts/shards.py).
+# Shards are written by the project's shard module (data/shards.py).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shards import write_shard  # noqa: E402
 from fetch import DataError  # noqa: E402

@@ -36,7 +36,7 @@ options:
   --scale paper|cpu    paper: the preset as is (10,000 steps of 16 x 1024 tokens; a GPU job);
                        cpu: a shrunken run (seq_len 64, batch 8, 300 steps; see the top of
                        this script)                           (default paper)
-  --mirror DIR         local mirror for scripts/prepare_data.py when a dataset is missing
+  --mirror DIR         local mirror for data/prepare_data.py when a dataset is missing
   --out DIR            where the runs and the comparison go  (default runs/paper)
   --smooth N           train-loss moving average in the figure (default 50 paper, 10 cpu)
   --no-build           do not run make first
@@ -120,9 +120,9 @@ for d in $DATASETS; do
   fi
   echo "== preparing data/$d"
   if [ -n "$MIRROR" ]; then
-    run "$PYTHON" scripts/prepare_data.py "$d" --mirror "$MIRROR" --out "data/$d" || die "preparing $d failed"
+    run "$PYTHON" data/prepare_data.py "$d" --mirror "$MIRROR" --out "data/$d" || die "preparing $d failed"
   else
-    run "$PYTHON" scripts/prepare_data.py "$d" --out "data/$d" || die "preparing $d failed"
+    run "$PYTHON" data/prepare_data.py "$d" --out "data/$d" || die "preparing $d failed"
   fi
 done
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job (`make run`): the CRoPE paper's synthetic "token-dependent position
-# comparison" task (scripts/make_synthetic.py) trained with learned, rope and
+# comparison" task (data/make_synthetic.py) trained with learned, rope and
 # crope positions, three seeds each, on the CPU; then the comparison table
 # (loss and accuracy after the markers) and figure. No network, no ../shared.
 #   scripts/run_synthetic.sh [--seeds "1 2 3"] [--pos "learned rope crope"] [--out runs/synthetic]
@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
 done
 
 data=data/synthetic
-[ -f $data/meta.json ] || "$PYTHON" scripts/make_synthetic.py --out $data
+[ -f $data/meta.json ] || "$PYTHON" data/make_synthetic.py --out $data
 mkdir -p "$out"
 runs=()
 for seed in $seeds; do

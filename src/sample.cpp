@@ -1,7 +1,7 @@
 // The sample binary: loads a checkpoint and generates text from a prompt.
 //   build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt_ids "464 3290"]
 //                [--tokens 64] [--temperature 1.0] [--top_k 40] [--seed 42] [--encoder data/gpt2/encoder.json]
-// The prompt is given as GPT-2 ids: scripts/gpt2_tokenizer.py encode "text" prints them.
+// The prompt is given as GPT-2 ids: data/gpt2_tokenizer.py encode "text" prints them.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -26,7 +26,7 @@ static std::string model_file(const std::string& path) {
   return checkpoint_latest(path) + "/model.safetensors";
 }
 
-// "464,3290" or "464 3290" (what scripts/gpt2_tokenizer.py encode prints)
+// "464,3290" or "464 3290" (what data/gpt2_tokenizer.py encode prints)
 static std::vector<int> parse_ids(const std::string& s) {
   std::vector<int> ids;
   std::string tok;

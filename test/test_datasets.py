@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of the shard tools and the dataset script (scripts/shards.py, check_dataset.py,
+"""Tests of the shard tools and the dataset script (data/shards.py, check_dataset.py,
 inspect_shard.py, prepare_data.py), on small fake mirrors built in a temporary folder.
 
 Bad-input checks fail before the vocabulary is needed, so they run anywhere. Checks that
@@ -22,7 +22,7 @@ import zipfile
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = os.path.join(ROOT, "scripts")
+SCRIPTS = os.path.join(ROOT, "data")
 sys.path.insert(0, SCRIPTS)
 sys.path.insert(0, os.path.join(ROOT, "test"))
 

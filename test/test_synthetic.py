@@ -1,4 +1,4 @@
-"""Tests scripts/make_synthetic.py: deterministic per seed, different for
+"""Tests data/make_synthetic.py: deterministic per seed, different for
 another seed, valid llm.c shards, tokens inside the vocabulary of meta.json,
 and every answer after a marker equals the token `offset` places before it."""
 import filecmp
@@ -13,7 +13,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
 from testlib import check, finish  # noqa: E402
 
-SCRIPT = os.path.join("scripts", "make_synthetic.py")
+SCRIPT = os.path.join("data", "make_synthetic.py")
 PY = sys.executable
 
 

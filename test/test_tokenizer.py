@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of scripts/gpt2_tokenizer.py (GPT-2 byte-level BPE).
+"""Tests of data/gpt2_tokenizer.py (GPT-2 byte-level BPE).
 
 Checks that need the vocabulary find it in $GPT2_MIRROR, else ../shared/data (relative to
 the repo root), else the cache data/gpt2/, else try the download; when none works they
@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "data"))
 sys.path.insert(0, os.path.join(ROOT, "test"))
 
 from testlib import check, finish, skip  # noqa: E402
@@ -214,7 +214,7 @@ try:
 except ValueError as e:
     check("decode_bad_id", "outside the vocabulary" in str(e), str(e))
 
-script = os.path.join(ROOT, "scripts", "gpt2_tokenizer.py")
+script = os.path.join(ROOT, "data", "gpt2_tokenizer.py")
 mirror_args = ["--mirror", mirror] if mirror else []
 r1 = subprocess.run([sys.executable, script] + mirror_args + ["encode", "Hello world"], capture_output=True, text=True)
 r2 = subprocess.run([sys.executable, script] + mirror_args + ["decode", "15496", "995"], capture_output=True, text=True)

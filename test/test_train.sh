@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 # C++ reader takes what the Python writer writes).
 "$PYTHON" - "$tmp" <<'PY'
 import random, sys
-sys.path.insert(0, "scripts")
+sys.path.insert(0, "data")
 from shards import write_shard
 random.seed(0)
 pat = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
@@ -101,7 +101,7 @@ if [ -f "$mirror/gpt2/encoder.json" ]; then
   $TRAIN $data --vocab_size 50257 --n_layer 1 --n_head 2 --n_embd 8 --max_seq_len 64 --seq_len 16 --steps 0 \
     --eval_every 0 --checkpoint_every 1 --run_dir "$tmp/v50257" >/dev/null 2>&1
   text=$'Hello world, café 日本語 👍\n  it\'s 2026!'
-  ids=$("$PYTHON" scripts/gpt2_tokenizer.py --mirror "$mirror" encode "$text")
+  ids=$("$PYTHON" data/gpt2_tokenizer.py --mirror "$mirror" encode "$text")
   back=$($SAMPLE --checkpoint "$tmp/v50257" --prompt_ids "$ids" --tokens 0 --encoder "$mirror/gpt2/encoder.json" 2>&1)
   if [ "$back" = "$text" ]; then pass sample_decodes_gpt2_ids; else fail sample_decodes_gpt2_ids "ids '$ids' gave '$back'"; fi
 else
