@@ -11,6 +11,8 @@ comma    := ,
 CXX      ?= g++
 NVCC     ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 PYTHON   ?= $(shell scripts/pick_python.sh)
+# Output folder: every object and binary goes under it (tests run what it holds).
+BUILD    ?= build
 CXXFLAGS ?= -O3 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -MMD -MP -Isrc -Icuda
 # OpenBLAS built on OpenMP shares the trainer's OpenMP threads; the pthreads
@@ -33,46 +35,46 @@ NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,co
              -gencode arch=compute_90,code=compute_90
 NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra
 CXXFLAGS  += -DHAVE_CUDA -I$(CUDA_HOME)/include
-CUDA_OBJ  := $(patsubst cuda/%.cu,build/cuda/%.o,$(wildcard cuda/*.cu))
+CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu))
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
 endif
 
 MAINS    := src/train.cpp src/sample.cpp
-BINS     := $(patsubst src/%.cpp,build/%,$(MAINS))
-LIB_OBJ  := $(patsubst src/%.cpp,build/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
-TESTS    := $(patsubst test/%.cpp,build/test/%,$(wildcard test/test_*.cpp))
+BINS     := $(patsubst src/%.cpp,$(BUILD)/%,$(MAINS))
+LIB_OBJ  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
+TESTS    := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_*.cpp))
 
 .PHONY: all test run bench deps clean
 .SECONDARY:  # keep the objects make would see as intermediate
-all: build/.deps $(BINS) $(TESTS)
+all: $(BUILD)/.deps $(BINS) $(TESTS)
 
-build/.deps: scripts/install_deps.sh
+$(BUILD)/.deps: scripts/install_deps.sh
 	@scripts/install_deps.sh
-	@mkdir -p build && touch $@
+	@mkdir -p $(BUILD) && touch $@
 
-build/src/%.o: src/%.cpp | build/.deps
+$(BUILD)/src/%.o: src/%.cpp | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-build/test/%.o: test/%.cpp | build/.deps
+$(BUILD)/test/%.o: test/%.cpp | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-build/cuda/%.o: cuda/%.cu
+$(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BINS): build/%: build/src/%.o $(LIB_OBJ) $(CUDA_OBJ)
+$(BINS): $(BUILD)/%: $(BUILD)/src/%.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
-build/test/%: build/test/%.o $(LIB_OBJ) $(CUDA_OBJ)
+$(BUILD)/test/%: $(BUILD)/test/%.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
 test: all
-	PYTHON=$(PYTHON) test/run_tests.sh
+	BUILD=$(BUILD) PYTHON=$(PYTHON) test/run_tests.sh
 
 run: all
-	PYTHON=$(PYTHON) scripts/run_synthetic.sh
+	TRAIN=$(BUILD)/train PYTHON=$(PYTHON) scripts/run_synthetic.sh
 
 bench: all
 	scripts/bench_cpu.sh
@@ -81,6 +83,6 @@ deps:
 	scripts/install_deps.sh
 
 clean:
-	rm -rf build
+	rm -rf $(BUILD)
 
--include $(wildcard build/*/*.d)
+-include $(wildcard $(BUILD)/*/*.d)

@@ -2,7 +2,8 @@
 # Runs every test program and counts its PASS / FAIL / SKIPPED lines.
 # Last line: "N passed, N failed, N skipped".
 cd "$(dirname "$0")/.." || exit 1
-export PYTHON=${PYTHON:-$(scripts/pick_python.sh)} TRAIN=${TRAIN:-build/train}
+export PYTHON=${PYTHON:-$(scripts/pick_python.sh)} BUILD=${BUILD:-build}
+export TRAIN=${TRAIN:-$BUILD/train} SAMPLE=${SAMPLE:-$BUILD/sample}
 passed=0 failed=0 skipped=0
 run_one() {
   local name=$1; shift
@@ -19,7 +20,7 @@ run_one() {
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
   rm -f "$log"
 }
-for t in build/test/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
+for t in "$BUILD"/test/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
 for t in test/test_*.sh; do [ -f "$t" ] && run_one "$t" bash "$t"; done
 for t in test/test_*.py; do [ -f "$t" ] && run_one "$t" "$PYTHON" "$t"; done
 echo
