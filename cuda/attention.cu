@@ -17,6 +17,9 @@
 // dS (converted into to_bf16 scratch slots) and accumulate and write fp32; the softmax and
 // its backward run on the fp32 scores and probabilities as always.
 #include <cmath>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "backend_cuda.h"
 #include "common.cuh"
@@ -126,6 +129,218 @@ void dqkv_gemms(float* dqkv, const E* dout, const E* qkv, const E* att, const E*
 // bf16 slots of the attention operands (see to_bf16 in common.cuh)
 constexpr int kSlotQkv = 0, kSlotDout = 1, kSlotAtt = 2, kSlotDs = 3;
 
+// ---- flash attention, fp32 ------------------------------------------------------------------
+// FlashAttention-2 style: a block owns kRows rows (queries, or keys in dK/dV), kQuad threads
+// per row, each holding the dims d = r, r + kQuad, ... (r = its index in the quad: the quad
+// reads consecutive shared-memory words, no bank conflicts). A dot product over D is kQuad
+// partial sums joined by two shuffles. The other operand streams through shared memory in
+// tiles of kTile rows, only up to the diagonal. Exact fp32 arithmetic; the scores of a tile
+// stay in registers, never in memory.
+constexpr int kQuad = 4, kRows = 64, kTile = 32, kFlashThreads = kRows * kQuad;
+
+// sum of x over the quad (lanes 4i .. 4i+3); every lane of the quad gets it
+__device__ inline float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Copies rows [t0, t0 + kTile) of one head's D columns at offset `col` of a (T, ld) matrix
+// into tile (kTile, D); rows past T are zeros.
+template <int D>
+__device__ inline void load_tile(float (*tile)[D], const float* base, int t0, int T, size_t ld, int col) {
+    for (int i = threadIdx.x; i < kTile * D; i += kFlashThreads) {
+        int j = i / D, d = i % D;
+        tile[j][d] = t0 + j < T ? base[(size_t)(t0 + j) * ld + col + d] : 0.0f;
+    }
+}
+
+// Query tiles run from the last to the first, so the longest rows start first.
+__device__ inline int flash_row0() { return (int)(gridDim.y - 1 - blockIdx.y) * kRows; }
+
+// grid (B*H, ceil(T/kRows)). out (B,T,C), lse (B,H,T), qkv (B,T,3C).
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_forward_kernel(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ qkv, int T,
+                         int C, int H, float scale) {
+    constexpr int E = D / kQuad;  // dims per thread
+    __shared__ float ks[kTile][D], vs[kTile][D];
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
+    const int row0 = flash_row0(), t = row0 + threadIdx.x / kQuad;
+    const size_t C3 = 3 * (size_t)C;
+    const float* base = qkv + (size_t)b * T * C3 + h * D;  // row t2's q of this head: base + t2 * C3
+    float q[E], o[E];
+    for (int e = 0; e < E; e++) {
+        q[e] = t < T ? base[t * C3 + r + kQuad * e] * scale : 0.0f;
+        o[e] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;  // running max and sum of exp(s - m)
+    const int kend = min(T, row0 + kRows);
+    for (int k0 = 0; k0 < kend; k0 += kTile) {
+        __syncthreads();  // the previous tile is used up
+        load_tile<D>(ks, base, k0, T, C3, C);
+        load_tile<D>(vs, base, k0, T, C3, 2 * C);
+        __syncthreads();
+        float s[kTile], mt = m;
+#pragma unroll
+        for (int j = 0; j < kTile; j++) {
+            float p = 0.0f;
+#pragma unroll
+            for (int e = 0; e < E; e++) p += q[e] * ks[j][r + kQuad * e];
+            p = quad_sum(p);
+            s[j] = k0 + j <= t ? p : -INFINITY;
+            mt = fmaxf(mt, s[j]);
+        }
+        // mt is finite: key 0 is in every row's first tile
+        float alpha = expf(m - mt);  // first tile: expf(-inf) = 0
+        l *= alpha;
+        for (int e = 0; e < E; e++) o[e] *= alpha;
+#pragma unroll
+        for (int j = 0; j < kTile; j++) {
+            float p = expf(s[j] - mt);
+            l += p;
+#pragma unroll
+            for (int e = 0; e < E; e++) o[e] += p * vs[j][r + kQuad * e];
+        }
+        m = mt;
+    }
+    if (t >= T) return;
+    float* o_t = out + ((size_t)b * T + t) * C + h * D;
+    for (int e = 0; e < E; e++) o_t[r + kQuad * e] = o[e] / l;
+    if (r == 0) lse[(size_t)bh * T + t] = m + logf(l);
+}
+
+// delta (B,H,T) = rowsum(dO * O) per head: softmax backward's sum_t2 P dP, from O instead of P.
+__global__ void flash_delta_kernel(float* __restrict__ delta, const float* __restrict__ dout,
+                                   const float* __restrict__ out, int T, int C, int H, size_t rows) {
+    const int D = C / H;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows; i += (size_t)gridDim.x * blockDim.x) {
+        size_t bh = i / T, t = i % T, b = bh / H, h = bh % H;
+        size_t at = (b * T + t) * C + h * D;
+        float s = 0.0f;
+        for (int d = 0; d < D; d++) s += dout[at + d] * out[at + d];
+        delta[i] = s;
+    }
+}
+
+// dK and dV: a block owns kRows keys and walks the query tiles from its diagonal to T.
+// Per (query i, key j): p = exp(s - lse_i), dv_j += p dO_i, ds = p (dO_i . v_j - delta_i),
+// dk_j += scale ds q_i. grid (B*H, ceil(T/kRows)).
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_backward_dkdv_kernel(float* __restrict__ dqkv, const float* __restrict__ dout,
+                               const float* __restrict__ qkv, const float* __restrict__ lse,
+                               const float* __restrict__ delta, int T, int C, int H, float scale) {
+    constexpr int E = D / kQuad;
+    __shared__ float qs[kTile][D], dos[kTile][D], lse_s[kTile], delta_s[kTile];
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
+    const int row0 = (int)blockIdx.y * kRows, j = row0 + threadIdx.x / kQuad;  // this thread's key (longest first)
+    const size_t C3 = 3 * (size_t)C;
+    const float* base = qkv + (size_t)b * T * C3 + h * D;
+    const float* dbase = dout + (size_t)b * T * C + h * D;
+    float k[E], v[E], dk[E], dv[E];
+    for (int e = 0; e < E; e++) {
+        k[e] = j < T ? base[j * C3 + C + r + kQuad * e] : 0.0f;
+        v[e] = j < T ? base[j * C3 + 2 * C + r + kQuad * e] : 0.0f;
+        dk[e] = dv[e] = 0.0f;
+    }
+    for (int q0 = row0 / kTile * kTile; q0 < T; q0 += kTile) {
+        __syncthreads();
+        load_tile<D>(qs, base, q0, T, C3, 0);
+        load_tile<D>(dos, dbase, q0, T, C, 0);
+        for (int i = threadIdx.x; i < kTile; i += kFlashThreads) {
+            lse_s[i] = q0 + i < T ? lse[(size_t)bh * T + q0 + i] : 0.0f;
+            delta_s[i] = q0 + i < T ? delta[(size_t)bh * T + q0 + i] : 0.0f;
+        }
+        __syncthreads();
+        for (int i = 0; i < kTile; i++) {
+            float s = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                s += k[e] * qs[i][r + kQuad * e];
+                dp += v[e] * dos[i][r + kQuad * e];
+            }
+            s = quad_sum(s);
+            dp = quad_sum(dp);
+            const int t = q0 + i;
+            float p = j <= t && t < T ? expf(s * scale - lse_s[i]) : 0.0f;
+            float ds = p * (dp - delta_s[i]);
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                dv[e] += p * dos[i][r + kQuad * e];
+                dk[e] += ds * qs[i][r + kQuad * e];
+            }
+        }
+    }
+    if (j >= T) return;
+    float* g = dqkv + ((size_t)b * T + j) * C3 + h * D;
+    for (int e = 0; e < E; e++) {
+        g[C + r + kQuad * e] += scale * dk[e];
+        g[2 * C + r + kQuad * e] += dv[e];
+    }
+}
+
+// dQ: a block owns kRows queries and walks the key tiles up to its diagonal:
+// dq_i += scale sum_j p (dO_i . v_j - delta_i) k_j. grid (B*H, ceil(T/kRows)).
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_backward_dq_kernel(float* __restrict__ dqkv, const float* __restrict__ dout, const float* __restrict__ qkv,
+                             const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
+                             float scale) {
+    constexpr int E = D / kQuad;
+    __shared__ float ks[kTile][D], vs[kTile][D];
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
+    const int row0 = flash_row0(), t = row0 + threadIdx.x / kQuad;
+    const size_t C3 = 3 * (size_t)C;
+    const float* base = qkv + (size_t)b * T * C3 + h * D;
+    const float* dO = dout + ((size_t)b * T + t) * C + h * D;
+    float q[E], d_o[E], dq[E];
+    for (int e = 0; e < E; e++) {
+        q[e] = t < T ? base[t * C3 + r + kQuad * e] : 0.0f;
+        d_o[e] = t < T ? dO[r + kQuad * e] : 0.0f;
+        dq[e] = 0.0f;
+    }
+    const float lse_t = t < T ? lse[(size_t)bh * T + t] : 0.0f, delta_t = t < T ? delta[(size_t)bh * T + t] : 0.0f;
+    const int kend = min(T, row0 + kRows);
+    for (int k0 = 0; k0 < kend; k0 += kTile) {
+        __syncthreads();
+        load_tile<D>(ks, base, k0, T, C3, C);
+        load_tile<D>(vs, base, k0, T, C3, 2 * C);
+        __syncthreads();
+        for (int j = 0; j < kTile; j++) {
+            float s = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                s += q[e] * ks[j][r + kQuad * e];
+                dp += d_o[e] * vs[j][r + kQuad * e];
+            }
+            s = quad_sum(s);
+            dp = quad_sum(dp);
+            float p = k0 + j <= t ? expf(s * scale - lse_t) : 0.0f;
+            float ds = p * (dp - delta_t);
+#pragma unroll
+            for (int e = 0; e < E; e++) dq[e] += ds * ks[j][r + kQuad * e];
+        }
+    }
+    if (t >= T) return;
+    float* g = dqkv + ((size_t)b * T + t) * C3 + h * D;
+    for (int e = 0; e < E; e++) g[r + kQuad * e] += scale * dq[e];
+}
+
+// Calls f(std::integral_constant<int, D>) for the supported head sizes; throws otherwise.
+template <class F>
+void with_head_size(int D, F f) {
+    switch (D) {
+        case 8: return f(std::integral_constant<int, 8>());
+        case 16: return f(std::integral_constant<int, 16>());
+        case 32: return f(std::integral_constant<int, 32>());
+        case 64: return f(std::integral_constant<int, 64>());
+        case 128: return f(std::integral_constant<int, 128>());
+    }
+    throw std::runtime_error("flash attention supports head sizes 8, 16, 32, 64 and 128, got " + std::to_string(D));
+}
+
+dim3 flash_grid(int B, int T, int H) { return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kRows)); }
+
 }  // namespace
 
 // out (B,T,C), att (B,H,T,T) softmax probabilities (saved for backward), qkv (B,T,3C)
@@ -160,6 +375,36 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
         dqkv_gemms(dqkv, dout16, qkv16, to_bf16(kSlotAtt, att, natt), to_bf16(kSlotDs, scratch, natt), B, T, C, H);
     else
         dqkv_gemms(dqkv, dout, qkv, att, scratch, B, T, C, H);
+}
+
+// out (B,T,C), lse (B,H,T), qkv (B,T,3C)
+void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int H) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    const float scale = 1.0f / sqrtf((float)(C / H));
+    with_head_size(C / H, [&](auto d) {
+        flash_forward_kernel<d.value><<<flash_grid(B, T, H), kFlashThreads>>>(out, lse, qkv, T, C, H, scale);
+    });
+    cudaCheckLaunch();
+}
+
+// dqkv (B,T,3C) += gradient; out (B,T,C) and lse (B,H,T) from attention_forward_lse
+void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                            int B, int T, int C, int H) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    static Scratch<float> s_delta;
+    const size_t rows = (size_t)B * H * T;
+    float* delta = s_delta.get(rows);
+    flash_delta_kernel<<<grid_for(rows, 256), 256>>>(delta, dout, out, T, C, H, rows);
+    cudaCheckLaunch();
+    const float scale = 1.0f / sqrtf((float)(C / H));
+    with_head_size(C / H, [&](auto d) {
+        flash_backward_dkdv_kernel<d.value>
+            <<<flash_grid(B, T, H), kFlashThreads>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
+        cudaCheckLaunch();
+        flash_backward_dq_kernel<d.value>
+            <<<flash_grid(B, T, H), kFlashThreads>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
+    });
+    cudaCheckLaunch();
 }
 
 }  // namespace gpu

@@ -36,6 +36,14 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
                         int T, int C, int H);
 
+// Flash attention (FlashAttention-2 style, attention.cu): out (B,T,C) and lse (B,H,T), the
+// log-sum-exp of each query row's scaled scores; nothing of size T x T is stored. Backward
+// recomputes the scores from qkv and lse and reads the forward's out; deterministic (no
+// atomics). Head sizes D = C/H of 8, 16, 32, 64 or 128; others throw.
+void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int H);
+void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int B,
+                            int T, int C, int H);
+
 void gelu_forward(float* out, const float* inp, size_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
 
@@ -93,6 +101,8 @@ struct CudaBackend {
     static constexpr auto crope_fold = gpu::crope_fold;
     static constexpr auto attention_forward = gpu::attention_forward;
     static constexpr auto attention_backward = gpu::attention_backward;
+    static constexpr auto attention_forward_lse = gpu::attention_forward_lse;
+    static constexpr auto attention_backward_lse = gpu::attention_backward_lse;
     static constexpr auto gelu_forward = gpu::gelu_forward;
     static constexpr auto gelu_backward = gpu::gelu_backward;
     static constexpr auto residual_forward = gpu::residual_forward;

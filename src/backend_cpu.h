@@ -42,6 +42,8 @@ struct CpuBackend {
   static constexpr auto crope_fold = cpu::crope_fold<T>;
   static constexpr auto attention_forward = cpu::attention_forward<T>;
   static constexpr auto attention_backward = cpu::attention_backward<T>;
+  static constexpr auto attention_forward_lse = cpu::attention_forward_lse<T>;
+  static constexpr auto attention_backward_lse = cpu::attention_backward_lse<T>;
   static constexpr auto gelu_forward = cpu::gelu_forward<T>;
   static constexpr auto gelu_backward = cpu::gelu_backward<T>;
   static constexpr auto residual_forward = cpu::residual_forward<T>;

@@ -30,6 +30,9 @@ struct ModelConfig {
   Pos pos = Pos::rope;
   int L = 4, H = 4, C = 128, V = 50257, maxT = 1024;
   double rope_base = 10000;
+  // Attention keeps each row's log-sum-exp (B,H,T) for backward (flash kernels on the GPU,
+  // their loop twin on the CPU) instead of the probabilities (B,H,T,T).
+  bool flash = false;
 };
 
 // One parameter tensor in the flat parameter buffer. Per-layer tensors are
@@ -137,6 +140,7 @@ struct GPT {
   struct Acts {
     int B = 0, Tn = 0, Ls = 0;
     bool train = false;
+    // att: per layer the probabilities (B,H,T,T), or with cfg.flash the log-sum-exps (B,H,T)
     T *encoded, *ln1, *ln1_mean, *ln1_rstd, *qkv, *qkvr, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd;
     T *fch, *fch_gelu, *res3, *proj, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
     // backward-only buffers
@@ -247,10 +251,13 @@ struct GPT {
     a = Acts();
   }
 
+  // Elements of one layer's saved attention state (Acts::att).
+  size_t att_size(int B, int Tn) const { return (size_t)B * cfg.H * Tn * (cfg.flash ? 1 : Tn); }
+
   void ensure_acts(Acts& a, int B, int Tn, bool train) {
     if (a.B == B && a.Tn == Tn) return;
     free_acts(a);
-    size_t N = (size_t)B * Tn, C = cfg.C, Ls = train ? cfg.L : 1, att = (size_t)B * cfg.H * Tn * Tn;
+    size_t N = (size_t)B * Tn, C = cfg.C, Ls = train ? cfg.L : 1, att = att_size(B, Tn);
     bool rotated = cfg.pos == Pos::rope || cfg.pos == Pos::crope;
     auto mk = [&](size_t n) {
       T* p = BK::alloc(n);
@@ -272,7 +279,7 @@ struct GPT {
     if (train) {
       a.dres = mk(N * C), a.dln = mk(N * C), a.datty = mk(N * C);
       a.dqkv = mk(N * 3 * C), a.dqkvr = rotated ? mk(N * 3 * C) : a.dqkv;
-      a.dfch = mk(N * 4 * C), a.dfch_gelu = mk(N * 4 * C), a.dscores = mk(att);
+      a.dfch = mk(N * 4 * C), a.dfch_gelu = mk(N * 4 * C), a.dscores = cfg.flash ? nullptr : mk(att);
     }
     a.inputs = BK::alloc_int(N);
     a.targets = BK::alloc_int(N);
@@ -301,7 +308,7 @@ struct GPT {
       T* ln1 = a.ln1 + s * N * C;
       T* qkv = a.qkv + s * N * 3 * C;
       T* qkvr = a.qkvr + s * N * 3 * C;
-      T* att = a.att + s * (size_t)B * H * Tn * Tn;
+      T* att = a.att + s * att_size(B, Tn);
       T* atty = a.atty + s * N * C;
       T* res2 = a.res2 + s * N * C;
       T* ln2 = a.ln2 + s * N * C;
@@ -312,7 +319,8 @@ struct GPT {
                             (int)C);
       BK::matmul_forward(qkv, ln1, qkv_weight(l), w.qkvb + l * 3 * C, (int)N, (int)C, (int)(3 * C));  // (B,T,3C)
       if (qkvr != qkv) BK::rope_forward(qkvr, qkv, rope_cos, rope_sin, B, Tn, (int)C, H);
-      BK::attention_forward(atty, att, qkvr, B, Tn, (int)C, H);  // (B,T,C)
+      if (cfg.flash) BK::attention_forward_lse(atty, att, qkvr, B, Tn, (int)C, H);  // (B,T,C)
+      else BK::attention_forward(atty, att, qkvr, B, Tn, (int)C, H);
       BK::matmul_forward(a.proj, atty, w.projw + l * C * C, w.projb + l * C, (int)N, (int)C, (int)C);
       BK::residual_forward(res2, x, a.proj, N * C);
       BK::layernorm_forward(ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, res2, w.ln2w + l * C, w.ln2b + l * C,
@@ -377,8 +385,11 @@ struct GPT {
       BK::matmul_backward(a.datty, g.projw + l * C * C, g.projb + l * C, a.dres, a.atty + l * N * C,
                           w.projw + l * C * C, (int)N, (int)C, (int)C);
       BK::zero(a.dqkvr, N * 3 * C);
-      BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C,
-                             a.att + (size_t)l * B * H * Tn * Tn, B, Tn, (int)C, H);
+      const T* att = a.att + l * att_size(B, Tn);
+      if (cfg.flash)
+        BK::attention_backward_lse(a.dqkvr, a.datty, a.qkvr + l * N * 3 * C, a.atty + l * N * C, att, B, Tn, (int)C, H);
+      else
+        BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, att, B, Tn, (int)C, H);
       if (a.dqkv != a.dqkvr) {
         BK::zero(a.dqkv, N * 3 * C);
         BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, Tn, (int)C, H);

@@ -1,0 +1,500 @@
+// Flash attention tests.
+// CPU (always run): the log-sum-exp twin (cpu::attention_forward_lse / _backward_lse) against
+// the reference attention, whole training steps GPT<CpuBackend> flash vs reference, and the
+// config check of the `attention` key.
+// CUDA (SKIPPED without a device): the flash kernels (gpu::attention_forward_lse /
+// _backward_lse) against the CPU reference for T in {1, 7, 64, 65, 1024}, head sizes 32 and
+// 64 (and 8, 16, 128), several B*H, in fp32 (tight) and bf16 (bf16 tolerance); bitwise
+// determinism; whole training steps flash vs cuBLAS attention for each pos mode (loss, grad
+// norm, weights after 5 steps); evaluation above the training length; the memory saved.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend_cpu.h"
+#include "config.h"
+#include "model.h"
+#include "rng.h"
+#ifdef HAVE_CUDA
+#include "backend_cuda.h"
+#endif
+
+namespace {
+
+using Vec = std::vector<float>;
+using K = CpuBackend<float>;
+
+struct TestCase {
+    std::string name;
+    std::function<std::string()> run;  // "" = pass, else the reason it failed
+    bool gpu;                           // needs a CUDA device
+};
+
+Vec randn(size_t n, Rng& r, double s = 1.0) {
+    Vec v(n);
+    for (auto& x : v) x = (float)(s * r.normal());
+    return v;
+}
+
+std::vector<int> randint(size_t n, int hi, Rng& r) {
+    std::vector<int> v(n);
+    for (auto& x : v) x = (int)r.below((uint64_t)hi);
+    return v;
+}
+
+std::string fmt(double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3g", x);
+    return b;
+}
+
+// max |got - ref| / max |ref|; NaN fails
+double rel_max_err(const Vec& got, const Vec& ref) {
+    double diff = 0, scale = 1e-30;
+    for (size_t i = 0; i < ref.size(); i++) {
+        double d = std::fabs((double)got[i] - (double)ref[i]);
+        if (std::isnan(d)) return INFINITY;
+        diff = std::max(diff, d);
+        scale = std::max(scale, std::fabs((double)ref[i]));
+    }
+    return diff / scale;
+}
+
+void append(std::string& why, const std::string& more) {
+    if (!more.empty()) why += (why.empty() ? "" : "; ") + more;
+}
+
+// Appends a failure if got and ref differ by more than tol (relative to max |ref|), or, with
+// min_err > 0, agree better than that (a bf16 result must not be plain fp32).
+void expect_close(std::string& why, const std::string& what, const Vec& got, const Vec& ref, double tol,
+                  double min_err = 0.0) {
+    if (got.size() != ref.size()) return append(why, what + ": size mismatch");
+    double e = rel_max_err(got, ref);
+    if (!(e <= tol)) append(why, what + ": rel err " + fmt(e) + " > " + fmt(tol));
+    else if (e < min_err) append(why, what + ": rel err " + fmt(e) + " < " + fmt(min_err) + " (bf16 path not taken?)");
+}
+
+struct Shape {
+    int B, T, C, H;
+    std::string tag() const {
+        return " (B=" + std::to_string(B) + " T=" + std::to_string(T) + " D=" + std::to_string(C / H) +
+               " H=" + std::to_string(H) + ")";
+    }
+    size_t nqkv() const { return (size_t)B * T * 3 * C; }
+    size_t nout() const { return (size_t)B * T * C; }
+    size_t nlse() const { return (size_t)B * H * T; }
+    size_t natt() const { return (size_t)B * H * T * T; }
+};
+
+// T in {1, 7, 64, 65, 1024}, head sizes 32 and 64, several B*H; T = 1024 with B*H small
+// so the emulated run stays short.
+const std::vector<Shape> kShapes = {
+    {1, 1, 32, 1},  {2, 7, 64, 2},   {3, 64, 128, 4}, {2, 65, 64, 2},  {1, 65, 128, 2},
+    {1, 7, 128, 4}, {2, 64, 64, 1},  {1, 1024, 32, 1}, {1, 1024, 64, 1},
+};
+// the other head sizes the kernels take (the model tests use D = 8)
+const std::vector<Shape> kOtherD = {{2, 33, 32, 4}, {1, 40, 64, 4}, {1, 70, 256, 2}};
+
+// The CPU reference on random inputs: out, probabilities, lse, dqkv (+= onto dqkv0).
+struct Reference {
+    Vec qkv, out, att, lse, dout, dqkv0, dqkv;
+};
+
+Reference reference(const Shape& s, uint64_t seed) {
+    Rng r(seed);
+    Reference ref;
+    ref.qkv = randn(s.nqkv(), r);
+    ref.out.resize(s.nout());
+    ref.att.resize(s.natt());
+    ref.lse.resize(s.nlse());
+    cpu::attention_forward(ref.out.data(), ref.att.data(), ref.qkv.data(), s.B, s.T, s.C, s.H);
+    Vec out2(s.nout());
+    cpu::attention_forward_lse(out2.data(), ref.lse.data(), ref.qkv.data(), s.B, s.T, s.C, s.H);
+    ref.dout = randn(s.nout(), r);
+    ref.dqkv0 = randn(s.nqkv(), r);
+    ref.dqkv = ref.dqkv0;
+    Vec scratch(s.natt());
+    cpu::attention_backward(ref.dqkv.data(), scratch.data(), ref.dout.data(), ref.qkv.data(), ref.att.data(), s.B,
+                            s.T, s.C, s.H);
+    return ref;
+}
+
+// ---------------------------------------------------------------- CPU twin
+std::string test_cpu_lse_forward() {
+    std::string why;
+    uint64_t seed = 1;
+    for (const auto& s : kShapes) {
+        Reference ref = reference(s, seed++);
+        Vec out(s.nout()), lse(s.nlse());
+        cpu::attention_forward_lse(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.C, s.H);
+        // the same per-row code: the output is bitwise the reference's
+        if (std::memcmp(out.data(), ref.out.data(), out.size() * sizeof(float)) != 0)
+            append(why, "out differs from the reference" + s.tag());
+        // lse checked directly: log of the sum of exp of the scaled scores, in double
+        int D = s.C / s.H;
+        for (int bh = 0; bh < s.B * s.H; bh += std::max(1, s.B * s.H - 1))
+            for (int t = 0; t < s.T; t += std::max(1, s.T / 5)) {
+                int b = bh / s.H, h = bh % s.H;
+                double sum = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    double dot = 0;
+                    for (int d = 0; d < D; d++)
+                        dot += (double)ref.qkv[((size_t)b * s.T + t) * 3 * s.C + h * D + d] *
+                               ref.qkv[((size_t)b * s.T + t2) * 3 * s.C + s.C + h * D + d];
+                    sum += std::exp(dot / std::sqrt((double)D));
+                }
+                double want = std::log(sum), got = lse[(size_t)bh * s.T + t];
+                if (!(std::fabs(got - want) <= 1e-5 * std::max(1.0, std::fabs(want))))
+                    append(why, "lse " + fmt(got) + " vs " + fmt(want) + s.tag());
+            }
+    }
+    return why;
+}
+
+std::string test_cpu_lse_backward() {
+    std::string why;
+    uint64_t seed = 11;
+    for (const auto& s : kShapes) {
+        Reference ref = reference(s, seed++);
+        Vec dqkv = ref.dqkv0;
+        cpu::attention_backward_lse(dqkv.data(), ref.dout.data(), ref.qkv.data(), ref.out.data(), ref.lse.data(), s.B,
+                                    s.T, s.C, s.H);
+        expect_close(why, "dqkv" + s.tag(), dqkv, ref.dqkv, s.T > 100 ? 1e-4 : 1e-5);
+    }
+    return why;
+}
+
+// ---------------------------------------------------------------- whole model, flash vs reference
+struct ModelRun {
+    std::vector<double> losses;  // before each of the 6 forward passes
+    double grad_norm = 0;
+    Vec grads, p0, params;
+};
+
+// Five AdamW steps of a small model on fixed random tokens, then one more forward.
+template <class BK>
+ModelRun run_model(Pos pos, bool flash) {
+    ModelConfig mc;
+    mc.pos = pos;
+    mc.L = 2, mc.H = 4, mc.C = 32, mc.V = 97, mc.maxT = 48;
+    mc.flash = flash;
+    const int B = 2, T = 33;
+    Rng r(80 + (int)pos);
+    auto in = randint((size_t)B * T, mc.V, r), tg = randint((size_t)B * T, mc.V, r);
+    GPT<BK> g(mc);
+    g.init(1234);
+    ModelRun run;
+    run.p0 = g.get(g.params);
+    for (int step = 1; step <= 6; step++) {
+        run.losses.push_back(g.forward(in.data(), tg.data(), B, T, true));
+        if (step == 6) break;
+        g.backward();
+        if (step == 1) {
+            run.grad_norm = g.grad_norm();
+            run.grads = g.get(g.grads);
+        }
+        g.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, step, 1.0f);
+    }
+    run.params = g.get(g.params);
+    return run;
+}
+
+// flash vs reference: loss, first gradient and its norm, weights and loss after 5 steps
+std::string compare_runs(const ModelRun& f, const ModelRun& ref, double tol) {
+    std::string why;
+    if (!(std::fabs(f.losses[0] - ref.losses[0]) <= tol * std::fabs(ref.losses[0])))
+        append(why, "loss " + fmt(f.losses[0]) + " vs " + fmt(ref.losses[0]));
+    if (!(std::fabs(f.grad_norm - ref.grad_norm) <= 10 * tol * ref.grad_norm))
+        append(why, "grad norm " + fmt(f.grad_norm) + " vs " + fmt(ref.grad_norm));
+    expect_close(why, "grads", f.grads, ref.grads, 100 * tol);
+    // relative L2 distance of the weight changes (per element, Adam can flip the sign of a
+    // step whose gradient is ~0 in both)
+    double num = 0, den = 1e-300;
+    for (size_t i = 0; i < f.params.size(); i++) {
+        num += ((double)f.params[i] - ref.params[i]) * ((double)f.params[i] - ref.params[i]);
+        den += ((double)ref.params[i] - ref.p0[i]) * ((double)ref.params[i] - ref.p0[i]);
+    }
+    if (!(std::sqrt(num / den) <= 1e4 * tol)) append(why, "weights after 5 steps: rel L2 err " + fmt(std::sqrt(num / den)));
+    if (!(std::fabs(f.losses[5] - ref.losses[5]) <= 10 * tol * std::fabs(ref.losses[5])))
+        append(why, "loss after 5 steps " + fmt(f.losses[5]) + " vs " + fmt(ref.losses[5]));
+    return why;
+}
+
+std::string test_cpu_model(Pos pos) {
+    ModelRun f = run_model<K>(pos, true), ref = run_model<K>(pos, false);
+    std::string why = compare_runs(f, ref, 1e-6);
+    // the forward pass is the same arithmetic: the first loss is bitwise equal
+    if (f.losses[0] != ref.losses[0]) append(why, "first loss not bitwise equal");
+    return why;
+}
+
+// ---------------------------------------------------------------- config
+std::string test_config_attention() {
+    std::string why;
+    auto expect_error = [&](Config c, const std::string& needle) {
+        try {
+            validate(c);
+            append(why, "no error for attention=" + c.attention + " D=" + std::to_string(c.n_embd / c.n_head));
+        } catch (const std::runtime_error& e) {
+            if (std::string(e.what()).find(needle) == std::string::npos)
+                append(why, std::string("message without '") + needle + "': " + e.what());
+        }
+    };
+    Config c;
+    c.train_data = "x";
+    c.attention = "tiled";
+    expect_error(c, "attention");
+    c.attention = "flash";
+    c.n_embd = 96;  // D = 24
+    expect_error(c, "head sizes");
+    c.attention = "cublas";  // the reference takes any head size
+    try {
+        validate(c);
+    } catch (const std::exception& e) {
+        append(why, std::string("attention=cublas D=24 rejected: ") + e.what());
+    }
+    c.n_embd = 128;
+    c.attention = "flash";
+    if (!model_config(c).flash) append(why, "model_config ignores attention=flash");
+    return why;
+}
+
+#ifdef HAVE_CUDA
+using CB = CudaBackend;
+
+// A device copy of a host vector, freed on scope exit.
+struct DBuf {
+    float* p = nullptr;
+    size_t n = 0;
+    explicit DBuf(const Vec& h) : n(h.size()) {
+        p = CB::alloc(n);
+        CB::copy_from_host(p, h.data(), n);
+    }
+    explicit DBuf(size_t count) : n(count) { p = CB::alloc(n); }
+    ~DBuf() { CB::free(p); }
+    DBuf(const DBuf&) = delete;
+    DBuf& operator=(const DBuf&) = delete;
+    Vec get() const {
+        Vec h(n);
+        CB::copy_to_host(h.data(), p, n);
+        return h;
+    }
+};
+
+struct Bf16On {
+    Bf16On() { gpu::set_precision_bf16(true); }
+    ~Bf16On() { gpu::set_precision_bf16(false); }
+    Bf16On(const Bf16On&) = delete;
+    Bf16On& operator=(const Bf16On&) = delete;
+};
+
+// bf16 operands round to 8 significant bits: a few 1e-3 of the scale. kBf16Min catches a
+// bf16 switch that does nothing.
+constexpr double kBf16Tol = 2e-2, kBf16Min = 1e-4;
+
+// Head sizes with a bf16 tensor-core kernel (others run the fp32 kernels in bf16 mode too).
+bool bf16_kernel(const Shape& s) {
+    int D = s.C / s.H;
+    return D == 16 || D == 32 || D == 64;
+}
+
+struct GpuResult {
+    Vec out, lse, dqkv;
+};
+
+GpuResult gpu_flash(const Shape& s, const Reference& ref) {
+    DBuf q(ref.qkv), out(s.nout()), lse(s.nlse()), dout(ref.dout), dq(ref.dqkv0);
+    gpu::attention_forward_lse(out.p, lse.p, q.p, s.B, s.T, s.C, s.H);
+    gpu::attention_backward_lse(dq.p, dout.p, q.p, out.p, lse.p, s.B, s.T, s.C, s.H);
+    return {out.get(), lse.get(), dq.get()};
+}
+
+std::string flash_case(const Shape& s, uint64_t seed, bool bf16) {
+    Reference ref = reference(s, seed);
+    GpuResult g = gpu_flash(s, ref);
+    std::string why;
+    double tol = bf16 ? kBf16Tol : s.T > 100 ? 1e-4 : 1e-5;
+    double min_err = bf16 && bf16_kernel(s) ? kBf16Min : 0.0;
+    expect_close(why, "out" + s.tag(), g.out, ref.out, tol, min_err);
+    expect_close(why, "lse" + s.tag(), g.lse, ref.lse, tol);
+    // dqkv accumulates onto dqkv0: compare the gradient itself
+    Vec got(g.dqkv.size()), want(g.dqkv.size());
+    for (size_t i = 0; i < got.size(); i++) {
+        got[i] = g.dqkv[i] - ref.dqkv0[i];
+        want[i] = ref.dqkv[i] - ref.dqkv0[i];
+    }
+    expect_close(why, "dqkv" + s.tag(), got, want, bf16 ? 2 * kBf16Tol : 10 * tol, min_err);
+    return why;
+}
+
+std::string test_flash(const std::vector<Shape>& shapes, uint64_t seed, bool bf16) {
+    std::unique_ptr<Bf16On> on(bf16 ? new Bf16On : nullptr);
+    std::string why;
+    for (const auto& s : shapes) append(why, flash_case(s, seed++, bf16));
+    return why;
+}
+
+// Two runs give bitwise identical outputs and gradients.
+std::string test_flash_deterministic(bool bf16) {
+    std::unique_ptr<Bf16On> on(bf16 ? new Bf16On : nullptr);
+    std::string why;
+    for (const Shape& s : {Shape{2, 65, 64, 2}, Shape{1, 1024, 64, 1}}) {
+        Reference ref = reference(s, 77);
+        GpuResult a = gpu_flash(s, ref), b = gpu_flash(s, ref);
+        if (a.out != b.out || a.lse != b.lse) append(why, "forward differs between runs" + s.tag());
+        if (std::memcmp(a.dqkv.data(), b.dqkv.data(), a.dqkv.size() * sizeof(float)) != 0)
+            append(why, "backward differs between runs" + s.tag());
+    }
+    return why;
+}
+
+std::string test_flash_bad_head_size() {
+    DBuf q((size_t)3 * 24), out((size_t)24), lse((size_t)1);
+    try {
+        gpu::attention_forward_lse(out.p, lse.p, q.p, 1, 1, 24, 1);
+        return "head size 24 accepted";
+    } catch (const std::runtime_error& e) {
+        if (std::string(e.what()).find("head sizes") == std::string::npos) return std::string("message: ") + e.what();
+    }
+    return "";
+}
+
+ModelRun& gpu_model(Pos pos, bool flash) {
+    static std::map<int, ModelRun> cache;
+    int key = 2 * (int)pos + flash;
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(key, run_model<CB>(pos, flash)).first;
+    return it->second;
+}
+
+// Evaluation at twice the training length (length extrapolation): flash vs cuBLAS.
+std::string test_gpu_eval_longer(Pos pos) {
+    std::string why;
+    double loss[2];
+    for (int flash = 0; flash < 2; flash++) {
+        ModelConfig mc;
+        mc.pos = pos;
+        mc.L = 2, mc.H = 2, mc.C = 64, mc.V = 97, mc.maxT = 160;
+        mc.flash = flash;
+        GPT<CB> g(mc);
+        g.init(99);
+        Rng r(5);
+        auto in = randint(2 * 64, mc.V, r), tg = randint(2 * 64, mc.V, r);
+        g.forward(in.data(), tg.data(), 2, 64, true);  // a training-length pass first, as in a run
+        g.backward();
+        auto in2 = randint(150, mc.V, r), tg2 = randint(150, mc.V, r);
+        loss[flash] = g.forward(in2.data(), tg2.data(), 1, 150, false);
+    }
+    if (!(std::fabs(loss[1] - loss[0]) <= 1e-5 * std::fabs(loss[0])))
+        append(why, "loss at T=150: flash " + fmt(loss[1]) + " vs cublas " + fmt(loss[0]));
+    return why;
+}
+
+// The flash model allocates no (B,H,T,T) buffers: its activations are smaller by the
+// probabilities and d(scores) buffers, minus the log-sum-exps.
+std::string test_gpu_memory() {
+    size_t used[2];
+    const int B = 2, T = 128;
+    ModelConfig mc;
+    mc.L = 2, mc.H = 4, mc.C = 64, mc.V = 97, mc.maxT = T;
+    for (int flash = 0; flash < 2; flash++) {
+        mc.flash = flash;
+        size_t before = CB::current_memory();
+        GPT<CB> g(mc);
+        Rng r(6);
+        auto in = randint((size_t)B * T, mc.V, r);
+        g.forward(in.data(), in.data(), B, T, true);
+        g.backward();
+        used[flash] = CB::current_memory() - before;
+    }
+    size_t att = (size_t)B * mc.H * T * T * sizeof(float);
+    size_t want = (mc.L + 1) * att - mc.L * (size_t)B * mc.H * T * sizeof(float);
+    if (used[0] - used[1] != want)
+        return "flash saves " + std::to_string(used[0] - used[1]) + " bytes, expected " + std::to_string(want);
+    return "";
+}
+#endif
+
+std::vector<TestCase> all_tests() {
+    std::vector<TestCase> t = {
+        {"flash_cpu_lse_forward", test_cpu_lse_forward, false},
+        {"flash_cpu_lse_backward", test_cpu_lse_backward, false},
+        {"flash_config_attention", test_config_attention, false},
+    };
+    const Pos all_pos[] = {Pos::learned, Pos::sinusoidal, Pos::rope, Pos::crope};
+    for (Pos p : all_pos)
+        t.push_back({std::string("flash_cpu_model_") + pos_name(p), [p] { return test_cpu_model(p); }, false});
+    std::vector<std::pair<std::string, std::function<std::string()>>> gpu;
+#ifdef HAVE_CUDA
+    gpu = {
+        {"forward_backward_fp32", [] { return test_flash(kShapes, 100, false); }},
+        {"head_sizes_fp32", [] { return test_flash(kOtherD, 200, false); }},
+        {"forward_backward_bf16", [] { return test_flash(kShapes, 300, true); }},
+        {"head_sizes_bf16", [] { return test_flash(kOtherD, 400, true); }},
+        {"deterministic_fp32", [] { return test_flash_deterministic(false); }},
+        {"deterministic_bf16", [] { return test_flash_deterministic(true); }},
+        {"bad_head_size", test_flash_bad_head_size},
+        {"memory", test_gpu_memory},
+    };
+    for (Pos p : all_pos) {
+        std::string n = std::string("model_") + pos_name(p);
+        gpu.push_back({n, [p] { return compare_runs(gpu_model(p, true), gpu_model(p, false), 1e-5); }});
+    }
+    for (Pos p : {Pos::sinusoidal, Pos::rope, Pos::crope})
+        gpu.push_back({std::string("eval_longer_") + pos_name(p), [p] { return test_gpu_eval_longer(p); }});
+#else
+    for (const char* n : {"forward_backward_fp32", "head_sizes_fp32", "forward_backward_bf16", "head_sizes_bf16",
+                          "deterministic_fp32", "deterministic_bf16", "bad_head_size", "memory", "model_learned",
+                          "model_sinusoidal", "model_rope", "model_crope", "eval_longer_sinusoidal",
+                          "eval_longer_rope", "eval_longer_crope"})
+        gpu.push_back({n, nullptr});
+#endif
+    for (auto& g : gpu) t.push_back({"cuda_flash_" + g.first, g.second, true});
+    return t;
+}
+
+}  // namespace
+
+int main() {
+#ifdef HAVE_CUDA
+    const bool have_device = CudaBackend::available();
+    const char* skip_why = "no CUDA device";
+    if (have_device) {
+        std::printf("# device: %s\n", CudaBackend::device_name().c_str());
+        gpu::set_tf32(false);  // the cuBLAS reference in plain fp32
+    }
+#else
+    const bool have_device = false;
+    const char* skip_why = "no CUDA device (built without CUDA)";
+#endif
+    int failures = 0;
+    for (const auto& t : all_tests()) {
+        if (t.gpu && !have_device) {
+            std::printf("SKIPPED %s: %s\n", t.name.c_str(), skip_why);
+            continue;
+        }
+        std::string why;
+        try {
+            why = t.run();
+#ifdef HAVE_CUDA
+            if (t.gpu) CudaBackend::synchronize();  // surface asynchronous kernel errors in this test
+#endif
+        } catch (const std::exception& e) {
+            why = std::string("exception: ") + e.what();
+        }
+        if (why.empty()) std::printf("PASS %s\n", t.name.c_str());
+        else {
+            std::printf("FAIL %s: %s\n", t.name.c_str(), why.c_str());
+            failures++;
+        }
+        std::fflush(stdout);
+    }
+    return failures ? 1 : 0;
+}
