@@ -13,7 +13,7 @@ import os
 import sys
 
 from fetch import ArgParser, DataError
-from shards import SHARD_RE, SPLITS, check_shard, find_shards
+from shards import SPLITS, check_shard, find_shards, parse_shard_name
 
 
 def main(argv=None):
@@ -37,7 +37,7 @@ def main(argv=None):
         for split, paths in groups.items():
             if split is None:
                 continue
-            idx = sorted(int(SHARD_RE.match(os.path.basename(p)).group("index")) for p in paths)
+            idx = sorted(parse_shard_name(p)[2] for p in paths)
             if idx != list(range(len(idx))):
                 errors.append(f"split {split}: shard numbers {idx} are not 0..{len(idx) - 1} without gaps")
     for split in [s for s in SPLITS if s in groups] + ([None] if None in groups else []):

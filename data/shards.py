@@ -5,6 +5,11 @@ A shard is a 1024-byte header of 256 little-endian int32 -- [0] = 20240520 (magi
 uint16 tokens; the file size is exactly 1024 + 2N. A dataset folder holds
 NAME_{train,val,test}_NNNNNN.bin, numbered from 000000 per split.
 
+The name rule is SHARD_RE: the split is the last "_SPLIT_" before the six-digit index,
+so my_val_set_train_000000.bin is a train shard of the dataset my_val_set. The C++
+loader (src/dataloader.cpp, kShardName) uses the same pattern; test_datasets.py checks
+that the two agree on a table of tricky names.
+
 Every script reads and writes shards through this module. Problems raise ShardError
 (a DataError), printed by the scripts as `error: ...`.
 """
@@ -22,7 +27,8 @@ HEADER_INTS = 256
 HEADER_BYTES = 4 * HEADER_INTS
 SPLITS = ("train", "val", "test")
 DEFAULT_SHARD_TOKENS = 100_000_000
-SHARD_RE = re.compile(r"^(?P<name>.+)_(?P<split>train|val|test)_(?P<index>\d{6})\.bin$")
+SHARD_RE = re.compile(r"^(?P<name>.+)_(?P<split>train|val|test)_(?P<index>[0-9]{6})\.bin$")
+SHARD_GLOB_RE = re.compile(r"^(?P<name>.+)_(?P<split>train|val|test)_[0-9*?\[\]!-]+\.bin$")
 
 
 class ShardError(DataError):
@@ -31,6 +37,19 @@ class ShardError(DataError):
 
 def shard_name(name, split, index):
     return f"{name}_{split}_{index:06d}.bin"
+
+
+def parse_shard_name(path):
+    """(dataset name, split, index) of a shard path by SHARD_RE, or None for other names."""
+    m = SHARD_RE.match(os.path.basename(path))
+    return (m.group("name"), m.group("split"), int(m.group("index"))) if m else None
+
+
+def dataset_of_pattern(pattern):
+    """The dataset name in a shard path or glob (data/ptb/ptb_train_*.bin -> 'ptb'): SHARD_RE
+    with wildcards allowed in the index; None when the name does not follow it."""
+    m = SHARD_GLOB_RE.match(os.path.basename(pattern))
+    return m.group("name") if m else None
 
 
 def write_shard(path, tokens):
@@ -103,15 +122,16 @@ def find_shards(dir_or_glob):
         paths = glob.glob(dir_or_glob)
     groups = {}
     for p in sorted(paths):
-        m = SHARD_RE.match(os.path.basename(p))
-        groups.setdefault(m.group("split") if m else None, []).append(p)
+        parsed = parse_shard_name(p)
+        groups.setdefault(parsed[1] if parsed else None, []).append(p)
     return groups
 
 
 def remove_shards(out_dir, name, split):
     """Delete a split's old shards so a rerun with fewer shards leaves no stale ones."""
     for p in glob.glob(os.path.join(glob.escape(out_dir), f"{glob.escape(name)}_{split}_*.bin")):
-        if SHARD_RE.match(os.path.basename(p)):
+        parsed = parse_shard_name(p)
+        if parsed and parsed[:2] == (name, split):  # my_val_set_train_000000.bin is not my's val
             os.remove(p)
 
 

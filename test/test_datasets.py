@@ -37,6 +37,8 @@ EOT = 50256
 
 
 def run(script, *args):
+    if script == "prepare_data.py" and "--vocab-cache" not in args:  # leave the repository's data/gpt2/ alone
+        args += ("--vocab-cache", os.path.join(tmp, "vocab_cache"))
     r = subprocess.run([sys.executable, os.path.join(SCRIPTS, script)] + [str(a) for a in args],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     return r.returncode, r.stdout, r.stderr
@@ -116,6 +118,45 @@ try:
     w.close()
     check("writer_max_tokens", more == [True, True, False] and w.total == 12
           and shards.read_shard(os.path.join(out, "d_val_000000.bin")).size == 12, f"{more} {w.total}")
+
+    # ---- the shard name rule: NAME_SPLIT_NNNNNN.bin, split = the last _SPLIT_ before the index ----
+    NAMES = [("my_val_set_train_000000.bin", ("my_val_set", "train", 0)),
+             ("x_val_train_000003.bin", ("x_val", "train", 3)),
+             ("a_train_val_000001.bin", ("a_train", "val", 1)),
+             ("ptb_test_000012.bin", ("ptb", "test", 12)),
+             ("ptb_train_00000.bin", None), ("ptb_train_0000000.bin", None),   # 5 or 7 digits
+             ("ptb_valid_000000.bin", None), ("_train_000000.bin", None), ("train_000000.bin", None),
+             ("ptb_train_000000.bin.tmp", None), ("ptb_train_000000.binx", None),
+             ("ptb_train_\u0661\u0662\u0663\u0664\u0665\u0666.bin", None)]   # non-ASCII digits
+    got = [shards.parse_shard_name(os.path.join("some", "dir", n)) for n, _ in NAMES]
+    check("shard_name_rule", got == [want for _, want in NAMES],
+          f"{[(n, g) for (n, w), g in zip(NAMES, got) if g != w]}")
+    # The C++ loader's pattern (src/dataloader.cpp, kShardName) must classify them the same way.
+    import re
+    cpp = open(os.path.join(ROOT, "src", "dataloader.cpp"), encoding="utf-8").read()
+    m = re.search(r'kShardName\(R"\((.*)\)"\)', cpp)
+    if not m:
+        check("shard_name_rule_same_in_cpp", False, "kShardName not found in src/dataloader.cpp")
+    else:
+        rule = re.compile(m.group(1))
+        cpp_got = [(lambda x: (x.group(1), x.group(2), int(x.group(3))) if x else None)(rule.match(n))
+                   for n, _ in NAMES]
+        check("shard_name_rule_same_in_cpp", cpp_got == got, f"C++ {m.group(1)!r} gives {cpp_got}")
+    pats = {"data/ptb/ptb_train_*.bin": "ptb", "d/my_val_set_train_*.bin": "my_val_set",
+            "d/x_val_00000[0-9].bin": "x", "d/*.bin": None, "d/ptb.bin": None}
+    got = {p: shards.dataset_of_pattern(p) for p in pats}
+    check("dataset_of_pattern", got == pats, f"{got}")
+    tricky = os.path.join(tmp, "tricky")
+    os.makedirs(tricky)
+    for n in ("my_val_set_train_000000.bin", "my_val_set_val_000000.bin", "my_val_000000.bin", "notes.bin"):
+        shards.write_shard(os.path.join(tricky, n), [EOT, 1, 2])
+    groups = shards.find_shards(tricky)
+    check("find_shards_tricky_names", {k: [os.path.basename(x) for x in v] for k, v in groups.items()} ==
+          {"train": ["my_val_set_train_000000.bin"], "val": ["my_val_000000.bin", "my_val_set_val_000000.bin"],
+           None: ["notes.bin"]}, f"{groups}")
+    shards.ShardWriter(tricky, "my", "val").close()   # clears dataset my's val split only
+    check("writer_keeps_other_datasets", sorted(os.listdir(tricky)) ==
+          ["my_val_set_train_000000.bin", "my_val_set_val_000000.bin", "notes.bin"], f"{os.listdir(tricky)}")
 
     # ---- check_dataset.py / inspect_shard.py ---------------------------------------------------
     def make_dataset(path, splits=("train", "val", "test"), n=50):
@@ -241,7 +282,7 @@ try:
 
     # ---- prepare_data.py end to end (needs the vocabulary) --------------------------------------
     tok, mirror, why = load_tokenizer()
-    E2E = ["prepare_pg19_shards", "prepare_pg19_check_dataset", "prepare_workers_identical", "prepare_max_train_tokens",
+    E2E = ["prepare_pg19_shards", "prepare_pg19_check_dataset", "prepare_installs_vocab", "prepare_workers_identical", "prepare_max_train_tokens",
            "prepare_max_books", "prepare_utf8_replace_bom_crlf", "prepare_wikitext_articles", "prepare_ptb_joining",
            "inspect_shard_decodes", "prepare_real_wikitext2_counts"]
     if tok is None:
@@ -272,6 +313,9 @@ try:
           and len(glob.glob(os.path.join(o1, "pg19_train_*.bin"))) == -(-len(expected["train"]) // 8), o + e)
     rc, o, e = run("check_dataset.py", o1)
     check("prepare_pg19_check_dataset", rc == 0, o + e)
+    vc = os.path.join(tmp, "vocab_cache")   # the vocabulary lands where build/train and build/sample look
+    check("prepare_installs_vocab", sorted(os.listdir(vc)) == sorted(gt.VOCAB_FILES) and all(
+        gt.sha256_file(os.path.join(vc, n)) == h for n, h in gt.VOCAB_FILES.items()), f"{os.listdir(vc)}")
     run("prepare_data.py", "pg19", "--mirror", m, "--out", o2, "--shard-size", "8", "--workers", "1")
     same = all(open(a, "rb").read() == open(b, "rb").read() for a, b in
                zip(sorted(glob.glob(o1 + "/*.bin")), sorted(glob.glob(o2 + "/*.bin"))))
