@@ -27,11 +27,13 @@ the middle of a multi-byte character; `decode_bytes(ids)` returns the raw bytes.
 
 Vocabulary files: `--mirror DIR` (DIR/gpt2/encoder.json, DIR/gpt2/vocab.bpe) when present,
 else the cache data/gpt2/, else a download from OpenAI's public bucket into that cache.
-Every source is checked against the SHA-256 sums below.
+Every source is checked against the SHA-256 sums below. `install_vocab` copies verified
+files from a mirror into the cache, which is where build/train and build/sample look.
 
 Command line (a small helper):
-  gpt2_tokenizer.py [--mirror DIR] encode TEXT      prints the ids
-  gpt2_tokenizer.py [--mirror DIR] decode ID ...    prints the text
+  gpt2_tokenizer.py [--mirror DIR] encode [TEXT]    prints the ids (TEXT absent: standard input)
+  gpt2_tokenizer.py [--mirror DIR] decode IDS ...   prints the text; ids as build/sample takes
+                                                    them: "464 3290", 464,3290 or 464 3290
 """
 import json
 import os
@@ -97,6 +99,35 @@ def vocab_paths(mirror=None, cache_dir=VOCAB_CACHE, allow_download=True):
     for name, want in VOCAB_FILES.items():
         download(VOCAB_URL + name, os.path.join(cache_dir, name), sha256=want)
     return tuple(os.path.join(cache_dir, n) for n in VOCAB_FILES)
+
+
+def install_vocab(mirror=None, cache_dir=VOCAB_CACHE):
+    """Make sure cache_dir holds the verified vocabulary (copied from the mirror, or
+    downloaded), so the C++ binaries find it at their default data/gpt2/encoder.json.
+    Each file is written under a temporary name and renamed. Returns the cache paths."""
+    src = vocab_paths(mirror, cache_dir)
+    dst = tuple(os.path.join(cache_dir, n) for n in VOCAB_FILES)
+    os.makedirs(cache_dir, exist_ok=True)
+    for a, b in zip(src, dst):
+        if os.path.abspath(a) != os.path.abspath(b):
+            with open(a, "rb") as f:
+                data = f.read()
+            with open(b + ".tmp", "wb") as f:
+                f.write(data)
+            os.replace(b + ".tmp", b)
+    return dst
+
+
+def parse_ids(args):
+    """Token ids from command-line words in the forms build/sample accepts: separated by
+    spaces and/or commas, possibly all in one quoted word ("464, 3290"). Raises ValueError."""
+    words = [w for a in args for w in a.replace(",", " ").split()]
+    if not words:
+        raise ValueError("no token ids given")
+    for w in words:
+        if not w.isdigit() or not w.isascii():
+            raise ValueError(f"not a token id: {w!r} (expected ids like 464 3290 or 464,3290)")
+    return [int(w) for w in words]
 
 
 class GPT2Tokenizer:
@@ -253,17 +284,20 @@ def main(argv=None):
     ap.add_argument("--mirror", help="folder with gpt2/encoder.json and gpt2/vocab.bpe")
     ap.add_argument("--special", action="store_true", help="map literal <|endoftext|> to 50256")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    e = sub.add_parser("encode")
-    e.add_argument("text")
-    d = sub.add_parser("decode")
-    d.add_argument("ids", nargs="+", type=int)
+    e = sub.add_parser("encode", help="text -> ids")
+    e.add_argument("text", nargs="?", help="the text (absent: read standard input as UTF-8)")
+    d = sub.add_parser("decode", help="ids -> text")
+    d.add_argument("ids", nargs="+", help='ids as build/sample takes them: 464 3290, 464,3290 or "464 3290"')
     args = ap.parse_args(argv)
     try:
+        ids = parse_ids(args.ids) if args.cmd == "decode" else None  # bad ids fail before loading
         tok = GPT2Tokenizer.load(args.mirror)
         if args.cmd == "encode":
-            print(" ".join(map(str, tok.encode(args.text, allowed_special=args.special))))
+            text = args.text if args.text is not None else \
+                decode_utf8(sys.stdin.buffer.read(), label="standard input")
+            print(" ".join(map(str, tok.encode(text, allowed_special=args.special))))
         else:
-            sys.stdout.write(tok.decode(args.ids) + "\n")
+            sys.stdout.write(tok.decode(ids) + "\n")
     except (DataError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

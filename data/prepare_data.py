@@ -60,7 +60,7 @@ import zipfile
 import numpy as np
 
 from fetch import DATA_ROOT, ArgParser, DataError, check_sha256, download, read_sha256sums, read_url, sha256_bytes
-from gpt2_tokenizer import EOT, GPT2Tokenizer, decode_utf8, split_text, tiktoken_encoding
+from gpt2_tokenizer import EOT, VOCAB_CACHE, GPT2Tokenizer, decode_utf8, install_vocab, split_text, tiktoken_encoding
 from shards import DEFAULT_SHARD_TOKENS, SPLITS, ShardWriter
 
 RAW_ROOT = os.path.join(DATA_ROOT, "raw")
@@ -344,6 +344,9 @@ def parse_args(argv):
     ap.add_argument("--mirror", metavar="DIR", help="read the upstream files from DIR (laid out as upstream) "
                     "instead of downloading; DIR/gpt2/ also supplies the vocabulary")
     ap.add_argument("--out", metavar="DIR", help="output folder (default data/NAME)")
+    ap.add_argument("--vocab-cache", metavar="DIR", default=VOCAB_CACHE,
+                    help="where the verified GPT-2 vocabulary (encoder.json, vocab.bpe) is copied; "
+                         "build/train and build/sample look in data/gpt2/ (the default)")
     ap.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_TOKENS, metavar="N",
                     help=f"tokens per shard at most (default {DEFAULT_SHARD_TOKENS})")
     ap.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, metavar="N",
@@ -394,7 +397,8 @@ def run(args):
             raise DataError(f"split {split} is empty: {', '.join(files[split][:3])} hold no text")
 
     # 3. tokenize
-    tok = GPT2Tokenizer.load(args.mirror)
+    # the vocabulary goes into the cache too, where build/train and build/sample look for it
+    tok = GPT2Tokenizer(*install_vocab(args.mirror, args.vocab_cache))
     global _ENCODE
     fast = tiktoken_encoding(tok) if args.tokenizer in ("auto", "tiktoken") else None
     if args.tokenizer == "tiktoken" and fast is None:

@@ -94,13 +94,42 @@ with tempfile.TemporaryDirectory() as tmp:
         check("vocab_missing", False, "no error")
     except DataError as e:
         check("vocab_missing", "vocabulary not found" in str(e), str(e))
+    cache = os.path.join(tmp, "cache")
+    try:
+        gt.install_vocab(mirror=tmp, cache_dir=cache)
+        check("install_vocab_rejects_corrupt_mirror", False, "installed a corrupt vocabulary")
+    except DataError as e:
+        check("install_vocab_rejects_corrupt_mirror", "checksum mismatch" in str(e) and not os.path.exists(cache), str(e))
+
+# The cache is where the C++ binaries look by default (build/train --encoder_json,
+# build/sample --encoder), both relative to the repository root.
+defaults = [open(os.path.join(ROOT, "src", f), encoding="utf-8").read() for f in ("config.h", "sample.cpp")]
+check("vocab_cache_is_where_binaries_look",
+      os.path.abspath(gt.VOCAB_CACHE) == os.path.join(ROOT, "data", "gpt2")
+      and all('"data/gpt2/encoder.json"' in d for d in defaults), gt.VOCAB_CACHE)
+
+# decode takes ids in every form build/sample takes: spaces, commas, one quoted word
+forms = [["464", "3290"], ["464,3290"], ["464 3290"], ["464,", "3290"], [" 464 , 3290 "]]
+got = [gt.parse_ids(f) for f in forms]
+check("parse_ids_forms", all(g == [464, 3290] for g in got), f"{got}")
+for name, bad in (("parse_ids_rejects_word", ["464", "abc"]), ("parse_ids_rejects_empty", [","]),
+                  ("parse_ids_rejects_negative", ["-1"])):
+    try:
+        gt.parse_ids(bad)
+        check(name, False, "accepted")
+    except ValueError as e:
+        check(name, "token id" in str(e), str(e))
+script = os.path.join(ROOT, "data", "gpt2_tokenizer.py")
+r = subprocess.run([sys.executable, script, "decode", "12,x"], capture_output=True, text=True)
+check("cli_decode_bad_ids", r.returncode == 1 and "error: not a token id: 'x'" in r.stderr, r.stderr)
 
 # ---- checks that need the vocabulary ------------------------------------------------------
 tok, mirror, why = load_tokenizer()
 
 VOCAB_TESTS = ["vocab_sizes", "known_ids", "derived_ids", "special_tokens", "roundtrip_random",
                "pieces_encode_like_whole", "matches_naive_bpe", "lone_surrogate_error", "encode_bytes_policy",
-               "decode_partial_utf8", "decode_bad_id", "cli_encode_decode", "tiktoken_agrees"]
+               "decode_partial_utf8", "decode_bad_id", "cli_encode_decode", "cli_decode_forms", "cli_encode_stdin",
+               "install_vocab_from_mirror", "tiktoken_agrees"]
 if tok is None:
     for name in VOCAB_TESTS:
         skip(name, f"GPT-2 vocabulary unavailable (no mirror, no cache, download failed: {why})")
@@ -214,11 +243,26 @@ try:
 except ValueError as e:
     check("decode_bad_id", "outside the vocabulary" in str(e), str(e))
 
-script = os.path.join(ROOT, "data", "gpt2_tokenizer.py")
 mirror_args = ["--mirror", mirror] if mirror else []
 r1 = subprocess.run([sys.executable, script] + mirror_args + ["encode", "Hello world"], capture_output=True, text=True)
 r2 = subprocess.run([sys.executable, script] + mirror_args + ["decode", "15496", "995"], capture_output=True, text=True)
 check("cli_encode_decode", r1.stdout.strip() == "15496 995" and r2.stdout == "Hello world\n", f"{r1.stdout!r} {r2.stdout!r} {r1.stderr}")
+outs = [subprocess.run([sys.executable, script] + mirror_args + ["decode"] + f, capture_output=True, text=True).stdout
+        for f in (["15496,995"], ["15496 995"], ["15496,", "995"])]
+check("cli_decode_forms", outs == ["Hello world\n"] * 3, f"{outs}")
+r = subprocess.run([sys.executable, script] + mirror_args + ["encode"], input="Hello world",
+                   capture_output=True, text=True)
+check("cli_encode_stdin", r.returncode == 0 and r.stdout.strip() == "15496 995", r.stdout + r.stderr)
+
+if not mirror:
+    skip("install_vocab_from_mirror", "the vocabulary came from the cache, not a mirror")
+else:
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = os.path.join(tmp, "data", "gpt2")
+        paths = gt.install_vocab(mirror, cache)
+        check("install_vocab_from_mirror", sorted(os.listdir(cache)) == sorted(gt.VOCAB_FILES) and all(
+            os.path.dirname(p) == cache and gt.sha256_file(p) == gt.VOCAB_FILES[os.path.basename(p)] for p in paths),
+            f"{paths} (mirror {mirror})")
 
 fast = gt.tiktoken_encoding(tok)
 if fast is None:
