@@ -24,8 +24,10 @@ struct Key {
     const char* help;
 };
 
+const std::string kPosHelp = "position scheme: " + pos_names() + " (listed below)";
+
 const Key kKeys[] = {
-    {"pos", "model", &Config::pos, "positional scheme: learned | sinusoidal | rope | crope"},
+    {"pos", "model", &Config::pos, kPosHelp.c_str()},
     {"n_layer", "model", &Config::n_layer, "number of transformer blocks L"},
     {"n_head", "model", &Config::n_head, "attention heads H (head size D = n_embd / n_head)"},
     {"n_embd", "model", &Config::n_embd, "model width C"},
@@ -214,6 +216,11 @@ Config parse_args(int argc, char** argv) {
             c.help = true;
             return c;
         }
+    for (const std::string& a : args)
+        if (a == "--list-pos" || a == "--list_pos") {
+            c.list_pos = true;
+            return c;
+        }
 
     // Split into (key, value) pairs first: "--key value" or "--key=value", dashes -> underscores.
     std::vector<std::pair<std::string, std::string>> opts;
@@ -282,26 +289,34 @@ std::string help_text() {
             s += line;
         }
     }
-    char line[128];
+    char line[256];
     std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "help, -h", "", "print this help and exit");
     s += line;
+    std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "list-pos", "", "print the position schemes' names and exit");
+    s += line;
+    s += "\nposition schemes (--pos):\n";
+    for (const PosTraits& t : kPosSchemes) {
+        std::snprintf(line, sizeof line, "  %-12s %s\n", t.name, t.about);
+        s += line;
+    }
     return s;
 }
 
 void validate(const Config& c) {
-    require_one_of("pos", c.pos, {"learned", "sinusoidal", "rope", "crope"});
+    const PosTraits* pos = find_pos(c.pos);
+    require(pos, "pos must be one of " + pos_names() + ", got '" + c.pos + "'");
     require(c.n_layer >= 1, "n_layer must be >= 1, got " + std::to_string(c.n_layer));
     require(c.n_head >= 1, "n_head must be >= 1, got " + std::to_string(c.n_head));
     require(c.n_embd >= 1, "n_embd must be >= 1, got " + std::to_string(c.n_embd));
     require(c.n_embd % c.n_head == 0, "n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" +
                                           std::to_string(c.n_head) + ")");
-    // odd C implies odd D, so check C first to give crope's more specific message
-    require(c.pos != "crope" || c.n_embd % 2 == 0, "pos=crope needs an even n_embd, got " + std::to_string(c.n_embd));
-    bool rotary = c.pos == "rope" || c.pos == "crope";
+    // odd C implies odd D, so check C first to give the complex projection's more specific message
+    require(!pos->complex_qkv || c.n_embd % 2 == 0,
+            "pos=" + c.pos + " needs an even n_embd, got " + std::to_string(c.n_embd));
     int D = c.n_embd / c.n_head;
-    require(!rotary || D % 2 == 0, "pos=" + c.pos + " needs an even head size, got n_embd/n_head = " +
-                                       std::to_string(D));
-    require(!rotary || c.rope_base > 0, "rope_base must be > 0");
+    require(!pos->rotary || D % 2 == 0, "pos=" + c.pos + " needs an even head size, got n_embd/n_head = " +
+                                            std::to_string(D));
+    require(!pos->rotary || c.rope_base > 0, "rope_base must be > 0");
     require(c.vocab_size >= 1 && c.vocab_size <= 65536,
             "vocab_size must be in 1..65536 (tokens are uint16), got " + std::to_string(c.vocab_size));
     require(c.max_seq_len >= 1, "max_seq_len must be >= 1, got " + std::to_string(c.max_seq_len));

@@ -10,7 +10,7 @@
 
 struct Config {
     // model
-    std::string pos = "rope";          // learned | sinusoidal | rope | crope
+    std::string pos = "rope";          // a scheme name of src/pos.h
     int n_layer = 4;                   // L
     int n_head = 4;                    // H
     int n_embd = 128;                  // C
@@ -55,11 +55,13 @@ struct Config {
     std::string resume;                // RUN_DIR to resume from
     std::string init_from;             // safetensors file to initialise the weights from
     bool help = false;                 // --help / -h given: main prints help_text() and exits 0
+    bool list_pos = false;             // --list-pos given: main prints the scheme names, one a line
 };
 
 // Defaults (or, with --resume RUN_DIR, RUN_DIR/config.json, and run_dir = RUN_DIR)
 // <- every --config FILE.json, left to right <- every --key value, wherever it appears.
-// Throws std::runtime_error on bad input. --help/-h anywhere: returns at once with help = true.
+// Throws std::runtime_error on bad input. --help/-h anywhere: returns at once with help = true;
+// --list-pos likewise with list_pos = true.
 Config parse_args(int argc, char** argv);
 // Usage line plus every key with its default and one-line help, grouped.
 std::string help_text();

@@ -1,4 +1,4 @@
-// GPT-2 with a choice of positional scheme (learned, sinusoidal, rope, crope):
+// GPT-2 with a choice of position scheme (src/pos.h; this file reads its traits):
 // the one model orchestration shared by every backend. A backend BK (CpuBackend<T>
 // in backend_cpu.h, CudaBackend in cuda/backend_cuda.h) supplies memory and the ops;
 // this file says in which order they run: forward, backward, AdamW update.
@@ -9,22 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "pos.h"
 #include "rng.h"
-#include "ops/rope.h"
-
-enum class Pos { learned, sinusoidal, rope, crope };
-
-inline Pos parse_pos(const std::string& s) {
-  if (s == "learned") return Pos::learned;
-  if (s == "sinusoidal") return Pos::sinusoidal;
-  if (s == "rope") return Pos::rope;
-  if (s == "crope") return Pos::crope;
-  throw std::runtime_error("unknown pos '" + s + "' (expected learned, sinusoidal, rope or crope)");
-}
-inline const char* pos_name(Pos p) {
-  const char* names[] = {"learned", "sinusoidal", "rope", "crope"};
-  return names[(int)p];
-}
 
 struct ModelConfig {
   Pos pos = Pos::rope;
@@ -55,10 +41,11 @@ inline std::vector<ParamTensor> param_layout(const ModelConfig& m) {
     t.push_back(p);
   };
   add("wte", {m.V, C}, true);
-  if (m.pos == Pos::learned) add("wpe", {m.maxT, C}, true);
+  const PosTraits& pt = pos_traits(m.pos);
+  if (pt.learned_table) add("wpe", {m.maxT, C}, true);
   add("ln1.weight", {L, C}, false);
   add("ln1.bias", {L, C}, false);
-  if (m.pos == Pos::crope) {
+  if (pt.complex_qkv) {
     add("attn.qkv.A", {L, 3, C / 2, C / 2}, true);
     add("attn.qkv.B", {L, 3, C / 2, C / 2}, true);
   } else {
@@ -113,18 +100,6 @@ inline std::vector<double> init_params(const ModelConfig& m, uint64_t seed) {
   return p;
 }
 
-// Sinusoidal table (n, C): pe[t,2i] = sin(t / 10000^(2i/C)), pe[t,2i+1] = cos(...)
-inline std::vector<double> sinusoidal_table(int n, int C) {
-  std::vector<double> pe((size_t)n * C);
-  for (int t = 0; t < n; t++)
-    for (int i = 0; i < C / 2; i++) {
-      double a = t / std::pow(10000.0, 2.0 * i / C);
-      pe[(size_t)t * C + 2 * i] = std::sin(a);
-      pe[(size_t)t * C + 2 * i + 1] = std::cos(a);
-    }
-  return pe;
-}
-
 template <class BK>
 struct GPT {
   using T = typename BK::real;
@@ -151,17 +126,18 @@ struct GPT {
   };
 
   ModelConfig cfg;
+  const PosTraits& pt;  // the position scheme's traits
   std::vector<ParamTensor> layout;
   size_t num_params = 0;
   T *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
   Tensors w, g;
-  T *qkv_expanded = nullptr, *dqkv_w = nullptr;  // crope: real (L,3C,C) weights and a (3C,C) gradient
+  T *qkv_expanded = nullptr, *dqkv_w = nullptr;  // complex_qkv: real (L,3C,C) weights and a (3C,C) gradient
   T *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
   int table_len = 0;  // positions covered by the tables
   Acts train_acts, eval_acts;
   std::vector<T> host_losses;
 
-  explicit GPT(const ModelConfig& c) : cfg(c), layout(param_layout(c)) {
+  explicit GPT(const ModelConfig& c) : cfg(c), pt(pos_traits(c.pos)), layout(param_layout(c)) {
     num_params = layout.back().offset + layout.back().numel;
     params = BK::alloc(num_params);
     grads = BK::alloc(num_params);
@@ -169,7 +145,7 @@ struct GPT {
     v = BK::alloc(num_params);
     w = point(params);
     g = point(grads);
-    if (cfg.pos == Pos::crope) {
+    if (pt.complex_qkv) {
       qkv_expanded = BK::alloc((size_t)cfg.L * 3 * cfg.C * cfg.C);
       dqkv_w = BK::alloc((size_t)3 * cfg.C * cfg.C);
     }
@@ -223,7 +199,7 @@ struct GPT {
     set_params(std::vector<T>(p.begin(), p.end()));
   }
 
-  // Position tables (sinusoidal, rope) must cover the longest sequence run.
+  // Fixed position tables (sinusoidal, rotary) must cover the longest sequence run.
   void set_max_positions(int n) {
     if (n <= table_len) return;
     table_len = n;
@@ -233,10 +209,10 @@ struct GPT {
       std::vector<T> t(src.begin(), src.end());
       BK::copy_from_host(dst, t.data(), t.size());
     };
-    if (cfg.pos == Pos::sinusoidal) upload(pos_table, sinusoidal_table(n, cfg.C));
-    if (cfg.pos == Pos::rope || cfg.pos == Pos::crope) {
+    if (pt.fixed_table) upload(pos_table, sinusoidal_table(n, cfg.C));
+    if (pt.rotary) {
       std::vector<double> c, s;
-      cpu::rope_tables(c, s, n, cfg.C / cfg.H, cfg.rope_base);
+      rope_tables(c, s, n, cfg.C / cfg.H, cfg.rope_base);
       upload(rope_cos, c);
       upload(rope_sin, s);
     }
@@ -258,7 +234,6 @@ struct GPT {
     if (a.B == B && a.Tn == Tn) return;
     free_acts(a);
     size_t N = (size_t)B * Tn, C = cfg.C, Ls = train ? cfg.L : 1, att = att_size(B, Tn);
-    bool rotated = cfg.pos == Pos::rope || cfg.pos == Pos::crope;
     auto mk = [&](size_t n) {
       T* p = BK::alloc(n);
       a.owned.push_back(p);
@@ -268,7 +243,7 @@ struct GPT {
     a.encoded = mk(N * C);
     a.ln1 = mk(Ls * N * C), a.ln1_mean = mk(Ls * N), a.ln1_rstd = mk(Ls * N);
     a.qkv = mk(Ls * N * 3 * C);
-    a.qkvr = rotated ? mk(Ls * N * 3 * C) : a.qkv;
+    a.qkvr = pt.rotary ? mk(Ls * N * 3 * C) : a.qkv;
     a.att = mk(Ls * att);
     a.atty = mk(Ls * N * C), a.res2 = mk(Ls * N * C);
     a.ln2 = mk(Ls * N * C), a.ln2_mean = mk(Ls * N), a.ln2_rstd = mk(Ls * N);
@@ -278,7 +253,7 @@ struct GPT {
     a.logits = mk(N * cfg.V), a.losses = mk(N);
     if (train) {
       a.dres = mk(N * C), a.dln = mk(N * C), a.datty = mk(N * C);
-      a.dqkv = mk(N * 3 * C), a.dqkvr = rotated ? mk(N * 3 * C) : a.dqkv;
+      a.dqkv = mk(N * 3 * C), a.dqkvr = pt.rotary ? mk(N * 3 * C) : a.dqkv;
       a.dfch = mk(N * 4 * C), a.dfch_gelu = mk(N * 4 * C), a.dscores = cfg.flash ? nullptr : mk(att);
     }
     a.inputs = BK::alloc_int(N);
@@ -295,12 +270,12 @@ struct GPT {
     size_t N = (size_t)B * Tn, C = cfg.C;
     int H = cfg.H;
     BK::copy_ints_from_host(a.inputs, inputs, N);
-    if (cfg.pos == Pos::crope)
+    if (pt.complex_qkv)
       for (int l = 0; l < cfg.L; l++)
         BK::crope_expand(qkv_expanded + (size_t)l * 3 * C * C, w.qkvA + (size_t)l * 3 * C * C / 4,
                          w.qkvB + (size_t)l * 3 * C * C / 4, (int)C);
 
-    const T* add_pos = cfg.pos == Pos::learned ? w.wpe : cfg.pos == Pos::sinusoidal ? pos_table : nullptr;
+    const T* add_pos = pt.learned_table ? w.wpe : pt.fixed_table ? pos_table : nullptr;
     BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos, B, Tn, (int)C);
     for (int l = 0; l < cfg.L; l++) {
       size_t s = a.train ? l : 0;  // slot of this layer's activations
@@ -352,7 +327,7 @@ struct GPT {
 
   const T* qkv_weight(int l) const {
     size_t C = cfg.C;
-    return (cfg.pos == Pos::crope ? qkv_expanded : w.qkvw) + (size_t)l * 3 * C * C;
+    return (pt.complex_qkv ? qkv_expanded : w.qkvw) + (size_t)l * 3 * C * C;
   }
 
   // Backward pass of the last forward(…, grad=true): fills grads.
@@ -395,7 +370,7 @@ struct GPT {
         BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, Tn, (int)C, H);
       }
       BK::zero(a.dln, N * C);
-      if (cfg.pos == Pos::crope) {
+      if (pt.complex_qkv) {
         BK::zero(dqkv_w, 3 * C * C);
         BK::matmul_backward(a.dln, dqkv_w, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C, qkv_weight(l), (int)N,
                             (int)C, (int)(3 * C));
@@ -408,7 +383,7 @@ struct GPT {
                              a.ln1_rstd + l * N, (int)N, (int)C);
       // a.dres now holds d(x) = d(res3[l-1])
     }
-    BK::encoder_backward(g.wte, cfg.pos == Pos::learned ? g.wpe : nullptr, a.dres, a.inputs, B, Tn, (int)C);
+    BK::encoder_backward(g.wte, pt.learned_table ? g.wpe : nullptr, a.dres, a.inputs, B, Tn, (int)C);
   }
 
   double grad_norm() const { return std::sqrt(BK::sum_squares(grads, num_params)); }

@@ -80,9 +80,9 @@ struct Trainer {
     printf(" | %s order\n", cfg.data_order.c_str());
     int longest = cfg.seq_len;
     for (int t : eval_lengths(cfg)) {
-      if (mc.pos != Pos::learned) longest = std::max(longest, t);
-      if (val && (mc.pos != Pos::learned || t <= mc.maxT))
-        val->start(cfg.batch_size, t, false, 0);  // a split too small for B x (t+1) fails now, not after training
+      if (pos_traits(mc.pos).learned_table && t > mc.maxT) continue;  // a trained table ends at maxT: n/a
+      longest = std::max(longest, t);
+      if (val) val->start(cfg.batch_size, t, false, 0);  // a split too small for B x (t+1) fails now, not after training
     }
     model.set_max_positions(longest);
   }
@@ -128,7 +128,7 @@ struct Trainer {
   void evaluate() {
     if (!val) return;
     for (int Te : eval_lengths(cfg)) {
-      if (mc.pos == Pos::learned && Te > mc.maxT) {
+      if (pos_traits(mc.pos).learned_table && Te > mc.maxT) {
         printf("val | step %d | seq_len %d | n/a (learned positions end at %d)\n", step, Te, mc.maxT);
         continue;
       }
@@ -266,6 +266,10 @@ int main(int argc, char** argv) {
     Config cfg = parse_args(argc, argv);  // --resume RUN_DIR starts from RUN_DIR/config.json
     if (cfg.help) {
       printf("%s", help_text().c_str());
+      return 0;
+    }
+    if (cfg.list_pos) {  // for scripts: the schemes of src/pos.h, one name a line
+      for (const PosTraits& t : kPosSchemes) printf("%s\n", t.name);
       return 0;
     }
     bool resume = !cfg.resume.empty();

@@ -324,7 +324,7 @@ struct RopeSetup {
     Vec cos_t, sin_t;
     RopeSetup() {
         std::vector<double> c, s;
-        cpu::rope_tables(c, s, maxT, C / H, 10000.0);
+        rope_tables(c, s, maxT, C / H, 10000.0);
         cos_t.assign(c.begin(), c.end());
         sin_t.assign(s.begin(), s.end());
     }

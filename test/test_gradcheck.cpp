@@ -167,7 +167,7 @@ static void op_checks(Rng& rng) {
       .run(rng);
 
   Vec rc, rs;
-  cpu::rope_tables(rc, rs, T, D, 10000.0);
+  rope_tables(rc, rs, T, D, 10000.0);
   Vec rin = randn(N * 3 * C, rng);
   OpCheck{"rope",
           {{"qkv", &rin}},
@@ -334,7 +334,7 @@ static void float_vs_double(Pos pos, Rng& rng) {
 static void rope_relative(Rng& rng) {
   const int T = 6, C = 8, H = 2, D = C / H, shift = 5;
   Vec cs, sn;
-  cpu::rope_tables(cs, sn, T + shift, D, 10000.0);
+  rope_tables(cs, sn, T + shift, D, 10000.0);
   Vec in = randn(T * 3 * C, rng), a(T * 3 * C), b(T * 3 * C), c(T * 3 * C);
   cpu::rope_forward(a.data(), in.data(), cs.data(), sn.data(), 1, T, C, H);
   cpu::rope_forward(b.data(), in.data(), cs.data() + shift * D / 2, sn.data() + shift * D / 2, 1, T, C, H);
@@ -416,8 +416,8 @@ int main() {
   printf("| %-24s | %-20s | %8s | %9s |\n", "check", "tensor", "elements", "rel err");
   printf("|--------------------------|----------------------|----------|-----------|\n");
   op_checks(rng);
-  for (Pos p : {Pos::learned, Pos::sinusoidal, Pos::rope, Pos::crope}) model_checks(p, rng);
-  for (Pos p : {Pos::learned, Pos::rope, Pos::crope}) float_vs_double(p, rng);
+  for (const PosTraits& t : kPosSchemes) model_checks(t.pos, rng);  // every scheme of pos.h
+  for (const PosTraits& t : kPosSchemes) float_vs_double(t.pos, rng);
   rope_relative(rng);
   crope_complex(rng);
   adamw_by_hand(rng);

@@ -1,22 +1,10 @@
-// Rotary position embedding (RoPE) of q and k, SPEC pairing: adjacent pairs
-// (2j, 2j+1) within each head, theta_j = base^(-2j/D). CPU reference.
+// Rotary position embedding (RoPE) of q and k: adjacent pairs (2j, 2j+1) within
+// each head rotated by the angle of the position (MODEL.md); the cos/sin tables
+// come from rope_tables in pos.h. CPU reference.
 #pragma once
-#include <cmath>
-#include <vector>
+#include <cstddef>
 
 namespace cpu {
-
-// cos/sin tables (maxT, D/2), computed in double whatever the model's precision.
-inline void rope_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, int maxT, int D, double base) {
-  cos_t.resize((size_t)maxT * D / 2);
-  sin_t.resize((size_t)maxT * D / 2);
-  for (int m = 0; m < maxT; m++)
-    for (int j = 0; j < D / 2; j++) {
-      double a = m * std::pow(base, -2.0 * j / D);
-      cos_t[(size_t)m * D / 2 + j] = std::cos(a);
-      sin_t[(size_t)m * D / 2 + j] = std::sin(a);
-    }
-}
 
 // Rotates pair (x0, x1) by +angle (sgn = 1) or -angle (sgn = -1, the transpose).
 template <class T>
@@ -38,7 +26,7 @@ void rope_rotate(T* out, const T* inp, const T* cos_t, const T* sin_t, int B, in
   }
 }
 
-// out (B,T,3C) = rotated inp (B,T,3C); tables (maxT, D/2) indexed by position t
+// out (B,T,3C) = rotated inp (B,T,3C); tables (n, D/2) indexed by position t
 template <class T>
 void rope_forward(T* out, const T* inp, const T* cos_t, const T* sin_t, int B, int Tn, int C, int H) {
   for (size_t i = 0; i < (size_t)B * Tn * 3 * C; i++) out[i] = 0;
