@@ -21,6 +21,8 @@
 #include <string>
 #include <type_traits>
 
+#include <mma.h>
+
 #include "backend_cuda.h"
 #include "common.cuh"
 
@@ -326,6 +328,246 @@ __global__ void __launch_bounds__(kFlashThreads)
     for (int e = 0; e < E; e++) g[r + kQuad * e] += scale * dq[e];
 }
 
+// ---- flash attention, bf16 tensor cores (WMMA) ------------------------------------------------
+// bf16 mode (set_precision_bf16) with D = 16, 32 or 64. Each warp owns 16 rows; the products
+// (S = Q K^T, P V, dP = dO V^T, P^T dO, dS^T Q, dS K) are 16x16x16 bf16 WMMA tiles with fp32
+// accumulation, operands converted to bf16 as they are loaded into shared memory (like the
+// cuBLAS bf16 path: fp32 softmax, fp32 accumulators, fp32 output). The fragment layout is
+// opaque, so the softmax and the accumulators go through the warp's fp32 shared tiles:
+// lane pair (2r, 2r+1) owns row r, each lane half of its columns.
+namespace wmma = nvcuda::wmma;
+using bf16 = __nv_bfloat16;
+constexpr int kWarpRows = 16, kWmmaWarps = 4, kWmmaRows = kWarpRows * kWmmaWarps, kWmmaThreads = 32 * kWmmaWarps;
+
+// c (16 x N, ld ldc, fp32) = [c +] a (16 x K, row-major, ld lda) b, where b (K x N) is
+// row-major at b (ld ldb) or, with bt, the transpose of a row-major (N x K) matrix at b.
+template <int N, int K, bool bt>
+__device__ inline void warp_mma(float* c, int ldc, bool accumulate, const bf16* a, int lda, const bf16* b, int ldb) {
+    for (int n = 0; n < N; n += 16) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        if (accumulate) wmma::load_matrix_sync(acc, c + n, ldc, wmma::mem_row_major);
+        else wmma::fill_fragment(acc, 0.0f);
+        for (int k = 0; k < K; k += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
+            wmma::load_matrix_sync(fa, a + k, lda);
+            if constexpr (bt) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb;
+                wmma::load_matrix_sync(fb, b + (size_t)n * ldb + k, ldb);
+                wmma::mma_sync(acc, fa, fb, acc);
+            } else {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> fb;
+                wmma::load_matrix_sync(fb, b + (size_t)k * ldb + n, ldb);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+        }
+        wmma::store_matrix_sync(c + n, acc, ldc, wmma::mem_row_major);
+    }
+}
+
+// bf16 copy of rows [t0, t0 + R) of one head's D columns (offset col of a (T, ld) matrix); zeros past T
+template <int R, int D>
+__device__ inline void load_tile_bf16(bf16 (*tile)[D], const float* base, int t0, int T, size_t ld, int col) {
+    for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
+        int j = i / D, d = i % D;
+        tile[j][d] = __float2bfloat16(t0 + j < T ? base[(size_t)(t0 + j) * ld + col + d] : 0.0f);
+    }
+}
+
+// Shared memory of the kernels below: WMMA pointers must be 32-byte aligned (every array's
+// size is a multiple of 32 bytes).
+template <int D>
+struct alignas(32) ForwardTiles {
+    bf16 qs[kWmmaRows][D], ks[kTile][D], vs[kTile][D], ps[kWmmaWarps][kWarpRows][kTile];
+    float ss[kWmmaWarps][kWarpRows][kTile], os[kWmmaWarps][kWarpRows][D];
+};
+
+// grid (B*H, ceil(T/kWmmaRows)); kTile keys per step.
+template <int D>
+__global__ void __launch_bounds__(kWmmaThreads)
+    flash_forward_wmma_kernel(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ qkv, int T,
+                              int C, int H, float scale) {
+    __shared__ ForwardTiles<D> sm;
+    auto& qs = sm.qs;
+    auto& ks = sm.ks;
+    auto& vs = sm.vs;
+    auto& ps = sm.ps;
+    auto& ss = sm.ss;
+    auto& os = sm.os;
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kWmmaRows;  // longest rows first
+    const int r = lane / 2, half = lane % 2, t = row0 + w * kWarpRows + r;
+    const size_t C3 = 3 * (size_t)C;
+    const float* base = qkv + (size_t)b * T * C3 + h * D;
+    load_tile_bf16<kWmmaRows, D>(qs, base, row0, T, C3, 0);
+    for (int d = half * D / 2; d < (half + 1) * D / 2; d++) os[w][r][d] = 0.0f;
+    float m = -INFINITY, l = 0.0f;  // row r's running max and sum (both lanes of the pair)
+    const int kend = min(T, row0 + kWmmaRows);
+    for (int k0 = 0; k0 < kend; k0 += kTile) {
+        __syncthreads();
+        load_tile_bf16<kTile, D>(ks, base, k0, T, C3, C);
+        load_tile_bf16<kTile, D>(vs, base, k0, T, C3, 2 * C);
+        __syncthreads();
+        warp_mma<kTile, D, true>(&ss[w][0][0], kTile, false, &qs[w * kWarpRows][0], D, &ks[0][0], D);  // S = Q K^T
+        __syncwarp();
+        constexpr int kHalf = kTile / 2;
+        float mt = m;
+        for (int c = half * kHalf; c < (half + 1) * kHalf; c++) {
+            float x = k0 + c <= t ? ss[w][r][c] * scale : -INFINITY;
+            ss[w][r][c] = x;
+            mt = fmaxf(mt, x);
+        }
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));  // finite: key 0 is in the first tile
+        float alpha = expf(m - mt), sum = 0.0f;
+        for (int c = half * kHalf; c < (half + 1) * kHalf; c++) {
+            float p = expf(ss[w][r][c] - mt);
+            sum += p;
+            ps[w][r][c] = __float2bfloat16(p);
+        }
+        l = l * alpha + sum + __shfl_xor_sync(0xffffffffu, sum, 1);
+        m = mt;
+        for (int d = half * D / 2; d < (half + 1) * D / 2; d++) os[w][r][d] *= alpha;
+        __syncwarp();
+        warp_mma<D, kTile, false>(&os[w][0][0], D, true, &ps[w][0][0], kTile, &vs[0][0], D);  // O += P V
+        __syncwarp();
+    }
+    if (t >= T) return;
+    float* o_t = out + ((size_t)b * T + t) * C + h * D;
+    for (int d = half * D / 2; d < (half + 1) * D / 2; d++) o_t[d] = os[w][r][d] / l;
+    if (half == 0) lse[(size_t)bh * T + t] = m + logf(l);
+}
+
+// Backward tiles: a warp's 16 x 16 scores and dP share its fp32 scratch with the 16 x D
+// products that are added into the lanes' register accumulators.
+template <int D>
+constexpr int kScratchFloats = 16 * D > 2 * 256 ? 16 * D : 2 * 256;
+
+template <int D>
+struct alignas(32) DkdvTiles {
+    bf16 ks[kWmmaRows][D], vs[kWmmaRows][D], qs[16][D], dos[16][D], ps[kWmmaWarps][16][16], dss[kWmmaWarps][16][16];
+    float scratch[kWmmaWarps][kScratchFloats<D>], lse[16], delta[16];
+};
+
+template <int D>
+struct alignas(32) DqTiles {
+    bf16 qs[kWmmaRows][D], dos[kWmmaRows][D], ks[16][D], vs[16][D], dss[kWmmaWarps][16][16];
+    float scratch[kWmmaWarps][kScratchFloats<D>];
+};
+
+// Adds the warp's 16 x D fp32 tile into the lane pair's accumulators acc (D/2: its half of row r).
+template <int D>
+__device__ inline void accumulate_rows(float* acc, const float* tile, int r, int half) {
+    for (int i = 0; i < D / 2; i++) acc[i] += tile[r * D + half * D / 2 + i];
+}
+
+// dK, dV: a warp owns 16 keys; query tiles of 16 from the diagonal to T. grid (B*H, ceil(T/kWmmaRows)).
+template <int D>
+__global__ void __launch_bounds__(kWmmaThreads)
+    flash_backward_dkdv_wmma_kernel(float* __restrict__ dqkv, const float* __restrict__ dout,
+                                    const float* __restrict__ qkv, const float* __restrict__ lse,
+                                    const float* __restrict__ delta, int T, int C, int H, float scale) {
+    __shared__ DkdvTiles<D> sm;
+    auto& ks = sm.ks;
+    auto& vs = sm.vs;
+    auto& qs = sm.qs;
+    auto& dos = sm.dos;
+    auto& ps = sm.ps;
+    auto& dss = sm.dss;
+    auto& scratch = sm.scratch;
+    auto& lse_s = sm.lse;
+    auto& delta_s = sm.delta;
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row0 = (int)blockIdx.y * kWmmaRows;  // longest first: the first keys see every query
+    const int r = lane / 2, half = lane % 2, j = row0 + w * 16 + r;  // this lane pair's key
+    const size_t C3 = 3 * (size_t)C;
+    const float* base = qkv + (size_t)b * T * C3 + h * D;
+    const float* dbase = dout + (size_t)b * T * C + h * D;
+    load_tile_bf16<kWmmaRows, D>(ks, base, row0, T, C3, C);
+    load_tile_bf16<kWmmaRows, D>(vs, base, row0, T, C3, 2 * C);
+    float dk[D / 2] = {}, dv[D / 2] = {};
+    float* sc = scratch[w];
+    for (int q0 = row0; q0 < T; q0 += 16) {
+        __syncthreads();
+        load_tile_bf16<16, D>(qs, base, q0, T, C3, 0);
+        load_tile_bf16<16, D>(dos, dbase, q0, T, C, 0);
+        if (threadIdx.x < 16) {
+            lse_s[threadIdx.x] = q0 + threadIdx.x < T ? lse[(size_t)bh * T + q0 + threadIdx.x] : 0.0f;
+            delta_s[threadIdx.x] = q0 + threadIdx.x < T ? delta[(size_t)bh * T + q0 + threadIdx.x] : 0.0f;
+        }
+        __syncthreads();
+        warp_mma<16, D, true>(sc, 16, false, &ks[w * 16][0], D, &qs[0][0], D);         // S^T = K Q^T
+        warp_mma<16, D, true>(sc + 256, 16, false, &vs[w * 16][0], D, &dos[0][0], D);  // dP^T = V dO^T
+        __syncwarp();
+        for (int c = half * 8; c < half * 8 + 8; c++) {
+            const int t = q0 + c;
+            float p = j <= t && t < T ? expf(sc[r * 16 + c] * scale - lse_s[c]) : 0.0f;
+            ps[w][r][c] = __float2bfloat16(p);
+            dss[w][r][c] = __float2bfloat16(p * (sc[256 + r * 16 + c] - delta_s[c]));
+        }
+        __syncwarp();
+        warp_mma<D, 16, false>(sc, D, false, &ps[w][0][0], 16, &dos[0][0], D);  // P^T dO
+        __syncwarp();
+        accumulate_rows<D>(dv, sc, r, half);
+        __syncwarp();
+        warp_mma<D, 16, false>(sc, D, false, &dss[w][0][0], 16, &qs[0][0], D);  // dS^T Q
+        __syncwarp();
+        accumulate_rows<D>(dk, sc, r, half);
+        __syncwarp();
+    }
+    if (j >= T) return;
+    float* g = dqkv + ((size_t)b * T + j) * C3 + h * D + half * D / 2;
+    for (int i = 0; i < D / 2; i++) {
+        g[C + i] += scale * dk[i];
+        g[2 * C + i] += dv[i];
+    }
+}
+
+// dQ: a warp owns 16 queries; key tiles of 16 up to the diagonal. grid (B*H, ceil(T/kWmmaRows)).
+template <int D>
+__global__ void __launch_bounds__(kWmmaThreads)
+    flash_backward_dq_wmma_kernel(float* __restrict__ dqkv, const float* __restrict__ dout,
+                                  const float* __restrict__ qkv, const float* __restrict__ lse,
+                                  const float* __restrict__ delta, int T, int C, int H, float scale) {
+    __shared__ DqTiles<D> sm;
+    auto& qs = sm.qs;
+    auto& dos = sm.dos;
+    auto& ks = sm.ks;
+    auto& vs = sm.vs;
+    auto& dss = sm.dss;
+    auto& scratch = sm.scratch;
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kWmmaRows;
+    const int r = lane / 2, half = lane % 2, t = row0 + w * 16 + r;  // this lane pair's query
+    const size_t C3 = 3 * (size_t)C;
+    const float* base = qkv + (size_t)b * T * C3 + h * D;
+    load_tile_bf16<kWmmaRows, D>(qs, base, row0, T, C3, 0);
+    load_tile_bf16<kWmmaRows, D>(dos, dout + (size_t)b * T * C + h * D, row0, T, C, 0);
+    const float lse_t = t < T ? lse[(size_t)bh * T + t] : 0.0f, delta_t = t < T ? delta[(size_t)bh * T + t] : 0.0f;
+    float dq[D / 2] = {};
+    float* sc = scratch[w];
+    const int kend = min(T, row0 + kWmmaRows);
+    for (int k0 = 0; k0 < kend; k0 += 16) {
+        __syncthreads();
+        load_tile_bf16<16, D>(ks, base, k0, T, C3, C);
+        load_tile_bf16<16, D>(vs, base, k0, T, C3, 2 * C);
+        __syncthreads();
+        warp_mma<16, D, true>(sc, 16, false, &qs[w * 16][0], D, &ks[0][0], D);         // S = Q K^T
+        warp_mma<16, D, true>(sc + 256, 16, false, &dos[w * 16][0], D, &vs[0][0], D);  // dP = dO V^T
+        __syncwarp();
+        for (int c = half * 8; c < half * 8 + 8; c++) {
+            float p = k0 + c <= t ? expf(sc[r * 16 + c] * scale - lse_t) : 0.0f;
+            dss[w][r][c] = __float2bfloat16(p * (sc[256 + r * 16 + c] - delta_t));
+        }
+        __syncwarp();
+        warp_mma<D, 16, false>(sc, D, false, &dss[w][0][0], 16, &ks[0][0], D);  // dS K
+        __syncwarp();
+        accumulate_rows<D>(dq, sc, r, half);
+        __syncwarp();
+    }
+    if (t >= T) return;
+    float* g = dqkv + ((size_t)b * T + t) * C3 + h * D + half * D / 2;
+    for (int i = 0; i < D / 2; i++) g[i] += scale * dq[i];
+}
+
 // Calls f(std::integral_constant<int, D>) for the supported head sizes; throws otherwise.
 template <class F>
 void with_head_size(int D, F f) {
@@ -340,6 +582,9 @@ void with_head_size(int D, F f) {
 }
 
 dim3 flash_grid(int B, int T, int H) { return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kRows)); }
+dim3 wmma_grid(int B, int T, int H) { return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kWmmaRows)); }
+// bf16 mode runs the tensor-core kernels at these head sizes, the fp32 kernels at the others
+constexpr bool has_wmma_kernel(int D) { return D == 16 || D == 32 || D == 64; }
 
 }  // namespace
 
@@ -382,7 +627,14 @@ void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int 
     if (B <= 0 || T <= 0 || C <= 0) return;
     const float scale = 1.0f / sqrtf((float)(C / H));
     with_head_size(C / H, [&](auto d) {
-        flash_forward_kernel<d.value><<<flash_grid(B, T, H), kFlashThreads>>>(out, lse, qkv, T, C, H, scale);
+        constexpr int D = d.value;
+        if constexpr (has_wmma_kernel(D)) {
+            if (precision_bf16()) {
+                flash_forward_wmma_kernel<D><<<wmma_grid(B, T, H), kWmmaThreads>>>(out, lse, qkv, T, C, H, scale);
+                return;
+            }
+        }
+        flash_forward_kernel<D><<<flash_grid(B, T, H), kFlashThreads>>>(out, lse, qkv, T, C, H, scale);
     });
     cudaCheckLaunch();
 }
@@ -398,6 +650,17 @@ void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, co
     cudaCheckLaunch();
     const float scale = 1.0f / sqrtf((float)(C / H));
     with_head_size(C / H, [&](auto d) {
+        constexpr int D = d.value;
+        if constexpr (has_wmma_kernel(D)) {
+            if (precision_bf16()) {
+                flash_backward_dkdv_wmma_kernel<D>
+                    <<<wmma_grid(B, T, H), kWmmaThreads>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
+                cudaCheckLaunch();
+                flash_backward_dq_wmma_kernel<D>
+                    <<<wmma_grid(B, T, H), kWmmaThreads>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
+                return;
+            }
+        }
         flash_backward_dkdv_kernel<d.value>
             <<<flash_grid(B, T, H), kFlashThreads>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
         cudaCheckLaunch();
