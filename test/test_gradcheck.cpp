@@ -1,5 +1,6 @@
 // Gradient checks in double precision: finite differences against the analytic
-// backward, for every parameter tensor of a tiny model in each pos mode and for
+// backward, for every parameter tensor of a tiny model in each position scheme of
+// pos.h (--list prints those per-scheme checks' names) and for
 // the inputs of each op; plus the float-vs-double, RoPE relative-position,
 // CRoPE-as-complex-matmul and AdamW-by-hand checks. Prints a table of the max
 // relative error per tensor, |analytic - numeric|max / max(|analytic|max, |numeric|max).
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend_cpu.h"
@@ -266,7 +268,7 @@ static std::vector<double> spread_params(const ModelConfig& c, Rng& rng) {
   return p;
 }
 
-static void model_checks(Pos pos, Rng& rng) {
+static void model_checks(const std::string& name, Pos pos, Rng& rng) {
   ModelConfig c = tiny_config(pos);
   const int B = 2, T = 6;
   GPT<CpuBackend<double>> model(c);
@@ -302,11 +304,11 @@ static void model_checks(Pos pos, Rng& rng) {
       worst = t.name + " rel err " + fmt(e);
     }
   }
-  report(std::string("gradcheck_model_") + pos_name(pos), ok, worst);
+  report(name, ok, worst);
 }
 
 // The float model against the double model on the same weights and batch.
-static void float_vs_double(Pos pos, Rng& rng) {
+static void float_vs_double(const std::string& name, Pos pos, Rng& rng) {
   ModelConfig c = tiny_config(pos);
   c.C = 16, c.V = 50;
   const int B = 2, T = 8;
@@ -326,7 +328,7 @@ static void float_vs_double(Pos pos, Rng& rng) {
   double eloss = std::fabs(ld - lf) / std::fabs(ld), egrad = rel_err(gd, gf);
   table_row(std::string("f32_vs_f64_") + pos_name(pos), "loss", eloss, 1);
   table_row(std::string("f32_vs_f64_") + pos_name(pos), "all grads", egrad, gd.size());
-  report(std::string("float_vs_double_") + pos_name(pos), eloss < 1e-6 && egrad < 1e-4,
+  report(name, eloss < 1e-6 && egrad < 1e-4,
          "loss rel " + fmt(eloss) + ", grads rel " + fmt(egrad));
 }
 
@@ -411,13 +413,23 @@ static void adamw_by_hand(Rng& rng) {
   report("adamw_decay_matrices_only", ok, "a non-matrix tensor decayed, or a matrix did not");
 }
 
-int main() {
+// The checks every position scheme of pos.h gets, reported as PREFIX + scheme name.
+static const std::pair<const char*, void (*)(const std::string&, Pos, Rng&)> kPerScheme[] = {
+    {"gradcheck_model_", model_checks}, {"float_vs_double_", float_vs_double}};
+
+// test_gradcheck --list: the names of the per-scheme checks, run nothing (test_pos_coverage reads them)
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--list") {
+    for (const auto& [prefix, check] : kPerScheme)
+      for (const PosTraits& t : kPosSchemes) printf("%s%s\n", prefix, t.name);
+    return 0;
+  }
   Rng rng(1234);
   printf("| %-24s | %-20s | %8s | %9s |\n", "check", "tensor", "elements", "rel err");
   printf("|--------------------------|----------------------|----------|-----------|\n");
   op_checks(rng);
-  for (const PosTraits& t : kPosSchemes) model_checks(t.pos, rng);  // every scheme of pos.h
-  for (const PosTraits& t : kPosSchemes) float_vs_double(t.pos, rng);
+  for (const auto& [prefix, check] : kPerScheme)
+    for (const PosTraits& t : kPosSchemes) check(prefix + std::string(t.name), t.pos, rng);
   rope_relative(rng);
   crope_complex(rng);
   adamw_by_hand(rng);

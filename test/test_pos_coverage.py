@@ -1,0 +1,86 @@
+"""Every position scheme of src/pos.h (as build/train --list-pos prints them) is covered:
+by the gradient check (test_gradcheck --list), by the CPU-vs-CUDA model tests (the names
+test_cuda reports, run without a device so nothing is computed), by the PyTorch reference
+(scripts/torch_reference.py --pos accepts it; test_torch_reference runs each listed scheme),
+and by the comparison scripts (compare_runs.py orders and colours it, reproduce_paper.sh
+offers it). A fifth scheme added to pos.h fails here until each of them knows it."""
+import ast
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from testlib import check, finish  # noqa: E402
+
+BUILD = os.environ.get("BUILD", "build")
+TRAIN = os.environ.get("TRAIN", os.path.join(BUILD, "train"))
+
+
+def run(cmd, **env):
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env})
+    return r.returncode, r.stdout + r.stderr
+
+
+def literals(path):
+    """Top-level NAME = <literal> assignments of a Python file, without importing it."""
+    out = {}
+    with open(os.path.join(ROOT, path)) as f:
+        for node in ast.parse(f.read()).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                try:
+                    out[node.targets[0].id] = ast.literal_eval(node.value)
+                except ValueError:
+                    pass
+    return out
+
+
+def argparse_choices(path, flag):
+    """The choices=[...] of an add_argument(flag, ...) call in a Python file."""
+    with open(os.path.join(ROOT, path)) as f:
+        for node in ast.walk(ast.parse(f.read())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument" and node.args
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value == flag):
+                for kw in node.keywords:
+                    if kw.arg == "choices":
+                        return ast.literal_eval(kw.value)
+    return None
+
+
+def missing(names, have):
+    return [n for n in names if n not in have]
+
+
+rc, out = run([TRAIN, "--list-pos"])
+names = out.split() if rc == 0 else []
+check("pos_list", rc == 0 and len(names) >= 4 and len(set(names)) == len(names),
+      f"{TRAIN} --list-pos: status {rc}, {out.strip()[:200]!r}")
+
+rc, out = run([os.path.join(BUILD, "test", "test_gradcheck"), "--list"])
+have = set(out.split())
+gaps = [n for p in names for n in (f"gradcheck_model_{p}", f"float_vs_double_{p}") if n not in have]
+check("pos_covered_by_gradcheck", rc == 0 and names and not gaps, f"status {rc}, missing {gaps}")
+
+# an empty CUDA_VISIBLE_DEVICES hides any GPU: test_cuda then only names its tests (SKIPPED)
+rc, out = run([os.path.join(BUILD, "test", "test_cuda")], CUDA_VISIBLE_DEVICES="")
+have = {line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("SKIPPED ")}
+gaps = [n for p in names for n in (f"cuda_model_{p}_loss", f"cuda_model_{p}_grads", f"cuda_model_{p}_adamw5")
+        if n not in have]
+check("pos_covered_by_cuda_tests", rc == 0 and names and not gaps, f"status {rc}, missing {gaps}")
+
+choices = argparse_choices("scripts/torch_reference.py", "--pos") or []
+check("pos_covered_by_torch_reference", names and list(choices) == names,
+      f"torch_reference.py --pos choices {choices}, schemes {names}")
+
+cr = literals("scripts/compare_runs.py")
+order, colours = cr.get("POS_ORDER", []), cr.get("POS_COLOURS", {})
+check("pos_covered_by_compare_runs", names and list(order) == names and not missing(names, colours),
+      f"compare_runs.py POS_ORDER {order}, no colour for {missing(names, colours)}; schemes {names}")
+
+rc, out = run(["bash", "scripts/reproduce_paper.sh", "--help"])
+pos_help = " ".join(line for line in out.splitlines() if "position schemes" in line).split()
+check("pos_covered_by_reproduce_paper", rc == 0 and names and not missing(names, pos_help),
+      f"reproduce_paper.sh --help does not offer {missing(names, pos_help)}")
+
+finish()
