@@ -1,21 +1,33 @@
 #!/usr/bin/env python3
-"""PyTorch reference GPT-2 (SPEC's model) for timing the CUDA trainer against.
+"""PyTorch reference GPT-2 (MODEL.md's model): an independent implementation to time
+the trainer against and to check its steps with.
 
 The same model as the trainer: pre-LN GPT-2 blocks, tanh GELU, tied LM head, and a
-positional scheme: learned (wpe table), rope (q, k rotated on adjacent pairs (2j, 2j+1)
-after the QKV projection), or crope (as rope, and the Q/K/V projections are complex-linear:
-each stores A, B (C/2, C/2) and uses the real matrix with 2x2 blocks [[a, -b], [b, a]]).
-AdamW (torch.optim.AdamW), random tokens, one timing loop. Prints one JSON line:
+position scheme: learned (wpe table), sinusoidal (fixed sin/cos table added to the
+embedding), rope (q, k rotated on adjacent pairs (2j, 2j+1) after the QKV projection), or
+crope (as rope, and the Q/K/V projections are complex-linear: each stores A, B (C/2, C/2)
+and uses the real matrix with 2x2 blocks [[a, -b], [b, a]]). AdamW is torch.optim.AdamW.
+
+Benchmark (default): random tokens, one timing loop. Prints one JSON line:
   {"pos": ..., "compile": ..., "tokens_per_s": ..., "ms_per_step": ..., "peak_mem_mib": ...}
+
+Reference steps (--data SHARD.bin): trains on the shard's windows in the trainer's
+sequential order (batch k = windows kB .. kB+B-1, window w = tokens wT .. wT+T) and prints
+one JSON line per step, {"step": s, "loss": ..., "grad_norm": ...}, as the trainer's log
+does. --save_init FILE writes the initial weights in the trainer's safetensors layout
+(F32), for build/train --init_from FILE; the model then starts from those float32 values.
 
 Usage: torch_reference.py --pos crope [--compile] [--n_layer 4 --n_head 4 --n_embd 128
        --batch_size 16 --seq_len 1024 --steps 30 --warmup 5] [--no-tf32]
        [--device cpu [--threads N]]
+       torch_reference.py --pos rope --data SHARD.bin --save_init FILE.safetensors
+       [--dtype float64] [--lr 1e-3 --weight_decay 0.01] [model and batch flags as above]
 """
 import argparse
 import json
 import math
 import os
+import struct
 import sys
 import time
 
@@ -28,11 +40,20 @@ except ImportError:
     sys.exit(1)
 
 
-def rope_tables(T, D, base, device):
-    j = torch.arange(D // 2, dtype=torch.float64, device=device)
+def rope_tables(T, D, base):
+    j = torch.arange(D // 2, dtype=torch.float64)
     theta = base ** (-2.0 * j / D)
-    ang = torch.arange(T, dtype=torch.float64, device=device)[:, None] * theta[None, :]  # (T, D/2)
-    return torch.cos(ang).float(), torch.sin(ang).float()
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * theta[None, :]  # (T, D/2)
+    return torch.cos(ang), torch.sin(ang)
+
+
+def sinusoidal_table(T, C):
+    """(T, C): pe[t, 2i] = sin(t / 10000^(2i/C)), pe[t, 2i+1] = cos(...)."""
+    i = torch.arange(C // 2, dtype=torch.float64)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] / 10000.0 ** (2.0 * i / C)[None, :]
+    pe = torch.zeros(T, C, dtype=torch.float64)
+    pe[:, 0:2 * (C // 2):2], pe[:, 1:2 * (C // 2):2] = torch.sin(ang), torch.cos(ang)
+    return pe
 
 
 def apply_rope(x, cos, sin):
@@ -99,7 +120,7 @@ class Block(nn.Module):
         qkv = self.qkv(self.ln1(x))
         q, k, v = qkv.split(C, dim=-1)
         q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
-        if self.pos in ("rope", "crope"):
+        if cos is not None:
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         y = causal_attention(q, k, v)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
@@ -118,25 +139,80 @@ class GPT(nn.Module):
             nn.init.normal_(self.wpe.weight, std=0.02)
         self.blocks = nn.ModuleList(Block(C, H, L, pos) for _ in range(L))
         self.lnf = nn.LayerNorm(C)
-        cos, sin = rope_tables(maxT, C // H, rope_base, "cpu")
+        cos, sin = rope_tables(maxT, C // H, rope_base)
+        # float64 tables: model.to(dtype) rounds them once, as the trainer does
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
+        self.register_buffer("pe", sinusoidal_table(maxT, C), persistent=False)
 
     def forward(self, idx, targets):
         B, T = idx.shape
         x = self.wte(idx)
         if self.pos == "learned":
             x = x + self.wpe(torch.arange(T, device=idx.device))
-        cos, sin = self.rope_cos[:T], self.rope_sin[:T]
+        if self.pos == "sinusoidal":
+            x = x + self.pe[:T]
+        rotary = self.pos in ("rope", "crope")
+        cos, sin = (self.rope_cos[:T], self.rope_sin[:T]) if rotary else (None, None)
         for blk in self.blocks:
             x = blk(x, cos, sin)
         logits = F.linear(self.lnf(x), self.wte.weight)  # tied head
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+def trainer_tensors(model):
+    """The model's parameters under the trainer's names and shapes (per-layer tensors
+    stacked over layers, in the trainer's layout order; MODEL.md)."""
+    blocks = model.blocks
+
+    def stack(get):
+        return torch.stack([get(b) for b in blocks])
+
+    t = {"wte": model.wte.weight}
+    if model.pos == "learned":
+        t["wpe"] = model.wpe.weight
+    t["ln1.weight"], t["ln1.bias"] = stack(lambda b: b.ln1.weight), stack(lambda b: b.ln1.bias)
+    if model.pos == "crope":
+        t["attn.qkv.A"], t["attn.qkv.B"] = stack(lambda b: b.qkv.A), stack(lambda b: b.qkv.B)
+    else:
+        t["attn.qkv.weight"] = stack(lambda b: b.qkv.weight)
+    t["attn.qkv.bias"] = stack(lambda b: b.qkv.bias)
+    t["attn.proj.weight"], t["attn.proj.bias"] = stack(lambda b: b.proj.weight), stack(lambda b: b.proj.bias)
+    t["ln2.weight"], t["ln2.bias"] = stack(lambda b: b.ln2.weight), stack(lambda b: b.ln2.bias)
+    t["mlp.fc.weight"], t["mlp.fc.bias"] = stack(lambda b: b.fc.weight), stack(lambda b: b.fc.bias)
+    t["mlp.proj.weight"], t["mlp.proj.bias"] = stack(lambda b: b.fc2.weight), stack(lambda b: b.fc2.bias)
+    t["lnf.weight"], t["lnf.bias"] = model.lnf.weight, model.lnf.bias
+    return t
+
+
+def save_safetensors(path, tensors):
+    """F32 safetensors (8-byte little-endian header length, JSON header, raw data)."""
+    header, blobs, offset = {}, [], 0
+    for name, x in tensors.items():
+        data = x.detach().cpu().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(x.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_shard(path):
+    """Tokens of an llm.c shard (1024-byte header: magic 20240520, version 1, count N; N uint16)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    magic, version, n = struct.unpack("<3i", raw[:12])
+    if magic != 20240520 or version != 1 or len(raw) != 1024 + 2 * n:
+        print(f"error: {path} is not a token shard", file=sys.stderr)
+        sys.exit(1)
+    return torch.frombuffer(bytearray(raw[1024:]), dtype=torch.int16).to(torch.int64) & 0xFFFF
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pos", default="rope", choices=["learned", "rope", "crope"])
+    ap.add_argument("--pos", default="rope", choices=["learned", "sinusoidal", "rope", "crope"])
     ap.add_argument("--n_layer", type=int, default=4)
     ap.add_argument("--n_head", type=int, default=4)
     ap.add_argument("--n_embd", type=int, default=128)
@@ -144,7 +220,7 @@ def main():
     ap.add_argument("--max_seq_len", type=int, default=1024)
     ap.add_argument("--batch_size", type=int, default=16)
     ap.add_argument("--seq_len", type=int, default=1024)
-    ap.add_argument("--steps", type=int, default=30, help="timed steps")
+    ap.add_argument("--steps", type=int, default=30, help="timed steps (with --data: steps to run)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation happens here)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--no-tf32", action="store_true", help="plain fp32 matmuls (default: TF32 allowed)")
@@ -152,8 +228,15 @@ def main():
     ap.add_argument("--threads", type=int, default=0,
                     help="CPU only: torch intra-op threads (0 = one per available core)")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight_decay", type=float, default=0.01)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--data", help="reference steps on this shard's windows, in order (CPU)")
+    ap.add_argument("--save_init", help="write the initial weights here (trainer layout, F32 safetensors)")
     a = ap.parse_args()
 
+    if a.data:
+        a.device = "cpu"
     if a.device == "cuda" and not torch.cuda.is_available():
         print("error: torch has no CUDA device", file=sys.stderr)
         sys.exit(1)
@@ -164,28 +247,53 @@ def main():
     torch.backends.cudnn.allow_tf32 = not a.no_tf32
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
-    model = GPT(a.vocab_size, a.max_seq_len, a.n_embd, a.n_layer, a.n_head, a.pos).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    model = GPT(a.vocab_size, a.max_seq_len, a.n_embd, a.n_layer, a.n_head, a.pos)
+    if a.save_init:
+        save_safetensors(a.save_init, trainer_tensors(model))
+    with torch.no_grad():  # start from exactly the float32 values a saved init holds
+        for p in model.parameters():
+            p.copy_(p.float())
+    model = model.to(device=dev, dtype=getattr(torch, a.dtype))
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay)
     step_fn_model = torch.compile(model) if a.compile else model
 
-    def step():
-        idx = torch.randint(0, a.vocab_size, (a.batch_size, a.seq_len), device=dev)
-        tgt = torch.randint(0, a.vocab_size, (a.batch_size, a.seq_len), device=dev)
+    def step(idx, tgt, norm=None):
+        """One AdamW step; appends the gradient's global norm to the list `norm` if given."""
         loss = step_fn_model(idx, tgt)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if norm is not None:
+            norm.append(math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in model.parameters())))
         opt.step()
         return loss
 
+    if a.data:
+        tokens = read_shard(a.data)
+        B, T = a.batch_size, a.seq_len
+        if (len(tokens) - 1) // T < a.steps * B:
+            print(f"error: {a.data} has fewer than {a.steps * B} windows of {T + 1} tokens", file=sys.stderr)
+            sys.exit(1)
+        for s in range(a.steps):
+            w = torch.stack([tokens[(s * B + i) * T:(s * B + i) * T + T + 1] for i in range(B)])  # (B, T+1)
+            norm = []
+            loss = step(w[:, :-1].contiguous(), w[:, 1:].contiguous(), norm)
+            print(json.dumps({"step": s + 1, "loss": float(loss), "grad_norm": norm[0]}), flush=True)
+        return
+
+    def random_step():
+        idx = torch.randint(0, a.vocab_size, (a.batch_size, a.seq_len), device=dev)
+        tgt = torch.randint(0, a.vocab_size, (a.batch_size, a.seq_len), device=dev)
+        return step(idx, tgt)
+
     for _ in range(a.warmup):
-        step()
+        random_step()
     if dev.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(a.steps):
         t0 = time.perf_counter()
-        loss = step()
+        loss = random_step()
         loss.item()  # synchronises, as the trainer's per-step loss copy does
         times.append(time.perf_counter() - t0)
     times.sort()

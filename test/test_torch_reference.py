@@ -1,0 +1,88 @@
+"""An external reference, as llm.c's test_gpt2: for every position scheme the trainer
+knows (build/train --list-pos), scripts/torch_reference.py (PyTorch, float64) writes its
+initial weights, the trainer starts from them (--init_from) and both take the same first
+steps on the same batches; the training losses and gradient norms must agree to 1e-5
+relative. SKIPPED when PyTorch is not installed (Debian: python3-torch)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "data"))
+from testlib import check, finish, skip  # noqa: E402
+import shards  # noqa: E402
+
+TRAIN = os.environ.get("TRAIN", os.path.join(ROOT, "build", "train"))
+REFERENCE = os.path.join(ROOT, "scripts", "torch_reference.py")
+TOL = 1e-5
+STEPS = 4
+# a tiny model: L=2, H=2, C=16 (head size 8), V=64, batches of 2 x 8 tokens
+MODEL = {"n_layer": 2, "n_head": 2, "n_embd": 16, "vocab_size": 64, "max_seq_len": 16}
+BATCH = {"batch_size": 2, "seq_len": 8}
+OPTIM = {"lr": 1e-2, "weight_decay": 0.01}
+
+
+def flags(d):
+    return [x for k, v in d.items() for x in (f"--{k}", str(v))]
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(a), abs(b), 1e-30)
+
+
+def compare(pos, tmp, shard):
+    init = os.path.join(tmp, f"init_{pos}.safetensors")
+    ref = subprocess.run([sys.executable, REFERENCE, "--pos", pos, "--data", shard, "--save_init", init,
+                          "--dtype", "float64", "--steps", str(STEPS), "--threads", "1"]
+                         + flags(MODEL) + flags(BATCH) + flags(OPTIM), capture_output=True, text=True)
+    if ref.returncode != 0:
+        return f"torch_reference.py failed: {ref.stderr.strip()[-300:]}"
+    expect = [json.loads(line) for line in ref.stdout.splitlines() if line.startswith("{")]
+    run = os.path.join(tmp, f"run_{pos}")
+    tr = subprocess.run([TRAIN, "--pos", pos, "--train_data", shard, "--init_from", init, "--steps", str(STEPS),
+                         "--data_order", "sequential", "--schedule", "constant", "--warmup_steps", "0",
+                         "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-8", "--decay", "all",
+                         "--grad_clip", "0", "--eval_every", "0", "--checkpoint_every", "0", "--device", "cpu",
+                         "--run_dir", run] + flags(MODEL) + flags(BATCH) + flags(OPTIM),
+                        capture_output=True, text=True)
+    if tr.returncode != 0:
+        return f"build/train failed: {(tr.stderr or tr.stdout).strip()[-300:]}"
+    with open(os.path.join(run, "log.jsonl")) as f:
+        got = [r for r in map(json.loads, f) if r.get("type") == "train"]
+    if len(got) != STEPS or len(expect) != STEPS:
+        return f"{len(got)} trainer steps and {len(expect)} reference steps, expected {STEPS}"
+    worst, where = 0.0, ""
+    for g, e in zip(got, expect):
+        for key in ("loss", "grad_norm"):
+            err = rel(g[key], e[key])
+            if err > worst:
+                worst, where = err, f"step {e['step']} {key}: trainer {g[key]!r}, torch {e[key]!r}"
+    print(f"# {pos}: max rel diff {worst:.2e} over {STEPS} steps (loss, grad_norm)")
+    return "" if worst <= TOL else f"rel diff {worst:.2e} > {TOL:g} at {where}"
+
+
+def main():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        skip("torch_reference", "PyTorch is not installed (Debian: apt-get install python3-torch)")
+        return
+    names = subprocess.run([TRAIN, "--list-pos"], capture_output=True, text=True).stdout.split()
+    if not check("torch_reference_schemes_listed", names, f"{TRAIN} --list-pos printed nothing"):
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        shard = os.path.join(tmp, "ref_train_000000.bin")
+        n = STEPS * BATCH["batch_size"] * BATCH["seq_len"] + 1
+        rng = __import__("random").Random(5)
+        shards.write_shard(shard, [rng.randrange(MODEL["vocab_size"]) for _ in range(n)])
+        for pos in names:
+            why = compare(pos, tmp, shard)
+            check(f"torch_reference_{pos}", not why, why)
+
+
+main()
+finish()
