@@ -20,10 +20,14 @@ evaluation length.
 "missing" (no usable log), for scripts that resume cut runs.
 """
 import argparse
+import gzip
 import json
 import math
 import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data"))
+from shards import dataset_of_pattern  # noqa: E402  (the shard name rule of every tool)
 
 # Fixed colour per position scheme so every figure of the project reads alike.
 POS_COLOURS = {
@@ -41,6 +45,12 @@ NON_GROUP_KEYS = {
     "init_from", "init-from", "train_data", "val_data", "dataset", "pos",
     "eval_every", "eval_batches", "eval_seq_lens",
 }
+# Keys whose differences are expected in a comparison (the two axes varied) or
+# change nothing in the numbers (where files go, how often they are written);
+# a difference in any other key is warned about.
+NOT_WARNED_KEYS = {"pos", "seed", "run_dir", "checkpoint_every", "sample_every", "encoder_json"}
+# The synthetic task counts as solved above this marker accuracy.
+SOLVED = 0.99
 
 
 class InputError(Exception):
@@ -62,9 +72,10 @@ def read_log(path):
     if not os.path.exists(path):
         raise InputError(f"{path}: no such log (is the run folder right?)")
     try:
-        with open(path, "r", encoding="utf-8") as f:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
             lines = f.read().split("\n")
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, UnicodeDecodeError, EOFError) as e:
         raise InputError(f"{path}: cannot read log: {e}")
     # index of the last non-blank line, the only one allowed to be cut short
     last = max((i for i, l in enumerate(lines) if l.strip()), default=-1)
@@ -92,7 +103,8 @@ def read_log(path):
 
 def dataset_of(config):
     """Dataset name: a "dataset" key, else the folder under data/ of
-    train_data ('data/ptb/ptb_train_*.bin' -> 'ptb'), else the shard prefix."""
+    train_data ('data/ptb/ptb_train_*.bin' -> 'ptb'), else the shard name's
+    dataset (data/shards.py's rule: my_val_set_train_*.bin -> 'my_val_set')."""
     if config.get("dataset"):
         return str(config["dataset"])
     td = str(config.get("train_data") or "")
@@ -105,8 +117,9 @@ def dataset_of(config):
     if "data" in parts and parts.index("data") + 1 < len(parts) - 1:
         return parts[parts.index("data") + 1]
     last = parts[-1]
-    if "_train" in last:  # shard name or glob: its prefix
-        return last.split("_train")[0]
+    name = dataset_of_pattern(last)
+    if name:
+        return name
     if last.endswith(".bin") or "*" in last:
         return parts[-2] if len(parts) >= 2 else last
     return last  # a folder of shards
@@ -160,11 +173,11 @@ class Run:
         at = self.seq_len if self.seq_len in self.val_lens else (
             self.val_lens[0] if len(self.val_lens) == 1 else None)
         self.val_curve = [(s, l) for s, l, t in self.val if t == at]
-        # accuracy after the accuracy_tokens (synthetic task), last evaluation at seq_len
-        accs = [r["accuracy"] for r in records
-                if r.get("type") == "val" and r.get("accuracy") is not None
-                and int(r.get("seq_len") or self.seq_len or 0) == at]
-        self.final_accuracy = float(accs[-1]) if accs else None
+        # accuracy after the accuracy_tokens (synthetic task) at seq_len, per evaluation
+        self.acc_curve = sorted((int(r["step"]), float(r["accuracy"])) for r in records
+                                if r.get("type") == "val" and r.get("accuracy") is not None
+                                and int(r.get("seq_len") or self.seq_len or 0) == at)
+        self.final_accuracy = self.acc_curve[-1][1] if self.acc_curve else None
 
     # Steps may be logged 0-based (0..steps-1) or 1-based (1..steps): a log
     # that has a step-0 train record is 0-based.
@@ -189,6 +202,9 @@ class Run:
         for s, l, t in self.val:  # sorted by step, so the last one wins
             out[t] = l
         return out
+
+    def label(self):
+        return f"{self.pos} seed {self.seed}"
 
     def group_key(self):
         rest = tuple(sorted((k, json.dumps(v, sort_keys=True))
@@ -241,6 +257,64 @@ def make_groups(runs):
                 f"{k}={g.config.get(k)}" for k in keys) + ")"
             g.style = styles[i % len(styles)]
     return groups
+
+
+# ---------------------------------------------------------------- config differences
+
+
+def who(runs):
+    """'rope s1,s2, crope s1': the runs named by pos and seed."""
+    by_pos = {}
+    for r in runs:
+        by_pos.setdefault(r.pos, []).append(str(r.seed))
+    return ", ".join(f"{p} s{','.join(seeds)}" for p, seeds in
+                     sorted(by_pos.items(), key=lambda kv: order_key("", kv[0])))
+
+
+def config_value(run, key):
+    return json.dumps(run.config[key], sort_keys=True) if key in run.config else "unset"
+
+
+def config_differences(runs):
+    """{dataset: [(key, [(value, runs)...])...]}: every config key, other than
+    NOT_WARNED_KEYS, on which runs of the same dataset disagree (a key a run
+    does not record counts as "unset"). Values with the most runs come first."""
+    by_ds = {}
+    for r in runs:
+        by_ds.setdefault(r.dataset, []).append(r)
+    out = {}
+    for ds, rs in by_ds.items():
+        diffs = []
+        for k in sorted({k for r in rs for k in r.config} - NOT_WARNED_KEYS):
+            vals = {}
+            for r in rs:
+                vals.setdefault(config_value(r, k), []).append(r)
+            if len(vals) > 1:
+                diffs.append((k, sorted(vals.items(), key=lambda kv: -len(kv[1]))))
+        if diffs:
+            out[ds] = diffs
+    return out
+
+
+def warning_lines(diffs):
+    return [f"{ds}: the runs differ in {k}: " + "; ".join(f"{v} ({who(rs)})" for v, rs in vals)
+            for ds, ks in diffs.items() for k, vals in ks]
+
+
+def differing_keys(g, ref, diffs):
+    """The warned keys on which the runs of group g and of its reference differ."""
+    runs = g.runs + (ref.runs if ref is not None else [])
+    return [k for k, _ in diffs.get(g.dataset, [])
+            if len({config_value(r, k) for r in runs}) > 1]
+
+
+def setting_text(runs):
+    """'300 steps, B=8, T=64, seeds 1,2' (values that differ joined by '/')."""
+    def vals(key):
+        return "/".join(sorted({str(r.config.get(key, "?")) for r in runs}, key=lambda v: (len(v), v)))
+    seeds = sorted({str(r.seed) for r in runs}, key=lambda v: (len(v), v))
+    return (f"{vals('steps')} steps, B={vals('batch_size')}, T={vals('seq_len')}, "
+            f"{'seed' if len(seeds) == 1 else 'seeds'} {','.join(seeds)}")
 
 
 # ---------------------------------------------------------------- numbers
@@ -309,7 +383,7 @@ def reference_group(g, groups):
     return ropes[0]
 
 
-def build_table(groups, stats):
+def build_table(groups, stats, diffs):
     head = ["dataset", "pos", "seeds", "params", "attention params",
             "final val loss", "best val loss", "val ppl", "tokens/s",
             "Δ final vs rope", "notes"]
@@ -328,6 +402,10 @@ def build_table(groups, stats):
             diff = "n/a"
         else:
             diff = f"{st['final'][0] - stats[id(ref)]['final'][0]:+.4f}"
+        keys = differing_keys(g, ref, diffs)
+        if keys and diff != "ref":
+            diff += " (not comparable)"
+        notes = st["cut"] + ([f"WARNING: config differs ({', '.join(keys)})"] if keys else [])
         n = len(g.runs)
         seeds = ",".join("?" if r.seed is None else str(r.seed) for r in g.runs)
         nv = st["n_val"]
@@ -336,7 +414,7 @@ def build_table(groups, stats):
             fmt_int(st["params_total"]), fmt_int(st["params_attention"]),
             fmt_ms(*st["final"], nv), fmt_ms(*st["best"], nv),
             "n/a" if st["ppl"] is None else f"{st['ppl']:.2f}",
-            fmt_int(st["tokens_per_s"]), diff, " ".join(st["cut"])])
+            fmt_int(st["tokens_per_s"]), diff, " ".join(notes)])
         if with_acc:
             rows[-1].insert(8, fmt_ms(*st["accuracy"], st["n_acc"]))
     lines = ["| " + " | ".join(head) + " |",
@@ -392,27 +470,36 @@ def colour(g):
     return POS_COLOURS.get(g.pos, "#7f7f7f")
 
 
-def draw(ax, g, curves):
+def draw(ax, g, curves, per_seed=False):
+    """One group's curves: a thin line per seed (per_seed), else the mean with
+    a min-max band over seeds."""
     curves = [c for c in curves if c]
     if not curves:
         return
+    label = g.label + (f" ({len(curves)} seeds)" if len(curves) > 1 else "")
+    marker = "o" if max(len(c) for c in curves) < 4 else None  # a point or two is no line
+    if per_seed:
+        for i, c in enumerate(curves):
+            ax.plot([x for x, _ in c], [y for _, y in c], g.style, color=colour(g), lw=0.9,
+                    alpha=0.8, marker=marker, ms=3, label=label if i == 0 else None)
+        return
     steps, m, lo, hi = band(curves)
-    ax.plot(steps, m, g.style, color=colour(g), lw=1.3,
-            label=g.label + (f" ({len(curves)} seeds)" if len(curves) > 1 else ""))
+    ax.plot(steps, m, g.style, color=colour(g), lw=1.3, marker=marker, ms=3, label=label)
     if len(curves) > 1:
         ax.fill_between(steps, lo, hi, color=colour(g), alpha=0.2, lw=0)
 
 
-def zoom(ax):
-    """Fit the y range to the curves after the first 15% of steps: the first
-    steps fall from ~ln V and would otherwise squash the differences at the
-    end, which are what the comparison is about."""
+def zoom(ax, keep=None):
+    """Fit the y range to the curves after the first 15% of steps (and to the
+    value keep): the first steps fall from ~ln V and would otherwise squash
+    the differences at the end, which are what the comparison is about."""
     pts = [(x, y) for line in ax.lines if line.get_linestyle() not in ("None", ":")
            for x, y in zip(line.get_xdata(), line.get_ydata())]
     if len(pts) < 2:
         return
     x0, x1 = min(x for x, _ in pts), max(x for x, _ in pts)
     ys = [y for x, y in pts if x >= x0 + 0.15 * (x1 - x0)] or [y for _, y in pts]
+    ys += [] if keep is None else [keep]
     lo, hi = min(ys), max(ys)
     pad = 0.05 * (hi - lo) or 0.05
     ax.set_ylim(lo - pad, hi + pad)
@@ -420,87 +507,164 @@ def zoom(ax):
 
 def finish_axes(ax):
     ax.grid(alpha=0.3)
-    if ax.lines:
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
 
 
-def save(fig, prefix):
-    """Writes PREFIX.png and PREFIX.svg and closes the figure."""
+def warn_figure(fig, diffs):
+    """The config differences in red under the title."""
+    lines = [f"WARNING: the {ds} runs differ in {', '.join(k for k, _ in ks)}, not only in pos "
+             f"and seed (see the table)" for ds, ks in diffs.items()]
+    if lines:
+        fig.text(0.5, 1 - 0.5 / fig.get_figheight(), "\n".join(lines), ha="center", va="top",
+                 color="#cc0000", fontsize=9, fontweight="bold")
+    return len(lines)
+
+
+def save(fig, prefix, n_warnings=0):
+    """Writes PREFIX.png and PREFIX.svg and closes the figure (room at the top for the
+    title and n_warnings lines of warning)."""
     import matplotlib.pyplot as plt
-    fig.tight_layout()
+    h = fig.get_figheight()
+    fig.tight_layout(rect=(0, 0, 1, 1 - (0.5 + 0.2 * n_warnings) / h if n_warnings else 1))
     for ext in ("png", "svg"):
         fig.savefig(f"{prefix}.{ext}", dpi=120)
     plt.close(fig)
 
 
-def plot_curves(groups, prefix, smooth_n):
+def pyplot():
     import matplotlib
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text: smaller, searchable
     import matplotlib.pyplot as plt
-    datasets = sorted({g.dataset for g in groups}, key=lambda d: order_key(d, "")[:2])
-    fig, axes = plt.subplots(2, len(datasets), squeeze=False,
-                             figsize=(4.6 * len(datasets), 7.0))
+    return plt
+
+
+def datasets_of(groups):
+    return sorted({g.dataset for g in groups}, key=lambda d: order_key(d, "")[:2])
+
+
+def model_text(runs):
+    keys = [("n_layer", "L"), ("n_head", "H"), ("n_embd", "C")]
+    return " ".join(f"{short}=" + "/".join(sorted({str(r.config.get(k, "?")) for r in runs}))
+                    for k, short in keys)
+
+
+def delta_curves(g, groups):
+    """Per seed of g: its validation loss minus the RoPE group's mean, at the
+    steps both have (RoPE's own seeds give its spread around 0)."""
+    ref = reference_group(g, groups)
+    if ref is None:
+        return []
+    steps, mean, _, _ = band([r.val_curve for r in ref.runs if r.val_curve])
+    at = dict(zip(steps, mean))
+    return [[(st, v - at[st]) for st, v in r.val_curve if st in at] for r in g.runs]
+
+
+def plot_curves(groups, prefix, smooth_n, diffs):
+    """Panels (rows; a single dataset lays them out in a row): marker accuracy
+    (when measured), validation loss, its difference to RoPE (when there is
+    RoPE and something to compare it with, and no accuracy panel), training
+    loss. With accuracy (the synthetic task) every seed is its own thin line,
+    since a seed that fails makes a mean that matches no run."""
+    plt = pyplot()
+    datasets = datasets_of(groups)
+    has_acc = any(r.acc_curve for g in groups for r in g.runs)
+    rows = (["acc"] if has_acc else []) + ["val"]
+    if not has_acc and any(g.pos == "rope" for g in groups) and any(g.pos != "rope" for g in groups):
+        rows.append("delta")
+    rows.append("train")
+    one = len(datasets) == 1
+    nr, nc = (1, len(rows)) if one else (len(rows), len(datasets))
+    fig, axes = plt.subplots(nr, nc, squeeze=False, figsize=(4.8 * nc, 3.6 * nr + 0.6))
+    runs = [r for g in groups for r in g.runs]
+    what = "one thin line per seed" if has_acc else "mean line, band = min-max over seeds"
+    title = f"GPT-2 {model_text(runs)}: {what}"
+    if one:
+        title = f"{datasets[0]}: {setting_text(runs)} | " + title
+    fig.suptitle(title, fontsize=11, y=1 - 0.15 / fig.get_figheight(), va="top")
+    n_warn = warn_figure(fig, diffs)
     for j, ds in enumerate(datasets):
-        top, bot = axes[0][j], axes[1][j]
         gs = [g for g in groups if g.dataset == ds]
+        ds_runs = [r for g in gs for r in g.runs]
         seq = sorted({str(g.config.get("seq_len")) for g in gs})
-        for g in gs:
-            draw(top, g, [r.val_curve for r in g.runs])
-            draw(bot, g, [list(zip([s for s, _, _ in r.train],
-                                   smooth([l for _, l, _ in r.train], smooth_n)))
-                          for r in g.runs])
-            for r in g.runs:  # mark where a cut run stops
-                if r.is_cut() and r.train:
-                    bot.axvline(r.train[-1][0], color=colour(g), ls=":", lw=0.8)
-        top.set_title(ds)
-        top.set_ylabel(f"validation loss (T={'/'.join(seq)})")
-        bot.set_ylabel("training loss" +
-                       (f" (moving avg {smooth_n})" if smooth_n > 1 else ""))
-        bot.set_xlabel("step")
-        for ax in (top, bot):
-            zoom(ax)
+        for i, row in enumerate(rows):
+            ax = axes[0][i] if one else axes[i][j]
+            if row == "acc":
+                for g in gs:
+                    draw(ax, g, [r.acc_curve for r in g.runs], per_seed=True)
+                ax.axhline(SOLVED, color="#444444", ls="--", lw=0.9, label=f"solved ({SOLVED:g})")
+                ax.set_ylim(-0.03, 1.03)
+                toks = sorted({str(t) for r in ds_runs for t in (r.config.get("accuracy_tokens") or [])})
+                ax.set_ylabel("accuracy after the markers" + (f" ({', '.join(toks)})" if toks else ""))
+            elif row == "val":
+                for g in gs:
+                    draw(ax, g, [r.val_curve for r in g.runs], per_seed=has_acc)
+                ax.set_ylabel(f"validation loss (T={'/'.join(seq)})")
+            elif row == "delta":
+                for g in gs:
+                    draw(ax, g, delta_curves(g, groups))
+                ax.axhline(0, color="#444444", lw=0.8)
+                zoom(ax, keep=0.0)
+                ax.set_ylabel("validation loss minus RoPE's mean")
+            else:
+                for g in gs:
+                    draw(ax, g, [list(zip([st for st, _, _ in r.train],
+                                          smooth([l for _, l, _ in r.train], smooth_n)))
+                                 for r in g.runs], per_seed=has_acc)
+                    for r in g.runs:  # mark where a cut run stops
+                        if r.is_cut() and r.train:
+                            ax.axvline(r.train[-1][0], color=colour(g), ls=":", lw=0.8)
+                zoom(ax)
+                ax.set_ylabel("training loss" + (f" (moving avg {smooth_n} steps)" if smooth_n > 1 else ""))
+            ax.set_xlabel("step")
             finish_axes(ax)
-    save(fig, prefix)
+            if i == 0 and not one:
+                ax.set_title(f"{ds}\n{setting_text(ds_runs)}", fontsize=10)
+    save(fig, prefix, n_warn)
 
 
-def plot_lengths(groups, prefix):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    datasets = sorted({g.dataset for g in groups}, key=lambda d: order_key(d, "")[:2])
+def plot_lengths(groups, prefix, diffs):
+    """Final validation loss against the evaluation length: mean over seeds,
+    error bars = sample std over seeds (none, and said so, for one seed)."""
+    plt = pyplot()
+    datasets = datasets_of(groups)
     fig, axes = plt.subplots(1, len(datasets), squeeze=False,
-                             figsize=(4.6 * len(datasets), 3.8))
+                             figsize=(4.8 * len(datasets), 4.2))
+    n_warn = warn_figure(fig, diffs)
     for j, ds in enumerate(datasets):
         ax = axes[0][j]
-        for g in (g for g in groups if g.dataset == ds):
+        gs = [g for g in groups if g.dataset == ds]
+        for g in gs:
             lens = sorted({t for r in g.runs for t in r.val_lens})
-            xs, ms, lo, hi = [], [], [], []
+            xs, ms, sds, ns = [], [], [], []
             for t in lens:  # a length a run never evaluated is not applicable
-                vals = [r.final_val_by_len()[t] for r in g.runs
-                        if t in r.final_val_by_len()]
+                vals = [r.final_val_by_len()[t] for r in g.runs if t in r.final_val_by_len()]
                 if vals:
+                    m, sd = mean_std(vals)
                     xs.append(t)
-                    ms.append(sum(vals) / len(vals))
-                    lo.append(min(vals))
-                    hi.append(max(vals))
+                    ms.append(m)
+                    sds.append(sd)
+                    ns.append(len(vals))
             if not xs:
                 continue
-            ax.plot(xs, ms, g.style, marker="o", ms=3, color=colour(g), label=g.label)
-            if len(g.runs) > 1:
-                ax.fill_between(xs, lo, hi, color=colour(g), alpha=0.2, lw=0)
+            n = max(ns)
+            ax.errorbar(xs, ms, yerr=sds if n > 1 else None, fmt=g.style, marker="o", ms=3,
+                        capsize=3, color=colour(g),
+                        label=g.label + (f" ({n} seeds, ± std)" if n > 1 else " (1 seed: no error bar)"))
             tr = g.config.get("seq_len")
             if tr:
                 ax.axvline(tr, color="#999999", ls=":", lw=0.8)
         ax.set_xscale("log", base=2)
-        ticks = sorted({t for g in groups if g.dataset == ds for r in g.runs
-                        for t in r.val_lens})
+        ticks = sorted({t for g in gs for r in g.runs for t in r.val_lens})
         ax.set_xticks(ticks)
         ax.set_xticklabels([str(t) for t in ticks])
-        ax.set_title(f"{ds}: final val loss vs eval length")
+        ax.set_title(f"{ds}: final val loss vs eval length\n{setting_text([r for g in gs for r in g.runs])}",
+                     fontsize=10)
         ax.set_xlabel("evaluation length (tokens); dotted = training length")
         ax.set_ylabel("validation loss")
         finish_axes(ax)
-    save(fig, prefix)
+    save(fig, prefix, n_warn)
 
 
 # ---------------------------------------------------------------- main
@@ -526,8 +690,9 @@ def main(argv):
     ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
     ap.add_argument("--out", default="compare", metavar="PREFIX",
                     help="output prefix: PREFIX.png/.svg/.md (default: compare)")
-    ap.add_argument("--smooth", type=int, default=1, metavar="N",
-                    help="moving average of the training loss over N steps (default 1: none)")
+    ap.add_argument("--smooth", type=int, default=None, metavar="N",
+                    help="moving average of the training loss over N steps (1: none; "
+                         "default: 1/40 of the longest run)")
     ap.add_argument("--eval-lengths", action="store_true",
                     help="always write PREFIX_lengths.png/.svg and the length table "
                          "(default: only when val records have several seq_len values)")
@@ -537,13 +702,25 @@ def main(argv):
     if a.status:
         status(a.runs)
         return 0
-    if a.smooth < 1:
+    if a.smooth is not None and a.smooth < 1:
         raise InputError("--smooth must be >= 1")
     runs = [Run(p) for p in a.runs]
+    smooth_n = a.smooth or max(1, round(max(r.steps_done() for r in runs) / 40))
     groups = make_groups(runs)
     stats = {id(g): summarise(g) for g in groups}
-    table = build_table(groups, stats)
-    md = "## Final losses\n\n" + table + "\n\n" + \
+    diffs = config_differences(runs)
+    warnings = warning_lines(diffs)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    table = build_table(groups, stats, diffs)
+    md = "## Final losses\n\n"
+    if warnings:
+        md += ("**WARNING: these runs differ in more than the position scheme and the seed**, "
+               "so their differences are not the effect of the scheme alone:\n\n" +
+               "".join(f"- {w}\n" for w in warnings) + "\n")
+    md += "Setting: " + "; ".join(f"{ds}: {setting_text([r for r in runs if r.dataset == ds])}"
+                                  for ds in datasets_of(groups)) + ".\n\n"
+    md += table + "\n\n" + \
         "Final/best: validation loss at the training seq_len, mean ± sample std over seeds; " \
         "val ppl = exp(mean final); tokens/s = median over train records; " \
         "Δ = mean final minus the RoPE group of the same dataset.\n"
@@ -559,10 +736,10 @@ def main(argv):
     with open(a.out + ".md", "w", encoding="utf-8") as f:
         f.write(md)
     print(md, end="")
-    plot_curves(groups, a.out, a.smooth)
+    plot_curves(groups, a.out, smooth_n, diffs)
     written = [a.out + ".png", a.out + ".svg", a.out + ".md"]
     if lengths:
-        plot_lengths(groups, a.out + "_lengths")
+        plot_lengths(groups, a.out + "_lengths", diffs)
         written += [a.out + "_lengths.png", a.out + "_lengths.svg"]
     print("\nwrote " + ", ".join(written), file=sys.stderr)
     return 0

@@ -1,6 +1,7 @@
 """Tests scripts/compare_runs.py on hand-made run folders whose final numbers
 are known: means and std over seeds, differences to RoPE, perplexity, the
 cut-run marker, figures written, and the error cases."""
+import gzip
 import json
 import shutil
 import math
@@ -23,7 +24,7 @@ PARAMS = {
 
 def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=None,
               one_based=False, tps=1000.0, extra_lens=None, truncate_tail=False,
-              config_in_log=True, accuracy=None):
+              config_in_log=True, accuracy=None, cfg_extra=None):
     """A run whose val loss (at seq_len 64) every 20 steps follows `finals`
     (list of values, the last one is the final loss)."""
     d = os.path.join(root, name)
@@ -32,6 +33,7 @@ def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=No
            "lr": 1e-3, "n_layer": 4, "n_head": 4, "n_embd": 128, "max_seq_len": 1024,
            "train_data": f"data/{dataset}/{dataset}_train_*.bin",
            "val_data": f"data/{dataset}/{dataset}_val_*.bin", "run_dir": d}
+    cfg.update(cfg_extra or {})
     recs = []
     if config_in_log:
         recs.append({"type": "config", "config": cfg, "params": PARAMS[pos]})
@@ -145,16 +147,57 @@ def main():
         check("png_signature", f.read(8) == b"\x89PNG\r\n\x1a\n")
 
     check("no_accuracy_column_without_accuracy", "marker accuracy" not in so, so[:300])
+    # runs that differ only in pos, seed and run folder: no warning; the setting in the table
+    # and in the figure's titles; the difference-to-RoPE panel
+    check("no_config_warning_for_pos_and_seed", "WARNING" not in md and "warning:" not in se, se[-300:])
+    check("setting_in_table", "wikitext2: 100 steps, B=8, T=64, seeds 1,2" in md, md[:300])
+    svg = open(out + ".svg", encoding="utf-8").read()
+    check("figure_title_has_setting", "100 steps, B=8, T=64, seeds 1,2" in svg and "ptb" in svg)
+    check("figure_difference_to_rope_panel", "minus RoPE" in svg)
+    check("figure_smoothing_label", "moving avg 5 steps" in svg)
+    lsvg = open(out + "_lengths.svg", encoding="utf-8").read()
+    check("lengths_error_bars_from_seeds", "(2 seeds, ± std)" in lsvg and "(1 seed: no error bar)" in lsvg)
+
+    # A short run at another seq_len beside a long one (the issue's +2.79 "delta"): warned
+    # about on stderr, above the table, in the rows and in the figure.
+    mis = [write_run(tmp, "m-rope-s1", "wikitext2", "rope", 1, [6.0, 5.5], steps=300),
+           write_run(tmp, "m-learned-s1", "wikitext2", "learned", 1, [8.3], steps=20,
+                     cfg_extra={"seq_len": 128, "val_data": "data/other/other_val_*.bin"})]
+    out4 = os.path.join(tmp, "out4", "cmp")
+    rc, so, se = run(mis + ["--out", out4])
+    mr = parse_table(so.split("Setting:")[-1]) if rc == 0 else {}
+    lr = mr.get(("wikitext2", "learned"), {})
+    check("config_mismatch_warned_on_stderr", rc == 0 and "warning: wikitext2: the runs differ in seq_len: "
+          "64 (rope s1); 128 (learned s1)" in se and "differ in steps" in se and "differ in val_data" in se, se[-600:])
+    check("config_mismatch_warned_in_table", "**WARNING: these runs differ in more than the position scheme"
+          in so and "(not comparable)" in lr.get("Δ final vs rope", "")
+          and "config differs (seq_len, steps, val_data)" in lr.get("notes", ""), str(lr))
+    svg = open(out4 + ".svg", encoding="utf-8").read() if rc == 0 else ""
+    check("config_mismatch_warned_in_figure", "WARNING: the wikitext2 runs differ in seq_len, steps, val_data" in svg)
+    check("figure_setting_shows_both_values", "20/300 steps" in svg and "T=64/128" in svg)
+
+    # dataset names by the shard rule, and a (gzipped) log file given directly
+    tr = write_run(tmp, "t-rope-s1", "x", "rope", 1, [5.0], cfg_extra={"train_data": "sh/my_val_set_train_*.bin"})
+    gz = os.path.join(tmp, "t-rope-s1.jsonl.gz")
+    with open(os.path.join(tr, "log.jsonl"), "rb") as f, gzip.open(gz, "wb") as g:
+        g.write(f.read())
+    rc, so, se = run([gz, "--out", os.path.join(tmp, "out5", "cmp")])
+    check("gzip_log_and_shard_rule_dataset", rc == 0 and ("my_val_set", "rope") in parse_table(so.split("Setting:")[-1]),
+          so[-400:] + se[-300:])
 
     # the synthetic task: runs with marker accuracy get an accuracy column (mean ± std of final)
     acc = [write_run(tmp, f"s-{p}-s{i}", "synthetic", p, i, [2.8, 2.6], accuracy=a)
            for p, i, a in [("rope", 1, 1.0), ("rope", 2, 0.5), ("crope", 1, 0.25)]]
     rc, so, se = run(acc + ["--out", os.path.join(tmp, "out3", "cmp")])
-    ar = parse_table(so)
+    ar = parse_table(so.split("Setting:")[-1])
     check("accuracy_column_mean_std", rc == 0 and ar.get(("synthetic", "rope"), {}).get("marker accuracy")
           == f"0.7500 ± {math.sqrt(0.125):.4f}", str(ar.get(("synthetic", "rope"))))
     check("accuracy_column_single", ar.get(("synthetic", "crope"), {}).get("marker accuracy") == "0.2500",
           str(ar.get(("synthetic", "crope"))))
+    svg = open(os.path.join(tmp, "out3", "cmp.svg"), encoding="utf-8").read() if rc == 0 else ""
+    check("synthetic_figure_accuracy_panel", "accuracy after the markers" in svg and "solved (0.99)" in svg
+          and "one thin line per seed" in svg)
+    check("smoothing_on_by_default", "moving avg 2 steps" in svg)   # 1/40 of 100 steps
 
     # one seq_len only and no --eval-lengths: no lengths figure
     out2 = os.path.join(tmp, "out2", "cmp")
