@@ -2,8 +2,16 @@
 # Installs the Debian packages the build, the tests and the scripts need,
 # only those missing. The CUDA toolkit is not a Debian package here: the
 # Makefile builds the CUDA backend when it finds nvcc (/usr/local/cuda).
+#   --with-torch  also python3-torch, the PyTorch reference test_torch_reference
+#                 compares the trainer with (CI passes it; without it that test is SKIPPED)
 set -e
 pkgs="g++ make libopenblas-openmp-dev nlohmann-json3-dev python3 python3-numpy python3-regex python3-matplotlib"
+for a in "$@"; do
+  case "$a" in
+    --with-torch) pkgs="$pkgs python3-torch" ;;
+    *) echo "error: unknown option '$a' (usage: scripts/install_deps.sh [--with-torch])" >&2; exit 1 ;;
+  esac
+done
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
