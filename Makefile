@@ -76,8 +76,9 @@ test: all
 run: all
 	TRAIN=$(BUILD)/train PYTHON=$(PYTHON) scripts/run_synthetic.sh
 
+# options of scripts/bench_cpu.sh go in ARGS: make bench ARGS="--quick --no-torch"
 bench: all
-	scripts/bench_cpu.sh
+	TRAIN=$(BUILD)/train scripts/bench_cpu.sh $(ARGS)
 
 deps:
 	scripts/install_deps.sh

@@ -6,11 +6,12 @@
 # Random-token shards are written to a temp folder; the trainer runs N steps with no eval
 # and no checkpoints; the first 2 steps are warm-up and are not counted; the table shows
 # the median over the rest. PyTorch runs 2 warm-up + (N-2) timed steps with the same B, T.
-# Prints a Markdown table and writes it to build/bench_cpu.md.
+# Prints a Markdown table and writes it to bench_cpu.md beside the trainer (build/bench_cpu.md).
 #
-# usage: scripts/bench_cpu.sh [--quick] [--no-torch]
+# usage: scripts/bench_cpu.sh [--quick] [--no-torch]      (make bench ARGS="--quick --no-torch")
 #   --quick     fewer steps (a rough number in about a third of the time)
 #   --no-torch  skip the PyTorch column
+# Environment: TRAIN (default build/train).
 # Run it on a quiet machine: other jobs on the cores skew every number.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,12 +22,12 @@ for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
     --no-torch) TORCH=0 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown option '$arg' (expected --quick, --no-torch)" >&2; exit 1 ;;
   esac
 done
 
-TRAIN=build/train
+TRAIN=${TRAIN:-build/train}
 if [[ ! -x $TRAIN ]]; then
   echo "error: $TRAIN not found; build it first (make, or make bench)" >&2
   exit 1
@@ -62,7 +63,7 @@ fi
 
 # Random tokens, more than one pass of the longest run needs (the loader wraps anyway).
 mkdir -p "$TMP/data"
-PYTHONPATH=scripts "$PY" - "$TMP/data/rand_train_000000.bin" <<'EOF'
+PYTHONPATH=data "$PY" - "$TMP/data/rand_train_000000.bin" <<'EOF'
 import sys
 import numpy as np
 from shards import write_shard
@@ -128,5 +129,5 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || true)
   echo "| setting | pos | trainer tokens/s | trainer ms/step | PyTorch tokens/s | ratio |"
   echo "|---|---|---:|---:|---:|---:|"
   printf '%s\n' "${ROWS[@]}"
-} | tee build/bench_cpu.md.tmp
-mv build/bench_cpu.md.tmp build/bench_cpu.md
+} | tee "$(dirname "$TRAIN")/bench_cpu.md.tmp"
+mv "$(dirname "$TRAIN")/bench_cpu.md.tmp" "$(dirname "$TRAIN")/bench_cpu.md"
