@@ -1,205 +1,384 @@
 #!/usr/bin/env bash
-# The one script to run on a GPU machine (fits in < 8 minutes on one H200):
-#   1. build (make -j; the Makefile builds the CUDA backend when it finds nvcc)
-#   2. build/test/test_cuda: every CUDA op against its CPU twin, and full training steps
-#   3. benchmark: tokens/s, ms/step and peak memory of build/train for learned, rope, crope
-#      at the CRoPE paper's setting (V=50257 C=128 L=4 H=4 B=16 T=1024) and at GPT-2 124M
-#      (C=768 L=12 H=12), on synthetic random-token shards; the projected wall time of the
-#      paper's 10,000-step run; PyTorch (eager and torch.compile) at the paper's setting
-#      where python3 has torch (scripts/torch_reference.py).
-# The table goes to build/gpu_check.md (and $OUT/gpu_check.md when $OUT is set) and is
-# printed last. Exit status: non-zero if the build or test_cuda failed.
-# Env: STEPS (default 30) timed training steps per run, SKIP_TORCH=1, SKIP_TESTS=1.
+# The one call to make on a GPU machine; everything in one run within a time budget, and
+# nothing lost if the run is cut short (results are written as they come):
+#   1. prerequisites, one line each (make, g++, nvcc, cuBLAS, nlohmann/json, python3, a GPU,
+#      compute-sanitizer, PyTorch); never apt (such a machine has no network)
+#   2. build (only the trainer and the GPU test programs; the Debian package step is skipped)
+#   3. the GPU tests (every build/test/test_cuda*), bf16 included   -> OUT/test_cuda.log
+#   4. benchmark rows: learned/rope/crope at the CRoPE paper's setting (V=50257 C=128 L=4 H=4
+#      B=16 T=1024) and at GPT-2 124M (C=768 L=12 H=12), fp32 (TF32 GEMMs) and bf16: ms/step,
+#      tokens/s, peak memory, evaluation ms per batch and the projected 10k-step wall time
+#      with and without the paper config's evaluation (20 batches every 20 steps) -> OUT/bench.md
+#   5. compute-sanitizer memcheck and racecheck over a short subset of the GPU tests
+#   6. PyTorch (scripts/torch_reference.py) at the paper's setting, optional and bounded:
+#      torch.compile only while 2 minutes are left                   -> OUT/torch.md
+#   7. the report                                                     -> OUT/report.md
+# Every part prints PASS / FAIL / SKIPPED gpu_check_<part>; the exit status is 0 only if every
+# required part passed. No GPU is a failure. --emulated accepts the CPU execution layer
+# (test/cuda_emu, `make emu`) as the device, for a dry run of this script at tiny sizes.
 set -u
-cd "$(dirname "$0")/.." || exit 1
-STEPS=${STEPS:-30}
-WARM=5  # first steps are not counted (cuBLAS heuristics, lazy scratch allocation)
-PY=$(command -v python3 || echo python3)
-REPORT=build/gpu_check.md
-mkdir -p build
-status=0
-T_START=$(date +%s)
-elapsed() { echo $(($(date +%s) - T_START)); }
 
-# ---------------------------------------------------------------- 1. build
-echo "== build ($(elapsed)s)"
-# A GPU machine that cannot install packages: headers carried in .gpu_deps/include
-# (scripts/prepare_gpu_deps.sh) come in through CPPFLAGS; without cblas.h the CPU
-# reference backend builds with its plain-loop GEMM.
-[ -d .gpu_deps/include ] && export CPPFLAGS="-I$PWD/.gpu_deps/include"
-if ! timeout 300 make -j"$(nproc)" all; then
-  # build/.deps runs scripts/install_deps.sh, which needs apt when a Debian package is
-  # missing (e.g. matplotlib, which the build itself does not need): retry without it.
-  echo "build failed; retrying without the Debian package step"
-  touch build/.deps
-  timeout 300 make -j"$(nproc)" all || { echo "FAIL gpu_check_build: make failed"; exit 1; }
-fi
-[ -x build/train ] || { echo "FAIL gpu_check_build: build/train missing"; exit 1; }
-if [ ! -x build/test/test_cuda ]; then echo "FAIL gpu_check_build: build/test/test_cuda missing"; exit 1; fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
-
-# ---------------------------------------------------------------- 2. tests
-TEST_SUMMARY="not run"
-if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  echo "== build/test/test_cuda ($(elapsed)s)"
-  timeout 240 build/test/test_cuda | tee build/test_cuda.log
-  rc=${PIPESTATUS[0]}
-  np=$(grep -c '^PASS ' build/test_cuda.log); nf=$(grep -c '^FAIL ' build/test_cuda.log)
-  ns=$(grep -c '^SKIPPED ' build/test_cuda.log)
-  TEST_SUMMARY="$np passed, $nf failed, $ns skipped (exit $rc)"
-  [ "$rc" -ne 0 ] && status=1
-fi
-
-# ---------------------------------------------------------------- 3. benchmark
-WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-echo "== synthetic shards in $WORK ($(elapsed)s)"
-# Random GPT-2 tokens; enough for warm-up + timed steps at B=16, T=1024 without wrapping.
-NTOK=$(( (STEPS + WARM + 5) * 16 * 1025 + 4096 ))
-"$PY" - "$WORK/data" "$NTOK" <<'EOF' || { echo "FAIL gpu_check_data: could not write shards"; exit 1; }
-import os, random, struct, sys
-from array import array
-out, n = sys.argv[1], int(sys.argv[2])
-os.makedirs(out, exist_ok=True)
-rng = random.Random(1234)
-def shard(path, count):
-    toks = array("H", (rng.randrange(50257) for _ in range(count)))
-    if sys.byteorder != "little":
-        toks.byteswap()
-    header = struct.pack("<256i", 20240520, 1, count, *([0] * 253))
-    with open(path, "wb") as f:
-        f.write(header)
-        f.write(toks.tobytes())
-shard(os.path.join(out, "synth_train_000000.bin"), n)
-shard(os.path.join(out, "synth_val_000000.bin"), 16 * 1025 * 4)
-EOF
-
-# bf16 column only if the trainer really runs bf16 (its --help may list it before it exists)
-PRECISIONS="fp32"
-if build/train --device cuda --pos rope --n_layer 1 --n_head 2 --n_embd 64 --batch_size 2 --seq_len 64 \
-     --steps 2 --eval_every 0 --checkpoint_every 0 --precision bf16 --train_data "$WORK/data" \
-     --run_dir "$WORK/bf16probe" >/dev/null 2>&1; then
-  PRECISIONS="fp32 bf16"
-fi
-
-# run_bench NAME PREC POS L H C : one training run; prints "tok/s ms/step peakMiB final_loss"
-run_bench() {
-  local name=$1 prec=$2 pos=$3 L=$4 H=$5 C=$6
-  local dir="$WORK/run_${name}_${prec}_${pos}"
-  local steps=$((STEPS + WARM))
-  timeout 150 build/train --device cuda --pos "$pos" --n_layer "$L" --n_head "$H" --n_embd "$C" \
-    --vocab_size 50257 --max_seq_len 1024 --batch_size 16 --seq_len 1024 --steps "$steps" \
-    --lr 1e-3 --schedule constant --eval_every 0 --checkpoint_every 0 --sample_every 0 \
-    --precision "$prec" --train_data "$WORK/data" --run_dir "$dir" >"$dir.out" 2>&1
-  local rc=$?
-  if [ $rc -ne 0 ]; then
-    echo "FAIL gpu_check_bench_${name}_${pos}_${prec}: exit $rc: $(grep -m1 'error' "$dir.out" || tail -n 2 "$dir.out")" |
-      tee -a "$WORK/bench_failures.txt" >&2
-    echo "- - - -"
-    return
-  fi
-  local peak
-  peak=$(sed -n 's/^peak device memory: \([0-9.]*\) MiB.*/\1/p' "$dir.out" | tail -n 1)
-  "$PY" - "$dir/log.jsonl" "$WARM" "${peak:--}" <<'EOF'
-import json, statistics, sys
-path, warm, peak = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-recs = [json.loads(l) for l in open(path) if l.strip()]
-train = [r for r in recs if r.get("type") == "train"][warm:]
-if not train:
-    print("- - - -"); sys.exit()
-tps = statistics.median(r["tokens_per_s"] for r in train)
-ms = statistics.median(r["step_ms"] for r in train)
-print(f"{tps:.0f} {ms:.1f} {peak} {train[-1]['loss']:.4f}")
+usage() {
+  cat <<'EOF'
+usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated]
+  --out DIR         results folder (default build_gpu/gpu_check; build_emu/gpu_check with
+                    --emulated): gpu_check.log, test_cuda.log, bench.md, report.md, ...
+  --budget SECONDS  keep the whole check within this time (default 420); optional parts
+                    are skipped when time runs short
+  --emulated        dry run on the CPU execution layer (no GPU): builds with `make emu`,
+                    tiny sizes, timings not meaningful
+  -h, --help        this text
 EOF
 }
 
-declare -A RES
-for prec in $PRECISIONS; do
-  for setting in paper gpt2; do
-    if [ $setting = paper ]; then L=4 H=4 C=128; else L=12 H=12 C=768; fi
-    for pos in learned rope crope; do
-      echo "== bench $setting $pos $prec ($(elapsed)s)"
-      RES[$setting,$pos,$prec]=$(run_bench "$setting" "$prec" "$pos" $L $H $C)
-      echo "   ${RES[$setting,$pos,$prec]}  (tok/s ms/step peakMiB loss)"
-    done
+OUT="" BUDGET=420 EMU=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) [ $# -ge 2 ] || { echo "error: --out needs a folder" >&2; exit 2; }; OUT=$2; shift 2 ;;
+    --out=*) OUT=${1#--out=}; shift ;;
+    --budget) [ $# -ge 2 ] || { echo "error: --budget needs a number of seconds" >&2; exit 2; }; BUDGET=$2; shift 2 ;;
+    --budget=*) BUDGET=${1#--budget=}; shift ;;
+    --emulated) EMU=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ $BUDGET =~ ^[0-9]+$ ]] && [ "$BUDGET" -gt 0 ] || { echo "error: --budget must be a positive number of seconds, got '$BUDGET'" >&2; exit 2; }
+# Output folders: build_gpu/ on a GPU; emulated, the Makefile's emu folder (BUILD_emu, or EMU_BUILD
+# as make test sets it). Both follow BUILD when it is set.
+if [ $EMU = 1 ]; then BASE=${BUILD:-build}; BUILD=${EMU_BUILD:-${BASE}_emu}; else BUILD=${BUILD:-build_gpu}; fi
+[ -n "$OUT" ] || OUT="$(cd "$(dirname "$0")/.." && pwd)/$BUILD/gpu_check"
+mkdir -p "$OUT" || { echo "error: cannot create the results folder '$OUT'" >&2; exit 2; }
+OUT=$(cd "$OUT" && pwd)
+cd "$(dirname "$0")/.." || exit 1
+rm -f "$OUT"/{gpu_check.log,parts.txt,build.log,test_cuda.log,memcheck.log,racecheck.log,bench.md,torch.md,report.md}
+exec > >(tee -a "$OUT/gpu_check.log") 2>&1  # everything printed is also kept, line by line
+
+T0=$SECONDS
+left() { echo $((BUDGET - (SECONDS - T0))); }
+# cap N: a timeout of at most N seconds that still leaves 10 s for the report
+cap() { local l=$(($(left) - 10)); echo $((l < $1 ? (l > 1 ? l : 1) : $1)); }
+section() { echo; echo "== $1 ($((SECONDS - T0)) s of $BUDGET)"; }
+
+STATUS=0
+# part NAME pass|fail|skip [WHY]: one protocol line, kept in parts.txt for the report
+part() {
+  local line
+  case $2 in
+    pass) line="PASS gpu_check_$1" ;;
+    fail) line="FAIL gpu_check_$1: $3"; STATUS=1 ;;
+    skip) line="SKIPPED gpu_check_$1: $3" ;;
+  esac
+  echo "$line"
+  echo "$line" >>"$OUT/parts.txt"
+}
+
+MODE="GPU"
+[ $EMU = 1 ] && MODE="EMULATED (CPU execution layer test/cuda_emu, no GPU; timings not meaningful)"
+DEVICE="unknown"
+TEST_SUMMARY="not run"
+
+# The report is written on any exit, so a run cut short (SIGTERM) still leaves it.
+report() {
+  {
+    echo "# GPU check: $MODE"
+    echo
+    echo "- device: $DEVICE"
+    echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
+    echo "- GPU tests: $TEST_SUMMARY"
+    echo "- time: $((SECONDS - T0)) s of a $BUDGET s budget"
+    echo
+    echo "Parts:"
+    echo
+    sed 's/^/    /' "$OUT/parts.txt" 2>/dev/null
+    if [ -s "$OUT/bench.md" ]; then echo; cat "$OUT/bench.md"; fi
+    if [ -s "$OUT/torch.md" ]; then echo; cat "$OUT/torch.md"; fi
+    echo
+    if [ $STATUS = 0 ]; then echo "Result: every required part passed."
+    else echo "Result: FAILED (see the FAIL lines above)."; fi
+  } >"$OUT/report.md"
+}
+finish() {
+  local rc=$?
+  [ $STATUS = 0 ] && [ $rc != 0 ] && STATUS=$rc
+  report
+  echo
+  cat "$OUT/report.md"
+  echo "results in $OUT"
+  [ -n "${WORK:-}" ] && rm -rf "$WORK"
+  exit $STATUS
+}
+trap finish EXIT
+trap 'echo "gpu_check: interrupted"; STATUS=1; exit 1' TERM INT
+
+# ---------------------------------------------------------------- 1. prerequisites
+section "prerequisites"
+missing=()
+need() {  # need NAME WHAT-IS-MISSING: a required prerequisite is missing
+  echo "missing: $1 ($2)"
+  missing+=("$1")
+}
+for tool in make g++; do
+  if command -v $tool >/dev/null; then echo "$tool: $(command -v $tool)"; else need $tool "not on PATH"; fi
+done
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ $EMU = 1 ]; then
+  echo "nvcc, cuBLAS: not needed (emulated: test/cuda_emu/nvcc-emu and its cuBLAS stand-in)"
+else
+  NVCC=${NVCC:-$(command -v "$CUDA_HOME/bin/nvcc" || command -v nvcc || true)}
+  if [ -z "$NVCC" ]; then
+    need nvcc "not in \$CUDA_HOME/bin ($CUDA_HOME) nor on PATH: the CUDA toolkit is needed"
+  else
+    echo "nvcc: $NVCC ($("$NVCC" --version | grep -o 'release [0-9.]*' || echo 'version unknown'))"
+    home=$(dirname "$(dirname "$NVCC")")
+    if [ -f "$home/include/cublas_v2.h" ] && ls "$home"/lib64/libcublas.so* >/dev/null 2>&1; then
+      echo "cuBLAS: $home/lib64"
+    else
+      need cuBLAS "no cublas_v2.h and libcublas.so under $home"
+    fi
+  fi
+fi
+# nlohmann/json: the system's package, else the copy carried in .gpu_deps/ (prepare_gpu_deps.sh)
+has_json() { echo '#include <nlohmann/json.hpp>' | g++ ${1:+-I"$1"} -E -x c++ - >/dev/null 2>&1; }
+if has_json ""; then
+  echo "nlohmann/json: the system's package"
+elif [ -d .gpu_deps/include ] && has_json "$PWD/.gpu_deps/include"; then
+  echo "nlohmann/json: from .gpu_deps/include (this machine has no such package)"
+  export CPPFLAGS="${CPPFLAGS:-} -I$PWD/.gpu_deps/include"
+else
+  need nlohmann/json "no <nlohmann/json.hpp>: run scripts/prepare_gpu_deps.sh where it is installed and copy .gpu_deps/ here"
+fi
+PY=${PYTHON:-$(command -v python3 || true)}
+if [ -n "$PY" ]; then echo "python3: $PY"; else need python3 "writes the benchmark's token shards and reads its logs"; fi
+CC_FLAGS=""
+if [ $EMU = 1 ]; then
+  DEVICE="emulated (CPU execution layer, test/cuda_emu)"
+  echo "GPU: none used (emulated)"
+else
+  gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
+  if [ -z "$gpu" ]; then
+    need GPU "nvidia-smi $(command -v nvidia-smi >/dev/null && echo 'finds no GPU' || echo 'not found'); for a dry run without one: --emulated"
+  else
+    DEVICE=$gpu
+    echo "GPU: $gpu"
+    # machine code for this GPU only: a third of the default build's device compilation
+    cc=$(echo "${gpu##*,}" | tr -d ' .')
+    [[ $cc =~ ^[0-9]+$ ]] && CC_FLAGS="-O3 -gencode arch=compute_$cc,code=sm_$cc"
+  fi
+fi
+SANITIZER=""
+if [ $EMU = 1 ]; then
+  echo "compute-sanitizer: not used (emulated)"
+else
+  SANITIZER=$(command -v "$CUDA_HOME/bin/compute-sanitizer" || command -v compute-sanitizer || true)
+  [ -z "$SANITIZER" ] && [ -n "${NVCC:-}" ] && SANITIZER=$(command -v "$(dirname "$NVCC")/compute-sanitizer" || true)
+  echo "compute-sanitizer: ${SANITIZER:-not found (memcheck and racecheck will be SKIPPED)}"
+fi
+TORCH=0
+if [ $EMU = 0 ] && [ -n "$PY" ] && "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  TORCH=1
+  echo "PyTorch: $("$PY" -c 'import torch; print(torch.__version__)') with CUDA (optional)"
+else
+  echo "PyTorch: not used ($([ $EMU = 1 ] && echo emulated || echo 'no torch with CUDA'); optional)"
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  part prerequisites fail "missing ${missing[*]}"
+  exit 1
+fi
+part prerequisites pass
+
+# ---------------------------------------------------------------- 2. build
+section "build ($BUILD)"
+# The Makefile's $(BUILD)/.deps stamp runs scripts/install_deps.sh (apt); this machine may have
+# no network, so mark the step done and build with what is here.
+mkdir -p "$BUILD" && touch "$BUILD/.deps"
+if [ $EMU = 1 ]; then
+  timeout -k 5 "$(cap 300)" make -j"$(nproc)" BUILD="$BASE" EMU_BUILD="$BUILD" emu >"$OUT/build.log" 2>&1
+else
+  targets="$BUILD/train $(ls test/test_cuda*.cpp | sed "s|^test/\(.*\)\.cpp$|$BUILD/test/\1|")"
+  # shellcheck disable=SC2086
+  NVCCFLAGS=${CC_FLAGS:-${NVCCFLAGS:-}} timeout -k 5 "$(cap 300)" make -j"$(nproc)" BUILD="$BUILD" NVCC="$NVCC" \
+    $targets >"$OUT/build.log" 2>&1
+fi
+rc=$?
+TEST_BINS=$(ls "$BUILD"/test/test_cuda* 2>/dev/null | grep -v '\.[od]$')
+if [ $rc -ne 0 ] || [ ! -x "$BUILD/train" ] || [ ! -x "$BUILD/test/test_cuda" ]; then
+  tail -n 15 "$OUT/build.log"
+  why="make exited with $rc$([ $rc = 124 ] && echo ' (time budget)')"
+  [ $rc = 0 ] && why="$BUILD/train or $BUILD/test/test_cuda missing after make"
+  part build fail "$why (see build.log)"
+  exit 1
+fi
+part build pass
+
+# ---------------------------------------------------------------- 3. GPU tests
+section "GPU tests"
+# Emulated, the dry run takes a quick subset (make test runs them all under the emulation).
+EMU_SUBSET="cuda_layernorm_forward cuda_softmax_crossentropy_loss cuda_model_rope_loss"
+SAN_SUBSET="cuda_encoder_backward cuda_layernorm cuda_matmul_bf16_forward cuda_rope cuda_crope cuda_attention_forward
+  cuda_attention_backward cuda_gelu cuda_softmax_crossentropy cuda_adamw_update cuda_sum_squares cuda_model_crope_loss"
+[ $EMU = 1 ] && TEST_BINS="$BUILD/test/test_cuda"
+for t in $TEST_BINS; do
+  echo "== $t" >>"$OUT/test_cuda.log"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$(cap 200)" "$t" $([ $EMU = 1 ] && echo $EMU_SUBSET) 2>&1 | tee -a "$OUT/test_cuda.log"
+  rc=${PIPESTATUS[0]}
+  [ $rc -ne 0 ] && echo "FAIL $(basename "$t"): exited with status $rc$([ $rc = 124 ] && echo ' (time budget)')" |
+    tee -a "$OUT/test_cuda.log"
+done
+np=$(grep -c '^PASS ' "$OUT/test_cuda.log") nf=$(grep -c '^FAIL ' "$OUT/test_cuda.log")
+ns=$(grep -c '^SKIPPED ' "$OUT/test_cuda.log")
+bp=$(grep -c '^PASS .*bf16' "$OUT/test_cuda.log") bfail=$(grep -c '^FAIL .*bf16' "$OUT/test_cuda.log")
+TEST_SUMMARY="$np passed, $nf failed, $ns skipped; bf16: $bp passed, $bfail failed$([ $EMU = 1 ] && echo ' (emulated subset)')"
+echo "$TEST_SUMMARY"
+if [ "$nf" -gt 0 ] || [ "$ns" -gt 0 ] || [ "$np" -eq 0 ]; then
+  part tests fail "$TEST_SUMMARY (a skipped GPU test means no usable GPU)"
+else
+  part tests pass
+fi
+if [ $EMU = 1 ]; then part tests_bf16 skip "the emulated subset has no bf16 test (make test runs them)"
+elif [ "$bfail" -gt 0 ] || [ "$bp" -eq 0 ]; then part tests_bf16 fail "bf16: $bp passed, $bfail failed"
+else part tests_bf16 pass; fi
+
+# ---------------------------------------------------------------- 4. benchmark
+section "benchmark"
+if [ $EMU = 1 ]; then  # tiny sizes: the emulation runs every CUDA thread in turn
+  B=2 T=32 V=512 WARM=1 STEPS=2 EVAL=2 ROW_MAX=60
+  SETTINGS=("paper:emulated tiny (C=32 L=1 H=2):1:2:32" "gpt2:emulated tiny (C=64 L=2 H=2):2:2:64")
+else
+  B=16 T=1024 V=50257 WARM=5 STEPS=20 EVAL=20 ROW_MAX=90
+  SETTINGS=("paper:paper (C=128 L=4 H=4):4:4:128" "gpt2:GPT-2 124M (C=768 L=12 H=12):12:12:768")
+fi
+WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)
+SHARD="$WORK/synth_train_000000.bin"
+# random tokens, enough for every training step and the evaluation batches without wrapping
+"$PY" - "$SHARD" $(((WARM + STEPS + EVAL + 2) * B * (T + 1))) "$V" <<'EOF' || { part bench_data fail "could not write the token shard"; exit 1; }
+import random, struct, sys
+from array import array
+path, n, V = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(1234)
+toks = array("H", (rng.randrange(V) for _ in range(n)))
+if sys.byteorder != "little":
+    toks.byteswap()
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)) + toks.tobytes())
+EOF
+{
+  echo "Benchmark: build/train, B=$B, T=$T, V=$V, random tokens; median of $STEPS steps after $WARM warm-up steps;"
+  echo "evaluation: ms per batch of $B x $T (forward only), from the $EVAL-batch evaluation at the end."
+  echo "fp32 = TF32 GEMMs (the trainer's default); bf16 = bf16 GEMM operands, fp32 accumulation and master weights."
+  echo "10k steps: ms/step x 10,000; + eval adds the paper config's evaluation (20 batches every 20 steps)."
+  [ $EMU = 1 ] && echo "EMULATED: the CPU execution layer at tiny sizes; timings are not meaningful."
+  echo
+  echo "| setting | pos | precision | ms/step | tokens/s | peak MiB | eval ms/batch | 10k steps | 10k steps + eval | loss (last) |"
+  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+} >"$OUT/bench.md"
+
+# bench_row KEY LABEL L H C POS PREC: one training run; appends its row to bench.md at once
+bench_row() {
+  local key=$1 label=$2 L=$3 H=$4 C=$5 pos=$6 prec=$7
+  local name="bench_${key}_${pos}_${prec}" dir="$WORK/run_${key}_${pos}_${prec}" t
+  t=$(cap $ROW_MAX)
+  if [ "$t" -lt $((EMU == 1 ? 5 : 20)) ]; then
+    echo "| $label | $pos | $prec | not run (time budget) | | | | | | |" >>"$OUT/bench.md"
+    part "$name" fail "not run: the time budget ran out"
+    return
+  fi
+  echo "-- $label $pos $prec"
+  # line-buffered output, each line stamped on arrival: the final evaluation's time is the gap
+  # between the last step's line and the val line
+  timeout -k 5 "$t" stdbuf -oL "$BUILD/train" --device cuda --pos "$pos" --n_layer "$L" --n_head "$H" \
+    --n_embd "$C" --vocab_size "$V" --max_seq_len "$T" --batch_size "$B" --seq_len "$T" \
+    --steps $((WARM + STEPS)) --lr 1e-3 --schedule constant --eval_every 0 --eval_batches "$EVAL" \
+    --checkpoint_every 0 --sample_every 0 --precision "$prec" --train_data "$SHARD" --val_data "$SHARD" \
+    --run_dir "$dir" 2>&1 | while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >"$dir.out"
+  local rc=${PIPESTATUS[0]}
+  local row
+  row=$("$PY" - "$dir" "$WARM" "$EVAL" "$B" "$T" <<'EOF'
+import json, re, statistics, sys
+d, warm, nev, B, T = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+lines = [l.rstrip("\n").split(" ", 1) for l in open(d + ".out")]
+train = []
+try:
+    train = [r for r in map(json.loads, open(d + "/log.jsonl")) if r.get("type") == "train"][warm:]
+except (OSError, ValueError):
+    pass
+if not train:
+    sys.exit(1)
+ms = statistics.median(r["step_ms"] for r in train)
+peak = next((m.group(1) for _, l in lines for m in [re.match(r"peak device memory: ([0-9.]+) MiB", l)] if m), "-")
+last_step = [float(t) for t, l in lines if l.startswith("step ")]
+val = [float(t) for t, l in lines if l.startswith("val |")]
+ev = (val[-1] - last_step[-1]) * 1000 / nev if val and last_step and val[-1] > last_step[-1] else None
+def hours(ms_step):
+    s = ms_step * 10000 / 1000
+    return f"{s / 3600:.2f} h" if s >= 3600 else f"{s / 60:.1f} min"
+print(" | ".join([f"{ms:.1f}", f"{B * T / ms * 1000:,.0f}", peak, f"{ev:.1f}" if ev else "-", hours(ms),
+                  hours(ms + ev) if ev else "-", f"{train[-1]['loss']:.4f}"]))
+EOF
+  )
+  if [ $rc -ne 0 ] || [ -z "$row" ]; then
+    local why
+    why=$(sed 's/^[0-9.]* //' "$dir.out" | grep -m1 'error' || sed 's/^[0-9.]* //' "$dir.out" | tail -n 1)
+    [ $rc = 124 ] && why="timed out after $t s"
+    echo "| $label | $pos | $prec | FAIL: exit $rc | | | | | | |" >>"$OUT/bench.md"
+    part "$name" fail "exit $rc: $why"
+    return
+  fi
+  echo "| $label | $pos | $prec | $row |" >>"$OUT/bench.md"
+  echo "   $row"
+  part "$name" pass
+}
+for setting in "${SETTINGS[@]}"; do
+  IFS=: read -r key label L H C <<<"$setting"
+  for prec in fp32 bf16; do  # the bf16 column always runs: a bf16 failure is a failure
+    for pos in learned rope crope; do bench_row "$key" "$label" "$L" "$H" "$C" "$pos" "$prec"; done
   done
 done
 
-# PyTorch at the paper's setting
-declare -A TORCH
-HAVE_TORCH=0
-if [ "${SKIP_TORCH:-0}" != 1 ] && "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  HAVE_TORCH=1
+# ---------------------------------------------------------------- 5. compute-sanitizer
+section "compute-sanitizer"
+for tool in memcheck racecheck; do
+  if [ $EMU = 1 ]; then part "sanitizer_$tool" skip "emulated (the emulation has its own checks)"; continue; fi
+  if [ -z "$SANITIZER" ]; then part "sanitizer_$tool" skip "compute-sanitizer not found"; continue; fi
+  t=$(cap 75)
+  if [ "$t" -lt 20 ]; then part "sanitizer_$tool" fail "not run: the time budget ran out"; continue; fi
+  # shellcheck disable=SC2086
+  timeout -k 5 "$t" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
+    "$BUILD/test/test_cuda" $SAN_SUBSET >"$OUT/$tool.log" 2>&1
+  rc=$?
+  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL ' "$OUT/$tool.log" | head -n 5
+  if [ $rc = 0 ]; then part "sanitizer_$tool" pass
+  elif [ $rc = 124 ]; then part "sanitizer_$tool" fail "timed out after $t s (see $tool.log)"
+  else part "sanitizer_$tool" fail "exit $rc (see $tool.log)"; fi
+done
+
+# ---------------------------------------------------------------- 6. PyTorch (optional)
+section "PyTorch"
+if [ $TORCH = 0 ]; then
+  part torch skip "$([ $EMU = 1 ] && echo emulated || echo 'no torch with CUDA') (optional)"
+else
+  {
+    echo "PyTorch $("$PY" -c 'import torch; print(torch.__version__)') at the paper's setting (scripts/torch_reference.py, TF32):"
+    echo
+    echo "| mode | pos | ms/step | tokens/s | peak MiB |"
+    echo "| --- | --- | ---: | ---: | ---: |"
+  } >"$OUT/torch.md"
   for mode in eager compile; do
     for pos in learned rope crope; do
-      if [ "$(elapsed)" -gt 390 ]; then  # keep the whole check under 8 minutes
-        TORCH[$mode,$pos]="- - -"; echo "== torch $mode $pos: skipped (time budget)"; continue
+      # optional: only while time is left, torch.compile only with 2 minutes to spare
+      if [ "$(left)" -lt $([ $mode = compile ] && echo 120 || echo 40) ]; then
+        echo "| $mode | $pos | skipped (time budget) | | |" >>"$OUT/torch.md"
+        continue
       fi
-      echo "== torch $mode $pos ($(elapsed)s)"
-      flag=""; [ $mode = compile ] && flag="--compile"
-      line=$(timeout 240 "$PY" scripts/torch_reference.py --pos $pos $flag --steps 20 --warmup 5 2>"$WORK/torch.err" | tail -n 1)
-      TORCH[$mode,$pos]=$("$PY" -c 'import json, sys
-try:
-    r = json.loads(sys.argv[1])
-    print("%.0f %.1f %.0f" % (r["tokens_per_s"], r["ms_per_step"], r["peak_mem_mib"]))
-except Exception:
-    print("- - -")' "$line")
-      [ "${TORCH[$mode,$pos]}" = "- - -" ] && echo "   torch failed: $(tail -n 1 "$WORK/torch.err")"
-      echo "   ${TORCH[$mode,$pos]}"
+      line=$(timeout -k 5 "$(cap 100)" "$PY" scripts/torch_reference.py --pos $pos \
+        $([ $mode = compile ] && echo --compile) --steps 20 --warmup 5 2>"$WORK/torch.err" | tail -n 1)
+      row=$("$PY" -c 'import json, sys
+r = json.loads(sys.argv[1])
+print("%.1f | %.0f | %.0f" % (r["ms_per_step"], r["tokens_per_s"], r["peak_mem_mib"]))' "$line" 2>/dev/null) ||
+        row="failed: $(tail -n 1 "$WORK/torch.err") | |"
+      echo "| $mode | $pos | $row |" | tee -a "$OUT/torch.md"
     done
   done
+  part torch pass
 fi
-
-# ---------------------------------------------------------------- report
-{
-  echo "# GPU check"
-  echo
-  echo "- device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
-  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
-  echo "- test_cuda: $TEST_SUMMARY"
-  echo "- timing: median over $STEPS steps after $WARM warm-up steps, B=16, T=1024, V=50257, build/train (fp32: TF32 GEMMs; bf16: bf16 GEMM operands, fp32 accumulation and master weights)"
-  echo
-  echo "| setting | pos | precision | tokens/s | ms/step | peak MiB | 10k-step projection | loss (last) |"
-  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
-  for prec in $PRECISIONS; do
-    for setting in paper gpt2; do
-      label="paper (C=128 L=4 H=4)"; [ $setting = gpt2 ] && label="GPT-2 124M (C=768 L=12 H=12)"
-      for pos in learned rope crope; do
-        read -r tps ms peak loss <<<"${RES[$setting,$pos,$prec]}"
-        proj="-"
-        if [ "$ms" != "-" ]; then
-          proj=$("$PY" -c "import sys; s=float(sys.argv[1])*10000/1000; print(f'{s/3600:.2f} h ({s/60:.0f} min)')" "$ms")
-        fi
-        echo "| $label | $pos | $prec | $tps | $ms | $peak | $proj | $loss |"
-      done
-    done
-  done
-  if [ $HAVE_TORCH = 1 ]; then
-    echo
-    echo "PyTorch $("$PY" -c 'import torch; print(torch.__version__)') at the paper's setting (scripts/torch_reference.py, SDPA attention, TF32):"
-    echo
-    echo "| mode | pos | tokens/s | ms/step | peak MiB |"
-    echo "| --- | --- | ---: | ---: | ---: |"
-    for mode in eager compile; do
-      for pos in learned rope crope; do
-        read -r tps ms peak <<<"${TORCH[$mode,$pos]}"
-        echo "| $mode | $pos | $tps | $ms | $peak |"
-      done
-    done
-  else
-    echo
-    echo "PyTorch: not timed (python3 has no torch with CUDA, or SKIP_TORCH=1)."
-  fi
-  if [ -s "$WORK/bench_failures.txt" ]; then
-    echo
-    echo "Failed runs:"
-    sed 's/^/    /' "$WORK/bench_failures.txt"
-  fi
-  echo
-  echo "The 10k-step projection is ms/step x 10,000 and excludes evaluation (the paper's setting"
-  echo "evaluates every 20 steps) and checkpoints. Total check time: $(elapsed)s."
-} >"$REPORT"
-[ -n "${OUT:-}" ] && cp "$REPORT" "$OUT/gpu_check.md" && cp build/test_cuda.log "$OUT/" 2>/dev/null
-echo
-cat "$REPORT"
-exit $status

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh without a GPU: its options, the prerequisite check (a missing nvcc
+# gives one line), no GPU is a failure that still leaves its report, and a dry run on the
+# CPU execution layer (--emulated) writes its files into --out as it goes.
+cd "$(dirname "$0")/.." || exit 1
+. test/testlib.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+gc=scripts/gpu_check.sh
+
+out=$(bash $gc -h 2>&1)
+if [ $? -eq 0 ] && grep -q -- '--emulated' <<<"$out" && grep -q -- '--budget' <<<"$out"; then pass gpu_check_help
+else fail gpu_check_help "-h did not print the usage: $out"; fi
+expect_fail gpu_check_bad_option "^error: unknown argument '--bogus'" -- bash $gc --bogus
+expect_fail gpu_check_bad_budget "^error: --budget must be a positive number" -- bash $gc --budget 7m
+
+# A PATH without nvcc (and no CUDA_HOME): one line names it, and the check fails.
+nonvcc=""
+IFS=: read -ra dirs <<<"$PATH"
+for d in "${dirs[@]}"; do [ -x "$d/nvcc" ] || nonvcc+="${nonvcc:+:}$d"; done
+out=$(PATH=$nonvcc CUDA_HOME=/nonexistent NVCC= bash $gc --out "$tmp/nonvcc" 2>&1)
+rc=$?
+if [ $rc -eq 0 ]; then fail gpu_check_missing_nvcc "exit status 0 without nvcc"
+elif [ "$(grep -c '^missing: nvcc (' <<<"$out")" != 1 ]; then fail gpu_check_missing_nvcc "no single 'missing: nvcc' line in: $out"
+elif ! grep -q '^FAIL gpu_check_prerequisites: missing .*nvcc' <<<"$out"; then fail gpu_check_missing_nvcc "no FAIL line in: $out"
+else pass gpu_check_missing_nvcc; fi
+
+# No GPU (an nvidia-smi that finds none, whatever this machine has): a failure, never a
+# pass, with its report written.
+mkdir -p "$tmp/fakebin"
+printf '#!/bin/sh\necho "No devices were found" >&2\nexit 6\n' >"$tmp/fakebin/nvidia-smi"
+chmod +x "$tmp/fakebin/nvidia-smi"
+out=$(PATH="$tmp/fakebin:$PATH" bash $gc --out "$tmp/nogpu" 2>&1)
+rc=$?
+if [ $rc -eq 0 ]; then fail gpu_check_no_gpu "exit status 0 without a GPU"
+elif ! grep -q '^missing: GPU (nvidia-smi finds no GPU' <<<"$out"; then fail gpu_check_no_gpu "no 'missing: GPU' line in: $out"
+elif ! grep -q 'FAIL gpu_check_prerequisites: missing GPU' "$tmp/nogpu/report.md" 2>/dev/null; then
+  fail gpu_check_no_gpu "report.md missing or without the FAIL line"
+else pass gpu_check_no_gpu; fi
+
+# The dry run on the CPU execution layer: every file written, every part passed.
+if ! grep -q '^emu:' Makefile; then
+  skip gpu_check_emulated "the Makefile has no emu target (the CPU execution layer)"
+else
+  o="$tmp/emu"
+  # the emulated build is make test's (a no-op then); built here when this test runs alone
+  make --no-print-directory -j2 BUILD="${BUILD:-build}" ${EMU_BUILD:+EMU_BUILD="$EMU_BUILD"} emu >"$tmp/build.log" 2>&1 ||
+    echo "# make emu failed: $(tail -n 3 "$tmp/build.log")"
+  start=$SECONDS
+  out=$(bash $gc --emulated --budget 50 --out "$o" 2>&1)
+  rc=$?
+  why=""
+  [ $rc -eq 0 ] || why="exit status $rc; "
+  for f in gpu_check.log test_cuda.log bench.md report.md; do [ -s "$o/$f" ] || why+="no $f; "; done
+  grep -q '^PASS cuda_' "$o/test_cuda.log" 2>/dev/null || why+="no PASS line in test_cuda.log; "
+  rows=$(grep -c '^| emulated tiny .* | [0-9.]* | ' "$o/bench.md" 2>/dev/null)
+  [ "$rows" = 12 ] || why+="$rows of 12 benchmark rows with timings; "
+  grep -q 'not meaningful' "$o/bench.md" 2>/dev/null || why+="bench.md does not say the timings are not meaningful; "
+  grep -q '^# GPU check: EMULATED' "$o/report.md" 2>/dev/null || why+="report.md does not say EMULATED; "
+  grep -q 'every required part passed' "$o/report.md" 2>/dev/null || why+="report.md does not say every part passed; "
+  if [ -n "$why" ]; then fail gpu_check_emulated "$why$(tail -n 30 <<<"$out")"
+  else pass gpu_check_emulated; echo "# emulated dry run: $((SECONDS - start)) s"; fi
+fi
+finish
