@@ -4,18 +4,13 @@
 # skips finished ones, then compares them all with scripts/compare_runs.py.
 # Run from anywhere; paths are relative to the repository root.
 
-# --- the shrunken "--scale cpu" setting: same model (L=4, H=4, C=128),
-# shorter sequences and fewer steps, sized so 9 runs finish on 2 CPU cores in
-# well under 30 minutes. The lr step schedule keeps the paper's shape: 10
-# decays by gamma over the run (paper: every 1000 of 10,000 steps).
-CPU_SEQ_LEN=64
-CPU_BATCH_SIZE=8
-CPU_STEPS=300
-CPU_STEP_SIZE=30
-CPU_EVAL_EVERY=50
-CPU_EVAL_BATCHES=8
-CPU_EVAL_SEQ_LENS=64,128,256   # 1x, 2x and 4x the training length: length extrapolation
-CPU_CHECKPOINT_EVERY=100
+# --- the two scales are two config files, so a run of this script and a run of
+# build/train --config FILE train exactly the same thing:
+#   paper: configs/paper.json (10,000 steps of 16 x 1024 tokens; a GPU job)
+#   cpu:   configs/cpu_small.json (the same model; 300 steps of 8 x 64 tokens, lr x0.8
+#          every 30 steps: the paper's 10 decays over the run; validation at 1x, 2x
+#          and 4x the training length), sized so 9 runs finish on 2 CPU cores in
+#          about 25 minutes.
 CPU_SMOOTH=10      # moving average of the train loss in the figure
 PAPER_SMOOTH=50
 
@@ -23,8 +18,8 @@ usage() {
   cat <<'EOF'
 usage: scripts/reproduce_paper.sh [options] [-- EXTRA_TRAIN_ARGS...]
 
-Trains GPT-2 (configs/paper.json: L=4, H=4, C=128, AdamW 1e-3, StepLR 0.8/1000)
-on each dataset with each position scheme and seed, then writes
+Trains GPT-2 (L=4, H=4, C=128, AdamW 1e-3, StepLR 0.8) on each dataset with
+each position scheme and seed, every run with the same config, then writes
 OUT/compare.png, OUT/compare.svg and OUT/compare.md (scripts/compare_runs.py).
 Runs go to OUT/NAME-POS-sSEED; their console output to OUT/NAME-POS-sSEED.txt.
 
@@ -33,9 +28,9 @@ options:
   --datasets "A B"     datasets                               (default "wikitext2 ptb pg19")
   --pos "A B"          position schemes: learned sinusoidal rope crope
                                                               (default "learned rope crope")
-  --scale paper|cpu    paper: the preset as is (10,000 steps of 16 x 1024 tokens; a GPU job);
-                       cpu: a shrunken run (seq_len 64, batch 8, 300 steps; see the top of
-                       this script)                           (default paper)
+  --scale paper|cpu    paper: configs/paper.json (10,000 steps of 16 x 1024 tokens; a GPU job)
+                       cpu: configs/cpu_small.json (the same model, 300 steps of 8 x 64
+                       tokens; about 25 minutes for 9 runs on 2 cores)  (default paper)
   --mirror DIR         local mirror for data/prepare_data.py when a dataset is missing
   --out DIR            where the runs and the comparison go  (default runs/paper)
   --smooth N           train-loss moving average in the figure (default 50 paper, 10 cpu)
@@ -48,7 +43,7 @@ Resuming: a run whose log reached its final step is skipped; a cut run with a
 `latest` checkpoint is continued with `build/train --resume RUN_DIR`; a cut run
 without a checkpoint is moved aside (RUN_DIR.stale-TIME) and started again.
 Environment: PYTHON (default: scripts/pick_python.sh), TRAIN (default build/train),
-CONFIG (default configs/paper.json).
+CONFIG (default: the scale's config file).
 EOF
 }
 
@@ -86,12 +81,8 @@ done
 [[ "$SEEDS" =~ ^[1-9][0-9]*$ ]] || die "--seeds must be a positive integer, got '$SEEDS'"
 [ -n "$SMOOTH" ] && { [[ "$SMOOTH" =~ ^[1-9][0-9]*$ ]] || die "--smooth must be a positive integer"; }
 case "$SCALE" in
-  paper) SCALE_ARGS=(); SMOOTH=${SMOOTH:-$PAPER_SMOOTH} ;;
-  cpu) SCALE_ARGS=(--seq_len "$CPU_SEQ_LEN" --batch_size "$CPU_BATCH_SIZE" --steps "$CPU_STEPS"
-                   --step_size "$CPU_STEP_SIZE" --eval_every "$CPU_EVAL_EVERY"
-                   --eval_batches "$CPU_EVAL_BATCHES" --checkpoint_every "$CPU_CHECKPOINT_EVERY"
-                   --eval_seq_lens "$CPU_EVAL_SEQ_LENS")
-       SMOOTH=${SMOOTH:-$CPU_SMOOTH} ;;
+  paper) SCALE_CONFIG=configs/paper.json; SMOOTH=${SMOOTH:-$PAPER_SMOOTH} ;;
+  cpu) SCALE_CONFIG=configs/cpu_small.json; SMOOTH=${SMOOTH:-$CPU_SMOOTH} ;;
   *) die "--scale must be paper or cpu, got '$SCALE'" ;;
 esac
 for p in $POS_LIST; do
@@ -104,8 +95,8 @@ for d in $DATASETS; do [[ "$d" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad dataset name 
 
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
 TRAIN=${TRAIN:-build/train}
-CONFIG=${CONFIG:-configs/paper.json}
-[ -f "$CONFIG" ] || die "$CONFIG not found (the paper preset)"
+CONFIG=${CONFIG:-$SCALE_CONFIG}
+[ -f "$CONFIG" ] || die "$CONFIG not found (the --scale $SCALE preset)"
 
 # run CMD...: echo it; run it unless --dry-run
 run() {
@@ -128,7 +119,7 @@ done
 
 # --- build
 if [ "$BUILD" = 1 ]; then
-  run make || die "build failed"
+  run make BUILD="$(dirname "$TRAIN")" || die "build failed"
 fi
 [ "$DRY" = 1 ] || [ -x "$TRAIN" ] || die "$TRAIN not found or not executable"
 
@@ -164,7 +155,7 @@ for s in $(seq 1 "$SEEDS"); do
         echo "== $tag: training $dir"
         cmd=("$TRAIN" --config "$CONFIG" --pos "$p"
              --train_data "data/$d/${d}_train_*.bin" --val_data "data/$d/${d}_val_*.bin"
-             --seed "$s" --run_dir "$dir" "${SCALE_ARGS[@]}" "${EXTRA[@]}")
+             --seed "$s" --run_dir "$dir" "${EXTRA[@]}")
       fi
       if [ "$DRY" = 1 ]; then
         echo "+ ${cmd[*]}"
