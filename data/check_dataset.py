@@ -17,7 +17,7 @@ from shards import SPLITS, check_shard, find_shards, parse_shard_name
 
 
 def main(argv=None):
-    ap = ArgParser(description="Validate token shards (SPEC format) as the trainer does.")
+    ap = ArgParser(description="Validate token shards (MODEL.md format) as the trainer does.")
     ap.add_argument("path", metavar="DIR_OR_GLOB")
     ap.add_argument("--vocab-size", type=int, default=50257)
     args = ap.parse_args(argv)

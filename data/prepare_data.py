@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turn WikiText-2, Penn Treebank or PG-19 into GPT-2 token shards (SPEC format).
+"""Turn WikiText-2, Penn Treebank or PG-19 into GPT-2 token shards (MODEL.md format).
 
     prepare_data.py wikitext2|ptb|pg19 [--mirror DIR] [--out data/NAME] [options]
 

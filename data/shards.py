@@ -1,4 +1,4 @@
-"""Token shards (SPEC "Token shards", llm.c-compatible): read, write and validate.
+"""Token shards (MODEL.md "Data", llm.c-compatible): read, write and validate.
 
 A shard is a 1024-byte header of 256 little-endian int32 -- [0] = 20240520 (magic),
 [1] = 1 (version), [2] = N (token count), the rest 0 -- followed by N little-endian

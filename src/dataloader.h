@@ -1,4 +1,4 @@
-// llm.c-compatible token shard reader (format in SPEC.md: 1024-byte header of 256 int32 LE
+// llm.c-compatible token shard reader (format in MODEL.md: 1024-byte header of 256 int32 LE
 // [20240520, 1, N, ...], then N uint16 LE tokens, file size exactly 1024 + 2N).
 //
 // Which files: `pattern` is a glob (glob(3), e.g. data/x/x_train_*.bin) or a folder; for a folder

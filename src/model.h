@@ -79,7 +79,7 @@ inline ParamCounts param_counts(const ModelConfig& m) {
   return c;
 }
 
-// Initial weights (SPEC): N(0, 0.02) for matrices, mlp/attn output projections
+// Initial weights (MODEL.md): N(0, 0.02) for matrices, mlp/attn output projections
 // scaled by 1/sqrt(2L), biases 0, LayerNorm weights 1. Drawn in double so a
 // float and a double model start from the same values.
 inline std::vector<double> init_params(const ModelConfig& m, uint64_t seed) {

@@ -24,7 +24,7 @@ def make(out, seed, extra=()):
 
 
 def read_shard(path):
-    """(header ints, tokens) with the checks of the SPEC reported by the caller."""
+    """(header ints, tokens) with the checks of MODEL.md reported by the caller."""
     with open(path, "rb") as f:
         data = f.read()
     header = struct.unpack("<256i", data[:1024])

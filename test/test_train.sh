@@ -1,5 +1,5 @@
 # End-to-end checks of build/train on tiny shards: the printed parameter counts
-# (SPEC's table), a short run whose loss falls, and resume equivalence (a run
+# (MODEL.md's table), a short run whose loss falls, and resume equivalence (a run
 # stopped at step k and resumed logs bit-identical losses to one that never stopped).
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
@@ -22,7 +22,7 @@ PY
 data="--train_data $tmp/tiny_train_000000.bin --val_data $tmp/tiny_val_000000.bin"
 tiny="--n_layer 2 --n_head 2 --n_embd 16 --vocab_size 16 --max_seq_len 32 --seq_len 16 --batch_size 4"
 
-# Parameter counts at V=50257, maxT=1024, C=128, L=4, H=4 (SPEC); no step is run.
+# Parameter counts at V=50257, maxT=1024, C=128, L=4, H=4 (MODEL.md); no step is run.
 for row in "learned 7,357,312 264,192" "sinusoidal 7,226,240 264,192" "rope 7,226,240 264,192" "crope 7,127,936 165,888"; do
   set -- $row
   out=$($TRAIN $data --pos $1 --steps 0 --eval_every 0 --checkpoint_every 0 --run_dir "$tmp/count_$1" 2>&1)
