@@ -5,6 +5,8 @@
 #   make run      the main job: the synthetic position task, learned vs rope vs crope
 #   make bench    CPU training throughput table (PyTorch beside it when python3-torch is installed)
 #   make deps     install the missing Debian packages (make does it once by itself)
+#   make lab      the kernel lab (cuda/lab/: every version of a kernel, checked and timed);
+#                 make lab-emu builds it for the CPU emulation of CUDA (checks only)
 #   make clean
 
 comma    := ,
@@ -44,7 +46,7 @@ BINS     := $(patsubst src/%.cpp,$(BUILD)/%,$(MAINS))
 LIB_OBJ  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
 TESTS    := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_*.cpp))
 
-.PHONY: all test run bench deps clean
+.PHONY: all test run bench deps clean lab lab-emu
 .SECONDARY:  # keep the objects make would see as intermediate
 all: $(BUILD)/.deps $(BINS) $(TESTS)
 
@@ -68,6 +70,21 @@ $(BINS): $(BUILD)/%: $(BUILD)/src/%.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/test/%: $(BUILD)/test/%.o $(LIB_OBJ) $(CUDA_OBJ)
+	$(CXX) $^ -o $@ $(LDLIBS)
+
+# kernel lab: one program per kernel family (cuda/lab/*.cu), linked with the CUDA backend
+LABS := $(patsubst cuda/lab/%.cu,$(BUILD)/lab/%,$(wildcard cuda/lab/*.cu))
+lab: $(BUILD)/.deps $(if $(NVCC),$(LABS))
+	@$(if $(NVCC),,echo "error: make lab needs nvcc (or make lab-emu)" && exit 1)
+
+lab-emu:
+	@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) NVCC=$(EMU_NVCC) lab
+
+$(BUILD)/lab/%.o: cuda/lab/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -fopenmp -c $< -o $@  # the CPU reference is OpenMP
+
+$(BUILD)/lab/%: $(BUILD)/lab/%.o $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
 test: all

@@ -51,7 +51,7 @@ if [ $EMU = 1 ]; then BASE=${BUILD:-build}; BUILD=${EMU_BUILD:-${BASE}_emu}; els
 mkdir -p "$OUT" || { echo "error: cannot create the results folder '$OUT'" >&2; exit 2; }
 OUT=$(cd "$OUT" && pwd)
 cd "$(dirname "$0")/.." || exit 1
-rm -f "$OUT"/{gpu_check.log,parts.txt,build.log,test_cuda.log,memcheck.log,racecheck.log,bench.md,torch.md,report.md}
+rm -f "$OUT"/{gpu_check.log,parts.txt,build.log,test_cuda.log,memcheck.log,racecheck.log,bench.md,torch.md,lab.md,report.md}
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1  # everything printed is also kept, line by line
 
 T0=$SECONDS
@@ -93,6 +93,7 @@ report() {
     sed 's/^/    /' "$OUT/parts.txt" 2>/dev/null
     if [ -s "$OUT/bench.md" ]; then echo; cat "$OUT/bench.md"; fi
     if [ -s "$OUT/torch.md" ]; then echo; cat "$OUT/torch.md"; fi
+    if [ -s "$OUT/lab.md" ]; then echo; cat "$OUT/lab.md"; fi
     echo
     if [ $STATUS = 0 ]; then echo "Result: every required part passed."
     else echo "Result: FAILED (see the FAIL lines above)."; fi
@@ -335,6 +336,31 @@ for setting in "${SETTINGS[@]}"; do
     for pos in learned rope crope; do bench_row "$key" "$label" "$L" "$H" "$C" "$pos" "$prec"; done
   done
 done
+
+# ---------------------------------------------------------------- 4b. attention kernel lab
+# Every attention version of cuda/lab/attention.cu, checked against the CPU and timed at the
+# paper's shape (B=16 T=1024 H=4 D=32) and GPT-2 124M's (H=12 D=64): causal TFLOP/s per
+# version, so the first GPU run tells which to keep. Reference point: FlashAttention-2 runs
+# the causal forward at about 230 TFLOP/s on an H100 (D=64, T=1024, bf16).
+section "attention kernel lab"
+{
+  echo "Attention kernel lab (cuda/lab/attention.cu; causal FLOPs, median of 20 runs):"
+  echo
+} >"$OUT/lab.md"
+if [ $EMU = 1 ]; then lab_make="BUILD=$BASE EMU_BUILD=$BUILD lab-emu"; else lab_make="BUILD=$BUILD NVCC=$NVCC $BUILD/lab/attention"; fi
+# shellcheck disable=SC2086
+if timeout -k 5 "$(cap 120)" make -j"$(nproc)" $lab_make >>"$OUT/build.log" 2>&1; then
+  for shape in "paper:4:32" "124M:12:64"; do
+    IFS=: read -r label H D <<<"$shape"
+    echo "    $label:" >>"$OUT/lab.md"
+    timeout -k 5 "$(cap 60)" "$BUILD/lab/attention" --B 16 --T 1024 --H "$H" --D "$D" 2>&1 | sed 's/^/    /' |
+      tee -a "$OUT/lab.md"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" = 0 ]; then part "attention_lab_$label" pass; else part "attention_lab_$label" fail "exit $rc"; fi
+  done
+else
+  part attention_lab fail "make lab failed (see build.log)"
+fi
 
 # ---------------------------------------------------------------- 5. compute-sanitizer
 section "compute-sanitizer"

@@ -48,7 +48,7 @@ struct Config {
     std::string run_dir = "runs/run";
     std::string device = "auto";       // cpu | cuda | auto
     std::string precision = "fp32";    // fp32 | bf16
-    std::string attention = "cublas";  // cublas | flash
+    std::string attention = "flash";   // flash | cublas
     int sample_every = 0;
     std::string encoder_json = "data/gpt2/encoder.json";
     // command line only (never read from or written to JSON)
