@@ -130,6 +130,7 @@ class Run:
         self.dir = run_dir
         self.log = log_path_of(run_dir)
         records = read_log(self.log)
+        self.records = records
         config, params = None, {}
         for r in records:
             if r.get("type") == "config":
@@ -670,6 +671,29 @@ def plot_lengths(groups, prefix, diffs):
 # ---------------------------------------------------------------- main
 
 
+def save_logs(runs, folder):
+    """A small gzipped copy of each run's log in folder, NAME.jsonl.gz (NAME: the run
+    folder's name), holding what the table and figures read: the config and val records
+    whole, train records as step, loss and tokens/s. compare_runs.py reads them back."""
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    for r in runs:
+        name = os.path.basename(os.path.normpath(r.dir))
+        for ext in (".gz", ".jsonl", ".txt"):
+            name = name[: -len(ext)] if name.endswith(ext) else name
+        lines = []
+        for rec in r.records:
+            if rec.get("type") == "train":
+                rec = {"type": "train", "step": rec.get("step"), "loss": rec.get("loss"),
+                       "tokens_per_s": rec.get("tokens_per_s")}
+            lines.append(json.dumps(rec, separators=(",", ":")) + "\n")
+        path = os.path.join(folder, name + ".jsonl.gz")
+        with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as g:
+            g.write("".join(lines).encode("utf-8"))  # mtime 0: the same runs give the same bytes
+        written.append(path)
+    return written
+
+
 def status(paths):
     for p in paths:
         try:
@@ -696,6 +720,9 @@ def main(argv):
     ap.add_argument("--eval-lengths", action="store_true",
                     help="always write PREFIX_lengths.png/.svg and the length table "
                          "(default: only when val records have several seq_len values)")
+    ap.add_argument("--save-logs", metavar="DIR",
+                    help="also write a small gzipped copy of each log to DIR/NAME.jsonl.gz, "
+                         "enough to redraw the table and figures without the runs")
     ap.add_argument("--status", action="store_true",
                     help="only print complete / partial DONE/STEPS / missing per RUN_DIR")
     a = ap.parse_args(argv)
@@ -741,6 +768,8 @@ def main(argv):
     if lengths:
         plot_lengths(groups, a.out + "_lengths", diffs)
         written += [a.out + "_lengths.png", a.out + "_lengths.svg"]
+    if a.save_logs:
+        written += save_logs(runs, a.save_logs)
     print("\nwrote " + ", ".join(written), file=sys.stderr)
     return 0
 

@@ -147,6 +147,14 @@ def main():
         check("png_signature", f.read(8) == b"\x89PNG\r\n\x1a\n")
 
     check("no_accuracy_column_without_accuracy", "marker accuracy" not in so, so[:300])
+    # --save-logs: small gzipped logs that redraw the same table
+    saved = os.path.join(tmp, "saved")
+    rc2, so2, se2 = run(runs[:3] + ["--out", os.path.join(tmp, "out6", "cmp"), "--smooth", "5", "--save-logs", saved])
+    logs = sorted(os.listdir(saved)) if os.path.isdir(saved) else []
+    rc3, so3, se3 = run([os.path.join(saved, f) for f in logs] + ["--out", os.path.join(tmp, "out7", "cmp"),
+                                                                 "--smooth", "5"])
+    check("saved_logs_redraw_the_same_table", rc2 == 0 and rc3 == 0 and so3 == so2
+          and logs == ["w-crope-s1.jsonl.gz", "w-rope-s1.jsonl.gz", "w-rope-s2.jsonl.gz"], f"{logs} {se3[-300:]}")
     # runs that differ only in pos, seed and run folder: no warning; the setting in the table
     # and in the figure's titles; the difference-to-RoPE panel
     check("no_config_warning_for_pos_and_seed", "WARNING" not in md and "warning:" not in se, se[-300:])
