@@ -12,88 +12,39 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// Some files (character devices, pipes) and file systems cannot be fsynced; that is not a write error.
-bool fsync_unsupported(int err) { return err == EINVAL || err == ENOTSUP || err == EROFS; }
-
-// fsync a folder so the names created or renamed in it survive a crash.
-void fsync_dir(const std::string& dir) {
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (fd < 0) throw std::runtime_error("cannot open folder " + dir + ": " + errno_text());
-    int rc = ::fsync(fd);
-    int err = errno;
-    ::close(fd);
-    if (rc != 0 && !fsync_unsupported(err)) throw std::runtime_error("cannot sync folder " + dir + ": " + std::strerror(err));
+// Names a run puts in its folder (see checkpoint.h and train.cpp), with their .tmp/.old siblings.
+bool is_run_entry(const std::string& name) {
+    std::string base = name;
+    for (const char* suffix : {".tmp", ".old"})
+        if (base.size() > 4 && base.compare(base.size() - 4, 4, suffix) == 0) base.resize(base.size() - 4);
+    return base == "config.json" || base == "log.jsonl" || base == "latest" || base == ".write_probe" ||
+           base.rfind("ckpt_", 0) == 0;
 }
 
 }  // namespace
 
-// ---------------------------------------------------------------- OutFile
+// ---------------------------------------------------------------- run folder
 
-OutFile::OutFile(const std::string& path, const char* mode) : path_(path) {
-    f_ = std::fopen(path.c_str(), mode);
-    if (!f_) fail();
-}
-
-OutFile::~OutFile() {
-    if (f_) std::fclose(f_);
-}
-
-void OutFile::fail() {
-    std::string msg = "cannot write " + path_ + ": " + errno_text();
-    if (f_) std::fclose(f_);
-    f_ = nullptr;
-    throw std::runtime_error(msg);
-}
-
-void OutFile::write(const void* data, size_t n) {
-    if (n > 0 && std::fwrite(data, 1, n, f_) != n) fail();
-}
-
-void OutFile::flush() {
-    if (std::fflush(f_) != 0) fail();
-}
-
-void OutFile::close() {
-    flush();
-    if (::fsync(fileno(f_)) != 0 && !fsync_unsupported(errno)) fail();
-    FILE* f = f_;
-    f_ = nullptr;
-    if (std::fclose(f) != 0) throw std::runtime_error("cannot write " + path_ + ": " + errno_text());
-}
-
-// ---------------------------------------------------------------- small helpers
-
-std::string read_text_file(const std::string& path) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw std::runtime_error("cannot read " + path + ": " + errno_text());
-    std::string s;
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
-    bool bad = std::ferror(f);
-    int err = errno;
-    std::fclose(f);
-    if (bad) throw std::runtime_error("cannot read " + path + ": " + std::strerror(err));
-    return s;
-}
-
-void write_text_file_atomic(const std::string& path, const std::string& text) {
-    std::string tmp = path + ".tmp";
-    try {
-        OutFile f(tmp);
-        f.write(text);
-        f.close();
-    } catch (...) {
-        std::remove(tmp.c_str());
-        throw;
+void claim_run_dir(const std::string& path, bool overwrite) {
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) return;  // a new folder (or a file: make_run_dir says so)
+    bool holds_run = false;
+    std::string foreign;
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+        std::string name = e.path().filename().string();
+        if (name == "config.json" || name == "log.jsonl" || name == "latest") holds_run = true;
+        if (!is_run_entry(name)) foreign += (foreign.empty() ? "" : ", ") + name;
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::string msg = "cannot write " + path + ": rename failed: " + errno_text();
-        std::remove(tmp.c_str());
-        throw std::runtime_error(msg);
-    }
-    fs::path parent = fs::path(path).parent_path();
-    fsync_dir(parent.empty() ? "." : parent.string());
+    if (ec) throw std::runtime_error("cannot list run folder '" + path + "': " + ec.message());
+    if (!holds_run) return;
+    if (!overwrite)
+        throw std::runtime_error("run folder '" + path + "' already holds a run: continue it with --resume " + path +
+                                 ", start it again with --overwrite (deletes it), or choose another --run_dir");
+    if (!foreign.empty())
+        throw std::runtime_error("--overwrite: run folder '" + path + "' also holds files no run writes (" + foreign +
+                                 "); not deleting it: move them away or choose another --run_dir");
+    fs::remove_all(path, ec);
+    if (ec) throw std::runtime_error("--overwrite: cannot delete run folder '" + path + "': " + ec.message());
 }
 
 void make_run_dir(const std::string& path) {
@@ -149,7 +100,7 @@ std::string checkpoint_latest(const std::string& run_dir) {
     if (!fs::exists(latest)) throw std::runtime_error("no checkpoint in '" + run_dir + "' (no 'latest' file)");
     std::string name = read_text_file(latest);
     while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
-    if (name.empty() || name.find('/') != std::string::npos)
+    if (name.size() <= 5 || name.rfind("ckpt_", 0) != 0 || name.find_first_not_of("0123456789", 5) != std::string::npos)
         throw std::runtime_error("no checkpoint in '" + run_dir + "': 'latest' is corrupt");
     const std::string dir = run_dir + "/" + name;
     if (fs::is_directory(dir)) return dir;

@@ -1,41 +1,19 @@
-// Run folder and checkpoint protocol, plus the small checked file helpers every writer uses.
+// Run folder and checkpoint protocol (the file helpers are in fileio.h).
 //
 // A checkpoint is written into RUN_DIR/ckpt_NNNNNN.tmp/, fsynced, renamed to RUN_DIR/ckpt_NNNNNN/,
 // and only then is RUN_DIR/latest (a text file holding the folder name) replaced atomically.
 // A crash or error at any point leaves the previous checkpoint and `latest` untouched.
 #pragma once
-#include <cstddef>
-#include <cstdio>
 #include <functional>
 #include <string>
 
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the shard and safetensors formats are little-endian; this code writes host memory as is"
-#endif
+#include "fileio.h"
 
-// Output file whose every write is checked. close() flushes, fsyncs and checks fclose, so a
-// full disk is reported as "cannot write <path>: No space left on device" instead of being lost.
-class OutFile {
-public:
-    OutFile(const std::string& path, const char* mode = "wb");
-    ~OutFile();                                // closes without checks (error paths only)
-    OutFile(const OutFile&) = delete;
-    OutFile& operator=(const OutFile&) = delete;
-    void write(const void* data, size_t n);
-    void write(const std::string& s) { write(s.data(), s.size()); }
-    void flush();                              // fflush, checked
-    void close();                              // fflush + fsync + fclose, all checked
-    const std::string& path() const { return path_; }
-private:
-    [[noreturn]] void fail();
-    std::string path_;
-    FILE* f_ = nullptr;
-};
-
-// Whole file as bytes; throws "cannot read '<path>': <reason>".
-std::string read_text_file(const std::string& path);
-// Writes path.tmp, fsyncs, renames over path, fsyncs the folder.
-void write_text_file_atomic(const std::string& path, const std::string& text);
+// A run folder "holds a run" when it has any of config.json, log.jsonl or latest. Starting a new
+// run there would mix two runs (a new log beside the old checkpoints), so it is refused unless
+// overwrite is set; overwrite deletes the folder whole, but only when everything in it belongs to
+// a run (never a folder of other files given by mistake). Throws with what to do instead.
+void claim_run_dir(const std::string& path, bool overwrite);
 // mkdir -p plus a write probe; throws "cannot create run folder '<path>': <reason>".
 void make_run_dir(const std::string& path);
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 #include <nlohmann/json.hpp>
-#include "checkpoint.h"   // OutFile
+#include "fileio.h"
 
 class JsonlLog {
 public:

@@ -1,5 +1,5 @@
 #include "safetensors.h"
-#include "checkpoint.h"   // OutFile, read_text_file
+#include "fileio.h"
 #include <cstring>
 #include <stdexcept>
 #include <nlohmann/json.hpp>
