@@ -1,10 +1,11 @@
 #include "dataloader.h"
 #include "rng.h"
-#include "checkpoint.h"   // OutFile, read_text_file
+#include "fileio.h"
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <regex>
 #include <glob.h>
 
 namespace fs = std::filesystem;
@@ -15,20 +16,35 @@ constexpr int32_t kMagic = 20240520;
 constexpr int32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 1024;  // 256 int32
 
+// Shard file names: NAME_SPLIT_NNNNNN.bin, SPLIT one of train | val | test, NNNNNN six digits.
+// The split is the last "_SPLIT_" before the index, so my_val_set_train_000000.bin is a train
+// shard of the dataset my_val_set. Twin of SHARD_RE in data/shards.py: keep the two equal.
+const std::regex kShardName(R"(^(.+)_(train|val|test)_([0-9]{6})\.bin$)");
+
+// What to run when no shards are found: the preparing command of a known dataset folder.
+std::string prepare_hint(const std::string& pattern) {
+    for (const char* name : {"wikitext2", "ptb", "pg19"})
+        if (pattern.find(std::string("data/") + name) != std::string::npos)
+            return std::string("; prepare it with: python3 data/prepare_data.py ") + name;
+    if (pattern.find("synthetic") != std::string::npos)
+        return "; make it with: python3 data/make_synthetic.py --out data/synthetic";
+    return "; token shards are made by data/prepare_data.py (wikitext2, ptb, pg19) or data/make_synthetic.py";
+}
+
 std::vector<std::string> find_shards(const std::string& pattern, const std::string& split) {
     std::vector<std::string> paths;
     std::error_code ec;
     if (fs::is_directory(pattern, ec)) {
-        const std::string tag = "_" + split + "_";
+        std::smatch m;
         for (const auto& e : fs::directory_iterator(pattern, ec)) {
             std::string name = e.path().filename().string();
-            if (e.is_regular_file() && e.path().extension() == ".bin" && name.find(tag) != std::string::npos)
+            if (e.is_regular_file() && std::regex_match(name, m, kShardName) && m[2] == split)
                 paths.push_back(e.path().string());
         }
         if (ec) throw std::runtime_error("cannot list folder '" + pattern + "': " + ec.message());
         if (paths.empty())
-            throw std::runtime_error("no shards match '" + pattern + "' (a folder: looked for *.bin files with '" +
-                                     tag + "' in the name)");
+            throw std::runtime_error("no shards match '" + pattern + "' (a folder: looked for NAME_" + split +
+                                     "_NNNNNN.bin files in it)" + prepare_hint(pattern));
         std::sort(paths.begin(), paths.end());
         return paths;
     }
@@ -38,14 +54,28 @@ std::vector<std::string> find_shards(const std::string& pattern, const std::stri
         for (size_t i = 0; i < g.gl_pathc; i++) paths.push_back(g.gl_pathv[i]);
     globfree(&g);
     if (rc == GLOB_NOMATCH || (rc == 0 && paths.empty()))
-        throw std::runtime_error("no shards match '" + pattern + "'");
+        throw std::runtime_error("no shards match '" + pattern + "'" + prepare_hint(pattern));
     if (rc != 0) throw std::runtime_error("cannot list shards '" + pattern + "' (glob error " + std::to_string(rc) + ")");
     return paths;
+}
+
+// A text file given as a shard: its first bytes are printable text, not the magic number.
+bool looks_like_text(const std::string& file) {
+    size_t n = std::min<size_t>(file.size(), 256), printable = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = file[i];
+        printable += (c >= 0x20 && c != 0x7f) || c == '\n' || c == '\r' || c == '\t';
+    }
+    return n >= 4 && printable == n;
 }
 
 std::vector<uint16_t> read_shard(const std::string& path, int vocab_size) {
     std::string file = read_text_file(path);
     auto bad = [&](const std::string& why) { throw std::runtime_error("bad shard " + path + ": " + why); };
+    // a real header starts with the magic's bytes 88 d8 34 01 (0x01 is no text)
+    if (looks_like_text(file))
+        bad("this looks like text, not a token shard: tokenize it first (data/prepare_data.py for wikitext2, ptb "
+            "and pg19; for your own text, data/gpt2_tokenizer.py encode and data/shards.py's ShardWriter)");
     if (file.size() < kHeaderBytes)
         bad("truncated: " + std::to_string(file.size()) + " bytes, shorter than the 1024-byte header");
     int32_t header[3];
@@ -157,6 +187,10 @@ void DataLoader::set_state(const nlohmann::json& s) {
     int T;
     bool shuffle;
     try {
+        for (const char* key : {"epoch", "cursor", "seq_len", "seed"})
+            if (!s.at(key).is_number_integer() || s.at(key).get<int64_t>() < 0)
+                throw std::runtime_error(std::string("bad data loader state: '") + key + "' is " + s.at(key).dump() +
+                                         ", not a non-negative integer");
         epoch = s.at("epoch").get<uint64_t>();
         cursor = s.at("cursor").get<size_t>();
         T = s.at("seq_len").get<int>();

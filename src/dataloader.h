@@ -2,8 +2,9 @@
 // [20240520, 1, N, ...], then N uint16 LE tokens, file size exactly 1024 + 2N).
 //
 // Which files: `pattern` is a glob (glob(3), e.g. data/x/x_train_*.bin) or a folder; for a folder
-// every *.bin directly in it whose name contains "_<split>_" is used (split = "train", "val", ...).
-// Shards are used in sorted path order.
+// every file directly in it named NAME_<split>_NNNNNN.bin is used (split = train | val | test; the
+// same rule as data/shards.py). Shards are used in sorted path order. Errors that mean "not
+// prepared yet" or "a text file" say which command makes the shards.
 //
 // Windows: a batch is B windows of T+1 consecutive tokens (inputs = first T, targets = last T).
 // Windows never cross shard boundaries; a shard of N tokens has windows at offsets k*T for
