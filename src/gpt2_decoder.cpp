@@ -1,9 +1,11 @@
 // GPT-2 ids back to text from OpenAI's encoder.json (declared in sample.h).
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "checkpoint.h"
+#include "fileio.h"
 #include "sample.h"
 
 using json = nlohmann::json;
@@ -15,6 +17,9 @@ GPT2Decoder::GPT2Decoder(const std::string& encoder_json) {
   } catch (const json::exception& e) {
     throw std::runtime_error(encoder_json + " is not valid JSON: " + e.what());
   }
+  if (!j.is_object() || j.empty())
+    throw std::runtime_error(encoder_json + " is not a GPT-2 encoder.json: expected an object of token -> id, got " +
+                             (j.is_object() ? std::string("{}") : j.dump().substr(0, 40)));
   // GPT-2's byte-to-unicode map: printable bytes stand for themselves, the
   // others were moved to code points 256, 257, ... in byte order.
   std::map<int, int> cp_to_byte;
@@ -24,9 +29,16 @@ GPT2Decoder::GPT2Decoder(const std::string& encoder_json) {
     cp_to_byte[printable ? b : 256 + shifted++] = b;
   }
   tokens_.resize(j.size());
+  std::vector<bool> seen(j.size());
   for (auto& [key, id] : j.items()) {
-    int i = id.get<int>();
-    if (i < 0 || i >= (int)j.size()) throw std::runtime_error(encoder_json + ": id out of range for '" + key + "'");
+    if (!id.is_number_integer())
+      throw std::runtime_error(encoder_json + ": the id of '" + key + "' is " + id.dump() + ", not an integer");
+    int64_t i = id.get<int64_t>();
+    if (i < 0 || i >= (int64_t)j.size() || seen[i])
+      throw std::runtime_error(encoder_json + ": id " + std::to_string(i) + " of '" + key +
+                               "' is out of range or repeated (ids must be 0.." + std::to_string(j.size() - 1) +
+                               ", each once)");
+    seen[i] = true;
     std::string bytes;
     for (size_t p = 0; p < key.size();) {  // UTF-8 decode one code point
       unsigned char c = key[p];
@@ -47,3 +59,22 @@ std::string GPT2Decoder::decode(const std::vector<int>& ids) const {
   return s;
 }
 
+
+std::unique_ptr<GPT2Decoder> open_decoder(const std::string& encoder_json, int vocab_size) {
+  if (!std::ifstream(encoder_json)) {
+    if (vocab_size == kGpt2Vocab)
+      fprintf(stderr,
+              "note: no GPT-2 vocabulary at %s, so token ids are printed; python3 data/prepare_data.py (any "
+              "dataset) puts encoder.json there, or give its path (--encoder / --encoder_json)\n",
+              encoder_json.c_str());
+    return nullptr;
+  }
+  auto d = std::make_unique<GPT2Decoder>(encoder_json);
+  if ((int)d->size() != vocab_size) {
+    if (vocab_size == kGpt2Vocab)
+      fprintf(stderr, "note: %s has %zu tokens but the model's vocabulary has %d, so token ids are printed\n",
+              encoder_json.c_str(), d->size(), vocab_size);
+    return nullptr;
+  }
+  return d;
+}

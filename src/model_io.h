@@ -1,7 +1,9 @@
 // Parameter buffers <-> safetensors tensors, by the layout of model.h
 // (names, shapes and order in the README's checkpoint table).
 #pragma once
+#include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,13 +24,17 @@ std::vector<StTensor> layout_tensors(const std::vector<ParamTensor>& layout, con
   return t;
 }
 
-// The flat buffer back from a file; every tensor must be there with its dtype and shape.
+// The flat buffer back from a file; every tensor must be there with its dtype and shape, and finite.
 template <class T>
 std::vector<T> layout_from_file(const std::vector<ParamTensor>& layout, const StFile& f, const std::string& prefix) {
   std::vector<T> flat(layout.back().offset + layout.back().numel);
   for (const auto& p : layout) {
     const StEntry& e = f.get(prefix + p.name, st_dtype<T>(), p.shape);
-    std::memcpy(flat.data() + p.offset, e.bytes.data(), p.numel * sizeof(T));
+    T* x = flat.data() + p.offset;
+    std::memcpy(x, e.bytes.data(), p.numel * sizeof(T));
+    for (size_t i = 0; i < p.numel; i++)  // NaN weights would only show up later, as a "diverged" loss
+      if (!std::isfinite(x[i]))
+        throw std::runtime_error(f.path + ": tensor '" + prefix + p.name + "' holds non-finite values (NaN or Inf)");
   }
   return flat;
 }

@@ -4,6 +4,7 @@
 // The prompt is given as GPT-2 ids: data/gpt2_tokenizer.py encode "text" prints them.
 #include <sys/stat.h>
 
+#include <climits>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -45,10 +46,12 @@ static std::vector<int> parse_ids(const std::string& s) {
     }
     tok.clear();
   }
+  if (ids.empty()) throw std::runtime_error("--prompt_ids '" + s + "' holds no ids (leave it out to start from <|endoftext|>)");
   return ids;
 }
 
 int main(int argc, char** argv) {
+  setup_process(argv);
   try {
     std::map<std::string, std::string> opt = {{"checkpoint", ""}, {"prompt_ids", ""},    {"tokens", "64"},
                                               {"temperature", "1.0"}, {"top_k", "40"}, {"seed", "42"},
@@ -67,24 +70,28 @@ int main(int argc, char** argv) {
       opt[a.substr(2)] = argv[++i];
     }
     if (opt["checkpoint"].empty()) throw std::runtime_error("--checkpoint is required (see --help)");
+    // every argument is checked before the model is loaded
+    int n = (int)parse_int_arg(opt["tokens"], "--tokens", 0, 1 << 20);
+    int top_k = (int)parse_int_arg(opt["top_k"], "--top_k", 0, INT_MAX);
+    uint64_t seed = (uint64_t)parse_int_arg(opt["seed"], "--seed", 0, LLONG_MAX);
+    double temperature = parse_number_arg(opt["temperature"], "--temperature");
+    if (temperature < 0) throw std::runtime_error("--temperature must be >= 0 (0 = greedy), got " + opt["temperature"]);
+    std::vector<int> prompt = opt["prompt_ids"].empty() ? std::vector<int>{} : parse_ids(opt["prompt_ids"]);
+
     StFile f = safetensors_read(model_file(opt["checkpoint"]));
     if (!f.metadata.count("config")) throw std::runtime_error(f.path + " has no model config in its metadata");
-    ModelConfig mc = model_config(config_from_json(json::parse(f.metadata.at("config")), f.path));
-    GPT<CpuBackend<float>> model(mc);
-    model.set_params(layout_from_file<float>(model.layout, f, ""));
-
-    std::vector<int> prompt = opt["prompt_ids"].empty() ? std::vector<int>{mc.V > 50256 ? 50256 : 0}
-                                                        : parse_ids(opt["prompt_ids"]);
+    ModelConfig mc = model_config(stored_config(f.metadata.at("config"), f.path));
+    if (prompt.empty()) prompt = {mc.V > 50256 ? 50256 : 0};
     for (int id : prompt)
       if (id < 0 || id >= mc.V) throw std::runtime_error("prompt id " + std::to_string(id) + " is outside the vocabulary");
-    int n = std::stoi(opt["tokens"]), top_k = std::stoi(opt["top_k"]);
-    double temperature = std::stod(opt["temperature"]);
-    if (n < 0 || top_k < 0 || temperature < 0) throw std::runtime_error("tokens, top_k and temperature must be >= 0");
-    auto ids = generate(model, prompt, n, temperature, top_k, std::stoull(opt["seed"]));
+    auto decoder = open_decoder(opt["encoder"], mc.V);  // a broken encoder.json fails before the work
+    check_host_memory(mc, 1, std::min<int>(mc.maxT, (int)prompt.size() + n), false);
+    GPT<CpuBackend<float>> model(mc);
+    model.set_params(layout_from_file<float>(model.layout, f, ""));
+    auto ids = generate(model, prompt, n, temperature, top_k, seed);
 
-    struct stat st;
-    if (stat(opt["encoder"].c_str(), &st) == 0) {
-      printf("%s\n", GPT2Decoder(opt["encoder"]).decode(ids).c_str());
+    if (decoder) {
+      printf("%s\n", decoder->decode(ids).c_str());
     } else {
       for (size_t i = 0; i < ids.size(); i++) printf("%s%d", i ? " " : "", ids[i]);
       printf("\n");

@@ -3,13 +3,18 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "model.h"
 #include "rng.h"
 
+constexpr int kGpt2Vocab = 50257;  // GPT-2's vocabulary, <|endoftext|> = 50256
+
 // id -> bytes, inverting GPT-2's byte-to-unicode mapping of encoder.json's keys.
+// Throws, naming the file, for anything but an object of token -> id with ids 0..n-1 each once.
 class GPT2Decoder {
  public:
   explicit GPT2Decoder(const std::string& encoder_json);
@@ -20,10 +25,15 @@ class GPT2Decoder {
   std::vector<std::string> tokens_;
 };
 
+// The decoder for a model of vocab_size ids, or nullptr (print ids) when encoder_json is missing
+// or has another number of tokens; for a GPT-2 vocabulary it says why, once, on stderr.
+std::unique_ptr<GPT2Decoder> open_decoder(const std::string& encoder_json, int vocab_size);
+
 // Samples n tokens after prompt (non-empty). Keeps the last maxT tokens as
 // context; temperature 0 means greedy; top_k 0 means the whole vocabulary.
 template <class BK>
 std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, int n, double temperature, int top_k, uint64_t seed) {
+  if (ids.empty()) throw std::runtime_error("the prompt is empty: give at least one token id");
   Rng rng(seed);
   const int V = model.cfg.V;
   // One fixed window length, so the activations are allocated once: attention is
