@@ -1,12 +1,13 @@
 // Table-driven configuration: every key is one row of kKeys, and the JSON loader, the CLI
 // parser, help_text() and config_to_json() all walk that table.
 #include "config.h"
-#include "checkpoint.h"   // read_text_file
+#include "fileio.h"
 #include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 #include <stdexcept>
 #include <variant>
 
@@ -223,9 +224,15 @@ Config parse_args(int argc, char** argv) {
         }
 
     // Split into (key, value) pairs first: "--key value" or "--key=value", dashes -> underscores.
+    // --overwrite is the one flag without a value.
     std::vector<std::pair<std::string, std::string>> opts;
+    bool overwrite = false;
     for (size_t i = 0; i < args.size(); i++) {
         const std::string& a = args[i];
+        if (a == "--overwrite") {
+            overwrite = true;
+            continue;
+        }
         if (a.size() < 3 || a.compare(0, 2, "--") != 0)
             throw std::runtime_error("unexpected argument '" + a + "' (options are --key value; see --help)");
         std::string key = a.substr(2), value;
@@ -248,8 +255,15 @@ Config parse_args(int argc, char** argv) {
 
     // Base: defaults, or the resumed run's resolved config (so CLI overrides still apply on resume).
     std::string resume;
-    for (const auto& [key, value] : opts)
+    bool init_from = false;
+    for (const auto& [key, value] : opts) {
         if (key == "resume") resume = value;
+        init_from |= key == "init_from";
+    }
+    if (!resume.empty() && init_from)
+        throw std::runtime_error("--init_from starts a new run from weights; --resume continues one: give only one");
+    if (!resume.empty() && overwrite)
+        throw std::runtime_error("--overwrite deletes a run; --resume continues it: give only one");
     if (!resume.empty()) {
         std::string path = resume + "/config.json";
         try {
@@ -267,13 +281,14 @@ Config parse_args(int argc, char** argv) {
         std::string what = "--" + key;
         std::visit([&](auto field) { parse_text(value, c.*field, what); }, k->field);
     }
+    c.overwrite = overwrite;
     return c;
 }
 
 std::string help_text() {
     const Config d;
     std::string s =
-        "usage: train [--config FILE.json] [--KEY VALUE ...] [--resume RUN_DIR] [--init-from FILE.safetensors]\n"
+        "usage: train [--config FILE.json] [--KEY VALUE ...] [--resume RUN_DIR | --overwrite] [--init-from FILE.safetensors]\n"
         "Settings come from the defaults, then FILE.json (an object of the keys below), then --KEY VALUE\n"
         "(--key-name and --key_name both work; --key=value too).\n";
     std::vector<std::string> groups;
@@ -290,6 +305,9 @@ std::string help_text() {
         }
     }
     char line[256];
+    std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "overwrite", "",
+                  "a run_dir that holds a run is refused; this deletes it and starts anew");
+    s += line;
     std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "help, -h", "", "print this help and exit");
     s += line;
     std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "list-pos", "", "print the position schemes' names and exit");
@@ -302,7 +320,7 @@ std::string help_text() {
     return s;
 }
 
-void validate(const Config& c) {
+void validate_model(const Config& c) {
     const PosTraits* pos = find_pos(c.pos);
     require(pos, "pos must be one of " + pos_names() + ", got '" + c.pos + "'");
     require(c.n_layer >= 1, "n_layer must be >= 1, got " + std::to_string(c.n_layer));
@@ -320,6 +338,10 @@ void validate(const Config& c) {
     require(c.vocab_size >= 1 && c.vocab_size <= 65536,
             "vocab_size must be in 1..65536 (tokens are uint16), got " + std::to_string(c.vocab_size));
     require(c.max_seq_len >= 1, "max_seq_len must be >= 1, got " + std::to_string(c.max_seq_len));
+}
+
+void validate(const Config& c) {
+    validate_model(c);
 
     require(!c.train_data.empty(), "train_data is not set (a shard glob or a folder)");
     require_one_of("data_order", c.data_order, {"sequential", "shuffle"});
@@ -366,12 +388,23 @@ json config_to_json(const Config& c) {
     json j = json::object();
     for (const Key& k : kKeys)
         if (!cli_only(k)) j[k.name] = std::visit([&](auto field) { return to_json_value(c.*field); }, k.field);
+    if (!c.init_from.empty()) j["init_from"] = {{"path", c.init_from}, {"sha256", c.init_sha256}};
     return j;
 }
 
 Config config_from_json(const json& j, const std::string& where) {
     Config c;
-    apply_json(c, j, where);
+    json keys = j;
+    if (keys.is_object() && keys.contains("init_from")) {  // the record of config_to_json
+        const json& r = keys["init_from"];
+        if (!r.is_object() || !r.contains("path") || !r["path"].is_string() || !r.contains("sha256") ||
+            !r["sha256"].is_string())
+            throw std::runtime_error("config key 'init_from' in " + where + ": expected {\"path\": .., \"sha256\": ..}");
+        c.init_from = r["path"].get<std::string>();
+        c.init_sha256 = r["sha256"].get<std::string>();
+        keys.erase("init_from");
+    }
+    apply_json(c, keys, where);
     return c;
 }
 
@@ -382,4 +415,76 @@ ModelConfig model_config(const Config& c) {
     m.rope_base = c.rope_base;
     m.flash = c.attention == "flash";
     return m;
+}
+
+double lr_at(const Config& c, int step) {
+    if (step < c.warmup_steps) return c.lr * (step + 1) / c.warmup_steps;
+    if (c.schedule == "step") return c.lr * std::pow(c.gamma, step / c.step_size);
+    if (c.schedule == "cosine") {
+        double span = std::max(1, c.steps - c.warmup_steps);
+        double progress = std::min(1.0, (step - c.warmup_steps) / span);
+        return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(M_PI * progress));
+    }
+    return c.lr;
+}
+
+double clip_scale(double grad_clip, double norm) {
+    return grad_clip > 0 ? std::min(1.0, grad_clip / (norm + 1e-6)) : 1.0;
+}
+
+double model_memory_bytes(const ModelConfig& m, int B, int T, bool train) {
+    // in double: an absurd config must give a large number here, not an overflowed one
+    double L = m.L, C = m.C, V = m.V, H = m.H, N = (double)B * T;
+    double params = V * C + (pos_traits(m.pos).learned_table ? m.maxT * C : 0) + L * 12 * C * C + 13 * L * C + 2 * C;
+    double rot = pos_traits(m.pos).rotary ? 3 : 0;
+    double layer = N * C * (16 + rot) + N * 4 + (double)B * H * T * T;  // see GPT::ensure_acts
+    double acts = N * C * 3 + N * 3 + N * V + (train ? L : 1) * layer;
+    if (train) acts += N * C * (3 + 3 + rot + 8) + (double)B * H * T * T;  // backward buffers
+    double crope = pos_traits(m.pos).complex_qkv ? L * 3 * C * C + 3 * C * C : 0;
+    double tables = (double)m.maxT * C * 2;
+    return 4.0 * (4 * params + crope + tables + acts);  // fp32
+}
+
+void check_host_memory(const ModelConfig& m, int B, int T, bool train) {
+    double need = model_memory_bytes(m, B, T, train);
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    if (have > 0 && need > have) {
+        char msg[256];
+        std::snprintf(msg, sizeof msg,
+                      "this model needs about %.1f GiB (weights, gradients, AdamW moments and the activations of "
+                      "%d x %d tokens) but the machine has %.1f GiB: make it smaller",
+                      need / (1 << 30), B, T, have / (1 << 30));
+        throw std::runtime_error(msg);
+    }
+}
+
+long long parse_int_arg(const std::string& s, const std::string& what, long long lo, long long hi) {
+    return parse_integer(s, what, lo, hi);
+}
+
+double parse_number_arg(const std::string& s, const std::string& what) {
+    double v;
+    parse_text(s, v, what);
+    return v;
+}
+
+Config stored_config(const std::string& json_text, const std::string& where) {
+    json j;
+    try {
+        j = json::parse(json_text);
+    } catch (const json::exception& e) {
+        throw std::runtime_error("cannot parse the config in " + where + ": " + e.what());
+    }
+    Config c = config_from_json(j, where);
+    try {
+        validate_model(c);
+    } catch (const std::exception& e) {
+        throw std::runtime_error("the config in " + where + " is not valid: " + e.what());
+    }
+    return c;
+}
+
+void setup_process(char** argv) {
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    (void)argv;
 }

@@ -54,6 +54,8 @@ struct Config {
     // command line only (never read from or written to JSON)
     std::string resume;                // RUN_DIR to resume from
     std::string init_from;             // safetensors file to initialise the weights from
+    std::string init_sha256;           // its SHA-256, recorded with it in config.json, the log and checkpoints
+    bool overwrite = false;            // --overwrite: delete a run folder that holds a run and start anew
     bool help = false;                 // --help / -h given: main prints help_text() and exits 0
     bool list_pos = false;             // --list-pos given: main prints the scheme names, one a line
 };
@@ -67,9 +69,38 @@ Config parse_args(int argc, char** argv);
 std::string help_text();
 // Throws std::runtime_error naming the first inconsistent or out-of-range setting.
 void validate(const Config& c);
-// All keys except the command-line-only ones (resume, init_from, help).
+// The model keys only: what every binary that builds a model from a config (a training config,
+// a resumed run's config.json, a checkpoint's metadata) checks before allocating anything.
+void validate_model(const Config& c);
+// All keys except the command-line-only ones; with --init_from, also
+// "init_from": {"path": .., "sha256": ..} (a record: --resume reads it back, never loads it).
 nlohmann::json config_to_json(const Config& c);
 // Defaults overridden by the keys of j; `where` names the source in error messages.
 Config config_from_json(const nlohmann::json& j, const std::string& where);
 // The model part of a (validated) config.
 ModelConfig model_config(const Config& c);
+
+// Learning rate at step (0-based): linear warmup, then the schedule.
+double lr_at(const Config& c, int step);
+// Factor on the gradient for clipping to grad_clip (0 = off), as torch's clip_grad_norm_:
+// min(1, grad_clip / (norm + 1e-6)).
+double clip_scale(double grad_clip, double norm);
+
+// Bytes a model needs on its device: weights, gradients and AdamW moments, plus the
+// activations of a training step (train) or of a forward pass (!train) over B x T tokens.
+double model_memory_bytes(const ModelConfig& m, int B, int T, bool train);
+// Throws "this model needs X GiB (...) but the machine has Y GiB" when the host cannot hold it.
+void check_host_memory(const ModelConfig& m, int B, int T, bool train);
+
+// A config stored with weights (a checkpoint's metadata): parsed, with errors naming `where`, and
+// its model keys validated as validate_model does.
+Config stored_config(const std::string& json_text, const std::string& where);
+
+// Process-wide defaults for every binary, first thing in main: stdout line-buffered (progress
+// reaches a pipe or a log file at once) and OpenMP's wait policy (see config.cpp).
+void setup_process(char** argv);
+
+// Command-line numbers for the other binaries, checked as config values are:
+// "what: expected an integer, got 'abc'" (also when outside [lo, hi]) or "... a number".
+long long parse_int_arg(const std::string& s, const std::string& what, long long lo, long long hi);
+double parse_number_arg(const std::string& s, const std::string& what);

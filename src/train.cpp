@@ -2,11 +2,16 @@
 // evaluation, checkpoints, a JSONL log and a progress line per step.
 // One training step, top to bottom: next_batch, forward, backward, grad norm
 // (and clipping), learning-rate schedule, AdamW update.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -28,22 +33,17 @@
 
 using json = nlohmann::json;
 
-// Learning rate at step (0-based): linear warmup, then the schedule.
-static double lr_at(const Config& c, int step) {
-  if (step < c.warmup_steps) return c.lr * (step + 1) / c.warmup_steps;
-  if (c.schedule == "step") return c.lr * std::pow(c.gamma, step / c.step_size);
-  if (c.schedule == "cosine") {
-    double span = std::max(1, c.steps - c.warmup_steps);
-    double progress = std::min(1.0, (step - c.warmup_steps) / span);
-    return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(M_PI * progress));
-  }
-  return c.lr;
-}
-
 static std::string with_commas(size_t n) {
   std::string s = std::to_string(n);
   for (int i = (int)s.size() - 3; i > 0; i -= 3) s.insert(i, ",");
   return s;
+}
+
+static std::string describe(const ModelConfig& m) {
+  char b[160];
+  snprintf(b, sizeof b, "pos=%s L=%d H=%d C=%d V=%d maxT=%d rope_base=%g", pos_name(m.pos), m.L, m.H, m.C, m.V,
+           m.maxT, m.rope_base);
+  return b;
 }
 
 static std::string duration(double seconds) {
@@ -53,6 +53,47 @@ static std::string duration(double seconds) {
   else snprintf(b, sizeof b, "%ldm%02lds", s / 60, s % 60);
   return b;
 }
+
+// SIGINT / SIGTERM: the first asks the loop to stop after the current step (with a checkpoint),
+// a second one ends the process at once.
+static volatile sig_atomic_t g_stop_signal = 0;
+
+static void on_stop_signal(int sig) {
+  if (g_stop_signal) _exit(128 + sig);
+  g_stop_signal = sig;
+}
+
+static void catch_stop_signals() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESTART;  // a read or write in progress goes on; the loop checks the flag
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old;
+    sigaction(sig, nullptr, &old);
+    if (old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);  // ignored (nohup, a background job): keep it so
+  }
+}
+
+// Mean wall time per step over the last `window` steps, everything included (evaluation,
+// samples, checkpoints): the ETA counts what the rest of the run will really do.
+struct StepClock {
+  std::deque<double> seconds;
+  size_t window;
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  explicit StepClock(size_t w) : window(w) {}
+  void tick() {
+    auto now = std::chrono::steady_clock::now();
+    seconds.push_back(std::chrono::duration<double>(now - last).count());
+    last = now;
+    if (seconds.size() > window) seconds.pop_front();
+  }
+  double eta(int steps_left) const {
+    double sum = 0;
+    for (double x : seconds) sum += x;
+    return seconds.empty() ? 0 : sum / seconds.size() * steps_left;
+  }
+};
 
 // Evaluation lengths: the training length unless eval_seq_lens says otherwise.
 static std::vector<int> eval_lengths(const Config& c) {
@@ -68,7 +109,7 @@ struct Trainer {
   DataLoader train;
   std::unique_ptr<DataLoader> val;
   std::unique_ptr<JsonlLog> log;
-  std::unique_ptr<GPT2Decoder> decoder;  // for samples, read once when first needed
+  std::unique_ptr<GPT2Decoder> decoder;  // for samples (nullptr: ids are printed)
   int step = 0;
 
   explicit Trainer(const Config& c)
@@ -85,6 +126,8 @@ struct Trainer {
       if (val) val->start(cfg.batch_size, t, false, 0);  // a split too small for B x (t+1) fails now, not after training
     }
     model.set_max_positions(longest);
+    // a broken encoder.json fails now, not after training steps ran
+    if (cfg.sample_every > 0) decoder = open_decoder(cfg.encoder_json, mc.V);
   }
 
   // --- checkpoints: weights and AdamW moments in safetensors, training state in JSON
@@ -94,7 +137,12 @@ struct Trainer {
   std::vector<T> flat_from(const StFile& f, const std::string& prefix) const {
     return layout_from_file<T>(model.layout, f, prefix);
   }
+  // Never write (or point `latest` at) weights that are not finite.
   void save_checkpoint() {
+    if (!std::isfinite(BK::sum_squares(model.params, model.num_params)))
+      throw std::runtime_error("the weights are not finite at step " + std::to_string(step) +
+                               " (diverged; try a lower lr or grad_clip): no checkpoint written, 'latest' still names"
+                               " the last good one");
     std::string dir = checkpoint_write(cfg.run_dir, step, [&](const std::string& tmp) {
       std::map<std::string, std::string> meta = {{"config", config_to_json(cfg).dump()},
                                                  {"step", std::to_string(step)}};
@@ -114,13 +162,27 @@ struct Trainer {
     StFile opt = safetensors_read(dir + "/optim.safetensors");
     BK::copy_from_host(model.m, flat_from(opt, "m.").data(), model.num_params);
     BK::copy_from_host(model.v, flat_from(opt, "v.").data(), model.num_params);
+    const std::string path = dir + "/state.json";
     json state;
     try {
-      state = json::parse(read_text_file(dir + "/state.json"));
-      step = state.at("step").get<int>();
-      train.set_state(state.at("train_data"));
+      state = json::parse(read_text_file(path));
     } catch (const json::exception& e) {
-      throw std::runtime_error("bad training state in " + dir + "/state.json: " + e.what());
+      throw std::runtime_error("bad training state in " + path + ": " + e.what());
+    }
+    // the step is the folder's (ckpt_NNNNNN) and the weights'; anything else is a damaged or edited file
+    long folder_step = std::strtol(dir.substr(dir.rfind("ckpt_") + 5).c_str(), nullptr, 10);
+    if (!state.is_object() || !state.contains("step") || !state["step"].is_number_integer() ||
+        state["step"].get<long>() != folder_step || !state.contains("train_data"))
+      throw std::runtime_error("bad training state in " + path + ": expected {\"step\": " +
+                               std::to_string(folder_step) + ", \"train_data\": {...}} (the step of its folder)");
+    step = (int)folder_step;
+    if (step > cfg.steps)
+      throw std::runtime_error("the checkpoint in " + cfg.run_dir + " is at step " + std::to_string(step) +
+                               ", past steps = " + std::to_string(cfg.steps) + " (give a larger --steps)");
+    try {
+      train.set_state(state.at("train_data"));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("bad training state in " + path + ": " + e.what());
     }
   }
 
@@ -134,7 +196,8 @@ struct Trainer {
       }
       int B = cfg.batch_size;
       // eval_batches counts batches of the training length: every length sees the same
-      // tokens (the start of the split), so the losses at different lengths compare
+      // tokens (the start of the split), so the losses at different lengths compare. The whole
+      // split (eval_batches 0) is its full batches: the last windows, fewer than B, are left out.
       size_t batches = cfg.eval_batches > 0 ? std::max<size_t>(1, (size_t)cfg.eval_batches * cfg.seq_len / Te)
                                             : std::max<size_t>(1, val->num_windows(Te) / B);
       val->start(B, Te, false, 0);
@@ -147,7 +210,7 @@ struct Trainer {
         count_hits(in, tg, hits, counted);
       }
       double loss = sum / batches;
-      json rec = {{"type", "val"}, {"step", step}, {"loss", loss}, {"seq_len", Te}};
+      json rec = {{"type", "val"}, {"step", step}, {"loss", loss}, {"seq_len", Te}, {"tokens", batches * B * Te}};
       std::string acc;
       if (counted) {
         rec["accuracy"] = (double)hits / counted;
@@ -156,6 +219,9 @@ struct Trainer {
       }
       printf("val | step %d | seq_len %d | loss %.4f | ppl %.2f%s\n", step, Te, loss, std::exp(loss), acc.c_str());
       log->write(rec);
+      if (!std::isfinite(loss))
+        throw std::runtime_error("validation loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
+                                 " (diverged; try a lower lr or grad_clip)");
     }
   }
 
@@ -174,7 +240,6 @@ struct Trainer {
   void print_sample() {
     std::vector<int> prompt = {mc.V > 50256 ? 50256 : 0};
     auto ids = generate(model, prompt, std::min(32, mc.maxT - 1), 1.0, 40, cfg.seed + step);
-    if (!decoder && std::ifstream(cfg.encoder_json)) decoder = std::make_unique<GPT2Decoder>(cfg.encoder_json);
     std::string text;
     if (decoder) {
       text = decoder->decode(std::vector<int>(ids.begin() + 1, ids.end()));
@@ -184,7 +249,21 @@ struct Trainer {
     printf("sample | step %d | %s\n", step, text.c_str());
   }
 
-  void run(bool resume) {
+  // --init_from: weights only, from a file whose own config (when it has one) is valid and is this model's.
+  void load_init_weights() {
+    StFile f = safetensors_read(cfg.init_from);
+    if (f.metadata.count("config")) {
+      ModelConfig theirs = model_config(stored_config(f.metadata.at("config"), f.path));
+      if (describe(theirs) != describe(mc))
+        throw std::runtime_error(f.path + " holds the weights of another model (" + describe(theirs) +
+                                 "); this run's is " + describe(mc));
+    }
+    model.set_params(flat_from(f, ""));
+    cfg.init_sha256 = sha256_file(cfg.init_from);  // recorded in config.json, the log and the checkpoints
+  }
+
+  // Runs the training loop; returns the exit status: 0, or 128 + signal when stopped by one.
+  int run(bool resume) {
     make_run_dir(cfg.run_dir);
     if (resume) {
       load_checkpoint(checkpoint_latest(cfg.run_dir));
@@ -192,7 +271,7 @@ struct Trainer {
       log->truncate_after(step);
       printf("resumed %s at step %d\n", cfg.run_dir.c_str(), step);
     } else {
-      if (!cfg.init_from.empty()) model.set_params(flat_from(safetensors_read(cfg.init_from), ""));
+      if (!cfg.init_from.empty()) load_init_weights();
       else model.init(cfg.seed);
       log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", false);
     }
@@ -205,10 +284,9 @@ struct Trainer {
 
     const int B = cfg.batch_size, Tn = cfg.seq_len;
     std::vector<int> in((size_t)B * Tn), tg((size_t)B * Tn);
-    double ema_ms = 0;
-    for (; step < cfg.steps; step++) {
+    StepClock clock(std::max(20, cfg.eval_every));  // a window that always holds an evaluation
+    while (step < cfg.steps) {
       if (cfg.eval_every > 0 && step % cfg.eval_every == 0) evaluate();
-      if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step > 0) save_checkpoint();
       if (cfg.sample_every > 0 && step % cfg.sample_every == 0 && step > 0) print_sample();
       auto t0 = std::chrono::steady_clock::now();
 
@@ -219,28 +297,43 @@ struct Trainer {
                                  " (diverged; try a lower lr or grad_clip)");
       model.backward();
       double norm = model.grad_norm();
-      float gscale = cfg.grad_clip > 0 && norm > cfg.grad_clip ? (float)(cfg.grad_clip / norm) : 1.0f;
       double lr = lr_at(cfg, step);
       model.update((float)lr, (float)cfg.beta1, (float)cfg.beta2, (float)cfg.eps, (float)cfg.weight_decay,
-                   cfg.decay == "all", step + 1, gscale);
+                   cfg.decay == "all", step + 1, (float)clip_scale(cfg.grad_clip, norm));
       BK::synchronize();
+      step++;
 
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      ema_ms = ema_ms == 0 ? ms : 0.9 * ema_ms + 0.1 * ms;
       double tps = B * Tn / (ms / 1000);
-      printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | ETA %s\n", step + 1,
-             cfg.steps, loss, lr, norm, ms, tps, duration(ema_ms / 1000 * (cfg.steps - step - 1)).c_str());
-      fflush(stdout);
+      clock.tick();
+      double eta = clock.eta(cfg.steps - step);
+      printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | ETA %s\n", step, cfg.steps,
+             loss, lr, norm, ms, tps, duration(eta).c_str());
       log->write({{"type", "train"},
-                  {"step", step + 1},
+                  {"step", step},
                   {"loss", loss},
                   {"lr", lr},
                   {"grad_norm", norm},
                   {"step_ms", ms},
-                  {"tokens_per_s", tps}});
+                  {"tokens_per_s", tps},
+                  {"eta_s", eta}});
+      if (g_stop_signal) return stop();
+      if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) save_checkpoint();
     }
-    evaluate();
+    if (cfg.eval_every > 0) evaluate();
     if (cfg.checkpoint_every > 0) save_checkpoint();
+    return 0;
+  }
+
+  // After SIGINT / SIGTERM: a checkpoint of the finished step (also with checkpoint_every 0), a
+  // "stopped" record, and the exit status a shell gives a process ended by that signal.
+  int stop() {
+    int sig = g_stop_signal;
+    const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    save_checkpoint();
+    log->write({{"type", "stopped"}, {"step", step}, {"signal", name}});
+    printf("stopped by %s at step %d; continue with: --resume %s\n", name, step, cfg.run_dir.c_str());
+    return 128 + sig;
   }
 };
 
@@ -255,13 +348,14 @@ static void print_model(const Config& c, const std::string& device, size_t bytes
 }
 
 template <class BK>
-static void train_with(const Config& cfg, bool resume, const std::string& device) {
+static int train_with(const Config& cfg, bool resume, const std::string& device) {
   print_model(cfg, device, sizeof(typename BK::real));
   Trainer<BK> t(cfg);
-  t.run(resume);
+  return t.run(resume);
 }
 
 int main(int argc, char** argv) {
+  setup_process(argv);
   try {
     Config cfg = parse_args(argc, argv);  // --resume RUN_DIR starts from RUN_DIR/config.json
     if (cfg.help) {
@@ -274,6 +368,8 @@ int main(int argc, char** argv) {
     }
     bool resume = !cfg.resume.empty();
     validate(cfg);
+    if (!resume) claim_run_dir(cfg.run_dir, cfg.overwrite);
+    catch_stop_signals();
     const bool bf16 = cfg.precision == "bf16";  // validate() allows fp32 | bf16
 
     bool cuda = cfg.device == "cuda";
@@ -286,16 +382,22 @@ int main(int argc, char** argv) {
     if (cuda) {
       // mixed precision inside the CUDA backend: bf16 GEMM operands, fp32 master weights and the rest
       ::gpu::set_precision_bf16(bf16);
-      train_with<CudaBackend>(cfg, resume, "cuda (" + CudaBackend::device_name() + ")");
+      int rc = train_with<CudaBackend>(cfg, resume, "cuda (" + CudaBackend::device_name() + ")");
       printf("peak device memory: %.1f MiB\n", CudaBackend::peak_memory() / 1048576.0);
-      return 0;
+      return rc;
     }
 #else
     if (cuda) throw std::runtime_error("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
     if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (this build has no CUDA backend)");
 #endif
-    train_with<CpuBackend<float>>(cfg, resume, "cpu");
-    return 0;
+    int longest = cfg.seq_len;
+    for (int t : cfg.eval_seq_lens) longest = std::max(longest, t);
+    check_host_memory(model_config(cfg), cfg.batch_size, longest, true);
+    return train_with<CpuBackend<float>>(cfg, resume, "cpu");
+  } catch (const std::bad_alloc&) {
+    fflush(stdout);
+    fprintf(stderr, "error: out of memory (make the model, batch_size or seq_len smaller)\n");
+    return 1;
   } catch (const std::exception& e) {
     fflush(stdout);
     fprintf(stderr, "error: %s\n", e.what());
