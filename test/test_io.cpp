@@ -3,6 +3,7 @@
 // Output protocol: one PASS / FAIL / SKIPPED line per check; exit 1 on any FAIL.
 #include <csignal>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include "dataloader.h"
 #include "log.h"
 #include "safetensors.h"
+#include "sample.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -311,7 +313,7 @@ static void test_dataloader() {
     expect_error("shard_missing_folder", [&] { DataLoader dl(g_tmp + "/no_such_dir", "train", V); },
                  "no shards match '" + g_tmp + "/no_such_dir'");
     expect_error("shard_glob_no_match", [&] { DataLoader dl(dir + "/d_test_*.bin", "test", V); }, "no shards match");
-    expect_error("shard_folder_no_split", [&] { DataLoader dl(dir, "test", V); }, "'_test_' in the name");
+    expect_error("shard_folder_no_split", [&] { DataLoader dl(dir, "test", V); }, "looked for NAME_test_NNNNNN.bin");
 }
 
 // ------------------------------------------------------------------------------------ safetensors
@@ -501,6 +503,147 @@ static void test_full_disk() {
           msg.empty() ? "no error" : "got '" + msg + "'");
 }
 
+// ------------------------------------------------------------------------------------ robustness
+
+static void test_shard_names() {
+    // the split is the last _SPLIT_ before a six-digit index, as data/shards.py's SHARD_RE
+    std::string dir = g_tmp + "/names";
+    fs::create_directories(dir);
+    const char* names[] = {"my_val_set_train_000000.bin", "my_train_set_val_000000.bin", "a_test_train_val_000001.bin",
+                           "x_train_00001.bin",           "x_train_000000.bin.bak",      "_train_000000.bin",
+                           "x_valid_000000.bin",          "x_train_0000001.bin",         "x_train_000002.BIN"};
+    for (const char* n : names) write_shard(dir + "/" + n, iota_tokens(9, 0));
+    DataLoader tr(dir, "train", 100), va(dir, "val", 100);
+    auto base = [](const DataLoader& d) {
+        std::vector<std::string> v;
+        for (const auto& p : d.paths()) v.push_back(fs::path(p).filename().string());
+        return v;
+    };
+    check("shard_names_train", base(tr) == std::vector<std::string>{"my_val_set_train_000000.bin"},
+          "train shards: " + json(base(tr)).dump());
+    check("shard_names_val",
+          base(va) == std::vector<std::string>{"a_test_train_val_000001.bin", "my_train_set_val_000000.bin"},
+          "val shards: " + json(base(va)).dump());
+
+    // what to do next: the command that prepares a known dataset, and text given as a shard
+    expect_error("shard_hint_prepare_dataset", [&] { DataLoader d("data/wikitext2/nothing_train_*.bin", "train", 100); },
+                 "prepare it with: python3 data/prepare_data.py wikitext2");
+    expect_error("shard_hint_synthetic", [&] { DataLoader d(g_tmp + "/synthetic", "train", 100); },
+                 "python3 data/make_synthetic.py");
+    std::string text = g_tmp + "/text";
+    fs::create_directories(text);
+    write_raw(text + "/t_train_000000.bin", " = Valkyria Chronicles III = \n\n Senj\xc5\x8d no Valkyria 3 ...\n");
+    expect_error("shard_text_file", [&] { DataLoader d(text, "train", 100); }, "this looks like text, not a token shard");
+    write_raw(text + "/long_train_000000.bin", std::string(5000, 'a'));
+    expect_error("shard_long_text_file", [&] { DataLoader d(text + "/long_train_000000.bin", "train", 100); },
+                 "looks like text");
+    expect_error("shard_device_file", [&] { DataLoader d("/dev/zero", "train", 100); }, "not a regular file");
+    expect_error("shard_folder_as_file", [&] { read_text_file(g_tmp); }, "is a folder");
+
+    // a resumed data position with impossible values
+    DataLoader dl(dir, "train", 100);
+    dl.start(1, 4, false, 0);
+    json st = dl.state();
+    st["cursor"] = -3;
+    expect_error("shards_state_negative_cursor", [&] { dl.set_state(st); }, "'cursor' is -3, not a non-negative integer");
+}
+
+static void test_config_robustness() {
+    // one validation of the model keys for every stored config (checkpoint metadata)
+    expect_error("stored_config_n_head_zero", [&] { stored_config(R"({"n_head": 0})", "w.safetensors"); },
+                 "the config in w.safetensors is not valid: n_head must be >= 1");
+    expect_error("stored_config_max_seq_len_zero", [&] { stored_config(R"({"max_seq_len": 0, "seq_len": 0})", "w"); },
+                 "max_seq_len must be >= 1");
+    expect_error("stored_config_not_json", [&] { stored_config("{n_layer", "w.safetensors"); },
+                 "cannot parse the config in w.safetensors");
+    expect_ok("stored_config_needs_no_data", [&] { stored_config(R"({"pos": "crope"})", "w"); });
+
+    // --init_from is recorded with its SHA-256; --resume reads the record back without loading it
+    Config c;
+    c.init_from = "w.safetensors";
+    c.init_sha256 = "ab12";
+    json j = config_to_json(c);
+    Config back = config_from_json(j, "x");
+    check("config_init_from_recorded", j["init_from"] == json{{"path", "w.safetensors"}, {"sha256", "ab12"}} &&
+                                           back.init_from == "w.safetensors" && back.init_sha256 == "ab12");
+    std::string cfg = g_tmp + "/init.json";
+    write_raw(cfg, R"({"init_from": "w.safetensors"})");
+    expect_error("config_init_from_not_in_files", [&] { parse({"--config", cfg}); }, "unknown config key 'init_from'");
+    expect_error("config_resume_and_init_from", [&] { parse({"--resume", "r", "--init_from", "w"}); }, "give only one");
+    expect_error("config_resume_and_overwrite", [&] { parse({"--resume", "r", "--overwrite"}); }, "give only one");
+    check("config_overwrite_flag", parse({"--overwrite", "--steps", "3"}).overwrite && !parse({}).overwrite);
+
+    // clipping as torch's clip_grad_norm_: max_norm / (norm + 1e-6), never above 1
+    check("clip_scale_torch", std::abs(clip_scale(1e-6, 0.5e-6) - 1e-6 / 1.5e-6) < 1e-12 &&
+                                  std::abs(clip_scale(1.0, 4.0) - 1.0 / (4.0 + 1e-6)) < 1e-15 &&
+                                  clip_scale(1.0, 0.5) == 1.0 && clip_scale(0.0, 100.0) == 1.0);
+
+    // memory: a config that cannot fit says so and how much, before anything is allocated
+    ModelConfig huge;
+    huge.C = 1 << 20;
+    huge.H = 4;
+    expect_error("memory_check_huge_n_embd", [&] { check_host_memory(huge, 4, 256, true); }, "this model needs about");
+    ModelConfig longT;
+    longT.maxT = 1 << 20;
+    expect_error("memory_check_huge_seq_len", [&] { check_host_memory(longT, 4, 1 << 20, true); }, "GiB");
+    ModelConfig small;
+    expect_ok("memory_check_paper_model", [&] { check_host_memory(small, 8, 64, true); });
+
+    // numbers on other binaries' command lines
+    expect_error("arg_not_integer", [&] { parse_int_arg("abc", "--tokens", 0, 100); }, "--tokens: expected an integer, got 'abc'");
+    expect_error("arg_integer_too_big", [&] { parse_int_arg("99999999999999999999", "--tokens", 0, 100); },
+                 "expected an integer");
+    expect_error("arg_nan", [&] { parse_number_arg("nan", "--temperature"); }, "--temperature: expected a number");
+}
+
+static void test_files_and_run_dir() {
+    std::string f = g_tmp + "/sha";
+    const std::pair<std::string, std::string> known[] = {
+        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {std::string(1000000, 'a'), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+    };
+    bool ok = true;
+    for (const auto& [data, hex] : known) {
+        write_raw(f, data);
+        ok = ok && sha256_file(f) == hex;
+    }
+    check("sha256_known_vectors", ok);
+
+    // a run folder that holds a run is refused; --overwrite deletes it, but never other files
+    std::string run = g_tmp + "/claimed";
+    expect_ok("run_dir_new_is_free", [&] { claim_run_dir(run, false); });
+    make_run_dir(run);
+    expect_ok("run_dir_empty_is_free", [&] { claim_run_dir(run, false); });
+    write_raw(run + "/log.jsonl", "{}\n");
+    checkpoint_write(run, 3, [](const std::string& dir) { write_text_file_atomic(dir + "/state.json", "{}"); });
+    expect_error("run_dir_holds_run", [&] { claim_run_dir(run, false); }, "already holds a run: continue it with --resume");
+    write_raw(run + "/notes.txt", "mine");
+    expect_error("run_dir_overwrite_keeps_other_files", [&] { claim_run_dir(run, true); }, "notes.txt");
+    check("run_dir_other_files_kept", fs::exists(run + "/notes.txt") && fs::exists(run + "/latest"));
+    fs::remove(run + "/notes.txt");
+    expect_ok("run_dir_overwrite", [&] { claim_run_dir(run, true); });
+    check("run_dir_overwrite_deletes", !fs::exists(run));
+
+    std::string bad = g_tmp + "/badlatest";
+    make_run_dir(bad);
+    write_raw(bad + "/latest", "../../etc\n");
+    expect_error("checkpoint_latest_bad_name", [&] { checkpoint_latest(bad); }, "'latest' is corrupt");
+
+    // encoder.json: anything but an object of token -> id is named as such
+    std::string enc = g_tmp + "/encoder.json";
+    write_raw(enc, "{}");
+    expect_error("encoder_empty_object", [&] { GPT2Decoder d(enc); }, "is not a GPT-2 encoder.json");
+    write_raw(enc, R"({"a": "0", "b": 1})");
+    expect_error("encoder_string_ids", [&] { GPT2Decoder d(enc); }, "the id of 'a' is \"0\", not an integer");
+    write_raw(enc, R"({"a": 0, "b": 0})");
+    expect_error("encoder_repeated_id", [&] { GPT2Decoder d(enc); }, "out of range or repeated");
+    write_raw(enc, R"({"a": 1, "b": 0})");
+    check("encoder_small_ok", GPT2Decoder(enc).decode({1, 0}) == "ab");
+}
+
 int main() {
     char tmpl[] = "/tmp/test_io_XXXXXX";
     if (!mkdtemp(tmpl)) {
@@ -511,6 +654,8 @@ int main() {
     const std::pair<const char*, void (*)()> groups[] = {
         {"config", test_config},         {"validate", test_validate},     {"dataloader", test_dataloader},
         {"safetensors", test_safetensors}, {"checkpoint", test_checkpoint}, {"full_disk", test_full_disk},
+        {"shard_names", test_shard_names}, {"config_robustness", test_config_robustness},
+        {"files_and_run_dir", test_files_and_run_dir},
     };
     for (auto& [name, fn] : groups) {
         try {
