@@ -2,11 +2,14 @@
 # backend (OpenBLAS + OpenMP) and, when nvcc is found, the CUDA backend.
 #   make          build build/train and the test binaries (installs missing Debian packages)
 #   make test     build and run every test; last line "N passed, N failed, N skipped"
+#                 (the CUDA tests also run on the CPU under emulation: build_emu/, below)
+#   make emu      the CUDA backend built for the CPU emulation (test/cuda_emu) into build_emu/
+#   make emu-asan the same with -fsanitize=address,undefined, into build_emu_asan/
+#   make lab      the kernel lab (cuda/lab/: every version of a kernel, checked and timed);
+#                 make lab-emu builds it for the emulation (checks only)
 #   make run      the main job: the synthetic position task, learned vs rope vs crope
 #   make bench    CPU training throughput table (PyTorch beside it when python3-torch is installed)
 #   make deps     install the missing Debian packages (make does it once by itself)
-#   make lab      the kernel lab (cuda/lab/: every version of a kernel, checked and timed);
-#                 make lab-emu builds it for the CPU emulation of CUDA (checks only)
 #   make clean
 
 comma    := ,
@@ -30,7 +33,23 @@ LDLIBS   := -fopenmp
 endif
 CXXFLAGS += $(CPPFLAGS)
 
-ifneq ($(NVCC),)
+MAINS    := src/train.cpp src/sample.cpp
+TESTS    := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_*.cpp))
+# CPU emulation of CUDA (test/cuda_emu/README.md): the same rules with NVCC=nvcc-emu compile
+# the unchanged cuda/*.cu with g++; the emulator's runtime, cuBLAS and cub stand in for the
+# libraries, and only the binaries that use CUDA are built. EMU_BUILD is its output folder.
+EMU_NVCC  := $(CURDIR)/test/cuda_emu/nvcc-emu
+EMU_BUILD ?= $(BUILD)_emu
+EMU       := $(filter nvcc-emu,$(notdir $(NVCC)))
+ifneq ($(EMU),)
+EMU_OBJ   := $(patsubst test/cuda_emu/src/%.cpp,$(BUILD)/cuda_emu/%.o,$(wildcard test/cuda_emu/src/*.cpp))
+NVCCFLAGS ?= -O2
+NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra $(EMU_SAN)
+CXXFLAGS  += -DHAVE_CUDA $(EMU_SAN)
+LDLIBS    += $(EMU_SAN)
+CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu)) $(EMU_OBJ)
+TESTS     := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_cuda*.cpp)) $(BUILD)/test/test_emu_selftest
+else ifneq ($(NVCC),)
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
 # sm_80 and sm_90 machine code, plus PTX for newer cards
 NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -41,12 +60,10 @@ CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu))
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
 endif
 
-MAINS    := src/train.cpp src/sample.cpp
 BINS     := $(patsubst src/%.cpp,$(BUILD)/%,$(MAINS))
 LIB_OBJ  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
-TESTS    := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_*.cpp))
 
-.PHONY: all test run bench deps clean lab lab-emu
+.PHONY: all test run bench deps clean emu emu-asan lab lab-emu
 .SECONDARY:  # keep the objects make would see as intermediate
 all: $(BUILD)/.deps $(BINS) $(TESTS)
 
@@ -87,8 +104,31 @@ $(BUILD)/lab/%.o: cuda/lab/%.cu
 $(BUILD)/lab/%: $(BUILD)/lab/%.o $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
+ifneq ($(EMU),)
+$(BUILD)/cuda/%.o: $(EMU_NVCC)
+$(BUILD)/cuda_emu/%.o: test/cuda_emu/src/%.cpp | $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -Itest/cuda_emu/include -c $< -o $@
+
+# the emulator's self-tests: kernels with known defects (test/cuda_emu/test_emu_selftest.cu)
+$(BUILD)/test/test_emu_selftest.o: test/cuda_emu/test_emu_selftest.cu $(EMU_NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/test/test_emu_selftest: $(BUILD)/test/test_emu_selftest.o $(EMU_OBJ)
+	$(CXX) $^ -o $@ $(LDLIBS)
+endif
+
+emu:
+	@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) NVCC=$(EMU_NVCC) all
+
+emu-asan:
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)_emu_asan NVCC=$(EMU_NVCC) NVCCFLAGS=-O1 \
+	  CXXFLAGS="-O1 -g -fno-omit-frame-pointer" EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" all
+
 test: all
-	BUILD=$(BUILD) PYTHON=$(PYTHON) test/run_tests.sh
+	@$(if $(EMU),,$(MAKE) --no-print-directory emu)
+	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh
 
 run: all
 	TRAIN=$(BUILD)/train PYTHON=$(PYTHON) scripts/run_synthetic.sh
@@ -101,6 +141,6 @@ deps:
 	scripts/install_deps.sh
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(EMU_BUILD) $(BUILD)_emu_asan
 
 -include $(wildcard $(BUILD)/*/*.d)

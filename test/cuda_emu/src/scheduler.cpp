@@ -1,0 +1,606 @@
+// Kernel execution of the CUDA emulation: blocks one after another; inside a block every CUDA
+// thread is a fiber with its own small stack, all on the calling OS thread. A fiber runs
+// until it reaches __syncthreads, a warp collective or its end; the scheduler then resumes
+// the next runnable fiber in the chosen order (CUDA_EMU_ORDER: forward, reverse, random).
+// Code that forgets a barrier therefore reads stale or 0xFF-filled data in at least one order.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda_runtime.h"
+#include "emu_internal.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
+#endif
+
+namespace emu {
+
+ThreadHead* g_thread = nullptr;
+uint3 g_block_idx;
+dim3 g_block_dim, g_grid_dim;
+unsigned long long g_block_serial = 0;
+
+namespace {
+
+enum State : unsigned char { kRunnable, kBarrier, kWarp, kDone };
+
+struct ThreadState : ThreadHead {
+    int linear = 0;
+    State state = kDone;
+    void* sp = nullptr;  // saved stack pointer while suspended
+    char* stack = nullptr;
+    void* asan_fake = nullptr;
+    const char* file = "";  // where it waits
+    int line = 0;
+    int barrier_result = 0;
+    // the warp collective it waits in
+    const char* what = "";
+    unsigned mask = 0;
+    uint64_t in = 0, param = 0, out = 0;
+    WarpCombine combine = nullptr;
+};
+
+struct Warp {
+    unsigned exists = 0, arrived = 0, done = 0;
+};
+
+constexpr int kMaxThreads = 1024;
+constexpr size_t kStaticSmemLimit = 48 * 1024;   // static __shared__ per block
+constexpr size_t kDynSmemDefault = 48 * 1024;     // dynamic, without cudaFuncSetAttribute
+constexpr size_t kSmemOptin = 232448;             // sm_90: 227 KB per block
+constexpr size_t kStackBytes = EMU_ASAN ? 256 * 1024 : 64 * 1024;
+constexpr size_t kGuardBytes = 4096;
+
+struct LaunchRejected {};
+
+// The launch in progress.
+struct Launch {
+    const LaunchCfg* cfg = nullptr;
+    void (*run)(void*) = nullptr;
+    void* ctx = nullptr;
+    int nthreads = 0, done = 0, at_barrier = 0, bar_count = 0;
+    const char* bar_file = "";
+    int bar_line = 0;
+    bool rejected = false;
+    ThreadState threads[kMaxThreads];
+    Warp warps[kMaxThreads / 32];
+    std::vector<int> order;
+    // shared memory: [0, dyn) dynamic, then static slots; bytes below `dirty` need refilling
+    size_t dyn = 0, top = 0, dirty = 0;
+    const char* coll_file = "";  // the warp collective being combined (for reports)
+    int coll_line = 0;
+};
+Launch L;
+bool g_in_kernel = false;
+void* g_sched_sp = nullptr;
+void* g_sched_fake = nullptr;
+const void* g_main_stack_bottom = nullptr;
+size_t g_main_stack_size = 0;
+alignas(64) unsigned char g_smem[kSmemOptin + 4096];
+std::unordered_map<const void*, int> g_max_dyn_smem;  // cudaFuncSetAttribute
+
+enum Order { kForward, kReverse, kRandom };
+struct Options {
+    Order order = kForward;
+    uint64_t seed = 1;
+};
+
+const Options& options() {
+    static const Options o = [] {
+        Options r;
+        if (const char* e = std::getenv("CUDA_EMU_ORDER")) {
+            if (!std::strcmp(e, "forward")) r.order = kForward;
+            else if (!std::strcmp(e, "reverse")) r.order = kReverse;
+            else if (!std::strcmp(e, "random")) r.order = kRandom;
+            else {
+                std::fprintf(stderr, "error: CUDA_EMU_ORDER=%s: expected forward, reverse or random\n", e);
+                std::exit(1);
+            }
+        }
+        if (const char* e = std::getenv("CUDA_EMU_SEED")) r.seed = parse_env_u64("CUDA_EMU_SEED", e);
+        return r;
+    }();
+    return o;
+}
+
+uint64_t splitmix(uint64_t& s) {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+uint64_t g_rng = 0;
+
+void shuffle(std::vector<int>& v) {
+    for (size_t i = v.size(); i > 1; i--) std::swap(v[i - 1], v[splitmix(g_rng) % i]);
+}
+
+ThreadState& cur() { return *static_cast<ThreadState*>(g_thread); }
+
+std::string thread_name(const ThreadState& t) {
+    char b[64];
+    std::snprintf(b, sizeof b, "(%u,%u,%u)", t.idx.x, t.idx.y, t.idx.z);
+    return b;
+}
+
+// ---- context switch ---------------------------------------------------------------------
+// emu_switch(save, to): saves the callee-saved registers and the stack pointer into *save,
+// then continues on the stack `to` (x86-64 System V; ucontext elsewhere would do the same).
+extern "C" void emu_switch(void** save, void* to);
+extern "C" void emu_trampoline();
+asm(R"(
+.text
+.globl emu_switch
+.type emu_switch,@function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+.size emu_switch,.-emu_switch
+.globl emu_trampoline
+.type emu_trampoline,@function
+emu_trampoline:
+    .cfi_startproc
+    .cfi_undefined rip
+    movq %rbx, %rdi
+    call emu_fiber_main
+    ud2
+    .cfi_endproc
+.size emu_trampoline,.-emu_trampoline
+)");
+#if !defined(__x86_64__)
+#error "cuda_emu: the fiber switch is written for x86-64"
+#endif
+
+void to_fiber(ThreadState& t) {
+    g_thread = &t;
+#if EMU_ASAN
+    __sanitizer_start_switch_fiber(&g_sched_fake, t.stack + kGuardBytes, kStackBytes);
+#endif
+    emu_switch(&g_sched_sp, t.sp);
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(g_sched_fake, nullptr, nullptr);
+#endif
+}
+
+void to_scheduler(ThreadState& t, bool finished) {
+#if EMU_ASAN
+    __sanitizer_start_switch_fiber(finished ? nullptr : &t.asan_fake, g_main_stack_bottom, g_main_stack_size);
+#else
+    (void)finished;
+#endif
+    emu_switch(&t.sp, g_sched_sp);
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(t.asan_fake, nullptr, nullptr);
+#endif
+}
+
+void fiber_start(ThreadState& t) {
+    if (!t.stack) {
+        void* m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) {
+            std::fprintf(stderr, "cuda-emu: error: cannot map a fiber stack\n");
+            std::abort();
+        }
+        mprotect(m, kGuardBytes, PROT_NONE);  // overflow faults instead of corrupting
+        t.stack = static_cast<char*>(m);
+    }
+    // initial frame, as emu_switch pops it: r15 r14 r13 r12 rbx(=&t) rbp, return to the
+    // trampoline; the top is 16-byte aligned so the trampoline's call is ABI-aligned
+    uintptr_t top = (reinterpret_cast<uintptr_t>(t.stack) + kGuardBytes + kStackBytes) & ~uintptr_t(15);
+    void** sp = reinterpret_cast<void**>(top - 7 * sizeof(void*));
+    for (int i = 0; i < 6; i++) sp[i] = nullptr;
+    sp[4] = &t;
+    sp[6] = reinterpret_cast<void*>(&emu_trampoline);
+    t.sp = sp;
+    t.asan_fake = nullptr;
+}
+
+void thread_exit(ThreadState& t);
+
+}  // namespace
+
+extern "C" void emu_fiber_main(ThreadState* t) {
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &g_main_stack_bottom, &g_main_stack_size);
+#endif
+    try {
+        L.run(L.ctx);
+    } catch (const LaunchRejected&) {
+        L.rejected = true;
+    }
+    if (!L.rejected) thread_exit(*t);
+    to_scheduler(*t, true);
+    __builtin_unreachable();
+}
+
+namespace {
+
+void yield() { to_scheduler(cur(), false); }
+
+std::string waiting_report() {
+    std::string s;
+    int shown = 0;
+    for (int i = 0; i < L.nthreads && shown < 6; i++) {
+        const ThreadState& t = L.threads[i];
+        if (t.state != kBarrier && t.state != kWarp) continue;
+        char b[256];
+        if (t.state == kBarrier)
+            std::snprintf(b, sizeof b, "\n  thread %s waits at __syncthreads %s:%d", thread_name(t).c_str(), t.file,
+                          t.line);
+        else
+            std::snprintf(b, sizeof b, "\n  thread %s waits at %s (mask 0x%08x) %s:%d", thread_name(t).c_str(),
+                          t.what, t.mask, t.file, t.line);
+        s += b;
+        shown++;
+    }
+    return s;
+}
+
+void run_block() {
+    const int n = L.nthreads;
+    const dim3 bd = g_block_dim;
+    for (int w = 0; w < (n + 31) / 32; w++) {
+        int lanes = std::min(32, n - 32 * w);
+        L.warps[w] = Warp{lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u, 0, 0};
+    }
+    for (int i = 0; i < n; i++) {
+        ThreadState& t = L.threads[i];
+        t.idx = {i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y)};
+        t.linear = i;
+        t.state = kRunnable;
+        fiber_start(t);
+    }
+    L.done = L.at_barrier = 0;
+    g_block_serial++;
+    // shared memory reads as 0xFF (NaN / -1) until written in this block
+#if EMU_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(g_smem, sizeof g_smem);
+#endif
+    std::memset(g_smem, 0xFF, std::max(L.dirty, L.dyn));
+    L.top = L.dirty = L.dyn;
+#if EMU_ASAN
+    ASAN_POISON_MEMORY_REGION(g_smem + L.dyn, sizeof g_smem - L.dyn);
+#endif
+    if (options().order == kRandom) shuffle(L.order);
+    while (L.done < n) {
+        bool ran = false;
+        for (int i : L.order) {
+            if (L.threads[i].state != kRunnable) continue;
+            to_fiber(L.threads[i]);
+            ran = true;
+            if (L.rejected) return;
+        }
+        if (!ran) {
+            g_thread = nullptr;
+            fail(L.cfg->file, L.cfg->line, "deadlock in block (%u,%u,%u): no thread can continue%s", g_block_idx.x,
+                 g_block_idx.y, g_block_idx.z, waiting_report().c_str());
+        }
+        if (options().order == kRandom) shuffle(L.order);
+    }
+    g_thread = nullptr;
+}
+
+void thread_exit(ThreadState& t) {
+    if (L.at_barrier > 0)
+        fail(L.bar_file, L.bar_line, "thread %s exits while %d thread(s) wait at this __syncthreads",
+             thread_name(t).c_str(), L.at_barrier);
+    Warp& w = L.warps[t.linear >> 5];
+    const int lane = t.linear & 31;
+    for (int l = 0; l < 32; l++) {
+        const ThreadState& u = L.threads[(t.linear & ~31) + l];
+        if ((w.arrived >> l & 1) && (u.mask >> lane & 1))
+            fail(u.file, u.line, "%s: mask 0x%08x names lane %d, which exits without joining (thread %s)", u.what,
+                 u.mask, lane, thread_name(u).c_str());
+    }
+    w.done |= 1u << lane;
+    t.state = kDone;
+    L.done++;
+}
+
+const char* order_name() {
+    switch (options().order) {
+        case kReverse: return "reverse";
+        case kRandom: return "random";
+        default: return "forward";
+    }
+}
+
+}  // namespace
+
+// ---- reports ----------------------------------------------------------------------------
+void fail(const char* file, int line, const char* fmt, ...) {
+    std::fflush(stdout);
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    std::fprintf(stderr, "cuda-emu: error: %s:%d: %s\n", file, line, msg);
+    if (g_in_kernel) {
+        std::fprintf(stderr, "  in the kernel launched at %s:%d <<<(%u,%u,%u), (%u,%u,%u)>>>, block (%u,%u,%u)",
+                     L.cfg->file, L.cfg->line, g_grid_dim.x, g_grid_dim.y, g_grid_dim.z, g_block_dim.x,
+                     g_block_dim.y, g_block_dim.z, g_block_idx.x, g_block_idx.y, g_block_idx.z);
+        if (g_thread) std::fprintf(stderr, ", thread %s", thread_name(cur()).c_str());
+        std::fprintf(stderr, ", thread order %s\n", order_name());
+    }
+    std::fflush(stderr);
+    std::abort();
+}
+
+// ---- barriers ---------------------------------------------------------------------------
+int block_barrier(const char* file, int line, int pred) {
+    ThreadState& t = cur();
+    if (L.done > 0) {
+        for (int i = 0; i < L.nthreads; i++)
+            if (L.threads[i].state == kDone)
+                fail(file, line, "__syncthreads reached after thread %s has exited (it never arrives)",
+                     thread_name(L.threads[i]).c_str());
+    }
+    if (L.at_barrier == 0) {
+        L.bar_file = file, L.bar_line = line, L.bar_count = 0;
+    } else if (L.bar_line != line || std::strcmp(L.bar_file, file) != 0) {
+        fail(file, line, "divergent __syncthreads: other threads wait at %s:%d", L.bar_file, L.bar_line);
+    }
+    L.bar_count += pred;
+    t.state = kBarrier;
+    t.file = file, t.line = line;
+    if (++L.at_barrier == L.nthreads) {
+        for (int i = 0; i < L.nthreads; i++) {
+            L.threads[i].state = kRunnable;
+            L.threads[i].barrier_result = L.bar_count;
+        }
+        L.at_barrier = 0;
+    } else {
+        yield();
+    }
+    return t.barrier_result;
+}
+
+// ---- warp collectives -------------------------------------------------------------------
+int lane_id() { return cur().linear & 31; }
+
+unsigned active_lanes() {
+    const Warp& w = L.warps[cur().linear >> 5];
+    return w.exists & ~w.done;
+}
+
+uint64_t warp_collective(const char* file, int line, const char* what, unsigned mask, uint64_t in, uint64_t param,
+                         WarpCombine combine) {
+    ThreadState& t = cur();
+    const int lane = t.linear & 31, base = t.linear & ~31;
+    Warp& w = L.warps[t.linear >> 5];
+    if (!(mask >> lane & 1)) fail(file, line, "%s: mask 0x%08x leaves out the calling lane %d", what, mask, lane);
+    if (unsigned missing = mask & ~w.exists)
+        fail(file, line, "%s: mask 0x%08x names lane %d, which does not exist (%d threads per block)", what, mask,
+             __builtin_ctz(missing), L.nthreads);
+    if (unsigned exited = mask & w.done)
+        fail(file, line, "%s: mask 0x%08x names lane %d, which has exited", what, mask, __builtin_ctz(exited));
+    t.state = kWarp;
+    t.file = file, t.line = line, t.what = what;
+    t.mask = mask, t.in = in, t.param = param, t.combine = combine;
+    w.arrived |= 1u << lane;
+    if ((w.arrived & mask) != mask) {
+        yield();
+        return t.out;
+    }
+    // every named lane has arrived: they must all be in this same collective
+    uint64_t ins[32] = {}, params[32] = {}, outs[32] = {};
+    for (int l = 0; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        const ThreadState& u = L.threads[base + l];
+        if (u.mask != mask || u.combine != combine)
+            fail(file, line, "%s (mask 0x%08x) meets lane %d in %s (mask 0x%08x) at %s:%d", what, mask, l, u.what,
+                 u.mask, u.file, u.line);
+        ins[l] = u.in;
+        params[l] = u.param;
+    }
+    L.coll_file = file, L.coll_line = line;
+    combine(ins, params, outs, mask);
+    for (int l = 0; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        ThreadState& u = L.threads[base + l];
+        u.out = outs[l];
+        u.state = kRunnable;
+    }
+    w.arrived &= ~mask;
+    return t.out;
+}
+
+void shfl_combine(const uint64_t* in, const uint64_t* param, uint64_t* out, unsigned mask) {
+    for (int l = 0; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        const int kind = (int)(param[l] & 0xff), op = (int)(unsigned)(param[l] >> 8), width = (int)(param[l] >> 40);
+        const int seg = l & ~(width - 1);
+        int src = l;
+        switch (kind) {
+            case kShflIdx: src = seg + (op & (width - 1)); break;
+            case kShflUp: src = l - op < seg ? l : l - op; break;
+            case kShflDown: src = l + op >= seg + width ? l : l + op; break;
+            default: src = (l ^ op) >= seg + width ? l : (l ^ op); break;
+        }
+        if (!(mask >> src & 1))
+            fail(L.coll_file, L.coll_line, "shuffle: lane %d reads lane %d, which is not in the mask 0x%08x", l, src,
+                 mask);
+        out[l] = in[src];
+    }
+}
+
+void ballot_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned mask) {
+    uint64_t b = 0;
+    for (int l = 0; l < 32; l++)
+        if ((mask >> l & 1) && in[l]) b |= 1ull << l;
+    for (int l = 0; l < 32; l++) out[l] = b;
+}
+
+void sync_combine(const uint64_t*, const uint64_t*, uint64_t*, unsigned) {}
+
+void reduce_combine(const uint64_t* in, const uint64_t* param, uint64_t* out, unsigned mask) {
+    const int lead = __builtin_ctz(mask);
+    uint32_t r = (uint32_t)in[lead];
+    for (int l = lead + 1; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        uint32_t v = (uint32_t)in[l];
+        r = param[lead] == 0 ? r + v : param[lead] == 1 ? std::min(r, v) : std::max(r, v);
+    }
+    for (int l = 0; l < 32; l++) out[l] = r;
+}
+
+void match_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned mask) {
+    for (int l = 0; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        uint64_t m = 0;
+        for (int k = 0; k < 32; k++)
+            if ((mask >> k & 1) && in[k] == in[l]) m |= 1ull << k;
+        out[l] = m;
+    }
+}
+
+// ---- shared memory ----------------------------------------------------------------------
+void* dynamic_shared() { return g_smem; }
+
+void* shared_alloc(size_t bytes, size_t align, const char* file, int line) {
+    align = std::max<size_t>(align, 16);
+    size_t off = (L.top + (EMU_ASAN ? 32 : 0) + align - 1) & ~(align - 1);  // ASan: a redzone between slots
+    if (off + bytes - L.dyn > kStaticSmemLimit)
+        fail(file, line, "static __shared__ memory of the kernel exceeds %zu bytes", kStaticSmemLimit);
+    if (off + bytes > kSmemOptin)
+        fail(file, line, "static + dynamic shared memory exceeds %zu bytes", kSmemOptin);
+#if EMU_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(g_smem + off, bytes);
+#endif
+    L.top = off + bytes;
+    L.dirty = std::max(L.dirty, L.top);
+    return g_smem + off;
+}
+
+void launch_bounds(const char* file, int line, int max_threads, int) {
+    if (L.nthreads <= max_threads) return;
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "cuda-emu: error: %s:%d: launch of %d threads per block exceeds __launch_bounds__(%d) of the kernel "
+                 "at %s:%d (cudaErrorLaunchOutOfResources)\n",
+                 L.cfg->file, L.cfg->line, L.nthreads, max_threads, file, line);
+    throw LaunchRejected{};
+}
+
+// ---- launch -----------------------------------------------------------------------------
+namespace {
+cudaError_t reject(const LaunchCfg& cfg, cudaError_t err, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+cudaError_t reject(const LaunchCfg& cfg, cudaError_t err, const char* fmt, ...) {
+    std::fflush(stdout);
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    std::fprintf(stderr, "cuda-emu: error: %s:%d: launch rejected: %s (%s)\n", cfg.file, cfg.line, msg,
+                 cudaGetErrorName(err));
+    set_last_error(err);
+    return err;
+}
+}  // namespace
+
+cudaError_t set_max_dynamic_smem(const void* kernel, int bytes) {
+    if (bytes < 0 || (size_t)bytes > kSmemOptin) return cudaErrorInvalidValue;
+    g_max_dyn_smem[kernel] = bytes;
+    return cudaSuccess;
+}
+
+void run_kernel(const LaunchCfg& cfg, const void* kernel, void (*run)(void*), void* ctx) {
+    if (g_in_kernel) fail(cfg.file, cfg.line, "kernel launch from inside a kernel (not emulated)");
+    const dim3 g = cfg.grid, b = cfg.block;
+    const unsigned long long nthreads = (unsigned long long)b.x * b.y * b.z;
+    if (nthreads == 0 || nthreads > kMaxThreads || b.x > 1024 || b.y > 1024 || b.z > 64) {
+        reject(cfg, cudaErrorInvalidConfiguration, "block (%u,%u,%u) = %llu threads (at most 1024; z at most 64)", b.x,
+               b.y, b.z, nthreads);
+        return;
+    }
+    if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
+        reject(cfg, cudaErrorInvalidConfiguration, "grid (%u,%u,%u) (each at least 1; y, z at most 65535)", g.x, g.y,
+               g.z);
+        return;
+    }
+    if (cfg.smem > kDynSmemDefault) {
+        auto it = g_max_dyn_smem.find(kernel);
+        size_t allowed = it == g_max_dyn_smem.end() ? kDynSmemDefault : (size_t)it->second;
+        if (cfg.smem > allowed) {
+            reject(cfg, cudaErrorInvalidValue,
+                   "%zu bytes of dynamic shared memory; above 48 KB needs cudaFuncSetAttribute(kernel, "
+                   "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) (allowed now: %zu)",
+                   cfg.smem, allowed);
+            return;
+        }
+    }
+    if (!stream_valid(cfg.stream)) {
+        reject(cfg, cudaErrorInvalidResourceHandle, "unknown or destroyed stream");
+        return;
+    }
+    const Options& opt = options();
+    if (g_rng == 0) g_rng = opt.seed * 0x2545F4914F6CDD1Dull + 1;
+    L.cfg = &cfg, L.run = run, L.ctx = ctx;
+    L.nthreads = (int)nthreads;
+    L.rejected = false;
+    L.dyn = (cfg.smem + 15) & ~size_t(15);
+    L.order.resize(nthreads);
+    for (int i = 0; i < (int)nthreads; i++) L.order[i] = opt.order == kReverse ? (int)nthreads - 1 - i : i;
+    g_block_dim = b;
+    g_grid_dim = g;
+    g_in_kernel = true;
+    const unsigned long long nblocks = (unsigned long long)g.x * g.y * g.z;
+    std::vector<unsigned> perm;
+    if (opt.order == kRandom) {
+        perm.resize(nblocks);
+        for (unsigned long long i = 0; i < nblocks; i++) perm[i] = (unsigned)i;
+        for (size_t i = perm.size(); i > 1; i--) std::swap(perm[i - 1], perm[splitmix(g_rng) % i]);
+    }
+    for (unsigned long long k = 0; k < nblocks; k++) {
+        unsigned long long bl = opt.order == kForward ? k : opt.order == kReverse ? nblocks - 1 - k : perm[k];
+        g_block_idx = {(unsigned)(bl % g.x), (unsigned)((bl / g.x) % g.y), (unsigned)(bl / ((unsigned long long)g.x * g.y))};
+        run_block();
+        if (L.rejected) {
+            set_last_error(cudaErrorLaunchOutOfResources);
+            break;
+        }
+    }
+    g_in_kernel = false;
+    g_thread = nullptr;
+}
+
+void bad_kernel_pointer(const LaunchCfg& cfg, int index, const void* p) {
+    fail(cfg.file, cfg.line, "kernel argument %d is %p, which is not device memory (a host pointer, or freed)",
+         index + 1, p);
+}
+
+}  // namespace emu
+
+long long clock64() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
