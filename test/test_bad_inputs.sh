@@ -1,8 +1,10 @@
-# Every bad input must make build/train print one "error: ..." line and exit non-zero (never
-# crash, hang or train on garbage). The model is tiny so a run that wrongly starts ends fast.
+# Every bad input must make build/train and build/sample print one "error: ..." line and exit
+# non-zero (never crash, hang or train on garbage). The model is tiny so a run that wrongly
+# starts ends fast.
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
 PYTHON=${PYTHON:-python3}
+SAMPLE=${SAMPLE:-build/sample}
 if [ ! -x "$TRAIN" ]; then
   skip bad_inputs "$TRAIN not built"
   finish
@@ -32,7 +34,7 @@ mkdata() {
 }
 good=$(mkdata good 20240520 1 192 "$toks")
 
-TINY=(--n_layer 1 --n_head 2 --n_embd 8 --vocab_size 64 --max_seq_len 16 --seq_len 8 --batch_size 2 --steps 1
+TINY=(--n_layer 1 --n_head 2 --n_embd 16 --vocab_size 64 --max_seq_len 16 --seq_len 8 --batch_size 2 --steps 1
       --device cpu --eval_every 0 --checkpoint_every 0)
 # run NAME DATA_FOLDER EXTRA_ARGS...: train on DATA_FOLDER in a fresh run folder
 run() {
@@ -92,7 +94,7 @@ expect_fail resume_empty_folder "^error: .*(no checkpoint in|cannot resume from)
   "$TRAIN" --resume "$tmp/emptyrun"
 # a run folder that has its config.json but never reached a checkpoint
 mkdir -p "$tmp/nockpt"
-echo "{\"train_data\": \"$good\", \"n_layer\": 1, \"n_head\": 2, \"n_embd\": 8, \"vocab_size\": 64, \"max_seq_len\": 16, \"seq_len\": 8}" \
+echo "{\"train_data\": \"$good\", \"n_layer\": 1, \"n_head\": 2, \"n_embd\": 16, \"vocab_size\": 64, \"max_seq_len\": 16, \"seq_len\": 8}" \
   >"$tmp/nockpt/config.json"
 expect_fail resume_no_checkpoint "^error: .*no checkpoint in '$tmp/nockpt'" -- "$TRAIN" --resume "$tmp/nockpt"
 # a validation split too small for an evaluation length fails before any training step
@@ -102,5 +104,100 @@ else pass val_too_small_fails_before_training; fi
 
 # bf16 is a CUDA-backend mode
 expect_fail bf16_needs_cuda "^error: precision bf16 needs --device cuda" -- run bf16 "$good" --precision bf16
+
+# --- what to do next: the command that prepares a dataset, and a text file given as a shard
+expect_fail hint_prepare_wikitext2 "^error: no shards match 'data/wikitext2/nothing_train_\*.bin'; prepare it with: python3 data/prepare_data.py wikitext2" -- \
+  run hint "data/wikitext2/nothing_train_*.bin"
+mkdir -p "$tmp/text" && printf ' = Valkyria Chronicles III = \n\n Senjo no Valkyria 3 : Unrecorded Chronicles\n' >"$tmp/text/wiki_train_000000.bin"
+expect_fail hint_text_file "^error: bad shard .*this looks like text, not a token shard: tokenize it" -- run text "$tmp/text"
+expect_fail train_data_device "^error: cannot read /dev/zero: not a regular file" -- \
+  "$TRAIN" "${TINY[@]}" --train_data /dev/zero --run_dir "$tmp/run_zero"
+
+# --- diverged weights never become a checkpoint; a final evaluation that is not finite fails
+expect_fail diverged_no_checkpoint "^error: .*(not finite|loss is)" -- \
+  run nan "$good" --lr 1e39 --steps 2 --checkpoint_every 1 --eval_every 1
+if [ ! -e "$tmp/run_nan/latest" ]; then pass diverged_latest_not_written
+else fail diverged_latest_not_written "latest names $(cat "$tmp/run_nan/latest")"; fi
+expect_fail diverged_final_eval_fails "^error: .*(not finite|loss is)" -- run nan1 "$good" --lr 1e39 --steps 1 --eval_every 1
+
+# --- the run's own checkpoints, damaged: a resumed state must be possible
+run ok "$good" --steps 2 --checkpoint_every 1 >/dev/null 2>&1
+cp -r "$tmp/run_ok" "$tmp/run_negstep"
+echo '{"step": -4, "train_data": {"epoch": 0, "cursor": 0, "seq_len": 8, "shuffle": false, "seed": 1337}}' \
+  >"$tmp/run_negstep/ckpt_000002/state.json"
+expect_fail resume_negative_step "^error: bad training state in .*state.json" -- "$TRAIN" --resume "$tmp/run_negstep" --steps 3
+cp -r "$tmp/run_ok" "$tmp/run_negcursor"
+echo '{"step": 2, "train_data": {"epoch": 0, "cursor": -1, "seq_len": 8, "shuffle": false, "seed": 1337}}' \
+  >"$tmp/run_negcursor/ckpt_000002/state.json"
+expect_fail resume_negative_cursor "^error: bad training state .*'cursor' is -1" -- "$TRAIN" --resume "$tmp/run_negcursor" --steps 3
+expect_fail resume_past_steps "^error: .*is at step 2, past steps = 1" -- "$TRAIN" --resume "$tmp/run_ok" --steps 1
+
+# stfix FILE.safetensors PYTHON_CODE: rewrite a safetensors file; the code edits `meta` (the config
+# as a dict) and `data` (bytearray of the data section) in place
+stfix() {
+  "$PYTHON" - "$@" <<'PY'
+import json, struct, sys
+path, code = sys.argv[1], sys.argv[2]
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+data = bytearray(raw[8 + n:])
+meta = json.loads(head["__metadata__"]["config"])
+exec(code)
+head["__metadata__"]["config"] = json.dumps(meta)
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+open(path, "wb").write(struct.pack("<Q", len(h)) + h + bytes(data))
+PY
+}
+w=$tmp/run_ok/ckpt_000002/model.safetensors
+cp "$w" "$tmp/nhead0.safetensors" && stfix "$tmp/nhead0.safetensors" 'meta["n_head"] = 0'
+expect_fail sample_checkpoint_n_head_zero "^error: the config in .*nhead0.safetensors is not valid: n_head must be >= 1" -- \
+  "$SAMPLE" --checkpoint "$tmp/nhead0.safetensors"
+cp "$w" "$tmp/maxt0.safetensors" && stfix "$tmp/maxt0.safetensors" 'meta["max_seq_len"] = 0'
+expect_fail sample_checkpoint_max_seq_len_zero "^error: the config in .*maxt0.safetensors is not valid: max_seq_len" -- \
+  "$SAMPLE" --checkpoint "$tmp/maxt0.safetensors"
+cp "$w" "$tmp/badjson.safetensors"
+"$PYTHON" - "$tmp/badjson.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; head = json.loads(raw[8:8 + n])
+head["__metadata__"]["config"] = "{not json"
+h = json.dumps(head).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+PY
+expect_fail sample_checkpoint_config_not_json "^error: cannot parse the config in .*badjson.safetensors" -- \
+  "$SAMPLE" --checkpoint "$tmp/badjson.safetensors"
+cp "$w" "$tmp/nan.safetensors" && stfix "$tmp/nan.safetensors" 'data[0:4] = struct.pack("<f", float("nan"))'
+expect_fail init_from_nan_weights "^error: .*nan.safetensors: tensor '[a-z.]+' holds non-finite values" -- \
+  run initnan "$good" --init_from "$tmp/nan.safetensors"
+expect_fail sample_nan_weights "^error: .*holds non-finite values" -- "$SAMPLE" --checkpoint "$tmp/nan.safetensors"
+cp "$w" "$tmp/crope.safetensors" && stfix "$tmp/crope.safetensors" 'meta["pos"] = "crope"'
+expect_fail init_from_other_model "^error: .*crope.safetensors holds the weights of another model \(pos=crope" -- \
+  run initcrope "$good" --init_from "$tmp/crope.safetensors"
+
+# --- build/sample arguments
+ck=$tmp/run_ok
+expect_fail sample_empty_prompt "^error: --prompt_ids ',' holds no ids" -- "$SAMPLE" --checkpoint "$ck" --prompt_ids ,
+expect_fail sample_temperature_nan "^error: --temperature: expected a number, got 'nan'" -- \
+  "$SAMPLE" --checkpoint "$ck" --temperature nan
+expect_fail sample_tokens_not_number "^error: --tokens: expected an integer, got 'abc'" -- "$SAMPLE" --checkpoint "$ck" --tokens abc
+expect_fail sample_tokens_huge "^error: --tokens: expected an integer, got '99999999999'" -- \
+  "$SAMPLE" --checkpoint "$ck" --tokens 99999999999
+echo '{}' >"$tmp/empty_encoder.json"
+expect_fail sample_encoder_empty_object "^error: .*empty_encoder.json is not a GPT-2 encoder.json" -- \
+  "$SAMPLE" --checkpoint "$ck" --encoder "$tmp/empty_encoder.json"
+echo '{"a": "0"}' >"$tmp/string_encoder.json"
+expect_fail sample_encoder_string_ids "^error: .*string_encoder.json: the id of 'a' is \"0\", not an integer" -- \
+  "$SAMPLE" --checkpoint "$ck" --encoder "$tmp/string_encoder.json"
+# with --sample_every a broken encoder.json fails before any training step
+expect_fail train_sample_encoder_first "^error: .*empty_encoder.json is not a GPT-2 encoder.json" -- \
+  run enc "$good" --sample_every 1 --encoder_json "$tmp/empty_encoder.json"
+if grep -qs '"type":"train"' "$tmp/run_enc/log.jsonl"; then fail train_sample_encoder_before_steps "a step ran"
+else pass train_sample_encoder_before_steps; fi
+
+# --- a config too large for the machine says how much it needs (not std::bad_alloc)
+expect_fail memory_huge_n_embd "^error: this model needs about [0-9.]+ GiB" -- run huge "$good" --n_embd 1048576 --n_head 8192
+expect_fail memory_huge_max_seq_len "^error: this model needs about [0-9.]+ GiB" -- \
+  run hugeT "$good" --max_seq_len 2000000 --seq_len 1000000
 
 finish
