@@ -1,0 +1,158 @@
+# How build/train treats a run as a user lives it: a run folder that holds a run is not
+# reused by mistake, Ctrl-C / SIGTERM stop with a checkpoint the run resumes from exactly,
+# output reaches a pipe or file at once, the ETA counts evaluation, --init_from is recorded,
+# eval_every 0 never evaluates, and sampling says where it looked for the GPT-2 vocabulary.
+source test/testlib.sh
+TRAIN=${TRAIN:-build/train}
+SAMPLE=${SAMPLE:-build/sample}
+PYTHON=${PYTHON:-python3}
+if [ ! -x "$TRAIN" ]; then
+  skip run_control "$TRAIN not built"
+  finish
+fi
+tmp=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+
+"$PYTHON" - "$tmp" <<'PY'
+import random, sys
+sys.path.insert(0, "data")
+from shards import write_shard
+random.seed(1)
+pat = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
+toks = [pat[i % 12] if random.random() > 0.1 else random.randrange(16) for i in range(12000)]
+write_shard(sys.argv[1] + "/t_train_000000.bin", toks[:4000])
+write_shard(sys.argv[1] + "/t_val_000000.bin", toks[4000:8000])     # 249 windows of 16+1: not a multiple of B=4
+write_shard(sys.argv[1] + "/big_val_000000.bin", toks[4000:12000])  # a long evaluation
+PY
+data=(--train_data "$tmp/t_train_000000.bin" --val_data "$tmp/t_val_000000.bin")
+tiny=(--n_layer 1 --n_head 2 --n_embd 16 --vocab_size 16 --max_seq_len 32 --seq_len 16 --batch_size 4 --device cpu)
+
+# wait_for FILE PATTERN SECONDS: until FILE has a line matching PATTERN
+wait_for() {
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do
+    grep -qE -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+strip() { grep -E '"type":"(train|val)"' "$1" | sed 's/"eta_s":[^,]*,//; s/"step_ms":[^,]*,//; s/,"tokens_per_s":[^}]*//'; }
+
+# --- a run folder that holds a run is refused; --overwrite deletes it whole; --resume continues it
+r=$tmp/run
+"$TRAIN" "${data[@]}" "${tiny[@]}" --steps 2 --eval_every 1 --checkpoint_every 1 --run_dir "$r" >/dev/null 2>&1
+before=$(md5sum <"$r/log.jsonl")
+expect_fail run_dir_holds_run "^error: run folder '$r' already holds a run: continue it with --resume" -- \
+  "$TRAIN" "${data[@]}" "${tiny[@]}" --pos crope --steps 1 --run_dir "$r"
+if [ "$(md5sum <"$r/log.jsonl")" = "$before" ] && grep -q '"pos": "rope"' "$r/config.json"; then pass run_dir_refused_keeps_run
+else fail run_dir_refused_keeps_run "the old run's log or config changed"; fi
+if "$TRAIN" "${data[@]}" "${tiny[@]}" --pos crope --steps 1 --eval_every 0 --checkpoint_every 0 --overwrite \
+  --run_dir "$r" >"$tmp/over.txt" 2>&1 && [ ! -e "$r/latest" ] && ! ls -d "$r"/ckpt_* >/dev/null 2>&1 &&
+  grep -q '"pos": "crope"' "$r/config.json" && [ "$(grep -c '"type":"train"' "$r/log.jsonl")" -eq 1 ]; then
+  pass run_dir_overwrite_clears_whole
+else fail run_dir_overwrite_clears_whole "$(tail -c 300 "$tmp/over.txt"; ls "$r")"; fi
+
+# --- output is line-buffered: the header is in a redirected file while the run still waits
+# (here for its training data, a FIFO nobody writes yet); then Ctrl-C twice: the first waits for
+# the step to finish, the second ends the process at once
+mkfifo "$tmp/fifo_train_000000.bin"
+set -m  # background jobs get the default SIGINT (without job control bash ignores it for them)
+"$TRAIN" "${tiny[@]}" --train_data "$tmp/fifo_train_000000.bin" --run_dir "$tmp/fifo_run" >"$tmp/fifo.txt" 2>&1 &
+pid=$!
+pids+=("$pid")
+if wait_for "$tmp/fifo.txt" "^parameters: total" 20 && kill -0 "$pid" 2>/dev/null; then pass output_line_buffered
+else fail output_line_buffered "no header line in the redirected output while the run was alive: '$(cat "$tmp/fifo.txt")'"; fi
+kill -INT "$pid"
+sleep 0.5
+if kill -0 "$pid" 2>/dev/null; then pass first_sigint_finishes_step; else fail first_sigint_finishes_step "exited at once"; fi
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+if [ $rc -eq 130 ]; then pass second_sigint_exits_at_once; else fail second_sigint_exits_at_once "exit status $rc"; fi
+
+# --- SIGTERM mid-run: the step finishes, a checkpoint is written, a "stopped" record logged,
+# exit 143; --resume then continues exactly as a run that was never stopped
+s=$tmp/sig
+"$TRAIN" "${data[@]}" "${tiny[@]}" --steps 100000 --eval_every 0 --checkpoint_every 0 --run_dir "$s" >"$tmp/sig.txt" 2>&1 &
+pid=$!
+pids+=("$pid")
+wait_for "$s/log.jsonl" '"step":5,' 60
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+set +m
+k=$(sed -n 's/^stopped by SIGTERM at step \([0-9]*\);.*/\1/p' "$tmp/sig.txt")
+if [ $rc -eq 143 ] && [ -n "$k" ] && [ "$(cat "$s/latest" 2>/dev/null)" = "$(printf 'ckpt_%06d' "$k")" ] &&
+  tail -1 "$s/log.jsonl" | grep -q "\"signal\":\"SIGTERM\",\"step\":$k,\"type\":\"stopped\""; then
+  pass sigterm_checkpoints_and_logs
+else fail sigterm_checkpoints_and_logs "rc $rc, step '$k', latest '$(cat "$s/latest" 2>/dev/null)', $(tail -c 200 "$tmp/sig.txt")"; fi
+n=$((k + 10))
+"$TRAIN" --resume "$s" --steps $n >"$tmp/sig_resume.txt" 2>&1
+"$TRAIN" "${data[@]}" "${tiny[@]}" --steps $n --eval_every 0 --checkpoint_every 0 --run_dir "$tmp/nosig" >/dev/null 2>&1
+if [ -n "$k" ] && [ "$(strip "$s/log.jsonl" | wc -l)" -eq $n ] && diff <(strip "$s/log.jsonl") <(strip "$tmp/nosig/log.jsonl") >/dev/null
+then pass sigterm_resume_bit_identical
+else fail sigterm_resume_bit_identical "$(tail -c 300 "$tmp/sig_resume.txt")"; fi
+
+# --- the ETA counts the whole wall time of a step, evaluation included: with an evaluation
+# far longer than a step, the ETA after step 1 is far more than the remaining steps' step_ms
+"$TRAIN" --train_data "$tmp/t_train_000000.bin" --val_data "$tmp/big_val_000000.bin" "${tiny[@]}" --steps 4 \
+  --eval_every 1 --eval_batches 0 --checkpoint_every 0 --run_dir "$tmp/eta" >/dev/null 2>&1
+if "$PYTHON" - "$tmp/eta/log.jsonl" <<'PY'
+import json, sys
+train = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "train"]
+rest = sum(r["step_ms"] for r in train[1:]) / 1000
+print("eta after step 1: %.3f s; the remaining steps' step_ms: %.3f s" % (train[0]["eta_s"], rest))
+sys.exit(0 if len(train) == 4 and train[0]["eta_s"] > 3 * rest else 1)
+PY
+then pass eta_includes_evaluation; else fail eta_includes_evaluation "ETA left out the evaluation"; fi
+
+# --- eval_every 0 never evaluates, not even at the end; the whole split (eval_batches 0) is its
+# full batches: 249 windows at B=4 give 62 batches, 3968 tokens
+"$TRAIN" "${data[@]}" "${tiny[@]}" --steps 2 --eval_every 0 --checkpoint_every 0 --run_dir "$tmp/noeval" >"$tmp/noeval.txt" 2>&1
+if ! grep -q '"type":"val"' "$tmp/noeval/log.jsonl" && ! grep -q '^val' "$tmp/noeval.txt"; then pass eval_every_0_never
+else fail eval_every_0_never "$(grep '^val' "$tmp/noeval.txt")"; fi
+"$TRAIN" "${data[@]}" "${tiny[@]}" --steps 0 --eval_every 1 --eval_batches 0 --checkpoint_every 0 --run_dir "$tmp/whole" >/dev/null 2>&1
+if grep -q '"tokens":3968,"type":"val"' "$tmp/whole/log.jsonl"; then pass eval_whole_split_full_batches
+else fail eval_whole_split_full_batches "$(grep '"type":"val"' "$tmp/whole/log.jsonl")"; fi
+
+# --- --init_from is recorded with the file's SHA-256 in config.json, the log and the checkpoints
+w=$tmp/run/ckpt_000001/model.safetensors
+[ -f "$w" ] || { "$TRAIN" "${data[@]}" "${tiny[@]}" --steps 1 --checkpoint_every 1 --run_dir "$tmp/src" >/dev/null 2>&1; w=$tmp/src/ckpt_000001/model.safetensors; }
+sum=$(sha256sum "$w" | cut -d' ' -f1)
+"$TRAIN" "${data[@]}" "${tiny[@]}" --steps 1 --eval_every 0 --checkpoint_every 1 --init_from "$w" --run_dir "$tmp/init" >/dev/null 2>&1
+if "$PYTHON" - "$tmp/init" "$w" "$sum" <<'PY'
+import json, struct, sys
+run, path, sha = sys.argv[1:]
+want = {"path": path, "sha256": sha}
+cfg = json.load(open(run + "/config.json"))["init_from"]
+log = json.loads(open(run + "/log.jsonl").readline())["config"]["init_from"]
+raw = open(run + "/ckpt_000001/model.safetensors", "rb").read()
+meta = json.loads(json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]["config"])["init_from"]
+sys.exit(0 if cfg == log == meta == want else 1)
+PY
+then pass init_from_recorded_with_sha256; else fail init_from_recorded_with_sha256 "$(grep -o '"init_from[^}]*}' "$tmp/init/config.json")"; fi
+if "$TRAIN" --resume "$tmp/init" --steps 2 >/dev/null 2>&1 && grep -q "$sum" "$tmp/init/config.json"; then
+  pass init_from_record_survives_resume
+else fail init_from_record_survives_resume "$(cat "$tmp/init/config.json" | head -c 300)"; fi
+
+# --- sampling: a GPT-2-vocabulary model without encoder.json prints ids and says, once, where it
+# looked; a small-vocabulary model (the synthetic task) prints ids without a word
+if [ -x "$SAMPLE" ]; then
+  "$TRAIN" --train_data "$tmp/t_train_000000.bin" --n_layer 1 --n_head 2 --n_embd 16 --vocab_size 50257 --max_seq_len 32 \
+    --seq_len 16 --batch_size 4 --device cpu --steps 0 --eval_every 0 --checkpoint_every 1 --run_dir "$tmp/v50257" >/dev/null 2>&1
+  "$SAMPLE" --checkpoint "$tmp/v50257" --prompt_ids 464 --tokens 3 --encoder "$tmp/nowhere/encoder.json" >"$tmp/ids.txt" 2>"$tmp/note.txt"
+  if [ "$(grep -c "no GPT-2 vocabulary at $tmp/nowhere/encoder.json" "$tmp/note.txt")" -eq 1 ] &&
+    grep -q "data/prepare_data.py" "$tmp/note.txt" && grep -qE '^464( [0-9]+){3}$' "$tmp/ids.txt"; then
+    pass sample_says_where_encoder_was_looked_for
+  else fail sample_says_where_encoder_was_looked_for "stderr '$(cat "$tmp/note.txt")', stdout '$(cat "$tmp/ids.txt")'"; fi
+  "$SAMPLE" --checkpoint "$s" --prompt_ids 3 --tokens 3 --encoder "$tmp/nowhere/encoder.json" >/dev/null 2>"$tmp/note16.txt"
+  if [ ! -s "$tmp/note16.txt" ]; then pass sample_small_vocab_quiet; else fail sample_small_vocab_quiet "$(cat "$tmp/note16.txt")"; fi
+  "$TRAIN" --resume "$tmp/v50257" --steps 2 --sample_every 1 --encoder_json "$tmp/nowhere/encoder.json" >"$tmp/tr.txt" 2>&1
+  if [ "$(grep -c "no GPT-2 vocabulary at" "$tmp/tr.txt")" -eq 1 ] && [ "$(grep -c '^sample | step' "$tmp/tr.txt")" -eq 1 ]; then
+    pass train_sample_says_once
+  else fail train_sample_says_once "$(grep -E 'note|sample' "$tmp/tr.txt")"; fi
+else
+  skip sample_says_where_encoder_was_looked_for "$SAMPLE not built"
+fi
+finish
