@@ -1,28 +1,19 @@
 // Kernel lab: causal attention, forward and backward, every version side by side.
-//   1 cublas       the reference: cuBLAS GEMMs + softmax kernels, (B,H,T,T) probabilities (TF32)
-//   2 flash        fused fp32 flash kernels, log-sum-exp saved (cuda/attention.cu)
-//   3 cublas-bf16  version 1 with bf16 GEMM operands (--precision bf16)
-//   4 flash-bf16   WMMA tensor-core flash kernels (head sizes 16, 32, 64; others run version 2)
-// Each version is first checked against the CPU reference (src/ops/attention.h) on a small
-// shape, then timed at the given shape: CUDA events, warm-up runs, median of --reps runs.
+//   1 cublas           the reference: cuBLAS GEMMs + softmax kernels, (B,H,T,T) probabilities (TF32)
+//   2 flash            fused fp32 flash kernels, log-sum-exp saved (cuda/attention.cu; the trainer's default)
+//   3 cublas-bf16      version 1 with bf16 GEMM operands (--precision bf16)
+//   4 flash-bf16       WMMA tensor-core flash kernels (head sizes 16, 32, 64; others run version 2)
+//   5 rope+flash       forward with RoPE as the trainer runs it: the rope kernel over qkv, then version 2
+//   6 flash-rope-load  forward of version 2 rotating q and k as they are loaded (no rotated copy of qkv);
+//                      CRoPE rotates its projections' output the same way, so this serves both schemes
+// Versions 5 and 6 are forward only (the backward would rotate dq and dk back as they are stored).
 // TFLOP/s counts the causal half only: forward 2 GEMMs of B*H*T*T/2*D multiply-adds,
 // backward 2.5 times that (FlashAttention's convention).
 // Usage: attention [--B 16] [--T 1024] [--H 4] [--D 32] [--reps 20] [--version N]
-// Under the CPU emulation of CUDA the checks run and the timings read "emulated: not timed".
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-#include "backend_cuda.h"
-#include "common.cuh"
+#include "lab.cuh"
 #include "ops/attention.h"
-#include "rng.h"
+#include "ops/rope.h"
+#include "pos.h"
 
 namespace {
 
@@ -34,144 +25,191 @@ struct Shape {
     size_t natt() const { return (size_t)B * H * T * T; }
 };
 
-// Device buffers of one run; att holds the probabilities (cublas) or the log-sum-exps (flash).
-struct Buffers {
-    float *qkv, *out, *att, *scratch, *dout, *dqkv;
-    Buffers(const Shape& s, bool flash, const std::vector<float>& qkv_h, const std::vector<float>& dout_h) {
-        size_t natt = flash ? (size_t)s.B * s.H * s.T : s.natt();
-        qkv = CudaBackend::alloc(s.nqkv());
-        out = CudaBackend::alloc(s.nout());
-        att = CudaBackend::alloc(natt);
-        scratch = flash ? nullptr : CudaBackend::alloc(natt);
-        dout = CudaBackend::alloc(s.nout());
-        dqkv = CudaBackend::alloc(s.nqkv());
-        CudaBackend::copy_from_host(qkv, qkv_h.data(), qkv_h.size());
-        CudaBackend::copy_from_host(dout, dout_h.data(), dout_h.size());
-    }
-    ~Buffers() {
-        for (float* p : {qkv, out, att, scratch, dout, dqkv})
-            if (p) CudaBackend::free(p);
-    }
-};
+// ---- version 6: flash forward with RoPE applied at load ----------------------------------
+// The fp32 flash forward of cuda/attention.cu (same tiling: kQuad threads per query row,
+// kRows rows per block, key/value tiles of kTile rows up to the diagonal), reading q and k
+// from the unrotated qkv and rotating each element as it is loaded: element d of a pair
+// (2j, 2j+1) needs its partner, both read from global memory (the partner is in the same
+// 32-byte sector, so no extra traffic).
+constexpr int kQuad = 4, kRows = 64, kTile = 32, kThreads = kRows * kQuad;
 
-struct Version {
-    const char* name;
-    bool flash, bf16;
-};
-const Version kVersions[] = {{"cublas", false, false}, {"flash", true, false}, {"cublas-bf16", false, true},
-                             {"flash-bf16", true, true}};
-
-void forward(const Version& v, Buffers& b, const Shape& s) {
-    if (v.flash) gpu::attention_forward_lse(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H);
-    else gpu::attention_forward(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H);
+// Element d of x (one head's q or k at a position whose cos/sin rows are c, s), rotated.
+__device__ inline float rotated(const float* x, int d, const float* c, const float* s) {
+    const int j = d / 2;
+    return d % 2 == 0 ? x[d] * c[j] - x[d + 1] * s[j] : x[d - 1] * s[j] + x[d] * c[j];
 }
 
-void backward(const Version& v, Buffers& b, const Shape& s) {
-    if (v.flash) gpu::attention_backward_lse(b.dqkv, b.dout, b.qkv, b.out, b.att, s.B, s.T, s.C(), s.H);
+// grid (B*H, ceil(T/kRows)). out (B,T,C), lse (B,H,T), qkv (B,T,3C) unrotated, cos_t/sin_t (T, D/2).
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    flash_forward_rope_kernel(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ qkv,
+                              const float* __restrict__ cos_t, const float* __restrict__ sin_t, int T, int C, int H,
+                              float scale) {
+    constexpr int E = D / kQuad;
+    __shared__ float ks[kTile][D], vs[kTile][D];
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
+    const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kRows, t = row0 + threadIdx.x / kQuad;
+    const size_t C3 = 3 * (size_t)C;
+    const float* base = qkv + (size_t)b * T * C3 + h * D;
+    float q[E], o[E];
+    for (int e = 0; e < E; e++) {
+        q[e] = t < T ? rotated(base + t * C3, r + kQuad * e, cos_t + t * (D / 2), sin_t + t * (D / 2)) * scale : 0.0f;
+        o[e] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    const int kend = min(T, row0 + kRows);
+    for (int k0 = 0; k0 < kend; k0 += kTile) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < kTile * D; i += kThreads) {
+            const int j = i / D, d = i % D, tk = k0 + j;
+            const float* row = base + (size_t)tk * C3;
+            ks[j][d] = tk < T ? rotated(row + C, d, cos_t + tk * (D / 2), sin_t + tk * (D / 2)) : 0.0f;
+            vs[j][d] = tk < T ? row[2 * C + d] : 0.0f;
+        }
+        __syncthreads();
+        float s[kTile], mt = m;
+#pragma unroll
+        for (int j = 0; j < kTile; j++) {
+            float p = 0.0f;
+#pragma unroll
+            for (int e = 0; e < E; e++) p += q[e] * ks[j][r + kQuad * e];
+            p += __shfl_xor_sync(0xffffffffu, p, 1);
+            p += __shfl_xor_sync(0xffffffffu, p, 2);
+            s[j] = k0 + j <= t ? p : -INFINITY;
+            mt = fmaxf(mt, s[j]);
+        }
+        float alpha = expf(m - mt);
+        l *= alpha;
+        for (int e = 0; e < E; e++) o[e] *= alpha;
+#pragma unroll
+        for (int j = 0; j < kTile; j++) {
+            float p = expf(s[j] - mt);
+            l += p;
+#pragma unroll
+            for (int e = 0; e < E; e++) o[e] += p * vs[j][r + kQuad * e];
+        }
+        m = mt;
+    }
+    if (t >= T) return;
+    float* o_t = out + ((size_t)b * T + t) * C + h * D;
+    for (int e = 0; e < E; e++) o_t[r + kQuad * e] = o[e] / l;
+    if (r == 0) lse[(size_t)bh * T + t] = m + logf(l);
+}
+
+void flash_forward_rope(float* out, float* lse, const float* qkv, const float* cos_t, const float* sin_t,
+                        const Shape& s) {
+    const dim3 grid((unsigned)(s.B * s.H), (unsigned)gpu::ceil_div(s.T, kRows));
+    const float scale = 1.0f / sqrtf((float)s.D);
+    switch (s.D) {
+        case 16: flash_forward_rope_kernel<16><<<grid, kThreads>>>(out, lse, qkv, cos_t, sin_t, s.T, s.C(), s.H, scale); break;
+        case 32: flash_forward_rope_kernel<32><<<grid, kThreads>>>(out, lse, qkv, cos_t, sin_t, s.T, s.C(), s.H, scale); break;
+        case 64: flash_forward_rope_kernel<64><<<grid, kThreads>>>(out, lse, qkv, cos_t, sin_t, s.T, s.C(), s.H, scale); break;
+        default: throw std::runtime_error("flash-rope-load supports head sizes 16, 32 and 64, got " + std::to_string(s.D));
+    }
+    cudaCheckLaunch();
+}
+
+// ---- the versions ------------------------------------------------------------------------
+enum Kind { kCublas, kFlash, kRopeThenFlash, kFlashRopeLoad };
+
+struct Case {
+    const char* name;
+    Kind kind;
+    bool bf16;
+};
+const Case kCases[] = {{"cublas", kCublas, false},         {"flash", kFlash, false},
+                       {"cublas-bf16", kCublas, true},     {"flash-bf16", kFlash, true},
+                       {"rope+flash", kRopeThenFlash, false}, {"flash-rope-load", kFlashRopeLoad, false}};
+
+bool uses_rope(const Case& v) { return v.kind == kRopeThenFlash || v.kind == kFlashRopeLoad; }
+
+// Device buffers of one run; att holds the probabilities (cublas) or the log-sum-exps (flash).
+struct Buffers {
+    lab::Buf<float> qkv, qkvr, out, att, scratch, dout, dqkv, cos_t, sin_t;
+    Buffers(const Shape& s, const Case& v, const std::vector<float>& qkv_h, const std::vector<float>& dout_h,
+            const std::vector<float>& cos_h, const std::vector<float>& sin_h)
+        : qkv(qkv_h),
+          qkvr(v.kind == kRopeThenFlash ? s.nqkv() : 0),
+          out(s.nout()),
+          att(v.kind == kCublas ? s.natt() : (size_t)s.B * s.H * s.T),
+          scratch(v.kind == kCublas ? s.natt() : 0),
+          dout(dout_h),
+          dqkv(s.nqkv()),
+          cos_t(cos_h),
+          sin_t(sin_h) {}
+};
+
+void forward(const Case& v, Buffers& b, const Shape& s) {
+    switch (v.kind) {
+        case kCublas: gpu::attention_forward(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H); break;
+        case kFlash: gpu::attention_forward_lse(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H); break;
+        case kRopeThenFlash:
+            gpu::rope_forward(b.qkvr, b.qkv, b.cos_t, b.sin_t, s.B, s.T, s.C(), s.H);
+            gpu::attention_forward_lse(b.out, b.att, b.qkvr, s.B, s.T, s.C(), s.H);
+            break;
+        case kFlashRopeLoad: flash_forward_rope(b.out, b.att, b.qkv, b.cos_t, b.sin_t, s); break;
+    }
+}
+
+void backward(const Case& v, Buffers& b, const Shape& s) {
+    if (v.kind == kFlash) gpu::attention_backward_lse(b.dqkv, b.dout, b.qkv, b.out, b.att, s.B, s.T, s.C(), s.H);
     else gpu::attention_backward(b.dqkv, b.scratch, b.dout, b.qkv, b.att, s.B, s.T, s.C(), s.H);
 }
 
-std::vector<float> randn(size_t n, uint64_t seed) {
-    Rng r(seed);
-    std::vector<float> v(n);
-    for (auto& x : v) x = (float)r.normal();
-    return v;
+// RoPE tables (T, D/2) in float, as the trainer builds them (base 10000)
+void rope_tables_f(std::vector<float>& c, std::vector<float>& s, const Shape& sh) {
+    std::vector<double> cd, sd;
+    rope_tables(cd, sd, sh.T, sh.D, 10000.0);
+    c.assign(cd.begin(), cd.end());
+    s.assign(sd.begin(), sd.end());
 }
 
-double rel_max_err(const std::vector<float>& got, const std::vector<float>& ref) {
-    double diff = 0, scale = 1e-30;
-    for (size_t i = 0; i < ref.size(); i++) {
-        double d = std::fabs((double)got[i] - ref[i]);
-        if (std::isnan(d)) return INFINITY;
-        diff = std::max(diff, d);
-        scale = std::max(scale, std::fabs((double)ref[i]));
-    }
-    return diff / scale;
-}
-
-// Output and gradient of version v against the CPU reference; true if within tolerance.
-bool check(const Version& v, const Shape& s) {
-    auto qkv = randn(s.nqkv(), 1), dout = randn(s.nout(), 2);
-    std::vector<float> out(s.nout()), att(s.natt()), scratch(s.natt()), dqkv(s.nqkv(), 0.0f);
-    cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C(), s.H);
-    cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C(), s.H);
-    Buffers b(s, v.flash, qkv, dout);
+// Output (and, for the versions with a backward, the gradient) against the CPU reference.
+bool check(const Case& v, const Shape& s) {
+    auto qkv = lab::randn(s.nqkv(), 1), dout = lab::randn(s.nout(), 2);
+    std::vector<float> cos_t, sin_t, out(s.nout()), att(s.natt()), scratch(s.natt()), dqkv(s.nqkv(), 0.0f);
+    rope_tables_f(cos_t, sin_t, s);
+    std::vector<float> qkvr = qkv;
+    if (uses_rope(v)) cpu::rope_forward(qkvr.data(), qkv.data(), cos_t.data(), sin_t.data(), s.B, s.T, s.C(), s.H);
+    cpu::attention_forward(out.data(), att.data(), qkvr.data(), s.B, s.T, s.C(), s.H);
+    Buffers b(s, v, qkv, dout, cos_t, sin_t);
     forward(v, b, s);
+    const double tol = v.bf16 ? 2e-2 : 1e-3;
+    if (uses_rope(v)) return lab::report(v.name, {{"out", lab::rel_max_err(b.out.host(), out)}}, tol);
+    cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C(), s.H);
     backward(v, b, s);
-    std::vector<float> gout(s.nout()), gdqkv(s.nqkv());
-    CudaBackend::copy_to_host(gout.data(), b.out, gout.size());
-    CudaBackend::copy_to_host(gdqkv.data(), b.dqkv, gdqkv.size());
-    double eo = rel_max_err(gout, out), eg = rel_max_err(gdqkv, dqkv), tol = v.bf16 ? 2e-2 : 1e-3;
-    bool ok = eo <= tol && eg <= tol;
-    std::printf("  check %-12s out err %.2e  dqkv err %.2e  (tol %.0e) %s\n", v.name, eo, eg, tol, ok ? "ok" : "FAIL");
-    return ok;
+    return lab::report(v.name,
+                       {{"out", lab::rel_max_err(b.out.host(), out)}, {"dqkv", lab::rel_max_err(b.dqkv.host(), dqkv)}},
+                       tol);
 }
 
-// Median milliseconds of f over reps runs after warm-up runs.
-double time_ms(const std::function<void()>& f, int reps) {
-    for (int i = 0; i < 3; i++) f();
-    cudaEvent_t a, z;
-    cudaCheck(cudaEventCreate(&a));
-    cudaCheck(cudaEventCreate(&z));
-    std::vector<float> ms(reps);
-    for (int i = 0; i < reps; i++) {
-        cudaCheck(cudaEventRecord(a));
-        f();
-        cudaCheck(cudaEventRecord(z));
-        cudaCheck(cudaEventSynchronize(z));
-        cudaCheck(cudaEventElapsedTime(&ms[i], a, z));
-    }
-    cudaCheck(cudaEventDestroy(a));
-    cudaCheck(cudaEventDestroy(z));
-    std::nth_element(ms.begin(), ms.begin() + reps / 2, ms.end());
-    return ms[reps / 2];
-}
-
-int arg(int argc, char** argv, const char* name, int def) {
-    for (int i = 1; i + 1 < argc; i++)
-        if (!std::strcmp(argv[i], name)) {
-            char* end = nullptr;
-            long x = std::strtol(argv[i + 1], &end, 10);
-            if (*end || x < 1) throw std::runtime_error(std::string(name) + " needs a positive integer");
-            return (int)x;
-        }
-    return def;
+void time_case(const Case& v, const Shape& s, int reps) {
+    std::vector<float> cos_t, sin_t;
+    rope_tables_f(cos_t, sin_t, s);
+    Buffers b(s, v, lab::randn(s.nqkv(), 3), lab::randn(s.nout(), 4), cos_t, sin_t);
+    const double fwd_flop = 4.0 * s.B * s.H * (double)s.T * s.T / 2 * s.D;
+    std::vector<lab::Stage> stages = {{"forward", [&] { forward(v, b, s); }, fwd_flop, true}};
+    if (!uses_rope(v)) stages.push_back({"backward", [&] { backward(v, b, s); }, 2.5 * fwd_flop, true});
+    lab::print_times(stages, reps);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    try {
-        Shape s{arg(argc, argv, "--B", 16), arg(argc, argv, "--T", 1024), arg(argc, argv, "--H", 4),
-                arg(argc, argv, "--D", 32)};
-        const int reps = arg(argc, argv, "--reps", 20), only = arg(argc, argv, "--version", 0);
-        if (!CudaBackend::available()) throw std::runtime_error("no CUDA device");
-        const std::string dev = CudaBackend::device_name();
-        const bool emulated = dev.rfind("CUDA emulation", 0) == 0;
-        std::printf("attention lab | %s | B=%d T=%d H=%d D=%d\n", dev.c_str(), s.B, s.T, s.H, s.D);
-        const Shape small{2, 67, 2, s.D};
-        const double fwd_flop = 4.0 * s.B * s.H * (double)s.T * s.T / 2 * s.D;
-        bool ok = true;
-        for (int i = 0; i < 4; i++) {
-            if (only && only != i + 1) continue;
-            const Version& v = kVersions[i];
-            gpu::set_precision_bf16(v.bf16);
-            std::printf("version %d: %s\n", i + 1, v.name);
-            ok = check(v, small) && ok;
-            if (emulated) {
-                std::printf("  time  emulated: not timed\n");
-                continue;
-            }
-            Buffers b(s, v.flash, randn(s.nqkv(), 3), randn(s.nout(), 4));
-            double f = time_ms([&] { forward(v, b, s); }, reps);
-            double g = time_ms([&] { backward(v, b, s); }, reps);
-            std::printf("  time  forward %8.3f ms %7.1f TFLOP/s | backward %8.3f ms %7.1f TFLOP/s\n", f,
-                        fwd_flop / f * 1e-9, g, 2.5 * fwd_flop / g * 1e-9);
-        }
-        gpu::set_precision_bf16(false);
-        return ok ? 0 : 1;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return 1;
-    }
+    return lab::run(argc, argv, "attention", {{"B", 16}, {"T", 1024}, {"H", 4}, {"D", 32}}, [](const lab::Args& a) {
+        const Shape s{a["B"], a["T"], a["H"], a["D"]}, small{2, 67, 2, a["D"]};
+        const int reps = a["reps"];
+        std::vector<lab::Version> vs;
+        for (const Case& c : kCases)
+            vs.push_back({c.name,
+                          [&c, small] {
+                              gpu::set_precision_bf16(c.bf16);
+                              return check(c, small);
+                          },
+                          [&c, s, reps] {
+                              gpu::set_precision_bf16(c.bf16);
+                              time_case(c, s, reps);
+                          }});
+        return vs;
+    });
 }
