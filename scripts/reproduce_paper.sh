@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduces the CRoPE paper's language-model comparison (Figure 4, Table 1):
-# trains every (dataset, pos, seed) with configs/paper.json, resumes cut runs,
+# trains every (dataset, pos, seed) with one config file (--scale), resumes cut runs,
 # skips finished ones, then compares them all with scripts/compare_runs.py.
 # Run from anywhere; paths are relative to the repository root.
 
@@ -9,8 +9,8 @@
 #   paper: configs/paper.json (10,000 steps of 16 x 1024 tokens; a GPU job)
 #   cpu:   configs/cpu_small.json (the same model; 300 steps of 8 x 64 tokens, lr x0.8
 #          every 30 steps: the paper's 10 decays over the run; validation at 1x, 2x
-#          and 4x the training length), sized so 9 runs finish on 2 CPU cores in
-#          about 25 minutes.
+#          and 4x the training length), sized so 9 runs finish in about 12 minutes
+#          on 2 quiet CPU cores.
 CPU_SMOOTH=10      # moving average of the train loss in the figure
 PAPER_SMOOTH=50
 
@@ -30,7 +30,7 @@ options:
                                                               (default "learned rope crope")
   --scale paper|cpu    paper: configs/paper.json (10,000 steps of 16 x 1024 tokens; a GPU job)
                        cpu: configs/cpu_small.json (the same model, 300 steps of 8 x 64
-                       tokens; about 25 minutes for 9 runs on 2 cores)  (default paper)
+                       tokens; about 12 minutes for 9 runs on 2 quiet cores)   (default paper)
   --mirror DIR         local mirror for data/prepare_data.py when a dataset is missing
   --out DIR            where the runs and the comparison go  (default runs/paper)
   --smooth N           train-loss moving average in the figure (default 50 paper, 10 cpu)

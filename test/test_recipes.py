@@ -1,0 +1,128 @@
+"""Tests that the README's recipes and the scripts they name agree and work:
+- the CPU recipe runs verbatim (at 3 steps and 1 validation batch, on tiny shards made here),
+  both schemes with the same config, so the comparison warns about nothing;
+- one definition of the CPU scale: reproduce_paper.sh --scale cpu trains with
+  configs/cpu_small.json and nothing else, and the README describes that config;
+- make bench passes ARGS on to bench_cpu.sh; the README mentions --quick and --dry-run;
+- the README's inspect_shard example reads a dataset its preceding lines prepare.
+Needs $BUILD/train and $BUILD/sample (test/run_tests.sh builds them)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "test"))
+sys.path.insert(0, os.path.join(ROOT, "data"))
+
+from testlib import check, finish, skip  # noqa: E402
+import gpt2_tokenizer as gt  # noqa: E402
+import shards  # noqa: E402
+from vocab import find_mirror  # noqa: E402
+
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+README = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+
+
+def sh(cmd, cwd=ROOT, timeout=600):
+    p = subprocess.run(["bash", "-c", cmd], cwd=cwd, capture_output=True, timeout=timeout,
+                       encoding="utf-8", errors="replace")  # sampled text may hold partial characters
+    return p.returncode, p.stdout, p.stderr
+
+
+def code_block_after(marker):
+    """The lines of the first ```bash block after marker in the README."""
+    i = README.find(marker)
+    if i < 0:
+        return None
+    block = README[i:].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [l for l in block.splitlines() if l.strip()]
+
+
+# ---- one definition of the CPU scale --------------------------------------------------------
+cfg = json.load(open(os.path.join(ROOT, "configs", "cpu_small.json")))
+tmp = tempfile.mkdtemp(prefix="test_recipes_")
+try:
+    rc, out, err = sh(f"scripts/reproduce_paper.sh --scale cpu --dry-run --no-build --datasets wikitext2 "
+                      f"--pos rope --out {tmp}/grid")
+    cmds = [l for l in out.splitlines() if l.startswith("+ ") and "--run_dir" in l]
+    words = cmds[0].split() if cmds else []
+    keys = sorted(w for w in words[2:] if w.startswith("--"))
+    check("cpu_scale_is_cpu_small_json", rc == 0 and "--config configs/cpu_small.json" in cmds[0]
+          and keys == ["--config", "--pos", "--run_dir", "--seed", "--train_data", "--val_data"]
+          if cmds else False, out[-600:] + err[-300:])
+    desc = (f"{cfg['steps']} AdamW steps of {cfg['batch_size']} x {cfg['seq_len']} tokens, lr {cfg['lr']:g} "
+            f"x{cfg['gamma']:g} every {cfg['step_size']} steps")
+    check("readme_cpu_scale_is_the_config", desc in README, f"README does not say {desc!r}")
+
+    # ---- make bench ARGS, and the options the README mentions ----------------------------
+    rc, out, err = sh(f"make -n bench ARGS='--quick --no-torch' BUILD={os.environ.get('BUILD', 'build')}")
+    check("make_bench_passes_args", "bench_cpu.sh --quick --no-torch" in out, out[-300:] + err[-300:])
+    rc, out, err = sh("scripts/bench_cpu.sh --bogus")
+    check("bench_rejects_unknown_option", rc == 1 and "error: unknown option '--bogus'" in err, err)
+    check("readme_mentions_quick_and_dry_run", "ARGS=--quick" in README and "--dry-run" in README)
+
+    # ---- the Datasets block inspects a dataset that it prepares -----------------------------
+    lines = code_block_after("## Datasets") or []
+    prepared = {m.group(1) for l in lines for m in [re.search(r"prepare_data\.py (\w+)", l)] if m}
+    inspected = [m.group(1) for l in lines for m in [re.search(r"inspect_shard\.py data/(\w+)/", l)] if m]
+    check("readme_inspects_a_prepared_dataset", inspected and all(d in prepared for d in inspected),
+          f"prepared {prepared}, inspected {inspected}")
+
+    # ---- the CPU recipe, verbatim but for 3 steps, in a copy of the layout -----------------
+    recipe = code_block_after("<!-- cpu-recipe")
+    train, sample = os.path.join(BUILD, "train"), os.path.join(BUILD, "sample")
+    if not recipe:
+        check("cpu_recipe_runs", False, "no <!-- cpu-recipe --> block in README.md")
+    elif not (os.access(train, os.X_OK) and os.access(sample, os.X_OK)):
+        check("cpu_recipe_runs", False, f"{train} or {sample} not built")
+    else:
+        work = os.path.join(tmp, "clone")
+        os.makedirs(os.path.join(work, "data", "wikitext2"))
+        for d in ("scripts", "configs"):
+            os.symlink(os.path.join(ROOT, d), os.path.join(work, d))
+        os.symlink(BUILD, os.path.join(work, "build"))
+        for f in os.listdir(os.path.join(ROOT, "data")):
+            if f.endswith(".py"):
+                os.symlink(os.path.join(ROOT, "data", f), os.path.join(work, "data", f))
+        # Stand-in for prepare_data.py: tiny random shards, and the vocabulary in data/gpt2/.
+        import numpy as np
+        rng = np.random.default_rng(5)
+        for split, n in (("train", 20000), ("val", 6000)):
+            shards.write_shard(os.path.join(work, "data", "wikitext2", f"wikitext2_{split}_000000.bin"),
+                               rng.integers(0, 50257, size=n))
+        mirror = find_mirror()
+        have_vocab = False
+        try:
+            gt.install_vocab(mirror, os.path.join(work, "data", "gpt2")) if mirror else None
+            have_vocab = mirror is not None
+        except gt.DataError:
+            pass
+        script = []
+        for l in recipe:
+            if l.split()[0] == "make":
+                continue                  # the test runner built $BUILD already
+            if "prepare_data.py" in l:
+                continue                  # replaced by the stand-in above
+            if "gpt2_tokenizer.py" in l and not have_vocab:
+                continue                  # encoding the prompt needs the vocabulary
+            if l.startswith("build/train "):
+                l += " --steps 3 --eval_batches 1"   # tiny, but every line as written
+            script.append(l)
+        rc, out, err = sh("set -e\n" + "\n".join(script), cwd=work)
+        md = os.path.join(work, "runs", "wt2-compare.md")
+        table = open(md, encoding="utf-8").read() if os.path.exists(md) else ""
+        check("cpu_recipe_runs", rc == 0 and "| wikitext2 | rope |" in table and "| wikitext2 | crope |" in table,
+              f"rc={rc} {out[-500:]} {err[-800:]}")
+        check("cpu_recipe_same_config", table and "WARNING" not in table and "warning:" not in err, err[-500:])
+        if have_vocab:
+            check("cpu_recipe_sample_prints_text", rc == 0 and "The history of" in out, out[-400:])
+        else:
+            skip("cpu_recipe_sample_prints_text", "no GPT-2 vocabulary here (no mirror)")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+finish()
