@@ -568,7 +568,8 @@ __global__ void __launch_bounds__(kWmmaThreads)
     for (int i = 0; i < D / 2; i++) g[i] += scale * dq[i];
 }
 
-// Calls f(std::integral_constant<int, D>) for the supported head sizes; throws otherwise.
+// Calls f(std::integral_constant<int, D>) for the supported head sizes (flash_supports_head_size
+// and kFlashHeadSizes list the same ones); throws otherwise.
 template <class F>
 void with_head_size(int D, F f) {
     switch (D) {
@@ -578,8 +579,15 @@ void with_head_size(int D, F f) {
         case 64: return f(std::integral_constant<int, 64>());
         case 128: return f(std::integral_constant<int, 128>());
     }
-    throw std::runtime_error("flash attention supports head sizes 8, 16, 32, 64 and 128, got " + std::to_string(D));
+    throw std::runtime_error("flash attention on the GPU supports head sizes " + std::string(kFlashHeadSizes) +
+                             ", got " + std::to_string(D) + " (use --attention cublas)");
 }
+
+}  // namespace
+
+bool flash_supports_head_size(int D) { return D == 8 || D == 16 || D == 32 || D == 64 || D == 128; }
+
+namespace {
 
 dim3 flash_grid(int B, int T, int H) { return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kRows)); }
 dim3 wmma_grid(int B, int T, int H) { return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kWmmaRows)); }

@@ -380,6 +380,10 @@ int main(int argc, char** argv) {
       throw std::runtime_error(std::string("precision bf16 needs --device cuda") +
                                (cfg.device == "auto" ? " (--device auto found no CUDA device)" : ""));
     if (cuda) {
+      const int hd = cfg.n_embd / cfg.n_head;
+      if (cfg.attention == "flash" && !::gpu::flash_supports_head_size(hd))
+        throw std::runtime_error("attention=flash on the GPU supports head sizes " + std::string(::gpu::kFlashHeadSizes) +
+                                 ", got n_embd/n_head = " + std::to_string(hd) + " (use --attention cublas)");
       // mixed precision inside the CUDA backend: bf16 GEMM operands, fp32 master weights and the rest
       ::gpu::set_precision_bf16(bf16);
       int rc = train_with<CudaBackend>(cfg, resume, "cuda (" + CudaBackend::device_name() + ")");
