@@ -1,0 +1,182 @@
+// Kernel lab: the classifier, the tied LM head (logits = x wte^T) and the fused softmax +
+// cross-entropy that writes dlogits over the logits, then the head's backward.
+//   1 trainer       matmul.cu (cuBLAS, TF32) + loss.cu (a block of 512 threads per row: one pass for
+//                   the log-sum-exp, a second that re-reads the row to write dlogits)
+//   2 trainer-bf16  version 1 with bf16 GEMM operands (--precision bf16)
+//   3 warp-row      the loss with one warp per row (no block reduction, no __syncthreads)
+//   4 smem-row      the loss with the row cached in shared memory (a block of 1024 threads per
+//                   row): each logit read from memory once, not twice; needs 4 V bytes of shared
+//                   memory per block (V = 50257 fits on H100/H200, not on A100)
+// The check runs the GEMMs in exact fp32 (the timings in TF32, as the trainer does).
+// Stages: head (forward GEMM), loss, head-back (the dinp and dwte GEMMs). TFLOP/s for the GEMMs;
+// GB/s for the loss counts 8 bytes per logit (read once, dlogits written once).
+// Usage: classifier [--N 16384] [--C 768] [--V 50257] [--reps 20] [--version N]
+#include "lab.cuh"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+
+namespace {
+
+constexpr int kWarps = 8, kSmemThreads = 1024;
+
+// One warp per row: online (max, sum) over the lane's columns, a butterfly merge, then dlogits.
+__global__ void crossentropy_warp_kernel(float* __restrict__ logits, float* __restrict__ losses,
+                                         const int* __restrict__ targets, int N, int V, float dscale) {
+    const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return;
+    float* z = logits + (size_t)row * V;
+    const int target = targets[row];
+    const float zt = target >= 0 && target < V ? z[target] : NAN;  // every lane reads it before any write
+    float m = -INFINITY, s = 0.0f;
+    for (int v = lane; v < V; v += 32) gpu::lse_push(m, s, z[v]);
+    gpu::warp_lse(m, s);
+    const float logsum = logf(s) + m;
+    if (lane == 0) losses[row] = logsum - zt;
+    if (dscale == 0.0f) return;
+    for (int v = lane; v < V; v += 32) z[v] = expf(z[v] - logsum) * dscale - (v == target ? dscale : 0.0f);
+}
+
+// One block per row, the row kept in shared memory (V floats) between the two passes.
+__global__ void __launch_bounds__(kSmemThreads)
+    crossentropy_smem_kernel(float* __restrict__ logits, float* __restrict__ losses, const int* __restrict__ targets,
+                             int V, float dscale) {
+    extern __shared__ float zs[];
+    __shared__ float sh_m[32], sh_s[32], sh_logsum;
+    float* z = logits + (size_t)blockIdx.x * V;
+    const int target = targets[blockIdx.x], lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float m = -INFINITY, s = 0.0f;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        const float x = z[v];
+        zs[v] = x;
+        gpu::lse_push(m, s, x);
+    }
+    gpu::warp_lse(m, s);
+    if (lane == 0) sh_m[warp] = m, sh_s[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+        m = lane < (int)blockDim.x / 32 ? sh_m[lane] : -INFINITY;
+        s = lane < (int)blockDim.x / 32 ? sh_s[lane] : 0.0f;
+        gpu::warp_lse(m, s);
+        if (lane == 0) {
+            sh_logsum = logf(s) + m;
+            losses[blockIdx.x] = sh_logsum - (target >= 0 && target < V ? zs[target] : NAN);
+        }
+    }
+    __syncthreads();
+    if (dscale == 0.0f) return;
+    const float logsum = sh_logsum;
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+        z[v] = expf(zs[v] - logsum) * dscale - (v == target ? dscale : 0.0f);
+}
+
+size_t smem_bytes(int V) { return (size_t)V * sizeof(float); }
+bool smem_fits(int V) {
+    int dev = 0, optin = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return smem_bytes(V) + 300 <= (size_t)optin;  // + the static arrays
+}
+
+struct Shape {
+    int N, C, V;
+};
+
+struct Bufs {
+    lab::Buf<float> x, wte, logits, losses, dx, dwte;
+    lab::Buf<int> targets;
+    Bufs(const Shape& s, const std::vector<int>& t)
+        : x(lab::randn((size_t)s.N * s.C, 1)),
+          wte(lab::randn((size_t)s.V * s.C, 2, 0.1f)),
+          logits((size_t)s.N * s.V),
+          losses(s.N),
+          dx((size_t)s.N * s.C),
+          dwte((size_t)s.V * s.C),
+          targets(t) {}
+};
+
+std::vector<int> random_targets(const Shape& s) {
+    Rng r(5);
+    std::vector<int> t(s.N);
+    for (int& x : t) x = (int)r.below(s.V);
+    return t;
+}
+
+void head(Bufs& b, const Shape& s) { gpu::matmul_forward(b.logits, b.x, b.wte, nullptr, s.N, s.C, s.V); }
+
+void loss(int version, Bufs& b, const Shape& s) {
+    const float dscale = 1.0f / s.N;
+    if (version <= 2) return gpu::softmax_crossentropy(b.logits, b.losses, b.targets, s.N, s.V, dscale);
+    if (version == 3) {
+        crossentropy_warp_kernel<<<gpu::ceil_div(s.N, kWarps), 32 * kWarps>>>(b.logits.p, b.losses.p, b.targets.p,
+                                                                               s.N, s.V, dscale);
+    } else {
+        cudaCheck(cudaFuncSetAttribute(crossentropy_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem_bytes(s.V)));
+        crossentropy_smem_kernel<<<s.N, kSmemThreads, smem_bytes(s.V)>>>(b.logits.p, b.losses.p, b.targets.p, s.V,
+                                                                         dscale);
+    }
+    cudaCheckLaunch();
+}
+
+void head_back(Bufs& b, const Shape& s) {
+    gpu::matmul_backward(b.dx, b.dwte, nullptr, b.logits, b.x, b.wte, s.N, s.C, s.V);
+}
+
+// Against the CPU with exact fp32 GEMMs (TF32 off), so the loss kernels are held to fp32 accuracy.
+bool check(const char* name, int version, const Shape& s) {
+    gpu::set_tf32(false);
+    const auto t = random_targets(s);
+    Bufs b(s, t);
+    auto x = b.x.host(), wte = b.wte.host();
+    std::vector<float> logits((size_t)s.N * s.V), losses(s.N), dx((size_t)s.N * s.C, 0.0f), dwte((size_t)s.V * s.C, 0.0f);
+    cpu::matmul_forward<float>(logits.data(), x.data(), wte.data(), nullptr, s.N, s.C, s.V);
+    cpu::softmax_crossentropy(logits.data(), losses.data(), t.data(), s.N, s.V, 1.0f / s.N);
+    cpu::matmul_backward<float>(dx.data(), dwte.data(), nullptr, logits.data(), x.data(), wte.data(), s.N, s.C, s.V);
+    head(b, s);
+    loss(version, b, s);
+    head_back(b, s);
+    gpu::set_tf32(true);  // the trainer's setting, for the timings
+    return lab::report(name,
+                       {{"loss", lab::rel_max_err(b.losses.host(), losses)},
+                        {"dlogits", lab::rel_max_err(b.logits.host(), logits)},
+                        {"dx", lab::rel_max_err(b.dx.host(), dx)},
+                        {"dwte", lab::rel_max_err(b.dwte.host(), dwte)}},
+                       version == 2 ? 3e-2 : 1e-4);
+}
+
+void time_version(int version, const Shape& s, int reps) {
+    if (version == 4 && !smem_fits(s.V)) {
+        std::printf("  time  not run: %zu bytes of shared memory per block exceed this GPU's limit\n", smem_bytes(s.V));
+        return;
+    }
+    Bufs b(s, random_targets(s));
+    const double gemm = 2.0 * s.N * s.C * (double)s.V;
+    lab::print_times({{"head", [&] { head(b, s); }, gemm, true},
+                      {"loss", [&] { loss(version, b, s); }, 8.0 * s.N * s.V, false},
+                      {"head-back", [&] { head_back(b, s); }, 2 * gemm, true}},
+                     reps);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return lab::run(argc, argv, "classifier", {{"N", 16384}, {"C", 768}, {"V", 50257}}, [](const lab::Args& a) {
+        const Shape s{a["N"], a["C"], a["V"]}, small{37, 64, 1001};
+        const int reps = a["reps"];
+        std::vector<lab::Version> vs;
+        const char* names[] = {"trainer", "trainer-bf16", "warp-row", "smem-row"};
+        for (int i = 1; i <= 4; i++) {
+            const char* name = names[i - 1];
+            vs.push_back({name,
+                          [=] {
+                              gpu::set_precision_bf16(i == 2);
+                              return check(name, i, small);
+                          },
+                          [=] {
+                              gpu::set_precision_bf16(i == 2);
+                              time_version(i, s, reps);
+                          }});
+        }
+        return vs;
+    });
+}
