@@ -123,8 +123,8 @@ emu:
 	@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) NVCC=$(EMU_NVCC) all
 
 emu-asan:
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)_emu_asan NVCC=$(EMU_NVCC) NVCCFLAGS=-O1 \
-	  CXXFLAGS="-O1 -g -fno-omit-frame-pointer" EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" all
+	@NVCCFLAGS="-O1 -g" CXXFLAGS="-O1 -g -fno-omit-frame-pointer" $(MAKE) --no-print-directory \
+	  BUILD=$(BUILD)_emu_asan NVCC=$(EMU_NVCC) EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" all
 
 test: all
 	@$(if $(EMU),,$(MAKE) --no-print-directory emu)

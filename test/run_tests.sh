@@ -3,6 +3,8 @@
 # Last line: "N passed, N failed, N skipped".
 cd "$(dirname "$0")/.." || exit 1
 export PYTHON=${PYTHON:-$(scripts/pick_python.sh)} BUILD=${BUILD:-build}
+# the CUDA backend built for the CPU emulation (make emu); its tests run in two thread orders
+export EMU_BUILD=${EMU_BUILD:-${BUILD}_emu}
 export TRAIN=${TRAIN:-$BUILD/train} SAMPLE=${SAMPLE:-$BUILD/sample}
 passed=0 failed=0 skipped=0
 run_one() {
@@ -20,7 +22,20 @@ run_one() {
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
   rm -f "$log"
 }
+# An emulated CUDA test under CUDA_EMU_ORDER=$2, its lines renamed "PASS $1:name" (so an
+# emulated pass never reads as a GPU pass).
+run_emu() {
+  local tag=$1 order=$2; shift 2
+  CUDA_EMU_ORDER=$order "$@" 2>&1 | sed -E "s/^(PASS|FAIL|SKIPPED) /\1 $tag:/"
+  return "${PIPESTATUS[0]}"
+}
 for t in "$BUILD"/test/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
+for t in "$EMU_BUILD"/test/test_cuda*; do
+  [ -x "$t" ] || continue
+  run_one "$t (emulated, forward order)" run_emu emu forward "$t"
+  run_one "$t (emulated, reverse order)" run_emu emu-rev reverse "$t"
+done
+[ -x "$EMU_BUILD/test/test_emu_selftest" ] && run_one "$EMU_BUILD/test/test_emu_selftest" "$EMU_BUILD/test/test_emu_selftest"
 for t in test/test_*.sh; do [ -f "$t" ] && run_one "$t" bash "$t"; done
 for t in test/test_*.py; do [ -f "$t" ] && run_one "$t" "$PYTHON" "$t"; done
 echo

@@ -78,7 +78,8 @@ struct Launch {
     ThreadState threads[kMaxThreads];
     Warp warps[kMaxThreads / 32];
     std::vector<int> order;
-    // shared memory: [0, dyn) dynamic, then static slots; bytes below `dirty` need refilling
+    // shared memory: [0, dyn) dynamic, then static slots; bytes below `dirty` may have been
+    // written by the previous block and are refilled
     size_t dyn = 0, top = 0, dirty = 0;
     const char* coll_file = "";  // the warp collective being combined (for reports)
     int coll_line = 0;
@@ -86,9 +87,11 @@ struct Launch {
 Launch L;
 bool g_in_kernel = false;
 void* g_sched_sp = nullptr;
-void* g_sched_fake = nullptr;
+#if EMU_ASAN
+void* g_sched_fake = nullptr;  // ASan's bookkeeping of the scheduler's stack
 const void* g_main_stack_bottom = nullptr;
 size_t g_main_stack_size = 0;
+#endif
 alignas(64) unsigned char g_smem[kSmemOptin + 4096];
 std::unordered_map<const void*, int> g_max_dyn_smem;  // cudaFuncSetAttribute
 
@@ -283,7 +286,9 @@ void run_block() {
 #if EMU_ASAN
     ASAN_UNPOISON_MEMORY_REGION(g_smem, sizeof g_smem);
 #endif
-    std::memset(g_smem, 0xFF, std::max(L.dirty, L.dyn));
+    static const bool filled = (std::memset(g_smem, 0xFF, sizeof g_smem), true);  // once; then what was used
+    (void)filled;
+    std::memset(g_smem, 0xFF, L.dirty);
     L.top = L.dirty = L.dyn;
 #if EMU_ASAN
     ASAN_POISON_MEMORY_REGION(g_smem + L.dyn, sizeof g_smem - L.dyn);

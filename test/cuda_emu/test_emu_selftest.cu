@@ -1,0 +1,391 @@
+// Self-tests of the CUDA emulation: kernels and calls with a known defect must each produce
+// the emulator's report (naming this file and the defect's line where it is in a kernel), and
+// a correct kernel must pass in every thread order. Every case runs in a child process (a
+// report aborts it), with CUDA_EMU_ORDER / CUDA_EMU_MEM_BYTES set in the child before its
+// first CUDA call; the parent never calls CUDA.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+// ---- kernels ------------------------------------------------------------------------------
+// out[i] = in[i] + in[(i+1) % n], staged through shared memory; `sync` false drops the barrier.
+__global__ void neighbour_kernel(float* out, const float* in, bool sync) {
+    __shared__ float s[64];
+    int i = threadIdx.x;
+    s[i] = in[i];
+    if (sync) __syncthreads();
+    out[i] = s[i] + s[(i + 1) % 64];
+}
+
+// Correct reduction: warp shuffles, static and dynamic shared memory, two barriers.
+__global__ void block_sum_kernel(float* out, const float* in, int n) {
+    extern __shared__ float partial[];  // one per warp
+    __shared__ float total;
+    float v = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) v += in[blockIdx.x * n + i];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (unsigned w = 0; w < blockDim.x / 32; w++) t += partial[w];
+        total = t;
+    }
+    __syncthreads();
+    if (threadIdx.x == blockDim.x - 1) out[blockIdx.x] = total;
+}
+
+constexpr int kShflLine = __LINE__ + 3;  // the shuffle's line, for the report
+__global__ void partial_warp_kernel(float* out) {
+    float v = (float)threadIdx.x;
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    out[threadIdx.x] = v;
+}
+
+__global__ void exited_lane_kernel(float* out) {
+    if (threadIdx.x >= 16) return;
+    out[threadIdx.x] = __shfl_down_sync(0xffffffffu, (float)threadIdx.x, 1);
+}
+
+__global__ void caller_not_in_mask_kernel(float* out) {
+    out[threadIdx.x] = __shfl_sync(0xfffffffeu, 1.0f, 0);
+}
+
+constexpr int kBarrierLine = __LINE__ + 3;
+__global__ void barrier_after_exit_kernel(float* out) {
+    if (threadIdx.x >= 32) return;
+    __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+
+__global__ void divergent_barrier_kernel(float* out) {
+    if (threadIdx.x < 32) __syncthreads();
+    else __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+
+// lane 0 waits for lane 1 in a shuffle while lane 1 waits at a block barrier
+__global__ void deadlock_kernel(float* out) {
+    if (threadIdx.x == 0) out[0] = __shfl_sync(0x3u, 1.0f, 1);
+    else __syncthreads();
+}
+
+__global__ void write_kernel(float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 1.0f;
+}
+
+// one element too far: only the sanitizer build can see it
+__global__ void oob_write_kernel(float* out, int n) { out[threadIdx.x + (threadIdx.x == 0 ? n : 0)] = 1.0f; }
+
+__global__ void misaligned_kernel(float* out) {
+    float4 v = *reinterpret_cast<const float4*>(out + 1);  // out + 1 is not 16-byte aligned
+    out[0] = v.x;
+}
+
+__global__ void dyn_smem_kernel(float* out) {
+    extern __shared__ float big[];
+    big[threadIdx.x] = 2.0f;
+    __syncthreads();
+    out[threadIdx.x] = big[blockDim.x - 1 - threadIdx.x];
+}
+
+__global__ void __launch_bounds__(128) bounded_kernel(float* out) { out[threadIdx.x] = 1.0f; }
+
+// reads shared memory nobody wrote: must see the 0xFF fill (NaN), not zeros
+__global__ void unwritten_shared_kernel(float* out) {
+    __shared__ float s[32];
+    out[threadIdx.x] = s[threadIdx.x];
+}
+
+// ---- helpers --------------------------------------------------------------------------------
+#define CK(call)                                                                        \
+    do {                                                                                \
+        cudaError_t e_ = (call);                                                        \
+        if (e_ != cudaSuccess) {                                                        \
+            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+            return 2;                                                                   \
+        }                                                                               \
+    } while (0)
+
+float* dev(const std::vector<float>& h) {
+    float* p = nullptr;
+    if (cudaMalloc(&p, h.size() * sizeof(float)) != cudaSuccess) return nullptr;
+    cudaMemcpy(p, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice);
+    return p;
+}
+std::vector<float> host(const float* p, size_t n) {
+    std::vector<float> h(n);
+    cudaMemcpy(h.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost);
+    return h;
+}
+
+// 0 if neighbour_kernel computed out[i] = in[i] + in[i+1] for every i, else 1
+int run_neighbour(bool sync) {
+    std::vector<float> in(64);
+    for (int i = 0; i < 64; i++) in[i] = (float)i;
+    float *din = dev(in), *dout = dev(std::vector<float>(64));
+    neighbour_kernel<<<1, 64>>>(dout, din, sync);
+    CK(cudaGetLastError());
+    std::vector<float> out = host(dout, 64);
+    for (int i = 0; i < 64; i++)
+        if (out[i] != in[i] + in[(i + 1) % 64]) return 1;
+    return 0;
+}
+
+int run_block_sum() {
+    const int blocks = 3, n = 1000, threads = 256;
+    std::vector<float> in((size_t)blocks * n);
+    for (size_t i = 0; i < in.size(); i++) in[i] = (float)(i % 7);
+    float *din = dev(in), *dout = dev(std::vector<float>(blocks));
+    block_sum_kernel<<<blocks, threads, threads / 32 * sizeof(float)>>>(dout, din, n);
+    CK(cudaGetLastError());
+    std::vector<float> out = host(dout, blocks);
+    for (int b = 0; b < blocks; b++) {
+        double ref = 0;
+        for (int i = 0; i < n; i++) ref += in[(size_t)b * n + i];
+        if (std::fabs(out[b] - ref) > 1e-3) return 1;
+    }
+    return 0;
+}
+
+float* scratch(size_t n) { return dev(std::vector<float>(n)); }
+
+int gemm(int m, int n, int k, int lda, int ldc, size_t a_elems, cublasComputeType_t ct, float* result) {
+    cublasHandle_t h;
+    cublasCreate(&h);
+    std::vector<float> a(a_elems, 1.0f + 1.0f / (1 << 20)), b((size_t)k * n, 1.0f);
+    float *A = dev(a), *B = dev(b), *C = scratch((size_t)ldc * n);
+    float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, A, CUDA_R_32F, lda, B, CUDA_R_32F, k,
+                                     &zero, C, CUDA_R_32F, ldc, ct, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr, "status %s\n", cublasGetStatusName(st));
+        return 3;
+    }
+    if (result) *result = host(C, 1)[0];
+    return 0;
+}
+
+// ---- the cases ----------------------------------------------------------------------------
+struct Outcome {
+    int status;  // as from waitpid
+    std::string err;
+};
+
+Outcome in_child(const char* order, const char* mem_bytes, const std::function<int()>& f) {
+    int fd[2];
+    if (pipe(fd) != 0) return {-1, "pipe failed"};
+    std::fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        rlimit no_core{0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        setenv("CUDA_EMU_ORDER", order, 1);
+        if (mem_bytes) setenv("CUDA_EMU_MEM_BYTES", mem_bytes, 1);
+        int rc = f();
+        std::fflush(stderr);
+        _exit(rc);
+    }
+    close(fd[1]);
+    std::string err;
+    char buf[4096];
+    for (ssize_t r; (r = read(fd[0], buf, sizeof buf)) > 0;) err.append(buf, (size_t)r);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return {status, err};
+}
+
+bool exited_ok(const Outcome& o) { return WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0; }
+
+int failures = 0;
+void report(const std::string& name, const std::string& why) {
+    if (why.empty()) std::printf("PASS emu_selftest_%s\n", name.c_str());
+    else {
+        std::printf("FAIL emu_selftest_%s: %s\n", name.c_str(), why.c_str());
+        failures++;
+    }
+    std::fflush(stdout);
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// The defect must end the child with a failure status and a report containing every pattern.
+void expect_report(const std::string& name, const std::vector<std::string>& patterns, const std::function<int()>& f,
+                   const char* order = "forward", const char* mem = nullptr) {
+    Outcome o = in_child(order, mem, f);
+    std::string why;
+    if (exited_ok(o)) why = "no report (child exited 0); stderr: " + first_line(o.err);
+    for (const auto& p : patterns)
+        if (why.empty() && o.err.find(p) == std::string::npos)
+            why = "report lacks '" + p + "': " + first_line(o.err);
+    report(name, why);
+}
+
+// A correct program must exit 0 with nothing on stderr, in every thread order.
+void expect_clean(const std::string& name, const std::function<int()>& f, const char* mem = nullptr) {
+    std::string why;
+    for (const char* order : {"forward", "reverse", "random"}) {
+        Outcome o = in_child(order, mem, f);
+        if (!exited_ok(o) || !o.err.empty())
+            why += std::string(why.empty() ? "" : "; ") + order + ": " + (o.err.empty() ? "wrong result" : first_line(o.err));
+    }
+    report(name, why);
+}
+
+std::string at(int line) { return "test_emu_selftest.cu:" + std::to_string(line); }
+
+}  // namespace
+
+int main() {
+#if defined(__SANITIZE_ADDRESS__)
+    const bool asan = true;
+#else
+    const bool asan = false;
+#endif
+    expect_clean("correct_kernel_all_orders", [] { return run_neighbour(true) | run_block_sum(); });
+
+    // a missing barrier reads unwritten (0xFF = NaN) shared memory in at least one order
+    {
+        int bad = 0;
+        for (const char* order : {"forward", "reverse"}) bad += !exited_ok(in_child(order, nullptr, [] { return run_neighbour(false); }));
+        report("missing_syncthreads", bad > 0 ? "" : "the kernel without its barrier gave the right answer in both orders");
+    }
+    expect_report("partial_warp_shuffle", {at(kShflLine), "names lane 16, which does not exist"}, [] {
+        float* o = scratch(48);
+        partial_warp_kernel<<<1, 48>>>(o);
+        return 0;
+    });
+    for (const char* order : {"forward", "reverse"})
+        expect_report(std::string("shuffle_with_exited_lane_") + order, {"__shfl_down_sync", "names lane 16"}, [] {
+            float* o = scratch(32);
+            exited_lane_kernel<<<1, 32>>>(o);
+            return 0;
+        }, order);
+    expect_report("shuffle_caller_not_in_mask", {"leaves out the calling lane 0"}, [] {
+        caller_not_in_mask_kernel<<<1, 32>>>(scratch(32));
+        return 0;
+    });
+    for (const char* order : {"forward", "reverse"})
+        expect_report(std::string("syncthreads_after_exit_") + order, {at(kBarrierLine), "__syncthreads"}, [] {
+            barrier_after_exit_kernel<<<1, 64>>>(scratch(64));
+            return 0;
+        }, order);
+    expect_report("divergent_syncthreads", {"divergent __syncthreads"}, [] {
+        divergent_barrier_kernel<<<1, 64>>>(scratch(64));
+        return 0;
+    });
+    expect_report("deadlock", {"deadlock", "waits at __syncthreads", "waits at __shfl_sync"}, [] {
+        deadlock_kernel<<<1, 2>>>(scratch(2));
+        return 0;
+    });
+    expect_report("host_pointer_argument", {"kernel argument 1", "not device memory", "test_emu_selftest.cu:"}, [] {
+        static float h[32];
+        write_kernel<<<1, 32>>>(h, 32);
+        return 0;
+    });
+    expect_report("freed_pointer_argument", {"kernel argument 1", "not device memory"}, [] {
+        float* p = scratch(32);
+        cudaFree(p);
+        write_kernel<<<1, 32>>>(p, 32);
+        return 0;
+    });
+    expect_report("launch_over_1024_threads", {"launch rejected", "1025 threads", "cudaErrorInvalidConfiguration"}, [] {
+        write_kernel<<<1, 1025>>>(scratch(2048), 2048);
+        return cudaGetLastError() == cudaErrorInvalidConfiguration ? 1 : 0;
+    });
+    expect_report("dynamic_smem_over_48k", {"launch rejected", "cudaFuncSetAttribute"}, [] {
+        dyn_smem_kernel<<<1, 32, 64 * 1024>>>(scratch(32));
+        return cudaGetLastError() == cudaErrorInvalidValue ? 1 : 0;
+    });
+    expect_clean("dynamic_smem_over_48k_with_attribute", [] {
+        CK(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
+        float* o = scratch(64);
+        dyn_smem_kernel<<<1, 64, 64 * 1024>>>(o);
+        CK(cudaGetLastError());
+        return host(o, 64)[5] == 2.0f ? 0 : 1;
+    });
+    expect_report("launch_bounds_exceeded", {"exceeds __launch_bounds__(128)", "test_emu_selftest.cu:"}, [] {
+        bounded_kernel<<<1, 256>>>(scratch(256));
+        return cudaGetLastError() == cudaErrorLaunchOutOfResources ? 1 : 0;
+    });
+    expect_clean("unwritten_memory_reads_nan", [] {
+        float* o = scratch(32);
+        unwritten_shared_kernel<<<1, 32>>>(o);
+        float* fresh = nullptr;
+        CK(cudaMalloc(&fresh, 4 * sizeof(float)));
+        return std::isnan(host(o, 32)[7]) && std::isnan(host(fresh, 4)[3]) ? 0 : 1;
+    });
+    expect_report("memcpy_past_allocation", {"cudaMemcpy destination", "past the end"}, [] {
+        float* p = scratch(10);
+        std::vector<float> h(11);
+        cudaMemcpy(p, h.data(), 11 * sizeof(float), cudaMemcpyHostToDevice);
+        return 0;
+    });
+    expect_report("memset_past_allocation", {"cudaMemset", "past the end"}, [] {
+        cudaMemset(scratch(10), 0, 41);
+        return 0;
+    });
+    expect_report("gemm_bad_ldc", {"cublasGemmEx", "ldc = 3 < max(1, m) = 5", "CUBLAS_STATUS_INVALID_VALUE"},
+                  [] { return gemm(5, 4, 3, 5, 3, 15, CUBLAS_COMPUTE_32F, nullptr); });
+    expect_report("gemm_operand_past_allocation", {"cublasGemmEx operand A", "past the end"},
+                  [] { return gemm(5, 4, 3, 5, 5, 14, CUBLAS_COMPUTE_32F, nullptr); });
+    expect_clean("gemm_tf32_rounds_inputs", [] {
+        float fp32 = 0, tf32 = 0;
+        if (gemm(1, 1, 1, 1, 1, 1, CUBLAS_COMPUTE_32F, &fp32) || gemm(1, 1, 1, 1, 1, 1, CUBLAS_COMPUTE_32F_FAST_TF32, &tf32))
+            return 2;
+        return fp32 == 1.0f + 1.0f / (1 << 20) && tf32 == 1.0f ? 0 : 1;
+    });
+    expect_clean("bf16_round_to_nearest_even", [] {
+        const float tie_down = 1.0f + 1.0f / 256, tie_up = 1.0f + 3.0f / 256;  // halfway cases
+        return __bfloat162float(__float2bfloat16_rn(tie_down)) == 1.0f &&
+                       __bfloat162float(__float2bfloat16_rn(tie_up)) == 1.0f + 1.0f / 64 &&
+                       std::isnan(__bfloat162float(__float2bfloat16_rn(NAN)))
+                   ? 0
+                   : 1;
+    });
+    expect_clean("capacity_and_out_of_memory", [] {  // CUDA_EMU_MEM_BYTES=1000
+        float* p = nullptr;
+        if (cudaMalloc(&p, 2000) != cudaErrorMemoryAllocation || p) return 1;
+        if (cudaGetLastError() != cudaErrorMemoryAllocation) return 1;
+        CK(cudaMalloc(&p, 500));  // still works afterwards
+        size_t free_b = 0, total = 0;
+        CK(cudaMemGetInfo(&free_b, &total));
+        return total == 1000 && free_b == 500 ? 0 : 1;
+    }, "1000");
+    expect_report("bad_order_variable", {"error: CUDA_EMU_ORDER=sideways"}, [] {
+        write_kernel<<<1, 32>>>(scratch(32), 32);
+        return 0;
+    }, "sideways");
+    // inside a kernel, out-of-bounds and misaligned accesses are the sanitizer build's job
+    if (asan) {
+        expect_report("oob_write_in_kernel", {"heap-buffer-overflow", "test_emu_selftest.cu:"}, [] {
+            oob_write_kernel<<<1, 32>>>(scratch(32), 32);
+            return 0;
+        });
+        expect_report("misaligned_access_in_kernel", {"misaligned", "test_emu_selftest.cu:"}, [] {
+            misaligned_kernel<<<1, 1>>>(scratch(8));
+            return 0;
+        });
+    } else {
+        std::printf("SKIPPED emu_selftest_oob_write_in_kernel: needs the sanitizer build (make emu-asan)\n");
+        std::printf("SKIPPED emu_selftest_misaligned_access_in_kernel: needs the sanitizer build (make emu-asan)\n");
+    }
+    return failures ? 1 : 0;
+}
