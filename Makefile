@@ -5,8 +5,9 @@
 #                 (the CUDA tests also run on the CPU under emulation: build_emu/, below)
 #   make emu      the CUDA backend built for the CPU emulation (test/cuda_emu) into build_emu/
 #   make emu-asan the same with -fsanitize=address,undefined, into build_emu_asan/
-#   make lab      the kernel lab (cuda/lab/: every version of a kernel, checked and timed);
-#                 make lab-emu builds it for the emulation (checks only)
+#   make lab      the kernel lab (cuda/lab/: attention, classifier, layernorm, adamw; every
+#                 version of a kernel checked against the CPU and timed); make lab-emu builds
+#                 it for the emulation (checks only; make test runs them there)
 #   make run      the main job: the synthetic position task, learned vs rope vs crope
 #   make bench    CPU training throughput table (PyTorch beside it when python3-torch is installed)
 #   make deps     install the missing Debian packages (make does it once by itself)
@@ -128,6 +129,7 @@ emu-asan:
 
 test: all
 	@$(if $(EMU),,$(MAKE) --no-print-directory emu)
+	@$(MAKE) --no-print-directory lab-emu  # test/test_lab.sh runs the lab under the emulation
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh
 
 run: all
