@@ -636,7 +636,9 @@ def plot_lengths(groups, prefix, diffs):
     for j, ds in enumerate(datasets):
         ax = axes[0][j]
         gs = [g for g in groups if g.dataset == ds]
-        for g in gs:
+        for k, g in enumerate(gs):
+            # each scheme a little to the side, so error bars at one length do not overlap
+            shift = 2 ** (0.04 * (k - (len(gs) - 1) / 2))
             lens = sorted({t for r in g.runs for t in r.val_lens})
             xs, ms, sds, ns = [], [], [], []
             for t in lens:  # a length a run never evaluated is not applicable
@@ -650,7 +652,7 @@ def plot_lengths(groups, prefix, diffs):
             if not xs:
                 continue
             n = max(ns)
-            ax.errorbar(xs, ms, yerr=sds if n > 1 else None, fmt=g.style, marker="o", ms=3,
+            ax.errorbar([x * shift for x in xs], ms, yerr=sds if n > 1 else None, fmt=g.style, marker="o", ms=3,
                         capsize=3, color=colour(g),
                         label=g.label + (f" ({n} seeds, ± std)" if n > 1 else " (1 seed: no error bar)"))
             tr = g.config.get("seq_len")
