@@ -1,0 +1,68 @@
+# The train binary on the CUDA backend under CPU emulation (make emu: $EMU_BUILD/train
+# --device cuda) against build/train --device cpu: 5 training steps for each pos mode on
+# tiny shards, compared step by step (loss and gradient norm, from log.jsonl).
+# - NVIDIA_TF32_OVERRIDE=0 (plain fp32 GEMMs, as on a GPU with that variable): the backends
+#   differ only in fp32 summation order, ~1e-6 relative per step; tolerance 1e-4.
+# - TF32 on (the trainer's default in fp32 mode): GEMM inputs keep 10 mantissa bits (relative
+#   rounding <= 2^-11 ~ 5e-4 per operand); over 5 steps the loss moves by ~1e-3 relative;
+#   tolerance 1e-2, and the run must differ from the fp32 one (TF32 really applied).
+source test/testlib.sh
+TRAIN=${TRAIN:-build/train}
+EMU_TRAIN=${EMU_TRAIN:-${EMU_BUILD:-${BUILD:-build}_emu}/train}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if [ ! -x "$EMU_TRAIN" ]; then
+  fail emu_train "$EMU_TRAIN missing (make emu builds it)"
+  finish
+fi
+
+"$PYTHON" - "$tmp" <<'PY'
+import random, sys
+sys.path.insert(0, "data")
+from shards import write_shard
+random.seed(1)
+pat = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
+toks = [pat[i % 12] if random.random() > 0.2 else random.randrange(32) for i in range(8000)]
+write_shard(sys.argv[1] + "/emu_train_000000.bin", toks[:6000])
+write_shard(sys.argv[1] + "/emu_val_000000.bin", toks[6000:])
+PY
+args="--train_data $tmp/emu_train_000000.bin --val_data $tmp/emu_val_000000.bin --n_layer 2 --n_head 2
+  --n_embd 32 --vocab_size 32 --max_seq_len 32 --seq_len 24 --batch_size 3 --steps 5 --lr 3e-3
+  --eval_every 0 --checkpoint_every 0"
+
+# "loss grad_norm" per training step of a run's log
+steps() { grep '"type":"train"' "$1/log.jsonl" | sed 's/.*"grad_norm":\([^,]*\),"loss":\([^,]*\),.*/\2 \1/'; }
+
+# compare NAME RUN_A RUN_B TOL MIN: max relative difference over steps and both columns must
+# be <= TOL, and >= MIN (MIN > 0: the runs must not agree better than that)
+compare() {
+  local name=$1 tol=$4 min=$5 out
+  out=$(paste <(steps "$2") <(steps "$3") | awk -v tol="$tol" -v min="$min" '
+    function rel(a, b) { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; return d / (s > 1e-30 ? s : 1e-30) }
+    NF == 4 { n++; e = rel($1, $3); if (rel($2, $4) > e) e = rel($2, $4); if (e > m) m = e;
+              if ($1 != $1 + 0 || $1 == "nan") bad = 1 }
+    END { printf "%d steps, max rel diff %.3g", n, m;
+          exit !(n == 5 && !bad && m <= tol && m >= min) }')
+  if [ $? -eq 0 ]; then echo "# $name: $out"; pass "$name"; else fail "$name" "$out (tolerance $tol, at least $min)"; fi
+}
+
+for pos in learned sinusoidal rope crope; do
+  if ! $TRAIN $args --pos "$pos" --device cpu --run_dir "$tmp/cpu_$pos" >"$tmp/cpu_$pos.txt" 2>&1; then
+    fail "emu_train_$pos" "cpu run failed: $(tail -1 "$tmp/cpu_$pos.txt")"; continue
+  fi
+  if ! NVIDIA_TF32_OVERRIDE=0 $EMU_TRAIN $args --pos "$pos" --device cuda --run_dir "$tmp/emu_$pos" \
+      >"$tmp/emu_$pos.txt" 2>&1; then
+    fail "emu_train_$pos" "emulated cuda run failed: $(tail -1 "$tmp/emu_$pos.txt")"; continue
+  fi
+  if ! grep -q 'device cuda (CUDA emulation' "$tmp/emu_$pos.txt"; then
+    fail "emu_train_$pos" "not on the emulated device: $(grep -m1 device "$tmp/emu_$pos.txt")"; continue
+  fi
+  compare "emu_train_$pos" "$tmp/emu_$pos" "$tmp/cpu_$pos" 1e-4 0
+  if $EMU_TRAIN $args --pos "$pos" --device cuda --run_dir "$tmp/tf32_$pos" >"$tmp/tf32_$pos.txt" 2>&1; then
+    compare "emu_train_tf32_$pos" "$tmp/tf32_$pos" "$tmp/cpu_$pos" 1e-2 1e-7
+  else
+    fail "emu_train_tf32_$pos" "emulated cuda run failed: $(tail -1 "$tmp/tf32_$pos.txt")"
+  fi
+done
+finish
