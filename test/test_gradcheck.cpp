@@ -168,6 +168,22 @@ static void op_checks(Rng& rng) {
           }}
       .run(rng);
 
+  // the flash path's CPU twin: backward rebuilds the probabilities from the row log-sum-exps
+  OpCheck{"attention_lse",
+          {{"qkv", &qkv}},
+          [&] {
+            Vec o(N * C), lse(B * H * T);
+            K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H);
+            return o;
+          },
+          [&](const Vec& d) {
+            Vec o(N * C), lse(B * H * T), dq(N * 3 * C);
+            K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H);
+            K::attention_backward_lse(dq.data(), d.data(), qkv.data(), o.data(), lse.data(), B, T, C, H);
+            return std::vector<Vec>{dq};
+          }}
+      .run(rng);
+
   Vec rc, rs;
   rope_tables(rc, rs, T, D, 10000.0);
   Vec rin = randn(N * 3 * C, rng);
@@ -268,8 +284,9 @@ static std::vector<double> spread_params(const ModelConfig& c, Rng& rng) {
   return p;
 }
 
-static void model_checks(const std::string& name, Pos pos, Rng& rng) {
+static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng& rng) {
   ModelConfig c = tiny_config(pos);
+  c.flash = flash;
   const int B = 2, T = 6;
   GPT<CpuBackend<double>> model(c);
   model.set_params(spread_params(c, rng));
@@ -298,7 +315,7 @@ static void model_checks(const std::string& name, Pos pos, Rng& rng) {
       num[i] = (fp - fm) / (2 * h);
     }
     double e = rel_err(a, num);
-    table_row(std::string("model_") + pos_name(pos), t.name, e, t.numel);
+    table_row(std::string(flash ? "model_flash_" : "model_") + pos_name(pos), t.name, e, t.numel);
     if (!(e < kTol)) {
       ok = false;
       worst = t.name + " rel err " + fmt(e);
@@ -306,6 +323,9 @@ static void model_checks(const std::string& name, Pos pos, Rng& rng) {
   }
   report(name, ok, worst);
 }
+
+// The reference attention (probabilities stored), as --attention cublas does.
+static void model_checks(const std::string& name, Pos pos, Rng& rng) { model_checks_with(name, pos, false, rng); }
 
 // The float model against the double model on the same weights and batch.
 static void float_vs_double(const std::string& name, Pos pos, Rng& rng) {
@@ -430,6 +450,8 @@ int main(int argc, char** argv) {
   op_checks(rng);
   for (const auto& [prefix, check] : kPerScheme)
     for (const PosTraits& t : kPosSchemes) check(prefix + std::string(t.name), t.pos, rng);
+  // the trainer's default attention (flash: log-sum-exps kept, probabilities rebuilt in backward)
+  for (Pos p : {Pos::rope, Pos::crope}) model_checks_with(std::string("gradcheck_model_flash_") + pos_name(p), p, true, rng);
   rope_relative(rng);
   crope_complex(rng);
   adamw_by_hand(rng);
