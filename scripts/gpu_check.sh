@@ -101,6 +101,8 @@ report() {
 }
 finish() {
   local rc=$?
+  # an exit nobody reported (a bash error): a failure, said as one
+  [ $rc != 0 ] && ! grep -q '^FAIL ' "$OUT/parts.txt" 2>/dev/null && part script fail "stopped with status $rc"
   [ $STATUS = 0 ] && [ $rc != 0 ] && STATUS=$rc
   report
   echo
@@ -244,7 +246,7 @@ else part tests_bf16 pass; fi
 # ---------------------------------------------------------------- 4. benchmark
 section "benchmark"
 if [ $EMU = 1 ]; then  # tiny sizes: the emulation runs every CUDA thread in turn
-  B=2 T=32 V=512 WARM=1 STEPS=2 EVAL=2 ROW_MAX=60
+  B=2 T=32 V=512 WARM=1 STEPS=1 EVAL=1 ROW_MAX=60
   SETTINGS=("paper:emulated tiny (C=32 L=1 H=2):1:2:32" "gpt2:emulated tiny (C=64 L=2 H=2):2:2:64")
 else
   B=16 T=1024 V=50257 WARM=5 STEPS=20 EVAL=20 ROW_MAX=90
@@ -265,7 +267,7 @@ with open(path, "wb") as f:
     f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)) + toks.tobytes())
 EOF
 {
-  echo "Benchmark: build/train, B=$B, T=$T, V=$V, random tokens; median of $STEPS steps after $WARM warm-up steps;"
+  echo "Benchmark: $BUILD/train, B=$B, T=$T, V=$V, random tokens; median of $STEPS steps after $WARM warm-up steps;"
   echo "evaluation: ms per batch of $B x $T (forward only), from the $EVAL-batch evaluation at the end."
   echo "fp32 = TF32 GEMMs (the trainer's default); bf16 = bf16 GEMM operands, fp32 accumulation and master weights."
   echo "10k steps: ms/step x 10,000; + eval adds the paper config's evaluation (20 batches every 20 steps)."
@@ -287,10 +289,11 @@ bench_row() {
   fi
   echo "-- $label $pos $prec"
   # line-buffered output, each line stamped on arrival: the final evaluation's time is the gap
-  # between the last step's line and the val line
+  # between the last step's line and the last val line (eval_every = the step count: one
+  # evaluation before the first step, which also warms the evaluation up, one after the last)
   timeout -k 5 "$t" stdbuf -oL "$BUILD/train" --device cuda --pos "$pos" --n_layer "$L" --n_head "$H" \
     --n_embd "$C" --vocab_size "$V" --max_seq_len "$T" --batch_size "$B" --seq_len "$T" \
-    --steps $((WARM + STEPS)) --lr 1e-3 --schedule constant --eval_every 0 --eval_batches "$EVAL" \
+    --steps $((WARM + STEPS)) --lr 1e-3 --schedule constant --eval_every $((WARM + STEPS)) --eval_batches "$EVAL" \
     --checkpoint_every 0 --sample_every 0 --precision "$prec" --train_data "$SHARD" --val_data "$SHARD" \
     --run_dir "$dir" 2>&1 | while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >"$dir.out"
   local rc=${PIPESTATUS[0]}

@@ -44,10 +44,10 @@ if ! grep -q '^emu:' Makefile; then
 else
   o="$tmp/emu"
   # the emulated build is make test's (a no-op then); built here when this test runs alone
-  make --no-print-directory -j2 BUILD="${BUILD:-build}" ${EMU_BUILD:+EMU_BUILD="$EMU_BUILD"} emu >"$tmp/build.log" 2>&1 ||
+  make --no-print-directory -j2 BUILD="${BUILD:-build}" ${EMU_BUILD:+EMU_BUILD="$EMU_BUILD"} emu lab-emu >"$tmp/build.log" 2>&1 ||
     echo "# make emu failed: $(tail -n 3 "$tmp/build.log")"
   start=$SECONDS
-  out=$(bash $gc --emulated --budget 50 --out "$o" 2>&1)
+  out=$(bash $gc --emulated --budget 120 --out "$o" 2>&1)
   rc=$?
   why=""
   [ $rc -eq 0 ] || why="exit status $rc; "
