@@ -471,13 +471,14 @@ def colour(g):
     return POS_COLOURS.get(g.pos, "#7f7f7f")
 
 
-def draw(ax, g, curves, per_seed=False):
+def draw(ax, g, curves, per_seed=False, label=None):
     """One group's curves: a thin line per seed (per_seed), else the mean with
     a min-max band over seeds."""
     curves = [c for c in curves if c]
     if not curves:
         return
-    label = g.label + (f" ({len(curves)} seeds)" if len(curves) > 1 else "")
+    if label is None:
+        label = g.label + (f" ({len(curves)} seeds)" if len(curves) > 1 else "")
     marker = "o" if max(len(c) for c in curves) < 4 else None  # a point or two is no line
     if per_seed:
         for i, c in enumerate(curves):
@@ -592,8 +593,11 @@ def plot_curves(groups, prefix, smooth_n, diffs):
         for i, row in enumerate(rows):
             ax = axes[0][i] if one else axes[i][j]
             if row == "acc":
-                for g in gs:
-                    draw(ax, g, [r.acc_curve for r in g.runs], per_seed=True)
+                for g in gs:  # the answer in the legend: how many seeds solved the task
+                    done = [r for r in g.runs if r.acc_curve]
+                    solved = sum(1 for r in done if r.acc_curve[-1][1] >= SOLVED)
+                    draw(ax, g, [r.acc_curve for r in done], per_seed=True,
+                         label=f"{g.label}: {solved}/{len(done)} seeds solved")
                 ax.axhline(SOLVED, color="#444444", ls="--", lw=0.9, label=f"solved ({SOLVED:g})")
                 ax.set_ylim(-0.03, 1.03)
                 toks = sorted({str(t) for r in ds_runs for t in (r.config.get("accuracy_tokens") or [])})
@@ -676,7 +680,8 @@ def plot_lengths(groups, prefix, diffs):
 def save_logs(runs, folder):
     """A small gzipped copy of each run's log in folder, NAME.jsonl.gz (NAME: the run
     folder's name), holding what the table and figures read: the config and val records
-    whole, train records as step, loss and tokens/s. compare_runs.py reads them back."""
+    whole, train records as step, loss (6 decimals) and tokens/s (whole). compare_runs.py
+    reads them back."""
     os.makedirs(folder, exist_ok=True)
     written = []
     for r in runs:
@@ -686,8 +691,10 @@ def save_logs(runs, folder):
         lines = []
         for rec in r.records:
             if rec.get("type") == "train":
-                rec = {"type": "train", "step": rec.get("step"), "loss": rec.get("loss"),
-                       "tokens_per_s": rec.get("tokens_per_s")}
+                loss, tps = rec.get("loss"), rec.get("tokens_per_s")
+                rec = {"type": "train", "step": rec.get("step"),   # drawn, never tabled: 6 digits do
+                       "loss": round(loss, 6) if isinstance(loss, float) else loss,
+                       "tokens_per_s": round(tps) if isinstance(tps, float) else tps}
             lines.append(json.dumps(rec, separators=(",", ":")) + "\n")
         path = os.path.join(folder, name + ".jsonl.gz")
         with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as g:

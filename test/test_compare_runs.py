@@ -204,7 +204,7 @@ def main():
           str(ar.get(("synthetic", "crope"))))
     svg = open(os.path.join(tmp, "out3", "cmp.svg"), encoding="utf-8").read() if rc == 0 else ""
     check("synthetic_figure_accuracy_panel", "accuracy after the markers" in svg and "solved (0.99)" in svg
-          and "one thin line per seed" in svg)
+          and "one thin line per seed" in svg and "rope: 1/2 seeds solved" in svg and "crope: 0/1 seeds solved" in svg)
     check("smoothing_on_by_default", "moving avg 2 steps" in svg)   # 1/40 of 100 steps
 
     # one seq_len only and no --eval-lengths: no lengths figure
