@@ -30,6 +30,9 @@ run_emu() {
   return "${PIPESTATUS[0]}"
 }
 for t in "$BUILD"/test/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
+if [ ! -x "$EMU_BUILD/test/test_cuda" ]; then
+  echo "SKIPPED emu: no emulated CUDA build in $EMU_BUILD (make emu BUILD=$BUILD builds it)"; skipped=$((skipped + 1))
+fi
 for t in "$EMU_BUILD"/test/test_cuda*; do
   [ -x "$t" ] || continue
   run_one "$t (emulated, forward order)" run_emu emu forward "$t"
