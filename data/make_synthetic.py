@@ -42,7 +42,7 @@ import numpy as np
 
 # Shards are written by the project's shard module (data/shards.py).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shards import write_shard  # noqa: E402
+from shards import shard_name, write_shard  # noqa: E402
 from fetch import DataError  # noqa: E402
 
 
@@ -130,7 +130,7 @@ def main(argv):
         # independent streams per split, both fixed by the seed
         rng = np.random.default_rng([a.seed, idx])
         toks, st = generate(n, rng, a.content_vocab, offsets, a.doc_len, a.marker_prob)
-        path = os.path.join(a.out, f"synthetic_{split}_000000.bin")
+        path = os.path.join(a.out, shard_name("synthetic", split, 0))
         write_shard(path, toks)
         splits[split] = {"file": os.path.basename(path), "tokens": int(n),
                          "markers": {str(a.content_vocab + k): c
