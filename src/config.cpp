@@ -63,8 +63,11 @@ const Key kKeys[] = {
     {"device", "output", &Config::device, "cpu | cuda | auto"},
     {"precision", "output", &Config::precision, "fp32 | bf16"},
     {"attention", "output", &Config::attention, "flash (saves each row's log-sum-exp, no (B,H,T,T) buffer; on the GPU head size 8, 16, 32, 64 or 128) | cublas (the reference: saves the probabilities)"},
+    {"classifier_chunk", "output", &Config::classifier_chunk, "rows of B*T per chunk of the fused LM head + loss: the logits of one chunk exist at a time (0 = the device's choice: 256 on the CPU, 4096 on the GPU)"},
     {"sample_every", "output", &Config::sample_every, "print a sample every this many steps (0 = never)"},
     {"encoder_json", "output", &Config::encoder_json, "GPT-2 encoder.json to decode samples with (ids are printed if missing)"},
+    {"zero", "parallel", &Config::zero, "with several ranks (mpirun): 1 = ZeRO-1, the AdamW moments sharded across ranks; 0 = every rank keeps them all"},
+    {"dist_timeout", "parallel", &Config::dist_timeout, "seconds a collective across ranks may wait before the run ends with an error (0 = forever)"},
     {"resume", "command line", &Config::resume, "resume RUN_DIR from its latest checkpoint (its config.json is the base)"},
     {"init_from", "command line", &Config::init_from, "initialise the weights from this .safetensors file"},
 };
@@ -224,13 +227,17 @@ Config parse_args(int argc, char** argv) {
         }
 
     // Split into (key, value) pairs first: "--key value" or "--key=value", dashes -> underscores.
-    // --overwrite is the one flag without a value.
+    // --overwrite and --memory are the flags without a value.
     std::vector<std::pair<std::string, std::string>> opts;
-    bool overwrite = false;
+    bool overwrite = false, memory = false;
     for (size_t i = 0; i < args.size(); i++) {
         const std::string& a = args[i];
         if (a == "--overwrite") {
             overwrite = true;
+            continue;
+        }
+        if (a == "--memory") {
+            memory = true;
             continue;
         }
         if (a.size() < 3 || a.compare(0, 2, "--") != 0)
@@ -282,6 +289,7 @@ Config parse_args(int argc, char** argv) {
         std::visit([&](auto field) { parse_text(value, c.*field, what); }, k->field);
     }
     c.overwrite = overwrite;
+    c.memory = memory;
     return c;
 }
 
@@ -311,6 +319,9 @@ std::string help_text() {
     std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "help, -h", "", "print this help and exit");
     s += line;
     std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "list-pos", "", "print the position schemes' names and exit");
+    s += line;
+    std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "memory", "",
+                  "print the memory a training step of this config needs, per attention mode, and exit");
     s += line;
     s += "\nposition schemes (--pos):\n";
     for (const PosTraits& t : kPosSchemes) {
@@ -378,6 +389,10 @@ void validate(const Config& c) {
     require_one_of("precision", c.precision, {"fp32", "bf16"});
     require_one_of("attention", c.attention, {"cublas", "flash"});
     require(c.sample_every >= 0, "sample_every must be >= 0, got " + std::to_string(c.sample_every));
+    require(c.classifier_chunk >= 0, "classifier_chunk must be >= 0 (0 = the device's choice), got " +
+                                         std::to_string(c.classifier_chunk));
+    require(c.zero == 0 || c.zero == 1, "zero must be 0 or 1 (ZeRO-1), got " + std::to_string(c.zero));
+    require(c.dist_timeout >= 0, "dist_timeout must be >= 0 seconds (0 = wait forever), got " + to_text(c.dist_timeout));
 }
 
 json config_to_json(const Config& c) {
@@ -410,6 +425,7 @@ ModelConfig model_config(const Config& c) {
     m.L = c.n_layer, m.H = c.n_head, m.C = c.n_embd, m.V = c.vocab_size, m.maxT = c.max_seq_len;
     m.rope_base = c.rope_base;
     m.flash = c.attention == "flash";
+    m.classifier_chunk = c.classifier_chunk;
     return m;
 }
 
@@ -430,12 +446,14 @@ double clip_scale(double grad_clip, double norm) {
 
 double model_memory_bytes(const ModelConfig& m, int B, int T, bool train) {
     // in double: an absurd config must give a large number here, not an overflowed one
-    double L = m.L, C = m.C, V = m.V, H = m.H, N = (double)B * T;
+    double L = m.L, C = m.C, V = m.Vp(), H = m.H, N = (double)B * T;
+    double chunk = std::min(N, (double)(m.classifier_chunk > 0 ? m.classifier_chunk : kCpuClassifierChunk));
     double params = V * C + (pos_traits(m.pos).learned_table ? m.maxT * C : 0) + L * 12 * C * C + 13 * L * C + 2 * C;
     double rot = pos_traits(m.pos).rotary ? 3 : 0;
-    double layer = N * C * (16 + rot) + N * 4 + (double)B * H * T * T;  // see GPT::ensure_acts
-    double acts = N * C * 3 + N * 3 + N * V + (train ? L : 1) * layer;
-    if (train) acts += N * C * (3 + 3 + rot + 8) + (double)B * H * T * T;  // backward buffers
+    double att = m.flash ? (double)B * H * T : (double)B * H * T * T;  // log-sum-exps, or the probabilities
+    double layer = N * C * (16 + rot) + N * 4 + att;                   // see GPT::ensure_acts
+    double acts = N * C * 3 + N * 3 + chunk * V + (train ? L : 1) * layer;  // logits: one classifier chunk
+    if (train) acts += N * C * (3 + 3 + rot + 8) + (m.flash ? 0 : att);  // backward buffers (+ dscores)
     double crope = pos_traits(m.pos).complex_qkv ? L * 3 * C * C + 3 * C * C : 0;
     double tables = (double)m.maxT * C * 2;
     return 4.0 * (4 * params + crope + tables + acts);  // fp32
@@ -482,5 +500,9 @@ Config stored_config(const std::string& json_text, const std::string& where) {
 
 void setup_process(char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);
-    (void)argv;
+    // Idle OpenMP threads spin by default; on a machine busy with other jobs they take the cores
+    // from the threads with work, and steps get 3-70x slower (README, Performance), while passive
+    // waiting costs well under a millisecond per step on the smallest models. libgomp reads the
+    // variable when it loads, before main: set it and start again. A user's own setting wins.
+    if (!std::getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) execv("/proc/self/exe", argv);
 }

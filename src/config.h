@@ -49,8 +49,12 @@ struct Config {
     std::string device = "auto";       // cpu | cuda | auto
     std::string precision = "fp32";    // fp32 | bf16
     std::string attention = "flash";   // flash | cublas
+    int classifier_chunk = 0;          // rows per LM head + loss chunk (0 = the device's choice)
     int sample_every = 0;
     std::string encoder_json = "data/gpt2/encoder.json";
+    // parallel (mpirun: batch_size is the global batch, split evenly across the ranks)
+    int zero = 0;                      // 1 = ZeRO-1: AdamW moments sharded across ranks
+    double dist_timeout = 600;         // seconds a collective may wait (0 = forever)
     // command line only (never read from or written to JSON)
     std::string resume;                // RUN_DIR to resume from
     std::string init_from;             // safetensors file to initialise the weights from
@@ -58,6 +62,7 @@ struct Config {
     bool overwrite = false;            // --overwrite: delete a run folder that holds a run and start anew
     bool help = false;                 // --help / -h given: main prints help_text() and exits 0
     bool list_pos = false;             // --list-pos given: main prints the scheme names, one a line
+    bool memory = false;               // --memory given: main prints the memory estimate per attention mode
 };
 
 // Defaults (or, with --resume RUN_DIR, RUN_DIR/config.json, and run_dir = RUN_DIR)
@@ -97,7 +102,8 @@ void check_host_memory(const ModelConfig& m, int B, int T, bool train);
 Config stored_config(const std::string& json_text, const std::string& where);
 
 // Process-wide defaults for every binary, first thing in main: stdout line-buffered (progress
-// reaches a pipe or a log file at once) and OpenMP's wait policy (see config.cpp).
+// reaches a pipe or a log file at once) and OpenMP's wait policy: passive unless the user set
+// OMP_WAIT_POLICY (the process starts itself again with it; see config.cpp).
 void setup_process(char** argv);
 
 // Command-line numbers for the other binaries, checked as config values are:
