@@ -98,7 +98,7 @@ then pass sample_every_during_training; else fail sample_every_during_training "
 # (accents, CJK, emoji, newlines) come back as the same text.
 mirror=${GPT2_MIRROR:-../shared/data}
 if [ -f "$mirror/gpt2/encoder.json" ]; then
-  $TRAIN $data --vocab_size 50257 --n_layer 1 --n_head 2 --n_embd 8 --max_seq_len 64 --seq_len 16 --steps 0 \
+  $TRAIN $data --vocab_size 50257 --n_layer 1 --n_head 2 --n_embd 16 --max_seq_len 64 --seq_len 16 --steps 0 \
     --eval_every 0 --checkpoint_every 1 --run_dir "$tmp/v50257" >/dev/null 2>&1
   text=$'Hello world, café 日本語 👍\n  it\'s 2026!'
   ids=$("$PYTHON" data/gpt2_tokenizer.py --mirror "$mirror" encode "$text")
