@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "pos.h"
 #ifdef HAVE_CUDA
 #include "backend_cpu.h"
 #include "backend_cuda.h"
@@ -789,21 +790,21 @@ static std::vector<TestCase> all_tests() {
         {"cuda_sum_squares", CUDA_FN(test_sum_squares)},
         {"cuda_oom_message", CUDA_FN(test_oom_message)},
     };
-    for (const char* p : {"learned", "sinusoidal", "rope", "crope"}) {
+    for (const PosTraits& scheme : kPosSchemes) {  // every position scheme
+        [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
         for (bool tf32 : {false, true}) {
-            std::string n = std::string(tf32 ? "cuda_tf32_model_" : "cuda_model_") + p;
-            t.push_back({n + "_loss", CUDA_FN([p, tf32] { return model_result(parse_pos(p), tf32).loss; })});
-            t.push_back({n + "_grads", CUDA_FN([p, tf32] { return model_result(parse_pos(p), tf32).grads; })});
-            t.push_back({n + (tf32 ? "_adamw1" : "_adamw5"),
-                         CUDA_FN([p, tf32] { return model_result(parse_pos(p), tf32).adamw; })});
+            std::string n = std::string(tf32 ? "cuda_tf32_model_" : "cuda_model_") + scheme.name;
+            t.push_back({n + "_loss", CUDA_FN([p, tf32] { return model_result(p, tf32).loss; })});
+            t.push_back({n + "_grads", CUDA_FN([p, tf32] { return model_result(p, tf32).grads; })});
+            t.push_back({n + (tf32 ? "_adamw1" : "_adamw5"), CUDA_FN([p, tf32] { return model_result(p, tf32).adamw; })});
         }
-        std::string n = std::string("cuda_bf16_model_") + p;
-        t.push_back({n + "_loss", CUDA_FN([p] { return model_bf16_result(parse_pos(p)).loss; })});
-        t.push_back({n + "_grad_norm", CUDA_FN([p] { return model_bf16_result(parse_pos(p)).grad_norm; })});
-        t.push_back({n + "_step", CUDA_FN([p] { return model_bf16_result(parse_pos(p)).step; })});
+        std::string n = std::string("cuda_bf16_model_") + scheme.name;
+        t.push_back({n + "_loss", CUDA_FN([p] { return model_bf16_result(p).loss; })});
+        t.push_back({n + "_grad_norm", CUDA_FN([p] { return model_bf16_result(p).grad_norm; })});
+        t.push_back({n + "_step", CUDA_FN([p] { return model_bf16_result(p).step; })});
     }
-    for (const char* p : {"learned", "rope", "crope"})
-        t.push_back({std::string("cuda_paper_shape_") + p, CUDA_FN([p] { return test_paper_shape_step(parse_pos(p)); })});
+    for (Pos p : {Pos::learned, Pos::rope, Pos::crope})  // the benchmark's schemes
+        t.push_back({std::string("cuda_paper_shape_") + pos_name(p), CUDA_FN([p] { return test_paper_shape_step(p); })});
     return t;
 }
 
