@@ -200,7 +200,7 @@ if [ $EMU = 1 ]; then
 else
   targets="$BUILD/train $(ls test/test_cuda*.cpp | sed "s|^test/\(.*\)\.cpp$|$BUILD/test/\1|")"
   # shellcheck disable=SC2086
-  NVCCFLAGS=${CC_FLAGS:-${NVCCFLAGS:-}} timeout -k 5 "$(cap 300)" make -j"$(nproc)" BUILD="$BUILD" NVCC="$NVCC" \
+  env ${CC_FLAGS:+"NVCCFLAGS=$CC_FLAGS"} timeout -k 5 "$(cap 300)" make -j"$(nproc)" BUILD="$BUILD" NVCC="$NVCC" \
     $targets >"$OUT/build.log" 2>&1
 fi
 rc=$?
