@@ -337,6 +337,19 @@ struct Trainer {
   }
 };
 
+// model_memory_bytes of a training step of this config under each attention mode: flash keeps
+// (B,H,T) log-sum-exps where cublas keeps every layer's (B,H,T,T) probabilities and their gradient.
+static void print_memory(const Config& c) {
+  ModelConfig mc = model_config(c);
+  mc.flash = true;
+  double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true) / 1048576.0;
+  mc.flash = false;
+  double cublas = model_memory_bytes(mc, c.batch_size, c.seq_len, true) / 1048576.0;
+  printf("memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB (flash saves "
+         "%.0f MiB)\n",
+         c.batch_size, c.seq_len, flash, cublas, cublas - flash);
+}
+
 static void print_model(const Config& c, const std::string& device, size_t bytes_per_param) {
   ModelConfig mc = model_config(c);
   ParamCounts pc = param_counts(mc);
@@ -345,6 +358,7 @@ static void print_model(const Config& c, const std::string& device, size_t bytes
   printf("parameters: total %s | embeddings %s | attention block %s\n", with_commas(pc.total).c_str(),
          with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str());
   printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
+  print_memory(c);
 }
 
 template <class BK>
@@ -368,6 +382,10 @@ int main(int argc, char** argv) {
     }
     bool resume = !cfg.resume.empty();
     validate(cfg);
+    if (cfg.memory) {  // before any folder or allocation: works for a config this machine cannot run
+      print_memory(cfg);
+      return 0;
+    }
     if (!resume) claim_run_dir(cfg.run_dir, cfg.overwrite);
     catch_stop_signals();
     const bool bf16 = cfg.precision == "bf16";  // validate() allows fp32 | bf16

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# train --memory: the memory a training step needs per attention mode, printed before any
+# folder or allocation (so it works for configs this machine cannot run: GPT-2 124M at B=16,
+# T=1024). Flash attention must save exactly the probabilities: (L + 1) (B,H,T,T) buffers (every
+# layer's probabilities and the backward's dscores) less its L (B,H,T) log-sum-exps.
+cd "$(dirname "$0")/.." || exit 1
+. test/testlib.sh
+TRAIN=${TRAIN:-build/train}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# memory_line NAME ARGS...: the estimate line, checked; sets FLASH and CUBLAS (MiB)
+memory_line() {
+  local name=$1; shift
+  local out rc
+  out=$("$TRAIN" --config configs/paper.json --run_dir "$tmp/run" "$@" --memory 2>&1)
+  rc=$?
+  FLASH=$(sed -n 's/^memory estimate, .*attention flash \([0-9]*\) MiB | cublas \([0-9]*\) MiB.*/\1/p' <<<"$out")
+  CUBLAS=$(sed -n 's/^memory estimate, .*attention flash \([0-9]*\) MiB | cublas \([0-9]*\) MiB.*/\2/p' <<<"$out")
+  if [ $rc -ne 0 ] || [ -z "$FLASH" ] || [ -z "$CUBLAS" ]; then fail "$name" "exit $rc, no estimate line in: $out"; return 1; fi
+  if [ -e "$tmp/run" ]; then fail "$name" "--memory created the run folder"; return 1; fi
+  echo "# $name: $(head -n 1 <<<"$out")"
+}
+
+# expect_saving NAME L B H T: cublas - flash is the probabilities' size (MiB, rounded)
+expect_saving() {
+  local name=$1 L=$2 B=$3 H=$4 T=$5
+  local want=$(((L + 1) * B * H * T * T * 4 - L * B * H * T * 4))
+  local got=$(((CUBLAS - FLASH) * 1048576))
+  local diff=$((got - want))
+  if [ ${diff#-} -le 1048576 ]; then pass "$name"
+  else fail "$name" "cublas $CUBLAS MiB - flash $FLASH MiB is not the probabilities' $((want / 1048576)) MiB"; fi
+}
+
+if memory_line memory_gpt2_124m --n_layer 12 --n_head 12 --n_embd 768 --batch_size 16 --seq_len 1024; then
+  expect_saving memory_gpt2_124m_saving 12 16 12 1024
+fi
+if memory_line memory_paper --batch_size 16 --seq_len 1024; then
+  expect_saving memory_paper_saving 4 16 4 1024
+fi
+# the estimate follows the config: half the batch, less memory
+flash_full=$FLASH
+if memory_line memory_half_batch --batch_size 8; then
+  if [ "$FLASH" -lt "$flash_full" ]; then pass memory_half_batch_smaller
+  else fail memory_half_batch_smaller "batch 8 needs $FLASH MiB, batch 16 $flash_full MiB"; fi
+fi
+expect_fail memory_bad_config "^error: .*batch_size" -- "$TRAIN" --config configs/paper.json --batch_size 0 --memory
+finish
