@@ -9,6 +9,8 @@
 #      B=16 T=1024) and at GPT-2 124M (C=768 L=12 H=12), fp32 (TF32 GEMMs) and bf16: ms/step,
 #      tokens/s, peak memory, evaluation ms per batch and the projected 10k-step wall time
 #      with and without the paper config's evaluation (20 batches every 20 steps) -> OUT/bench.md
+#   4b. the kernel lab: every version of every cuda/lab/ program checked against the CPU and
+#      timed (TFLOP/s or GB/s) at the paper's and 124M's shapes              -> OUT/lab.md
 #   5. compute-sanitizer memcheck and racecheck over a short subset of the GPU tests
 #   6. PyTorch (scripts/torch_reference.py) at the paper's setting, optional and bounded:
 #      torch.compile only while 2 minutes are left                   -> OUT/torch.md
@@ -340,29 +342,46 @@ for setting in "${SETTINGS[@]}"; do
   done
 done
 
-# ---------------------------------------------------------------- 4b. attention kernel lab
-# Every attention version of cuda/lab/attention.cu, checked against the CPU and timed at the
-# paper's shape (B=16 T=1024 H=4 D=32) and GPT-2 124M's (H=12 D=64): causal TFLOP/s per
-# version, so the first GPU run tells which to keep. Reference point: FlashAttention-2 runs
-# the causal forward at about 230 TFLOP/s on an H100 (D=64, T=1024, bf16).
-section "attention kernel lab"
+# ---------------------------------------------------------------- 4b. kernel lab
+# Every program of cuda/lab/ (attention, classifier, layernorm, adamw): each version checked
+# against the CPU, then timed at the paper's shapes (C=128: H=4 D=32, L=4) and GPT-2 124M's
+# (C=768: H=12 D=64, L=12), B=16 T=1024 (N=16384 rows), V=50257; TFLOP/s or GB/s per version,
+# so the first GPU run tells which version to keep. Each run's lines go into lab.md as they
+# come. Reference point: FlashAttention-2 runs the causal forward at about 230 TFLOP/s on an
+# H100 (D=64, T=1024, bf16).
+section "kernel lab"
+LAB_RUNS=(
+  "attention paper --B 16 --T 1024 --H 4 --D 32"
+  "attention 124M --B 16 --T 1024 --H 12 --D 64"
+  "classifier paper --N 16384 --C 128 --V 50257"
+  "classifier 124M --N 16384 --C 768 --V 50257"
+  "layernorm paper --N 16384 --C 128"
+  "layernorm 124M --N 16384 --C 768"
+  "adamw paper --L 4 --C 128 --V 50257 --maxT 1024"
+  "adamw 124M --L 12 --C 768 --V 50257 --maxT 1024"
+)
 {
-  echo "Attention kernel lab (cuda/lab/attention.cu; causal FLOPs, median of 20 runs):"
+  echo "Kernel lab (cuda/lab/*.cu; median of 20 runs after 3 warm-ups; attention FLOPs count the causal half):"
   echo
 } >"$OUT/lab.md"
-if [ $EMU = 1 ]; then lab_make="BUILD=$BASE EMU_BUILD=$BUILD lab-emu"; else lab_make="BUILD=$BUILD NVCC=$NVCC $BUILD/lab/attention"; fi
+if [ $EMU = 1 ]; then lab_make="BUILD=$BASE EMU_BUILD=$BUILD lab-emu"
+else lab_make="BUILD=$BUILD NVCC=$NVCC $(printf '%s\n' "${LAB_RUNS[@]}" | cut -d' ' -f1 | sort -u | sed "s|^|$BUILD/lab/|")"; fi
 # shellcheck disable=SC2086
-if timeout -k 5 "$(cap 120)" make -j"$(nproc)" $lab_make >>"$OUT/build.log" 2>&1; then
-  for shape in "paper:4:32" "124M:12:64"; do
-    IFS=: read -r label H D <<<"$shape"
-    echo "    $label:" >>"$OUT/lab.md"
-    timeout -k 5 "$(cap 60)" "$BUILD/lab/attention" --B 16 --T 1024 --H "$H" --D "$D" 2>&1 | sed 's/^/    /' |
-      tee -a "$OUT/lab.md"
+if NVCCFLAGS=${CC_FLAGS:-${NVCCFLAGS:-}} timeout -k 5 "$(cap 150)" make -j"$(nproc)" $lab_make >>"$OUT/build.log" 2>&1; then
+  for run in "${LAB_RUNS[@]}"; do
+    read -r prog label args <<<"$run"
+    t=$(cap 60)
+    if [ "$t" -lt 10 ]; then part "lab_${prog}_$label" fail "not run: the time budget ran out"; continue; fi
+    echo "    $prog, $label:" >>"$OUT/lab.md"
+    # shellcheck disable=SC2086
+    timeout -k 5 "$t" "$BUILD/lab/$prog" $args 2>&1 | sed -u 's/^/    /' | tee -a "$OUT/lab.md"
     rc=${PIPESTATUS[0]}
-    if [ "$rc" = 0 ]; then part "attention_lab_$label" pass; else part "attention_lab_$label" fail "exit $rc"; fi
+    if [ "$rc" = 0 ]; then part "lab_${prog}_$label" pass
+    elif [ "$rc" = 124 ]; then part "lab_${prog}_$label" fail "timed out after $t s"
+    else part "lab_${prog}_$label" fail "exit $rc"; fi
   done
 else
-  part attention_lab fail "make lab failed (see build.log)"
+  part lab fail "make lab failed (see build.log)"
 fi
 
 # ---------------------------------------------------------------- 5. compute-sanitizer
