@@ -274,7 +274,13 @@ Config parse_args(int argc, char** argv) {
     if (!resume.empty()) {
         std::string path = resume + "/config.json";
         try {
-            c = config_from_json(json::parse(read_text_file(path)), path);
+            json j;
+            try {
+                j = json::parse(read_text_file(path));
+            } catch (const json::exception& e) {
+                throw std::runtime_error("cannot parse " + path + ": " + e.what());
+            }
+            c = config_from_json(j, path);
         } catch (const std::exception& e) {
             throw std::runtime_error("cannot resume from '" + resume + "' (no checkpoint in it?): " + e.what());
         }

@@ -130,6 +130,9 @@ cp -r "$tmp/run_ok" "$tmp/run_negcursor"
 echo '{"step": 2, "train_data": {"epoch": 0, "cursor": -1, "seq_len": 8, "shuffle": false, "seed": 1337}}' \
   >"$tmp/run_negcursor/ckpt_000002/state.json"
 expect_fail resume_negative_cursor "^error: bad training state .*'cursor' is -1" -- "$TRAIN" --resume "$tmp/run_negcursor" --steps 3
+cp -r "$tmp/run_ok" "$tmp/run_badcfg" && echo '{"n_layer": 1,' >"$tmp/run_badcfg/config.json"
+expect_fail resume_config_not_json "^error: cannot resume from .*: cannot parse .*run_badcfg/config.json" -- \
+  "$TRAIN" --resume "$tmp/run_badcfg"
 expect_fail resume_past_steps "^error: .*is at step 2, past steps = 1" -- "$TRAIN" --resume "$tmp/run_ok" --steps 1
 
 # stfix FILE.safetensors PYTHON_CODE: rewrite a safetensors file; the code edits `meta` (the config
@@ -198,6 +201,6 @@ else pass train_sample_encoder_before_steps; fi
 # --- a config too large for the machine says how much it needs (not std::bad_alloc)
 expect_fail memory_huge_n_embd "^error: this model needs about [0-9.]+ GiB" -- run huge "$good" --n_embd 1048576 --n_head 8192
 expect_fail memory_huge_max_seq_len "^error: this model needs about [0-9.]+ GiB" -- \
-  run hugeT "$good" --max_seq_len 2000000 --seq_len 1000000
+  run hugeT "$good" --max_seq_len 20000000 --seq_len 10000000 --batch_size 8
 
 finish
