@@ -90,7 +90,7 @@ $(BINS): $(BUILD)/%: $(BUILD)/src/%.o $(LIB_OBJ) $(CUDA_OBJ)
 $(BUILD)/test/%: $(BUILD)/test/%.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
-# kernel lab: one program per kernel family (cuda/lab/*.cu), linked with the CUDA backend
+# kernel lab: one program per kernel family (cuda/lab/*.cu), linked as the tests are
 LABS := $(patsubst cuda/lab/%.cu,$(BUILD)/lab/%,$(wildcard cuda/lab/*.cu))
 lab: $(BUILD)/.deps $(if $(NVCC),$(LABS))
 	@$(if $(NVCC),,echo "error: make lab needs nvcc (or make lab-emu)" && exit 1)
@@ -102,7 +102,7 @@ $(BUILD)/lab/%.o: cuda/lab/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -fopenmp -c $< -o $@  # the CPU reference is OpenMP
 
-$(BUILD)/lab/%: $(BUILD)/lab/%.o $(CUDA_OBJ)
+$(BUILD)/lab/%: $(BUILD)/lab/%.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
 ifneq ($(EMU),)

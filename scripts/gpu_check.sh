@@ -367,7 +367,7 @@ LAB_RUNS=(
 if [ $EMU = 1 ]; then lab_make="BUILD=$BASE EMU_BUILD=$BUILD lab-emu"
 else lab_make="BUILD=$BUILD NVCC=$NVCC $(printf '%s\n' "${LAB_RUNS[@]}" | cut -d' ' -f1 | sort -u | sed "s|^|$BUILD/lab/|")"; fi
 # shellcheck disable=SC2086
-if NVCCFLAGS=${CC_FLAGS:-${NVCCFLAGS:-}} timeout -k 5 "$(cap 150)" make -j"$(nproc)" $lab_make >>"$OUT/build.log" 2>&1; then
+if env ${CC_FLAGS:+"NVCCFLAGS=$CC_FLAGS"} timeout -k 5 "$(cap 150)" make -j"$(nproc)" $lab_make >>"$OUT/build.log" 2>&1; then
   for run in "${LAB_RUNS[@]}"; do
     read -r prog label args <<<"$run"
     t=$(cap 60)
