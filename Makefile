@@ -33,6 +33,17 @@ CXXFLAGS += -DNO_CBLAS
 LDLIBS   := -fopenmp
 endif
 CXXFLAGS += $(CPPFLAGS)
+# MPI (Debian's libopenmpi-dev): data-parallel training under mpirun (src/dist.h). Without it
+# the trainer is built for one process, as it runs without mpirun anyway.
+MPI_LDLIBS := $(shell mpicc --showme:link 2>/dev/null)
+ifneq ($(MPI_LDLIBS),)
+HAVE_MPI := yes
+CXXFLAGS += -DHAVE_MPI -DOMPI_SKIP_MPICXX $(shell mpicc --showme:compile)
+LDLIBS   += $(MPI_LDLIBS)
+endif
+ifeq ($(MAKELEVEL),0)
+$(info MPI: $(if $(HAVE_MPI),found (mpicc): multi-process training with mpirun,not found: one process only (install libopenmpi-dev for mpirun)))
+endif
 
 MAINS    := src/train.cpp src/sample.cpp
 TESTS    := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_*.cpp))
@@ -59,6 +70,17 @@ NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra
 CXXFLAGS  += -DHAVE_CUDA -I$(CUDA_HOME)/include
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu))
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+endif
+
+# NCCL, the CUDA backend's collectives across ranks (cuda/nccl.cu), with MPI to launch: the
+# toolkit's nccl.h, or under the emulation its stand-in over MPI (test/cuda_emu/src/nccl.cpp)
+ifneq ($(HAVE_MPI),)
+ifneq ($(EMU),)
+NVCCFLAGS += -DHAVE_NCCL
+else ifneq ($(and $(NVCC),$(wildcard $(CUDA_HOME)/include/nccl.h)),)
+NVCCFLAGS += -DHAVE_NCCL
+LDLIBS    += -lnccl
+endif
 endif
 
 BINS     := $(patsubst src/%.cpp,$(BUILD)/%,$(MAINS))

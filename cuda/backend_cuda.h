@@ -91,6 +91,12 @@ struct CudaBackend {
     static std::string device_name();
     static size_t peak_memory();     // bytes, all allocations of this backend (incl. kernel scratch)
     static size_t current_memory();  // bytes now allocated
+    // data-parallel collectives over the ranks on device memory (cuda/nccl.cu: NCCL, as
+    // src/dist.h's host collectives: in place, a block per rank)
+    static void allreduce_sum(float* x, size_t n);
+    static void reduce_scatter_sum(float* x, size_t block);
+    static void allgather(float* x, size_t block);
+    static void use_device(int local_rank);  // one GPU per process: local_rank modulo the GPUs
 
     static constexpr auto encoder_forward = gpu::encoder_forward;
     static constexpr auto encoder_backward = gpu::encoder_backward;

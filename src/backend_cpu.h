@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "dist.h"
 #include "ops/adamw.h"
 #include "ops/attention.h"
 #include "ops/crope.h"
@@ -29,6 +30,10 @@ struct CpuBackend {
   static void copy_ints_from_host(int* dst, const int* src, size_t n) { std::memcpy(dst, src, n * sizeof(int)); }
   static void synchronize() {}
   static std::string device_name() { return "cpu"; }
+  // data-parallel collectives over the ranks (src/dist.h: MPI on host memory)
+  static void allreduce_sum(T* x, size_t n) { dist::allreduce_sum(x, n); }
+  static void reduce_scatter_sum(T* x, size_t block) { dist::reduce_scatter_sum(x, block); }
+  static void allgather(T* x, size_t block) { dist::allgather(x, block); }
 
   static constexpr auto encoder_forward = cpu::encoder_forward<T>;
   static constexpr auto encoder_backward = cpu::encoder_backward<T>;

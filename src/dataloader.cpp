@@ -158,8 +158,9 @@ void DataLoader::window(size_t i, size_t* shard, size_t* offset) const {
     *offset = (g - first_window_[s]) * (size_t)T_;
 }
 
-void DataLoader::next_batch(int* inputs, int* targets) {
+void DataLoader::next_batch(int* inputs, int* targets, int row0, int rows) {
     if (T_ == 0) throw std::runtime_error("DataLoader::next_batch called before start()");
+    if (rows < 0) rows = B_;
     for (int b = 0; b < B_; b++) {
         if (cursor_ == first_window_.back()) {  // epoch done: the rest of the batch comes from the next one
             epoch_++;
@@ -168,12 +169,24 @@ void DataLoader::next_batch(int* inputs, int* targets) {
         }
         size_t s, off;
         window(cursor_++, &s, &off);
+        if (b < row0 || b >= row0 + rows) continue;  // another rank's row
         const uint16_t* tok = shards_[s].data() + off;  // T+1 tokens
+        size_t r = b - row0;
         for (int t = 0; t < T_; t++) {
-            inputs[(size_t)b * T_ + t] = tok[t];
-            targets[(size_t)b * T_ + t] = tok[t + 1];
+            inputs[r * T_ + t] = tok[t];
+            targets[r * T_ + t] = tok[t + 1];
         }
     }
+}
+
+uint64_t DataLoader::fingerprint() const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the shards' sizes and tokens
+    for (const auto& sh : shards_) {
+        uint64_t n = sh.size();
+        for (size_t i = 0; i < sizeof n; i++) h = (h ^ ((n >> (8 * i)) & 0xff)) * 1099511628211ull;
+        for (uint16_t t : sh) h = (((h ^ (t & 0xff)) * 1099511628211ull) ^ (t >> 8)) * 1099511628211ull;
+    }
+    return h;
 }
 
 nlohmann::json DataLoader::state() const {

@@ -25,8 +25,12 @@ public:
 
     // Starts epoch 0 at its first window. Throws if the split has fewer than B windows of T+1 tokens.
     void start(int B, int T, bool shuffle, uint64_t seed);
-    // Fills inputs and targets, B*T ints each (row b = window b).
-    void next_batch(int* inputs, int* targets);
+    // Fills inputs and targets, B*T ints each (row b = window b). Data parallel: a rank passes
+    // its rows [row0, row0 + rows) of the global batch (buffers of rows*T ints); every rank
+    // advances by the whole batch, so the position is the same everywhere.
+    void next_batch(int* inputs, int* targets, int row0 = 0, int rows = -1);
+    // Hash of every token of the split, to check that all ranks read the same data.
+    uint64_t fingerprint() const;
 
     // Position for bit-exact resume: {"epoch", "cursor", "seq_len", "shuffle", "seed"}.
     nlohmann::json state() const;

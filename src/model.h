@@ -3,12 +3,14 @@
 // in backend_cpu.h, CudaBackend in cuda/backend_cuda.h) supplies memory and the ops;
 // this file says in which order they run: forward, backward, AdamW update.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "dist.h"
 #include "pos.h"
 #include "rng.h"
 
@@ -130,6 +132,7 @@ struct GPT {
   std::vector<ParamTensor> layout;
   size_t num_params = 0;
   T *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
+  dist::Shard shard;  // data parallel: the part of the parameters whose AdamW moments m, v hold
   Tensors w, g;
   T *qkv_expanded = nullptr, *dqkv_w = nullptr;  // complex_qkv: real (L,3C,C) weights and a (3C,C) gradient
   T *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
@@ -145,6 +148,7 @@ struct GPT {
     v = BK::alloc(num_params);
     w = point(params);
     g = point(grads);
+    shard = dist::shard_of(num_params, false);
     if (pt.complex_qkv) {
       qkv_expanded = BK::alloc((size_t)cfg.L * 3 * cfg.C * cfg.C);
       dqkv_w = BK::alloc((size_t)3 * cfg.C * cfg.C);
@@ -185,6 +189,18 @@ struct GPT {
       else if (n == "lnf.bias") t.lnfb = x;
     }
     return t;
+  }
+
+  // ZeRO-1 over the ranks of dist::group(): m and v keep only this rank's shard; params and
+  // grads grow to block x world elements (a zero tail) so collectives split them evenly.
+  // Call before the weights are set.
+  void shard_optimizer() {
+    shard = dist::shard_of(num_params, true);
+    if (!shard.zero) return;
+    for (T** p : {&params, &grads}) BK::free(*p), *p = BK::alloc(shard.block * dist::group().world);
+    for (T** p : {&m, &v}) BK::free(*p), *p = BK::alloc(shard.block);
+    w = point(params);
+    g = point(grads);
   }
 
   // Uploads a host copy of all parameters (layout order).
@@ -310,7 +326,9 @@ struct GPT {
     BK::matmul_forward(a.logits, a.lnf, w.wte, nullptr, (int)N, (int)C, cfg.V);  // (B,T,V), tied head
     if (!targets) return 0.0;
     BK::copy_ints_from_host(a.targets, targets, N);
-    BK::softmax_crossentropy(a.logits, a.losses, a.targets, (int)N, cfg.V, grad ? T(1.0 / N) : T(0));
+    // the loss gradient is scaled by 1 / (tokens of all ranks): summed over ranks, it is the global mean's
+    double dscale = 1.0 / ((double)N * dist::group().world);
+    BK::softmax_crossentropy(a.logits, a.losses, a.targets, (int)N, cfg.V, grad ? T(dscale) : T(0));
     host_losses.resize(N);
     BK::copy_to_host(host_losses.data(), a.losses, N);
     double sum = 0;
@@ -388,10 +406,27 @@ struct GPT {
 
   double grad_norm() const { return std::sqrt(BK::sum_squares(grads, num_params)); }
 
+  // Data parallel: sums the gradients over the ranks (with ZeRO-1 only this rank's shard, by a
+  // reduce-scatter) and returns the global gradient norm. A no-op sum at world size 1.
+  double reduce_grads() {
+    if (!shard.zero) {
+      BK::allreduce_sum(grads, num_params);
+      return grad_norm();
+    }
+    BK::reduce_scatter_sum(grads, shard.block);
+    size_t n = shard.end - shard.begin;
+    return std::sqrt(dist::sum(n ? BK::sum_squares(grads + shard.begin, n) : 0.0));
+  }
+
   // One AdamW step (t is 1-based). decay_all: every tensor decays, else only matrices.
+  // With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
   void update(float lr, float beta1, float beta2, float eps, float wd, bool decay_all, int t, float gscale) {
-    for (const auto& p : layout)
-      BK::adamw_update(params + p.offset, grads + p.offset, m + p.offset, v + p.offset, p.numel, lr, beta1, beta2,
-                       eps, (decay_all || p.matrix) ? wd : 0.0f, t, gscale);
+    for (const auto& p : layout) {
+      size_t b = std::max(p.offset, shard.begin), e = std::min(p.offset + p.numel, shard.end);
+      if (b < e)
+        BK::adamw_update(params + b, grads + b, m + (b - shard.begin), v + (b - shard.begin), e - b, lr, beta1, beta2,
+                         eps, (decay_all || p.matrix) ? wd : 0.0f, t, gscale);
+    }
+    if (shard.zero) BK::allgather(params, shard.block);
   }
 };

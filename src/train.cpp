@@ -23,6 +23,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "dataloader.h"
+#include "dist.h"
 #include "log.h"
 #include "model.h"
 #include "model_io.h"
@@ -111,6 +112,10 @@ struct Trainer {
   std::unique_ptr<JsonlLog> log;
   std::unique_ptr<GPT2Decoder> decoder;  // for samples (nullptr: ids are printed)
   int step = 0;
+  // data parallel (src/dist.h): batch_size is the global batch; this rank takes its rows
+  // [row0, row0 + rows) of every batch, training and validation alike
+  const dist::Group& dg = dist::group();
+  int rows = cfg.batch_size / dg.world, row0 = dg.rank * rows;
 
   explicit Trainer(const Config& c)
       : cfg(c), mc(model_config(c)), model(mc), train(c.train_data, "train", c.vocab_size) {
@@ -126,6 +131,9 @@ struct Trainer {
       if (val) val->start(cfg.batch_size, t, false, 0);  // a split too small for B x (t+1) fails now, not after training
     }
     model.set_max_positions(longest);
+    if (cfg.zero) model.shard_optimizer();
+    dist::check_same("training data", std::to_string(train.fingerprint()));
+    if (val) dist::check_same("validation data", std::to_string(val->fingerprint()));
     // a broken encoder.json fails now, not after training steps ran
     if (cfg.sample_every > 0) decoder = open_decoder(cfg.encoder_json, mc.V);
   }
@@ -143,10 +151,12 @@ struct Trainer {
       throw std::runtime_error("the weights are not finite at step " + std::to_string(step) +
                                " (diverged; try a lower lr or grad_clip): no checkpoint written, 'latest' still names"
                                " the last good one");
+    auto m = moments(model.m), v = moments(model.v);  // every rank takes part; rank 0 writes
+    if (dg.rank != 0) return;
     std::string dir = checkpoint_write(cfg.run_dir, step, [&](const std::string& tmp) {
       std::map<std::string, std::string> meta = {{"config", config_to_json(cfg).dump()},
                                                  {"step", std::to_string(step)}};
-      auto p = model.get(model.params), m = model.get(model.m), v = model.get(model.v);
+      auto p = model.get(model.params);
       safetensors_write(tmp + "/model.safetensors", tensors(p, ""), meta);
       auto mv = tensors(m, "m.");
       auto vt = tensors(v, "v.");
@@ -157,11 +167,24 @@ struct Trainer {
     });
     printf("checkpoint: %s\n", dir.c_str());
   }
+  // The AdamW moments of the whole model on rank 0 (ZeRO-1: gathered from every rank's shard).
+  std::vector<T> moments(const T* buf) const {
+    const dist::Shard& s = model.shard;
+    if (!s.zero) return model.get(buf);
+    std::vector<T> mine(s.block), all(s.block * dg.world);
+    BK::copy_to_host(mine.data(), buf, s.end - s.begin);
+    dist::gather(mine.data(), all.data(), s.block);
+    all.resize(model.num_params);
+    return all;
+  }
+  // Every rank reads the checkpoint (a shared folder) and keeps its shard of the moments: any
+  // number of ranks resumes a checkpoint written by any other number.
   void load_checkpoint(const std::string& dir) {
     model.set_params(flat_from(safetensors_read(dir + "/model.safetensors"), ""));
     StFile opt = safetensors_read(dir + "/optim.safetensors");
-    BK::copy_from_host(model.m, flat_from(opt, "m.").data(), model.num_params);
-    BK::copy_from_host(model.v, flat_from(opt, "v.").data(), model.num_params);
+    const dist::Shard& s = model.shard;
+    BK::copy_from_host(model.m, flat_from(opt, "m.").data() + s.begin, s.end - s.begin);
+    BK::copy_from_host(model.v, flat_from(opt, "v.").data() + s.begin, s.end - s.begin);
     const std::string path = dir + "/state.json";
     json state;
     try {
@@ -201,15 +224,18 @@ struct Trainer {
       size_t batches = cfg.eval_batches > 0 ? std::max<size_t>(1, (size_t)cfg.eval_batches * cfg.seq_len / Te)
                                             : std::max<size_t>(1, val->num_windows(Te) / B);
       val->start(B, Te, false, 0);
-      std::vector<int> in((size_t)B * Te), tg((size_t)B * Te);
+      std::vector<int> in((size_t)rows * Te), tg((size_t)rows * Te);
       double sum = 0;
       size_t hits = 0, counted = 0;
       for (size_t i = 0; i < batches; i++) {
-        val->next_batch(in.data(), tg.data());
-        sum += model.forward(in.data(), tg.data(), B, Te, false);
+        val->next_batch(in.data(), tg.data(), row0, rows);
+        sum += model.forward(in.data(), tg.data(), rows, Te, false);
         count_hits(in, tg, hits, counted);
       }
-      double loss = sum / batches;
+      // every rank saw its rows of each batch: the mean of the ranks' means is the batch mean
+      double loss = dist::sum(sum) / dg.world / batches;
+      hits = (size_t)dist::sum((long long)hits);
+      counted = (size_t)dist::sum((long long)counted);
       json rec = {{"type", "val"}, {"step", step}, {"loss", loss}, {"seq_len", Te}, {"tokens", batches * B * Te}};
       std::string acc;
       if (counted) {
@@ -218,7 +244,7 @@ struct Trainer {
         acc = " | accuracy " + std::to_string((double)hits / counted).substr(0, 6) + " (" + std::to_string(counted) + ")";
       }
       printf("val | step %d | seq_len %d | loss %.4f | ppl %.2f%s\n", step, Te, loss, std::exp(loss), acc.c_str());
-      log->write(rec);
+      record(rec);
       if (!std::isfinite(loss))
         throw std::runtime_error("validation loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
                                  " (diverged; try a lower lr or grad_clip)");
@@ -262,41 +288,48 @@ struct Trainer {
     cfg.init_sha256 = sha256_file(cfg.init_from);  // recorded in config.json, the log and the checkpoints
   }
 
+  // The run's log is rank 0's.
+  void record(const json& rec) {
+    if (log) log->write(rec);
+  }
+
   // Runs the training loop; returns the exit status: 0, or 128 + signal when stopped by one.
   int run(bool resume) {
-    make_run_dir(cfg.run_dir);
+    const bool root = dg.rank == 0;  // rank 0 writes the run folder; the others only read it
+    if (root) make_run_dir(cfg.run_dir);
     if (resume) {
       load_checkpoint(checkpoint_latest(cfg.run_dir));
-      log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", true);
-      log->truncate_after(step);
+      if (root) log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", true);
+      if (root) log->truncate_after(step);
       printf("resumed %s at step %d\n", cfg.run_dir.c_str(), step);
     } else {
       if (!cfg.init_from.empty()) load_init_weights();
       else model.init(cfg.seed);
-      log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", false);
+      if (root) log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", false);
     }
-    write_text_file_atomic(cfg.run_dir + "/config.json", config_to_json(cfg).dump(2) + "\n");
+    if (root) write_text_file_atomic(cfg.run_dir + "/config.json", config_to_json(cfg).dump(2) + "\n");
     ParamCounts pc = param_counts(mc);
     if (!resume)
-      log->write({{"type", "config"},
+      record({{"type", "config"},
                   {"config", config_to_json(cfg)},
                   {"params", {{"total", pc.total}, {"embeddings", pc.embeddings}, {"attention", pc.attention}}}});
 
     const int B = cfg.batch_size, Tn = cfg.seq_len;
-    std::vector<int> in((size_t)B * Tn), tg((size_t)B * Tn);
+    std::vector<int> in((size_t)rows * Tn), tg((size_t)rows * Tn);
     StepClock clock(std::max(20, cfg.eval_every));  // a window that always holds an evaluation
     while (step < cfg.steps) {
       if (cfg.eval_every > 0 && step % cfg.eval_every == 0) evaluate();
       if (cfg.sample_every > 0 && step % cfg.sample_every == 0 && step > 0) print_sample();
       auto t0 = std::chrono::steady_clock::now();
 
-      train.next_batch(in.data(), tg.data());
-      double loss = model.forward(in.data(), tg.data(), B, Tn, true);
+      train.next_batch(in.data(), tg.data(), row0, rows);
+      // the global batch's mean loss (all ranks see the same value, and stop together on NaN)
+      double loss = dist::sum(model.forward(in.data(), tg.data(), rows, Tn, true)) / dg.world;
       if (!std::isfinite(loss))
         throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
                                  " (diverged; try a lower lr or grad_clip)");
       model.backward();
-      double norm = model.grad_norm();
+      double norm = model.reduce_grads();  // summed over ranks; the global norm
       double lr = lr_at(cfg, step);
       model.update((float)lr, (float)cfg.beta1, (float)cfg.beta2, (float)cfg.eps, (float)cfg.weight_decay,
                    cfg.decay == "all", step + 1, (float)clip_scale(cfg.grad_clip, norm));
@@ -309,7 +342,7 @@ struct Trainer {
       double eta = clock.eta(cfg.steps - step);
       printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | ETA %s\n", step, cfg.steps,
              loss, lr, norm, ms, tps, duration(eta).c_str());
-      log->write({{"type", "train"},
+      record({{"type", "train"},
                   {"step", step},
                   {"loss", loss},
                   {"lr", lr},
@@ -317,7 +350,7 @@ struct Trainer {
                   {"step_ms", ms},
                   {"tokens_per_s", tps},
                   {"eta_s", eta}});
-      if (g_stop_signal) return stop();
+      if (int sig = dist::max(g_stop_signal)) return stop(sig);  // a signal to any rank stops all, at the same step
       if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) save_checkpoint();
     }
     if (cfg.eval_every > 0) evaluate();
@@ -327,11 +360,10 @@ struct Trainer {
 
   // After SIGINT / SIGTERM: a checkpoint of the finished step (also with checkpoint_every 0), a
   // "stopped" record, and the exit status a shell gives a process ended by that signal.
-  int stop() {
-    int sig = g_stop_signal;
+  int stop(int sig) {
     const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
     save_checkpoint();
-    log->write({{"type", "stopped"}, {"step", step}, {"signal", name}});
+    record({{"type", "stopped"}, {"step", step}, {"signal", name}});
     printf("stopped by %s at step %d; continue with: --resume %s\n", name, step, cfg.run_dir.c_str());
     return 128 + sig;
   }
@@ -362,14 +394,17 @@ static void print_model(const Config& c, const std::string& device, size_t bytes
 }
 
 template <class BK>
-static int train_with(const Config& cfg, bool resume, const std::string& device) {
+static int train_with(const Config& cfg, bool resume, std::string device) {
+  const dist::Group& dg = dist::group();
+  if (dg.world > 1) device += " x " + std::to_string(dg.world) + " ranks" + (cfg.zero ? " (ZeRO-1)" : "");
   print_model(cfg, device, sizeof(typename BK::real));
   Trainer<BK> t(cfg);
   return t.run(resume);
 }
 
-int main(int argc, char** argv) {
-  setup_process(argv);
+static int fail(const std::string& msg);
+
+static int train_main(int argc, char** argv) {
   try {
     Config cfg = parse_args(argc, argv);  // --resume RUN_DIR starts from RUN_DIR/config.json
     if (cfg.help) {
@@ -386,7 +421,17 @@ int main(int argc, char** argv) {
       print_memory(cfg);
       return 0;
     }
-    if (!resume) claim_run_dir(cfg.run_dir, cfg.overwrite);
+    const dist::Group& dg = dist::group();
+    if (dg.world > 1) {  // under mpirun: rank 0 prints and writes the run folder
+      if (dg.rank != 0 && !freopen("/dev/null", "w", stdout)) throw std::runtime_error("cannot silence rank's stdout");
+      if (cfg.batch_size % dg.world)
+        throw std::runtime_error("batch_size " + std::to_string(cfg.batch_size) + " is the global batch, split evenly" +
+                                 " across the " + std::to_string(dg.world) + " ranks: give a multiple of " +
+                                 std::to_string(dg.world));
+      dist::set_timeout(cfg.dist_timeout);
+      dist::check_same("config", config_to_json(cfg).dump());
+    }
+    if (!resume && dg.rank == 0) claim_run_dir(cfg.run_dir, cfg.overwrite);
     catch_stop_signals();
     const bool bf16 = cfg.precision == "bf16";  // validate() allows fp32 | bf16
 
@@ -404,6 +449,7 @@ int main(int argc, char** argv) {
                                  ", got n_embd/n_head = " + std::to_string(hd) + " (use --attention cublas)");
       // mixed precision inside the CUDA backend: bf16 GEMM operands, fp32 master weights and the rest
       ::gpu::set_precision_bf16(bf16);
+      if (dg.world > 1) CudaBackend::use_device(dg.local_rank);
       int rc = train_with<CudaBackend>(cfg, resume, "cuda (" + CudaBackend::device_name() + ")");
       printf("peak device memory: %.1f MiB\n", CudaBackend::peak_memory() / 1048576.0);
       return rc;
@@ -417,12 +463,29 @@ int main(int argc, char** argv) {
     check_host_memory(model_config(cfg), cfg.batch_size, longest, true);
     return train_with<CpuBackend<float>>(cfg, resume, "cpu");
   } catch (const std::bad_alloc&) {
-    fflush(stdout);
-    fprintf(stderr, "error: out of memory (make the model, batch_size or seq_len smaller)\n");
-    return 1;
+    return fail("out of memory (make the model, batch_size or seq_len smaller)");
   } catch (const std::exception& e) {
-    fflush(stdout);
-    fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return fail(e.what());
   }
+}
+
+// An error on one rank of several ends them all (the others may be waiting in a collective).
+static int fail(const std::string& msg) {
+  if (dist::group().world > 1) dist::abort_all(msg, 1);
+  fflush(stdout);
+  fprintf(stderr, "error: %s\n", msg.c_str());
+  return 1;
+}
+
+// One process per device under mpirun or srun (src/dist.h); alone, a world of one.
+int main(int argc, char** argv) {
+  setup_process(argv);
+  try {
+    dist::init(&argc, &argv);
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  int rc = train_main(argc, argv);
+  dist::finalize();
+  return rc;
 }

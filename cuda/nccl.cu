@@ -1,0 +1,83 @@
+// Data-parallel collectives of the CUDA backend: NCCL over every rank of src/dist.h's process
+// group (rank 0 makes the NCCL id, MPI broadcasts it). Each collective runs on the backend's
+// stream and is waited for under dist::Watch, so a rank that never joins ends the others with
+// the timeout's message instead of a hang. A build without NCCL (no nccl.h, or no MPI)
+// trains on one GPU and says so if started on more ranks.
+#include "backend_cuda.h"
+#include "common.cuh"
+#include "dist.h"
+
+#ifdef HAVE_NCCL
+#include <nccl.h>
+
+#define ncclCheck(call)                                                                                 \
+    do {                                                                                                \
+        ncclResult_t r_ = (call);                                                                       \
+        if (r_ != ncclSuccess)                                                                          \
+            throw std::runtime_error(std::string("NCCL error in ") + #call + ": " + ncclGetErrorString(r_)); \
+    } while (0)
+
+namespace {
+ncclComm_t comm() {
+    static ncclComm_t c = [] {
+        const dist::Group& g = dist::group();
+        ncclUniqueId id;
+        if (g.rank == 0) ncclCheck(ncclGetUniqueId(&id));
+        dist::broadcast(&id, sizeof id);
+        ncclComm_t made;
+        dist::Watch w("NCCL communicator setup");
+        ncclCheck(ncclCommInitRank(&made, g.world, id, g.rank));
+        return made;
+    }();
+    return c;
+}
+
+// Waits for the collective under the watchdog: NCCL calls return before the work is done.
+void finish(const char* what) {
+    dist::Watch w(what);
+    cudaCheck(cudaStreamSynchronize(0));
+}
+}  // namespace
+
+void CudaBackend::allreduce_sum(float* x, size_t n) {
+    if (dist::group().world == 1) return;
+    ncclCheck(ncclAllReduce(x, x, n, ncclFloat, ncclSum, comm(), 0));
+    finish("NCCL all-reduce");
+}
+
+// in place: rank r's result lands in its own block of x (NCCL's in-place reduce-scatter layout)
+void CudaBackend::reduce_scatter_sum(float* x, size_t block) {
+    if (dist::group().world == 1) return;
+    ncclCheck(ncclReduceScatter(x, x + dist::group().rank * block, block, ncclFloat, ncclSum, comm(), 0));
+    finish("NCCL reduce-scatter");
+}
+
+void CudaBackend::allgather(float* x, size_t block) {
+    if (dist::group().world == 1) return;
+    ncclCheck(ncclAllGather(x + dist::group().rank * block, x, block, ncclFloat, comm(), 0));
+    finish("NCCL all-gather");
+}
+
+#else
+
+static void no_nccl() {
+    throw std::runtime_error("this build has no NCCL (nccl.h and MPI are needed at build time): the CUDA backend "
+                             "trains on one rank only");
+}
+void CudaBackend::allreduce_sum(float*, size_t) {
+    if (dist::group().world > 1) no_nccl();
+}
+void CudaBackend::reduce_scatter_sum(float*, size_t) {
+    if (dist::group().world > 1) no_nccl();
+}
+void CudaBackend::allgather(float*, size_t) {
+    if (dist::group().world > 1) no_nccl();
+}
+
+#endif
+
+void CudaBackend::use_device(int local_rank) {
+    int n = 0;
+    cudaCheck(cudaGetDeviceCount(&n));
+    if (n > 0) cudaCheck(cudaSetDevice(local_rank % n));
+}

@@ -1,0 +1,70 @@
+// Data-parallel training: one process per device, launched by mpirun (or srun --mpi=pmix).
+// MPI gives the process group and the CPU backend's collectives; the CUDA backend sums its
+// gradients with NCCL (cuda/nccl.cu). A binary built without MPI, or started without a
+// launcher, is a world of one rank and every collective here is a no-op.
+//
+// Every rank runs the same steps and calls the same collectives in the same order. Each
+// collective is watched: one that has not finished after the timeout (set_timeout) ends its
+// process with a message naming it, and the launcher then ends the other ranks, so a dead or
+// stuck rank never leaves the others hanging.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dist {
+
+struct Group {
+  int rank = 0, world = 1;
+  int local_rank = 0;  // rank among the processes of this machine: picks the GPU
+  bool mpi = false;    // MPI_Init was called
+};
+const Group& group();
+// Joins the launcher's process group when there is one (mpirun, srun --mpi=pmix), else world 1.
+void init(int* argc, char*** argv);
+// Seconds a collective may take before its process ends with an error (0 = wait forever).
+void set_timeout(double seconds);
+void finalize();
+// Ends every rank: "error: rank r/N: msg" on stderr, then MPI_Abort (world > 1).
+[[noreturn]] void abort_all(const std::string& msg, int code);
+// "rank r/N: " in a multi-rank run, "" otherwise (a prefix for messages).
+std::string rank_prefix();
+
+// ZeRO-1 split of a flat buffer of n elements: rank r owns [r*block, min((r+1)*block, n)).
+// block is a multiple of 32 elements so a shard starts aligned; buffers hold block*world.
+struct Shard {
+  bool zero = false;      // optimiser state sharded (--zero 1)
+  size_t begin = 0, end = 0, block = 0;
+};
+Shard shard_of(size_t n, bool zero);
+
+// Host collectives (float and double; no-ops at world 1).
+void allreduce_sum(float* x, size_t n);
+void allreduce_sum(double* x, size_t n);
+double sum(double x);
+long long sum(long long x);
+int max(int x);
+// In place over a buffer of block*world elements: rank r's block gets the sum of everyone's.
+void reduce_scatter_sum(float* x, size_t block);
+void reduce_scatter_sum(double* x, size_t block);
+// In place: every rank's block of x (block*world elements) is copied to every rank.
+void allgather(float* x, size_t block);
+void allgather(double* x, size_t block);
+// Rank 0 gets every rank's `block` elements of mine, in rank order, in all (block*world).
+void gather(const float* mine, float* all, size_t block);
+void gather(const double* mine, double* all, size_t block);
+void broadcast(void* bytes, size_t n);  // rank 0's bytes to every rank
+void barrier();
+// Throws, on every rank, when ranks hold different values of `what` (a config, a dataset).
+void check_same(const std::string& what, const std::string& value);
+
+// Marks a collective for the timeout watchdog while it runs (the NCCL path uses it too).
+struct Watch {
+  explicit Watch(const char* what);
+  ~Watch();
+};
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull);
+
+}  // namespace dist
