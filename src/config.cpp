@@ -509,6 +509,7 @@ void setup_process(char** argv) {
     // Idle OpenMP threads spin by default; on a machine busy with other jobs they take the cores
     // from the threads with work, and steps get 3-70x slower (README, Performance), while passive
     // waiting costs well under a millisecond per step on the smallest models. libgomp reads the
-    // variable when it loads, before main: set it and start again. A user's own setting wins.
+    // variable when it loads, before main: set it and start again. A user's own setting wins
+    // (set one to run under valgrind, whose /proc/self/exe is not the program).
     if (!std::getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) execv("/proc/self/exe", argv);
 }
