@@ -53,6 +53,9 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
 void residual_forward(float* out, const float* a, const float* b, size_t n);
 
 void softmax_crossentropy(float* logits, float* losses, const int* targets, int N, int V, float dscale);
+// The same over rows of ld >= V columns (the padded vocabulary): columns [V, ld) are left out of
+// the softmax and get dlogits 0. float4 loads when ld % 4 == 0 and logits is 16-byte aligned.
+void classifier_loss(float* logits, float* losses, const int* targets, int N, int V, int ld, float dscale);
 
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2,
                   float eps, float wd, int t, float gscale);
@@ -116,6 +119,9 @@ struct CudaBackend {
     static constexpr auto gelu_backward = gpu::gelu_backward;
     static constexpr auto residual_forward = gpu::residual_forward;
     static constexpr auto softmax_crossentropy = gpu::softmax_crossentropy;
+    static constexpr auto classifier_loss = gpu::classifier_loss;
+    // rows per classifier chunk: 4096 x 50304 fp32 logits (786 MiB, a quarter of the paper batch's)
+    static constexpr int classifier_chunk = 4096;
     static constexpr auto adamw_update = gpu::adamw_update;
     static constexpr auto sum_squares = gpu::sum_squares;
 };

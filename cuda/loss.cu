@@ -1,8 +1,12 @@
-// Fused softmax + cross-entropy over the vocabulary. One block per row (N rows of V logits):
-// an online (running max, rescaled sum) pass gives log-sum-exp in a single read; the loss
-// is logsumexp - z[target]; when dscale != 0 a second pass overwrites the logits with
-// dlogits = (softmax - onehot) * dscale. Probabilities are never stored separately.
+// Fused softmax + cross-entropy over the vocabulary, the classifier's loss step (model.h runs
+// it on one chunk of rows at a time, between the LM head GEMM and its backward GEMMs).
+// One block per row of ld >= V logits (the padded vocabulary): an online (running max,
+// rescaled sum) pass gives log-sum-exp in a single read of the V real columns; the loss is
+// logsumexp - z[target]; when dscale != 0 a second pass overwrites the row with
+// dlogits = (softmax - onehot) * dscale, and 0 in the padded columns. Probabilities are never
+// stored separately.
 #include <cmath>
+#include <type_traits>
 
 #include "backend_cuda.h"
 #include "common.cuh"
@@ -13,21 +17,30 @@ namespace {
 
 constexpr int kLossThreads = 512;
 
+// W columns per load: 4 (float4; ld % 4 == 0 and 16-byte aligned rows) or 1. Columns at or
+// past V (the padding) are skipped by the reduction and written as 0.
+template <int W>
 __global__ void __launch_bounds__(kLossThreads)
-    softmax_crossentropy_kernel(float* __restrict__ logits, float* __restrict__ losses,
-                                const int* __restrict__ targets, int V, float dscale) {
+    classifier_loss_kernel(float* __restrict__ logits, float* __restrict__ losses, const int* __restrict__ targets,
+                           int V, int ld, float dscale) {
+    using Vec = typename std::conditional<W == 4, float4, float>::type;
     __shared__ float sh_m[32], sh_s[32];
     __shared__ float sh_target_logit, sh_logsum;
     const int row = blockIdx.x;
-    float* z = logits + (size_t)row * V;
+    float* z = logits + (size_t)row * ld;
+    Vec* zv = reinterpret_cast<Vec*>(z);
+    const int nvec = ld / W;
     const int target = targets[row];
     const bool target_ok = target >= 0 && target < V;
     if (threadIdx.x == 0) sh_target_logit = target_ok ? z[target] : NAN;  // read before anything is overwritten
 
     // each thread: online max / sum over its strided columns
     float m = -INFINITY, s = 0.0f;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        lse_push(m, s, z[v]);
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+        Vec x = zv[i];
+        const float* xs = reinterpret_cast<const float*>(&x);
+        for (int k = 0; k < W; k++)
+            if (i * W + k < V) lse_push(m, s, xs[k]);
     }
     // warp, then block, in a fixed tree order
     warp_lse(m, s);
@@ -50,20 +63,34 @@ __global__ void __launch_bounds__(kLossThreads)
     __syncthreads();  // also orders the target read before the overwrites below
     if (dscale != 0.0f) {
         const float logsum = sh_logsum;
-        for (int v = threadIdx.x; v < V; v += blockDim.x) {
-            float d = expf(z[v] - logsum) * dscale;
-            if (v == target) d -= dscale;
-            z[v] = d;
+        for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+            Vec x = zv[i];
+            float* xs = reinterpret_cast<float*>(&x);
+            for (int k = 0; k < W; k++) {
+                const int v = i * W + k;
+                float d = v < V ? expf(xs[k] - logsum) * dscale : 0.0f;
+                if (v == target) d -= dscale;
+                xs[k] = d;
+            }
+            zv[i] = x;
         }
     }
 }
 
 }  // namespace
 
-void softmax_crossentropy(float* logits, float* losses, const int* targets, int N, int V, float dscale) {
+void classifier_loss(float* logits, float* losses, const int* targets, int N, int V, int ld, float dscale) {
     if (N <= 0 || V <= 0) return;
-    softmax_crossentropy_kernel<<<N, kLossThreads>>>(logits, losses, targets, V, dscale);
+    if (ld < V) throw std::logic_error("classifier_loss: row stride ld < V");
+    if (ld % 4 == 0 && (reinterpret_cast<uintptr_t>(logits) & 15u) == 0)
+        classifier_loss_kernel<4><<<N, kLossThreads>>>(logits, losses, targets, V, ld, dscale);
+    else
+        classifier_loss_kernel<1><<<N, kLossThreads>>>(logits, losses, targets, V, ld, dscale);
     cudaCheckLaunch();
+}
+
+void softmax_crossentropy(float* logits, float* losses, const int* targets, int N, int V, float dscale) {
+    classifier_loss(logits, losses, targets, N, V, V, dscale);
 }
 
 }  // namespace gpu

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dist.h"
+#include "model.h"
 #include "ops/adamw.h"
 #include "ops/attention.h"
 #include "ops/crope.h"
@@ -53,6 +54,8 @@ struct CpuBackend {
   static constexpr auto gelu_backward = cpu::gelu_backward<T>;
   static constexpr auto residual_forward = cpu::residual_forward<T>;
   static constexpr auto softmax_crossentropy = cpu::softmax_crossentropy<T>;
+  static constexpr auto classifier_loss = cpu::classifier_loss<T>;
+  static constexpr int classifier_chunk = kCpuClassifierChunk;  // rows (model.h): BLAS-sized, 52 MiB at V=50304
   static constexpr auto adamw_update = cpu::adamw_update<T>;
   static constexpr auto sum_squares = cpu::sum_squares<T>;
 };

@@ -21,7 +21,18 @@ struct ModelConfig {
   // Attention keeps each row's log-sum-exp (B,H,T) for backward (flash kernels on the GPU,
   // their loop twin on the CPU) instead of the probabilities (B,H,T,T).
   bool flash = false;
+  // The vocabulary rows of wte are padded to a multiple of vocab_pad inside the model (zero rows
+  // no token uses): aligned logits rows for vector loads and tensor-core GEMMs. The loss ignores
+  // the padded columns, so their gradient stays zero; checkpoints hold the real (V, C) wte.
+  int vocab_pad = 128;
+  // Rows of B*T per chunk of the classifier (GPT::classifier): only one chunk's logits exist at a
+  // time. 0 = the backend's choice (BK::classifier_chunk).
+  int classifier_chunk = 0;
+  int Vp() const { return (V + vocab_pad - 1) / vocab_pad * vocab_pad; }
 };
+
+// CpuBackend's classifier chunk (rows); also what the CPU memory estimate assumes.
+constexpr int kCpuClassifierChunk = 256;
 
 // One parameter tensor in the flat parameter buffer. Per-layer tensors are
 // stacked over layers (leading dimension L).
@@ -32,8 +43,9 @@ struct ParamTensor {
   bool matrix = false;  // weight matrices and embeddings (decayed with decay=matrices)
 };
 
-// The parameter layout (order, names, shapes): README's checkpoint table.
-inline std::vector<ParamTensor> param_layout(const ModelConfig& m) {
+// The parameter layout (order, names, shapes): README's checkpoint table. With padded, wte has
+// the model's Vp rows (the layout of GPT's buffers) instead of V (the checkpoints').
+inline std::vector<ParamTensor> param_layout(const ModelConfig& m, bool padded = false) {
   int64_t L = m.L, C = m.C;
   std::vector<ParamTensor> t;
   auto add = [&](const char* name, std::vector<int64_t> shape, bool matrix) {
@@ -42,7 +54,7 @@ inline std::vector<ParamTensor> param_layout(const ModelConfig& m) {
     p.offset = t.empty() ? 0 : t.back().offset + t.back().numel;
     t.push_back(p);
   };
-  add("wte", {m.V, C}, true);
+  add("wte", {padded ? m.Vp() : m.V, C}, true);
   const PosTraits& pt = pos_traits(m.pos);
   if (pt.learned_table) add("wpe", {m.maxT, C}, true);
   add("ln1.weight", {L, C}, false);
@@ -129,7 +141,9 @@ struct GPT {
 
   ModelConfig cfg;
   const PosTraits& pt;  // the position scheme's traits
-  std::vector<ParamTensor> layout;
+  // layout: the checkpoints' tensors (what get() returns and set_params() takes); buf_layout: the
+  // same with wte's Vp rows, as the buffers hold them. num_params: elements of each buffer.
+  std::vector<ParamTensor> layout, buf_layout;
   size_t num_params = 0;
   T *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
   dist::Shard shard;  // data parallel: the part of the parameters whose AdamW moments m, v hold
@@ -140,8 +154,10 @@ struct GPT {
   Acts train_acts, eval_acts;
   std::vector<T> host_losses;
 
-  explicit GPT(const ModelConfig& c) : cfg(c), pt(pos_traits(c.pos)), layout(param_layout(c)) {
-    num_params = layout.back().offset + layout.back().numel;
+  explicit GPT(const ModelConfig& c)
+      : cfg(c), pt(pos_traits(c.pos)), layout(param_layout(c)), buf_layout(param_layout(c, true)) {
+    if (cfg.vocab_pad < 1) throw std::runtime_error("vocab_pad must be at least 1");
+    num_params = buf_layout.back().offset + buf_layout.back().numel;
     params = BK::alloc(num_params);
     grads = BK::alloc(num_params);
     m = BK::alloc(num_params);
@@ -166,7 +182,7 @@ struct GPT {
 
   Tensors point(T* base) const {
     Tensors t;
-    for (const auto& p : layout) {
+    for (const auto& p : buf_layout) {
       T* x = base + p.offset;
       const std::string& n = p.name;
       if (n == "wte") t.wte = x;
@@ -203,13 +219,31 @@ struct GPT {
     g = point(grads);
   }
 
+  // Host vectors in the checkpoint layout <-> the buffer layout: wte comes first, so only the
+  // tensors after it move, by the padded rows (zero in the buffer layout).
+  std::vector<T> padded(const std::vector<T>& h) const {
+    size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
+    if (h.size() + pad != num_params) throw std::logic_error("padded: not a vector of the checkpoint layout");
+    std::vector<T> b(num_params, T(0));
+    std::copy(h.begin(), h.begin() + real, b.begin());
+    std::copy(h.begin() + real, h.end(), b.begin() + real + pad);
+    return b;
+  }
+  std::vector<T> unpadded(const std::vector<T>& b) const {
+    size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
+    std::vector<T> h(b.begin(), b.begin() + real);
+    h.insert(h.end(), b.begin() + real + pad, b.begin() + num_params);
+    return h;
+  }
   // Uploads a host copy of all parameters (layout order).
-  void set_params(const std::vector<T>& host) { BK::copy_from_host(params, host.data(), num_params); }
-  std::vector<T> get(const T* buf) const {
+  void set_params(const std::vector<T>& host) { BK::copy_from_host(params, padded(host).data(), num_params); }
+  // A buffer (params, grads, m, v) on the host: as it is (buffer layout), or in layout order.
+  std::vector<T> get_buffer(const T* buf) const {
     std::vector<T> h(num_params);
     BK::copy_to_host(h.data(), buf, num_params);
     return h;
   }
+  std::vector<T> get(const T* buf) const { return unpadded(get_buffer(buf)); }
   void init(uint64_t seed) {
     auto p = init_params(cfg, seed);
     set_params(std::vector<T>(p.begin(), p.end()));
@@ -266,7 +300,7 @@ struct GPT {
     a.fch = mk(Ls * N * 4 * C), a.fch_gelu = mk(Ls * N * 4 * C);
     a.res3 = mk(Ls * N * C), a.proj = mk(N * C);
     a.lnf = mk(N * C), a.lnf_mean = mk(N), a.lnf_rstd = mk(N);
-    a.logits = mk(N * cfg.V), a.losses = mk(N);
+    a.logits = mk(classifier_rows(N) * cfg.Vp()), a.losses = mk(N);  // logits: one chunk's
     if (train) {
       a.dres = mk(N * C), a.dln = mk(N * C), a.datty = mk(N * C);
       a.dqkv = mk(N * 3 * C), a.dqkvr = pt.rotary ? mk(N * 3 * C) : a.dqkv;
@@ -276,9 +310,14 @@ struct GPT {
     a.targets = BK::alloc_int(N);
   }
 
-  // Forward pass over inputs (B,T) (host ids). With targets, returns the mean
-  // cross-entropy; with grad, also leaves dlogits for backward(). Without
-  // targets, only the logits are computed (logits()).
+  // Rows per chunk of the classifier.
+  size_t classifier_rows(size_t N) const {
+    return std::min(N, (size_t)(cfg.classifier_chunk > 0 ? cfg.classifier_chunk : BK::classifier_chunk));
+  }
+
+  // Forward pass over inputs (B,T) (host ids). With targets, returns the mean cross-entropy;
+  // with grad, also zeroes the gradients and runs the classifier's backward (d wte and d lnf in
+  // a.dln, for backward()). Without targets it stops at the final LayerNorm (logits() reads it).
   double forward(const int* inputs, const int* targets, int B, int Tn, bool grad) {
     if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
     Acts& a = grad ? train_acts : eval_acts;
@@ -323,12 +362,12 @@ struct GPT {
     }
     const T* xL = a.res3 + (a.train ? cfg.L - 1 : 0) * N * C;
     BK::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xL, w.lnfw, w.lnfb, (int)N, (int)C);
-    BK::matmul_forward(a.logits, a.lnf, w.wte, nullptr, (int)N, (int)C, cfg.V);  // (B,T,V), tied head
     if (!targets) return 0.0;
     BK::copy_ints_from_host(a.targets, targets, N);
+    if (grad) BK::zero(grads, num_params);
     // the loss gradient is scaled by 1 / (tokens of all ranks): summed over ranks, it is the global mean's
     double dscale = 1.0 / ((double)N * dist::group().world);
-    BK::softmax_crossentropy(a.logits, a.losses, a.targets, (int)N, cfg.V, grad ? T(dscale) : T(0));
+    classifier(a, N, grad ? T(dscale) : T(0));
     host_losses.resize(N);
     BK::copy_to_host(host_losses.data(), a.losses, N);
     double sum = 0;
@@ -336,10 +375,35 @@ struct GPT {
     return sum / N;
   }
 
-  // Rows [row0, row0 + rows) of the (B*T, V) logits of the last forward without grad, on the host.
-  std::vector<T> logits(size_t row0, size_t rows) const {
-    std::vector<T> h(rows * cfg.V);
-    BK::copy_to_host(h.data(), eval_acts.logits + row0 * cfg.V, h.size());
+  // The tied LM head and the loss, fused, chunk by chunk over the N rows of a.lnf: per chunk
+  // the logits (rows, Vp), then the losses with dlogits = (softmax - onehot) * dscale written
+  // over them, then (dscale != 0) the head's two backward GEMMs, d lnf into a.dln and d wte
+  // accumulated, before the next chunk reuses the logits buffer.
+  void classifier(Acts& a, size_t N, T dscale) {
+    size_t C = cfg.C, Vp = cfg.Vp(), chunk = classifier_rows(N);
+    if (dscale != T(0)) BK::zero(a.dln, N * C);
+    for (size_t r = 0; r < N; r += chunk) {
+      int n = (int)std::min(chunk, N - r);
+      BK::matmul_forward(a.logits, a.lnf + r * C, w.wte, nullptr, n, (int)C, (int)Vp);  // (n, Vp)
+      BK::classifier_loss(a.logits, a.losses + r, a.targets + r, n, cfg.V, (int)Vp, dscale);
+      if (dscale != T(0))
+        BK::matmul_backward(a.dln + r * C, g.wte, nullptr, a.logits, a.lnf + r * C, w.wte, n, (int)C, (int)Vp);
+    }
+  }
+
+  // Rows [row0, row0 + rows) of the (B*T, V) logits of the last forward without grad, on the
+  // host. The classifier keeps no logits: they are computed again from the final LayerNorm.
+  std::vector<T> logits(size_t row0, size_t rows) {
+    Acts& a = eval_acts;
+    size_t C = cfg.C, V = cfg.V, Vp = cfg.Vp(), chunk = classifier_rows((size_t)a.B * a.Tn);
+    std::vector<T> h(rows * V), buf;
+    for (size_t r = 0; r < rows; r += chunk) {
+      size_t n = std::min(chunk, rows - r);
+      BK::matmul_forward(a.logits, a.lnf + (row0 + r) * C, w.wte, nullptr, (int)n, (int)C, (int)Vp);
+      buf.resize(n * Vp);
+      BK::copy_to_host(buf.data(), a.logits, n * Vp);
+      for (size_t i = 0; i < n; i++) std::copy_n(buf.begin() + i * Vp, V, h.begin() + (r + i) * V);
+    }
     return h;
   }
 
@@ -353,10 +417,7 @@ struct GPT {
     Acts& a = train_acts;
     int B = a.B, Tn = a.Tn, H = cfg.H;
     size_t N = (size_t)B * Tn, C = cfg.C;
-    BK::zero(grads, num_params);
-    // dlogits are in a.logits (written by softmax_crossentropy)
-    BK::zero(a.dln, N * C);
-    BK::matmul_backward(a.dln, g.wte, nullptr, a.logits, a.lnf, w.wte, (int)N, (int)C, cfg.V);
+    // forward() zeroed the gradients and left d lnf in a.dln (classifier)
     BK::zero(a.dres, N * C);
     BK::layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dln, a.res3 + (cfg.L - 1) * N * C, w.lnfw, a.lnf_mean,
                            a.lnf_rstd, (int)N, (int)C);
@@ -421,7 +482,7 @@ struct GPT {
   // One AdamW step (t is 1-based). decay_all: every tensor decays, else only matrices.
   // With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
   void update(float lr, float beta1, float beta2, float eps, float wd, bool decay_all, int t, float gscale) {
-    for (const auto& p : layout) {
+    for (const auto& p : buf_layout) {
       size_t b = std::max(p.offset, shard.begin), e = std::min(p.offset + p.numel, shard.end);
       if (b < e)
         BK::adamw_update(params + b, grads + b, m + (b - shard.begin), v + (b - shard.begin), e - b, lr, beta1, beta2,

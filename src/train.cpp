@@ -175,7 +175,7 @@ struct Trainer {
     BK::copy_to_host(mine.data(), buf, s.end - s.begin);
     dist::gather(mine.data(), all.data(), s.block);
     all.resize(model.num_params);
-    return all;
+    return model.unpadded(all);  // the buffer layout (padded wte) to the checkpoint's
   }
   // Every rank reads the checkpoint (a shared folder) and keeps its shard of the moments: any
   // number of ranks resumes a checkpoint written by any other number.
@@ -183,8 +183,8 @@ struct Trainer {
     model.set_params(flat_from(safetensors_read(dir + "/model.safetensors"), ""));
     StFile opt = safetensors_read(dir + "/optim.safetensors");
     const dist::Shard& s = model.shard;
-    BK::copy_from_host(model.m, flat_from(opt, "m.").data() + s.begin, s.end - s.begin);
-    BK::copy_from_host(model.v, flat_from(opt, "v.").data() + s.begin, s.end - s.begin);
+    BK::copy_from_host(model.m, model.padded(flat_from(opt, "m.")).data() + s.begin, s.end - s.begin);
+    BK::copy_from_host(model.v, model.padded(flat_from(opt, "v.")).data() + s.begin, s.end - s.begin);
     const std::string path = dir + "/state.json";
     json state;
     try {

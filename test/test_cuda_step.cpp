@@ -1,0 +1,327 @@
+// The training step's classifier (GPT::classifier: LM head GEMM, loss, the head's backward
+// GEMMs, chunk by chunk over the rows) and the padded vocabulary, on the CUDA backend:
+//   - the loss kernel (gpu::classifier_loss) against its CPU twin at padded and unpadded row
+//     strides, vector and scalar loads, with garbage in the padded columns;
+//   - five training steps per position scheme with chunks of 7 rows (B*T = 66: nine chunks and
+//     a remainder of 3) against one chunk of all rows (the unfused path) on the GPU, and against
+//     the CPU: first loss, every gradient, grad norm, the losses and the weights after 5 AdamW
+//     steps;
+//   - the padded rows of wte (and of its gradient and AdamW moments) stay exactly zero;
+//   - a checkpoint of a padded GPU run loads into an unpadded CPU model (vocab_pad 1) and gives
+//     the same validation loss and logits.
+// Without CUDA (build or device) every test is reported SKIPPED.
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "pos.h"
+#ifdef HAVE_CUDA
+#include "backend_cpu.h"
+#include "backend_cuda.h"
+#include "model.h"
+#include "model_io.h"
+#include "rng.h"
+#include "safetensors.h"
+#endif
+
+struct TestCase {
+    std::string name;
+    std::function<std::string()> run;  // "" = pass, else the reason it failed
+};
+
+#ifdef HAVE_CUDA
+namespace {
+
+using Vec = std::vector<float>;
+using CB = CudaBackend;
+using K = CpuBackend<float>;
+
+std::string fmt(double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3g", x);
+    return b;
+}
+
+void append(std::string& why, const std::string& more) {
+    if (!more.empty()) why += (why.empty() ? "" : "; ") + more;
+}
+
+// max |got - ref| / max |ref|; NaN or a size mismatch fails.
+double rel_max_err(const Vec& got, const Vec& ref) {
+    if (got.size() != ref.size()) return INFINITY;
+    double diff = 0, scale = 1e-30;
+    for (size_t i = 0; i < ref.size(); i++) {
+        double d = std::fabs((double)got[i] - (double)ref[i]);
+        if (std::isnan(d)) return INFINITY;
+        diff = std::max(diff, d);
+        scale = std::max(scale, std::fabs((double)ref[i]));
+    }
+    return diff / scale;
+}
+
+void expect_close(std::string& why, const std::string& what, const Vec& got, const Vec& ref, double tol) {
+    double e = rel_max_err(got, ref);
+    if (!(e <= tol)) append(why, what + ": rel err " + fmt(e) + " > " + fmt(tol));
+}
+
+void expect_near(std::string& why, const std::string& what, double got, double ref, double tol) {
+    if (!(std::fabs(got - ref) <= tol * std::fabs(ref))) append(why, what + " " + fmt(got) + " vs " + fmt(ref));
+}
+
+// ---- the loss kernel ----------------------------------------------------------------------
+
+// N rows of ld floats, the first V of them logits, the rest garbage the kernel must ignore.
+std::string classifier_loss_case(int N, int V, int ld, float dscale, uint64_t seed) {
+    Rng r(seed);
+    Vec z((size_t)N * ld);
+    for (int i = 0; i < N; i++)
+        for (int v = 0; v < ld; v++) z[(size_t)i * ld + v] = v < V ? (float)(3 * r.normal()) : 1e4f;
+    std::vector<int> tg(N);
+    for (auto& t : tg) t = (int)r.below(V);
+    Vec ref = z, losses(N);
+    cpu::classifier_loss(ref.data(), losses.data(), tg.data(), N, V, ld, dscale);
+
+    float *dz = CB::alloc(z.size()), *dl = CB::alloc(N);
+    int* dt = CB::alloc_int(N);
+    CB::copy_from_host(dz, z.data(), z.size());
+    CB::copy_ints_from_host(dt, tg.data(), N);
+    gpu::classifier_loss(dz, dl, dt, N, V, ld, dscale);
+    Vec gz(z.size()), gl(N);
+    CB::copy_to_host(gz.data(), dz, gz.size());
+    CB::copy_to_host(gl.data(), dl, N);
+    CB::free(dz), CB::free(dl), CB::free_int(dt);
+
+    std::string why, tag = "N=" + std::to_string(N) + " V=" + std::to_string(V) + " ld=" + std::to_string(ld);
+    expect_close(why, tag + " losses", gl, losses, 1e-5);
+    expect_close(why, tag + (dscale != 0 ? " dlogits" : " logits (untouched)"), gz, ref, 1e-5);
+    for (int i = 0; i < N; i++)
+        for (int v = V; v < ld; v++) {
+            float want = dscale != 0 ? 0.0f : 1e4f;  // zero gradient, or left alone in evaluation
+            if (gz[(size_t)i * ld + v] != want) {
+                append(why, tag + ": padded column " + std::to_string(v) + " of row " + std::to_string(i) + " is " +
+                                fmt(gz[(size_t)i * ld + v]) + ", want " + fmt(want));
+                return why;
+            }
+        }
+    return why;
+}
+
+std::string test_classifier_loss() {
+    std::string why;
+    for (float dscale : {1.0f / 13, 0.0f}) {
+        append(why, classifier_loss_case(13, 97, 97, dscale, 1));   // unpadded, odd V: scalar loads
+        append(why, classifier_loss_case(13, 97, 128, dscale, 2));  // padded to 128: float4 loads
+        append(why, classifier_loss_case(5, 100, 100, dscale, 3));  // unpadded, V % 4 == 0: float4
+        append(why, classifier_loss_case(7, 97, 101, dscale, 4));   // padded, odd stride: scalar
+        append(why, classifier_loss_case(3, 1100, 1152, dscale, 5));  // more columns than threads
+    }
+    return why;
+}
+
+// ---- training steps ------------------------------------------------------------------------
+
+constexpr int kB = 2, kT = 33, kSteps = 5;  // B*T = 66 rows
+constexpr int kChunk = 7;                    // 9 chunks of 7 and one of 3
+
+ModelConfig small_model(Pos pos, int vocab_pad, int chunk) {
+    ModelConfig mc;
+    mc.pos = pos;
+    mc.L = 2, mc.H = 4, mc.C = 32, mc.V = 97, mc.maxT = 48;
+    mc.vocab_pad = vocab_pad;
+    mc.classifier_chunk = chunk;
+    return mc;
+}
+
+struct Batch {
+    std::vector<int> in, tg, val_in, val_tg;
+};
+
+Batch batch(Pos pos) {
+    Rng r(300 + (int)pos);
+    Batch b;
+    for (auto* v : {&b.in, &b.tg, &b.val_in, &b.val_tg}) {
+        v->resize(kB * kT);
+        for (auto& x : *v) x = (int)r.below(97);
+    }
+    return b;
+}
+
+struct StepRun {
+    std::vector<double> losses;  // the loss of each step
+    double norm = 0, val = 0;    // grad norm of the first step; validation loss after training
+    Vec grads, params, logits;   // first step's gradients; weights and 2 logits rows after training
+    std::string pad_leak;        // a padded row that is not zero after training
+    Vec checkpoint;              // the weights back from a safetensors file written after training
+};
+
+template <class BK>
+StepRun train(const ModelConfig& mc, const Batch& b) {
+    GPT<BK> g(mc);
+    g.init(1234);
+    StepRun r;
+    for (int t = 1; t <= kSteps; t++) {
+        r.losses.push_back(g.forward(b.in.data(), b.tg.data(), kB, kT, true));
+        g.backward();
+        if (t == 1) r.norm = g.grad_norm(), r.grads = g.get(g.grads);
+        g.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, t, 1.0f);
+    }
+    r.params = g.get(g.params);
+    r.val = g.forward(b.val_in.data(), b.val_tg.data(), kB, kT, false);
+    r.logits = g.logits(5, 2);
+    // wte's rows [V, Vp) in every buffer
+    const size_t lo = (size_t)mc.V * mc.C, hi = (size_t)mc.Vp() * mc.C;
+    for (auto [name, buf] : {std::pair<const char*, float*>{"params", g.params}, {"grads", g.grads}, {"m", g.m},
+                             {"v", g.v}}) {
+        Vec h = g.get_buffer(buf);
+        for (size_t i = lo; i < hi && r.pad_leak.empty(); i++)
+            if (h[i] != 0.0f) r.pad_leak = std::string(name) + "[" + std::to_string(i) + "] = " + fmt(h[i]);
+    }
+    char path[] = "/tmp/test_cuda_step_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) throw std::runtime_error("mkstemp failed");
+    close(fd);
+    safetensors_write(path, layout_tensors(g.layout, r.params, ""), {});
+    r.checkpoint = layout_from_file<float>(g.layout, safetensors_read(path), "");
+    std::remove(path);
+    return r;
+}
+
+// GPU tolerances against the CPU and between the GPU's own paths (plain fp32 GEMMs).
+struct Tol {
+    double loss, grads, norm, params;
+};
+constexpr Tol kVsCpu{1e-5, 1e-3, 1e-4, 1e-3}, kChunked{1e-5, 1e-4, 1e-5, 1e-4};
+
+std::string compare(const char* what, const StepRun& a, const StepRun& b, const Tol& tol) {
+    std::string why, w = what;
+    for (int t = 0; t < kSteps; t++) expect_near(why, w + " loss at step " + std::to_string(t + 1), a.losses[t],
+                                                 b.losses[t], tol.loss);
+    expect_close(why, w + " grads", a.grads, b.grads, tol.grads);
+    expect_near(why, w + " grad norm", a.norm, b.norm, tol.norm);
+    expect_close(why, w + " weights after " + std::to_string(kSteps) + " AdamW steps", a.params, b.params,
+                 tol.params);
+    return why;
+}
+
+// Runs per scheme: the GPU chunked and in one chunk, the CPU in one chunk (padded vocabulary),
+// and the CPU unpadded (for the checkpoint test).
+struct SchemeRuns {
+    StepRun gpu_chunked, gpu_whole, cpu_whole, cpu_chunked;
+};
+
+SchemeRuns& runs(Pos pos) {
+    static std::map<int, SchemeRuns> cache;
+    auto it = cache.find((int)pos);
+    if (it != cache.end()) return it->second;
+    Batch b = batch(pos);
+    SchemeRuns s;
+    s.gpu_chunked = train<CB>(small_model(pos, 128, kChunk), b);
+    s.gpu_whole = train<CB>(small_model(pos, 128, kB * kT), b);
+    s.cpu_whole = train<K>(small_model(pos, 128, kB * kT), b);
+    s.cpu_chunked = train<K>(small_model(pos, 128, kChunk), b);
+    return cache.emplace((int)pos, std::move(s)).first->second;
+}
+
+std::string test_chunked_vs_whole(Pos pos) {
+    SchemeRuns& s = runs(pos);
+    std::string why = compare("gpu chunked vs gpu one chunk:", s.gpu_chunked, s.gpu_whole, kChunked);
+    append(why, compare("cpu chunked vs cpu one chunk:", s.cpu_chunked, s.cpu_whole, kChunked));
+    return why;
+}
+
+std::string test_vs_cpu(Pos pos) { return compare("gpu chunked vs cpu:", runs(pos).gpu_chunked, runs(pos).cpu_whole, kVsCpu); }
+
+std::string test_padding_stays_zero(Pos pos) {
+    SchemeRuns& s = runs(pos);
+    std::string why;
+    for (auto [name, run] : {std::pair<const char*, StepRun*>{"gpu", &s.gpu_chunked}, {"cpu", &s.cpu_chunked}})
+        if (!run->pad_leak.empty()) append(why, std::string(name) + ": padded row not zero: " + run->pad_leak);
+    return why;
+}
+
+// The padded GPU run's checkpoint in an unpadded CPU model: same validation loss and logits.
+std::string test_checkpoint_unpadded(Pos pos) {
+    const StepRun& gpu = runs(pos).gpu_chunked;
+    Batch b = batch(pos);
+    ModelConfig mc = small_model(pos, 1, 0);
+    if (mc.Vp() != mc.V) return "vocab_pad 1 pads";
+    GPT<K> cpu(mc);
+    cpu.set_params(gpu.checkpoint);
+    double val = cpu.forward(b.val_in.data(), b.val_tg.data(), kB, kT, false);
+    std::string why;
+    if (gpu.checkpoint != gpu.params) append(why, "the checkpoint file does not hold the trained weights");
+    expect_near(why, "validation loss, unpadded cpu vs padded gpu", val, gpu.val, 1e-5);
+    expect_close(why, "logits rows 5-6", cpu.logits(5, 2), gpu.logits, 1e-4);
+    if (gpu.logits.size() != 2 * (size_t)mc.V) append(why, "logits() returned " + std::to_string(gpu.logits.size()) +
+                                                          " values for 2 rows of V = 97");
+    return why;
+}
+
+}  // namespace
+#endif  // HAVE_CUDA
+
+#ifdef HAVE_CUDA
+#define CUDA_FN(...) std::function<std::string()>(__VA_ARGS__)
+#else
+#define CUDA_FN(...) nullptr
+#endif
+
+static std::vector<TestCase> all_tests() {
+    std::vector<TestCase> t = {{"cuda_classifier_loss", CUDA_FN(test_classifier_loss)}};
+    for (const PosTraits& scheme : kPosSchemes) {
+        [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
+        std::string n = scheme.name;
+        t.push_back({"cuda_step_chunked_vs_whole_" + n, CUDA_FN([p] { return test_chunked_vs_whole(p); })});
+        t.push_back({"cuda_step_vs_cpu_" + n, CUDA_FN([p] { return test_vs_cpu(p); })});
+        t.push_back({"cuda_step_padding_zero_" + n, CUDA_FN([p] { return test_padding_stays_zero(p); })});
+        t.push_back({"cuda_step_checkpoint_unpadded_" + n, CUDA_FN([p] { return test_checkpoint_unpadded(p); })});
+    }
+    return t;
+}
+
+// test_cuda_step [NAME...]: only the tests whose name contains one of the arguments.
+int main(int argc, char** argv) {
+    std::vector<TestCase> tests;
+    for (const auto& t : all_tests()) {
+        bool keep = argc < 2;
+        for (int i = 1; i < argc && !keep; i++) keep = t.name.find(argv[i]) != std::string::npos;
+        if (keep) tests.push_back(t);
+    }
+#ifdef HAVE_CUDA
+    const bool have_device = CudaBackend::available();
+    const char* skip_why = "no CUDA device";
+#else
+    const bool have_device = false;
+    const char* skip_why = "no CUDA device (built without CUDA)";
+#endif
+    if (!have_device) {
+        for (const auto& t : tests) std::printf("SKIPPED %s: %s\n", t.name.c_str(), skip_why);
+        return 0;
+    }
+#ifdef HAVE_CUDA
+    gpu::set_tf32(false);  // plain fp32 GEMMs, comparable with the CPU at tight tolerances
+#endif
+    int failures = 0;
+    for (const auto& t : tests) {
+        std::string why;
+        try {
+            why = t.run();
+#ifdef HAVE_CUDA
+            CudaBackend::synchronize();
+#endif
+        } catch (const std::exception& e) {
+            why = std::string("exception: ") + e.what();
+        }
+        if (why.empty()) std::printf("PASS %s\n", t.name.c_str());
+        else {
+            std::printf("FAIL %s: %s\n", t.name.c_str(), why.c_str());
+            failures++;
+        }
+        std::fflush(stdout);
+    }
+    return failures ? 1 : 0;
+}
