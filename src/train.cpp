@@ -180,7 +180,7 @@ struct Trainer {
   // Every rank reads the checkpoint (a shared folder) and keeps its shard of the moments: any
   // number of ranks resumes a checkpoint written by any other number.
   void load_checkpoint(const std::string& dir) {
-    model.set_params(flat_from(safetensors_read(dir + "/model.safetensors"), ""));
+    model.set_params(weights_of_this_model(dir + "/model.safetensors"));
     StFile opt = safetensors_read(dir + "/optim.safetensors");
     const dist::Shard& s = model.shard;
     BK::copy_from_host(model.m, model.padded(flat_from(opt, "m.")).data() + s.begin, s.end - s.begin);
@@ -275,17 +275,23 @@ struct Trainer {
     printf("sample | step %d | %s\n", step, text.c_str());
   }
 
-  // --init_from: weights only, from a file whose own config (when it has one) is valid and is this model's.
+  // --init_from: weights only.
   void load_init_weights() {
-    StFile f = safetensors_read(cfg.init_from);
+    model.set_params(weights_of_this_model(cfg.init_from));
+    cfg.init_sha256 = sha256_file(cfg.init_from);  // recorded in config.json, the log and the checkpoints
+  }
+
+  // Weights from a file whose own config (when it has one) is valid and describes this model: an
+  // edited config.json or another run's file must not load into a model it does not fit.
+  std::vector<T> weights_of_this_model(const std::string& path) const {
+    StFile f = safetensors_read(path);
     if (f.metadata.count("config")) {
       ModelConfig theirs = model_config(stored_config(f.metadata.at("config"), f.path));
       if (describe(theirs) != describe(mc))
         throw std::runtime_error(f.path + " holds the weights of another model (" + describe(theirs) +
                                  "); this run's is " + describe(mc));
     }
-    model.set_params(flat_from(f, ""));
-    cfg.init_sha256 = sha256_file(cfg.init_from);  // recorded in config.json, the log and the checkpoints
+    return flat_from(f, "");
   }
 
   // The run's log is rank 0's.

@@ -134,6 +134,9 @@ expect_fail resume_negative_cursor "^error: bad training state .*'cursor' is -1"
 cp -r "$tmp/run_ok" "$tmp/run_badcfg" && echo '{"n_layer": 1,' >"$tmp/run_badcfg/config.json"
 expect_fail resume_config_not_json "^error: cannot resume from .*: cannot parse .*run_badcfg/config.json" -- \
   "$TRAIN" --resume "$tmp/run_badcfg"
+cp -r "$tmp/run_ok" "$tmp/run_nhead" && sed -i 's/"n_head": 2/"n_head": 4/' "$tmp/run_nhead/config.json"
+expect_fail resume_edited_model_config "^error: .*model.safetensors holds the weights of another model \(pos=rope L=1 H=2" -- \
+  "$TRAIN" --resume "$tmp/run_nhead" --steps 3
 expect_fail resume_past_steps "^error: .*is at step 2, past steps = 1" -- "$TRAIN" --resume "$tmp/run_ok" --steps 1
 
 # stfix FILE.safetensors PYTHON_CODE: rewrite a safetensors file; the code edits `meta` (the config
