@@ -40,20 +40,20 @@ void finish(const char* what) {
 }  // namespace
 
 void CudaBackend::allreduce_sum(float* x, size_t n) {
-    if (dist::group().world == 1) return;
+    if (!dist::group().mpi) return;
     ncclCheck(ncclAllReduce(x, x, n, ncclFloat, ncclSum, comm(), 0));
     finish("NCCL all-reduce");
 }
 
 // in place: rank r's result lands in its own block of x (NCCL's in-place reduce-scatter layout)
 void CudaBackend::reduce_scatter_sum(float* x, size_t block) {
-    if (dist::group().world == 1) return;
+    if (!dist::group().mpi) return;
     ncclCheck(ncclReduceScatter(x, x + dist::group().rank * block, block, ncclFloat, ncclSum, comm(), 0));
     finish("NCCL reduce-scatter");
 }
 
 void CudaBackend::allgather(float* x, size_t block) {
-    if (dist::group().world == 1) return;
+    if (!dist::group().mpi) return;
     ncclCheck(ncclAllGather(x + dist::group().rank * block, x, block, ncclFloat, comm(), 0));
     finish("NCCL all-gather");
 }

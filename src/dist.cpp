@@ -37,7 +37,7 @@ uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
 
 Shard shard_of(size_t n, bool zero) {
   Shard s;
-  s.zero = zero && g_group.world > 1;
+  s.zero = zero && g_group.mpi;
   if (!s.zero) {
     s.end = s.block = n;
     return s;
@@ -168,39 +168,39 @@ static void gather_t(const T* mine, T* all, size_t block) {
 }
 
 double sum(double x) {
-  if (g_group.world == 1) return x;
+  if (!g_group.mpi) return x;
   allreduce_t(&x, 1);
   return x;
 }
 
 long long sum(long long x) {
-  if (g_group.world == 1) return x;
+  if (!g_group.mpi) return x;
   Watch w("MPI all-reduce");
   mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
   return x;
 }
 
 int max(int x) {
-  if (g_group.world == 1) return x;
+  if (!g_group.mpi) return x;
   Watch w("MPI all-reduce");
   mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
   return x;
 }
 
 void broadcast(void* bytes, size_t n) {
-  if (g_group.world == 1) return;
+  if (!g_group.mpi) return;
   Watch w("MPI broadcast");
   mpiCheck(MPI_Bcast(bytes, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD));
 }
 
 void barrier() {
-  if (g_group.world == 1) return;
+  if (!g_group.mpi) return;
   Watch w("MPI barrier");
   mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
 }
 
 void check_same(const std::string& what, const std::string& value) {
-  if (g_group.world == 1) return;
+  if (!g_group.mpi) return;
   uint64_t mine = fnv1a(value.data(), value.size());
   std::vector<uint64_t> all(g_group.world);
   {
@@ -251,26 +251,26 @@ void check_same(const std::string&, const std::string&) {}
 #endif
 
 void allreduce_sum(float* x, size_t n) {
-  if (g_group.world > 1) allreduce_t(x, n);
+  if (g_group.mpi) allreduce_t(x, n);
 }
 void allreduce_sum(double* x, size_t n) {
-  if (g_group.world > 1) allreduce_t(x, n);
+  if (g_group.mpi) allreduce_t(x, n);
 }
 void reduce_scatter_sum(float* x, size_t block) {
-  if (g_group.world > 1) reduce_scatter_t(x, block);
+  if (g_group.mpi) reduce_scatter_t(x, block);
 }
 void reduce_scatter_sum(double* x, size_t block) {
-  if (g_group.world > 1) reduce_scatter_t(x, block);
+  if (g_group.mpi) reduce_scatter_t(x, block);
 }
 void allgather(float* x, size_t block) {
-  if (g_group.world > 1) allgather_t(x, block);
+  if (g_group.mpi) allgather_t(x, block);
 }
 void allgather(double* x, size_t block) {
-  if (g_group.world > 1) allgather_t(x, block);
+  if (g_group.mpi) allgather_t(x, block);
 }
 template <class T>
 static void gather_any(const T* mine, T* all, size_t block) {
-  if (g_group.world > 1) gather_t(mine, all, block);
+  if (g_group.mpi) gather_t(mine, all, block);
   else std::memcpy(all, mine, block * sizeof(T));
 }
 void gather(const float* mine, float* all, size_t block) { gather_any(mine, all, block); }

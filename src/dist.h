@@ -1,7 +1,8 @@
 // Data-parallel training: one process per device, launched by mpirun (or srun --mpi=pmix).
 // MPI gives the process group and the CPU backend's collectives; the CUDA backend sums its
 // gradients with NCCL (cuda/nccl.cu). A binary built without MPI, or started without a
-// launcher, is a world of one rank and every collective here is a no-op.
+// launcher, is a world of one rank and every collective here is a no-op. Under a launcher
+// the collectives run at any world size, one rank included (a 1-GPU check of the NCCL path).
 //
 // Every rank runs the same steps and calls the same collectives in the same order. Each
 // collective is watched: one that has not finished after the timeout (set_timeout) ends its
@@ -34,12 +35,12 @@ std::string rank_prefix();
 // ZeRO-1 split of a flat buffer of n elements: rank r owns [r*block, min((r+1)*block, n)).
 // block is a multiple of 32 elements so a shard starts aligned; buffers hold block*world.
 struct Shard {
-  bool zero = false;      // optimiser state sharded (--zero 1)
+  bool zero = false;      // optimiser state sharded (--zero 1 under a launcher)
   size_t begin = 0, end = 0, block = 0;
 };
 Shard shard_of(size_t n, bool zero);
 
-// Host collectives (float and double; no-ops at world 1).
+// Host collectives (float and double; no-ops without a launcher).
 void allreduce_sum(float* x, size_t n);
 void allreduce_sum(double* x, size_t n);
 double sum(double x);

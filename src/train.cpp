@@ -402,7 +402,7 @@ static void print_model(const Config& c, const std::string& device, size_t bytes
 template <class BK>
 static int train_with(const Config& cfg, bool resume, std::string device) {
   const dist::Group& dg = dist::group();
-  if (dg.world > 1) device += " x " + std::to_string(dg.world) + " ranks" + (cfg.zero ? " (ZeRO-1)" : "");
+  if (dg.mpi) device += " x " + std::to_string(dg.world) + (dg.world > 1 ? " ranks" : " rank") + (cfg.zero ? " (ZeRO-1)" : "");
   print_model(cfg, device, sizeof(typename BK::real));
   Trainer<BK> t(cfg);
   return t.run(resume);
@@ -455,7 +455,7 @@ static int train_main(int argc, char** argv) {
                                  ", got n_embd/n_head = " + std::to_string(hd) + " (use --attention cublas)");
       // mixed precision inside the CUDA backend: bf16 GEMM operands, fp32 master weights and the rest
       ::gpu::set_precision_bf16(bf16);
-      if (dg.world > 1) CudaBackend::use_device(dg.local_rank);
+      if (dg.mpi) CudaBackend::use_device(dg.local_rank);
       int rc = train_with<CudaBackend>(cfg, resume, "cuda (" + CudaBackend::device_name() + ")");
       printf("peak device memory: %.1f MiB\n", CudaBackend::peak_memory() / 1048576.0);
       return rc;
