@@ -2,7 +2,7 @@
 // group (rank 0 makes the NCCL id, MPI broadcasts it). Each collective runs on the backend's
 // stream and is waited for under dist::Watch, so a rank that never joins ends the others with
 // the timeout's message instead of a hang. A build without NCCL (no nccl.h, or no MPI)
-// trains on one GPU and says so if started on more ranks.
+// trains on one GPU and says so if started under a launcher.
 #include "backend_cuda.h"
 #include "common.cuh"
 #include "dist.h"
@@ -65,13 +65,13 @@ static void no_nccl() {
                              "trains on one rank only");
 }
 void CudaBackend::allreduce_sum(float*, size_t) {
-    if (dist::group().world > 1) no_nccl();
+    if (dist::group().mpi) no_nccl();
 }
 void CudaBackend::reduce_scatter_sum(float*, size_t) {
-    if (dist::group().world > 1) no_nccl();
+    if (dist::group().mpi) no_nccl();
 }
 void CudaBackend::allgather(float*, size_t) {
-    if (dist::group().world > 1) no_nccl();
+    if (dist::group().mpi) no_nccl();
 }
 
 #endif

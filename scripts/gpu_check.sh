@@ -5,6 +5,7 @@
 #      compute-sanitizer, PyTorch); never apt (such a machine has no network)
 #   2. build (only the trainer and the GPU test programs; the Debian package step is skipped)
 #   3. the GPU tests (every build/test/test_cuda*), bf16 included   -> OUT/test_cuda.log
+#   3b. data parallel: the NCCL path on 1 rank (and 2/4/8 with that many GPUs) -> OUT/dist.log
 #   4. benchmark rows: learned/rope/crope at the CRoPE paper's setting (V=50257 C=128 L=4 H=4
 #      B=16 T=1024) and at GPT-2 124M (C=768 L=12 H=12), fp32 (TF32 GEMMs) and bf16: ms/step,
 #      tokens/s, peak memory, evaluation ms per batch and the projected 10k-step wall time
@@ -244,6 +245,20 @@ fi
 if [ $EMU = 1 ]; then part tests_bf16 skip "the emulated subset has no bf16 test (make test runs them)"
 elif [ "$bfail" -gt 0 ] || [ "$bp" -eq 0 ]; then part tests_bf16 fail "bf16: $bp passed, $bfail failed"
 else part tests_bf16 pass; fi
+
+# ---------------------------------------------------------------- 3b. data parallel (NCCL)
+# test/test_dist.sh --device: one rank under mpirun runs every NCCL call (all-reduce, ZeRO-1's
+# reduce-scatter and all-gather) and must log the plain run's losses bit for bit; with several
+# GPUs, 2, 4 or 8 ranks agree with it to rounding.
+section "data parallel"
+if [ $EMU = 1 ]; then part nccl skip "emulated: make test runs test/test_dist.sh (NCCL emulated over MPI)"
+elif ! command -v mpirun >/dev/null; then part nccl skip "mpirun not found (openmpi-bin, libopenmpi-dev; then rebuild)"
+else
+  TRAIN="$BUILD/train" PYTHON="$PY" timeout -k 5 "$(cap 120)" bash test/test_dist.sh --device >"$OUT/dist.log" 2>&1
+  dp=$(grep -c '^PASS ' "$OUT/dist.log") df=$(grep -c '^FAIL ' "$OUT/dist.log")
+  if [ "$df" -gt 0 ] || [ "$dp" -eq 0 ]; then part nccl fail "$dp passed, $df failed (see dist.log)"
+  else part nccl pass; fi
+fi
 
 # ---------------------------------------------------------------- 4. benchmark
 section "benchmark"
