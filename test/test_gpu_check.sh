@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh without a GPU: its options, the prerequisite check (a missing nvcc
-# gives one line), no GPU is a failure that still leaves its report, and a dry run on the
-# CPU execution layer (--emulated) writes its files into --out as it goes.
+# gives one line), no GPU is a failure that still leaves its report, a dry run on the CPU
+# execution layer (--emulated) writes its files into --out as it goes, and a budget too short
+# for the whole check fails the parts it cuts off.
 cd "$(dirname "$0")/.." || exit 1
 . test/testlib.sh
 tmp=$(mktemp -d)
@@ -54,11 +55,22 @@ else
   for f in gpu_check.log test_cuda.log bench.md report.md; do [ -s "$o/$f" ] || why+="no $f; "; done
   grep -q '^PASS cuda_' "$o/test_cuda.log" 2>/dev/null || why+="no PASS line in test_cuda.log; "
   rows=$(grep -c '^| emulated tiny .* | [0-9.]* | ' "$o/bench.md" 2>/dev/null)
-  [ "$rows" = 12 ] || why+="$rows of 12 benchmark rows with timings; "
+  [ "${rows:-0}" -ge 12 ] || why+="$rows benchmark rows with timings, expected 3 schemes x 2 settings x 2 precisions; "
+  grep -q '| FAIL\|not run' "$o/bench.md" 2>/dev/null && why+="a failed or skipped benchmark row; "
   grep -q 'not meaningful' "$o/bench.md" 2>/dev/null || why+="bench.md does not say the timings are not meaningful; "
   grep -q '^# GPU check: EMULATED' "$o/report.md" 2>/dev/null || why+="report.md does not say EMULATED; "
   grep -q 'every required part passed' "$o/report.md" 2>/dev/null || why+="report.md does not say every part passed; "
   if [ -n "$why" ]; then fail gpu_check_emulated "$why$(tail -n 30 <<<"$out")"
   else pass gpu_check_emulated; echo "# emulated dry run: $((SECONDS - start)) s"; fi
+
+  # A budget too short for the whole check: the parts it cut off are failures, said so, and
+  # the report is still written.
+  out=$(bash $gc --emulated --budget 12 --out "$tmp/short" 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ]; then fail gpu_check_budget "exit status 0 with a 12 s budget"
+  elif ! grep -q '^FAIL .*time budget' "$tmp/short/parts.txt" 2>/dev/null; then
+    fail gpu_check_budget "no part failed for the time budget: $(tail -n 20 <<<"$out")"
+  elif ! grep -q 'Result: FAILED' "$tmp/short/report.md" 2>/dev/null; then fail gpu_check_budget "no report.md saying FAILED"
+  else pass gpu_check_budget; fi
 fi
 finish
