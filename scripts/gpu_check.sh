@@ -5,6 +5,7 @@
 #      compute-sanitizer, PyTorch); never apt (such a machine has no network)
 #   2. build (only the trainer and the GPU test programs; the Debian package step is skipped)
 #   3. the GPU tests (every build/test/test_cuda*), bf16 included   -> OUT/test_cuda.log
+#   3a. compute-sanitizer memcheck and racecheck over a short subset of the GPU tests
 #   3b. data parallel: the NCCL path on 1 rank (and 2/4/8 with that many GPUs) -> OUT/dist.log
 #   4. benchmark rows: learned/rope/crope at the CRoPE paper's setting (V=50257 C=128 L=4 H=4
 #      B=16 T=1024) and at GPT-2 124M (C=768 L=12 H=12), fp32 (TF32 GEMMs) and bf16: ms/step,
@@ -12,10 +13,9 @@
 #      with and without the paper config's evaluation (20 batches every 20 steps) -> OUT/bench.md
 #   4b. the kernel lab: every version of every cuda/lab/ program checked against the CPU and
 #      timed (TFLOP/s or GB/s) at the paper's and 124M's shapes              -> OUT/lab.md
-#   5. compute-sanitizer memcheck and racecheck over a short subset of the GPU tests
-#   6. PyTorch (scripts/torch_reference.py) at the paper's setting, optional and bounded:
+#   5. PyTorch (scripts/torch_reference.py) at the paper's setting, optional and bounded:
 #      torch.compile only while 2 minutes are left                   -> OUT/torch.md
-#   7. the report                                                     -> OUT/report.md
+#   6. the report                                                     -> OUT/report.md
 # Every part prints PASS / FAIL / SKIPPED gpu_check_<part>; the exit status is 0 only if every
 # required part passed. No GPU is a failure. --emulated accepts the CPU execution layer
 # (test/cuda_emu, `make emu`) as the device, for a dry run of this script at tiny sizes.
@@ -246,6 +246,24 @@ if [ $EMU = 1 ]; then part tests_bf16 skip "the emulated subset has no bf16 test
 elif [ "$bfail" -gt 0 ] || [ "$bp" -eq 0 ]; then part tests_bf16 fail "bf16: $bp passed, $bfail failed"
 else part tests_bf16 pass; fi
 
+# ---------------------------------------------------------------- 3a. compute-sanitizer
+# Right after the tests: the bug classes only a GPU shows come before the benchmarks.
+section "compute-sanitizer"
+for tool in memcheck racecheck; do
+  if [ $EMU = 1 ]; then part "sanitizer_$tool" skip "emulated (the emulation has its own checks)"; continue; fi
+  if [ -z "$SANITIZER" ]; then part "sanitizer_$tool" skip "compute-sanitizer not found"; continue; fi
+  t=$(cap 60)
+  if [ "$t" -lt 20 ]; then part "sanitizer_$tool" fail "not run: the time budget ran out"; continue; fi
+  # shellcheck disable=SC2086
+  timeout -k 5 "$t" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
+    "$BUILD/test/test_cuda" $SAN_SUBSET >"$OUT/$tool.log" 2>&1
+  rc=$?
+  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL ' "$OUT/$tool.log" | head -n 5
+  if [ $rc = 0 ]; then part "sanitizer_$tool" pass
+  elif [ $rc = 124 ]; then part "sanitizer_$tool" fail "timed out after $t s (see $tool.log)"
+  else part "sanitizer_$tool" fail "exit $rc (see $tool.log)"; fi
+done
+
 # ---------------------------------------------------------------- 3b. data parallel (NCCL)
 # test/test_dist.sh --device: one rank under mpirun runs every NCCL call (all-reduce, ZeRO-1's
 # reduce-scatter and all-gather) and must log the plain run's losses bit for bit; with several
@@ -399,24 +417,7 @@ else
   part lab fail "make lab failed (see build.log)"
 fi
 
-# ---------------------------------------------------------------- 5. compute-sanitizer
-section "compute-sanitizer"
-for tool in memcheck racecheck; do
-  if [ $EMU = 1 ]; then part "sanitizer_$tool" skip "emulated (the emulation has its own checks)"; continue; fi
-  if [ -z "$SANITIZER" ]; then part "sanitizer_$tool" skip "compute-sanitizer not found"; continue; fi
-  t=$(cap 75)
-  if [ "$t" -lt 20 ]; then part "sanitizer_$tool" fail "not run: the time budget ran out"; continue; fi
-  # shellcheck disable=SC2086
-  timeout -k 5 "$t" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
-    "$BUILD/test/test_cuda" $SAN_SUBSET >"$OUT/$tool.log" 2>&1
-  rc=$?
-  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL ' "$OUT/$tool.log" | head -n 5
-  if [ $rc = 0 ]; then part "sanitizer_$tool" pass
-  elif [ $rc = 124 ]; then part "sanitizer_$tool" fail "timed out after $t s (see $tool.log)"
-  else part "sanitizer_$tool" fail "exit $rc (see $tool.log)"; fi
-done
-
-# ---------------------------------------------------------------- 6. PyTorch (optional)
+# ---------------------------------------------------------------- 5. PyTorch (optional)
 section "PyTorch"
 if [ $TORCH = 0 ]; then
   part torch skip "$([ $EMU = 1 ] && echo emulated || echo 'no torch with CUDA') (optional)"
