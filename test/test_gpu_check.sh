@@ -15,6 +15,24 @@ else fail gpu_check_help "-h did not print the usage: $out"; fi
 expect_fail gpu_check_bad_option "^error: unknown argument '--bogus'" -- bash $gc --bogus
 expect_fail gpu_check_bad_budget "^error: --budget must be a positive number" -- bash $gc --budget 7m
 
+# test_cuda NAME...: the subsets the script names must all exist (a stale name would waste the
+# GPU run on an error), and a name that matches no test is an error.
+tc=${BUILD:-build}/test/test_cuda
+if [ ! -x "$tc" ]; then
+  skip gpu_check_test_subsets "$tc not built"
+else
+  eval "$(sed -n '/^\(EMU\|SAN\)_SUBSET="/,/"$/p' $gc)"  # the subset lists, as the script defines them
+  why=""
+  for subset in "$EMU_SUBSET" "$SAN_SUBSET"; do
+    # shellcheck disable=SC2086
+    out=$(CUDA_VISIBLE_DEVICES= "$tc" $subset 2>&1) || why+="exit $? for '$subset': $out; "
+    n=$(grep -cE '^(PASS|FAIL|SKIPPED) ' <<<"$out")
+    [ "$n" -ge "$(wc -w <<<"$subset")" ] || why+="$n tests for the $(wc -w <<<"$subset") names '$subset'; "
+  done
+  if [ -n "$why" ]; then fail gpu_check_test_subsets "$why"; else pass gpu_check_test_subsets; fi
+  expect_fail test_cuda_unknown_name "^error: no test name contains 'no_such_test'" -- "$tc" cuda_layernorm no_such_test
+fi
+
 # A PATH without nvcc (and no CUDA_HOME): one line names it, and the check fails.
 nonvcc=""
 IFS=: read -ra dirs <<<"$PATH"
