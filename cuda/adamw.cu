@@ -10,14 +10,14 @@ namespace gpu {
 namespace {
 
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
-                             float* __restrict__ v, size_t n, float lr, float beta1, float beta2, float eps, float wd,
-                             float bc1, float bc2, float gscale) {
+                             float* __restrict__ v, size_t n, float lr, float beta1, float c1, float beta2, float c2,
+                             float eps, float wd, float bc1, float bc2, float gscale) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float gi = g[i] * gscale;
         float pi = p[i];
         pi -= lr * wd * pi;
-        float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        float mi = beta1 * m[i] + c1 * gi;
+        float vi = beta2 * v[i] + c2 * gi * gi;
         pi -= lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
         m[i] = mi;
         v[i] = vi;
@@ -27,13 +27,14 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
 
 }  // namespace
 
-void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2,
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, double beta1, double beta2,
                   float eps, float wd, int t, float gscale) {
     if (n == 0) return;
-    // bias corrections as the CPU twin computes them (std::pow(float, int) is done in double)
-    float bc1 = (float)(1.0 - std::pow((double)beta1, t));
-    float bc2 = (float)(1.0 - std::pow((double)beta2, t));
-    adamw_kernel<<<grid_for(n, 256), 256>>>(p, g, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2, gscale);
+    // 1 - beta and the bias corrections in double, as the CPU twin (and torch) computes them
+    float bc1 = (float)(1.0 - std::pow(beta1, t));
+    float bc2 = (float)(1.0 - std::pow(beta2, t));
+    adamw_kernel<<<grid_for(n, 256), 256>>>(p, g, m, v, n, lr, (float)beta1, (float)(1 - beta1), (float)beta2,
+                                            (float)(1 - beta2), eps, wd, bc1, bc2, gscale);
     cudaCheckLaunch();
 }
 

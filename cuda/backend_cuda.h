@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace gpu {
 
@@ -57,7 +58,7 @@ void softmax_crossentropy(float* logits, float* losses, const int* targets, int 
 // the softmax and get dlogits 0. float4 loads when ld % 4 == 0 and logits is 16-byte aligned.
 void classifier_loss(float* logits, float* losses, const int* targets, int N, int V, int ld, float dscale);
 
-void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2,
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, double beta1, double beta2,
                   float eps, float wd, int t, float gscale);
 // Sum of x[i]^2 in double, deterministic (fixed grid and reduction order). Synchronises.
 double sum_squares(const float* x, size_t n);
@@ -94,6 +95,12 @@ struct CudaBackend {
     static std::string device_name();
     static size_t peak_memory();     // bytes, all allocations of this backend (incl. kernel scratch)
     static size_t current_memory();  // bytes now allocated
+    static size_t device_used_memory();  // bytes in use on the device as the driver sees it (all processes)
+    // Profiling mode (GPT::profile, cuda/profile.cu): a CUDA event per mark on the stream;
+    // profile_read waits for the last one and sums the time from each mark to the next into
+    // its phase.
+    static void profile_mark(int phase);
+    static std::vector<double> profile_read(int nphases);
     // data-parallel collectives over the ranks on device memory (cuda/nccl.cu: NCCL, as
     // src/dist.h's host collectives: in place, a block per rank)
     static void allreduce_sum(float* x, size_t n);

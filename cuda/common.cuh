@@ -105,12 +105,17 @@ struct Scratch {
 };
 
 // ---- cuBLAS ------------------------------------------------------------------------------
+// cuBLAS's workspace, given to it from device_malloc so that peak_memory() counts it (cuBLAS
+// would otherwise allocate its own, unseen): 32 MiB, what it takes by default on Hopper.
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+
 // One handle for the process, bound to the legacy default stream (all our work runs there,
 // in order, so no extra synchronisation is needed between kernels and GEMMs).
 inline cublasHandle_t cublas_handle() {
     static cublasHandle_t h = [] {
         cublasHandle_t hh;
         cublasCheck(cublasCreate(&hh));
+        cublasCheck(cublasSetWorkspace(hh, device_malloc(kCublasWorkspaceBytes), kCublasWorkspaceBytes));
         return hh;
     }();
     return h;

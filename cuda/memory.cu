@@ -121,6 +121,12 @@ size_t CudaBackend::peak_memory() {
     return t.peak;
 }
 
+size_t CudaBackend::device_used_memory() {
+    size_t free_bytes = 0, total = 0;
+    cudaCheck(cudaMemGetInfo(&free_bytes, &total));
+    return total - free_bytes;
+}
+
 size_t CudaBackend::current_memory() {
     gpu::Tracker& t = gpu::tracker();
     std::lock_guard<std::mutex> lock(t.mu);

@@ -312,10 +312,11 @@ EOF
   echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } >"$OUT/bench.md"
 
-# bench_row KEY LABEL L H C POS PREC: one training run; appends its row to bench.md at once
+# bench_row KEY LABEL L H C POS PREC [CHUNK]: one training run; appends its row to bench.md at once
+# (CHUNK: --classifier_chunk, rows per LM head + loss chunk; 0 or none = the trainer's choice)
 bench_row() {
-  local key=$1 label=$2 L=$3 H=$4 C=$5 pos=$6 prec=$7
-  local name="bench_${key}_${pos}_${prec}" dir="$WORK/run_${key}_${pos}_${prec}" t
+  local key=$1 label=$2 L=$3 H=$4 C=$5 pos=$6 prec=$7 chunk=${8:-0}
+  local name="bench_${key}_${pos}_${prec}${8:+_chunk$8}" dir="$WORK/run_${key}_${pos}_${prec}${8:+_chunk$8}" t
   t=$(cap $ROW_MAX)
   if [ "$t" -lt $((EMU == 1 ? 5 : 20)) ]; then
     echo "| $label | $pos | $prec | not run (time budget) | | | | | | |" >>"$OUT/bench.md"
@@ -330,7 +331,7 @@ bench_row() {
     --n_embd "$C" --vocab_size "$V" --max_seq_len "$T" --batch_size "$B" --seq_len "$T" \
     --steps $((WARM + STEPS)) --lr 1e-3 --schedule constant --eval_every $((WARM + STEPS)) --eval_batches "$EVAL" \
     --checkpoint_every 0 --sample_every 0 --precision "$prec" --train_data "$SHARD" --val_data "$SHARD" \
-    --run_dir "$dir" 2>&1 | while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >"$dir.out"
+    --classifier_chunk "$chunk" --profile 1 --run_dir "$dir" 2>&1 | while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >"$dir.out"
   local rc=${PIPESTATUS[0]}
   local row
   row=$("$PY" - "$dir" "$WARM" "$EVAL" "$B" "$T" <<'EOF'
@@ -374,6 +375,42 @@ for setting in "${SETTINGS[@]}"; do
     for pos in learned rope crope; do bench_row "$key" "$label" "$L" "$H" "$C" "$pos" "$prec"; done
   done
 done
+# The classifier's chunk size (rows of B*T per LM head GEMM + loss + backward GEMMs; the rows
+# above use the trainer's choice): the paper setting, rope, fp32. One chunk of all B*T rows is
+# the unfused path (the whole batch's logits at once).
+IFS=: read -r key label L H C <<<"${SETTINGS[0]}"
+for chunk in $([ $EMU = 1 ] && echo "16 $((B * T))" || echo "1024 2048 8192 $((B * T))"); do
+  bench_row "$key" "$label, classifier_chunk $chunk" "$L" "$H" "$C" rope fp32 "$chunk"
+done
+# Every run above ran with --profile 1 (a CUDA event at each phase boundary of the step): the
+# median ms per timed step of each phase, and the device's own count of used memory at the end.
+{
+  echo
+  echo "Per phase: median ms per step from CUDA events (rest = embeddings, LayerNorms, the linear"
+  echo "layers, GELU, residuals, RoPE, the gradient norm); device MiB = used as the driver counts it."
+  echo
+  echo "| run | LM head + loss | attention | rest | AdamW | sum | device MiB |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+  "$PY" - "$WORK" "$WARM" <<'EOF'
+import glob, json, os, re, statistics, sys
+work, warm = sys.argv[1], int(sys.argv[2])
+for d in sorted(glob.glob(work + "/run_*/"), key=os.path.getmtime):
+    d = d.rstrip("/")
+    try:
+        train = [r for r in map(json.loads, open(d + "/log.jsonl")) if r.get("type") == "train"][warm:]
+    except (OSError, ValueError):
+        continue
+    ph = [r["phase_ms"] for r in train if "phase_ms" in r]
+    if not ph:
+        continue
+    med = [statistics.median(p[k] for p in ph) for k in ("head_loss", "attention", "rest", "adamw")]
+    used = "-"
+    for l in open(d + ".out"):
+        m = re.search(r"device used at the end: ([0-9.]+) MiB", l)
+        used = m.group(1) if m else used
+    print("| %s | %s | %.1f | %s |" % (os.path.basename(d)[4:], " | ".join("%.2f" % x for x in med), sum(med), used))
+EOF
+} >>"$OUT/bench.md"
 
 # ---------------------------------------------------------------- 4b. kernel lab
 # Every program of cuda/lab/ (attention, classifier, layernorm, adamw): each version checked

@@ -2,8 +2,11 @@
 // double. The model orchestration (model.h) calls everything through this struct;
 // cuda/backend_cuda.h provides the same members for the GPU.
 #pragma once
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dist.h"
 #include "model.h"
@@ -31,6 +34,22 @@ struct CpuBackend {
   static void copy_ints_from_host(int* dst, const int* src, size_t n) { std::memcpy(dst, src, n * sizeof(int)); }
   static void synchronize() {}
   static std::string device_name() { return "cpu"; }
+  // Profiling mode (GPT::profile): every op has finished when it returns, so the host clock
+  // times the phases; profile_read sums the time from each mark to the next into its phase.
+  using Mark = std::pair<std::chrono::steady_clock::time_point, int>;
+  static std::vector<Mark>& profile_marks() {
+    static std::vector<Mark> marks;
+    return marks;
+  }
+  static void profile_mark(int phase) { profile_marks().push_back({std::chrono::steady_clock::now(), phase}); }
+  static std::vector<double> profile_read(int nphases) {
+    std::vector<Mark>& m = profile_marks();
+    std::vector<double> ms(nphases, 0.0);
+    for (size_t i = 0; i + 1 < m.size(); i++)
+      ms[m[i].second] += std::chrono::duration<double, std::milli>(m[i + 1].first - m[i].first).count();
+    m.clear();
+    return ms;
+  }
   // data-parallel collectives over the ranks (src/dist.h: MPI on host memory)
   static void allreduce_sum(T* x, size_t n) { dist::allreduce_sum(x, n); }
   static void reduce_scatter_sum(T* x, size_t block) { dist::reduce_scatter_sum(x, block); }

@@ -64,6 +64,7 @@ const Key kKeys[] = {
     {"precision", "output", &Config::precision, "fp32 | bf16"},
     {"attention", "output", &Config::attention, "flash (saves each row's log-sum-exp, no (B,H,T,T) buffer; on the GPU head size 8, 16, 32, 64 or 128) | cublas (the reference: saves the probabilities)"},
     {"classifier_chunk", "output", &Config::classifier_chunk, "rows of B*T per chunk of the fused LM head + loss: the logits of one chunk exist at a time (0 = the device's choice: 256 on the CPU, 4096 on the GPU)"},
+    {"profile", "output", &Config::profile, "1 = time each training step's phases (LM head + loss, attention, AdamW, the rest; CUDA events on the GPU): a profile line per step, phase_ms in the log"},
     {"sample_every", "output", &Config::sample_every, "print a sample every this many steps (0 = never)"},
     {"encoder_json", "output", &Config::encoder_json, "GPT-2 encoder.json to decode samples with (ids are printed if missing)"},
     {"zero", "parallel", &Config::zero, "with several ranks (mpirun): 1 = ZeRO-1, the AdamW moments sharded across ranks; 0 = every rank keeps them all"},
@@ -397,6 +398,7 @@ void validate(const Config& c) {
     require(c.sample_every >= 0, "sample_every must be >= 0, got " + std::to_string(c.sample_every));
     require(c.classifier_chunk >= 0, "classifier_chunk must be >= 0 (0 = the device's choice), got " +
                                          std::to_string(c.classifier_chunk));
+    require(c.profile == 0 || c.profile == 1, "profile must be 0 or 1, got " + std::to_string(c.profile));
     require(c.zero == 0 || c.zero == 1, "zero must be 0 or 1 (ZeRO-1), got " + std::to_string(c.zero));
     require(c.dist_timeout >= 0, "dist_timeout must be >= 0 seconds (0 = wait forever), got " + to_text(c.dist_timeout));
 }

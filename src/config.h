@@ -50,6 +50,7 @@ struct Config {
     std::string precision = "fp32";    // fp32 | bf16
     std::string attention = "flash";   // flash | cublas
     int classifier_chunk = 0;          // rows per LM head + loss chunk (0 = the device's choice)
+    int profile = 0;                   // 1 = time each step's phases (LM head + loss, attention, AdamW, rest)
     int sample_every = 0;
     std::string encoder_json = "data/gpt2/encoder.json";
     // parallel (mpirun: batch_size is the global batch, split evenly across the ranks)

@@ -31,6 +31,12 @@ struct ModelConfig {
   int Vp() const { return (V + vocab_pad - 1) / vocab_pad * vocab_pad; }
 };
 
+// Phases of a training step in the profiling mode (GPT::profile): the LM head and loss
+// (GPT::classifier, forward and backward), attention (forward and backward), AdamW, and the rest.
+enum class Phase { head, attention, rest, adamw };
+constexpr int kPhases = 4;
+constexpr const char* kPhaseNames[kPhases] = {"head_loss", "attention", "rest", "adamw"};
+
 // CpuBackend's classifier chunk (rows); also what the CPU memory estimate assumes.
 constexpr int kCpuClassifierChunk = 256;
 
@@ -153,6 +159,17 @@ struct GPT {
   int table_len = 0;  // positions covered by the tables
   Acts train_acts, eval_acts;
   std::vector<T> host_losses;
+  // Profiling mode: the training step marks its phases (BK::profile_mark: the time from one mark
+  // to the next counts to the first one's phase); profile_read() ends the step's timeline.
+  bool profile = false;
+  void mark(Phase p, bool training = true) {
+    if (profile && training) BK::profile_mark((int)p);
+  }
+  // Milliseconds per phase (kPhaseNames order) since the step's first mark; waits for the step.
+  std::vector<double> profile_read() {
+    BK::profile_mark((int)Phase::rest);  // the end of the last phase
+    return BK::profile_read(kPhases);
+  }
 
   explicit GPT(const ModelConfig& c)
       : cfg(c), pt(pos_traits(c.pos)), layout(param_layout(c)), buf_layout(param_layout(c, true)) {
@@ -324,6 +341,7 @@ struct GPT {
     ensure_acts(a, B, Tn, grad);
     size_t N = (size_t)B * Tn, C = cfg.C;
     int H = cfg.H;
+    mark(Phase::rest, grad);
     BK::copy_ints_from_host(a.inputs, inputs, N);
     if (pt.complex_qkv)
       for (int l = 0; l < cfg.L; l++)
@@ -349,8 +367,10 @@ struct GPT {
                             (int)C);
       BK::matmul_forward(qkv, ln1, qkv_weight(l), w.qkvb + l * 3 * C, (int)N, (int)C, (int)(3 * C));  // (B,T,3C)
       if (qkvr != qkv) BK::rope_forward(qkvr, qkv, rope_cos, rope_sin, B, Tn, (int)C, H);
+      mark(Phase::attention, grad);
       if (cfg.flash) BK::attention_forward_lse(atty, att, qkvr, B, Tn, (int)C, H);  // (B,T,C)
       else BK::attention_forward(atty, att, qkvr, B, Tn, (int)C, H);
+      mark(Phase::rest, grad);
       BK::matmul_forward(a.proj, atty, w.projw + l * C * C, w.projb + l * C, (int)N, (int)C, (int)C);
       BK::residual_forward(res2, x, a.proj, N * C);
       BK::layernorm_forward(ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, res2, w.ln2w + l * C, w.ln2b + l * C,
@@ -367,7 +387,9 @@ struct GPT {
     if (grad) BK::zero(grads, num_params);
     // the loss gradient is scaled by 1 / (tokens of all ranks): summed over ranks, it is the global mean's
     double dscale = 1.0 / ((double)N * dist::group().world);
+    mark(Phase::head, grad);
     classifier(a, N, grad ? T(dscale) : T(0));
+    mark(Phase::rest, grad);
     host_losses.resize(N);
     BK::copy_to_host(host_losses.data(), a.losses, N);
     double sum = 0;
@@ -440,10 +462,12 @@ struct GPT {
                           w.projw + l * C * C, (int)N, (int)C, (int)C);
       BK::zero(a.dqkvr, N * 3 * C);
       const T* att = a.att + l * att_size(B, Tn);
+      mark(Phase::attention);
       if (cfg.flash)
         BK::attention_backward_lse(a.dqkvr, a.datty, a.qkvr + l * N * 3 * C, a.atty + l * N * C, att, B, Tn, (int)C, H);
       else
         BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, att, B, Tn, (int)C, H);
+      mark(Phase::rest);
       if (a.dqkv != a.dqkvr) {
         BK::zero(a.dqkv, N * 3 * C);
         BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, Tn, (int)C, H);
@@ -481,7 +505,8 @@ struct GPT {
 
   // One AdamW step (t is 1-based). decay_all: every tensor decays, else only matrices.
   // With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
-  void update(float lr, float beta1, float beta2, float eps, float wd, bool decay_all, int t, float gscale) {
+  void update(float lr, double beta1, double beta2, float eps, float wd, bool decay_all, int t, float gscale) {
+    mark(Phase::adamw);
     for (const auto& p : buf_layout) {
       size_t b = std::max(p.offset, shard.begin), e = std::min(p.offset + p.numel, shard.end);
       if (b < e)

@@ -337,7 +337,7 @@ struct Trainer {
       model.backward();
       double norm = model.reduce_grads();  // summed over ranks; the global norm
       double lr = lr_at(cfg, step);
-      model.update((float)lr, (float)cfg.beta1, (float)cfg.beta2, (float)cfg.eps, (float)cfg.weight_decay,
+      model.update((float)lr, cfg.beta1, cfg.beta2, (float)cfg.eps, (float)cfg.weight_decay,
                    cfg.decay == "all", step + 1, (float)clip_scale(cfg.grad_clip, norm));
       BK::synchronize();
       step++;

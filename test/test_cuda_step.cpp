@@ -8,8 +8,11 @@
 //     steps;
 //   - the padded rows of wte (and of its gradient and AdamW moments) stay exactly zero;
 //   - a checkpoint of a padded GPU run loads into an unpadded CPU model (vocab_pad 1) and gives
-//     the same validation loss and logits.
+//     the same validation loss and logits;
+//   - the profiling mode's per-phase times (CUDA events) cover the training step, and an
+//     evaluation forward adds nothing to them.
 // Without CUDA (build or device) every test is reported SKIPPED.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -261,6 +264,44 @@ std::string test_checkpoint_unpadded(Pos pos) {
     return why;
 }
 
+// The profiling mode: a training step marks its phases, every phase takes time, they add up to
+// no more than the step's wall time, and an evaluation forward in between marks nothing.
+template <class BK>
+std::string profile_case(const char* what) {
+    Batch b = batch(Pos::rope);
+    GPT<BK> g(small_model(Pos::rope, 128, kChunk));
+    g.init(1);
+    g.profile = true;
+    std::string why;
+    for (int step = 0; step < 2; step++) {
+        BK::synchronize();
+        auto t0 = std::chrono::steady_clock::now();
+        g.forward(b.in.data(), b.tg.data(), kB, kT, true);
+        g.backward();
+        g.update(1e-3f, 0.9, 0.999, 1e-8f, 0.0f, true, step + 1, 1.0f);
+        std::vector<double> ms = g.profile_read();
+        double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        double sum = 0;
+        for (int i = 0; i < kPhases; i++) {
+            sum += ms[i];
+            if (!(ms[i] > 0)) append(why, std::string(what) + ": phase " + kPhaseNames[i] + " took " + fmt(ms[i]) + " ms");
+        }
+        if (!(sum <= wall * 1.01 + 0.01))
+            append(why, std::string(what) + ": phases sum to " + fmt(sum) + " ms, the step took " + fmt(wall));
+        g.forward(b.val_in.data(), b.val_tg.data(), kB, kT, false);  // evaluation: no marks
+        std::vector<double> none = g.profile_read();
+        for (int i = 0; i < kPhases; i++)
+            if (none[i] != 0) append(why, std::string(what) + ": evaluation added " + fmt(none[i]) + " ms to " + kPhaseNames[i]);
+    }
+    return why;
+}
+
+std::string test_profile() {
+    std::string why = profile_case<CB>("gpu");
+    append(why, profile_case<K>("cpu"));
+    return why;
+}
+
 }  // namespace
 #endif  // HAVE_CUDA
 
@@ -271,7 +312,8 @@ std::string test_checkpoint_unpadded(Pos pos) {
 #endif
 
 static std::vector<TestCase> all_tests() {
-    std::vector<TestCase> t = {{"cuda_classifier_loss", CUDA_FN(test_classifier_loss)}};
+    std::vector<TestCase> t = {{"cuda_classifier_loss", CUDA_FN(test_classifier_loss)},
+                               {"cuda_step_profile_phases", CUDA_FN(test_profile)}};
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
         std::string n = scheme.name;

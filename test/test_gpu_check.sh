@@ -75,6 +75,10 @@ else
   rows=$(grep -c '^| emulated tiny .* | [0-9.]* | ' "$o/bench.md" 2>/dev/null)
   [ "${rows:-0}" -ge 12 ] || why+="$rows benchmark rows with timings, expected 3 schemes x 2 settings x 2 precisions; "
   grep -q '| FAIL\|not run' "$o/bench.md" 2>/dev/null && why+="a failed or skipped benchmark row; "
+  grep -q '^| paper_rope_fp32 | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* |' "$o/bench.md" 2>/dev/null ||
+    why+="no per-phase row (profiling mode) for paper_rope_fp32 in bench.md; "
+  grep -q '^| emulated tiny .*, classifier_chunk 16 | rope | fp32 | [0-9.]* | ' "$o/bench.md" 2>/dev/null ||
+    why+="no classifier_chunk row in bench.md; "
   grep -q 'not meaningful' "$o/bench.md" 2>/dev/null || why+="bench.md does not say the timings are not meaningful; "
   grep -q '^# GPU check: EMULATED' "$o/report.md" 2>/dev/null || why+="report.md does not say EMULATED; "
   grep -q 'every required part passed' "$o/report.md" 2>/dev/null || why+="report.md does not say every part passed; "

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "safetensors.h"
 #include "sample.h"
+#include "ops/adamw.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -577,6 +578,26 @@ static void test_config_robustness() {
     check("clip_scale_torch", std::abs(clip_scale(1e-6, 0.5e-6) - 1e-6 / 1.5e-6) < 1e-12 &&
                                   std::abs(clip_scale(1.0, 4.0) - 1.0 / (4.0 + 1e-6)) < 1e-15 &&
                                   clip_scale(1.0, 0.5) == 1.0 && clip_scale(0.0, 100.0) == 1.0);
+
+    // AdamW takes the config's betas in double (torch computes 1 - beta and the bias corrections
+    // in double on the host): three steps in double precision match the update written out exactly
+    {
+        const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
+        std::vector<double> p = {0.5, -1.0, 2.0}, g = {0.3, -0.2, 1.5}, m(3), v(3), hp = p, hm(3), hv(3);
+        double err = 0;
+        for (int t = 1; t <= 3; t++) {
+            cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), 3, (float)lr, b1, b2, (float)eps, (float)wd, t, 1.0f);
+            for (int i = 0; i < 3; i++) {
+                double lrf = (float)lr, epsf = (float)eps, wdf = (float)wd;  // these travel as float
+                hp[i] *= 1 - lrf * wdf;
+                hm[i] = b1 * hm[i] + (1 - b1) * g[i];
+                hv[i] = b2 * hv[i] + (1 - b2) * g[i] * g[i];
+                hp[i] -= lrf / (1 - std::pow(b1, t)) * hm[i] / (std::sqrt(hv[i]) / std::sqrt(1 - std::pow(b2, t)) + epsf);
+                err = std::max(err, std::abs(p[i] - hp[i]) / std::abs(hp[i]));
+            }
+        }
+        check("adamw_betas_in_double", err < 1e-12, "rel err " + std::to_string(err));
+    }
 
     // memory: a config that cannot fit says so and how much, before anything is allocated
     ModelConfig huge;

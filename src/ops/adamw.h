@@ -7,17 +7,20 @@
 
 namespace cpu {
 
-// g' = g * gscale (clipping); p -= lr*wd*p; m, v moments; bias-corrected step, eps outside the sqrt
+// g' = g * gscale (clipping); p -= lr*wd*p; m, v moments; bias-corrected step, eps outside the sqrt.
+// The betas arrive in double and 1 - beta and the bias corrections are computed in double, as
+// torch does on the host (in float, 1 - 0.999f is off by 1.3e-5 relative).
 template <class T>
-void adamw_update(T* p, const T* g, T* m, T* v, size_t n, float lr, float beta1, float beta2, float eps, float wd,
+void adamw_update(T* p, const T* g, T* m, T* v, size_t n, float lr, double beta1, double beta2, float eps, float wd,
                   int t, float gscale) {
-  T bc1 = T(1) - std::pow(T(beta1), t), bc2 = T(1) - std::pow(T(beta2), t);
+  const T b1 = T(beta1), c1 = T(1 - beta1), b2 = T(beta2), c2 = T(1 - beta2);
+  const T bc1 = T(1 - std::pow(beta1, t)), bc2 = T(1 - std::pow(beta2, t));
 #pragma omp parallel for simd
   for (size_t i = 0; i < n; i++) {
     T gi = g[i] * T(gscale);
     p[i] -= T(lr) * T(wd) * p[i];
-    m[i] = T(beta1) * m[i] + (T(1) - T(beta1)) * gi;
-    v[i] = T(beta2) * v[i] + (T(1) - T(beta2)) * gi * gi;
+    m[i] = b1 * m[i] + c1 * gi;
+    v[i] = b2 * v[i] + c2 * gi * gi;
     p[i] -= T(lr) * (m[i] / bc1) / (std::sqrt(v[i] / bc2) + T(eps));
   }
 }
