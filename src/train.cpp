@@ -323,6 +323,7 @@ struct Trainer {
     const int B = cfg.batch_size, Tn = cfg.seq_len;
     std::vector<int> in((size_t)rows * Tn), tg((size_t)rows * Tn);
     StepClock clock(std::max(20, cfg.eval_every));  // a window that always holds an evaluation
+    model.profile = cfg.profile;
     while (step < cfg.steps) {
       if (cfg.eval_every > 0 && step % cfg.eval_every == 0) evaluate();
       if (cfg.sample_every > 0 && step % cfg.sample_every == 0 && step > 0) print_sample();
@@ -348,14 +349,18 @@ struct Trainer {
       double eta = clock.eta(cfg.steps - step);
       printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | ETA %s\n", step, cfg.steps,
              loss, lr, norm, ms, tps, duration(eta).c_str());
-      record({{"type", "train"},
-                  {"step", step},
-                  {"loss", loss},
-                  {"lr", lr},
-                  {"grad_norm", norm},
-                  {"step_ms", ms},
-                  {"tokens_per_s", tps},
-                  {"eta_s", eta}});
+      json rec = {{"type", "train"}, {"step", step},      {"loss", loss},        {"lr", lr},
+                  {"grad_norm", norm}, {"step_ms", ms}, {"tokens_per_s", tps}, {"eta_s", eta}};
+      if (cfg.profile) {  // the step's time per phase (GPU: CUDA events), in the log as phase_ms
+        std::vector<double> ph = model.profile_read();
+        std::string line;
+        for (int i = 0; i < kPhases; i++) {
+          rec["phase_ms"][kPhaseNames[i]] = ph[i];
+          line += std::string(i ? " | " : "") + kPhaseNames[i] + " " + std::to_string(ph[i]).substr(0, 7) + " ms";
+        }
+        printf("profile | step %d | %s\n", step, line.c_str());
+      }
+      record(rec);
       if (int sig = dist::max(g_stop_signal)) return stop(sig);  // a signal to any rank stops all, at the same step
       if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) save_checkpoint();
     }
@@ -457,7 +462,9 @@ static int train_main(int argc, char** argv) {
       ::gpu::set_precision_bf16(bf16);
       if (dg.mpi) CudaBackend::use_device(dg.local_rank);
       int rc = train_with<CudaBackend>(cfg, resume, "cuda (" + CudaBackend::device_name() + ")");
-      printf("peak device memory: %.1f MiB\n", CudaBackend::peak_memory() / 1048576.0);
+      // ours (weights, activations, kernel scratch, the cuBLAS workspace), then the device's own count
+      printf("peak device memory: %.1f MiB | device used at the end: %.1f MiB\n",
+             CudaBackend::peak_memory() / 1048576.0, CudaBackend::device_used_memory() / 1048576.0);
       return rc;
     }
 #else
