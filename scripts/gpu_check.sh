@@ -124,7 +124,7 @@ need() {  # need NAME WHAT-IS-MISSING: a required prerequisite is missing
   echo "missing: $1 ($2)"
   missing+=("$1")
 }
-for tool in make g++; do
+for tool in make g++ timeout stdbuf; do
   if command -v $tool >/dev/null; then echo "$tool: $(command -v $tool)"; else need $tool "not on PATH"; fi
 done
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -161,14 +161,17 @@ if [ $EMU = 1 ]; then
   DEVICE="emulated (CPU execution layer, test/cuda_emu)"
   echo "GPU: none used (emulated)"
 else
-  gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
+  q="--format=csv,noheader --query-gpu=name,memory.total,driver_version"
+  # compute_cap needs a driver from 2022 on; an older one still names the GPU
+  gpu=$(nvidia-smi $q,compute_cap 2>/dev/null | head -n 1) cc=${gpu##*,}
+  [ -n "$gpu" ] || { gpu=$(nvidia-smi $q 2>/dev/null | head -n 1) cc=""; }
   if [ -z "$gpu" ]; then
     need GPU "nvidia-smi $(command -v nvidia-smi >/dev/null && echo 'finds no GPU' || echo 'not found'); for a dry run without one: --emulated"
   else
     DEVICE=$gpu
     echo "GPU: $gpu"
     # machine code for this GPU only: a third of the default build's device compilation
-    cc=$(echo "${gpu##*,}" | tr -d ' .')
+    cc=$(echo "$cc" | tr -d ' .')  # 9.0 -> 90
     [[ $cc =~ ^[0-9]+$ ]] && CC_FLAGS="-O3 -gencode arch=compute_$cc,code=sm_$cc"
   fi
 fi
