@@ -336,7 +336,10 @@ struct Trainer {
         throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
                                  " (diverged; try a lower lr or grad_clip)");
       model.backward();
+      if (dg.mpi) BK::synchronize();  // comm_ms below times the gradient sum alone
+      auto tc = std::chrono::steady_clock::now();
       double norm = model.reduce_grads();  // summed over ranks; the global norm
+      double comm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tc).count();
       double lr = lr_at(cfg, step);
       model.update((float)lr, cfg.beta1, cfg.beta2, (float)cfg.eps, (float)cfg.weight_decay,
                    cfg.decay == "all", step + 1, (float)clip_scale(cfg.grad_clip, norm));
@@ -351,6 +354,7 @@ struct Trainer {
              loss, lr, norm, ms, tps, duration(eta).c_str());
       json rec = {{"type", "train"}, {"step", step},      {"loss", loss},        {"lr", lr},
                   {"grad_norm", norm}, {"step_ms", ms}, {"tokens_per_s", tps}, {"eta_s", eta}};
+      if (dg.mpi) rec["comm_ms"] = comm_ms;  // the gradient all-reduce / reduce-scatter and the norm
       if (cfg.profile) {  // the step's time per phase (GPU: CUDA events), in the log as phase_ms
         std::vector<double> ph = model.profile_read();
         std::string line;
