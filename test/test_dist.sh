@@ -4,7 +4,8 @@
 #   norm (the key bias, zero in exact arithmetic, to the step size: test/dist_compare.py)
 # - 2 ranks twice: bitwise-identical logs; resume at 2 ranks (bit-exact) and at 1 rank
 # - errors: a global batch that does not split, ranks with different configs or data, a rank
-#   killed mid-run (the others end, the last checkpoint loads), a stuck rank (collective timeout)
+#   killed mid-run (the others end, the last checkpoint loads), a stuck rank (collective timeout);
+#   SIGTERM to mpirun stops every rank at the same step with a checkpoint that resumes
 # - the CUDA backend's NCCL path under the CPU emulation ($EMU_BUILD/train), 2 ranks vs 1
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
@@ -201,6 +202,27 @@ kill_test() {
 kill_test dist_rank_killed KILL "exited on signal 9|rank 1.*(killed|signal)"
 # a stopped rank never reaches the next collective: rank 0's times out after dist_timeout
 kill_test dist_rank_stuck_timeout STOP "error: rank 0/2: MPI .* did not finish within 3 s" --dist_timeout 3
+
+# SIGTERM to mpirun (a Slurm job's end, Ctrl-C): it passes the signal on; every rank stops after
+# the same step, rank 0 writes the checkpoint and the "stopped" record, and the run resumes.
+run="$tmp/sigterm"
+mpirun --oversubscribe -np 2 $TRAIN $args --pos rope --steps 100000 --eval_every 0 --checkpoint_every 0 \
+  --run_dir "$run" >"$run.txt" 2>&1 &
+mpid=$! t=0
+while ! grep -q '"step":5,' "$run/log.jsonl" 2>/dev/null && [ $t -lt 600 ]; do sleep 0.1; t=$((t + 1)); done
+kill -TERM "$mpid"
+t=0
+while kill -0 "$mpid" 2>/dev/null && [ $t -lt 600 ]; do sleep 0.1; t=$((t + 1)); done
+if kill -0 "$mpid" 2>/dev/null; then fail dist_sigterm "still running 60 s after SIGTERM"; kill -KILL "$mpid"
+else
+  stopped=$(grep '"type":"stopped"' "$run/log.jsonl" | sed 's/.*"step":\([0-9]*\).*/\1/')
+  if [ -z "$stopped" ] || [ "$(cat "$run/latest" 2>/dev/null)" != "$(printf 'ckpt_%06d' "$stopped")" ]; then
+    fail dist_sigterm "no stopped record with its checkpoint: $(tail -2 "$run.txt")"
+  elif ! mpi 2 $TRAIN --resume "$run" --steps $((stopped + 2)) >"$run.resume.txt" 2>&1; then
+    fail dist_sigterm "resume failed: $(tail -2 "$run.resume.txt")"
+  else pass dist_sigterm; echo "# stopped at step $stopped, resumed to $((stopped + 2))"; fi
+fi
+wait "$mpid" 2>/dev/null
 
 # The CUDA backend's NCCL path under the CPU execution layer (NCCL emulated over MPI).
 if [ -n "${SKIP_EMU:-}" ]; then :
