@@ -18,11 +18,13 @@ void JsonlLog::truncate_after(long step) {
         nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
         if (j.is_discarded() || !j.is_object()) continue;
         if (j.contains("step") && j["step"].is_number()) {
-            // a train record at `step` is the update that led to the checkpoint; anything
-            // else at `step` (an evaluation) is redone by the resumed run when its schedule says so
+            // a train record at `step` is the update that led to the checkpoint, and a stopped
+            // record there is the history of the stop; anything else at `step` (an evaluation) is
+            // redone by the resumed run when its schedule says so
             double s = j["step"].get<double>();
-            bool is_train = j.value("type", "") == "train";
-            if (s > (double)step || (!is_train && s == (double)step)) continue;
+            std::string type = j.value("type", "");
+            bool kept_at_step = type == "train" || type == "stopped";
+            if (s > (double)step || (!kept_at_step && s == (double)step)) continue;
         }
         kept += line + "\n";
     }

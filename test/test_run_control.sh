@@ -105,6 +105,8 @@ n=$((k + 10))
 if [ -n "$k" ] && [ "$(strip "$s/log.jsonl" | wc -l)" -eq $n ] && diff <(strip "$s/log.jsonl") <(strip "$tmp/nosig/log.jsonl") >/dev/null
 then pass sigterm_resume_bit_identical
 else fail sigterm_resume_bit_identical "$(tail -c 300 "$tmp/sig_resume.txt")"; fi
+if [ -n "$k" ] && grep -q "\"signal\":\"SIGTERM\",\"step\":$k,\"type\":\"stopped\"" "$s/log.jsonl"; then pass stopped_record_kept_on_resume
+else fail stopped_record_kept_on_resume "no stopped record at step '$k' after resuming"; fi
 
 # --- the ETA counts the whole wall time of a step, evaluation included: with an evaluation
 # far longer than a step, the ETA after step 1 is far more than the remaining steps' step_ms
