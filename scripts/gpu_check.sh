@@ -23,18 +23,21 @@ set -u
 
 usage() {
   cat <<'EOF'
-usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated]
+usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper-grid]
   --out DIR         results folder (default build_gpu/gpu_check; build_emu/gpu_check with
                     --emulated): gpu_check.log, test_cuda.log, bench.md, report.md, ...
   --budget SECONDS  keep the whole check within this time (default 420); optional parts
                     are skipped when time runs short
   --emulated        dry run on the CPU execution layer (no GPU): builds with `make emu`,
                     tiny sizes, timings not meaningful
+  --paper-grid      at the end, as many of the paper's nine runs (scripts/paper_grid.sh) as the
+                    time left allows, skipping those committed under scripts/results/paper/;
+                    each finished run's log in OUT/paper_grid/ (the shards are checked first)
   -h, --help        this text
 EOF
 }
 
-OUT="" BUDGET=420 EMU=0
+OUT="" BUDGET=420 EMU=0 GRID=0
 while [ $# -gt 0 ]; do
   case $1 in
     --out) [ $# -ge 2 ] || { echo "error: --out needs a folder" >&2; exit 2; }; OUT=$2; shift 2 ;;
@@ -42,6 +45,7 @@ while [ $# -gt 0 ]; do
     --budget) [ $# -ge 2 ] || { echo "error: --budget needs a number of seconds" >&2; exit 2; }; BUDGET=$2; shift 2 ;;
     --budget=*) BUDGET=${1#--budget=}; shift ;;
     --emulated) EMU=1; shift ;;
+    --paper-grid) GRID=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -195,6 +199,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 1
 fi
 part prerequisites pass
+
+if [ $GRID = 1 ]; then  # the paper grid's shards (they travel with the check), said now, not at the end
+  for d in wikitext2 ptb pg19; do
+    if compgen -G "data/$d/${d}_train_*.bin" >/dev/null && compgen -G "data/$d/${d}_val_*.bin" >/dev/null; then
+      echo "paper grid data: data/$d"
+    else
+      echo "missing: paper grid shards data/$d/${d}_{train,val}_*.bin (its runs will be skipped)"
+    fi
+  done
+fi
 
 # ---------------------------------------------------------------- 2. build
 section "build ($BUILD)"
@@ -485,4 +499,18 @@ print("%.1f | %.0f | %.0f" % (r["ms_per_step"], r["tokens_per_s"], r["peak_mem_m
     done
   done
   part torch pass
+fi
+
+# ---------------------------------------------------------------- 6. the paper grid (--paper-grid)
+if [ $GRID = 1 ]; then
+  section "paper grid"
+  if [ $EMU = 1 ]; then
+    part paper_grid skip "emulated: the paper's runs need a GPU (test/test_paper_grid.sh runs the script on the CPU)"
+  elif [ "$(left)" -lt 60 ]; then
+    part paper_grid skip "under a minute left"
+  elif bash scripts/paper_grid.sh --out "$OUT/paper_grid" --budget $(($(left) - 15)) -- --device cuda; then
+    part paper_grid pass
+  else
+    part paper_grid fail "a run failed or no dataset has its shards (see above)"
+  fi
 fi
