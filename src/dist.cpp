@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -113,6 +114,9 @@ void init(int* argc, char*** argv) {
   bool launched = false;
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) launched |= getenv(v) != nullptr;
   if (!launched) return;
+  // stdout is the launcher's pipe: when mpirun stops reading it (it is ending the job after a
+  // SIGTERM), a write must fail rather than kill the rank before its checkpoint is written
+  signal(SIGPIPE, SIG_IGN);
   int provided = 0;
   mpiCheck(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
   g_group.mpi = true;

@@ -380,6 +380,7 @@ struct Trainer {
     save_checkpoint();
     record({{"type", "stopped"}, {"step", step}, {"signal", name}});
     printf("stopped by %s at step %d; continue with: --resume %s\n", name, step, cfg.run_dir.c_str());
+    dist::barrier();  // no rank exits (non-zero: the launcher would end the rest) before rank 0 has written
     return 128 + sig;
   }
 };
