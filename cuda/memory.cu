@@ -2,6 +2,7 @@
 // bytes (parameters, activations and every kernel's scratch go through it), and the
 // memory / device members of CudaBackend.
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -91,8 +92,38 @@ int* CudaBackend::alloc_int(size_t n) {
 
 void CudaBackend::free_int(int* p) { gpu::device_free(p); }
 
+// Token ids go through pinned staging buffers and cudaMemcpyAsync, so the host never waits
+// here: a cudaMemcpy from pageable memory would wait for all queued work (the targets are copied
+// in the middle of the forward) and leave the GPU idle while the host launches the rest. Two
+// buffers alternate (inputs, targets); before one is refilled, the host waits for the event of
+// its previous copy, which has read it by then.
+namespace gpu {
+namespace {
+struct Staging {
+    int* host = nullptr;  // pinned
+    size_t cap = 0;
+    cudaEvent_t copied = nullptr;
+};
+Staging g_staging[2];
+int g_next_staging = 0;
+}  // namespace
+}  // namespace gpu
+
 void CudaBackend::copy_ints_from_host(int* dst, const int* src, size_t n) {
-    if (n) cudaCheck(cudaMemcpy(dst, src, n * sizeof(int), cudaMemcpyHostToDevice));
+    if (n == 0) return;
+    gpu::Staging& s = gpu::g_staging[gpu::g_next_staging];
+    gpu::g_next_staging ^= 1;
+    if (!s.copied) cudaCheck(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+    cudaCheck(cudaEventSynchronize(s.copied));  // its last copy is done (at once if never recorded)
+    if (n > s.cap) {
+        if (s.host) cudaCheck(cudaFreeHost(s.host));
+        s.host = nullptr, s.cap = 0;
+        cudaCheck(cudaMallocHost(reinterpret_cast<void**>(&s.host), n * sizeof(int)));
+        s.cap = n;
+    }
+    std::memcpy(s.host, src, n * sizeof(int));
+    cudaCheck(cudaMemcpyAsync(dst, s.host, n * sizeof(int), cudaMemcpyHostToDevice, 0));
+    cudaCheck(cudaEventRecord(s.copied, 0));
 }
 
 void CudaBackend::synchronize() { cudaCheck(cudaDeviceSynchronize()); }

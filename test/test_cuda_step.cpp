@@ -10,12 +10,15 @@
 //   - a checkpoint of a padded GPU run loads into an unpadded CPU model (vocab_pad 1) and gives
 //     the same validation loss and logits;
 //   - the profiling mode's per-phase times (CUDA events) cover the training step, and an
-//     evaluation forward adds nothing to them.
+//     evaluation forward adds nothing to them;
+//   - token ids uploaded through the pinned staging buffers arrive intact when the host reuses
+//     its source at once, the buffers grow, and uploads alternate.
 // Without CUDA (build or device) every test is reported SKIPPED.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <algorithm>
 #include <map>
 #include <string>
 #include <unistd.h>
@@ -302,6 +305,44 @@ std::string test_profile() {
     return why;
 }
 
+// CudaBackend::copy_ints_from_host stages through pinned memory and returns before the copy
+// runs; the caller may overwrite its source at once. Read back through the embedding: with
+// C = 1 and wte[v] = v, encoder_forward writes each id as a float.
+std::string test_copy_ints_staged() {
+    const int V = 50, cap = 9;
+    Vec table(V);
+    for (int v = 0; v < V; v++) table[v] = (float)v;
+    float *wte = CB::alloc(V), *out = CB::alloc(cap);
+    int *a = CB::alloc_int(cap), *b = CB::alloc_int(cap);
+    CB::copy_from_host(wte, table.data(), V);
+    std::string why;
+    auto expect = [&](const char* what, const int* dev, const std::vector<int>& want) {
+        gpu::encoder_forward(out, dev, wte, nullptr, 1, (int)want.size(), 1);
+        Vec got(want.size());
+        CB::copy_to_host(got.data(), out, got.size());
+        for (size_t i = 0; i < want.size(); i++)
+            if (got[i] != (float)want[i]) {
+                append(why, std::string(what) + " n=" + std::to_string(want.size()) + ": id " + std::to_string(i) +
+                                " is " + fmt(got[i]) + ", want " + std::to_string(want[i]));
+                return;
+            }
+    };
+    for (int n : {5, 9, 3, 9}) {  // the staging buffers grow, then serve smaller copies
+        std::vector<int> h(n);
+        for (int i = 0; i < n; i++) h[i] = (i * 7 + n) % V;
+        std::vector<int> want_a = h;
+        CB::copy_ints_from_host(a, h.data(), n);
+        for (int& x : h) x = (x + 1) % V;  // the source reused at once
+        std::vector<int> want_b = h;
+        CB::copy_ints_from_host(b, h.data(), n);
+        std::fill(h.begin(), h.end(), -1);
+        expect("first buffer", a, want_a);
+        expect("second buffer", b, want_b);
+    }
+    CB::free(wte), CB::free(out), CB::free_int(a), CB::free_int(b);
+    return why;
+}
+
 }  // namespace
 #endif  // HAVE_CUDA
 
@@ -313,7 +354,8 @@ std::string test_profile() {
 
 static std::vector<TestCase> all_tests() {
     std::vector<TestCase> t = {{"cuda_classifier_loss", CUDA_FN(test_classifier_loss)},
-                               {"cuda_step_profile_phases", CUDA_FN(test_profile)}};
+                               {"cuda_step_profile_phases", CUDA_FN(test_profile)},
+                               {"cuda_copy_ints_staged", CUDA_FN(test_copy_ints_staged)}};
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
         std::string n = scheme.name;
