@@ -9,6 +9,8 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 #include <vector>
 
 namespace gpu {
@@ -106,6 +108,11 @@ struct CudaBackend {
     static void allreduce_sum(float* x, size_t n);
     static void reduce_scatter_sum(float* x, size_t block);
     static void allgather(float* x, size_t block);
+    // Overlap with the backward pass: sums the parts on a communication stream once the work
+    // queued so far on the compute stream is done; allreduce_wait() waits for every part.
+    static constexpr bool async_allreduce = true;
+    static void allreduce_sum_async(const std::vector<std::pair<float*, size_t>>& parts);
+    static void allreduce_wait();
     static void use_device(int local_rank);  // one GPU per process: local_rank modulo the GPUs
 
     static constexpr auto encoder_forward = gpu::encoder_forward;

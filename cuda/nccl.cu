@@ -37,7 +37,39 @@ void finish(const char* what) {
     dist::Watch w(what);
     cudaCheck(cudaStreamSynchronize(0));
 }
+
+// The communication stream: non-blocking, so it never waits for the legacy default stream (the
+// backend's compute stream) except where an event says so.
+struct CommStream {
+    cudaStream_t stream;
+    cudaEvent_t ready;  // recorded on the compute stream after a layer's gradients
+    CommStream() {
+        cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    }
+};
+CommStream& comm_stream() {
+    static CommStream s;
+    return s;
+}
 }  // namespace
+
+void CudaBackend::allreduce_sum_async(const std::vector<std::pair<float*, size_t>>& parts) {
+    if (!dist::group().mpi) return;
+    CommStream& s = comm_stream();
+    ncclComm_t c = comm();  // made before the group: a communicator's setup cannot be inside one
+    cudaCheck(cudaEventRecord(s.ready, 0));
+    cudaCheck(cudaStreamWaitEvent(s.stream, s.ready, 0));
+    ncclCheck(ncclGroupStart());
+    for (const auto& [p, n] : parts) ncclCheck(ncclAllReduce(p, p, n, ncclFloat, ncclSum, c, s.stream));
+    ncclCheck(ncclGroupEnd());
+}
+
+void CudaBackend::allreduce_wait() {
+    if (!dist::group().mpi) return;
+    dist::Watch w("NCCL all-reduce");
+    cudaCheck(cudaStreamSynchronize(comm_stream().stream));
+}
 
 void CudaBackend::allreduce_sum(float* x, size_t n) {
     if (!dist::group().mpi) return;
@@ -73,6 +105,10 @@ void CudaBackend::reduce_scatter_sum(float*, size_t) {
 void CudaBackend::allgather(float*, size_t) {
     if (dist::group().mpi) no_nccl();
 }
+void CudaBackend::allreduce_sum_async(const std::vector<std::pair<float*, size_t>>&) {
+    if (dist::group().mpi) no_nccl();
+}
+void CudaBackend::allreduce_wait() {}
 
 #endif
 

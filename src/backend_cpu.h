@@ -54,6 +54,7 @@ struct CpuBackend {
   static void allreduce_sum(T* x, size_t n) { dist::allreduce_sum(x, n); }
   static void reduce_scatter_sum(T* x, size_t block) { dist::reduce_scatter_sum(x, block); }
   static void allgather(T* x, size_t block) { dist::allgather(x, block); }
+  static constexpr bool async_allreduce = false;  // the same cores compute and communicate: no overlap
 
   static constexpr auto encoder_forward = cpu::encoder_forward<T>;
   static constexpr auto encoder_backward = cpu::encoder_backward<T>;

@@ -485,8 +485,29 @@ struct GPT {
       BK::layernorm_backward(a.dres, g.ln1w + l * C, g.ln1b + l * C, a.dln, x, w.ln1w + l * C, a.ln1_mean + l * N,
                              a.ln1_rstd + l * N, (int)N, (int)C);
       // a.dres now holds d(x) = d(res3[l-1])
+      start_grad_sum(l);  // layer l's gradients are final
     }
     BK::encoder_backward(g.wte, pt.learned_table ? g.wpe : nullptr, a.dres, a.inputs, B, Tn, (int)C);
+    start_grad_sum(-1);
+  }
+
+  // Data parallel without ZeRO-1, on a backend whose collectives run beside its compute (CUDA:
+  // NCCL on its own stream): each layer's gradients are summed across ranks while the backward of
+  // the layers before it runs; the embeddings and the final LayerNorm's at the end.
+  bool overlap_grads() const { return BK::async_allreduce && dist::group().mpi && !shard.zero; }
+  void start_grad_sum(int l) {
+    if constexpr (BK::async_allreduce)
+      if (overlap_grads()) BK::allreduce_sum_async(grad_parts(l));
+  }
+  // Layer l's slice of every per-layer tensor (stacked over L), or with l = -1 the other tensors.
+  std::vector<std::pair<T*, size_t>> grad_parts(int l) const {
+    std::vector<std::pair<T*, size_t>> parts;
+    for (const auto& p : buf_layout) {
+      bool whole = p.name == "wte" || p.name == "wpe" || p.name == "lnf.weight" || p.name == "lnf.bias";
+      if (l < 0 && whole) parts.push_back({grads + p.offset, p.numel});
+      if (l >= 0 && !whole) parts.push_back({grads + p.offset + l * (p.numel / cfg.L), p.numel / cfg.L});
+    }
+    return parts;
   }
 
   double grad_norm() const { return std::sqrt(BK::sum_squares(grads, num_params)); }
@@ -494,6 +515,11 @@ struct GPT {
   // Data parallel: sums the gradients over the ranks (with ZeRO-1 only this rank's shard, by a
   // reduce-scatter) and returns the global gradient norm. A no-op sum at world size 1.
   double reduce_grads() {
+    if constexpr (BK::async_allreduce)
+      if (overlap_grads()) {  // started during backward()
+        BK::allreduce_wait();
+        return grad_norm();
+      }
     if (!shard.zero) {
       BK::allreduce_sum(grads, num_params);
       return grad_norm();

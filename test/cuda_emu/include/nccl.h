@@ -31,6 +31,10 @@ const char* ncclGetErrorString(ncclResult_t result);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
+// Groups batch collectives into one launch on a GPU; here each runs when called (the emulated
+// streams are synchronous), and the calls only check that groups are balanced.
+ncclResult_t ncclGroupStart();
+ncclResult_t ncclGroupEnd();
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,

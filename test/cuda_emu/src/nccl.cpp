@@ -101,6 +101,15 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     return ncclSuccess;
 }
 
+static int g_group_depth = 0;
+ncclResult_t ncclGroupStart() {
+    g_group_depth++;
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupEnd() {
+    return g_group_depth-- > 0 ? ncclSuccess : (g_group_depth = 0, ncclInvalidUsage);
+}
+
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t) {
     if (ncclResult_t r = check("ncclAllReduce", comm, type, send, count, recv, count)) return r;
