@@ -59,6 +59,7 @@ same() {
 # nccl_checks NAME TRAIN RANKS DEVICE_TEXT: the CUDA backend's collectives (cuda/nccl.cu). One
 # rank under mpirun runs every NCCL call on a single rank (all-reduce, ZeRO-1's reduce-scatter
 # and all-gather) and must log the very losses of the plain run; RANKS > 1 agree to rounding.
+# Without ZeRO-1 the sum runs per layer during the backward pass (a missed tensor shows here).
 nccl_checks() {
   local name=$1 bin=$2 ranks=$3 text=$4 out
   local emu="$data --n_layer 2 --n_head 2 --n_embd 32 --vocab_size 16 --max_seq_len 16 --seq_len 8 --batch_size $((ranks > 2 ? 8 : 2))
