@@ -30,12 +30,6 @@ std::string rank_prefix() {
   return g_group.world > 1 ? "rank " + std::to_string(g_group.rank) + "/" + std::to_string(g_group.world) + ": " : "";
 }
 
-uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
-  const unsigned char* p = (const unsigned char*)data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 Shard shard_of(size_t n, bool zero) {
   Shard s;
   s.zero = zero && g_group.mpi;
@@ -203,6 +197,13 @@ void barrier() {
   mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
 }
 
+static uint64_t fnv1a(const void* data, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char* p = (const unsigned char*)data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
 void check_same(const std::string& what, const std::string& value) {
   if (!g_group.mpi) return;
   uint64_t mine = fnv1a(value.data(), value.size());
@@ -222,13 +223,12 @@ void check_same(const std::string& what, const std::string& value) {
 #else  // no MPI in this build: one rank
 
 void init(int*, char***) {
-  if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK")) {
-    const char* n = getenv("OMPI_COMM_WORLD_SIZE");
-    if (n && atoi(n) > 1) {
-      fprintf(stderr, "error: started by an MPI launcher with %s ranks, but this build has no MPI (install"
-              " libopenmpi-dev and rebuild)\n", n);
-      exit(1);
-    }
+  const char* n = getenv("OMPI_COMM_WORLD_SIZE");
+  if (!n) n = getenv("PMI_SIZE");
+  if (n && atoi(n) > 1) {  // every rank would train alone on the whole batch: refuse
+    fprintf(stderr, "error: started by an MPI launcher with %s ranks, but this build has no MPI (install"
+            " libopenmpi-dev and rebuild)\n", n);
+    exit(1);
   }
 }
 void finalize() {}

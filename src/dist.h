@@ -66,6 +66,4 @@ struct Watch {
   ~Watch();
 };
 
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull);
-
 }  // namespace dist
