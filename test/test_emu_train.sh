@@ -17,16 +17,7 @@ if [ ! -x "$EMU_TRAIN" ]; then
   finish
 fi
 
-"$PYTHON" - "$tmp" <<'PY'
-import random, sys
-sys.path.insert(0, "data")
-from shards import write_shard
-random.seed(1)
-pat = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
-toks = [pat[i % 12] if random.random() > 0.2 else random.randrange(32) for i in range(8000)]
-write_shard(sys.argv[1] + "/emu_train_000000.bin", toks[:6000])
-write_shard(sys.argv[1] + "/emu_val_000000.bin", toks[6000:])
-PY
+pattern_shards "$tmp" 1 0.2 32 8000 emu_train:0:6000 emu_val:6000:
 args="--train_data $tmp/emu_train_000000.bin --val_data $tmp/emu_val_000000.bin --n_layer 2 --n_head 2
   --n_embd 32 --vocab_size 32 --max_seq_len 32 --seq_len 24 --batch_size 3 --steps 5 --lr 3e-3
   --eval_every 0 --checkpoint_every 0"

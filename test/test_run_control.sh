@@ -14,17 +14,8 @@ tmp=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 
-"$PYTHON" - "$tmp" <<'PY'
-import random, sys
-sys.path.insert(0, "data")
-from shards import write_shard
-random.seed(1)
-pat = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
-toks = [pat[i % 12] if random.random() > 0.1 else random.randrange(16) for i in range(12000)]
-write_shard(sys.argv[1] + "/t_train_000000.bin", toks[:4000])
-write_shard(sys.argv[1] + "/t_val_000000.bin", toks[4000:8000])     # 249 windows of 16+1: not a multiple of B=4
-write_shard(sys.argv[1] + "/big_val_000000.bin", toks[4000:12000])  # a long evaluation
-PY
+# t_val: 249 windows of 16+1, not a multiple of B=4; big_val: a long evaluation
+pattern_shards "$tmp" 1 0.1 16 12000 t_train:0:4000 t_val:4000:8000 big_val:4000:12000
 data=(--train_data "$tmp/t_train_000000.bin" --val_data "$tmp/t_val_000000.bin")
 tiny=(--n_layer 1 --n_head 2 --n_embd 16 --vocab_size 16 --max_seq_len 32 --seq_len 16 --batch_size 4 --device cpu)
 

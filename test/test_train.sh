@@ -6,19 +6,8 @@ TRAIN=${TRAIN:-build/train}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# A small learnable stream, a repeating pattern of 12 tokens with some noise,
-# written by the dataset scripts' shard writer (so this also checks that the
-# C++ reader takes what the Python writer writes).
-"$PYTHON" - "$tmp" <<'PY'
-import random, sys
-sys.path.insert(0, "data")
-from shards import write_shard
-random.seed(0)
-pat = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
-toks = [pat[i % 12] if random.random() > 0.1 else random.randrange(16) for i in range(20000)]
-write_shard(sys.argv[1] + "/tiny_train_000000.bin", toks[:16000])
-write_shard(sys.argv[1] + "/tiny_val_000000.bin", toks[16000:])
-PY
+# A small learnable stream, a repeating pattern of 12 tokens with some noise.
+pattern_shards "$tmp" 0 0.1 16 20000 tiny_train:0:16000 tiny_val:16000:
 data="--train_data $tmp/tiny_train_000000.bin --val_data $tmp/tiny_val_000000.bin"
 tiny="--n_layer 2 --n_head 2 --n_embd 16 --vocab_size 16 --max_seq_len 32 --seq_len 16 --batch_size 4"
 

@@ -16,3 +16,22 @@ expect_fail() {
   else pass "$name"; fi
 }
 finish() { [ $_failed -eq 0 ]; exit $?; }
+# pattern_shards DIR SEED NOISE VOCAB N NAME:START:END...: a small learnable token stream, N
+# tokens of the 12-token pattern 3 1 4 1 5 9 2 6 5 3 5 8 with each token, at probability NOISE,
+# a random one below VOCAB (Python's random, seeded with SEED), written by the dataset scripts'
+# shard writer (so the C++ reader is checked against what the Python writer writes): one shard
+# DIR/NAME_000000.bin per NAME:START:END, holding the tokens [START, END) (END empty: to the end).
+pattern_shards() {
+  "$PYTHON" - "$@" <<'PY'
+import random, sys
+sys.path.insert(0, "data")
+from shards import write_shard
+out, seed, noise, vocab, n = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+random.seed(seed)
+pat = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
+toks = [pat[i % 12] if random.random() > noise else random.randrange(vocab) for i in range(n)]
+for spec in sys.argv[6:]:
+    name, start, end = spec.split(":")
+    write_shard(f"{out}/{name}_000000.bin", toks[int(start):int(end) if end else None])
+PY
+}
