@@ -84,7 +84,31 @@ class Dataset:
         return [text]
 
 
-class WikiText2(Dataset):
+class ArchiveDataset(Dataset):
+    """A corpus shipped as one archive (downloaded from the first of urls that works) holding one
+    file per split: files = {split: path relative to the mirror root}."""
+    urls = []
+    files = {}
+    archive = ""         # the archive's file name in the raw folder
+
+    def fetch(self, args):
+        root = os.path.join(RAW_ROOT, self.name)
+        if all(os.path.isfile(os.path.join(root, f)) for f in self.files.values()):
+            return root
+        archive = os.path.join(root, self.archive)
+        download_first(self.urls, archive)
+        self.extract(archive, root)
+        return root
+
+    def extract(self, archive, root):
+        """Writes each of files from the archive under root (DataError if it is not the expected one)."""
+        raise NotImplementedError
+
+    def split_files(self, root, args):
+        return {s: [f] for s, f in self.files.items()}
+
+
+class WikiText2(ArchiveDataset):
     name = "wikitext2"
     urls = ["https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-2-v1.zip",
             "https://wikitext.smerity.com/wikitext-2-v1.zip"]
@@ -97,22 +121,15 @@ class WikiText2(Dataset):
     }
     heading = re.compile(r"^ = [^=].* = $")   # " = Title = " but not " = = Section = = "
 
-    def fetch(self, args):
-        root = os.path.join(RAW_ROOT, self.name)
-        if all(os.path.isfile(os.path.join(root, f)) for f in self.files.values()):
-            return root
-        archive = os.path.join(root, "wikitext-2-v1.zip")
-        download_first(self.urls, archive)
+    archive = "wikitext-2-v1.zip"
+
+    def extract(self, archive, root):
         try:
             with zipfile.ZipFile(archive) as z:
                 for rel in self.files.values():
                     extract_member(z.read(rel), os.path.join(root, rel))
         except (zipfile.BadZipFile, KeyError) as e:
             raise DataError(f"{archive}: not the expected WikiText-2 archive ({e}); delete it and retry") from None
-        return root
-
-    def split_files(self, root, args):
-        return {s: [f] for s, f in self.files.items()}
 
     def is_title(self, lines, i):
         """A top-level heading has a blank line on each side; this tells article titles from
@@ -135,7 +152,7 @@ class WikiText2(Dataset):
         return docs
 
 
-class PTB(Dataset):
+class PTB(ArchiveDataset):
     name = "ptb"
     urls = ["http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"]
     files = {"train": "ptb/ptb.train.txt", "val": "ptb/ptb.valid.txt", "test": "ptb/ptb.test.txt"}
@@ -145,12 +162,9 @@ class PTB(Dataset):
         "ptb/ptb.test.txt": "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0",
     }
 
-    def fetch(self, args):
-        root = os.path.join(RAW_ROOT, self.name)
-        if all(os.path.isfile(os.path.join(root, f)) for f in self.files.values()):
-            return root
-        archive = os.path.join(root, "simple-examples.tgz")
-        download_first(self.urls, archive)
+    archive = "simple-examples.tgz"
+
+    def extract(self, archive, root):
         try:
             with tarfile.open(archive, "r:gz") as t:
                 members = {m.name.lstrip("./"): m for m in t.getmembers()}
@@ -159,10 +173,6 @@ class PTB(Dataset):
                     extract_member(t.extractfile(member).read(), os.path.join(root, rel))
         except (tarfile.TarError, KeyError, OSError) as e:
             raise DataError(f"{archive}: not the expected PTB archive ({e}); delete it and retry") from None
-        return root
-
-    def split_files(self, root, args):
-        return {s: [f] for s, f in self.files.items()}
 
 
 class PG19(Dataset):
