@@ -26,118 +26,17 @@
 #include "rng.h"
 #endif
 
-struct TestCase {
-    std::string name;
-    std::function<std::string()> run;  // "" = pass, else the reason it failed
-};
+#include "cuda_testlib.h"
 
 #ifdef HAVE_CUDA
 namespace {
 
-using Vec = std::vector<float>;
 using CB = CudaBackend;
 using K = CpuBackend<float>;
-
-Vec randn(size_t n, Rng& r, double s = 1.0) {
-    Vec v(n);
-    for (auto& x : v) x = (float)(s * r.normal());
-    return v;
-}
-
-std::vector<int> randint(size_t n, int hi, Rng& r) {
-    std::vector<int> v(n);
-    for (auto& x : v) x = (int)r.below((uint64_t)hi);
-    return v;
-}
-
-std::string fmt(double x) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.3g", x);
-    return b;
-}
-
-// A device copy of a host vector, freed on scope exit.
-struct DBuf {
-    float* p = nullptr;
-    size_t n = 0;
-    explicit DBuf(const Vec& h) : n(h.size()) {
-        p = CB::alloc(n);
-        CB::copy_from_host(p, h.data(), n);
-    }
-    explicit DBuf(size_t count) : n(count) { p = CB::alloc(n); }
-    ~DBuf() { CB::free(p); }
-    DBuf(const DBuf&) = delete;
-    DBuf& operator=(const DBuf&) = delete;
-    Vec get() const {
-        Vec h(n);
-        CB::copy_to_host(h.data(), p, n);
-        return h;
-    }
-};
-
-struct DInts {
-    int* p = nullptr;
-    explicit DInts(const std::vector<int>& h) {
-        p = CB::alloc_int(h.size());
-        CB::copy_ints_from_host(p, h.data(), h.size());
-    }
-    ~DInts() { CB::free_int(p); }
-    DInts(const DInts&) = delete;
-    DInts& operator=(const DInts&) = delete;
-};
-
-// max |got - ref| / max |ref| (so a tolerance is relative to the tensor's scale); NaN fails.
-double rel_max_err(const Vec& got, const Vec& ref) {
-    double diff = 0, scale = 1e-30;
-    for (size_t i = 0; i < ref.size(); i++) {
-        double d = std::fabs((double)got[i] - (double)ref[i]);
-        if (std::isnan(d)) return INFINITY;
-        diff = std::max(diff, d);
-        scale = std::max(scale, std::fabs((double)ref[i]));
-    }
-    return diff / scale;
-}
-
-// Appends "what: err X > tol" to why if the tensors differ by more than tol. min_err > 0:
-// also fails if they agree better than that (a bf16 result must not be plain fp32).
-void expect_close(std::string& why, const char* what, const Vec& got, const Vec& ref, double tol,
-                  double min_err = 0.0) {
-    if (got.size() != ref.size()) {
-        why += std::string(why.empty() ? "" : "; ") + what + ": size mismatch";
-        return;
-    }
-    double e = rel_max_err(got, ref);
-    if (!(e <= tol)) why += std::string(why.empty() ? "" : "; ") + what + ": rel err " + fmt(e) + " > " + fmt(tol);
-    else if (e < min_err)
-        why += std::string(why.empty() ? "" : "; ") + what + ": rel err " + fmt(e) + " < " + fmt(min_err) +
-               " (bf16 path not taken?)";
-}
 
 // bf16 GEMM operands round to 8 significant bits: results differ from fp32 by a few 1e-3
 // of their scale (max|a-b| / max|b|). kBf16Min catches a bf16 switch that does nothing.
 constexpr double kBf16Tol = 1e-2, kBf16Min = 1e-4;
-
-// gpu::set_precision_bf16(true) for a scope; back to fp32 even if the test throws.
-struct Bf16On {
-    Bf16On() { gpu::set_precision_bf16(true); }
-    ~Bf16On() { gpu::set_precision_bf16(false); }
-    Bf16On(const Bf16On&) = delete;
-    Bf16On& operator=(const Bf16On&) = delete;
-};
-
-// gpu::set_tf32(true) for a scope; back to plain fp32 even if the test throws, or every later
-// test would run on TF32.
-struct Tf32On {
-    Tf32On() { gpu::set_tf32(true); }
-    ~Tf32On() { gpu::set_tf32(false); }
-    Tf32On(const Tf32On&) = delete;
-    Tf32On& operator=(const Tf32On&) = delete;
-};
-
-// Appends one sub-case's failure text (may be empty) to why, "; "-separated.
-void append(std::string& why, const std::string& more) {
-    if (!more.empty()) why += (why.empty() ? "" : "; ") + more;
-}
 
 // ---------------------------------------------------------------- encoder
 std::string test_encoder_forward() {
@@ -751,14 +650,6 @@ std::string test_paper_shape_step(Pos pos) {
 }  // namespace
 #endif  // HAVE_CUDA
 
-// One list of names for both builds: without CUDA every test is listed (and reported
-// SKIPPED) with no function, so the skip list is visible and complete.
-#ifdef HAVE_CUDA
-#define CUDA_FN(...) std::function<std::string()>(__VA_ARGS__)
-#else
-#define CUDA_FN(...) nullptr
-#endif
-
 static std::vector<TestCase> all_tests() {
     std::vector<TestCase> t = {
         {"cuda_encoder_forward", CUDA_FN(test_encoder_forward)},
@@ -808,55 +699,5 @@ static std::vector<TestCase> all_tests() {
     return t;
 }
 
-// test_cuda [NAME...]: with arguments, only the tests whose name contains one of them (for a
-// quick subset, e.g. under compute-sanitizer).
-int main(int argc, char** argv) {
-    std::vector<TestCase> tests;
-    for (const auto& t : all_tests()) {
-        bool keep = argc < 2;
-        for (int i = 1; i < argc && !keep; i++) keep = t.name.find(argv[i]) != std::string::npos;
-        if (keep) tests.push_back(t);
-    }
-    for (int i = 1; i < argc; i++) {
-        bool used = false;
-        for (const auto& t : tests) used = used || t.name.find(argv[i]) != std::string::npos;
-        if (!used) {
-            std::fprintf(stderr, "error: no test name contains '%s'\n", argv[i]);
-            return 2;
-        }
-    }
-#ifdef HAVE_CUDA
-    const bool have_device = CudaBackend::available();
-    const char* skip_why = "no CUDA device";
-#else
-    const bool have_device = false;
-    const char* skip_why = "no CUDA device (built without CUDA)";
-#endif
-    if (!have_device) {
-        for (const auto& t : tests) std::printf("SKIPPED %s: %s\n", t.name.c_str(), skip_why);
-        return 0;
-    }
-#ifdef HAVE_CUDA
-    std::printf("# device: %s\n", CudaBackend::device_name().c_str());
-    gpu::set_tf32(false);  // plain fp32 GEMMs, comparable with the CPU at tight tolerances
-#endif
-    int failures = 0;
-    for (const auto& t : tests) {
-        std::string why;
-        try {
-            why = t.run();
-#ifdef HAVE_CUDA
-            CudaBackend::synchronize();  // surface asynchronous kernel errors in this test
-#endif
-        } catch (const std::exception& e) {
-            why = std::string("exception: ") + e.what();
-        }
-        if (why.empty()) std::printf("PASS %s\n", t.name.c_str());
-        else {
-            std::printf("FAIL %s: %s\n", t.name.c_str(), why.c_str());
-            failures++;
-        }
-        std::fflush(stdout);
-    }
-    return failures ? 1 : 0;
-}
+// test_cuda [NAME...]: only the tests whose name contains one of the arguments.
+int main(int argc, char** argv) { return run_tests(all_tests(), argc, argv); }

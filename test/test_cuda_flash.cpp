@@ -26,60 +26,11 @@
 #include "backend_cuda.h"
 #endif
 
+#include "cuda_testlib.h"
+
 namespace {
 
-using Vec = std::vector<float>;
 using K = CpuBackend<float>;
-
-struct TestCase {
-    std::string name;
-    std::function<std::string()> run;  // "" = pass, else the reason it failed
-    bool gpu;                           // needs a CUDA device
-};
-
-Vec randn(size_t n, Rng& r, double s = 1.0) {
-    Vec v(n);
-    for (auto& x : v) x = (float)(s * r.normal());
-    return v;
-}
-
-std::vector<int> randint(size_t n, int hi, Rng& r) {
-    std::vector<int> v(n);
-    for (auto& x : v) x = (int)r.below((uint64_t)hi);
-    return v;
-}
-
-std::string fmt(double x) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.3g", x);
-    return b;
-}
-
-// max |got - ref| / max |ref|; NaN fails
-double rel_max_err(const Vec& got, const Vec& ref) {
-    double diff = 0, scale = 1e-30;
-    for (size_t i = 0; i < ref.size(); i++) {
-        double d = std::fabs((double)got[i] - (double)ref[i]);
-        if (std::isnan(d)) return INFINITY;
-        diff = std::max(diff, d);
-        scale = std::max(scale, std::fabs((double)ref[i]));
-    }
-    return diff / scale;
-}
-
-void append(std::string& why, const std::string& more) {
-    if (!more.empty()) why += (why.empty() ? "" : "; ") + more;
-}
-
-// Appends a failure if got and ref differ by more than tol (relative to max |ref|), or, with
-// min_err > 0, agree better than that (a bf16 result must not be plain fp32).
-void expect_close(std::string& why, const std::string& what, const Vec& got, const Vec& ref, double tol,
-                  double min_err = 0.0) {
-    if (got.size() != ref.size()) return append(why, what + ": size mismatch");
-    double e = rel_max_err(got, ref);
-    if (!(e <= tol)) append(why, what + ": rel err " + fmt(e) + " > " + fmt(tol));
-    else if (e < min_err) append(why, what + ": rel err " + fmt(e) + " < " + fmt(min_err) + " (bf16 path not taken?)");
-}
 
 struct Shape {
     int B, T, C, H;
@@ -271,32 +222,6 @@ std::string test_config_attention() {
 #ifdef HAVE_CUDA
 using CB = CudaBackend;
 
-// A device copy of a host vector, freed on scope exit.
-struct DBuf {
-    float* p = nullptr;
-    size_t n = 0;
-    explicit DBuf(const Vec& h) : n(h.size()) {
-        p = CB::alloc(n);
-        CB::copy_from_host(p, h.data(), n);
-    }
-    explicit DBuf(size_t count) : n(count) { p = CB::alloc(n); }
-    ~DBuf() { CB::free(p); }
-    DBuf(const DBuf&) = delete;
-    DBuf& operator=(const DBuf&) = delete;
-    Vec get() const {
-        Vec h(n);
-        CB::copy_to_host(h.data(), p, n);
-        return h;
-    }
-};
-
-struct Bf16On {
-    Bf16On() { gpu::set_precision_bf16(true); }
-    ~Bf16On() { gpu::set_precision_bf16(false); }
-    Bf16On(const Bf16On&) = delete;
-    Bf16On& operator=(const Bf16On&) = delete;
-};
-
 // bf16 operands round to 8 significant bits: a few 1e-3 of the scale. kBf16Min catches a
 // bf16 switch that does nothing.
 constexpr double kBf16Tol = 2e-2, kBf16Min = 1e-4;
@@ -435,70 +360,27 @@ std::vector<TestCase> all_tests() {
     const Pos all_pos[] = {Pos::learned, Pos::sinusoidal, Pos::rope, Pos::crope};
     for (Pos p : all_pos)
         t.push_back({std::string("flash_cpu_model_") + pos_name(p), [p] { return test_cpu_model(p); }, false});
-    std::vector<std::pair<std::string, std::function<std::string()>>> gpu;
-#ifdef HAVE_CUDA
-    gpu = {
-        {"forward_backward_fp32", [] { return test_flash(kShapes, 100, false); }},
-        {"head_sizes_fp32", [] { return test_flash(kOtherD, 200, false); }},
-        {"forward_backward_bf16", [] { return test_flash(kShapes, 300, true); }},
-        {"head_sizes_bf16", [] { return test_flash(kOtherD, 400, true); }},
-        {"deterministic_fp32", [] { return test_flash_deterministic(false); }},
-        {"deterministic_bf16", [] { return test_flash_deterministic(true); }},
-        {"bad_head_size", test_flash_bad_head_size},
-        {"memory", test_gpu_memory},
+    std::vector<std::pair<std::string, std::function<std::string()>>> gpu = {
+        {"forward_backward_fp32", CUDA_FN([] { return test_flash(kShapes, 100, false); })},
+        {"head_sizes_fp32", CUDA_FN([] { return test_flash(kOtherD, 200, false); })},
+        {"forward_backward_bf16", CUDA_FN([] { return test_flash(kShapes, 300, true); })},
+        {"head_sizes_bf16", CUDA_FN([] { return test_flash(kOtherD, 400, true); })},
+        {"deterministic_fp32", CUDA_FN([] { return test_flash_deterministic(false); })},
+        {"deterministic_bf16", CUDA_FN([] { return test_flash_deterministic(true); })},
+        {"bad_head_size", CUDA_FN(test_flash_bad_head_size)},
+        {"memory", CUDA_FN(test_gpu_memory)},
     };
     for (Pos p : all_pos) {
         std::string n = std::string("model_") + pos_name(p);
-        gpu.push_back({n, [p] { return compare_runs(gpu_model(p, true), gpu_model(p, false), 1e-5); }});
+        gpu.push_back({n, CUDA_FN([p] { return compare_runs(gpu_model(p, true), gpu_model(p, false), 1e-5); })});
     }
     for (Pos p : {Pos::sinusoidal, Pos::rope, Pos::crope})
-        gpu.push_back({std::string("eval_longer_") + pos_name(p), [p] { return test_gpu_eval_longer(p); }});
-#else
-    for (const char* n : {"forward_backward_fp32", "head_sizes_fp32", "forward_backward_bf16", "head_sizes_bf16",
-                          "deterministic_fp32", "deterministic_bf16", "bad_head_size", "memory", "model_learned",
-                          "model_sinusoidal", "model_rope", "model_crope", "eval_longer_sinusoidal",
-                          "eval_longer_rope", "eval_longer_crope"})
-        gpu.push_back({n, nullptr});
-#endif
+        gpu.push_back({std::string("eval_longer_") + pos_name(p), CUDA_FN([p] { return test_gpu_eval_longer(p); })});
     for (auto& g : gpu) t.push_back({"cuda_flash_" + g.first, g.second, true});
     return t;
 }
 
 }  // namespace
 
-int main() {
-#ifdef HAVE_CUDA
-    const bool have_device = CudaBackend::available();
-    const char* skip_why = "no CUDA device";
-    if (have_device) {
-        std::printf("# device: %s\n", CudaBackend::device_name().c_str());
-        gpu::set_tf32(false);  // the cuBLAS reference in plain fp32
-    }
-#else
-    const bool have_device = false;
-    const char* skip_why = "no CUDA device (built without CUDA)";
-#endif
-    int failures = 0;
-    for (const auto& t : all_tests()) {
-        if (t.gpu && !have_device) {
-            std::printf("SKIPPED %s: %s\n", t.name.c_str(), skip_why);
-            continue;
-        }
-        std::string why;
-        try {
-            why = t.run();
-#ifdef HAVE_CUDA
-            if (t.gpu) CudaBackend::synchronize();  // surface asynchronous kernel errors in this test
-#endif
-        } catch (const std::exception& e) {
-            why = std::string("exception: ") + e.what();
-        }
-        if (why.empty()) std::printf("PASS %s\n", t.name.c_str());
-        else {
-            std::printf("FAIL %s: %s\n", t.name.c_str(), why.c_str());
-            failures++;
-        }
-        std::fflush(stdout);
-    }
-    return failures ? 1 : 0;
-}
+// test_cuda_flash [NAME...]: only the tests whose name contains one of the arguments.
+int main(int argc, char** argv) { return run_tests(all_tests(), argc, argv); }

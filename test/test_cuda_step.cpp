@@ -34,49 +34,13 @@
 #include "safetensors.h"
 #endif
 
-struct TestCase {
-    std::string name;
-    std::function<std::string()> run;  // "" = pass, else the reason it failed
-};
+#include "cuda_testlib.h"
 
 #ifdef HAVE_CUDA
 namespace {
 
-using Vec = std::vector<float>;
 using CB = CudaBackend;
 using K = CpuBackend<float>;
-
-std::string fmt(double x) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.3g", x);
-    return b;
-}
-
-void append(std::string& why, const std::string& more) {
-    if (!more.empty()) why += (why.empty() ? "" : "; ") + more;
-}
-
-// max |got - ref| / max |ref|; NaN or a size mismatch fails.
-double rel_max_err(const Vec& got, const Vec& ref) {
-    if (got.size() != ref.size()) return INFINITY;
-    double diff = 0, scale = 1e-30;
-    for (size_t i = 0; i < ref.size(); i++) {
-        double d = std::fabs((double)got[i] - (double)ref[i]);
-        if (std::isnan(d)) return INFINITY;
-        diff = std::max(diff, d);
-        scale = std::max(scale, std::fabs((double)ref[i]));
-    }
-    return diff / scale;
-}
-
-void expect_close(std::string& why, const std::string& what, const Vec& got, const Vec& ref, double tol) {
-    double e = rel_max_err(got, ref);
-    if (!(e <= tol)) append(why, what + ": rel err " + fmt(e) + " > " + fmt(tol));
-}
-
-void expect_near(std::string& why, const std::string& what, double got, double ref, double tol) {
-    if (!(std::fabs(got - ref) <= tol * std::fabs(ref))) append(why, what + " " + fmt(got) + " vs " + fmt(ref));
-}
 
 // ---- the loss kernel ----------------------------------------------------------------------
 
@@ -364,12 +328,6 @@ std::string test_copy_ints_staged() {
 }  // namespace
 #endif  // HAVE_CUDA
 
-#ifdef HAVE_CUDA
-#define CUDA_FN(...) std::function<std::string()>(__VA_ARGS__)
-#else
-#define CUDA_FN(...) nullptr
-#endif
-
 static std::vector<TestCase> all_tests() {
     std::vector<TestCase> t = {{"cuda_classifier_loss", CUDA_FN(test_classifier_loss)},
                                {"cuda_step_profile_phases", CUDA_FN(test_profile)},
@@ -387,44 +345,4 @@ static std::vector<TestCase> all_tests() {
 }
 
 // test_cuda_step [NAME...]: only the tests whose name contains one of the arguments.
-int main(int argc, char** argv) {
-    std::vector<TestCase> tests;
-    for (const auto& t : all_tests()) {
-        bool keep = argc < 2;
-        for (int i = 1; i < argc && !keep; i++) keep = t.name.find(argv[i]) != std::string::npos;
-        if (keep) tests.push_back(t);
-    }
-#ifdef HAVE_CUDA
-    const bool have_device = CudaBackend::available();
-    const char* skip_why = "no CUDA device";
-#else
-    const bool have_device = false;
-    const char* skip_why = "no CUDA device (built without CUDA)";
-#endif
-    if (!have_device) {
-        for (const auto& t : tests) std::printf("SKIPPED %s: %s\n", t.name.c_str(), skip_why);
-        return 0;
-    }
-#ifdef HAVE_CUDA
-    gpu::set_tf32(false);  // plain fp32 GEMMs, comparable with the CPU at tight tolerances
-#endif
-    int failures = 0;
-    for (const auto& t : tests) {
-        std::string why;
-        try {
-            why = t.run();
-#ifdef HAVE_CUDA
-            CudaBackend::synchronize();
-#endif
-        } catch (const std::exception& e) {
-            why = std::string("exception: ") + e.what();
-        }
-        if (why.empty()) std::printf("PASS %s\n", t.name.c_str());
-        else {
-            std::printf("FAIL %s: %s\n", t.name.c_str(), why.c_str());
-            failures++;
-        }
-        std::fflush(stdout);
-    }
-    return failures ? 1 : 0;
-}
+int main(int argc, char** argv) { return run_tests(all_tests(), argc, argv); }
