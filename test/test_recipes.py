@@ -55,7 +55,7 @@ try:
           and keys == ["--config", "--pos", "--run_dir", "--seed", "--train_data", "--val_data"]
           if cmds else False, out[-600:] + err[-300:])
     rc, out, err = sh(f"scripts/reproduce_paper.sh --dry-run --no-build --datasets ptb --pos crope --out {tmp}/g2")
-    check("paper_scale_is_paper_json", rc == 0 and "+ build/train --config configs/paper.json --pos crope" in out,
+    check("paper_scale_is_paper_json", rc == 0 and f"+ {os.environ.get('TRAIN', 'build/train')} --config configs/paper.json --pos crope" in out,
           out[-400:] + err[-300:])
     desc = (f"{cfg['steps']} AdamW steps of {cfg['batch_size']} x {cfg['seq_len']} tokens, lr {cfg['lr']:g} "
             f"x{cfg['gamma']:g} every {cfg['step_size']} steps")
