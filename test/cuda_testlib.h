@@ -12,12 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "backend_cpu.h"
 #include "rng.h"
 #ifdef HAVE_CUDA
 #include "backend_cuda.h"
 #endif
 
 using Vec = std::vector<float>;
+using K = CpuBackend<float>;  // the CPU reference, in float
+#ifdef HAVE_CUDA
+using CB = CudaBackend;
+#endif
 
 struct TestCase {
     std::string name;
@@ -91,16 +96,16 @@ struct DBuf {
     float* p = nullptr;
     size_t n = 0;
     explicit DBuf(const Vec& h) : n(h.size()) {
-        p = CudaBackend::alloc(n);
-        CudaBackend::copy_from_host(p, h.data(), n);
+        p = CB::alloc(n);
+        CB::copy_from_host(p, h.data(), n);
     }
-    explicit DBuf(size_t count) : n(count) { p = CudaBackend::alloc(n); }
-    ~DBuf() { CudaBackend::free(p); }
+    explicit DBuf(size_t count) : n(count) { p = CB::alloc(n); }
+    ~DBuf() { CB::free(p); }
     DBuf(const DBuf&) = delete;
     DBuf& operator=(const DBuf&) = delete;
     Vec get() const {
         Vec h(n);
-        CudaBackend::copy_to_host(h.data(), p, n);
+        CB::copy_to_host(h.data(), p, n);
         return h;
     }
 };
@@ -108,10 +113,10 @@ struct DBuf {
 struct DInts {
     int* p = nullptr;
     explicit DInts(const std::vector<int>& h) {
-        p = CudaBackend::alloc_int(h.size());
-        CudaBackend::copy_ints_from_host(p, h.data(), h.size());
+        p = CB::alloc_int(h.size());
+        CB::copy_ints_from_host(p, h.data(), h.size());
     }
-    ~DInts() { CudaBackend::free_int(p); }
+    ~DInts() { CB::free_int(p); }
     DInts(const DInts&) = delete;
     DInts& operator=(const DInts&) = delete;
 };

@@ -18,21 +18,12 @@
 #include <utility>
 #include <vector>
 
+#include "cuda_testlib.h"
 #include "pos.h"
 #ifdef HAVE_CUDA
-#include "backend_cpu.h"
-#include "backend_cuda.h"
 #include "model.h"
-#include "rng.h"
-#endif
 
-#include "cuda_testlib.h"
-
-#ifdef HAVE_CUDA
 namespace {
-
-using CB = CudaBackend;
-using K = CpuBackend<float>;
 
 // bf16 GEMM operands round to 8 significant bits: results differ from fp32 by a few 1e-3
 // of their scale (max|a-b| / max|b|). kBf16Min catches a bf16 switch that does nothing.

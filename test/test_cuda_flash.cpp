@@ -18,19 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "backend_cpu.h"
 #include "config.h"
-#include "model.h"
-#include "rng.h"
-#ifdef HAVE_CUDA
-#include "backend_cuda.h"
-#endif
-
 #include "cuda_testlib.h"
+#include "model.h"
 
 namespace {
-
-using K = CpuBackend<float>;
 
 struct Shape {
     int B, T, C, H;
@@ -220,8 +212,6 @@ std::string test_config_attention() {
 }
 
 #ifdef HAVE_CUDA
-using CB = CudaBackend;
-
 // bf16 operands round to 8 significant bits: a few 1e-3 of the scale. kBf16Min catches a
 // bf16 switch that does nothing.
 constexpr double kBf16Tol = 2e-2, kBf16Min = 1e-4;

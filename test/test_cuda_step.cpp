@@ -24,23 +24,14 @@
 #include <unistd.h>
 #include <vector>
 
+#include "cuda_testlib.h"
 #include "pos.h"
 #ifdef HAVE_CUDA
-#include "backend_cpu.h"
-#include "backend_cuda.h"
 #include "model.h"
 #include "model_io.h"
-#include "rng.h"
 #include "safetensors.h"
-#endif
 
-#include "cuda_testlib.h"
-
-#ifdef HAVE_CUDA
 namespace {
-
-using CB = CudaBackend;
-using K = CpuBackend<float>;
 
 // ---- the loss kernel ----------------------------------------------------------------------
 
