@@ -22,12 +22,17 @@ run_one() {
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
   rm -f "$log"
 }
-# An emulated CUDA test under CUDA_EMU_ORDER=$2, its lines renamed "PASS $1:name" (so an
-# emulated pass never reads as a GPU pass).
+# A test program with its lines renamed "PASS $1:name" (so an emulated pass never reads as a
+# GPU pass).
+run_renamed() {
+  local tag=$1; shift
+  "$@" 2>&1 | sed -E "s/^(PASS|FAIL|SKIPPED) /\1 $tag:/"
+  return "${PIPESTATUS[0]}"
+}
+# An emulated CUDA test under CUDA_EMU_ORDER=$2, renamed with tag $1.
 run_emu() {
   local tag=$1 order=$2; shift 2
-  CUDA_EMU_ORDER=$order "$@" 2>&1 | sed -E "s/^(PASS|FAIL|SKIPPED) /\1 $tag:/"
-  return "${PIPESTATUS[0]}"
+  CUDA_EMU_ORDER=$order run_renamed "$tag" "$@"
 }
 for t in "$BUILD"/test/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
 if [ ! -x "$EMU_BUILD/test/test_cuda" ]; then
@@ -39,6 +44,11 @@ for t in "$EMU_BUILD"/test/test_cuda*; do
   run_one "$t (emulated, reverse order)" run_emu emu-rev reverse "$t"
 done
 [ -x "$EMU_BUILD/test/test_emu_selftest" ] && run_one "$EMU_BUILD/test/test_emu_selftest" "$EMU_BUILD/test/test_emu_selftest"
+# the sanitizer build of the self-tests (make emu-asan-selftest): out-of-bounds and misaligned
+# accesses inside a kernel, reported as "asan:NAME"
+asan_selftest=${BUILD}_emu_asan/test/test_emu_selftest
+if [ -x "$asan_selftest" ]; then run_one "$asan_selftest" run_renamed asan "$asan_selftest"
+else echo "SKIPPED asan: no sanitizer build of the emulator's self-tests (make emu-asan-selftest)"; skipped=$((skipped + 1)); fi
 for t in test/test_*.sh; do [ -f "$t" ] && run_one "$t" bash "$t"; done
 for t in test/test_*.py; do [ -f "$t" ] && run_one "$t" "$PYTHON" "$t"; done
 echo
