@@ -103,8 +103,9 @@ void check_host_memory(const ModelConfig& m, int B, int T, bool train);
 Config stored_config(const std::string& json_text, const std::string& where);
 
 // Process-wide defaults for every binary, first thing in main: stdout line-buffered (progress
-// reaches a pipe or a log file at once) and OpenMP's wait policy: passive unless the user set
-// OMP_WAIT_POLICY (the process starts itself again with it; see config.cpp).
+// reaches a pipe or a log file at once) and OpenMP's waiting: a short spin (GOMP_SPINCOUNT=1000)
+// unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT (the process starts itself again with
+// it; see config.cpp).
 void setup_process(char** argv);
 
 // Command-line numbers for the other binaries, checked as config values are:

@@ -49,20 +49,21 @@ else fail run_dir_overwrite_clears_whole "$(tail -c 300 "$tmp/over.txt"; ls "$r"
 # the step to finish, the second ends the process at once
 mkfifo "$tmp/fifo_train_000000.bin"
 set -m  # background jobs get the default SIGINT (without job control bash ignores it for them)
-env -u OMP_WAIT_POLICY "$TRAIN" "${tiny[@]}" --train_data "$tmp/fifo_train_000000.bin" --run_dir "$tmp/fifo_run" \
+env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$TRAIN" "${tiny[@]}" --train_data "$tmp/fifo_train_000000.bin" --run_dir "$tmp/fifo_run" \
   >"$tmp/fifo.txt" 2>&1 &
 pid=$!
 pids+=("$pid")
 if wait_for "$tmp/fifo.txt" "^parameters: total" 20 && kill -0 "$pid" 2>/dev/null; then pass output_line_buffered
 else fail output_line_buffered "no header line in the redirected output while the run was alive: '$(cat "$tmp/fifo.txt")'"; fi
-# OpenMP threads wait passively unless the user says otherwise (busy machines: README, Performance)
-if tr '\0' '\n' <"/proc/$pid/environ" | grep -qx OMP_WAIT_POLICY=passive; then pass openmp_passive_by_default
-else fail openmp_passive_by_default "OMP_WAIT_POLICY of the running trainer: $(tr '\0' '\n' <"/proc/$pid/environ" | grep OMP_)"; fi
-OMP_WAIT_POLICY=active "$TRAIN" "${tiny[@]}" --train_data "$tmp/fifo_train_000000.bin" --run_dir "$tmp/fifo_run2" \
+# OpenMP threads spin briefly, then sleep, unless the user says otherwise (README, Performance)
+if tr '\0' '\n' <"/proc/$pid/environ" | grep -qx GOMP_SPINCOUNT=1000; then pass openmp_short_spin_by_default
+else fail openmp_short_spin_by_default "OpenMP settings of the running trainer: $(tr '\0' '\n' <"/proc/$pid/environ" | grep OMP_)"; fi
+env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active "$TRAIN" "${tiny[@]}" --train_data "$tmp/fifo_train_000000.bin" --run_dir "$tmp/fifo_run2" \
   >"$tmp/fifo2.txt" 2>&1 &
 p2=$!
 pids+=("$p2")
-if wait_for "$tmp/fifo2.txt" "^parameters: total" 20 && tr '\0' '\n' <"/proc/$p2/environ" | grep -qx OMP_WAIT_POLICY=active
+if wait_for "$tmp/fifo2.txt" "^parameters: total" 20 && tr '\0' '\n' <"/proc/$p2/environ" | grep -qx OMP_WAIT_POLICY=active &&
+  ! tr '\0' '\n' <"/proc/$p2/environ" | grep -q GOMP_SPINCOUNT
 then pass openmp_user_setting_wins; else fail openmp_user_setting_wins "$(tr '\0' '\n' <"/proc/$p2/environ" | grep OMP_)"; fi
 kill -9 "$p2"
 wait "$p2" 2>/dev/null
