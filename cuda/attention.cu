@@ -157,13 +157,15 @@ __device__ inline void load_tile(float (*tile)[D], const float* base, int t0, in
 }
 
 // Query tiles run from the last to the first, so the longest rows start first.
-__device__ inline int flash_row0() { return (int)(gridDim.y - 1 - blockIdx.y) * kRows; }
+__device__ inline int flash_row0() {
+    return (int)(gridDim.y - 1 - blockIdx.y) * kRows;
+}
 
 // grid (B*H, ceil(T/kRows)). out (B,T,C), lse (B,H,T), qkv (B,T,3C).
 template <int D>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_forward_kernel(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ qkv, int T,
-                         int C, int H, float scale) {
+    flash_forward_kernel(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ qkv, int T, int C,
+                         int H, float scale) {
     constexpr int E = D / kQuad;  // dims per thread
     __shared__ float ks[kTile][D], vs[kTile][D];
     const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
@@ -229,9 +231,9 @@ __global__ void flash_delta_kernel(float* __restrict__ delta, const float* __res
 // dk_j += scale ds q_i. grid (B*H, ceil(T/kRows)).
 template <int D>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_backward_dkdv_kernel(float* __restrict__ dqkv, const float* __restrict__ dout,
-                               const float* __restrict__ qkv, const float* __restrict__ lse,
-                               const float* __restrict__ delta, int T, int C, int H, float scale) {
+    flash_backward_dkdv_kernel(float* __restrict__ dqkv, const float* __restrict__ dout, const float* __restrict__ qkv,
+                               const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
+                               float scale) {
     constexpr int E = D / kQuad;
     __shared__ float qs[kTile][D], dos[kTile][D], lse_s[kTile], delta_s[kTile];
     const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
@@ -345,8 +347,10 @@ template <int N, int K, bool bt>
 __device__ inline void warp_mma(float* c, int ldc, bool accumulate, const bf16* a, int lda, const bf16* b, int ldb) {
     for (int n = 0; n < N; n += 16) {
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-        if (accumulate) wmma::load_matrix_sync(acc, c + n, ldc, wmma::mem_row_major);
-        else wmma::fill_fragment(acc, 0.0f);
+        if (accumulate)
+            wmma::load_matrix_sync(acc, c + n, ldc, wmma::mem_row_major);
+        else
+            wmma::fill_fragment(acc, 0.0f);
         for (int k = 0; k < K; k += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
             wmma::load_matrix_sync(fa, a + k, lda);
@@ -476,7 +480,7 @@ __global__ void __launch_bounds__(kWmmaThreads)
     auto& lse_s = sm.lse;
     auto& delta_s = sm.delta;
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int row0 = (int)blockIdx.y * kWmmaRows;  // longest first: the first keys see every query
+    const int row0 = (int)blockIdx.y * kWmmaRows;                    // longest first: the first keys see every query
     const int r = lane / 2, half = lane % 2, j = row0 + w * 16 + r;  // this lane pair's key
     const size_t C3 = 3 * (size_t)C;
     const float* base = qkv + (size_t)b * T * C3 + h * D;
@@ -573,11 +577,16 @@ __global__ void __launch_bounds__(kWmmaThreads)
 template <class F>
 void with_head_size(int D, F f) {
     switch (D) {
-        case 8: return f(std::integral_constant<int, 8>());
-        case 16: return f(std::integral_constant<int, 16>());
-        case 32: return f(std::integral_constant<int, 32>());
-        case 64: return f(std::integral_constant<int, 64>());
-        case 128: return f(std::integral_constant<int, 128>());
+        case 8:
+            return f(std::integral_constant<int, 8>());
+        case 16:
+            return f(std::integral_constant<int, 16>());
+        case 32:
+            return f(std::integral_constant<int, 32>());
+        case 64:
+            return f(std::integral_constant<int, 64>());
+        case 128:
+            return f(std::integral_constant<int, 128>());
     }
     throw std::runtime_error("flash attention on the GPU supports head sizes " + std::string(kFlashHeadSizes) +
                              ", got " + std::to_string(D) + " (use --attention cublas)");
@@ -585,14 +594,22 @@ void with_head_size(int D, F f) {
 
 }  // namespace
 
-bool flash_supports_head_size(int D) { return D == 8 || D == 16 || D == 32 || D == 64 || D == 128; }
+bool flash_supports_head_size(int D) {
+    return D == 8 || D == 16 || D == 32 || D == 64 || D == 128;
+}
 
 namespace {
 
-dim3 flash_grid(int B, int T, int H) { return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kRows)); }
-dim3 wmma_grid(int B, int T, int H) { return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kWmmaRows)); }
+dim3 flash_grid(int B, int T, int H) {
+    return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kRows));
+}
+dim3 wmma_grid(int B, int T, int H) {
+    return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kWmmaRows));
+}
 // bf16 mode runs the tensor-core kernels at these head sizes, the fp32 kernels at the others
-constexpr bool has_wmma_kernel(int D) { return D == 16 || D == 32 || D == 64; }
+constexpr bool has_wmma_kernel(int D) {
+    return D == 16 || D == 32 || D == 64;
+}
 
 }  // namespace
 
@@ -602,13 +619,17 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
     const size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * H * T * T;
     const bool bf = precision_bf16();
     const __nv_bfloat16* qkv16 = bf ? to_bf16(kSlotQkv, qkv, nqkv) : nullptr;
-    if (bf) scores_gemm(att, qkv16, B, T, C, H);
-    else scores_gemm(att, qkv, B, T, C, H);
+    if (bf)
+        scores_gemm(att, qkv16, B, T, C, H);
+    else
+        scores_gemm(att, qkv, B, T, C, H);
     size_t rows = (size_t)B * H * T;
     causal_softmax_forward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps>>>(att, T, rows);
     cudaCheckLaunch();
-    if (bf) pv_gemm(out, to_bf16(kSlotAtt, att, natt), qkv16, B, T, C, H);
-    else pv_gemm(out, att, qkv, B, T, C, H);
+    if (bf)
+        pv_gemm(out, to_bf16(kSlotAtt, att, natt), qkv16, B, T, C, H);
+    else
+        pv_gemm(out, att, qkv, B, T, C, H);
 }
 
 // dqkv (B,T,3C) += gradient; scratch (B,H,T,T) is overwritten (holds dP, then dS)
@@ -619,8 +640,10 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     const bool bf = precision_bf16();
     const __nv_bfloat16* qkv16 = bf ? to_bf16(kSlotQkv, qkv, nqkv) : nullptr;
     const __nv_bfloat16* dout16 = bf ? to_bf16(kSlotDout, dout, nout) : nullptr;
-    if (bf) dp_gemm(scratch, dout16, qkv16, B, T, C, H);
-    else dp_gemm(scratch, dout, qkv, B, T, C, H);
+    if (bf)
+        dp_gemm(scratch, dout16, qkv16, B, T, C, H);
+    else
+        dp_gemm(scratch, dout, qkv, B, T, C, H);
     size_t rows = (size_t)B * H * T;
     causal_softmax_backward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps>>>(scratch, att, T, rows);
     cudaCheckLaunch();
@@ -648,8 +671,8 @@ void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int 
 }
 
 // dqkv (B,T,3C) += gradient; out (B,T,C) and lse (B,H,T) from attention_forward_lse
-void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                            int B, int T, int C, int H) {
+void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int B,
+                            int T, int C, int H) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     static Scratch<float> s_delta;
     const size_t rows = (size_t)B * H * T;

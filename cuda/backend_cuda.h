@@ -95,8 +95,8 @@ struct CudaBackend {
     static void synchronize();
     static bool available();  // a CUDA device is usable; never throws
     static std::string device_name();
-    static size_t peak_memory();     // bytes, all allocations of this backend (incl. kernel scratch)
-    static size_t current_memory();  // bytes now allocated
+    static size_t peak_memory();         // bytes, all allocations of this backend (incl. kernel scratch)
+    static size_t current_memory();      // bytes now allocated
     static size_t device_used_memory();  // bytes in use on the device as the driver sees it (all processes)
     // Profiling mode (GPT::profile, cuda/profile.cu): a CUDA event per mark on the stream;
     // profile_read waits for the last one and sums the time from each mark to the next into

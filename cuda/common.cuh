@@ -19,7 +19,7 @@ namespace gpu {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* file, int line) {
     throw std::runtime_error(std::string("CUDA error at ") + file + ":" + std::to_string(line) + ": " +
-                               cudaGetErrorString(err));
+                             cudaGetErrorString(err));
 }
 
 inline bool debug_sync() {
@@ -32,31 +32,31 @@ inline bool debug_sync() {
 
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t st, const char* file, int line) {
     throw std::runtime_error(std::string("cuBLAS error at ") + file + ":" + std::to_string(line) + ": " +
-                               cublasGetStatusString(st));
+                             cublasGetStatusString(st));
 }
 
 }  // namespace gpu
 
 // One checked-call macro per API. On error: throw std::runtime_error("<API> error at file:line: <reason>").
-#define cudaCheck(call)                                                                   \
-    do {                                                                                  \
-        cudaError_t cuda_check_err_ = (call);                                             \
+#define cudaCheck(call)                                                                                   \
+    do {                                                                                                  \
+        cudaError_t cuda_check_err_ = (call);                                                             \
         if (cuda_check_err_ != cudaSuccess) ::gpu::throw_cuda_error(cuda_check_err_, __FILE__, __LINE__); \
     } while (0)
 
-#define cublasCheck(call)                                                                 \
-    do {                                                                                  \
-        cublasStatus_t cublas_check_st_ = (call);                                         \
-        if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                                    \
-            ::gpu::throw_cublas_error(cublas_check_st_, __FILE__, __LINE__);             \
+#define cublasCheck(call)                                                    \
+    do {                                                                     \
+        cublasStatus_t cublas_check_st_ = (call);                            \
+        if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                       \
+            ::gpu::throw_cublas_error(cublas_check_st_, __FILE__, __LINE__); \
     } while (0)
 
 // After a kernel launch: catches bad launch configurations right away (cheap; no sync).
 // With LLM_CUDA_SYNC=1 in the environment it also synchronises, so an asynchronous fault
 // (illegal address, ...) is reported at the launch that caused it (debugging only: slow).
-#define cudaCheckLaunch()                                             \
-    do {                                                              \
-        cudaCheck(cudaGetLastError());                                \
+#define cudaCheckLaunch()                                            \
+    do {                                                             \
+        cudaCheck(cudaGetLastError());                               \
         if (::gpu::debug_sync()) cudaCheck(cudaDeviceSynchronize()); \
     } while (0)
 

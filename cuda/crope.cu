@@ -18,8 +18,10 @@ __global__ void crope_expand_kernel(float* __restrict__ w, const float* __restri
         size_t k = ((size_t)p * h + r / 2) * h + col / 2;  // A[p, r/2, col/2]
         bool odd_row = r & 1, odd_col = col & 1;
         float v;
-        if (odd_row == odd_col) v = A[k];
-        else v = odd_row ? Bm[k] : -Bm[k];  // (even, odd) = -b ; (odd, even) = b
+        if (odd_row == odd_col)
+            v = A[k];
+        else
+            v = odd_row ? Bm[k] : -Bm[k];  // (even, odd) = -b ; (odd, even) = b
         w[i] = v;
     }
 }

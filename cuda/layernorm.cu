@@ -66,8 +66,7 @@ __global__ void layernorm_backward_dinp_kernel(float* __restrict__ dinp, const f
 // threadIdx.x = channel within the 32, threadIdx.y = row phase. partial: (nchunks, 2, C).
 constexpr int kColY = 8;
 __global__ void layernorm_backward_dwdb_partial_kernel(float* __restrict__ partial, const float* __restrict__ dout,
-                                                       const float* __restrict__ inp,
-                                                       const float* __restrict__ mean,
+                                                       const float* __restrict__ inp, const float* __restrict__ mean,
                                                        const float* __restrict__ rstd, int N, int C,
                                                        int rows_per_chunk) {
     __shared__ float sw[kColY][32], sb[kColY][32];

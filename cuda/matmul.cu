@@ -15,12 +15,20 @@ namespace gpu {
 namespace {
 bool g_tf32 = true;
 bool g_bf16 = false;
-}
+}  // namespace
 
-void set_tf32(bool on) { g_tf32 = on; }
-bool tf32_enabled() { return g_tf32; }
-void set_precision_bf16(bool on) { g_bf16 = on; }
-bool precision_bf16() { return g_bf16; }
+void set_tf32(bool on) {
+    g_tf32 = on;
+}
+bool tf32_enabled() {
+    return g_tf32;
+}
+void set_precision_bf16(bool on) {
+    g_bf16 = on;
+}
+bool precision_bf16() {
+    return g_bf16;
+}
 
 // Column-major C (m,n) = alpha op(A) op(B) + beta C, fp32 storage, TF32 tensor cores if enabled.
 void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
@@ -34,9 +42,9 @@ void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha,
                              long long strideA, const float* B, int ldb, long long strideB, float beta, float* C,
                              int ldc, long long strideC, int batch) {
     cublasCheck(cublasGemmStridedBatchedEx(cublas_handle(), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                           tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_32F, lda,
-                                           strideA, B, CUDA_R_32F, ldb, strideB, &beta, C, CUDA_R_32F, ldc, strideC,
-                                           batch, gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
+                                           tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_32F, lda, strideA,
+                                           B, CUDA_R_32F, ldb, strideB, &beta, C, CUDA_R_32F, ldc, strideC, batch,
+                                           gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
 }
 
 // bf16 operands, fp32 accumulation (CUBLAS_COMPUTE_32F), fp32 C.
@@ -151,7 +159,9 @@ __global__ void column_sum_final_kernel(float* __restrict__ dst, const float* __
     dst[c] += t;
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool aligned16(const void* p) {
+    return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 }  // namespace
 

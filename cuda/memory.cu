@@ -37,7 +37,7 @@ void* device_malloc(size_t bytes) {
     if (err == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();  // clear the sticky-free error so later calls still work
         throw std::runtime_error("CUDA out of memory allocating " + mib(bytes) + " MiB (in use " + mib(t.current) +
-                                   " MiB, peak " + mib(t.peak) + " MiB)");
+                                 " MiB, peak " + mib(t.peak) + " MiB)");
     }
     cudaCheck(err);
     t.sizes[p] = bytes;
@@ -70,7 +70,9 @@ float* CudaBackend::alloc(size_t n) {
     return p;
 }
 
-void CudaBackend::free(float* p) { gpu::device_free(p); }
+void CudaBackend::free(float* p) {
+    gpu::device_free(p);
+}
 
 void CudaBackend::zero(float* p, size_t n) {
     if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(float), 0));
@@ -90,7 +92,9 @@ int* CudaBackend::alloc_int(size_t n) {
     return p;
 }
 
-void CudaBackend::free_int(int* p) { gpu::device_free(p); }
+void CudaBackend::free_int(int* p) {
+    gpu::device_free(p);
+}
 
 // Token ids go through pinned staging buffers and cudaMemcpyAsync, so the host never waits
 // here: a cudaMemcpy from pageable memory would wait for all queued work (the targets are copied
@@ -126,7 +130,9 @@ void CudaBackend::copy_ints_from_host(int* dst, const int* src, size_t n) {
     cudaCheck(cudaEventRecord(s.copied, 0));
 }
 
-void CudaBackend::synchronize() { cudaCheck(cudaDeviceSynchronize()); }
+void CudaBackend::synchronize() {
+    cudaCheck(cudaDeviceSynchronize());
+}
 
 bool CudaBackend::available() {
     int n = 0;

@@ -10,10 +10,10 @@
 #ifdef HAVE_NCCL
 #include <nccl.h>
 
-#define ncclCheck(call)                                                                                 \
-    do {                                                                                                \
-        ncclResult_t r_ = (call);                                                                       \
-        if (r_ != ncclSuccess)                                                                          \
+#define ncclCheck(call)                                                                                      \
+    do {                                                                                                     \
+        ncclResult_t r_ = (call);                                                                            \
+        if (r_ != ncclSuccess)                                                                               \
             throw std::runtime_error(std::string("NCCL error in ") + #call + ": " + ncclGetErrorString(r_)); \
     } while (0)
 
@@ -93,8 +93,9 @@ void CudaBackend::allgather(float* x, size_t block) {
 #else
 
 static void no_nccl() {
-    throw std::runtime_error("this build has no NCCL (nccl.h and MPI are needed at build time): the CUDA backend "
-                             "trains on one rank only");
+    throw std::runtime_error(
+        "this build has no NCCL (nccl.h and MPI are needed at build time): the CUDA backend "
+        "trains on one rank only");
 }
 void CudaBackend::allreduce_sum(float*, size_t) {
     if (dist::group().mpi) no_nccl();

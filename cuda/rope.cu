@@ -59,8 +59,7 @@ void rope_forward(float* out, const float* inp, const float* cos_t, const float*
     cudaCheckLaunch();
 }
 
-void rope_backward(float* dinp, const float* dout, const float* cos_t, const float* sin_t, int B, int T, int C,
-                   int H) {
+void rope_backward(float* dinp, const float* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H) {
     size_t total = (size_t)B * T * 3 * C / 2;
     if (total == 0) return;
     rope_kernel<false><<<grid_for(total, 256), 256>>>(dinp, dout, cos_t, sin_t, T, C, C / H, total);

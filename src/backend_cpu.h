@@ -23,59 +23,59 @@
 
 template <class T>
 struct CpuBackend {
-  using real = T;
-  static T* alloc(size_t n) { return new T[n](); }
-  static void free(T* p) { delete[] p; }
-  static void zero(T* p, size_t n) { std::memset(p, 0, n * sizeof(T)); }
-  static void copy_to_host(T* dst, const T* src, size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
-  static void copy_from_host(T* dst, const T* src, size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
-  static int* alloc_int(size_t n) { return new int[n](); }
-  static void free_int(int* p) { delete[] p; }
-  static void copy_ints_from_host(int* dst, const int* src, size_t n) { std::memcpy(dst, src, n * sizeof(int)); }
-  static void synchronize() {}
-  static std::string device_name() { return "cpu"; }
-  // Profiling mode (GPT::profile): every op has finished when it returns, so the host clock
-  // times the phases; profile_read sums the time from each mark to the next into its phase.
-  using Mark = std::pair<std::chrono::steady_clock::time_point, int>;
-  static std::vector<Mark>& profile_marks() {
-    static std::vector<Mark> marks;
-    return marks;
-  }
-  static void profile_mark(int phase) { profile_marks().push_back({std::chrono::steady_clock::now(), phase}); }
-  static std::vector<double> profile_read(int nphases) {
-    std::vector<Mark>& m = profile_marks();
-    std::vector<double> ms(nphases, 0.0);
-    for (size_t i = 0; i + 1 < m.size(); i++)
-      ms[m[i].second] += std::chrono::duration<double, std::milli>(m[i + 1].first - m[i].first).count();
-    m.clear();
-    return ms;
-  }
-  // data-parallel collectives over the ranks (src/dist.h: MPI on host memory)
-  static void allreduce_sum(T* x, size_t n) { dist::allreduce_sum(x, n); }
-  static void reduce_scatter_sum(T* x, size_t block) { dist::reduce_scatter_sum(x, block); }
-  static void allgather(T* x, size_t block) { dist::allgather(x, block); }
-  static constexpr bool async_allreduce = false;  // the same cores compute and communicate: no overlap
+    using real = T;
+    static T* alloc(size_t n) { return new T[n](); }
+    static void free(T* p) { delete[] p; }
+    static void zero(T* p, size_t n) { std::memset(p, 0, n * sizeof(T)); }
+    static void copy_to_host(T* dst, const T* src, size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
+    static void copy_from_host(T* dst, const T* src, size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
+    static int* alloc_int(size_t n) { return new int[n](); }
+    static void free_int(int* p) { delete[] p; }
+    static void copy_ints_from_host(int* dst, const int* src, size_t n) { std::memcpy(dst, src, n * sizeof(int)); }
+    static void synchronize() {}
+    static std::string device_name() { return "cpu"; }
+    // Profiling mode (GPT::profile): every op has finished when it returns, so the host clock
+    // times the phases; profile_read sums the time from each mark to the next into its phase.
+    using Mark = std::pair<std::chrono::steady_clock::time_point, int>;
+    static std::vector<Mark>& profile_marks() {
+        static std::vector<Mark> marks;
+        return marks;
+    }
+    static void profile_mark(int phase) { profile_marks().push_back({std::chrono::steady_clock::now(), phase}); }
+    static std::vector<double> profile_read(int nphases) {
+        std::vector<Mark>& m = profile_marks();
+        std::vector<double> ms(nphases, 0.0);
+        for (size_t i = 0; i + 1 < m.size(); i++)
+            ms[m[i].second] += std::chrono::duration<double, std::milli>(m[i + 1].first - m[i].first).count();
+        m.clear();
+        return ms;
+    }
+    // data-parallel collectives over the ranks (src/dist.h: MPI on host memory)
+    static void allreduce_sum(T* x, size_t n) { dist::allreduce_sum(x, n); }
+    static void reduce_scatter_sum(T* x, size_t block) { dist::reduce_scatter_sum(x, block); }
+    static void allgather(T* x, size_t block) { dist::allgather(x, block); }
+    static constexpr bool async_allreduce = false;  // the same cores compute and communicate: no overlap
 
-  static constexpr auto encoder_forward = cpu::encoder_forward<T>;
-  static constexpr auto encoder_backward = cpu::encoder_backward<T>;
-  static constexpr auto layernorm_forward = cpu::layernorm_forward<T>;
-  static constexpr auto layernorm_backward = cpu::layernorm_backward<T>;
-  static constexpr auto matmul_forward = cpu::matmul_forward<T>;
-  static constexpr auto matmul_backward = cpu::matmul_backward<T>;
-  static constexpr auto rope_forward = cpu::rope_forward<T>;
-  static constexpr auto rope_backward = cpu::rope_backward<T>;
-  static constexpr auto crope_expand = cpu::crope_expand<T>;
-  static constexpr auto crope_fold = cpu::crope_fold<T>;
-  static constexpr auto attention_forward = cpu::attention_forward<T>;
-  static constexpr auto attention_backward = cpu::attention_backward<T>;
-  static constexpr auto attention_forward_lse = cpu::attention_forward_lse<T>;
-  static constexpr auto attention_backward_lse = cpu::attention_backward_lse<T>;
-  static constexpr auto gelu_forward = cpu::gelu_forward<T>;
-  static constexpr auto gelu_backward = cpu::gelu_backward<T>;
-  static constexpr auto residual_forward = cpu::residual_forward<T>;
-  static constexpr auto softmax_crossentropy = cpu::softmax_crossentropy<T>;
-  static constexpr auto classifier_loss = cpu::classifier_loss<T>;
-  static constexpr int classifier_chunk = kCpuClassifierChunk;  // rows (model.h): BLAS-sized, 52 MiB at V=50304
-  static constexpr auto adamw_update = cpu::adamw_update<T>;
-  static constexpr auto sum_squares = cpu::sum_squares<T>;
+    static constexpr auto encoder_forward = cpu::encoder_forward<T>;
+    static constexpr auto encoder_backward = cpu::encoder_backward<T>;
+    static constexpr auto layernorm_forward = cpu::layernorm_forward<T>;
+    static constexpr auto layernorm_backward = cpu::layernorm_backward<T>;
+    static constexpr auto matmul_forward = cpu::matmul_forward<T>;
+    static constexpr auto matmul_backward = cpu::matmul_backward<T>;
+    static constexpr auto rope_forward = cpu::rope_forward<T>;
+    static constexpr auto rope_backward = cpu::rope_backward<T>;
+    static constexpr auto crope_expand = cpu::crope_expand<T>;
+    static constexpr auto crope_fold = cpu::crope_fold<T>;
+    static constexpr auto attention_forward = cpu::attention_forward<T>;
+    static constexpr auto attention_backward = cpu::attention_backward<T>;
+    static constexpr auto attention_forward_lse = cpu::attention_forward_lse<T>;
+    static constexpr auto attention_backward_lse = cpu::attention_backward_lse<T>;
+    static constexpr auto gelu_forward = cpu::gelu_forward<T>;
+    static constexpr auto gelu_backward = cpu::gelu_backward<T>;
+    static constexpr auto residual_forward = cpu::residual_forward<T>;
+    static constexpr auto softmax_crossentropy = cpu::softmax_crossentropy<T>;
+    static constexpr auto classifier_loss = cpu::classifier_loss<T>;
+    static constexpr int classifier_chunk = kCpuClassifierChunk;  // rows (model.h): BLAS-sized, 52 MiB at V=50304
+    static constexpr auto adamw_update = cpu::adamw_update<T>;
+    static constexpr auto sum_squares = cpu::sum_squares<T>;
 };

@@ -15,12 +15,12 @@ using json = nlohmann::json;
 
 namespace {
 
-using Field = std::variant<std::string Config::*, int Config::*, double Config::*,
-                           uint64_t Config::*, std::vector<int> Config::*>;
+using Field = std::variant<std::string Config::*, int Config::*, double Config::*, uint64_t Config::*,
+                           std::vector<int> Config::*>;
 
 struct Key {
     const char* name;
-    const char* group;   // model | data | optimiser | eval | output | command line
+    const char* group;  // model | data | optimiser | eval | output | command line
     Field field;
     const char* help;
 };
@@ -35,8 +35,10 @@ const Key kKeys[] = {
     {"vocab_size", "model", &Config::vocab_size, "vocabulary size V (every token must be < V)"},
     {"max_seq_len", "model", &Config::max_seq_len, "longest sequence maxT (size of the learned position table)"},
     {"rope_base", "model", &Config::rope_base, "RoPE base: theta_j = base^(-2j/D)"},
-    {"train_data", "data", &Config::train_data, "training shards: a glob, or a folder (its *.bin with '_train_' in the name)"},
-    {"val_data", "data", &Config::val_data, "validation shards: a glob, or a folder (its *.bin with '_val_' in the name); empty = none"},
+    {"train_data", "data", &Config::train_data,
+     "training shards: a glob, or a folder (its *.bin with '_train_' in the name)"},
+    {"val_data", "data", &Config::val_data,
+     "validation shards: a glob, or a folder (its *.bin with '_val_' in the name); empty = none"},
     {"data_order", "data", &Config::data_order, "sequential | shuffle (windows reshuffled every epoch)"},
     {"batch_size", "data", &Config::batch_size, "sequences per batch B"},
     {"seq_len", "data", &Config::seq_len, "training sequence length T"},
@@ -55,25 +57,40 @@ const Key kKeys[] = {
     {"grad_clip", "optimiser", &Config::grad_clip, "clip the global gradient norm to this (0 = off)"},
     {"seed", "optimiser", &Config::seed, "random seed (initialisation and data order)"},
     {"eval_every", "eval", &Config::eval_every, "evaluate every this many steps (0 = never)"},
-    {"eval_batches", "eval", &Config::eval_batches, "validation batches per evaluation, counted at seq_len: other lengths see the same tokens (0 = whole split)"},
+    {"eval_batches", "eval", &Config::eval_batches,
+     "validation batches per evaluation, counted at seq_len: other lengths see the same tokens (0 = whole split)"},
     {"eval_seq_lens", "eval", &Config::eval_seq_lens, "evaluation lengths, e.g. 512,1024 (empty = seq_len)"},
-    {"accuracy_tokens", "eval", &Config::accuracy_tokens, "also report next-token accuracy after these input ids, e.g. 16,17 (synthetic task markers)"},
-    {"checkpoint_every", "output", &Config::checkpoint_every, "write a checkpoint every this many steps and at the end (0 = never)"},
+    {"accuracy_tokens", "eval", &Config::accuracy_tokens,
+     "also report next-token accuracy after these input ids, e.g. 16,17 (synthetic task markers)"},
+    {"checkpoint_every", "output", &Config::checkpoint_every,
+     "write a checkpoint every this many steps and at the end (0 = never)"},
     {"run_dir", "output", &Config::run_dir, "run folder: config.json, log.jsonl, checkpoints"},
     {"device", "output", &Config::device, "cpu | cuda | auto"},
     {"precision", "output", &Config::precision, "fp32 | bf16"},
-    {"attention", "output", &Config::attention, "flash (saves each row's log-sum-exp, no (B,H,T,T) buffer; on the GPU head size 8, 16, 32, 64 or 128) | cublas (the reference: saves the probabilities)"},
-    {"classifier_chunk", "output", &Config::classifier_chunk, "rows of B*T per chunk of the fused LM head + loss: the logits of one chunk exist at a time (0 = the device's choice: 256 on the CPU, 4096 on the GPU)"},
-    {"profile", "output", &Config::profile, "1 = time each training step's phases (LM head + loss, attention, AdamW, the rest; CUDA events on the GPU): a profile line per step, phase_ms in the log"},
+    {"attention", "output", &Config::attention,
+     "flash (saves each row's log-sum-exp, no (B,H,T,T) buffer; on the GPU head size 8, 16, 32, 64 or 128) | cublas "
+     "(the reference: saves the probabilities)"},
+    {"classifier_chunk", "output", &Config::classifier_chunk,
+     "rows of B*T per chunk of the fused LM head + loss: the logits of one chunk exist at a time (0 = the device's "
+     "choice: 256 on the CPU, 4096 on the GPU)"},
+    {"profile", "output", &Config::profile,
+     "1 = time each training step's phases (LM head + loss, attention, AdamW, the rest; CUDA events on the GPU): a "
+     "profile line per step, phase_ms in the log"},
     {"sample_every", "output", &Config::sample_every, "print a sample every this many steps (0 = never)"},
-    {"encoder_json", "output", &Config::encoder_json, "GPT-2 encoder.json to decode samples with (ids are printed if missing)"},
-    {"zero", "parallel", &Config::zero, "with several ranks (mpirun): 1 = ZeRO-1, the AdamW moments sharded across ranks; 0 = every rank keeps them all"},
-    {"dist_timeout", "parallel", &Config::dist_timeout, "seconds a collective across ranks may wait before the run ends with an error (0 = forever)"},
-    {"resume", "command line", &Config::resume, "resume RUN_DIR from its latest checkpoint (its config.json is the base)"},
+    {"encoder_json", "output", &Config::encoder_json,
+     "GPT-2 encoder.json to decode samples with (ids are printed if missing)"},
+    {"zero", "parallel", &Config::zero,
+     "with several ranks (mpirun): 1 = ZeRO-1, the AdamW moments sharded across ranks; 0 = every rank keeps them all"},
+    {"dist_timeout", "parallel", &Config::dist_timeout,
+     "seconds a collective across ranks may wait before the run ends with an error (0 = forever)"},
+    {"resume", "command line", &Config::resume,
+     "resume RUN_DIR from its latest checkpoint (its config.json is the base)"},
     {"init_from", "command line", &Config::init_from, "initialise the weights from this .safetensors file"},
 };
 
-bool cli_only(const Key& k) { return std::string(k.group) == "command line"; }
+bool cli_only(const Key& k) {
+    return std::string(k.group) == "command line";
+}
 
 const Key* find_key(const std::string& name) {
     for (const Key& k : kKeys)
@@ -95,7 +112,9 @@ long long parse_integer(const std::string& s, const std::string& what, long long
     return v;
 }
 
-void parse_text(const std::string& s, std::string& out, const std::string&) { out = s; }
+void parse_text(const std::string& s, std::string& out, const std::string&) {
+    out = s;
+}
 void parse_text(const std::string& s, int& out, const std::string& what) {
     out = (int)parse_integer(s, what, INT_MIN, INT_MAX);
 }
@@ -135,9 +154,9 @@ void from_json_value(const json& j, std::string& out, const std::string& what) {
     out = j.get<std::string>();
 }
 void from_json_value(const json& j, int& out, const std::string& what) {
-    bool ok = j.is_number_integer() &&
-              (j.is_number_unsigned() ? j.get<uint64_t>() <= (uint64_t)INT_MAX
-                                      : j.get<int64_t>() >= INT_MIN && j.get<int64_t>() <= INT_MAX);
+    bool ok =
+        j.is_number_integer() && (j.is_number_unsigned() ? j.get<uint64_t>() <= (uint64_t)INT_MAX
+                                                         : j.get<int64_t>() >= INT_MIN && j.get<int64_t>() <= INT_MAX);
     if (!ok) bad_value(what, j.dump(), "an integer");
     out = j.get<int>();
 }
@@ -160,11 +179,20 @@ void from_json_value(const json& j, std::vector<int>& out, const std::string& wh
     }
 }
 
-template <class T> json to_json_value(const T& v) { return json(v); }
+template <class T>
+json to_json_value(const T& v) {
+    return json(v);
+}
 
-std::string to_text(const std::string& v) { return "\"" + v + "\""; }
-std::string to_text(int v) { return std::to_string(v); }
-std::string to_text(uint64_t v) { return std::to_string(v); }
+std::string to_text(const std::string& v) {
+    return "\"" + v + "\"";
+}
+std::string to_text(int v) {
+    return std::to_string(v);
+}
+std::string to_text(uint64_t v) {
+    return std::to_string(v);
+}
 std::string to_text(double v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", v);
@@ -253,7 +281,8 @@ Config parse_args(int argc, char** argv) {
         for (char& ch : key)
             if (ch == '-') ch = '_';
         if (key != "config" && !find_key(key))
-            throw std::runtime_error("unknown option '" + a.substr(0, has_value ? eq + 2 : a.size()) + "' (see --help)");
+            throw std::runtime_error("unknown option '" + a.substr(0, has_value ? eq + 2 : a.size()) +
+                                     "' (see --help)");
         if (!has_value) {
             if (i + 1 >= args.size()) throw std::runtime_error("option '" + a + "' needs a value");
             value = args[++i];
@@ -303,7 +332,8 @@ Config parse_args(int argc, char** argv) {
 std::string help_text() {
     const Config d;
     std::string s =
-        "usage: train [--config FILE.json] [--KEY VALUE ...] [--resume RUN_DIR | --overwrite] [--init-from FILE.safetensors]\n"
+        "usage: train [--config FILE.json] [--KEY VALUE ...] [--resume RUN_DIR | --overwrite] [--init-from "
+        "FILE.safetensors]\n"
         "Settings come from the defaults, then FILE.json (an object of the keys below), then --KEY VALUE\n"
         "(--key-name and --key_name both work; --key=value too).\n";
     std::vector<std::string> groups;
@@ -325,7 +355,8 @@ std::string help_text() {
     s += line;
     std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "help, -h", "", "print this help and exit");
     s += line;
-    std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "list-pos", "", "print the position schemes' names and exit");
+    std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "list-pos", "",
+                  "print the position schemes' names and exit");
     s += line;
     std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "memory", "",
                   "print the memory a training step of this config needs, per attention mode, and exit");
@@ -344,14 +375,14 @@ void validate_model(const Config& c) {
     require(c.n_layer >= 1, "n_layer must be >= 1, got " + std::to_string(c.n_layer));
     require(c.n_head >= 1, "n_head must be >= 1, got " + std::to_string(c.n_head));
     require(c.n_embd >= 1, "n_embd must be >= 1, got " + std::to_string(c.n_embd));
-    require(c.n_embd % c.n_head == 0, "n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" +
-                                          std::to_string(c.n_head) + ")");
+    require(c.n_embd % c.n_head == 0,
+            "n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" + std::to_string(c.n_head) + ")");
     // odd C implies odd D, so check C first to give the complex projection's more specific message
     require(!pos->complex_qkv || c.n_embd % 2 == 0,
             "pos=" + c.pos + " needs an even n_embd, got " + std::to_string(c.n_embd));
     int D = c.n_embd / c.n_head;
-    require(!pos->rotary || D % 2 == 0, "pos=" + c.pos + " needs an even head size, got n_embd/n_head = " +
-                                            std::to_string(D));
+    require(!pos->rotary || D % 2 == 0,
+            "pos=" + c.pos + " needs an even head size, got n_embd/n_head = " + std::to_string(D));
     require(!pos->rotary || c.rope_base > 0, "rope_base must be > 0");
     require(c.vocab_size >= 1 && c.vocab_size <= 65536,
             "vocab_size must be in 1..65536 (tokens are uint16), got " + std::to_string(c.vocab_size));
@@ -388,7 +419,8 @@ void validate(const Config& c) {
     require(c.eval_batches >= 0, "eval_batches must be >= 0, got " + std::to_string(c.eval_batches));
     for (int t : c.eval_seq_lens) require(t >= 1, "eval_seq_lens entries must be >= 1, got " + std::to_string(t));
     for (int t : c.accuracy_tokens)
-        require(t >= 0 && t < c.vocab_size, "accuracy_tokens entries must be token ids < vocab_size, got " + std::to_string(t));
+        require(t >= 0 && t < c.vocab_size,
+                "accuracy_tokens entries must be token ids < vocab_size, got " + std::to_string(t));
 
     require(c.checkpoint_every >= 0, "checkpoint_every must be >= 0, got " + std::to_string(c.checkpoint_every));
     require(!c.run_dir.empty(), "run_dir must not be empty");
@@ -396,11 +428,12 @@ void validate(const Config& c) {
     require_one_of("precision", c.precision, {"fp32", "bf16"});
     require_one_of("attention", c.attention, {"cublas", "flash"});
     require(c.sample_every >= 0, "sample_every must be >= 0, got " + std::to_string(c.sample_every));
-    require(c.classifier_chunk >= 0, "classifier_chunk must be >= 0 (0 = the device's choice), got " +
-                                         std::to_string(c.classifier_chunk));
+    require(c.classifier_chunk >= 0,
+            "classifier_chunk must be >= 0 (0 = the device's choice), got " + std::to_string(c.classifier_chunk));
     require(c.profile == 0 || c.profile == 1, "profile must be 0 or 1, got " + std::to_string(c.profile));
     require(c.zero == 0 || c.zero == 1, "zero must be 0 or 1 (ZeRO-1), got " + std::to_string(c.zero));
-    require(c.dist_timeout >= 0, "dist_timeout must be >= 0 seconds (0 = wait forever), got " + to_text(c.dist_timeout));
+    require(c.dist_timeout >= 0,
+            "dist_timeout must be >= 0 seconds (0 = wait forever), got " + to_text(c.dist_timeout));
 }
 
 json config_to_json(const Config& c) {
@@ -418,7 +451,8 @@ Config config_from_json(const json& j, const std::string& where) {
         const json& r = keys["init_from"];
         if (!r.is_object() || !r.contains("path") || !r["path"].is_string() || !r.contains("sha256") ||
             !r["sha256"].is_string())
-            throw std::runtime_error("config key 'init_from' in " + where + ": expected {\"path\": .., \"sha256\": ..}");
+            throw std::runtime_error("config key 'init_from' in " + where +
+                                     ": expected {\"path\": .., \"sha256\": ..}");
         c.init_from = r["path"].get<std::string>();
         c.init_sha256 = r["sha256"].get<std::string>();
         keys.erase("init_from");
@@ -458,10 +492,10 @@ double model_memory_bytes(const ModelConfig& m, int B, int T, bool train) {
     double chunk = std::min(N, (double)(m.classifier_chunk > 0 ? m.classifier_chunk : kCpuClassifierChunk));
     double params = V * C + (pos_traits(m.pos).learned_table ? m.maxT * C : 0) + L * 12 * C * C + 13 * L * C + 2 * C;
     double rot = pos_traits(m.pos).rotary ? 3 : 0;
-    double att = m.flash ? (double)B * H * T : (double)B * H * T * T;  // log-sum-exps, or the probabilities
-    double layer = N * C * (16 + rot) + N * 4 + att;                   // see GPT::ensure_acts
+    double att = m.flash ? (double)B * H * T : (double)B * H * T * T;       // log-sum-exps, or the probabilities
+    double layer = N * C * (16 + rot) + N * 4 + att;                        // see GPT::ensure_acts
     double acts = N * C * 3 + N * 3 + chunk * V + (train ? L : 1) * layer;  // logits: one classifier chunk
-    if (train) acts += N * C * (3 + 3 + rot + 8) + (m.flash ? 0 : att);  // backward buffers (+ dscores)
+    if (train) acts += N * C * (3 + 3 + rot + 8) + (m.flash ? 0 : att);     // backward buffers (+ dscores)
     double crope = pos_traits(m.pos).complex_qkv ? L * 3 * C * C + 3 * C * C : 0;
     double tables = (double)m.maxT * C * 2;
     return 4.0 * (4 * params + crope + tables + acts);  // fp32

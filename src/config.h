@@ -10,19 +10,19 @@
 
 struct Config {
     // model
-    std::string pos = "rope";          // a scheme name of src/pos.h
-    int n_layer = 4;                   // L
-    int n_head = 4;                    // H
-    int n_embd = 128;                  // C
-    int vocab_size = 50257;            // V
-    int max_seq_len = 1024;            // maxT
+    std::string pos = "rope";  // a scheme name of src/pos.h
+    int n_layer = 4;           // L
+    int n_head = 4;            // H
+    int n_embd = 128;          // C
+    int vocab_size = 50257;    // V
+    int max_seq_len = 1024;    // maxT
     double rope_base = 10000.0;
     // data
-    std::string train_data;            // glob or folder (required)
-    std::string val_data;              // glob or folder ("" = no validation)
+    std::string train_data;                 // glob or folder (required)
+    std::string val_data;                   // glob or folder ("" = no validation)
     std::string data_order = "sequential";  // sequential | shuffle
-    int batch_size = 4;                // B
-    int seq_len = 256;                 // T
+    int batch_size = 4;                     // B
+    int seq_len = 256;                      // T
     // optimiser
     int steps = 1000;
     double lr = 1e-3;
@@ -30,13 +30,13 @@ struct Config {
     double beta2 = 0.999;
     double eps = 1e-8;
     double weight_decay = 0.01;
-    std::string decay = "all";         // all | matrices
-    std::string schedule = "step";     // constant | step | cosine
+    std::string decay = "all";      // all | matrices
+    std::string schedule = "step";  // constant | step | cosine
     int step_size = 1000;
     double gamma = 0.8;
     int warmup_steps = 0;
     double min_lr = 0.0;
-    double grad_clip = 0.0;            // 0 = off
+    double grad_clip = 0.0;  // 0 = off
     uint64_t seed = 1337;
     // eval
     int eval_every = 100;
@@ -46,24 +46,24 @@ struct Config {
     // output
     int checkpoint_every = 500;
     std::string run_dir = "runs/run";
-    std::string device = "auto";       // cpu | cuda | auto
-    std::string precision = "fp32";    // fp32 | bf16
-    std::string attention = "flash";   // flash | cublas
-    int classifier_chunk = 0;          // rows per LM head + loss chunk (0 = the device's choice)
-    int profile = 0;                   // 1 = time each step's phases (LM head + loss, attention, AdamW, rest)
+    std::string device = "auto";      // cpu | cuda | auto
+    std::string precision = "fp32";   // fp32 | bf16
+    std::string attention = "flash";  // flash | cublas
+    int classifier_chunk = 0;         // rows per LM head + loss chunk (0 = the device's choice)
+    int profile = 0;                  // 1 = time each step's phases (LM head + loss, attention, AdamW, rest)
     int sample_every = 0;
     std::string encoder_json = "data/gpt2/encoder.json";
     // parallel (mpirun: batch_size is the global batch, split evenly across the ranks)
-    int zero = 0;                      // 1 = ZeRO-1: AdamW moments sharded across ranks
-    double dist_timeout = 600;         // seconds a collective may wait (0 = forever)
+    int zero = 0;               // 1 = ZeRO-1: AdamW moments sharded across ranks
+    double dist_timeout = 600;  // seconds a collective may wait (0 = forever)
     // command line only (never read from or written to JSON)
-    std::string resume;                // RUN_DIR to resume from
-    std::string init_from;             // safetensors file to initialise the weights from
-    std::string init_sha256;           // its SHA-256, recorded with it in config.json, the log and checkpoints
-    bool overwrite = false;            // --overwrite: delete a run folder that holds a run and start anew
-    bool help = false;                 // --help / -h given: main prints help_text() and exits 0
-    bool list_pos = false;             // --list-pos given: main prints the scheme names, one a line
-    bool memory = false;               // --memory given: main prints the memory estimate per attention mode
+    std::string resume;       // RUN_DIR to resume from
+    std::string init_from;    // safetensors file to initialise the weights from
+    std::string init_sha256;  // its SHA-256, recorded with it in config.json, the log and checkpoints
+    bool overwrite = false;   // --overwrite: delete a run folder that holds a run and start anew
+    bool help = false;        // --help / -h given: main prints help_text() and exits 0
+    bool list_pos = false;    // --list-pos given: main prints the scheme names, one a line
+    bool memory = false;      // --memory given: main prints the memory estimate per attention mode
 };
 
 // Defaults (or, with --resume RUN_DIR, RUN_DIR/config.json, and run_dir = RUN_DIR)

@@ -55,7 +55,8 @@ std::vector<std::string> find_shards(const std::string& pattern, const std::stri
     globfree(&g);
     if (rc == GLOB_NOMATCH || (rc == 0 && paths.empty()))
         throw std::runtime_error("no shards match '" + pattern + "'" + prepare_hint(pattern));
-    if (rc != 0) throw std::runtime_error("cannot list shards '" + pattern + "' (glob error " + std::to_string(rc) + ")");
+    if (rc != 0)
+        throw std::runtime_error("cannot list shards '" + pattern + "' (glob error " + std::to_string(rc) + ")");
     return paths;
 }
 
@@ -169,7 +170,7 @@ void DataLoader::next_batch(int* inputs, int* targets, int row0, int rows) {
         }
         size_t s, off;
         window(cursor_++, &s, &off);
-        if (b < row0 || b >= row0 + rows) continue;  // another rank's row
+        if (b < row0 || b >= row0 + rows) continue;     // another rank's row
         const uint16_t* tok = shards_[s].data() + off;  // T+1 tokens
         size_t r = b - row0;
         for (int t = 0; t < T_; t++) {

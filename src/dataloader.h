@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 class DataLoader {
-public:
+  public:
     // Reads and checks every shard (magic, version, size, every token < vocab_size); throws on error.
     DataLoader(const std::string& pattern, const std::string& split, int vocab_size);
 
@@ -37,13 +37,13 @@ public:
     // Call after start() with the same T and order; continues exactly where state() was taken.
     void set_state(const nlohmann::json& s);
 
-    size_t num_windows(int T) const;          // windows of T+1 tokens over all shards
+    size_t num_windows(int T) const;  // windows of T+1 tokens over all shards
     size_t num_tokens() const;
     size_t num_shards() const { return shards_.size(); }
     const std::vector<std::string>& paths() const { return paths_; }
 
-private:
-    void make_order();                         // builds the window order of epoch_
+  private:
+    void make_order();                                           // builds the window order of epoch_
     void window(size_t i, size_t* shard, size_t* offset) const;  // i-th window of the current order
 
     std::string pattern_;
@@ -54,9 +54,9 @@ private:
     bool shuffle_ = false;
     uint64_t seed_ = 0;
     uint64_t epoch_ = 0;
-    size_t cursor_ = 0;                        // next window index in the epoch's order
-    std::vector<size_t> first_window_;         // per shard: global index of its first window (+ total at end)
-    std::vector<size_t> perm_;                 // shuffle only: epoch order of global window indices
+    size_t cursor_ = 0;                 // next window index in the epoch's order
+    std::vector<size_t> first_window_;  // per shard: global index of its first window (+ total at end)
+    std::vector<size_t> perm_;          // shuffle only: epoch order of global window indices
 };
 
 // Writes a shard (used by tests and tools); throws "cannot write <path>: ..." on failure.

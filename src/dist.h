@@ -17,9 +17,9 @@
 namespace dist {
 
 struct Group {
-  int rank = 0, world = 1;
-  int local_rank = 0;  // rank among the processes of this machine: picks the GPU
-  bool mpi = false;    // MPI_Init was called
+    int rank = 0, world = 1;
+    int local_rank = 0;  // rank among the processes of this machine: picks the GPU
+    bool mpi = false;    // MPI_Init was called
 };
 const Group& group();
 // Joins the launcher's process group when there is one (mpirun, srun --mpi=pmix), else world 1.
@@ -35,8 +35,8 @@ std::string rank_prefix();
 // ZeRO-1 split of a flat buffer of n elements: rank r owns [r*block, min((r+1)*block, n)).
 // block is a multiple of 32 elements so a shard starts aligned; buffers hold block*world.
 struct Shard {
-  bool zero = false;      // optimiser state sharded (--zero 1 under a launcher)
-  size_t begin = 0, end = 0, block = 0;
+    bool zero = false;  // optimiser state sharded (--zero 1 under a launcher)
+    size_t begin = 0, end = 0, block = 0;
 };
 Shard shard_of(size_t n, bool zero);
 
@@ -62,8 +62,8 @@ void check_same(const std::string& what, const std::string& value);
 
 // Marks a collective for the timeout watchdog while it runs (the NCCL path uses it too).
 struct Watch {
-  explicit Watch(const char* what);
-  ~Watch();
+    explicit Watch(const char* what);
+    ~Watch();
 };
 
 }  // namespace dist

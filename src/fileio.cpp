@@ -12,10 +12,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+    return std::strerror(errno);
+}
 
 // Some files (character devices, pipes) and file systems cannot be fsynced; that is not a write error.
-bool fsync_unsupported(int err) { return err == EINVAL || err == ENOTSUP || err == EROFS; }
+bool fsync_unsupported(int err) {
+    return err == EINVAL || err == ENOTSUP || err == EROFS;
+}
 
 }  // namespace
 
@@ -25,7 +29,8 @@ void fsync_dir(const std::string& dir) {
     int rc = ::fsync(fd);
     int err = errno;
     ::close(fd);
-    if (rc != 0 && !fsync_unsupported(err)) throw std::runtime_error("cannot sync folder " + dir + ": " + std::strerror(err));
+    if (rc != 0 && !fsync_unsupported(err))
+        throw std::runtime_error("cannot sync folder " + dir + ": " + std::strerror(err));
 }
 
 // ---------------------------------------------------------------- OutFile
@@ -107,7 +112,9 @@ void write_text_file_atomic(const std::string& path, const std::string& text) {
 
 namespace {
 
-uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+uint32_t rotr(uint32_t x, int n) {
+    return (x >> n) | (x << (32 - n));
+}
 
 // One 64-byte block into the state h (FIPS 180-4, section 6.2.2).
 void sha256_block(uint32_t h[8], const unsigned char* p) {
@@ -121,7 +128,8 @@ void sha256_block(uint32_t h[8], const unsigned char* p) {
         0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
         0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
     uint32_t w[64];
-    for (int i = 0; i < 16; i++) w[i] = (uint32_t)p[4 * i] << 24 | p[4 * i + 1] << 16 | p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | p[4 * i + 1] << 16 | p[4 * i + 2] << 8 | p[4 * i + 3];
     for (int i = 16; i < 64; i++) {
         uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
         uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);

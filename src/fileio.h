@@ -12,17 +12,18 @@
 // Output file whose every write is checked. close() flushes, fsyncs and checks fclose, so a
 // full disk is reported as "cannot write <path>: No space left on device" instead of being lost.
 class OutFile {
-public:
+  public:
     OutFile(const std::string& path, const char* mode = "wb");
-    ~OutFile();                                // closes without checks (error paths only)
+    ~OutFile();  // closes without checks (error paths only)
     OutFile(const OutFile&) = delete;
     OutFile& operator=(const OutFile&) = delete;
     void write(const void* data, size_t n);
     void write(const std::string& s) { write(s.data(), s.size()); }
-    void flush();                              // fflush, checked
-    void close();                              // fflush + fsync + fclose, all checked
+    void flush();  // fflush, checked
+    void close();  // fflush + fsync + fclose, all checked
     const std::string& path() const { return path_; }
-private:
+
+  private:
     [[noreturn]] void fail();
     std::string path_;
     FILE* f_ = nullptr;

@@ -7,7 +7,7 @@
 #include "fileio.h"
 
 class JsonlLog {
-public:
+  public:
     // append=false starts a new file; append=true continues an existing one (resume).
     JsonlLog(const std::string& path, bool append);
     // One line per record; throws "cannot write <path>: ..." on failure.
@@ -18,7 +18,8 @@ public:
     // Records without a "step" (e.g. the config record) are kept.
     void truncate_after(long step);
     const std::string& path() const { return path_; }
-private:
+
+  private:
     std::string path_;
     std::unique_ptr<OutFile> f_;
 };

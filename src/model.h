@@ -15,20 +15,20 @@
 #include "rng.h"
 
 struct ModelConfig {
-  Pos pos = Pos::rope;
-  int L = 4, H = 4, C = 128, V = 50257, maxT = 1024;
-  double rope_base = 10000;
-  // Attention keeps each row's log-sum-exp (B,H,T) for backward (flash kernels on the GPU,
-  // their loop twin on the CPU) instead of the probabilities (B,H,T,T).
-  bool flash = false;
-  // The vocabulary rows of wte are padded to a multiple of vocab_pad inside the model (zero rows
-  // no token uses): aligned logits rows for vector loads and tensor-core GEMMs. The loss ignores
-  // the padded columns, so their gradient stays zero; checkpoints hold the real (V, C) wte.
-  int vocab_pad = 128;
-  // Rows of B*T per chunk of the classifier (GPT::classifier): only one chunk's logits exist at a
-  // time. 0 = the backend's choice (BK::classifier_chunk).
-  int classifier_chunk = 0;
-  int Vp() const { return (V + vocab_pad - 1) / vocab_pad * vocab_pad; }
+    Pos pos = Pos::rope;
+    int L = 4, H = 4, C = 128, V = 50257, maxT = 1024;
+    double rope_base = 10000;
+    // Attention keeps each row's log-sum-exp (B,H,T) for backward (flash kernels on the GPU,
+    // their loop twin on the CPU) instead of the probabilities (B,H,T,T).
+    bool flash = false;
+    // The vocabulary rows of wte are padded to a multiple of vocab_pad inside the model (zero rows
+    // no token uses): aligned logits rows for vector loads and tensor-core GEMMs. The loss ignores
+    // the padded columns, so their gradient stays zero; checkpoints hold the real (V, C) wte.
+    int vocab_pad = 128;
+    // Rows of B*T per chunk of the classifier (GPT::classifier): only one chunk's logits exist at a
+    // time. 0 = the backend's choice (BK::classifier_chunk).
+    int classifier_chunk = 0;
+    int Vp() const { return (V + vocab_pad - 1) / vocab_pad * vocab_pad; }
 };
 
 // Phases of a training step in the profiling mode (GPT::profile): the LM head and loss
@@ -43,502 +43,523 @@ constexpr int kCpuClassifierChunk = 256;
 // One parameter tensor in the flat parameter buffer. Per-layer tensors are
 // stacked over layers (leading dimension L).
 struct ParamTensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  size_t offset = 0, numel = 0;
-  bool matrix = false;  // weight matrices and embeddings (decayed with decay=matrices)
+    std::string name;
+    std::vector<int64_t> shape;
+    size_t offset = 0, numel = 0;
+    bool matrix = false;  // weight matrices and embeddings (decayed with decay=matrices)
 };
 
 // The parameter layout (order, names, shapes): README's checkpoint table. With padded, wte has
 // the model's Vp rows (the layout of GPT's buffers) instead of V (the checkpoints').
 inline std::vector<ParamTensor> param_layout(const ModelConfig& m, bool padded = false) {
-  int64_t L = m.L, C = m.C;
-  std::vector<ParamTensor> t;
-  auto add = [&](const char* name, std::vector<int64_t> shape, bool matrix) {
-    ParamTensor p{name, shape, 0, 1, matrix};
-    for (auto d : shape) p.numel *= d;
-    p.offset = t.empty() ? 0 : t.back().offset + t.back().numel;
-    t.push_back(p);
-  };
-  add("wte", {padded ? m.Vp() : m.V, C}, true);
-  const PosTraits& pt = pos_traits(m.pos);
-  if (pt.learned_table) add("wpe", {m.maxT, C}, true);
-  add("ln1.weight", {L, C}, false);
-  add("ln1.bias", {L, C}, false);
-  if (pt.complex_qkv) {
-    add("attn.qkv.A", {L, 3, C / 2, C / 2}, true);
-    add("attn.qkv.B", {L, 3, C / 2, C / 2}, true);
-  } else {
-    add("attn.qkv.weight", {L, 3 * C, C}, true);
-  }
-  add("attn.qkv.bias", {L, 3 * C}, false);
-  add("attn.proj.weight", {L, C, C}, true);
-  add("attn.proj.bias", {L, C}, false);
-  add("ln2.weight", {L, C}, false);
-  add("ln2.bias", {L, C}, false);
-  add("mlp.fc.weight", {L, 4 * C, C}, true);
-  add("mlp.fc.bias", {L, 4 * C}, false);
-  add("mlp.proj.weight", {L, C, 4 * C}, true);
-  add("mlp.proj.bias", {L, C}, false);
-  add("lnf.weight", {C}, false);
-  add("lnf.bias", {C}, false);
-  return t;
+    int64_t L = m.L, C = m.C;
+    std::vector<ParamTensor> t;
+    auto add = [&](const char* name, std::vector<int64_t> shape, bool matrix) {
+        ParamTensor p{name, shape, 0, 1, matrix};
+        for (auto d : shape) p.numel *= d;
+        p.offset = t.empty() ? 0 : t.back().offset + t.back().numel;
+        t.push_back(p);
+    };
+    add("wte", {padded ? m.Vp() : m.V, C}, true);
+    const PosTraits& pt = pos_traits(m.pos);
+    if (pt.learned_table) add("wpe", {m.maxT, C}, true);
+    add("ln1.weight", {L, C}, false);
+    add("ln1.bias", {L, C}, false);
+    if (pt.complex_qkv) {
+        add("attn.qkv.A", {L, 3, C / 2, C / 2}, true);
+        add("attn.qkv.B", {L, 3, C / 2, C / 2}, true);
+    } else {
+        add("attn.qkv.weight", {L, 3 * C, C}, true);
+    }
+    add("attn.qkv.bias", {L, 3 * C}, false);
+    add("attn.proj.weight", {L, C, C}, true);
+    add("attn.proj.bias", {L, C}, false);
+    add("ln2.weight", {L, C}, false);
+    add("ln2.bias", {L, C}, false);
+    add("mlp.fc.weight", {L, 4 * C, C}, true);
+    add("mlp.fc.bias", {L, 4 * C}, false);
+    add("mlp.proj.weight", {L, C, 4 * C}, true);
+    add("mlp.proj.bias", {L, C}, false);
+    add("lnf.weight", {C}, false);
+    add("lnf.bias", {C}, false);
+    return t;
 }
 
 struct ParamCounts {
-  size_t total = 0, embeddings = 0, attention = 0;
+    size_t total = 0, embeddings = 0, attention = 0;
 };
 
 inline ParamCounts param_counts(const ModelConfig& m) {
-  ParamCounts c;
-  for (const auto& t : param_layout(m)) {
-    c.total += t.numel;
-    if (t.name == "wte" || t.name == "wpe") c.embeddings += t.numel;
-    if (t.name.rfind("attn.", 0) == 0) c.attention += t.numel;
-  }
-  return c;
+    ParamCounts c;
+    for (const auto& t : param_layout(m)) {
+        c.total += t.numel;
+        if (t.name == "wte" || t.name == "wpe") c.embeddings += t.numel;
+        if (t.name.rfind("attn.", 0) == 0) c.attention += t.numel;
+    }
+    return c;
 }
 
 // Initial weights (MODEL.md): N(0, 0.02) for matrices, mlp/attn output projections
 // scaled by 1/sqrt(2L), biases 0, LayerNorm weights 1. Drawn in double so a
 // float and a double model start from the same values.
 inline std::vector<double> init_params(const ModelConfig& m, uint64_t seed) {
-  auto layout = param_layout(m);
-  std::vector<double> p(layout.back().offset + layout.back().numel, 0.0);
-  Rng rng(seed);
-  for (const auto& t : layout) {
-    double* x = p.data() + t.offset;
-    bool is_ln_weight = t.name == "ln1.weight" || t.name == "ln2.weight" || t.name == "lnf.weight";
-    if (is_ln_weight) {
-      for (size_t i = 0; i < t.numel; i++) x[i] = 1.0;
-    } else if (t.matrix) {
-      bool residual_proj = t.name == "attn.proj.weight" || t.name == "mlp.proj.weight";
-      double std = 0.02 / (residual_proj ? std::sqrt(2.0 * m.L) : 1.0);
-      for (size_t i = 0; i < t.numel; i++) x[i] = std * rng.normal();
+    auto layout = param_layout(m);
+    std::vector<double> p(layout.back().offset + layout.back().numel, 0.0);
+    Rng rng(seed);
+    for (const auto& t : layout) {
+        double* x = p.data() + t.offset;
+        bool is_ln_weight = t.name == "ln1.weight" || t.name == "ln2.weight" || t.name == "lnf.weight";
+        if (is_ln_weight) {
+            for (size_t i = 0; i < t.numel; i++) x[i] = 1.0;
+        } else if (t.matrix) {
+            bool residual_proj = t.name == "attn.proj.weight" || t.name == "mlp.proj.weight";
+            double std = 0.02 / (residual_proj ? std::sqrt(2.0 * m.L) : 1.0);
+            for (size_t i = 0; i < t.numel; i++) x[i] = std * rng.normal();
+        }
     }
-  }
-  return p;
+    return p;
 }
 
 template <class BK>
 struct GPT {
-  using T = typename BK::real;
+    using T = typename BK::real;
 
-  // Pointers to each parameter tensor (or its gradient) inside a flat buffer.
-  struct Tensors {
-    T *wte = nullptr, *wpe = nullptr, *ln1w, *ln1b, *qkvw = nullptr, *qkvA = nullptr, *qkvB = nullptr, *qkvb;
-    T *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fc2w, *fc2b, *lnfw, *lnfb;
-  };
-
-  // Activations for one (B, T). Training keeps every layer's activations for the
-  // backward pass; evaluation reuses one layer's worth.
-  struct Acts {
-    int B = 0, Tn = 0, Ls = 0;
-    bool train = false;
-    // att: per layer the probabilities (B,H,T,T), or with cfg.flash the log-sum-exps (B,H,T)
-    T *encoded, *ln1, *ln1_mean, *ln1_rstd, *qkv, *qkvr, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd;
-    T *fch, *fch_gelu, *res3, *proj, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
-    // backward-only buffers
-    T *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dqkvr = nullptr, *dfch = nullptr,
-      *dfch_gelu = nullptr, *dscores = nullptr;
-    int *inputs, *targets;
-    std::vector<T*> owned;
-  };
-
-  ModelConfig cfg;
-  const PosTraits& pt;  // the position scheme's traits
-  // layout: the checkpoints' tensors (what get() returns and set_params() takes); buf_layout: the
-  // same with wte's Vp rows, as the buffers hold them. num_params: elements of each buffer.
-  std::vector<ParamTensor> layout, buf_layout;
-  size_t num_params = 0;
-  T *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
-  dist::Shard shard;  // data parallel: the part of the parameters whose AdamW moments m, v hold
-  Tensors w, g;
-  T *qkv_expanded = nullptr, *dqkv_w = nullptr;  // complex_qkv: real (L,3C,C) weights and a (3C,C) gradient
-  T *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
-  int table_len = 0;  // positions covered by the tables
-  Acts train_acts, eval_acts;
-  std::vector<T> host_losses;
-  // Profiling mode: the training step marks its phases (BK::profile_mark: the time from one mark
-  // to the next counts to the first one's phase); profile_read() ends the step's timeline.
-  bool profile = false;
-  void mark(Phase p, bool training = true) {
-    if (profile && training) BK::profile_mark((int)p);
-  }
-  // Milliseconds per phase (kPhaseNames order) since the step's first mark; waits for the step.
-  std::vector<double> profile_read() {
-    BK::profile_mark((int)Phase::rest);  // the end of the last phase
-    return BK::profile_read(kPhases);
-  }
-
-  explicit GPT(const ModelConfig& c)
-      : cfg(c), pt(pos_traits(c.pos)), layout(param_layout(c)), buf_layout(param_layout(c, true)) {
-    if (cfg.vocab_pad < 1) throw std::runtime_error("vocab_pad must be at least 1");
-    num_params = buf_layout.back().offset + buf_layout.back().numel;
-    params = BK::alloc(num_params);
-    grads = BK::alloc(num_params);
-    m = BK::alloc(num_params);
-    v = BK::alloc(num_params);
-    w = point(params);
-    g = point(grads);
-    shard = dist::shard_of(num_params, false);
-    if (pt.complex_qkv) {
-      qkv_expanded = BK::alloc((size_t)cfg.L * 3 * cfg.C * cfg.C);
-      dqkv_w = BK::alloc((size_t)3 * cfg.C * cfg.C);
-    }
-    set_max_positions(cfg.maxT);
-  }
-  ~GPT() {
-    for (T* p : {params, grads, m, v, qkv_expanded, dqkv_w, pos_table, rope_cos, rope_sin})
-      if (p) BK::free(p);
-    free_acts(train_acts);
-    free_acts(eval_acts);
-  }
-  GPT(const GPT&) = delete;
-  GPT& operator=(const GPT&) = delete;
-
-  Tensors point(T* base) const {
-    Tensors t;
-    for (const auto& p : buf_layout) {
-      T* x = base + p.offset;
-      const std::string& n = p.name;
-      if (n == "wte") t.wte = x;
-      else if (n == "wpe") t.wpe = x;
-      else if (n == "ln1.weight") t.ln1w = x;
-      else if (n == "ln1.bias") t.ln1b = x;
-      else if (n == "attn.qkv.weight") t.qkvw = x;
-      else if (n == "attn.qkv.A") t.qkvA = x;
-      else if (n == "attn.qkv.B") t.qkvB = x;
-      else if (n == "attn.qkv.bias") t.qkvb = x;
-      else if (n == "attn.proj.weight") t.projw = x;
-      else if (n == "attn.proj.bias") t.projb = x;
-      else if (n == "ln2.weight") t.ln2w = x;
-      else if (n == "ln2.bias") t.ln2b = x;
-      else if (n == "mlp.fc.weight") t.fcw = x;
-      else if (n == "mlp.fc.bias") t.fcb = x;
-      else if (n == "mlp.proj.weight") t.fc2w = x;
-      else if (n == "mlp.proj.bias") t.fc2b = x;
-      else if (n == "lnf.weight") t.lnfw = x;
-      else if (n == "lnf.bias") t.lnfb = x;
-    }
-    return t;
-  }
-
-  // ZeRO-1 over the ranks of dist::group(): m and v keep only this rank's shard; params and
-  // grads grow to block x world elements (a zero tail) so collectives split them evenly.
-  // Call before the weights are set.
-  void shard_optimizer() {
-    shard = dist::shard_of(num_params, true);
-    if (!shard.zero) return;
-    for (T** p : {&params, &grads}) BK::free(*p), *p = BK::alloc(shard.block * dist::group().world);
-    for (T** p : {&m, &v}) BK::free(*p), *p = BK::alloc(shard.block);
-    w = point(params);
-    g = point(grads);
-  }
-
-  // Host vectors in the checkpoint layout <-> the buffer layout: wte comes first, so only the
-  // tensors after it move, by the padded rows (zero in the buffer layout).
-  std::vector<T> padded(const std::vector<T>& h) const {
-    size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
-    if (h.size() + pad != num_params) throw std::logic_error("padded: not a vector of the checkpoint layout");
-    std::vector<T> b(num_params, T(0));
-    std::copy(h.begin(), h.begin() + real, b.begin());
-    std::copy(h.begin() + real, h.end(), b.begin() + real + pad);
-    return b;
-  }
-  std::vector<T> unpadded(const std::vector<T>& b) const {
-    size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
-    std::vector<T> h(b.begin(), b.begin() + real);
-    h.insert(h.end(), b.begin() + real + pad, b.begin() + num_params);
-    return h;
-  }
-  // Uploads a host copy of all parameters (layout order).
-  void set_params(const std::vector<T>& host) { BK::copy_from_host(params, padded(host).data(), num_params); }
-  // A buffer (params, grads, m, v) on the host: as it is (buffer layout), or in layout order.
-  std::vector<T> get_buffer(const T* buf) const {
-    std::vector<T> h(num_params);
-    BK::copy_to_host(h.data(), buf, num_params);
-    return h;
-  }
-  std::vector<T> get(const T* buf) const { return unpadded(get_buffer(buf)); }
-  void init(uint64_t seed) {
-    auto p = init_params(cfg, seed);
-    set_params(std::vector<T>(p.begin(), p.end()));
-  }
-
-  // Fixed position tables (sinusoidal, rotary) must cover the longest sequence run.
-  void set_max_positions(int n) {
-    if (n <= table_len) return;
-    table_len = n;
-    auto upload = [](T*& dst, const std::vector<double>& src) {
-      if (dst) BK::free(dst);
-      dst = BK::alloc(src.size());
-      std::vector<T> t(src.begin(), src.end());
-      BK::copy_from_host(dst, t.data(), t.size());
+    // Pointers to each parameter tensor (or its gradient) inside a flat buffer.
+    struct Tensors {
+        T *wte = nullptr, *wpe = nullptr, *ln1w, *ln1b, *qkvw = nullptr, *qkvA = nullptr, *qkvB = nullptr, *qkvb;
+        T *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fc2w, *fc2b, *lnfw, *lnfb;
     };
-    if (pt.fixed_table) upload(pos_table, sinusoidal_table(n, cfg.C));
-    if (pt.rotary) {
-      std::vector<double> c, s;
-      rope_tables(c, s, n, cfg.C / cfg.H, cfg.rope_base);
-      upload(rope_cos, c);
-      upload(rope_sin, s);
-    }
-  }
 
-  void free_acts(Acts& a) {
-    for (T* p : a.owned) BK::free(p);
-    if (a.B) {
-      BK::free_int(a.inputs);
-      BK::free_int(a.targets);
-    }
-    a = Acts();
-  }
-
-  // Elements of one layer's saved attention state (Acts::att).
-  size_t att_size(int B, int Tn) const { return (size_t)B * cfg.H * Tn * (cfg.flash ? 1 : Tn); }
-
-  void ensure_acts(Acts& a, int B, int Tn, bool train) {
-    if (a.B == B && a.Tn == Tn) return;
-    free_acts(a);
-    size_t N = (size_t)B * Tn, C = cfg.C, Ls = train ? cfg.L : 1, att = att_size(B, Tn);
-    auto mk = [&](size_t n) {
-      T* p = BK::alloc(n);
-      a.owned.push_back(p);
-      return p;
+    // Activations for one (B, T). Training keeps every layer's activations for the
+    // backward pass; evaluation reuses one layer's worth.
+    struct Acts {
+        int B = 0, Tn = 0, Ls = 0;
+        bool train = false;
+        // att: per layer the probabilities (B,H,T,T), or with cfg.flash the log-sum-exps (B,H,T)
+        T *encoded, *ln1, *ln1_mean, *ln1_rstd, *qkv, *qkvr, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd;
+        T *fch, *fch_gelu, *res3, *proj, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
+        // backward-only buffers
+        T *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dqkvr = nullptr, *dfch = nullptr,
+          *dfch_gelu = nullptr, *dscores = nullptr;
+        int *inputs, *targets;
+        std::vector<T*> owned;
     };
-    a.B = B, a.Tn = Tn, a.Ls = (int)Ls, a.train = train;
-    a.encoded = mk(N * C);
-    a.ln1 = mk(Ls * N * C), a.ln1_mean = mk(Ls * N), a.ln1_rstd = mk(Ls * N);
-    a.qkv = mk(Ls * N * 3 * C);
-    a.qkvr = pt.rotary ? mk(Ls * N * 3 * C) : a.qkv;
-    a.att = mk(Ls * att);
-    a.atty = mk(Ls * N * C), a.res2 = mk(Ls * N * C);
-    a.ln2 = mk(Ls * N * C), a.ln2_mean = mk(Ls * N), a.ln2_rstd = mk(Ls * N);
-    a.fch = mk(Ls * N * 4 * C), a.fch_gelu = mk(Ls * N * 4 * C);
-    a.res3 = mk(Ls * N * C), a.proj = mk(N * C);
-    a.lnf = mk(N * C), a.lnf_mean = mk(N), a.lnf_rstd = mk(N);
-    a.logits = mk(classifier_rows(N) * cfg.Vp()), a.losses = mk(N);  // logits: one chunk's
-    if (train) {
-      a.dres = mk(N * C), a.dln = mk(N * C), a.datty = mk(N * C);
-      a.dqkv = mk(N * 3 * C), a.dqkvr = pt.rotary ? mk(N * 3 * C) : a.dqkv;
-      a.dfch = mk(N * 4 * C), a.dfch_gelu = mk(N * 4 * C), a.dscores = cfg.flash ? nullptr : mk(att);
+
+    ModelConfig cfg;
+    const PosTraits& pt;  // the position scheme's traits
+    // layout: the checkpoints' tensors (what get() returns and set_params() takes); buf_layout: the
+    // same with wte's Vp rows, as the buffers hold them. num_params: elements of each buffer.
+    std::vector<ParamTensor> layout, buf_layout;
+    size_t num_params = 0;
+    T *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
+    dist::Shard shard;  // data parallel: the part of the parameters whose AdamW moments m, v hold
+    Tensors w, g;
+    T *qkv_expanded = nullptr, *dqkv_w = nullptr;  // complex_qkv: real (L,3C,C) weights and a (3C,C) gradient
+    T *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
+    int table_len = 0;  // positions covered by the tables
+    Acts train_acts, eval_acts;
+    std::vector<T> host_losses;
+    // Profiling mode: the training step marks its phases (BK::profile_mark: the time from one mark
+    // to the next counts to the first one's phase); profile_read() ends the step's timeline.
+    bool profile = false;
+    void mark(Phase p, bool training = true) {
+        if (profile && training) BK::profile_mark((int)p);
     }
-    a.inputs = BK::alloc_int(N);
-    a.targets = BK::alloc_int(N);
-  }
-
-  // Rows per chunk of the classifier.
-  size_t classifier_rows(size_t N) const {
-    return std::min(N, (size_t)(cfg.classifier_chunk > 0 ? cfg.classifier_chunk : BK::classifier_chunk));
-  }
-
-  // Forward pass over inputs (B,T) (host ids). With targets, returns the mean cross-entropy;
-  // with grad, also zeroes the gradients and runs the classifier's backward (d wte and d lnf in
-  // a.dln, for backward()). Without targets it stops at the final LayerNorm (logits() reads it).
-  double forward(const int* inputs, const int* targets, int B, int Tn, bool grad) {
-    if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
-    Acts& a = grad ? train_acts : eval_acts;
-    ensure_acts(a, B, Tn, grad);
-    size_t N = (size_t)B * Tn, C = cfg.C;
-    int H = cfg.H;
-    mark(Phase::rest, grad);
-    BK::copy_ints_from_host(a.inputs, inputs, N);
-    if (pt.complex_qkv)
-      for (int l = 0; l < cfg.L; l++)
-        BK::crope_expand(qkv_expanded + (size_t)l * 3 * C * C, w.qkvA + (size_t)l * 3 * C * C / 4,
-                         w.qkvB + (size_t)l * 3 * C * C / 4, (int)C);
-
-    const T* add_pos = pt.learned_table ? w.wpe : pt.fixed_table ? pos_table : nullptr;
-    BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos, B, Tn, (int)C);
-    for (int l = 0; l < cfg.L; l++) {
-      size_t s = a.train ? l : 0;  // slot of this layer's activations
-      const T* x = l == 0 ? a.encoded : a.res3 + (a.train ? l - 1 : 0) * N * C;  // (B,T,C)
-      T* ln1 = a.ln1 + s * N * C;
-      T* qkv = a.qkv + s * N * 3 * C;
-      T* qkvr = a.qkvr + s * N * 3 * C;
-      T* att = a.att + s * att_size(B, Tn);
-      T* atty = a.atty + s * N * C;
-      T* res2 = a.res2 + s * N * C;
-      T* ln2 = a.ln2 + s * N * C;
-      T* fch = a.fch + s * N * 4 * C;
-      T* fch_gelu = a.fch_gelu + s * N * 4 * C;
-      T* res3 = a.res3 + s * N * C;
-      BK::layernorm_forward(ln1, a.ln1_mean + s * N, a.ln1_rstd + s * N, x, w.ln1w + l * C, w.ln1b + l * C, (int)N,
-                            (int)C);
-      BK::matmul_forward(qkv, ln1, qkv_weight(l), w.qkvb + l * 3 * C, (int)N, (int)C, (int)(3 * C));  // (B,T,3C)
-      if (qkvr != qkv) BK::rope_forward(qkvr, qkv, rope_cos, rope_sin, B, Tn, (int)C, H);
-      mark(Phase::attention, grad);
-      if (cfg.flash) BK::attention_forward_lse(atty, att, qkvr, B, Tn, (int)C, H);  // (B,T,C)
-      else BK::attention_forward(atty, att, qkvr, B, Tn, (int)C, H);
-      mark(Phase::rest, grad);
-      BK::matmul_forward(a.proj, atty, w.projw + l * C * C, w.projb + l * C, (int)N, (int)C, (int)C);
-      BK::residual_forward(res2, x, a.proj, N * C);
-      BK::layernorm_forward(ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, res2, w.ln2w + l * C, w.ln2b + l * C,
-                            (int)N, (int)C);
-      BK::matmul_forward(fch, ln2, w.fcw + l * 4 * C * C, w.fcb + l * 4 * C, (int)N, (int)C, (int)(4 * C));
-      BK::gelu_forward(fch_gelu, fch, N * 4 * C);
-      BK::matmul_forward(a.proj, fch_gelu, w.fc2w + l * 4 * C * C, w.fc2b + l * C, (int)N, (int)(4 * C), (int)C);
-      BK::residual_forward(res3, res2, a.proj, N * C);
+    // Milliseconds per phase (kPhaseNames order) since the step's first mark; waits for the step.
+    std::vector<double> profile_read() {
+        BK::profile_mark((int)Phase::rest);  // the end of the last phase
+        return BK::profile_read(kPhases);
     }
-    const T* xL = a.res3 + (a.train ? cfg.L - 1 : 0) * N * C;
-    BK::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xL, w.lnfw, w.lnfb, (int)N, (int)C);
-    if (!targets) return 0.0;
-    BK::copy_ints_from_host(a.targets, targets, N);
-    if (grad) BK::zero(grads, num_params);
-    // the loss gradient is scaled by 1 / (tokens of all ranks): summed over ranks, it is the global mean's
-    double dscale = 1.0 / ((double)N * dist::group().world);
-    mark(Phase::head, grad);
-    classifier(a, N, grad ? T(dscale) : T(0));
-    mark(Phase::rest, grad);
-    host_losses.resize(N);
-    BK::copy_to_host(host_losses.data(), a.losses, N);
-    double sum = 0;
-    for (T x : host_losses) sum += x;
-    return sum / N;
-  }
 
-  // The tied LM head and the loss, fused, chunk by chunk over the N rows of a.lnf: per chunk
-  // the logits (rows, Vp), then the losses with dlogits = (softmax - onehot) * dscale written
-  // over them, then (dscale != 0) the head's two backward GEMMs, d lnf into a.dln and d wte
-  // accumulated, before the next chunk reuses the logits buffer.
-  void classifier(Acts& a, size_t N, T dscale) {
-    size_t C = cfg.C, Vp = cfg.Vp(), chunk = classifier_rows(N);
-    if (dscale != T(0)) BK::zero(a.dln, N * C);
-    for (size_t r = 0; r < N; r += chunk) {
-      int n = (int)std::min(chunk, N - r);
-      BK::matmul_forward(a.logits, a.lnf + r * C, w.wte, nullptr, n, (int)C, (int)Vp);  // (n, Vp)
-      BK::classifier_loss(a.logits, a.losses + r, a.targets + r, n, cfg.V, (int)Vp, dscale);
-      if (dscale != T(0))
-        BK::matmul_backward(a.dln + r * C, g.wte, nullptr, a.logits, a.lnf + r * C, w.wte, n, (int)C, (int)Vp);
+    explicit GPT(const ModelConfig& c)
+        : cfg(c), pt(pos_traits(c.pos)), layout(param_layout(c)), buf_layout(param_layout(c, true)) {
+        if (cfg.vocab_pad < 1) throw std::runtime_error("vocab_pad must be at least 1");
+        num_params = buf_layout.back().offset + buf_layout.back().numel;
+        params = BK::alloc(num_params);
+        grads = BK::alloc(num_params);
+        m = BK::alloc(num_params);
+        v = BK::alloc(num_params);
+        w = point(params);
+        g = point(grads);
+        shard = dist::shard_of(num_params, false);
+        if (pt.complex_qkv) {
+            qkv_expanded = BK::alloc((size_t)cfg.L * 3 * cfg.C * cfg.C);
+            dqkv_w = BK::alloc((size_t)3 * cfg.C * cfg.C);
+        }
+        set_max_positions(cfg.maxT);
     }
-  }
-
-  // Rows [row0, row0 + rows) of the (B*T, V) logits of the last forward without grad, on the
-  // host. The classifier keeps no logits: they are computed again from the final LayerNorm.
-  std::vector<T> logits(size_t row0, size_t rows) {
-    Acts& a = eval_acts;
-    size_t C = cfg.C, V = cfg.V, Vp = cfg.Vp(), chunk = classifier_rows((size_t)a.B * a.Tn);
-    std::vector<T> h(rows * V), buf;
-    for (size_t r = 0; r < rows; r += chunk) {
-      size_t n = std::min(chunk, rows - r);
-      BK::matmul_forward(a.logits, a.lnf + (row0 + r) * C, w.wte, nullptr, (int)n, (int)C, (int)Vp);
-      buf.resize(n * Vp);
-      BK::copy_to_host(buf.data(), a.logits, n * Vp);
-      for (size_t i = 0; i < n; i++) std::copy_n(buf.begin() + i * Vp, V, h.begin() + (r + i) * V);
+    ~GPT() {
+        for (T* p : {params, grads, m, v, qkv_expanded, dqkv_w, pos_table, rope_cos, rope_sin})
+            if (p) BK::free(p);
+        free_acts(train_acts);
+        free_acts(eval_acts);
     }
-    return h;
-  }
+    GPT(const GPT&) = delete;
+    GPT& operator=(const GPT&) = delete;
 
-  const T* qkv_weight(int l) const {
-    size_t C = cfg.C;
-    return (pt.complex_qkv ? qkv_expanded : w.qkvw) + (size_t)l * 3 * C * C;
-  }
-
-  // Backward pass of the last forward(…, grad=true): fills grads.
-  void backward() {
-    Acts& a = train_acts;
-    int B = a.B, Tn = a.Tn, H = cfg.H;
-    size_t N = (size_t)B * Tn, C = cfg.C;
-    // forward() zeroed the gradients and left d lnf in a.dln (classifier)
-    BK::zero(a.dres, N * C);
-    BK::layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dln, a.res3 + (cfg.L - 1) * N * C, w.lnfw, a.lnf_mean,
-                           a.lnf_rstd, (int)N, (int)C);
-    for (int l = cfg.L - 1; l >= 0; l--) {
-      // a.dres holds d(res3[l]); the residual passes it on unchanged.
-      const T* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
-      BK::zero(a.dfch_gelu, N * 4 * C);
-      BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, g.fc2b + l * C, a.dres, a.fch_gelu + l * N * 4 * C,
-                          w.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
-      BK::zero(a.dfch, N * 4 * C);
-      BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, a.dfch_gelu, N * 4 * C);
-      BK::zero(a.dln, N * C);
-      BK::matmul_backward(a.dln, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, a.dfch, a.ln2 + l * N * C,
-                          w.fcw + l * 4 * C * C, (int)N, (int)C, (int)(4 * C));
-      BK::layernorm_backward(a.dres, g.ln2w + l * C, g.ln2b + l * C, a.dln, a.res2 + l * N * C, w.ln2w + l * C,
-                             a.ln2_mean + l * N, a.ln2_rstd + l * N, (int)N, (int)C);
-      // a.dres now holds d(res2[l])
-      BK::zero(a.datty, N * C);
-      BK::matmul_backward(a.datty, g.projw + l * C * C, g.projb + l * C, a.dres, a.atty + l * N * C,
-                          w.projw + l * C * C, (int)N, (int)C, (int)C);
-      BK::zero(a.dqkvr, N * 3 * C);
-      const T* att = a.att + l * att_size(B, Tn);
-      mark(Phase::attention);
-      if (cfg.flash)
-        BK::attention_backward_lse(a.dqkvr, a.datty, a.qkvr + l * N * 3 * C, a.atty + l * N * C, att, B, Tn, (int)C, H);
-      else
-        BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, att, B, Tn, (int)C, H);
-      mark(Phase::rest);
-      if (a.dqkv != a.dqkvr) {
-        BK::zero(a.dqkv, N * 3 * C);
-        BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, Tn, (int)C, H);
-      }
-      BK::zero(a.dln, N * C);
-      if (pt.complex_qkv) {
-        BK::zero(dqkv_w, 3 * C * C);
-        BK::matmul_backward(a.dln, dqkv_w, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C, qkv_weight(l), (int)N,
-                            (int)C, (int)(3 * C));
-        BK::crope_fold(g.qkvA + l * 3 * C * C / 4, g.qkvB + l * 3 * C * C / 4, dqkv_w, (int)C);
-      } else {
-        BK::matmul_backward(a.dln, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C,
-                            w.qkvw + l * 3 * C * C, (int)N, (int)C, (int)(3 * C));
-      }
-      BK::layernorm_backward(a.dres, g.ln1w + l * C, g.ln1b + l * C, a.dln, x, w.ln1w + l * C, a.ln1_mean + l * N,
-                             a.ln1_rstd + l * N, (int)N, (int)C);
-      // a.dres now holds d(x) = d(res3[l-1])
-      start_grad_sum(l);  // layer l's gradients are final
+    Tensors point(T* base) const {
+        Tensors t;
+        for (const auto& p : buf_layout) {
+            T* x = base + p.offset;
+            const std::string& n = p.name;
+            if (n == "wte")
+                t.wte = x;
+            else if (n == "wpe")
+                t.wpe = x;
+            else if (n == "ln1.weight")
+                t.ln1w = x;
+            else if (n == "ln1.bias")
+                t.ln1b = x;
+            else if (n == "attn.qkv.weight")
+                t.qkvw = x;
+            else if (n == "attn.qkv.A")
+                t.qkvA = x;
+            else if (n == "attn.qkv.B")
+                t.qkvB = x;
+            else if (n == "attn.qkv.bias")
+                t.qkvb = x;
+            else if (n == "attn.proj.weight")
+                t.projw = x;
+            else if (n == "attn.proj.bias")
+                t.projb = x;
+            else if (n == "ln2.weight")
+                t.ln2w = x;
+            else if (n == "ln2.bias")
+                t.ln2b = x;
+            else if (n == "mlp.fc.weight")
+                t.fcw = x;
+            else if (n == "mlp.fc.bias")
+                t.fcb = x;
+            else if (n == "mlp.proj.weight")
+                t.fc2w = x;
+            else if (n == "mlp.proj.bias")
+                t.fc2b = x;
+            else if (n == "lnf.weight")
+                t.lnfw = x;
+            else if (n == "lnf.bias")
+                t.lnfb = x;
+        }
+        return t;
     }
-    BK::encoder_backward(g.wte, pt.learned_table ? g.wpe : nullptr, a.dres, a.inputs, B, Tn, (int)C);
-    start_grad_sum(-1);
-  }
 
-  // Data parallel without ZeRO-1, on a backend whose collectives run beside its compute (CUDA:
-  // NCCL on its own stream): each layer's gradients are summed across ranks while the backward of
-  // the layers before it runs; the embeddings and the final LayerNorm's at the end.
-  bool overlap_grads() const { return BK::async_allreduce && dist::group().mpi && !shard.zero; }
-  void start_grad_sum(int l) {
-    if constexpr (BK::async_allreduce)
-      if (overlap_grads()) BK::allreduce_sum_async(grad_parts(l));
-  }
-  // Layer l's slice of every per-layer tensor (stacked over L), or with l = -1 the other tensors.
-  std::vector<std::pair<T*, size_t>> grad_parts(int l) const {
-    std::vector<std::pair<T*, size_t>> parts;
-    for (const auto& p : buf_layout) {
-      bool whole = p.name == "wte" || p.name == "wpe" || p.name == "lnf.weight" || p.name == "lnf.bias";
-      if (l < 0 && whole) parts.push_back({grads + p.offset, p.numel});
-      if (l >= 0 && !whole) parts.push_back({grads + p.offset + l * (p.numel / cfg.L), p.numel / cfg.L});
+    // ZeRO-1 over the ranks of dist::group(): m and v keep only this rank's shard; params and
+    // grads grow to block x world elements (a zero tail) so collectives split them evenly.
+    // Call before the weights are set.
+    void shard_optimizer() {
+        shard = dist::shard_of(num_params, true);
+        if (!shard.zero) return;
+        for (T** p : {&params, &grads}) BK::free(*p), *p = BK::alloc(shard.block * dist::group().world);
+        for (T** p : {&m, &v}) BK::free(*p), *p = BK::alloc(shard.block);
+        w = point(params);
+        g = point(grads);
     }
-    return parts;
-  }
 
-  double grad_norm() const { return std::sqrt(BK::sum_squares(grads, num_params)); }
-
-  // Data parallel: sums the gradients over the ranks (with ZeRO-1 only this rank's shard, by a
-  // reduce-scatter) and returns the global gradient norm. A no-op sum at world size 1.
-  double reduce_grads() {
-    if constexpr (BK::async_allreduce)
-      if (overlap_grads()) {  // started during backward()
-        BK::allreduce_wait();
-        return grad_norm();
-      }
-    if (!shard.zero) {
-      BK::allreduce_sum(grads, num_params);
-      return grad_norm();
+    // Host vectors in the checkpoint layout <-> the buffer layout: wte comes first, so only the
+    // tensors after it move, by the padded rows (zero in the buffer layout).
+    std::vector<T> padded(const std::vector<T>& h) const {
+        size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
+        if (h.size() + pad != num_params) throw std::logic_error("padded: not a vector of the checkpoint layout");
+        std::vector<T> b(num_params, T(0));
+        std::copy(h.begin(), h.begin() + real, b.begin());
+        std::copy(h.begin() + real, h.end(), b.begin() + real + pad);
+        return b;
     }
-    BK::reduce_scatter_sum(grads, shard.block);
-    size_t n = shard.end - shard.begin;
-    return std::sqrt(dist::sum(n ? BK::sum_squares(grads + shard.begin, n) : 0.0));
-  }
-
-  // One AdamW step (t is 1-based). decay_all: every tensor decays, else only matrices.
-  // With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
-  void update(float lr, double beta1, double beta2, float eps, float wd, bool decay_all, int t, float gscale) {
-    mark(Phase::adamw);
-    for (const auto& p : buf_layout) {
-      size_t b = std::max(p.offset, shard.begin), e = std::min(p.offset + p.numel, shard.end);
-      if (b < e)
-        BK::adamw_update(params + b, grads + b, m + (b - shard.begin), v + (b - shard.begin), e - b, lr, beta1, beta2,
-                         eps, (decay_all || p.matrix) ? wd : 0.0f, t, gscale);
+    std::vector<T> unpadded(const std::vector<T>& b) const {
+        size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
+        std::vector<T> h(b.begin(), b.begin() + real);
+        h.insert(h.end(), b.begin() + real + pad, b.begin() + num_params);
+        return h;
     }
-    if (shard.zero) BK::allgather(params, shard.block);
-  }
+    // Uploads a host copy of all parameters (layout order).
+    void set_params(const std::vector<T>& host) { BK::copy_from_host(params, padded(host).data(), num_params); }
+    // A buffer (params, grads, m, v) on the host: as it is (buffer layout), or in layout order.
+    std::vector<T> get_buffer(const T* buf) const {
+        std::vector<T> h(num_params);
+        BK::copy_to_host(h.data(), buf, num_params);
+        return h;
+    }
+    std::vector<T> get(const T* buf) const { return unpadded(get_buffer(buf)); }
+    void init(uint64_t seed) {
+        auto p = init_params(cfg, seed);
+        set_params(std::vector<T>(p.begin(), p.end()));
+    }
+
+    // Fixed position tables (sinusoidal, rotary) must cover the longest sequence run.
+    void set_max_positions(int n) {
+        if (n <= table_len) return;
+        table_len = n;
+        auto upload = [](T*& dst, const std::vector<double>& src) {
+            if (dst) BK::free(dst);
+            dst = BK::alloc(src.size());
+            std::vector<T> t(src.begin(), src.end());
+            BK::copy_from_host(dst, t.data(), t.size());
+        };
+        if (pt.fixed_table) upload(pos_table, sinusoidal_table(n, cfg.C));
+        if (pt.rotary) {
+            std::vector<double> c, s;
+            rope_tables(c, s, n, cfg.C / cfg.H, cfg.rope_base);
+            upload(rope_cos, c);
+            upload(rope_sin, s);
+        }
+    }
+
+    void free_acts(Acts& a) {
+        for (T* p : a.owned) BK::free(p);
+        if (a.B) {
+            BK::free_int(a.inputs);
+            BK::free_int(a.targets);
+        }
+        a = Acts();
+    }
+
+    // Elements of one layer's saved attention state (Acts::att).
+    size_t att_size(int B, int Tn) const { return (size_t)B * cfg.H * Tn * (cfg.flash ? 1 : Tn); }
+
+    void ensure_acts(Acts& a, int B, int Tn, bool train) {
+        if (a.B == B && a.Tn == Tn) return;
+        free_acts(a);
+        size_t N = (size_t)B * Tn, C = cfg.C, Ls = train ? cfg.L : 1, att = att_size(B, Tn);
+        auto mk = [&](size_t n) {
+            T* p = BK::alloc(n);
+            a.owned.push_back(p);
+            return p;
+        };
+        a.B = B, a.Tn = Tn, a.Ls = (int)Ls, a.train = train;
+        a.encoded = mk(N * C);
+        a.ln1 = mk(Ls * N * C), a.ln1_mean = mk(Ls * N), a.ln1_rstd = mk(Ls * N);
+        a.qkv = mk(Ls * N * 3 * C);
+        a.qkvr = pt.rotary ? mk(Ls * N * 3 * C) : a.qkv;
+        a.att = mk(Ls * att);
+        a.atty = mk(Ls * N * C), a.res2 = mk(Ls * N * C);
+        a.ln2 = mk(Ls * N * C), a.ln2_mean = mk(Ls * N), a.ln2_rstd = mk(Ls * N);
+        a.fch = mk(Ls * N * 4 * C), a.fch_gelu = mk(Ls * N * 4 * C);
+        a.res3 = mk(Ls * N * C), a.proj = mk(N * C);
+        a.lnf = mk(N * C), a.lnf_mean = mk(N), a.lnf_rstd = mk(N);
+        a.logits = mk(classifier_rows(N) * cfg.Vp()), a.losses = mk(N);  // logits: one chunk's
+        if (train) {
+            a.dres = mk(N * C), a.dln = mk(N * C), a.datty = mk(N * C);
+            a.dqkv = mk(N * 3 * C), a.dqkvr = pt.rotary ? mk(N * 3 * C) : a.dqkv;
+            a.dfch = mk(N * 4 * C), a.dfch_gelu = mk(N * 4 * C), a.dscores = cfg.flash ? nullptr : mk(att);
+        }
+        a.inputs = BK::alloc_int(N);
+        a.targets = BK::alloc_int(N);
+    }
+
+    // Rows per chunk of the classifier.
+    size_t classifier_rows(size_t N) const {
+        return std::min(N, (size_t)(cfg.classifier_chunk > 0 ? cfg.classifier_chunk : BK::classifier_chunk));
+    }
+
+    // Forward pass over inputs (B,T) (host ids). With targets, returns the mean cross-entropy;
+    // with grad, also zeroes the gradients and runs the classifier's backward (d wte and d lnf in
+    // a.dln, for backward()). Without targets it stops at the final LayerNorm (logits() reads it).
+    double forward(const int* inputs, const int* targets, int B, int Tn, bool grad) {
+        if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
+        Acts& a = grad ? train_acts : eval_acts;
+        ensure_acts(a, B, Tn, grad);
+        size_t N = (size_t)B * Tn, C = cfg.C;
+        int H = cfg.H;
+        mark(Phase::rest, grad);
+        BK::copy_ints_from_host(a.inputs, inputs, N);
+        if (pt.complex_qkv)
+            for (int l = 0; l < cfg.L; l++)
+                BK::crope_expand(qkv_expanded + (size_t)l * 3 * C * C, w.qkvA + (size_t)l * 3 * C * C / 4,
+                                 w.qkvB + (size_t)l * 3 * C * C / 4, (int)C);
+
+        const T* add_pos = pt.learned_table ? w.wpe : pt.fixed_table ? pos_table : nullptr;
+        BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos, B, Tn, (int)C);
+        for (int l = 0; l < cfg.L; l++) {
+            size_t s = a.train ? l : 0;  // slot of this layer's activations
+            const T* x = l == 0 ? a.encoded : a.res3 + (a.train ? l - 1 : 0) * N * C;  // (B,T,C)
+            T* ln1 = a.ln1 + s * N * C;
+            T* qkv = a.qkv + s * N * 3 * C;
+            T* qkvr = a.qkvr + s * N * 3 * C;
+            T* att = a.att + s * att_size(B, Tn);
+            T* atty = a.atty + s * N * C;
+            T* res2 = a.res2 + s * N * C;
+            T* ln2 = a.ln2 + s * N * C;
+            T* fch = a.fch + s * N * 4 * C;
+            T* fch_gelu = a.fch_gelu + s * N * 4 * C;
+            T* res3 = a.res3 + s * N * C;
+            BK::layernorm_forward(ln1, a.ln1_mean + s * N, a.ln1_rstd + s * N, x, w.ln1w + l * C, w.ln1b + l * C,
+                                  (int)N, (int)C);
+            BK::matmul_forward(qkv, ln1, qkv_weight(l), w.qkvb + l * 3 * C, (int)N, (int)C, (int)(3 * C));  // (B,T,3C)
+            if (qkvr != qkv) BK::rope_forward(qkvr, qkv, rope_cos, rope_sin, B, Tn, (int)C, H);
+            mark(Phase::attention, grad);
+            if (cfg.flash)
+                BK::attention_forward_lse(atty, att, qkvr, B, Tn, (int)C, H);  // (B,T,C)
+            else
+                BK::attention_forward(atty, att, qkvr, B, Tn, (int)C, H);
+            mark(Phase::rest, grad);
+            BK::matmul_forward(a.proj, atty, w.projw + l * C * C, w.projb + l * C, (int)N, (int)C, (int)C);
+            BK::residual_forward(res2, x, a.proj, N * C);
+            BK::layernorm_forward(ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, res2, w.ln2w + l * C, w.ln2b + l * C,
+                                  (int)N, (int)C);
+            BK::matmul_forward(fch, ln2, w.fcw + l * 4 * C * C, w.fcb + l * 4 * C, (int)N, (int)C, (int)(4 * C));
+            BK::gelu_forward(fch_gelu, fch, N * 4 * C);
+            BK::matmul_forward(a.proj, fch_gelu, w.fc2w + l * 4 * C * C, w.fc2b + l * C, (int)N, (int)(4 * C), (int)C);
+            BK::residual_forward(res3, res2, a.proj, N * C);
+        }
+        const T* xL = a.res3 + (a.train ? cfg.L - 1 : 0) * N * C;
+        BK::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xL, w.lnfw, w.lnfb, (int)N, (int)C);
+        if (!targets) return 0.0;
+        BK::copy_ints_from_host(a.targets, targets, N);
+        if (grad) BK::zero(grads, num_params);
+        // the loss gradient is scaled by 1 / (tokens of all ranks): summed over ranks, it is the global mean's
+        double dscale = 1.0 / ((double)N * dist::group().world);
+        mark(Phase::head, grad);
+        classifier(a, N, grad ? T(dscale) : T(0));
+        mark(Phase::rest, grad);
+        host_losses.resize(N);
+        BK::copy_to_host(host_losses.data(), a.losses, N);
+        double sum = 0;
+        for (T x : host_losses) sum += x;
+        return sum / N;
+    }
+
+    // The tied LM head and the loss, fused, chunk by chunk over the N rows of a.lnf: per chunk
+    // the logits (rows, Vp), then the losses with dlogits = (softmax - onehot) * dscale written
+    // over them, then (dscale != 0) the head's two backward GEMMs, d lnf into a.dln and d wte
+    // accumulated, before the next chunk reuses the logits buffer.
+    void classifier(Acts& a, size_t N, T dscale) {
+        size_t C = cfg.C, Vp = cfg.Vp(), chunk = classifier_rows(N);
+        if (dscale != T(0)) BK::zero(a.dln, N * C);
+        for (size_t r = 0; r < N; r += chunk) {
+            int n = (int)std::min(chunk, N - r);
+            BK::matmul_forward(a.logits, a.lnf + r * C, w.wte, nullptr, n, (int)C, (int)Vp);  // (n, Vp)
+            BK::classifier_loss(a.logits, a.losses + r, a.targets + r, n, cfg.V, (int)Vp, dscale);
+            if (dscale != T(0))
+                BK::matmul_backward(a.dln + r * C, g.wte, nullptr, a.logits, a.lnf + r * C, w.wte, n, (int)C, (int)Vp);
+        }
+    }
+
+    // Rows [row0, row0 + rows) of the (B*T, V) logits of the last forward without grad, on the
+    // host. The classifier keeps no logits: they are computed again from the final LayerNorm.
+    std::vector<T> logits(size_t row0, size_t rows) {
+        Acts& a = eval_acts;
+        size_t C = cfg.C, V = cfg.V, Vp = cfg.Vp(), chunk = classifier_rows((size_t)a.B * a.Tn);
+        std::vector<T> h(rows * V), buf;
+        for (size_t r = 0; r < rows; r += chunk) {
+            size_t n = std::min(chunk, rows - r);
+            BK::matmul_forward(a.logits, a.lnf + (row0 + r) * C, w.wte, nullptr, (int)n, (int)C, (int)Vp);
+            buf.resize(n * Vp);
+            BK::copy_to_host(buf.data(), a.logits, n * Vp);
+            for (size_t i = 0; i < n; i++) std::copy_n(buf.begin() + i * Vp, V, h.begin() + (r + i) * V);
+        }
+        return h;
+    }
+
+    const T* qkv_weight(int l) const {
+        size_t C = cfg.C;
+        return (pt.complex_qkv ? qkv_expanded : w.qkvw) + (size_t)l * 3 * C * C;
+    }
+
+    // Backward pass of the last forward(…, grad=true): fills grads.
+    void backward() {
+        Acts& a = train_acts;
+        int B = a.B, Tn = a.Tn, H = cfg.H;
+        size_t N = (size_t)B * Tn, C = cfg.C;
+        // forward() zeroed the gradients and left d lnf in a.dln (classifier)
+        BK::zero(a.dres, N * C);
+        BK::layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dln, a.res3 + (cfg.L - 1) * N * C, w.lnfw, a.lnf_mean,
+                               a.lnf_rstd, (int)N, (int)C);
+        for (int l = cfg.L - 1; l >= 0; l--) {
+            // a.dres holds d(res3[l]); the residual passes it on unchanged.
+            const T* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
+            BK::zero(a.dfch_gelu, N * 4 * C);
+            BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, g.fc2b + l * C, a.dres, a.fch_gelu + l * N * 4 * C,
+                                w.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
+            BK::zero(a.dfch, N * 4 * C);
+            BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, a.dfch_gelu, N * 4 * C);
+            BK::zero(a.dln, N * C);
+            BK::matmul_backward(a.dln, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, a.dfch, a.ln2 + l * N * C,
+                                w.fcw + l * 4 * C * C, (int)N, (int)C, (int)(4 * C));
+            BK::layernorm_backward(a.dres, g.ln2w + l * C, g.ln2b + l * C, a.dln, a.res2 + l * N * C, w.ln2w + l * C,
+                                   a.ln2_mean + l * N, a.ln2_rstd + l * N, (int)N, (int)C);
+            // a.dres now holds d(res2[l])
+            BK::zero(a.datty, N * C);
+            BK::matmul_backward(a.datty, g.projw + l * C * C, g.projb + l * C, a.dres, a.atty + l * N * C,
+                                w.projw + l * C * C, (int)N, (int)C, (int)C);
+            BK::zero(a.dqkvr, N * 3 * C);
+            const T* att = a.att + l * att_size(B, Tn);
+            mark(Phase::attention);
+            if (cfg.flash)
+                BK::attention_backward_lse(a.dqkvr, a.datty, a.qkvr + l * N * 3 * C, a.atty + l * N * C, att, B, Tn,
+                                           (int)C, H);
+            else
+                BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, att, B, Tn, (int)C, H);
+            mark(Phase::rest);
+            if (a.dqkv != a.dqkvr) {
+                BK::zero(a.dqkv, N * 3 * C);
+                BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, Tn, (int)C, H);
+            }
+            BK::zero(a.dln, N * C);
+            if (pt.complex_qkv) {
+                BK::zero(dqkv_w, 3 * C * C);
+                BK::matmul_backward(a.dln, dqkv_w, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C, qkv_weight(l), (int)N,
+                                    (int)C, (int)(3 * C));
+                BK::crope_fold(g.qkvA + l * 3 * C * C / 4, g.qkvB + l * 3 * C * C / 4, dqkv_w, (int)C);
+            } else {
+                BK::matmul_backward(a.dln, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C,
+                                    w.qkvw + l * 3 * C * C, (int)N, (int)C, (int)(3 * C));
+            }
+            BK::layernorm_backward(a.dres, g.ln1w + l * C, g.ln1b + l * C, a.dln, x, w.ln1w + l * C, a.ln1_mean + l * N,
+                                   a.ln1_rstd + l * N, (int)N, (int)C);
+            // a.dres now holds d(x) = d(res3[l-1])
+            start_grad_sum(l);  // layer l's gradients are final
+        }
+        BK::encoder_backward(g.wte, pt.learned_table ? g.wpe : nullptr, a.dres, a.inputs, B, Tn, (int)C);
+        start_grad_sum(-1);
+    }
+
+    // Data parallel without ZeRO-1, on a backend whose collectives run beside its compute (CUDA:
+    // NCCL on its own stream): each layer's gradients are summed across ranks while the backward of
+    // the layers before it runs; the embeddings and the final LayerNorm's at the end.
+    bool overlap_grads() const { return BK::async_allreduce && dist::group().mpi && !shard.zero; }
+    void start_grad_sum(int l) {
+        if constexpr (BK::async_allreduce)
+            if (overlap_grads()) BK::allreduce_sum_async(grad_parts(l));
+    }
+    // Layer l's slice of every per-layer tensor (stacked over L), or with l = -1 the other tensors.
+    std::vector<std::pair<T*, size_t>> grad_parts(int l) const {
+        std::vector<std::pair<T*, size_t>> parts;
+        for (const auto& p : buf_layout) {
+            bool whole = p.name == "wte" || p.name == "wpe" || p.name == "lnf.weight" || p.name == "lnf.bias";
+            if (l < 0 && whole) parts.push_back({grads + p.offset, p.numel});
+            if (l >= 0 && !whole) parts.push_back({grads + p.offset + l * (p.numel / cfg.L), p.numel / cfg.L});
+        }
+        return parts;
+    }
+
+    double grad_norm() const { return std::sqrt(BK::sum_squares(grads, num_params)); }
+
+    // Data parallel: sums the gradients over the ranks (with ZeRO-1 only this rank's shard, by a
+    // reduce-scatter) and returns the global gradient norm. A no-op sum at world size 1.
+    double reduce_grads() {
+        if constexpr (BK::async_allreduce)
+            if (overlap_grads()) {  // started during backward()
+                BK::allreduce_wait();
+                return grad_norm();
+            }
+        if (!shard.zero) {
+            BK::allreduce_sum(grads, num_params);
+            return grad_norm();
+        }
+        BK::reduce_scatter_sum(grads, shard.block);
+        size_t n = shard.end - shard.begin;
+        return std::sqrt(dist::sum(n ? BK::sum_squares(grads + shard.begin, n) : 0.0));
+    }
+
+    // One AdamW step (t is 1-based). decay_all: every tensor decays, else only matrices.
+    // With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
+    void update(float lr, double beta1, double beta2, float eps, float wd, bool decay_all, int t, float gscale) {
+        mark(Phase::adamw);
+        for (const auto& p : buf_layout) {
+            size_t b = std::max(p.offset, shard.begin), e = std::min(p.offset + p.numel, shard.end);
+            if (b < e)
+                BK::adamw_update(params + b, grads + b, m + (b - shard.begin), v + (b - shard.begin), e - b, lr, beta1,
+                                 beta2, eps, (decay_all || p.matrix) ? wd : 0.0f, t, gscale);
+        }
+        if (shard.zero) BK::allgather(params, shard.block);
+    }
 };

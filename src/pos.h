@@ -12,13 +12,13 @@
 enum class Pos { learned, sinusoidal, rope, crope };
 
 struct PosTraits {
-  Pos pos;
-  const char* name;
-  bool learned_table;  // a trained table wpe (maxT, C) added to the token embedding: no position >= maxT
-  bool fixed_table;    // the fixed sinusoidal table (n, C) added to the token embedding
-  bool rotary;         // q and k rotated by position after the Q/K/V projection (needs an even head size)
-  bool complex_qkv;    // Q/K/V complex-linear: stores A, B (3, C/2, C/2) per layer, not (3C, C) (needs an even C)
-  const char* about;   // one line for --help
+    Pos pos;
+    const char* name;
+    bool learned_table;  // a trained table wpe (maxT, C) added to the token embedding: no position >= maxT
+    bool fixed_table;    // the fixed sinusoidal table (n, C) added to the token embedding
+    bool rotary;         // q and k rotated by position after the Q/K/V projection (needs an even head size)
+    bool complex_qkv;    // Q/K/V complex-linear: stores A, B (3, C/2, C/2) per layer, not (3C, C) (needs an even C)
+    const char* about;   // one line for --help
 };
 
 inline constexpr PosTraits kPosSchemes[] = {
@@ -29,54 +29,56 @@ inline constexpr PosTraits kPosSchemes[] = {
 };
 
 inline const PosTraits& pos_traits(Pos p) {
-  for (const PosTraits& t : kPosSchemes)
-    if (t.pos == p) return t;
-  throw std::logic_error("position scheme missing from kPosSchemes");
+    for (const PosTraits& t : kPosSchemes)
+        if (t.pos == p) return t;
+    throw std::logic_error("position scheme missing from kPosSchemes");
 }
-inline const char* pos_name(Pos p) { return pos_traits(p).name; }
+inline const char* pos_name(Pos p) {
+    return pos_traits(p).name;
+}
 
 // "learned | sinusoidal | rope | crope"
 inline std::string pos_names(const char* sep = " | ") {
-  std::string s;
-  for (const PosTraits& t : kPosSchemes) s += (s.empty() ? "" : sep) + std::string(t.name);
-  return s;
+    std::string s;
+    for (const PosTraits& t : kPosSchemes) s += (s.empty() ? "" : sep) + std::string(t.name);
+    return s;
 }
 
 // nullptr when no scheme has that name
 inline const PosTraits* find_pos(const std::string& name) {
-  for (const PosTraits& t : kPosSchemes)
-    if (name == t.name) return &t;
-  return nullptr;
+    for (const PosTraits& t : kPosSchemes)
+        if (name == t.name) return &t;
+    return nullptr;
 }
 
 inline Pos parse_pos(const std::string& name) {
-  const PosTraits* t = find_pos(name);
-  if (!t) throw std::runtime_error("pos must be one of " + pos_names() + ", got '" + name + "'");
-  return t->pos;
+    const PosTraits* t = find_pos(name);
+    if (!t) throw std::runtime_error("pos must be one of " + pos_names() + ", got '" + name + "'");
+    return t->pos;
 }
 
 // Sinusoidal table (n, C): pe[t, 2i] = sin(t / 10000^(2i/C)), pe[t, 2i+1] = cos(...). For odd C
 // the last channel gets no position.
 inline std::vector<double> sinusoidal_table(int n, int C) {
-  std::vector<double> pe((size_t)n * C, 0.0);
-  for (int t = 0; t < n; t++)
-    for (int i = 0; i < C / 2; i++) {
-      double a = t / std::pow(10000.0, 2.0 * i / C);
-      pe[(size_t)t * C + 2 * i] = std::sin(a);
-      pe[(size_t)t * C + 2 * i + 1] = std::cos(a);
-    }
-  return pe;
+    std::vector<double> pe((size_t)n * C, 0.0);
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < C / 2; i++) {
+            double a = t / std::pow(10000.0, 2.0 * i / C);
+            pe[(size_t)t * C + 2 * i] = std::sin(a);
+            pe[(size_t)t * C + 2 * i + 1] = std::cos(a);
+        }
+    return pe;
 }
 
 // RoPE cos/sin tables (n, D/2): angle m * theta_j at position m, theta_j = base^(-2j/D).
 // Computed in double whatever the model's precision.
 inline void rope_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, int n, int D, double base) {
-  cos_t.resize((size_t)n * (D / 2));
-  sin_t.resize((size_t)n * (D / 2));
-  for (int m = 0; m < n; m++)
-    for (int j = 0; j < D / 2; j++) {
-      double a = m * std::pow(base, -2.0 * j / D);
-      cos_t[(size_t)m * (D / 2) + j] = std::cos(a);
-      sin_t[(size_t)m * (D / 2) + j] = std::sin(a);
-    }
+    cos_t.resize((size_t)n * (D / 2));
+    sin_t.resize((size_t)n * (D / 2));
+    for (int m = 0; m < n; m++)
+        for (int j = 0; j < D / 2; j++) {
+            double a = m * std::pow(base, -2.0 * j / D);
+            cos_t[(size_t)m * (D / 2) + j] = std::cos(a);
+            sin_t[(size_t)m * (D / 2) + j] = std::sin(a);
+        }
 }

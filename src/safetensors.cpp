@@ -9,8 +9,8 @@ using json = nlohmann::json;
 namespace {
 
 const std::map<std::string, size_t> kDtypeSizes = {
-    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
-    {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1},
+    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},
+    {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U8", 1},   {"BOOL", 1},
 };
 
 size_t shape_numel(const std::vector<int64_t>& shape) {
@@ -30,7 +30,9 @@ constexpr uint64_t kMaxHeader = 100u << 20;
 
 }  // namespace
 
-size_t StEntry::numel() const { return shape_numel(shape); }
+size_t StEntry::numel() const {
+    return shape_numel(shape);
+}
 
 size_t st_dtype_size(const std::string& dtype) {
     auto it = kDtypeSizes.find(dtype);
@@ -38,8 +40,7 @@ size_t st_dtype_size(const std::string& dtype) {
     return it->second;
 }
 
-const StEntry& StFile::get(const std::string& name, const std::string& dtype,
-                           const std::vector<int64_t>& shape) const {
+const StEntry& StFile::get(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape) const {
     auto it = tensors.find(name);
     if (it == tensors.end()) throw std::runtime_error(path + ": tensor '" + name + "' is missing");
     const StEntry& e = it->second;

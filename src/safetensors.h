@@ -10,15 +10,15 @@
 
 struct StTensor {
     std::string name;
-    std::string dtype;             // "F32" or "F64" (also F16, BF16, I64, I32, I16, I8, U8, BOOL)
-    std::vector<int64_t> shape;    // {} = scalar
-    const void* data;              // numel * dtype size bytes, host order (little-endian)
+    std::string dtype;           // "F32" or "F64" (also F16, BF16, I64, I32, I16, I8, U8, BOOL)
+    std::vector<int64_t> shape;  // {} = scalar
+    const void* data;            // numel * dtype size bytes, host order (little-endian)
 };
 
 struct StEntry {
     std::string dtype;
     std::vector<int64_t> shape;
-    std::string bytes;             // the raw data
+    std::string bytes;  // the raw data
     size_t numel() const;
 };
 

@@ -16,13 +16,13 @@ constexpr int kGpt2Vocab = 50257;  // GPT-2's vocabulary, <|endoftext|> = 50256
 // id -> bytes, inverting GPT-2's byte-to-unicode mapping of encoder.json's keys.
 // Throws, naming the file, for anything but an object of token -> id with ids 0..n-1 each once.
 class GPT2Decoder {
- public:
-  explicit GPT2Decoder(const std::string& encoder_json);
-  std::string decode(const std::vector<int>& ids) const;
-  size_t size() const { return tokens_.size(); }
+  public:
+    explicit GPT2Decoder(const std::string& encoder_json);
+    std::string decode(const std::vector<int>& ids) const;
+    size_t size() const { return tokens_.size(); }
 
- private:
-  std::vector<std::string> tokens_;
+  private:
+    std::vector<std::string> tokens_;
 };
 
 // The decoder for a model of vocab_size ids, or nullptr (print ids) when encoder_json is missing
@@ -33,37 +33,37 @@ std::unique_ptr<GPT2Decoder> open_decoder(const std::string& encoder_json, int v
 // context; temperature 0 means greedy; top_k 0 means the whole vocabulary.
 template <class BK>
 std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, int n, double temperature, int top_k, uint64_t seed) {
-  if (ids.empty()) throw std::runtime_error("the prompt is empty: give at least one token id");
-  Rng rng(seed);
-  const int V = model.cfg.V;
-  // One fixed window length, so the activations are allocated once: attention is
-  // causal, so the padding after the last real token does not change its logits.
-  const int Tn = std::min<int>(model.cfg.maxT, (int)ids.size() + n);
-  for (int i = 0; i < n; i++) {
-    int start = std::max(0, (int)ids.size() - Tn);
-    std::vector<int> ctx(ids.begin() + start, ids.end());
-    int last = (int)ctx.size() - 1;
-    ctx.resize(Tn, 0);
-    model.forward(ctx.data(), nullptr, 1, Tn, false);
-    auto row = model.logits(last, 1);  // (V)
-    std::vector<int> order(V);
-    for (int v = 0; v < V; v++) order[v] = v;
-    int k = top_k > 0 && top_k < V ? top_k : V;
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-    int next = order[0];
-    if (temperature > 0) {
-      std::vector<double> p(k);
-      double sum = 0;
-      for (int j = 0; j < k; j++) sum += p[j] = std::exp((row[order[j]] - row[order[0]]) / temperature);
-      double r = rng.uniform() * sum;
-      for (int j = 0; j < k; j++)
-        if ((r -= p[j]) < 0 || j == k - 1) {
-          next = order[j];
-          break;
+    if (ids.empty()) throw std::runtime_error("the prompt is empty: give at least one token id");
+    Rng rng(seed);
+    const int V = model.cfg.V;
+    // One fixed window length, so the activations are allocated once: attention is
+    // causal, so the padding after the last real token does not change its logits.
+    const int Tn = std::min<int>(model.cfg.maxT, (int)ids.size() + n);
+    for (int i = 0; i < n; i++) {
+        int start = std::max(0, (int)ids.size() - Tn);
+        std::vector<int> ctx(ids.begin() + start, ids.end());
+        int last = (int)ctx.size() - 1;
+        ctx.resize(Tn, 0);
+        model.forward(ctx.data(), nullptr, 1, Tn, false);
+        auto row = model.logits(last, 1);  // (V)
+        std::vector<int> order(V);
+        for (int v = 0; v < V; v++) order[v] = v;
+        int k = top_k > 0 && top_k < V ? top_k : V;
+        std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                          [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+        int next = order[0];
+        if (temperature > 0) {
+            std::vector<double> p(k);
+            double sum = 0;
+            for (int j = 0; j < k; j++) sum += p[j] = std::exp((row[order[j]] - row[order[0]]) / temperature);
+            double r = rng.uniform() * sum;
+            for (int j = 0; j < k; j++)
+                if ((r -= p[j]) < 0 || j == k - 1) {
+                    next = order[j];
+                    break;
+                }
         }
+        ids.push_back(next);
     }
-    ids.push_back(next);
-  }
-  return ids;
+    return ids;
 }

@@ -35,24 +35,26 @@
 using json = nlohmann::json;
 
 static std::string with_commas(size_t n) {
-  std::string s = std::to_string(n);
-  for (int i = (int)s.size() - 3; i > 0; i -= 3) s.insert(i, ",");
-  return s;
+    std::string s = std::to_string(n);
+    for (int i = (int)s.size() - 3; i > 0; i -= 3) s.insert(i, ",");
+    return s;
 }
 
 static std::string describe(const ModelConfig& m) {
-  char b[160];
-  snprintf(b, sizeof b, "pos=%s L=%d H=%d C=%d V=%d maxT=%d rope_base=%g", pos_name(m.pos), m.L, m.H, m.C, m.V,
-           m.maxT, m.rope_base);
-  return b;
+    char b[160];
+    snprintf(b, sizeof b, "pos=%s L=%d H=%d C=%d V=%d maxT=%d rope_base=%g", pos_name(m.pos), m.L, m.H, m.C, m.V,
+             m.maxT, m.rope_base);
+    return b;
 }
 
 static std::string duration(double seconds) {
-  char b[32];
-  long s = (long)seconds;
-  if (s >= 3600) snprintf(b, sizeof b, "%ldh%02ldm", s / 3600, s / 60 % 60);
-  else snprintf(b, sizeof b, "%ldm%02lds", s / 60, s % 60);
-  return b;
+    char b[32];
+    long s = (long)seconds;
+    if (s >= 3600)
+        snprintf(b, sizeof b, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else
+        snprintf(b, sizeof b, "%ldm%02lds", s / 60, s % 60);
+    return b;
 }
 
 // SIGINT / SIGTERM: the first asks the loop to stop after the current step (with a checkpoint),
@@ -60,450 +62,467 @@ static std::string duration(double seconds) {
 static volatile sig_atomic_t g_stop_signal = 0;
 
 static void on_stop_signal(int sig) {
-  if (g_stop_signal) _exit(128 + sig);
-  g_stop_signal = sig;
+    if (g_stop_signal) _exit(128 + sig);
+    g_stop_signal = sig;
 }
 
 static void catch_stop_signals() {
-  struct sigaction sa = {};
-  sa.sa_handler = on_stop_signal;
-  sa.sa_flags = SA_RESTART;  // a read or write in progress goes on; the loop checks the flag
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM}) {
-    struct sigaction old;
-    sigaction(sig, nullptr, &old);
-    if (old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);  // ignored (nohup, a background job): keep it so
-  }
+    struct sigaction sa = {};
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;  // a read or write in progress goes on; the loop checks the flag
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGINT, SIGTERM}) {
+        struct sigaction old;
+        sigaction(sig, nullptr, &old);
+        if (old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);  // ignored (nohup, a background job): keep it so
+    }
 }
 
 // Mean wall time per step over the last `window` steps, everything included (evaluation,
 // samples, checkpoints): the ETA counts what the rest of the run will really do.
 struct StepClock {
-  std::deque<double> seconds;
-  size_t window;
-  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
-  explicit StepClock(size_t w) : window(w) {}
-  void tick() {
-    auto now = std::chrono::steady_clock::now();
-    seconds.push_back(std::chrono::duration<double>(now - last).count());
-    last = now;
-    if (seconds.size() > window) seconds.pop_front();
-  }
-  double eta(int steps_left) const {
-    double sum = 0;
-    for (double x : seconds) sum += x;
-    return seconds.empty() ? 0 : sum / seconds.size() * steps_left;
-  }
+    std::deque<double> seconds;
+    size_t window;
+    std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+    explicit StepClock(size_t w) : window(w) {}
+    void tick() {
+        auto now = std::chrono::steady_clock::now();
+        seconds.push_back(std::chrono::duration<double>(now - last).count());
+        last = now;
+        if (seconds.size() > window) seconds.pop_front();
+    }
+    double eta(int steps_left) const {
+        double sum = 0;
+        for (double x : seconds) sum += x;
+        return seconds.empty() ? 0 : sum / seconds.size() * steps_left;
+    }
 };
 
 // Evaluation lengths: the training length unless eval_seq_lens says otherwise.
 static std::vector<int> eval_lengths(const Config& c) {
-  return c.eval_seq_lens.empty() ? std::vector<int>{c.seq_len} : c.eval_seq_lens;
+    return c.eval_seq_lens.empty() ? std::vector<int>{c.seq_len} : c.eval_seq_lens;
 }
 
 template <class BK>
 struct Trainer {
-  using T = typename BK::real;
-  Config cfg;
-  ModelConfig mc;
-  GPT<BK> model;
-  DataLoader train;
-  std::unique_ptr<DataLoader> val;
-  std::unique_ptr<JsonlLog> log;
-  std::unique_ptr<GPT2Decoder> decoder;  // for samples (nullptr: ids are printed)
-  int step = 0;
-  // data parallel (src/dist.h): batch_size is the global batch; this rank takes its rows
-  // [row0, row0 + rows) of every batch, training and validation alike
-  const dist::Group& dg = dist::group();
-  int rows = cfg.batch_size / dg.world, row0 = dg.rank * rows;
+    using T = typename BK::real;
+    Config cfg;
+    ModelConfig mc;
+    GPT<BK> model;
+    DataLoader train;
+    std::unique_ptr<DataLoader> val;
+    std::unique_ptr<JsonlLog> log;
+    std::unique_ptr<GPT2Decoder> decoder;  // for samples (nullptr: ids are printed)
+    int step = 0;
+    // data parallel (src/dist.h): batch_size is the global batch; this rank takes its rows
+    // [row0, row0 + rows) of every batch, training and validation alike
+    const dist::Group& dg = dist::group();
+    int rows = cfg.batch_size / dg.world, row0 = dg.rank * rows;
 
-  explicit Trainer(const Config& c)
-      : cfg(c), mc(model_config(c)), model(mc), train(c.train_data, "train", c.vocab_size) {
-    train.start(cfg.batch_size, cfg.seq_len, cfg.data_order == "shuffle", cfg.seed);
-    if (!cfg.val_data.empty()) val = std::make_unique<DataLoader>(cfg.val_data, "val", cfg.vocab_size);
-    printf("data: train %s tokens in %zu shard(s)", with_commas(train.num_tokens()).c_str(), train.num_shards());
-    if (val) printf(" | val %s tokens in %zu shard(s)", with_commas(val->num_tokens()).c_str(), val->num_shards());
-    printf(" | %s order\n", cfg.data_order.c_str());
-    int longest = cfg.seq_len;
-    for (int t : eval_lengths(cfg)) {
-      if (pos_traits(mc.pos).learned_table && t > mc.maxT) continue;  // a trained table ends at maxT: n/a
-      longest = std::max(longest, t);
-      if (val) val->start(cfg.batch_size, t, false, 0);  // a split too small for B x (t+1) fails now, not after training
-    }
-    model.set_max_positions(longest);
-    if (cfg.zero) model.shard_optimizer();
-    dist::check_same("training data", std::to_string(train.fingerprint()));
-    if (val) dist::check_same("validation data", std::to_string(val->fingerprint()));
-    // a broken encoder.json fails now, not after training steps ran
-    if (cfg.sample_every > 0) decoder = open_decoder(cfg.encoder_json, mc.V);
-  }
-
-  // --- checkpoints: weights and AdamW moments in safetensors, training state in JSON
-  std::vector<StTensor> tensors(const std::vector<T>& flat, const std::string& prefix) const {
-    return layout_tensors(model.layout, flat, prefix);
-  }
-  std::vector<T> flat_from(const StFile& f, const std::string& prefix) const {
-    return layout_from_file<T>(model.layout, f, prefix);
-  }
-  // Never write (or point `latest` at) weights that are not finite.
-  void save_checkpoint() {
-    if (!std::isfinite(BK::sum_squares(model.params, model.num_params)))
-      throw std::runtime_error("the weights are not finite at step " + std::to_string(step) +
-                               " (diverged; try a lower lr or grad_clip): no checkpoint written, 'latest' still names"
-                               " the last good one");
-    auto m = moments(model.m), v = moments(model.v);  // every rank takes part; rank 0 writes
-    if (dg.rank != 0) return;
-    std::string dir = checkpoint_write(cfg.run_dir, step, [&](const std::string& tmp) {
-      std::map<std::string, std::string> meta = {{"config", config_to_json(cfg).dump()},
-                                                 {"step", std::to_string(step)}};
-      auto p = model.get(model.params);
-      safetensors_write(tmp + "/model.safetensors", tensors(p, ""), meta);
-      auto mv = tensors(m, "m.");
-      auto vt = tensors(v, "v.");
-      mv.insert(mv.end(), vt.begin(), vt.end());
-      safetensors_write(tmp + "/optim.safetensors", mv, meta);
-      json state = {{"step", step}, {"train_data", train.state()}};
-      write_text_file_atomic(tmp + "/state.json", state.dump(2) + "\n");
-    });
-    printf("checkpoint: %s\n", dir.c_str());
-  }
-  // The AdamW moments of the whole model on rank 0 (ZeRO-1: gathered from every rank's shard).
-  std::vector<T> moments(const T* buf) const {
-    const dist::Shard& s = model.shard;
-    if (!s.zero) return model.get(buf);
-    std::vector<T> mine(s.block), all(s.block * dg.world);
-    BK::copy_to_host(mine.data(), buf, s.end - s.begin);
-    dist::gather(mine.data(), all.data(), s.block);
-    all.resize(model.num_params);
-    return model.unpadded(all);  // the buffer layout (padded wte) to the checkpoint's
-  }
-  // Every rank reads the checkpoint (a shared folder) and keeps its shard of the moments: any
-  // number of ranks resumes a checkpoint written by any other number.
-  void load_checkpoint(const std::string& dir) {
-    model.set_params(weights_of_this_model(dir + "/model.safetensors"));
-    StFile opt = safetensors_read(dir + "/optim.safetensors");
-    const dist::Shard& s = model.shard;
-    BK::copy_from_host(model.m, model.padded(flat_from(opt, "m.")).data() + s.begin, s.end - s.begin);
-    BK::copy_from_host(model.v, model.padded(flat_from(opt, "v.")).data() + s.begin, s.end - s.begin);
-    const std::string path = dir + "/state.json";
-    json state;
-    try {
-      state = json::parse(read_text_file(path));
-    } catch (const json::exception& e) {
-      throw std::runtime_error("bad training state in " + path + ": " + e.what());
-    }
-    // the step is the folder's (ckpt_NNNNNN) and the weights'; anything else is a damaged or edited file
-    long folder_step = std::strtol(dir.substr(dir.rfind("ckpt_") + 5).c_str(), nullptr, 10);
-    if (!state.is_object() || !state.contains("step") || !state["step"].is_number_integer() ||
-        state["step"].get<long>() != folder_step || !state.contains("train_data"))
-      throw std::runtime_error("bad training state in " + path + ": expected {\"step\": " +
-                               std::to_string(folder_step) + ", \"train_data\": {...}} (the step of its folder)");
-    step = (int)folder_step;
-    if (step > cfg.steps)
-      throw std::runtime_error("the checkpoint in " + cfg.run_dir + " is at step " + std::to_string(step) +
-                               ", past steps = " + std::to_string(cfg.steps) + " (give a larger --steps)");
-    try {
-      train.set_state(state.at("train_data"));
-    } catch (const std::exception& e) {
-      throw std::runtime_error("bad training state in " + path + ": " + e.what());
-    }
-  }
-
-  // Mean validation loss over eval_batches batches (0 = the whole split), per length.
-  void evaluate() {
-    if (!val) return;
-    for (int Te : eval_lengths(cfg)) {
-      if (pos_traits(mc.pos).learned_table && Te > mc.maxT) {
-        printf("val | step %d | seq_len %d | n/a (learned positions end at %d)\n", step, Te, mc.maxT);
-        continue;
-      }
-      int B = cfg.batch_size;
-      // eval_batches counts batches of the training length: every length sees the same
-      // tokens (the start of the split), so the losses at different lengths compare. The whole
-      // split (eval_batches 0) is its full batches: the last windows, fewer than B, are left out.
-      size_t batches = cfg.eval_batches > 0 ? std::max<size_t>(1, (size_t)cfg.eval_batches * cfg.seq_len / Te)
-                                            : std::max<size_t>(1, val->num_windows(Te) / B);
-      val->start(B, Te, false, 0);
-      std::vector<int> in((size_t)rows * Te), tg((size_t)rows * Te);
-      double sum = 0;
-      size_t hits = 0, counted = 0;
-      for (size_t i = 0; i < batches; i++) {
-        val->next_batch(in.data(), tg.data(), row0, rows);
-        sum += model.forward(in.data(), tg.data(), rows, Te, false);
-        count_hits(in, tg, hits, counted);
-      }
-      // every rank saw its rows of each batch: the mean of the ranks' means is the batch mean
-      double loss = dist::sum(sum) / dg.world / batches;
-      hits = (size_t)dist::sum((long long)hits);
-      counted = (size_t)dist::sum((long long)counted);
-      json rec = {{"type", "val"}, {"step", step}, {"loss", loss}, {"seq_len", Te}, {"tokens", batches * B * Te}};
-      std::string acc;
-      if (counted) {
-        rec["accuracy"] = (double)hits / counted;
-        rec["accuracy_count"] = counted;
-        acc = " | accuracy " + std::to_string((double)hits / counted).substr(0, 6) + " (" + std::to_string(counted) + ")";
-      }
-      printf("val | step %d | seq_len %d | loss %.4f | ppl %.2f%s\n", step, Te, loss, std::exp(loss), acc.c_str());
-      record(rec);
-      if (!std::isfinite(loss))
-        throw std::runtime_error("validation loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
-                                 " (diverged; try a lower lr or grad_clip)");
-    }
-  }
-
-  // Greedy next-token hits at positions whose input is one of accuracy_tokens
-  // (the synthetic task's markers), from the logits of the last forward.
-  void count_hits(const std::vector<int>& in, const std::vector<int>& tg, size_t& hits, size_t& counted) {
-    for (size_t i = 0; i < in.size(); i++) {
-      if (std::find(cfg.accuracy_tokens.begin(), cfg.accuracy_tokens.end(), in[i]) == cfg.accuracy_tokens.end())
-        continue;
-      auto row = model.logits(i, 1);
-      hits += std::max_element(row.begin(), row.end()) - row.begin() == tg[i];
-      counted++;
-    }
-  }
-
-  void print_sample() {
-    std::vector<int> prompt = {mc.V > 50256 ? 50256 : 0};
-    auto ids = generate(model, prompt, std::min(32, mc.maxT - 1), 1.0, 40, cfg.seed + step);
-    std::string text;
-    if (decoder) {
-      text = decoder->decode(std::vector<int>(ids.begin() + 1, ids.end()));
-    } else {
-      for (size_t i = 1; i < ids.size(); i++) text += (i > 1 ? " " : "") + std::to_string(ids[i]);
-    }
-    printf("sample | step %d | %s\n", step, text.c_str());
-  }
-
-  // --init_from: weights only.
-  void load_init_weights() {
-    model.set_params(weights_of_this_model(cfg.init_from));
-    cfg.init_sha256 = sha256_file(cfg.init_from);  // recorded in config.json, the log and the checkpoints
-  }
-
-  // Weights from a file whose own config (when it has one) is valid and describes this model: an
-  // edited config.json or another run's file must not load into a model it does not fit.
-  std::vector<T> weights_of_this_model(const std::string& path) const {
-    StFile f = safetensors_read(path);
-    if (f.metadata.count("config")) {
-      ModelConfig theirs = model_config(stored_config(f.metadata.at("config"), f.path));
-      if (describe(theirs) != describe(mc))
-        throw std::runtime_error(f.path + " holds the weights of another model (" + describe(theirs) +
-                                 "); this run's is " + describe(mc));
-    }
-    return flat_from(f, "");
-  }
-
-  // The run's log is rank 0's.
-  void record(const json& rec) {
-    if (log) log->write(rec);
-  }
-
-  // Runs the training loop; returns the exit status: 0, or 128 + signal when stopped by one.
-  int run(bool resume) {
-    const bool root = dg.rank == 0;  // rank 0 writes the run folder; the others only read it
-    if (root) make_run_dir(cfg.run_dir);
-    if (resume) {
-      load_checkpoint(checkpoint_latest(cfg.run_dir));
-      if (root) log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", true);
-      if (root) log->truncate_after(step);
-      printf("resumed %s at step %d\n", cfg.run_dir.c_str(), step);
-    } else {
-      if (!cfg.init_from.empty()) load_init_weights();
-      else model.init(cfg.seed);
-      if (root) log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", false);
-    }
-    if (root) write_text_file_atomic(cfg.run_dir + "/config.json", config_to_json(cfg).dump(2) + "\n");
-    ParamCounts pc = param_counts(mc);
-    if (!resume)
-      record({{"type", "config"},
-                  {"config", config_to_json(cfg)},
-                  {"params", {{"total", pc.total}, {"embeddings", pc.embeddings}, {"attention", pc.attention}}}});
-
-    const int B = cfg.batch_size, Tn = cfg.seq_len;
-    std::vector<int> in((size_t)rows * Tn), tg((size_t)rows * Tn);
-    StepClock clock(std::max(20, cfg.eval_every));  // a window that always holds an evaluation
-    model.profile = cfg.profile;
-    while (step < cfg.steps) {
-      if (cfg.eval_every > 0 && step % cfg.eval_every == 0) evaluate();
-      if (cfg.sample_every > 0 && step % cfg.sample_every == 0 && step > 0) print_sample();
-      auto t0 = std::chrono::steady_clock::now();
-
-      train.next_batch(in.data(), tg.data(), row0, rows);
-      // the global batch's mean loss (all ranks see the same value, and stop together on NaN)
-      double loss = dist::sum(model.forward(in.data(), tg.data(), rows, Tn, true)) / dg.world;
-      if (!std::isfinite(loss))
-        throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
-                                 " (diverged; try a lower lr or grad_clip)");
-      model.backward();
-      if (dg.mpi) BK::synchronize();  // comm_ms below times the gradient sum alone
-      auto tc = std::chrono::steady_clock::now();
-      double norm = model.reduce_grads();  // summed over ranks; the global norm
-      double comm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tc).count();
-      double lr = lr_at(cfg, step);
-      model.update((float)lr, cfg.beta1, cfg.beta2, (float)cfg.eps, (float)cfg.weight_decay,
-                   cfg.decay == "all", step + 1, (float)clip_scale(cfg.grad_clip, norm));
-      BK::synchronize();
-      step++;
-
-      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      double tps = B * Tn / (ms / 1000);
-      clock.tick();
-      double eta = clock.eta(cfg.steps - step);
-      printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | ETA %s\n", step, cfg.steps,
-             loss, lr, norm, ms, tps, duration(eta).c_str());
-      json rec = {{"type", "train"}, {"step", step},      {"loss", loss},        {"lr", lr},
-                  {"grad_norm", norm}, {"step_ms", ms}, {"tokens_per_s", tps}, {"eta_s", eta}};
-      if (dg.mpi) rec["comm_ms"] = comm_ms;  // the gradient all-reduce / reduce-scatter and the norm
-      if (cfg.profile) {  // the step's time per phase (GPU: CUDA events), in the log as phase_ms
-        std::vector<double> ph = model.profile_read();
-        std::string line;
-        for (int i = 0; i < kPhases; i++) {
-          rec["phase_ms"][kPhaseNames[i]] = ph[i];
-          line += std::string(i ? " | " : "") + kPhaseNames[i] + " " + std::to_string(ph[i]).substr(0, 7) + " ms";
+    explicit Trainer(const Config& c)
+        : cfg(c), mc(model_config(c)), model(mc), train(c.train_data, "train", c.vocab_size) {
+        train.start(cfg.batch_size, cfg.seq_len, cfg.data_order == "shuffle", cfg.seed);
+        if (!cfg.val_data.empty()) val = std::make_unique<DataLoader>(cfg.val_data, "val", cfg.vocab_size);
+        printf("data: train %s tokens in %zu shard(s)", with_commas(train.num_tokens()).c_str(), train.num_shards());
+        if (val) printf(" | val %s tokens in %zu shard(s)", with_commas(val->num_tokens()).c_str(), val->num_shards());
+        printf(" | %s order\n", cfg.data_order.c_str());
+        int longest = cfg.seq_len;
+        for (int t : eval_lengths(cfg)) {
+            if (pos_traits(mc.pos).learned_table && t > mc.maxT) continue;  // a trained table ends at maxT: n/a
+            longest = std::max(longest, t);
+            if (val)
+                val->start(cfg.batch_size, t, false,
+                           0);  // a split too small for B x (t+1) fails now, not after training
         }
-        printf("profile | step %d | %s\n", step, line.c_str());
-      }
-      record(rec);
-      if (int sig = dist::max(g_stop_signal)) return stop(sig);  // a signal to any rank stops all, at the same step
-      if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) save_checkpoint();
+        model.set_max_positions(longest);
+        if (cfg.zero) model.shard_optimizer();
+        dist::check_same("training data", std::to_string(train.fingerprint()));
+        if (val) dist::check_same("validation data", std::to_string(val->fingerprint()));
+        // a broken encoder.json fails now, not after training steps ran
+        if (cfg.sample_every > 0) decoder = open_decoder(cfg.encoder_json, mc.V);
     }
-    if (cfg.eval_every > 0) evaluate();
-    if (cfg.checkpoint_every > 0) save_checkpoint();
-    return 0;
-  }
 
-  // After SIGINT / SIGTERM: a checkpoint of the finished step (also with checkpoint_every 0), a
-  // "stopped" record, and the exit status a shell gives a process ended by that signal.
-  int stop(int sig) {
-    const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
-    save_checkpoint();
-    record({{"type", "stopped"}, {"step", step}, {"signal", name}});
-    printf("stopped by %s at step %d; continue with: --resume %s\n", name, step, cfg.run_dir.c_str());
-    dist::barrier();  // no rank exits (non-zero: the launcher would end the rest) before rank 0 has written
-    return 128 + sig;
-  }
+    // --- checkpoints: weights and AdamW moments in safetensors, training state in JSON
+    std::vector<StTensor> tensors(const std::vector<T>& flat, const std::string& prefix) const {
+        return layout_tensors(model.layout, flat, prefix);
+    }
+    std::vector<T> flat_from(const StFile& f, const std::string& prefix) const {
+        return layout_from_file<T>(model.layout, f, prefix);
+    }
+    // Never write (or point `latest` at) weights that are not finite.
+    void save_checkpoint() {
+        if (!std::isfinite(BK::sum_squares(model.params, model.num_params)))
+            throw std::runtime_error(
+                "the weights are not finite at step " + std::to_string(step) +
+                " (diverged; try a lower lr or grad_clip): no checkpoint written, 'latest' still names"
+                " the last good one");
+        auto m = moments(model.m), v = moments(model.v);  // every rank takes part; rank 0 writes
+        if (dg.rank != 0) return;
+        std::string dir = checkpoint_write(cfg.run_dir, step, [&](const std::string& tmp) {
+            std::map<std::string, std::string> meta = {{"config", config_to_json(cfg).dump()},
+                                                       {"step", std::to_string(step)}};
+            auto p = model.get(model.params);
+            safetensors_write(tmp + "/model.safetensors", tensors(p, ""), meta);
+            auto mv = tensors(m, "m.");
+            auto vt = tensors(v, "v.");
+            mv.insert(mv.end(), vt.begin(), vt.end());
+            safetensors_write(tmp + "/optim.safetensors", mv, meta);
+            json state = {{"step", step}, {"train_data", train.state()}};
+            write_text_file_atomic(tmp + "/state.json", state.dump(2) + "\n");
+        });
+        printf("checkpoint: %s\n", dir.c_str());
+    }
+    // The AdamW moments of the whole model on rank 0 (ZeRO-1: gathered from every rank's shard).
+    std::vector<T> moments(const T* buf) const {
+        const dist::Shard& s = model.shard;
+        if (!s.zero) return model.get(buf);
+        std::vector<T> mine(s.block), all(s.block * dg.world);
+        BK::copy_to_host(mine.data(), buf, s.end - s.begin);
+        dist::gather(mine.data(), all.data(), s.block);
+        all.resize(model.num_params);
+        return model.unpadded(all);  // the buffer layout (padded wte) to the checkpoint's
+    }
+    // Every rank reads the checkpoint (a shared folder) and keeps its shard of the moments: any
+    // number of ranks resumes a checkpoint written by any other number.
+    void load_checkpoint(const std::string& dir) {
+        model.set_params(weights_of_this_model(dir + "/model.safetensors"));
+        StFile opt = safetensors_read(dir + "/optim.safetensors");
+        const dist::Shard& s = model.shard;
+        BK::copy_from_host(model.m, model.padded(flat_from(opt, "m.")).data() + s.begin, s.end - s.begin);
+        BK::copy_from_host(model.v, model.padded(flat_from(opt, "v.")).data() + s.begin, s.end - s.begin);
+        const std::string path = dir + "/state.json";
+        json state;
+        try {
+            state = json::parse(read_text_file(path));
+        } catch (const json::exception& e) {
+            throw std::runtime_error("bad training state in " + path + ": " + e.what());
+        }
+        // the step is the folder's (ckpt_NNNNNN) and the weights'; anything else is a damaged or edited file
+        long folder_step = std::strtol(dir.substr(dir.rfind("ckpt_") + 5).c_str(), nullptr, 10);
+        if (!state.is_object() || !state.contains("step") || !state["step"].is_number_integer() ||
+            state["step"].get<long>() != folder_step || !state.contains("train_data"))
+            throw std::runtime_error("bad training state in " + path + ": expected {\"step\": " +
+                                     std::to_string(folder_step) + ", \"train_data\": {...}} (the step of its folder)");
+        step = (int)folder_step;
+        if (step > cfg.steps)
+            throw std::runtime_error("the checkpoint in " + cfg.run_dir + " is at step " + std::to_string(step) +
+                                     ", past steps = " + std::to_string(cfg.steps) + " (give a larger --steps)");
+        try {
+            train.set_state(state.at("train_data"));
+        } catch (const std::exception& e) {
+            throw std::runtime_error("bad training state in " + path + ": " + e.what());
+        }
+    }
+
+    // Mean validation loss over eval_batches batches (0 = the whole split), per length.
+    void evaluate() {
+        if (!val) return;
+        for (int Te : eval_lengths(cfg)) {
+            if (pos_traits(mc.pos).learned_table && Te > mc.maxT) {
+                printf("val | step %d | seq_len %d | n/a (learned positions end at %d)\n", step, Te, mc.maxT);
+                continue;
+            }
+            int B = cfg.batch_size;
+            // eval_batches counts batches of the training length: every length sees the same
+            // tokens (the start of the split), so the losses at different lengths compare. The whole
+            // split (eval_batches 0) is its full batches: the last windows, fewer than B, are left out.
+            size_t batches = cfg.eval_batches > 0 ? std::max<size_t>(1, (size_t)cfg.eval_batches * cfg.seq_len / Te)
+                                                  : std::max<size_t>(1, val->num_windows(Te) / B);
+            val->start(B, Te, false, 0);
+            std::vector<int> in((size_t)rows * Te), tg((size_t)rows * Te);
+            double sum = 0;
+            size_t hits = 0, counted = 0;
+            for (size_t i = 0; i < batches; i++) {
+                val->next_batch(in.data(), tg.data(), row0, rows);
+                sum += model.forward(in.data(), tg.data(), rows, Te, false);
+                count_hits(in, tg, hits, counted);
+            }
+            // every rank saw its rows of each batch: the mean of the ranks' means is the batch mean
+            double loss = dist::sum(sum) / dg.world / batches;
+            hits = (size_t)dist::sum((long long)hits);
+            counted = (size_t)dist::sum((long long)counted);
+            json rec = {{"type", "val"}, {"step", step}, {"loss", loss}, {"seq_len", Te}, {"tokens", batches * B * Te}};
+            std::string acc;
+            if (counted) {
+                rec["accuracy"] = (double)hits / counted;
+                rec["accuracy_count"] = counted;
+                acc = " | accuracy " + std::to_string((double)hits / counted).substr(0, 6) + " (" +
+                      std::to_string(counted) + ")";
+            }
+            printf("val | step %d | seq_len %d | loss %.4f | ppl %.2f%s\n", step, Te, loss, std::exp(loss),
+                   acc.c_str());
+            record(rec);
+            if (!std::isfinite(loss))
+                throw std::runtime_error("validation loss is " + std::to_string(loss) + " at step " +
+                                         std::to_string(step) + " (diverged; try a lower lr or grad_clip)");
+        }
+    }
+
+    // Greedy next-token hits at positions whose input is one of accuracy_tokens
+    // (the synthetic task's markers), from the logits of the last forward.
+    void count_hits(const std::vector<int>& in, const std::vector<int>& tg, size_t& hits, size_t& counted) {
+        for (size_t i = 0; i < in.size(); i++) {
+            if (std::find(cfg.accuracy_tokens.begin(), cfg.accuracy_tokens.end(), in[i]) == cfg.accuracy_tokens.end())
+                continue;
+            auto row = model.logits(i, 1);
+            hits += std::max_element(row.begin(), row.end()) - row.begin() == tg[i];
+            counted++;
+        }
+    }
+
+    void print_sample() {
+        std::vector<int> prompt = {mc.V > 50256 ? 50256 : 0};
+        auto ids = generate(model, prompt, std::min(32, mc.maxT - 1), 1.0, 40, cfg.seed + step);
+        std::string text;
+        if (decoder) {
+            text = decoder->decode(std::vector<int>(ids.begin() + 1, ids.end()));
+        } else {
+            for (size_t i = 1; i < ids.size(); i++) text += (i > 1 ? " " : "") + std::to_string(ids[i]);
+        }
+        printf("sample | step %d | %s\n", step, text.c_str());
+    }
+
+    // --init_from: weights only.
+    void load_init_weights() {
+        model.set_params(weights_of_this_model(cfg.init_from));
+        cfg.init_sha256 = sha256_file(cfg.init_from);  // recorded in config.json, the log and the checkpoints
+    }
+
+    // Weights from a file whose own config (when it has one) is valid and describes this model: an
+    // edited config.json or another run's file must not load into a model it does not fit.
+    std::vector<T> weights_of_this_model(const std::string& path) const {
+        StFile f = safetensors_read(path);
+        if (f.metadata.count("config")) {
+            ModelConfig theirs = model_config(stored_config(f.metadata.at("config"), f.path));
+            if (describe(theirs) != describe(mc))
+                throw std::runtime_error(f.path + " holds the weights of another model (" + describe(theirs) +
+                                         "); this run's is " + describe(mc));
+        }
+        return flat_from(f, "");
+    }
+
+    // The run's log is rank 0's.
+    void record(const json& rec) {
+        if (log) log->write(rec);
+    }
+
+    // Runs the training loop; returns the exit status: 0, or 128 + signal when stopped by one.
+    int run(bool resume) {
+        const bool root = dg.rank == 0;  // rank 0 writes the run folder; the others only read it
+        if (root) make_run_dir(cfg.run_dir);
+        if (resume) {
+            load_checkpoint(checkpoint_latest(cfg.run_dir));
+            if (root) log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", true);
+            if (root) log->truncate_after(step);
+            printf("resumed %s at step %d\n", cfg.run_dir.c_str(), step);
+        } else {
+            if (!cfg.init_from.empty())
+                load_init_weights();
+            else
+                model.init(cfg.seed);
+            if (root) log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", false);
+        }
+        if (root) write_text_file_atomic(cfg.run_dir + "/config.json", config_to_json(cfg).dump(2) + "\n");
+        ParamCounts pc = param_counts(mc);
+        if (!resume)
+            record({{"type", "config"},
+                    {"config", config_to_json(cfg)},
+                    {"params", {{"total", pc.total}, {"embeddings", pc.embeddings}, {"attention", pc.attention}}}});
+
+        const int B = cfg.batch_size, Tn = cfg.seq_len;
+        std::vector<int> in((size_t)rows * Tn), tg((size_t)rows * Tn);
+        StepClock clock(std::max(20, cfg.eval_every));  // a window that always holds an evaluation
+        model.profile = cfg.profile;
+        while (step < cfg.steps) {
+            if (cfg.eval_every > 0 && step % cfg.eval_every == 0) evaluate();
+            if (cfg.sample_every > 0 && step % cfg.sample_every == 0 && step > 0) print_sample();
+            auto t0 = std::chrono::steady_clock::now();
+
+            train.next_batch(in.data(), tg.data(), row0, rows);
+            // the global batch's mean loss (all ranks see the same value, and stop together on NaN)
+            double loss = dist::sum(model.forward(in.data(), tg.data(), rows, Tn, true)) / dg.world;
+            if (!std::isfinite(loss))
+                throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
+                                         " (diverged; try a lower lr or grad_clip)");
+            model.backward();
+            if (dg.mpi) BK::synchronize();  // comm_ms below times the gradient sum alone
+            auto tc = std::chrono::steady_clock::now();
+            double norm = model.reduce_grads();  // summed over ranks; the global norm
+            double comm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tc).count();
+            double lr = lr_at(cfg, step);
+            model.update((float)lr, cfg.beta1, cfg.beta2, (float)cfg.eps, (float)cfg.weight_decay, cfg.decay == "all",
+                         step + 1, (float)clip_scale(cfg.grad_clip, norm));
+            BK::synchronize();
+            step++;
+
+            double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            double tps = B * Tn / (ms / 1000);
+            clock.tick();
+            double eta = clock.eta(cfg.steps - step);
+            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | ETA %s\n", step, cfg.steps,
+                   loss, lr, norm, ms, tps, duration(eta).c_str());
+            json rec = {{"type", "train"},   {"step", step},  {"loss", loss},        {"lr", lr},
+                        {"grad_norm", norm}, {"step_ms", ms}, {"tokens_per_s", tps}, {"eta_s", eta}};
+            if (dg.mpi) rec["comm_ms"] = comm_ms;  // the gradient all-reduce / reduce-scatter and the norm
+            if (cfg.profile) {  // the step's time per phase (GPU: CUDA events), in the log as phase_ms
+                std::vector<double> ph = model.profile_read();
+                std::string line;
+                for (int i = 0; i < kPhases; i++) {
+                    rec["phase_ms"][kPhaseNames[i]] = ph[i];
+                    line +=
+                        std::string(i ? " | " : "") + kPhaseNames[i] + " " + std::to_string(ph[i]).substr(0, 7) + " ms";
+                }
+                printf("profile | step %d | %s\n", step, line.c_str());
+            }
+            record(rec);
+            if (int sig = dist::max(g_stop_signal))
+                return stop(sig);  // a signal to any rank stops all, at the same step
+            if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) save_checkpoint();
+        }
+        if (cfg.eval_every > 0) evaluate();
+        if (cfg.checkpoint_every > 0) save_checkpoint();
+        return 0;
+    }
+
+    // After SIGINT / SIGTERM: a checkpoint of the finished step (also with checkpoint_every 0), a
+    // "stopped" record, and the exit status a shell gives a process ended by that signal.
+    int stop(int sig) {
+        const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        save_checkpoint();
+        record({{"type", "stopped"}, {"step", step}, {"signal", name}});
+        printf("stopped by %s at step %d; continue with: --resume %s\n", name, step, cfg.run_dir.c_str());
+        dist::barrier();  // no rank exits (non-zero: the launcher would end the rest) before rank 0 has written
+        return 128 + sig;
+    }
 };
 
 // model_memory_bytes of a training step of this config under each attention mode: flash keeps
 // (B,H,T) log-sum-exps where cublas keeps every layer's (B,H,T,T) probabilities and their gradient.
 static void print_memory(const Config& c) {
-  ModelConfig mc = model_config(c);
-  mc.flash = true;
-  double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true) / 1048576.0;
-  mc.flash = false;
-  double cublas = model_memory_bytes(mc, c.batch_size, c.seq_len, true) / 1048576.0;
-  printf("memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB (flash saves "
-         "%.0f MiB)\n",
-         c.batch_size, c.seq_len, flash, cublas, cublas - flash);
+    ModelConfig mc = model_config(c);
+    mc.flash = true;
+    double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true) / 1048576.0;
+    mc.flash = false;
+    double cublas = model_memory_bytes(mc, c.batch_size, c.seq_len, true) / 1048576.0;
+    printf(
+        "memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB (flash saves "
+        "%.0f MiB)\n",
+        c.batch_size, c.seq_len, flash, cublas, cublas - flash);
 }
 
 static void print_model(const Config& c, const std::string& device, size_t bytes_per_param) {
-  ModelConfig mc = model_config(c);
-  ParamCounts pc = param_counts(mc);
-  printf("model: pos=%s L=%d H=%d C=%d V=%d maxT=%d | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H, mc.C,
-         mc.V, mc.maxT, device.c_str(), c.precision.c_str());
-  printf("parameters: total %s | embeddings %s | attention block %s\n", with_commas(pc.total).c_str(),
-         with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str());
-  printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
-  print_memory(c);
+    ModelConfig mc = model_config(c);
+    ParamCounts pc = param_counts(mc);
+    printf("model: pos=%s L=%d H=%d C=%d V=%d maxT=%d | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H, mc.C,
+           mc.V, mc.maxT, device.c_str(), c.precision.c_str());
+    printf("parameters: total %s | embeddings %s | attention block %s\n", with_commas(pc.total).c_str(),
+           with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str());
+    printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
+    print_memory(c);
 }
 
 template <class BK>
 static int train_with(const Config& cfg, bool resume, std::string device) {
-  const dist::Group& dg = dist::group();
-  if (dg.mpi) device += " x " + std::to_string(dg.world) + (dg.world > 1 ? " ranks" : " rank") + (cfg.zero ? " (ZeRO-1)" : "");
-  print_model(cfg, device, sizeof(typename BK::real));
-  Trainer<BK> t(cfg);
-  return t.run(resume);
+    const dist::Group& dg = dist::group();
+    if (dg.mpi)
+        device +=
+            " x " + std::to_string(dg.world) + (dg.world > 1 ? " ranks" : " rank") + (cfg.zero ? " (ZeRO-1)" : "");
+    print_model(cfg, device, sizeof(typename BK::real));
+    Trainer<BK> t(cfg);
+    return t.run(resume);
 }
 
 static int fail(const std::string& msg);
 
 static int train_main(int argc, char** argv) {
-  try {
-    Config cfg = parse_args(argc, argv);  // --resume RUN_DIR starts from RUN_DIR/config.json
-    if (cfg.help) {
-      printf("%s", help_text().c_str());
-      return 0;
-    }
-    if (cfg.list_pos) {  // for scripts: the schemes of src/pos.h, one name a line
-      for (const PosTraits& t : kPosSchemes) printf("%s\n", t.name);
-      return 0;
-    }
-    bool resume = !cfg.resume.empty();
-    validate(cfg);
-    if (cfg.memory) {  // before any folder or allocation: works for a config this machine cannot run
-      print_memory(cfg);
-      return 0;
-    }
-    const dist::Group& dg = dist::group();
-    if (dg.world > 1) {  // under mpirun: rank 0 prints and writes the run folder
-      if (dg.rank != 0 && !freopen("/dev/null", "w", stdout)) throw std::runtime_error("cannot silence rank's stdout");
-      if (cfg.batch_size % dg.world)
-        throw std::runtime_error("batch_size " + std::to_string(cfg.batch_size) + " is the global batch, split evenly" +
-                                 " across the " + std::to_string(dg.world) + " ranks: give a multiple of " +
-                                 std::to_string(dg.world));
-      dist::set_timeout(cfg.dist_timeout);
-      dist::check_same("config", config_to_json(cfg).dump());
-    }
-    if (!resume && dg.rank == 0) claim_run_dir(cfg.run_dir, cfg.overwrite);
-    catch_stop_signals();
-    const bool bf16 = cfg.precision == "bf16";  // validate() allows fp32 | bf16
+    try {
+        Config cfg = parse_args(argc, argv);  // --resume RUN_DIR starts from RUN_DIR/config.json
+        if (cfg.help) {
+            printf("%s", help_text().c_str());
+            return 0;
+        }
+        if (cfg.list_pos) {  // for scripts: the schemes of src/pos.h, one name a line
+            for (const PosTraits& t : kPosSchemes) printf("%s\n", t.name);
+            return 0;
+        }
+        bool resume = !cfg.resume.empty();
+        validate(cfg);
+        if (cfg.memory) {  // before any folder or allocation: works for a config this machine cannot run
+            print_memory(cfg);
+            return 0;
+        }
+        const dist::Group& dg = dist::group();
+        if (dg.world > 1) {  // under mpirun: rank 0 prints and writes the run folder
+            if (dg.rank != 0 && !freopen("/dev/null", "w", stdout))
+                throw std::runtime_error("cannot silence rank's stdout");
+            if (cfg.batch_size % dg.world)
+                throw std::runtime_error("batch_size " + std::to_string(cfg.batch_size) +
+                                         " is the global batch, split evenly" + " across the " +
+                                         std::to_string(dg.world) + " ranks: give a multiple of " +
+                                         std::to_string(dg.world));
+            dist::set_timeout(cfg.dist_timeout);
+            dist::check_same("config", config_to_json(cfg).dump());
+        }
+        if (!resume && dg.rank == 0) claim_run_dir(cfg.run_dir, cfg.overwrite);
+        catch_stop_signals();
+        const bool bf16 = cfg.precision == "bf16";  // validate() allows fp32 | bf16
 
-    bool cuda = cfg.device == "cuda";
+        bool cuda = cfg.device == "cuda";
 #ifdef HAVE_CUDA
-    if (cfg.device == "auto") cuda = CudaBackend::available();
-    if (cuda && !CudaBackend::available()) throw std::runtime_error("--device cuda: no CUDA device found");
-    if (bf16 && !cuda)
-      throw std::runtime_error(std::string("precision bf16 needs --device cuda") +
-                               (cfg.device == "auto" ? " (--device auto found no CUDA device)" : ""));
-    if (cuda) {
-      const int hd = cfg.n_embd / cfg.n_head;
-      if (cfg.attention == "flash" && !::gpu::flash_supports_head_size(hd))
-        throw std::runtime_error("attention=flash on the GPU supports head sizes " + std::string(::gpu::kFlashHeadSizes) +
-                                 ", got n_embd/n_head = " + std::to_string(hd) + " (use --attention cublas)");
-      // mixed precision inside the CUDA backend: bf16 GEMM operands, fp32 master weights and the rest
-      ::gpu::set_precision_bf16(bf16);
-      if (dg.mpi) CudaBackend::use_device(dg.local_rank);
-      int rc = train_with<CudaBackend>(cfg, resume, "cuda (" + CudaBackend::device_name() + ")");
-      // ours (weights, activations, kernel scratch, the cuBLAS workspace), then the device's own count
-      printf("peak device memory: %.1f MiB | device used at the end: %.1f MiB\n",
-             CudaBackend::peak_memory() / 1048576.0, CudaBackend::device_used_memory() / 1048576.0);
-      return rc;
-    }
+        if (cfg.device == "auto") cuda = CudaBackend::available();
+        if (cuda && !CudaBackend::available()) throw std::runtime_error("--device cuda: no CUDA device found");
+        if (bf16 && !cuda)
+            throw std::runtime_error(std::string("precision bf16 needs --device cuda") +
+                                     (cfg.device == "auto" ? " (--device auto found no CUDA device)" : ""));
+        if (cuda) {
+            const int hd = cfg.n_embd / cfg.n_head;
+            if (cfg.attention == "flash" && !::gpu::flash_supports_head_size(hd))
+                throw std::runtime_error("attention=flash on the GPU supports head sizes " +
+                                         std::string(::gpu::kFlashHeadSizes) +
+                                         ", got n_embd/n_head = " + std::to_string(hd) + " (use --attention cublas)");
+            // mixed precision inside the CUDA backend: bf16 GEMM operands, fp32 master weights and the rest
+            ::gpu::set_precision_bf16(bf16);
+            if (dg.mpi) CudaBackend::use_device(dg.local_rank);
+            int rc = train_with<CudaBackend>(cfg, resume, "cuda (" + CudaBackend::device_name() + ")");
+            // ours (weights, activations, kernel scratch, the cuBLAS workspace), then the device's own count
+            printf("peak device memory: %.1f MiB | device used at the end: %.1f MiB\n",
+                   CudaBackend::peak_memory() / 1048576.0, CudaBackend::device_used_memory() / 1048576.0);
+            return rc;
+        }
 #else
-    if (cuda) throw std::runtime_error("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
-    if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (this build has no CUDA backend)");
+        if (cuda)
+            throw std::runtime_error(
+                "--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
+        if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (this build has no CUDA backend)");
 #endif
-    int longest = cfg.seq_len;
-    for (int t : cfg.eval_seq_lens) longest = std::max(longest, t);
-    check_host_memory(model_config(cfg), cfg.batch_size, longest, true);
-    return train_with<CpuBackend<float>>(cfg, resume, "cpu");
-  } catch (const std::bad_alloc&) {
-    return fail("out of memory (make the model, batch_size or seq_len smaller)");
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  }
+        int longest = cfg.seq_len;
+        for (int t : cfg.eval_seq_lens) longest = std::max(longest, t);
+        check_host_memory(model_config(cfg), cfg.batch_size, longest, true);
+        return train_with<CpuBackend<float>>(cfg, resume, "cpu");
+    } catch (const std::bad_alloc&) {
+        return fail("out of memory (make the model, batch_size or seq_len smaller)");
+    } catch (const std::exception& e) {
+        return fail(e.what());
+    }
 }
 
 // An error on one rank of several ends them all (the others may be waiting in a collective).
 static int fail(const std::string& msg) {
-  if (dist::group().world > 1) dist::abort_all(msg, 1);
-  fflush(stdout);
-  fprintf(stderr, "error: %s\n", msg.c_str());
-  return 1;
+    if (dist::group().world > 1) dist::abort_all(msg, 1);
+    fflush(stdout);
+    fprintf(stderr, "error: %s\n", msg.c_str());
+    return 1;
 }
 
 // One process per device under mpirun or srun (src/dist.h); alone, a world of one.
 int main(int argc, char** argv) {
-  setup_process(argv);
-  try {
-    dist::init(&argc, &argv);
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  }
-  int rc = train_main(argc, argv);
-  dist::finalize();
-  return rc;
+    setup_process(argv);
+    try {
+        dist::init(&argc, &argv);
+    } catch (const std::exception& e) {
+        return fail(e.what());
+    }
+    int rc = train_main(argc, argv);
+    dist::finalize();
+    return rc;
 }

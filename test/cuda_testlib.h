@@ -27,7 +27,7 @@ using CB = CudaBackend;
 struct TestCase {
     std::string name;
     std::function<std::string()> run;  // "" = pass, else the reason it failed
-    bool gpu = true;                    // needs a CUDA device
+    bool gpu = true;                   // needs a CUDA device
 };
 
 // One list of names for both builds: without CUDA a GPU test is listed (and reported SKIPPED)
@@ -81,8 +81,10 @@ inline void expect_close(std::string& why, const std::string& what, const Vec& g
                          double min_err = 0.0) {
     if (got.size() != ref.size()) return append(why, what + ": size mismatch");
     double e = rel_max_err(got, ref);
-    if (!(e <= tol)) append(why, what + ": rel err " + fmt(e) + " > " + fmt(tol));
-    else if (e < min_err) append(why, what + ": rel err " + fmt(e) + " < " + fmt(min_err) + " (bf16 path not taken?)");
+    if (!(e <= tol))
+        append(why, what + ": rel err " + fmt(e) + " > " + fmt(tol));
+    else if (e < min_err)
+        append(why, what + ": rel err " + fmt(e) + " < " + fmt(min_err) + " (bf16 path not taken?)");
 }
 
 // A scalar within tol relative to ref.
@@ -184,7 +186,8 @@ inline int run_tests(const std::vector<TestCase>& all, int argc, char** argv) {
         } catch (const std::exception& e) {
             why = std::string("exception: ") + e.what();
         }
-        if (why.empty()) std::printf("PASS %s\n", t.name.c_str());
+        if (why.empty())
+            std::printf("PASS %s\n", t.name.c_str());
         else {
             std::printf("FAIL %s: %s\n", t.name.c_str(), why.c_str());
             failures++;

@@ -61,8 +61,10 @@ std::string test_encoder_backward() {
         DBuf gw(dwte0), gp(dwpe0), gd(dout);
         gpu::encoder_backward(gw.p, with_pos ? gp.p : nullptr, gd.p, dtok.p, B, T, C);
         expect_close(why, "dwte", gw.get(), rw, 1e-5);
-        if (with_pos) expect_close(why, "dwpe", gp.get(), rp, 1e-5);
-        else expect_close(why, "dwpe untouched", gp.get(), dwpe0, 0.0);
+        if (with_pos)
+            expect_close(why, "dwpe", gp.get(), rp, 1e-5);
+        else
+            expect_close(why, "dwpe untouched", gp.get(), dwpe0, 0.0);
     }
     return why;
 }
@@ -114,8 +116,8 @@ std::string test_layernorm_backward() {
         Vec out((size_t)N * C), mean(N), rstd(N);
         cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
         Vec dx = dx0, dw = dw0, db = db0;
-        cpu::layernorm_backward(dx.data(), dw.data(), db.data(), d.data(), x.data(), w.data(), mean.data(),
-                                rstd.data(), N, C);
+        cpu::layernorm_backward(dx.data(), dw.data(), db.data(), d.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                                N, C);
         DBuf gx(x), gw(w), gd(d), gm(mean), gr(rstd), gdx(dx0), gdw(dw0), gdb(db0);
         gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C);
         expect_close(why, "dinp", gdx.get(), dx, 1e-5);
@@ -156,8 +158,8 @@ std::string matmul_backward_cases(double tol) {
         Vec dx0 = randn((size_t)N * IC, r), dw0 = randn((size_t)OC * IC, r), db0 = randn(OC, r);
         for (int with_bias = 0; with_bias < 2; with_bias++) {
             Vec dx = dx0, dw = dw0, db = db0;
-            cpu::matmul_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr, d.data(), x.data(), w.data(),
-                                 N, IC, OC);
+            cpu::matmul_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr, d.data(), x.data(), w.data(), N,
+                                 IC, OC);
             DBuf gx(x), gw(w), gd(d), gdx(dx0), gdw(dw0), gdb(db0);
             gpu::matmul_backward(gdx.p, gdw.p, with_bias ? gdb.p : nullptr, gd.p, gx.p, gw.p, N, IC, OC);
             expect_close(why, "dinp", gdx.get(), dx, tol);
@@ -168,7 +170,9 @@ std::string matmul_backward_cases(double tol) {
     return why;
 }
 
-std::string test_matmul_backward() { return matmul_backward_cases(1e-5); }
+std::string test_matmul_backward() {
+    return matmul_backward_cases(1e-5);
+}
 
 std::string test_matmul_tf32() {
     Tf32On on;
@@ -203,8 +207,8 @@ std::string test_bf16_scratch_tracked() {
     CB::synchronize();
     size_t after = CB::current_memory(), want = (size_t)N * IC;
     if (after < before + want)
-        return "current memory grew by " + std::to_string(after - before) + " bytes, expected >= " +
-               std::to_string(want);
+        return "current memory grew by " + std::to_string(after - before) +
+               " bytes, expected >= " + std::to_string(want);
     if (CB::peak_memory() < after) return "peak memory below current memory";
     return "";
 }
@@ -406,8 +410,10 @@ std::string loss_case(int N, int V, float dscale, uint64_t seed) {
     std::string why;
     std::string tag = " (N=" + std::to_string(N) + " V=" + std::to_string(V) + ")";
     expect_close(why, ("losses" + tag).c_str(), gl.get(), losses, 1e-5);
-    if (dscale == 0.0f) expect_close(why, ("logits unchanged" + tag).c_str(), gz.get(), z, 0.0);
-    else expect_close(why, ("dlogits" + tag).c_str(), gz.get(), zref, 1e-5);
+    if (dscale == 0.0f)
+        expect_close(why, ("logits unchanged" + tag).c_str(), gz.get(), z, 0.0);
+    else
+        expect_close(why, ("dlogits" + tag).c_str(), gz.get(), zref, 1e-5);
     return why;
 }
 
@@ -593,7 +599,8 @@ Bf16ModelResult run_model_bf16(Pos pos) {
     gc.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 1, 1.0f);
     lg = gg.forward(in.data(), tg.data(), B, T, false);
     lc = gc.forward(in.data(), tg.data(), B, T, false);
-    if (!(std::fabs(lg - lc) <= 1e-2 * std::fabs(lc))) res.step = "loss after one step " + fmt(lg) + " vs cpu " + fmt(lc);
+    if (!(std::fabs(lg - lc) <= 1e-2 * std::fabs(lc)))
+        res.step = "loss after one step " + fmt(lg) + " vs cpu " + fmt(lc);
     return res;
 }
 
@@ -606,7 +613,9 @@ Bf16ModelResult& model_bf16_result(Pos pos) {
 
 // ---------------------------------------------------------------- paper shape
 // The CPU execution layer (test/cuda_emu/) names its device as an emulation.
-bool emulated_device() { return CB::device_name().find("emulat") != std::string::npos; }
+bool emulated_device() {
+    return CB::device_name().find("emulat") != std::string::npos;
+}
 
 // One training step at the CRoPE paper's shapes (V=50257, C=128, L=4, H=4, maxT=1024) with the
 // trainer's TF32 GEMMs, on random tokens: the initial logits are small, so the loss starts close
@@ -673,12 +682,13 @@ static std::vector<TestCase> all_tests() {
         {"cuda_oom_message", CUDA_FN(test_oom_message)},
     };
     for (const PosTraits& scheme : kPosSchemes) {  // every position scheme
-        [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
+        [[maybe_unused]] Pos p = scheme.pos;       // unused without CUDA
         for (bool tf32 : {false, true}) {
             std::string n = std::string(tf32 ? "cuda_tf32_model_" : "cuda_model_") + scheme.name;
             t.push_back({n + "_loss", CUDA_FN([p, tf32] { return model_result(p, tf32).loss; })});
             t.push_back({n + "_grads", CUDA_FN([p, tf32] { return model_result(p, tf32).grads; })});
-            t.push_back({n + (tf32 ? "_adamw1" : "_adamw5"), CUDA_FN([p, tf32] { return model_result(p, tf32).adamw; })});
+            t.push_back(
+                {n + (tf32 ? "_adamw1" : "_adamw5"), CUDA_FN([p, tf32] { return model_result(p, tf32).adamw; })});
         }
         std::string n = std::string("cuda_bf16_model_") + scheme.name;
         t.push_back({n + "_loss", CUDA_FN([p] { return model_bf16_result(p).loss; })});
@@ -686,9 +696,12 @@ static std::vector<TestCase> all_tests() {
         t.push_back({n + "_step", CUDA_FN([p] { return model_bf16_result(p).step; })});
     }
     for (Pos p : {Pos::learned, Pos::rope, Pos::crope})  // the benchmark's schemes
-        t.push_back({std::string("cuda_paper_shape_") + pos_name(p), CUDA_FN([p] { return test_paper_shape_step(p); })});
+        t.push_back(
+            {std::string("cuda_paper_shape_") + pos_name(p), CUDA_FN([p] { return test_paper_shape_step(p); })});
     return t;
 }
 
 // test_cuda [NAME...]: only the tests whose name contains one of the arguments.
-int main(int argc, char** argv) { return run_tests(all_tests(), argc, argv); }
+int main(int argc, char** argv) {
+    return run_tests(all_tests(), argc, argv);
+}

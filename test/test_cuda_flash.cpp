@@ -39,8 +39,8 @@ struct Shape {
 // T in {1, 7, 64, 65, 1024}, head sizes 32 and 64, several B*H; T = 1024 with B*H small
 // so the emulated run stays short.
 const std::vector<Shape> kShapes = {
-    {1, 1, 32, 1},  {2, 7, 64, 2},   {3, 64, 128, 4}, {2, 65, 64, 2},  {1, 65, 128, 2},
-    {1, 7, 128, 4}, {2, 64, 64, 1},  {1, 1024, 32, 1}, {1, 1024, 64, 1},
+    {1, 1, 32, 1},  {2, 7, 64, 2},  {3, 64, 128, 4},  {2, 65, 64, 2},   {1, 65, 128, 2},
+    {1, 7, 128, 4}, {2, 64, 64, 1}, {1, 1024, 32, 1}, {1, 1024, 64, 1},
 };
 // the other head sizes the kernels take (the model tests use D = 8)
 const std::vector<Shape> kOtherD = {{2, 33, 32, 4}, {1, 40, 64, 4}, {1, 70, 256, 2}};
@@ -64,8 +64,8 @@ Reference reference(const Shape& s, uint64_t seed) {
     ref.dqkv0 = randn(s.nqkv(), r);
     ref.dqkv = ref.dqkv0;
     Vec scratch(s.natt());
-    cpu::attention_backward(ref.dqkv.data(), scratch.data(), ref.dout.data(), ref.qkv.data(), ref.att.data(), s.B,
-                            s.T, s.C, s.H);
+    cpu::attention_backward(ref.dqkv.data(), scratch.data(), ref.dout.data(), ref.qkv.data(), ref.att.data(), s.B, s.T,
+                            s.C, s.H);
     return ref;
 }
 
@@ -164,7 +164,8 @@ std::string compare_runs(const ModelRun& f, const ModelRun& ref, double tol) {
         num += ((double)f.params[i] - ref.params[i]) * ((double)f.params[i] - ref.params[i]);
         den += ((double)ref.params[i] - ref.p0[i]) * ((double)ref.params[i] - ref.p0[i]);
     }
-    if (!(std::sqrt(num / den) <= 1e4 * tol)) append(why, "weights after 5 steps: rel L2 err " + fmt(std::sqrt(num / den)));
+    if (!(std::sqrt(num / den) <= 1e4 * tol))
+        append(why, "weights after 5 steps: rel L2 err " + fmt(std::sqrt(num / den)));
     if (!(std::fabs(f.losses[5] - ref.losses[5]) <= 10 * tol * std::fabs(ref.losses[5])))
         append(why, "loss after 5 steps " + fmt(f.losses[5]) + " vs " + fmt(ref.losses[5]));
     return why;
@@ -373,4 +374,6 @@ std::vector<TestCase> all_tests() {
 }  // namespace
 
 // test_cuda_flash [NAME...]: only the tests whose name contains one of the arguments.
-int main(int argc, char** argv) { return run_tests(all_tests(), argc, argv); }
+int main(int argc, char** argv) {
+    return run_tests(all_tests(), argc, argv);
+}

@@ -74,10 +74,10 @@ std::string classifier_loss_case(int N, int V, int ld, float dscale, uint64_t se
 std::string test_classifier_loss() {
     std::string why;
     for (float dscale : {1.0f / 13, 0.0f}) {
-        append(why, classifier_loss_case(13, 97, 97, dscale, 1));   // unpadded, odd V: scalar loads
-        append(why, classifier_loss_case(13, 97, 128, dscale, 2));  // padded to 128: float4 loads
-        append(why, classifier_loss_case(5, 100, 100, dscale, 3));  // unpadded, V % 4 == 0: float4
-        append(why, classifier_loss_case(7, 97, 101, dscale, 4));   // padded, odd stride: scalar
+        append(why, classifier_loss_case(13, 97, 97, dscale, 1));     // unpadded, odd V: scalar loads
+        append(why, classifier_loss_case(13, 97, 128, dscale, 2));    // padded to 128: float4 loads
+        append(why, classifier_loss_case(5, 100, 100, dscale, 3));    // unpadded, V % 4 == 0: float4
+        append(why, classifier_loss_case(7, 97, 101, dscale, 4));     // padded, odd stride: scalar
         append(why, classifier_loss_case(3, 1100, 1152, dscale, 5));  // more columns than threads
     }
     return why;
@@ -86,7 +86,7 @@ std::string test_classifier_loss() {
 // ---- training steps ------------------------------------------------------------------------
 
 constexpr int kB = 2, kT = 33, kSteps = 5;  // B*T = 66 rows
-constexpr int kChunk = 7;                    // 9 chunks of 7 and one of 3
+constexpr int kChunk = 7;                   // 9 chunks of 7 and one of 3
 
 ModelConfig small_model(Pos pos, int vocab_pad, int chunk) {
     ModelConfig mc;
@@ -135,8 +135,8 @@ StepRun train(const ModelConfig& mc, const Batch& b) {
     r.logits = g.logits(5, 2);
     // wte's rows [V, Vp) in every buffer
     const size_t lo = (size_t)mc.V * mc.C, hi = (size_t)mc.Vp() * mc.C;
-    for (auto [name, buf] : {std::pair<const char*, float*>{"params", g.params}, {"grads", g.grads}, {"m", g.m},
-                             {"v", g.v}}) {
+    for (auto [name, buf] :
+         {std::pair<const char*, float*>{"params", g.params}, {"grads", g.grads}, {"m", g.m}, {"v", g.v}}) {
         Vec h = g.get_buffer(buf);
         for (size_t i = lo; i < hi && r.pad_leak.empty(); i++)
             if (h[i] != 0.0f) r.pad_leak = std::string(name) + "[" + std::to_string(i) + "] = " + fmt(h[i]);
@@ -159,12 +159,11 @@ constexpr Tol kVsCpu{1e-5, 1e-3, 1e-4, 1e-3}, kChunked{1e-5, 1e-4, 1e-5, 1e-4};
 
 std::string compare(const char* what, const StepRun& a, const StepRun& b, const Tol& tol) {
     std::string why, w = what;
-    for (int t = 0; t < kSteps; t++) expect_near(why, w + " loss at step " + std::to_string(t + 1), a.losses[t],
-                                                 b.losses[t], tol.loss);
+    for (int t = 0; t < kSteps; t++)
+        expect_near(why, w + " loss at step " + std::to_string(t + 1), a.losses[t], b.losses[t], tol.loss);
     expect_close(why, w + " grads", a.grads, b.grads, tol.grads);
     expect_near(why, w + " grad norm", a.norm, b.norm, tol.norm);
-    expect_close(why, w + " weights after " + std::to_string(kSteps) + " AdamW steps", a.params, b.params,
-                 tol.params);
+    expect_close(why, w + " weights after " + std::to_string(kSteps) + " AdamW steps", a.params, b.params, tol.params);
     return why;
 }
 
@@ -212,7 +211,9 @@ std::string test_bf16_chunked_vs_whole() {
     return compare("bf16 gpu chunked vs one chunk:", chunked, whole, Tol{1e-5, 1e-4, 1e-5, 1e-3});
 }
 
-std::string test_vs_cpu(Pos pos) { return compare("gpu chunked vs cpu:", runs(pos).gpu_chunked, runs(pos).cpu_whole, kVsCpu); }
+std::string test_vs_cpu(Pos pos) {
+    return compare("gpu chunked vs cpu:", runs(pos).gpu_chunked, runs(pos).cpu_whole, kVsCpu);
+}
 
 std::string test_padding_stays_zero(Pos pos) {
     SchemeRuns& s = runs(pos);
@@ -235,8 +236,8 @@ std::string test_checkpoint_unpadded(Pos pos) {
     if (gpu.checkpoint != gpu.params) append(why, "the checkpoint file does not hold the trained weights");
     expect_near(why, "validation loss, unpadded cpu vs padded gpu", val, gpu.val, 1e-5);
     expect_close(why, "logits rows 5-6", cpu.logits(5, 2), gpu.logits, 1e-4);
-    if (gpu.logits.size() != 2 * (size_t)mc.V) append(why, "logits() returned " + std::to_string(gpu.logits.size()) +
-                                                          " values for 2 rows of V = 97");
+    if (gpu.logits.size() != 2 * (size_t)mc.V)
+        append(why, "logits() returned " + std::to_string(gpu.logits.size()) + " values for 2 rows of V = 97");
     return why;
 }
 
@@ -260,14 +261,16 @@ std::string profile_case(const char* what) {
         double sum = 0;
         for (int i = 0; i < kPhases; i++) {
             sum += ms[i];
-            if (!(ms[i] > 0)) append(why, std::string(what) + ": phase " + kPhaseNames[i] + " took " + fmt(ms[i]) + " ms");
+            if (!(ms[i] > 0))
+                append(why, std::string(what) + ": phase " + kPhaseNames[i] + " took " + fmt(ms[i]) + " ms");
         }
         if (!(sum <= wall * 1.01 + 0.01))
             append(why, std::string(what) + ": phases sum to " + fmt(sum) + " ms, the step took " + fmt(wall));
         g.forward(b.val_in.data(), b.val_tg.data(), kB, kT, false);  // evaluation: no marks
         std::vector<double> none = g.profile_read();
         for (int i = 0; i < kPhases; i++)
-            if (none[i] != 0) append(why, std::string(what) + ": evaluation added " + fmt(none[i]) + " ms to " + kPhaseNames[i]);
+            if (none[i] != 0)
+                append(why, std::string(what) + ": evaluation added " + fmt(none[i]) + " ms to " + kPhaseNames[i]);
     }
     return why;
 }
@@ -336,4 +339,6 @@ static std::vector<TestCase> all_tests() {
 }
 
 // test_cuda_step [NAME...]: only the tests whose name contains one of the arguments.
-int main(int argc, char** argv) { return run_tests(all_tests(), argc, argv); }
+int main(int argc, char** argv) {
+    return run_tests(all_tests(), argc, argv);
+}

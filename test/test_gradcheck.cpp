@@ -19,418 +19,420 @@ static int failures = 0;
 static const double kTol = 1e-6;
 
 static std::string fmt(double x) {
-  char b[32];
-  snprintf(b, sizeof b, "%.3g", x);
-  return b;
+    char b[32];
+    snprintf(b, sizeof b, "%.3g", x);
+    return b;
 }
 
 static void report(const std::string& name, bool ok, const std::string& why = "") {
-  if (ok) printf("PASS %s\n", name.c_str());
-  else {
-    printf("FAIL %s: %s\n", name.c_str(), why.c_str());
-    failures++;
-  }
+    if (ok)
+        printf("PASS %s\n", name.c_str());
+    else {
+        printf("FAIL %s: %s\n", name.c_str(), why.c_str());
+        failures++;
+    }
 }
 
 static Vec randn(size_t n, Rng& r, double s = 1.0) {
-  Vec v(n);
-  for (auto& x : v) x = s * r.normal();
-  return v;
+    Vec v(n);
+    for (auto& x : v) x = s * r.normal();
+    return v;
 }
 
 static double rel_err(const Vec& a, const Vec& b) {
-  double diff = 0, scale = 1e-300;
-  for (size_t i = 0; i < a.size(); i++) {
-    diff = std::max(diff, std::fabs(a[i] - b[i]));
-    scale = std::max({scale, std::fabs(a[i]), std::fabs(b[i])});
-  }
-  return diff / scale;
+    double diff = 0, scale = 1e-300;
+    for (size_t i = 0; i < a.size(); i++) {
+        diff = std::max(diff, std::fabs(a[i] - b[i]));
+        scale = std::max({scale, std::fabs(a[i]), std::fabs(b[i])});
+    }
+    return diff / scale;
 }
 
 static void table_row(const std::string& check, const std::string& tensor, double err, size_t n) {
-  printf("| %-24s | %-20s | %8zu | %9.2e |\n", check.c_str(), tensor.c_str(), n, err);
+    printf("| %-24s | %-20s | %8zu | %9.2e |\n", check.c_str(), tensor.c_str(), n, err);
 }
 
 // Central differences of f with respect to every element of x.
 static Vec numeric_grad(Vec& x, const std::function<double()>& f, double h = 1e-5) {
-  Vec g(x.size());
-  for (size_t i = 0; i < x.size(); i++) {
-    double x0 = x[i];
-    x[i] = x0 + h;
-    double fp = f();
-    x[i] = x0 - h;
-    double fm = f();
-    x[i] = x0;
-    g[i] = (fp - fm) / (2 * h);
-  }
-  return g;
+    Vec g(x.size());
+    for (size_t i = 0; i < x.size(); i++) {
+        double x0 = x[i];
+        x[i] = x0 + h;
+        double fp = f();
+        x[i] = x0 - h;
+        double fm = f();
+        x[i] = x0;
+        g[i] = (fp - fm) / (2 * h);
+    }
+    return g;
 }
 
 // An op check: loss = sum(out * dout) for a fixed random dout; compares the
 // analytic gradient of each named input with finite differences.
 struct OpCheck {
-  std::string op;
-  std::vector<std::pair<std::string, Vec*>> inputs;
-  std::function<Vec()> forward;                    // returns out
-  std::function<std::vector<Vec>(const Vec&)> backward;  // dout -> grads, one per input
-  void run(Rng& rng) {
-    Vec out = forward();
-    Vec dout = randn(out.size(), rng);
-    auto loss = [&] {
-      Vec o = forward();
-      double s = 0;
-      for (size_t i = 0; i < o.size(); i++) s += o[i] * dout[i];
-      return s;
-    };
-    std::vector<Vec> grads = backward(dout);
-    bool ok = true;
-    std::string worst;
-    for (size_t k = 0; k < inputs.size(); k++) {
-      Vec num = numeric_grad(*inputs[k].second, loss);
-      double e = rel_err(grads[k], num);
-      table_row(op, inputs[k].first, e, num.size());
-      if (!(e < kTol)) {
-        ok = false;
-        worst = inputs[k].first + " rel err " + fmt(e);
-      }
+    std::string op;
+    std::vector<std::pair<std::string, Vec*>> inputs;
+    std::function<Vec()> forward;                          // returns out
+    std::function<std::vector<Vec>(const Vec&)> backward;  // dout -> grads, one per input
+    void run(Rng& rng) {
+        Vec out = forward();
+        Vec dout = randn(out.size(), rng);
+        auto loss = [&] {
+            Vec o = forward();
+            double s = 0;
+            for (size_t i = 0; i < o.size(); i++) s += o[i] * dout[i];
+            return s;
+        };
+        std::vector<Vec> grads = backward(dout);
+        bool ok = true;
+        std::string worst;
+        for (size_t k = 0; k < inputs.size(); k++) {
+            Vec num = numeric_grad(*inputs[k].second, loss);
+            double e = rel_err(grads[k], num);
+            table_row(op, inputs[k].first, e, num.size());
+            if (!(e < kTol)) {
+                ok = false;
+                worst = inputs[k].first + " rel err " + fmt(e);
+            }
+        }
+        report("gradcheck_op_" + op, ok, worst);
     }
-    report("gradcheck_op_" + op, ok, worst);
-  }
 };
 
 static void op_checks(Rng& rng) {
-  const int B = 2, T = 5, C = 8, H = 2, D = C / H, V = 11, N = B * T;
-  using K = CpuBackend<double>;
-  std::vector<int> tok(N), tgt(N);
-  for (int i = 0; i < N; i++) tok[i] = (int)rng.below(V), tgt[i] = (int)rng.below(V);
+    const int B = 2, T = 5, C = 8, H = 2, D = C / H, V = 11, N = B * T;
+    using K = CpuBackend<double>;
+    std::vector<int> tok(N), tgt(N);
+    for (int i = 0; i < N; i++) tok[i] = (int)rng.below(V), tgt[i] = (int)rng.below(V);
 
-  Vec x = randn(N * C, rng), w = randn(C, rng), b = randn(C, rng);
-  OpCheck{"layernorm",
-          {{"inp", &x}, {"weight", &w}, {"bias", &b}},
-          [&] {
-            Vec o(N * C), m(N), r(N);
-            K::layernorm_forward(o.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
-            return o;
-          },
-          [&](const Vec& d) {
-            Vec o(N * C), m(N), r(N), dx(N * C), dw(C), db(C);
-            K::layernorm_forward(o.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
-            K::layernorm_backward(dx.data(), dw.data(), db.data(), d.data(), x.data(), w.data(), m.data(), r.data(), N,
-                                  C);
-            return std::vector<Vec>{dx, dw, db};
-          }}
-      .run(rng);
+    Vec x = randn(N * C, rng), w = randn(C, rng), b = randn(C, rng);
+    OpCheck{"layernorm",
+            {{"inp", &x}, {"weight", &w}, {"bias", &b}},
+            [&] {
+                Vec o(N * C), m(N), r(N);
+                K::layernorm_forward(o.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
+                return o;
+            },
+            [&](const Vec& d) {
+                Vec o(N * C), m(N), r(N), dx(N * C), dw(C), db(C);
+                K::layernorm_forward(o.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
+                K::layernorm_backward(dx.data(), dw.data(), db.data(), d.data(), x.data(), w.data(), m.data(), r.data(),
+                                      N, C);
+                return std::vector<Vec>{dx, dw, db};
+            }}
+        .run(rng);
 
-  Vec mx = randn(N * C, rng), mw = randn(3 * C * C, rng), mb = randn(3 * C, rng);
-  OpCheck{"matmul",
-          {{"inp", &mx}, {"weight", &mw}, {"bias", &mb}},
-          [&] {
-            Vec o(N * 3 * C);
-            K::matmul_forward(o.data(), mx.data(), mw.data(), mb.data(), N, C, 3 * C);
-            return o;
-          },
-          [&](const Vec& d) {
-            Vec dx(N * C), dw(3 * C * C), db(3 * C);
-            K::matmul_backward(dx.data(), dw.data(), db.data(), d.data(), mx.data(), mw.data(), N, C, 3 * C);
-            return std::vector<Vec>{dx, dw, db};
-          }}
-      .run(rng);
+    Vec mx = randn(N * C, rng), mw = randn(3 * C * C, rng), mb = randn(3 * C, rng);
+    OpCheck{"matmul",
+            {{"inp", &mx}, {"weight", &mw}, {"bias", &mb}},
+            [&] {
+                Vec o(N * 3 * C);
+                K::matmul_forward(o.data(), mx.data(), mw.data(), mb.data(), N, C, 3 * C);
+                return o;
+            },
+            [&](const Vec& d) {
+                Vec dx(N * C), dw(3 * C * C), db(3 * C);
+                K::matmul_backward(dx.data(), dw.data(), db.data(), d.data(), mx.data(), mw.data(), N, C, 3 * C);
+                return std::vector<Vec>{dx, dw, db};
+            }}
+        .run(rng);
 
-  // the tied LM head: logits = x wte^T, no bias
-  Vec hx = randn(N * C, rng), hw = randn(V * C, rng);
-  OpCheck{"tied_head",
-          {{"lnf_out", &hx}, {"wte", &hw}},
-          [&] {
-            Vec o(N * V);
-            K::matmul_forward(o.data(), hx.data(), hw.data(), nullptr, N, C, V);
-            return o;
-          },
-          [&](const Vec& d) {
-            Vec dx(N * C), dw(V * C);
-            K::matmul_backward(dx.data(), dw.data(), nullptr, d.data(), hx.data(), hw.data(), N, C, V);
-            return std::vector<Vec>{dx, dw};
-          }}
-      .run(rng);
+    // the tied LM head: logits = x wte^T, no bias
+    Vec hx = randn(N * C, rng), hw = randn(V * C, rng);
+    OpCheck{"tied_head",
+            {{"lnf_out", &hx}, {"wte", &hw}},
+            [&] {
+                Vec o(N * V);
+                K::matmul_forward(o.data(), hx.data(), hw.data(), nullptr, N, C, V);
+                return o;
+            },
+            [&](const Vec& d) {
+                Vec dx(N * C), dw(V * C);
+                K::matmul_backward(dx.data(), dw.data(), nullptr, d.data(), hx.data(), hw.data(), N, C, V);
+                return std::vector<Vec>{dx, dw};
+            }}
+        .run(rng);
 
-  Vec qkv = randn(N * 3 * C, rng);
-  OpCheck{"attention",
-          {{"qkv", &qkv}},
-          [&] {
-            Vec o(N * C), att(B * H * T * T);
-            K::attention_forward(o.data(), att.data(), qkv.data(), B, T, C, H);
-            return o;
-          },
-          [&](const Vec& d) {
-            Vec o(N * C), att(B * H * T * T), sc(B * H * T * T), dq(N * 3 * C);
-            K::attention_forward(o.data(), att.data(), qkv.data(), B, T, C, H);
-            K::attention_backward(dq.data(), sc.data(), d.data(), qkv.data(), att.data(), B, T, C, H);
-            return std::vector<Vec>{dq};
-          }}
-      .run(rng);
+    Vec qkv = randn(N * 3 * C, rng);
+    OpCheck{"attention",
+            {{"qkv", &qkv}},
+            [&] {
+                Vec o(N * C), att(B * H * T * T);
+                K::attention_forward(o.data(), att.data(), qkv.data(), B, T, C, H);
+                return o;
+            },
+            [&](const Vec& d) {
+                Vec o(N * C), att(B * H * T * T), sc(B * H * T * T), dq(N * 3 * C);
+                K::attention_forward(o.data(), att.data(), qkv.data(), B, T, C, H);
+                K::attention_backward(dq.data(), sc.data(), d.data(), qkv.data(), att.data(), B, T, C, H);
+                return std::vector<Vec>{dq};
+            }}
+        .run(rng);
 
-  // the flash path's CPU twin: backward rebuilds the probabilities from the row log-sum-exps
-  OpCheck{"attention_lse",
-          {{"qkv", &qkv}},
-          [&] {
-            Vec o(N * C), lse(B * H * T);
-            K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H);
-            return o;
-          },
-          [&](const Vec& d) {
-            Vec o(N * C), lse(B * H * T), dq(N * 3 * C);
-            K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H);
-            K::attention_backward_lse(dq.data(), d.data(), qkv.data(), o.data(), lse.data(), B, T, C, H);
-            return std::vector<Vec>{dq};
-          }}
-      .run(rng);
+    // the flash path's CPU twin: backward rebuilds the probabilities from the row log-sum-exps
+    OpCheck{"attention_lse",
+            {{"qkv", &qkv}},
+            [&] {
+                Vec o(N * C), lse(B * H * T);
+                K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H);
+                return o;
+            },
+            [&](const Vec& d) {
+                Vec o(N * C), lse(B * H * T), dq(N * 3 * C);
+                K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H);
+                K::attention_backward_lse(dq.data(), d.data(), qkv.data(), o.data(), lse.data(), B, T, C, H);
+                return std::vector<Vec>{dq};
+            }}
+        .run(rng);
 
-  Vec rc, rs;
-  rope_tables(rc, rs, T, D, 10000.0);
-  Vec rin = randn(N * 3 * C, rng);
-  OpCheck{"rope",
-          {{"qkv", &rin}},
-          [&] {
-            Vec o(N * 3 * C);
-            K::rope_forward(o.data(), rin.data(), rc.data(), rs.data(), B, T, C, H);
-            return o;
-          },
-          [&](const Vec& d) {
-            Vec di(N * 3 * C);
-            K::rope_backward(di.data(), d.data(), rc.data(), rs.data(), B, T, C, H);
-            return std::vector<Vec>{di};
-          }}
-      .run(rng);
+    Vec rc, rs;
+    rope_tables(rc, rs, T, D, 10000.0);
+    Vec rin = randn(N * 3 * C, rng);
+    OpCheck{"rope",
+            {{"qkv", &rin}},
+            [&] {
+                Vec o(N * 3 * C);
+                K::rope_forward(o.data(), rin.data(), rc.data(), rs.data(), B, T, C, H);
+                return o;
+            },
+            [&](const Vec& d) {
+                Vec di(N * 3 * C);
+                K::rope_backward(di.data(), d.data(), rc.data(), rs.data(), B, T, C, H);
+                return std::vector<Vec>{di};
+            }}
+        .run(rng);
 
-  // CRoPE projection: expand A,B then the matmul; gradients through the fold
-  Vec cA = randn(3 * C * C / 4, rng), cB = randn(3 * C * C / 4, rng), cx = randn(N * C, rng), cb = randn(3 * C, rng);
-  OpCheck{"crope_projection",
-          {{"inp", &cx}, {"A", &cA}, {"B", &cB}, {"bias", &cb}},
-          [&] {
-            Vec W(3 * C * C), o(N * 3 * C);
-            K::crope_expand(W.data(), cA.data(), cB.data(), C);
-            K::matmul_forward(o.data(), cx.data(), W.data(), cb.data(), N, C, 3 * C);
-            return o;
-          },
-          [&](const Vec& d) {
-            Vec W(3 * C * C), dW(3 * C * C), dx(N * C), dA(cA.size()), dB(cB.size()), db(3 * C);
-            K::crope_expand(W.data(), cA.data(), cB.data(), C);
-            K::matmul_backward(dx.data(), dW.data(), db.data(), d.data(), cx.data(), W.data(), N, C, 3 * C);
-            K::crope_fold(dA.data(), dB.data(), dW.data(), C);
-            return std::vector<Vec>{dx, dA, dB, db};
-          }}
-      .run(rng);
+    // CRoPE projection: expand A,B then the matmul; gradients through the fold
+    Vec cA = randn(3 * C * C / 4, rng), cB = randn(3 * C * C / 4, rng), cx = randn(N * C, rng), cb = randn(3 * C, rng);
+    OpCheck{"crope_projection",
+            {{"inp", &cx}, {"A", &cA}, {"B", &cB}, {"bias", &cb}},
+            [&] {
+                Vec W(3 * C * C), o(N * 3 * C);
+                K::crope_expand(W.data(), cA.data(), cB.data(), C);
+                K::matmul_forward(o.data(), cx.data(), W.data(), cb.data(), N, C, 3 * C);
+                return o;
+            },
+            [&](const Vec& d) {
+                Vec W(3 * C * C), dW(3 * C * C), dx(N * C), dA(cA.size()), dB(cB.size()), db(3 * C);
+                K::crope_expand(W.data(), cA.data(), cB.data(), C);
+                K::matmul_backward(dx.data(), dW.data(), db.data(), d.data(), cx.data(), W.data(), N, C, 3 * C);
+                K::crope_fold(dA.data(), dB.data(), dW.data(), C);
+                return std::vector<Vec>{dx, dA, dB, db};
+            }}
+        .run(rng);
 
-  Vec gx = randn(N * 4 * C, rng, 2.0);
-  OpCheck{"gelu",
-          {{"inp", &gx}},
-          [&] {
-            Vec o(gx.size());
-            K::gelu_forward(o.data(), gx.data(), gx.size());
-            return o;
-          },
-          [&](const Vec& d) {
-            Vec dx(gx.size());
-            K::gelu_backward(dx.data(), gx.data(), d.data(), gx.size());
-            return std::vector<Vec>{dx};
-          }}
-      .run(rng);
+    Vec gx = randn(N * 4 * C, rng, 2.0);
+    OpCheck{"gelu",
+            {{"inp", &gx}},
+            [&] {
+                Vec o(gx.size());
+                K::gelu_forward(o.data(), gx.data(), gx.size());
+                return o;
+            },
+            [&](const Vec& d) {
+                Vec dx(gx.size());
+                K::gelu_backward(dx.data(), gx.data(), d.data(), gx.size());
+                return std::vector<Vec>{dx};
+            }}
+        .run(rng);
 
-  // softmax + cross-entropy: out = per-row losses; dlogits = (p - onehot) * dscale
-  // per row, so for an upstream d per row the gradient is dlogits scaled by d.
-  Vec lg = randn(N * V, rng, 2.0);
-  OpCheck{"softmax_crossentropy",
-          {{"logits", &lg}},
-          [&] {
-            Vec z = lg, loss(N);
-            K::softmax_crossentropy(z.data(), loss.data(), tgt.data(), N, V, 0.0);
-            return loss;
-          },
-          [&](const Vec& d) {
-            Vec z = lg, loss(N);
-            K::softmax_crossentropy(z.data(), loss.data(), tgt.data(), N, V, 1.0);
-            for (int i = 0; i < N; i++)
-              for (int v = 0; v < V; v++) z[(size_t)i * V + v] *= d[i];
-            return std::vector<Vec>{z};
-          }}
-      .run(rng);
+    // softmax + cross-entropy: out = per-row losses; dlogits = (p - onehot) * dscale
+    // per row, so for an upstream d per row the gradient is dlogits scaled by d.
+    Vec lg = randn(N * V, rng, 2.0);
+    OpCheck{"softmax_crossentropy",
+            {{"logits", &lg}},
+            [&] {
+                Vec z = lg, loss(N);
+                K::softmax_crossentropy(z.data(), loss.data(), tgt.data(), N, V, 0.0);
+                return loss;
+            },
+            [&](const Vec& d) {
+                Vec z = lg, loss(N);
+                K::softmax_crossentropy(z.data(), loss.data(), tgt.data(), N, V, 1.0);
+                for (int i = 0; i < N; i++)
+                    for (int v = 0; v < V; v++) z[(size_t)i * V + v] *= d[i];
+                return std::vector<Vec>{z};
+            }}
+        .run(rng);
 
-  Vec ew = randn(V * C, rng), ep = randn(T * C, rng);
-  OpCheck{"embeddings",
-          {{"wte", &ew}, {"wpe", &ep}},
-          [&] {
-            Vec o(N * C);
-            K::encoder_forward(o.data(), tok.data(), ew.data(), ep.data(), B, T, C);
-            return o;
-          },
-          [&](const Vec& d) {
-            Vec dw(V * C), dp(T * C);
-            K::encoder_backward(dw.data(), dp.data(), d.data(), tok.data(), B, T, C);
-            return std::vector<Vec>{dw, dp};
-          }}
-      .run(rng);
+    Vec ew = randn(V * C, rng), ep = randn(T * C, rng);
+    OpCheck{"embeddings",
+            {{"wte", &ew}, {"wpe", &ep}},
+            [&] {
+                Vec o(N * C);
+                K::encoder_forward(o.data(), tok.data(), ew.data(), ep.data(), B, T, C);
+                return o;
+            },
+            [&](const Vec& d) {
+                Vec dw(V * C), dp(T * C);
+                K::encoder_backward(dw.data(), dp.data(), d.data(), tok.data(), B, T, C);
+                return std::vector<Vec>{dw, dp};
+            }}
+        .run(rng);
 }
 
 static ModelConfig tiny_config(Pos pos) {
-  ModelConfig c;
-  c.pos = pos;
-  c.L = 2, c.H = 2, c.C = 8, c.V = 13, c.maxT = 8;
-  return c;
+    ModelConfig c;
+    c.pos = pos;
+    c.L = 2, c.H = 2, c.C = 8, c.V = 13, c.maxT = 8;
+    return c;
 }
 
 // Weights far from their small initial values, so every nonlinearity is exercised.
 static std::vector<double> spread_params(const ModelConfig& c, Rng& rng) {
-  auto p = init_params(c, 7);
-  for (auto& x : p) x += 0.3 * rng.normal();
-  return p;
+    auto p = init_params(c, 7);
+    for (auto& x : p) x += 0.3 * rng.normal();
+    return p;
 }
 
 static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng& rng) {
-  ModelConfig c = tiny_config(pos);
-  c.flash = flash;
-  const int B = 2, T = 6;
-  GPT<CpuBackend<double>> model(c);
-  model.set_params(spread_params(c, rng));
-  std::vector<int> in(B * T), tg(B * T);
-  for (int i = 0; i < B * T; i++) in[i] = (int)rng.below(c.V), tg[i] = (int)rng.below(c.V);
-  model.forward(in.data(), tg.data(), B, T, true);
-  model.backward();
-  auto analytic = model.get(model.grads);
-  auto params = model.get(model.params);
-  auto loss = [&] {
-    model.set_params(params);
-    return model.forward(in.data(), tg.data(), B, T, false);
-  };
-  bool ok = true;
-  std::string worst;
-  for (const auto& t : model.layout) {
-    Vec a(analytic.begin() + t.offset, analytic.begin() + t.offset + t.numel), num(t.numel);
-    for (size_t i = 0; i < t.numel; i++) {
-      double& x = params[t.offset + i];
-      double x0 = x, h = 1e-5;
-      x = x0 + h;
-      double fp = loss();
-      x = x0 - h;
-      double fm = loss();
-      x = x0;
-      num[i] = (fp - fm) / (2 * h);
+    ModelConfig c = tiny_config(pos);
+    c.flash = flash;
+    const int B = 2, T = 6;
+    GPT<CpuBackend<double>> model(c);
+    model.set_params(spread_params(c, rng));
+    std::vector<int> in(B * T), tg(B * T);
+    for (int i = 0; i < B * T; i++) in[i] = (int)rng.below(c.V), tg[i] = (int)rng.below(c.V);
+    model.forward(in.data(), tg.data(), B, T, true);
+    model.backward();
+    auto analytic = model.get(model.grads);
+    auto params = model.get(model.params);
+    auto loss = [&] {
+        model.set_params(params);
+        return model.forward(in.data(), tg.data(), B, T, false);
+    };
+    bool ok = true;
+    std::string worst;
+    for (const auto& t : model.layout) {
+        Vec a(analytic.begin() + t.offset, analytic.begin() + t.offset + t.numel), num(t.numel);
+        for (size_t i = 0; i < t.numel; i++) {
+            double& x = params[t.offset + i];
+            double x0 = x, h = 1e-5;
+            x = x0 + h;
+            double fp = loss();
+            x = x0 - h;
+            double fm = loss();
+            x = x0;
+            num[i] = (fp - fm) / (2 * h);
+        }
+        double e = rel_err(a, num);
+        table_row(std::string(flash ? "model_flash_" : "model_") + pos_name(pos), t.name, e, t.numel);
+        if (!(e < kTol)) {
+            ok = false;
+            worst = t.name + " rel err " + fmt(e);
+        }
     }
-    double e = rel_err(a, num);
-    table_row(std::string(flash ? "model_flash_" : "model_") + pos_name(pos), t.name, e, t.numel);
-    if (!(e < kTol)) {
-      ok = false;
-      worst = t.name + " rel err " + fmt(e);
-    }
-  }
-  report(name, ok, worst);
+    report(name, ok, worst);
 }
 
 // The reference attention (probabilities stored), as --attention cublas does.
-static void model_checks(const std::string& name, Pos pos, Rng& rng) { model_checks_with(name, pos, false, rng); }
+static void model_checks(const std::string& name, Pos pos, Rng& rng) {
+    model_checks_with(name, pos, false, rng);
+}
 
 // The float model against the double model on the same weights and batch.
 static void float_vs_double(const std::string& name, Pos pos, Rng& rng) {
-  ModelConfig c = tiny_config(pos);
-  c.C = 16, c.V = 50;
-  const int B = 2, T = 8;
-  auto p = spread_params(c, rng);
-  GPT<CpuBackend<double>> md(c);
-  GPT<CpuBackend<float>> mf(c);
-  md.set_params(p);
-  mf.set_params(std::vector<float>(p.begin(), p.end()));
-  std::vector<int> in(B * T), tg(B * T);
-  for (int i = 0; i < B * T; i++) in[i] = (int)rng.below(c.V), tg[i] = (int)rng.below(c.V);
-  double ld = md.forward(in.data(), tg.data(), B, T, true), lf = mf.forward(in.data(), tg.data(), B, T, true);
-  md.backward();
-  mf.backward();
-  auto gd = md.get(md.grads);
-  auto gf32 = mf.get(mf.grads);
-  Vec gf(gf32.begin(), gf32.end());
-  double eloss = std::fabs(ld - lf) / std::fabs(ld), egrad = rel_err(gd, gf);
-  table_row(std::string("f32_vs_f64_") + pos_name(pos), "loss", eloss, 1);
-  table_row(std::string("f32_vs_f64_") + pos_name(pos), "all grads", egrad, gd.size());
-  report(name, eloss < 1e-6 && egrad < 1e-4,
-         "loss rel " + fmt(eloss) + ", grads rel " + fmt(egrad));
+    ModelConfig c = tiny_config(pos);
+    c.C = 16, c.V = 50;
+    const int B = 2, T = 8;
+    auto p = spread_params(c, rng);
+    GPT<CpuBackend<double>> md(c);
+    GPT<CpuBackend<float>> mf(c);
+    md.set_params(p);
+    mf.set_params(std::vector<float>(p.begin(), p.end()));
+    std::vector<int> in(B * T), tg(B * T);
+    for (int i = 0; i < B * T; i++) in[i] = (int)rng.below(c.V), tg[i] = (int)rng.below(c.V);
+    double ld = md.forward(in.data(), tg.data(), B, T, true), lf = mf.forward(in.data(), tg.data(), B, T, true);
+    md.backward();
+    mf.backward();
+    auto gd = md.get(md.grads);
+    auto gf32 = mf.get(mf.grads);
+    Vec gf(gf32.begin(), gf32.end());
+    double eloss = std::fabs(ld - lf) / std::fabs(ld), egrad = rel_err(gd, gf);
+    table_row(std::string("f32_vs_f64_") + pos_name(pos), "loss", eloss, 1);
+    table_row(std::string("f32_vs_f64_") + pos_name(pos), "all grads", egrad, gd.size());
+    report(name, eloss < 1e-6 && egrad < 1e-4, "loss rel " + fmt(eloss) + ", grads rel " + fmt(egrad));
 }
 
 // q.k scores after RoPE depend only on the distance: shifting every position by s leaves them unchanged.
 static void rope_relative(Rng& rng) {
-  const int T = 6, C = 8, H = 2, D = C / H, shift = 5;
-  Vec cs, sn;
-  rope_tables(cs, sn, T + shift, D, 10000.0);
-  Vec in = randn(T * 3 * C, rng), a(T * 3 * C), b(T * 3 * C), c(T * 3 * C);
-  cpu::rope_forward(a.data(), in.data(), cs.data(), sn.data(), 1, T, C, H);
-  cpu::rope_forward(b.data(), in.data(), cs.data() + shift * D / 2, sn.data() + shift * D / 2, 1, T, C, H);
-  auto score = [&](const Vec& x, int t, int t2, int h) {
-    double s = 0;
-    for (int d = 0; d < D; d++) s += x[t * 3 * C + h * D + d] * x[t2 * 3 * C + C + h * D + d];
-    return s;
-  };
-  double diff = 0, moved = 0;
-  for (int t = 0; t < T; t++)
-    for (int t2 = 0; t2 < T; t2++)
-      for (int h = 0; h < H; h++) diff = std::max(diff, std::fabs(score(a, t, t2, h) - score(b, t, t2, h)));
-  for (int i = 0; i < T * 3 * C; i++) moved = std::max(moved, std::fabs(a[i] - b[i]));
-  report("rope_scores_depend_on_relative_position", diff < 1e-12 && moved > 1e-3,
-         "score change " + fmt(diff) + ", vector change " + fmt(moved));
+    const int T = 6, C = 8, H = 2, D = C / H, shift = 5;
+    Vec cs, sn;
+    rope_tables(cs, sn, T + shift, D, 10000.0);
+    Vec in = randn(T * 3 * C, rng), a(T * 3 * C), b(T * 3 * C), c(T * 3 * C);
+    cpu::rope_forward(a.data(), in.data(), cs.data(), sn.data(), 1, T, C, H);
+    cpu::rope_forward(b.data(), in.data(), cs.data() + shift * D / 2, sn.data() + shift * D / 2, 1, T, C, H);
+    auto score = [&](const Vec& x, int t, int t2, int h) {
+        double s = 0;
+        for (int d = 0; d < D; d++) s += x[t * 3 * C + h * D + d] * x[t2 * 3 * C + C + h * D + d];
+        return s;
+    };
+    double diff = 0, moved = 0;
+    for (int t = 0; t < T; t++)
+        for (int t2 = 0; t2 < T; t2++)
+            for (int h = 0; h < H; h++) diff = std::max(diff, std::fabs(score(a, t, t2, h) - score(b, t, t2, h)));
+    for (int i = 0; i < T * 3 * C; i++) moved = std::max(moved, std::fabs(a[i] - b[i]));
+    report("rope_scores_depend_on_relative_position", diff < 1e-12 && moved > 1e-3,
+           "score change " + fmt(diff) + ", vector change " + fmt(moved));
 }
 
 // CRoPE projection y~ = W~ x~ + b~ with std::complex, against expand + matmul.
 static void crope_complex(Rng& rng) {
-  const int N = 3, C = 8, h = C / 2;
-  Vec A = randn(3 * h * h, rng), Bm = randn(3 * h * h, rng), x = randn(N * C, rng), b = randn(3 * C, rng);
-  Vec W(3 * C * C), y(N * 3 * C);
-  cpu::crope_expand(W.data(), A.data(), Bm.data(), C);
-  cpu::matmul_forward(y.data(), x.data(), W.data(), b.data(), N, C, 3 * C);
-  double diff = 0;
-  for (int n = 0; n < N; n++)
-    for (int p = 0; p < 3; p++)
-      for (int i = 0; i < h; i++) {
-        std::complex<double> s(b[p * C + 2 * i], b[p * C + 2 * i + 1]);
-        for (int j = 0; j < h; j++)
-          s += std::complex<double>(A[(p * h + i) * h + j], Bm[(p * h + i) * h + j]) *
-               std::complex<double>(x[n * C + 2 * j], x[n * C + 2 * j + 1]);
-        diff = std::max(diff, std::fabs(s.real() - y[n * 3 * C + p * C + 2 * i]));
-        diff = std::max(diff, std::fabs(s.imag() - y[n * 3 * C + p * C + 2 * i + 1]));
-      }
-  report("crope_equals_complex_matmul", diff < 1e-12, "max diff " + fmt(diff));
+    const int N = 3, C = 8, h = C / 2;
+    Vec A = randn(3 * h * h, rng), Bm = randn(3 * h * h, rng), x = randn(N * C, rng), b = randn(3 * C, rng);
+    Vec W(3 * C * C), y(N * 3 * C);
+    cpu::crope_expand(W.data(), A.data(), Bm.data(), C);
+    cpu::matmul_forward(y.data(), x.data(), W.data(), b.data(), N, C, 3 * C);
+    double diff = 0;
+    for (int n = 0; n < N; n++)
+        for (int p = 0; p < 3; p++)
+            for (int i = 0; i < h; i++) {
+                std::complex<double> s(b[p * C + 2 * i], b[p * C + 2 * i + 1]);
+                for (int j = 0; j < h; j++)
+                    s += std::complex<double>(A[(p * h + i) * h + j], Bm[(p * h + i) * h + j]) *
+                         std::complex<double>(x[n * C + 2 * j], x[n * C + 2 * j + 1]);
+                diff = std::max(diff, std::fabs(s.real() - y[n * 3 * C + p * C + 2 * i]));
+                diff = std::max(diff, std::fabs(s.imag() - y[n * 3 * C + p * C + 2 * i + 1]));
+            }
+    report("crope_equals_complex_matmul", diff < 1e-12, "max diff " + fmt(diff));
 }
 
 // Three AdamW steps against torch.optim.AdamW's update written out in its own order.
 static void adamw_by_hand(Rng& rng) {
-  const size_t n = 16;
-  // hyperparameters travel as float: use the float-rounded values on both sides
-  const double lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.1f, gscale = 0.5f;
-  Vec p = randn(n, rng), m(n), v(n), hp = p, hm(n), hv(n);
-  std::vector<Vec> gs = {randn(n, rng), randn(n, rng), randn(n, rng)};
-  for (int t = 1; t <= 3; t++) {
-    cpu::adamw_update(p.data(), gs[t - 1].data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, t, gscale);
-    for (size_t i = 0; i < n; i++) {
-      double g = gs[t - 1][i] * gscale;
-      hp[i] *= 1 - lr * wd;
-      hm[i] = hm[i] * b1 + g * (1 - b1);
-      hv[i] = hv[i] * b2 + g * g * (1 - b2);
-      double step_size = lr / (1 - std::pow(b1, t));
-      double denom = std::sqrt(hv[i]) / std::sqrt(1 - std::pow(b2, t)) + eps;
-      hp[i] -= step_size * hm[i] / denom;
+    const size_t n = 16;
+    // hyperparameters travel as float: use the float-rounded values on both sides
+    const double lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.1f, gscale = 0.5f;
+    Vec p = randn(n, rng), m(n), v(n), hp = p, hm(n), hv(n);
+    std::vector<Vec> gs = {randn(n, rng), randn(n, rng), randn(n, rng)};
+    for (int t = 1; t <= 3; t++) {
+        cpu::adamw_update(p.data(), gs[t - 1].data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, t, gscale);
+        for (size_t i = 0; i < n; i++) {
+            double g = gs[t - 1][i] * gscale;
+            hp[i] *= 1 - lr * wd;
+            hm[i] = hm[i] * b1 + g * (1 - b1);
+            hv[i] = hv[i] * b2 + g * g * (1 - b2);
+            double step_size = lr / (1 - std::pow(b1, t));
+            double denom = std::sqrt(hv[i]) / std::sqrt(1 - std::pow(b2, t)) + eps;
+            hp[i] -= step_size * hm[i] / denom;
+        }
     }
-  }
-  double e = rel_err(p, hp);
-  report("adamw_three_steps_by_hand", e < 1e-12, "rel err " + fmt(e));
+    double e = rel_err(p, hp);
+    report("adamw_three_steps_by_hand", e < 1e-12, "rel err " + fmt(e));
 
-  // decay=matrices: with zero gradients only matrices shrink
-  ModelConfig c = tiny_config(Pos::rope);
-  GPT<CpuBackend<double>> model(c);
-  model.init(3);
-  auto before = model.get(model.params);
-  model.update(0.1f, 0.9f, 0.999f, 1e-8f, 0.5f, false, 1, 1.0f);
-  auto after = model.get(model.params);
-  bool ok = true;
-  for (const auto& t : model.layout)
-    for (size_t i = 0; i < t.numel; i++) {
-      double expect = before[t.offset + i] * (t.matrix ? 1 - (double)0.1f * (double)0.5f : 1.0);
-      if (std::fabs(after[t.offset + i] - expect) > 1e-12) ok = false;
-    }
-  report("adamw_decay_matrices_only", ok, "a non-matrix tensor decayed, or a matrix did not");
+    // decay=matrices: with zero gradients only matrices shrink
+    ModelConfig c = tiny_config(Pos::rope);
+    GPT<CpuBackend<double>> model(c);
+    model.init(3);
+    auto before = model.get(model.params);
+    model.update(0.1f, 0.9f, 0.999f, 1e-8f, 0.5f, false, 1, 1.0f);
+    auto after = model.get(model.params);
+    bool ok = true;
+    for (const auto& t : model.layout)
+        for (size_t i = 0; i < t.numel; i++) {
+            double expect = before[t.offset + i] * (t.matrix ? 1 - (double)0.1f * (double)0.5f : 1.0);
+            if (std::fabs(after[t.offset + i] - expect) > 1e-12) ok = false;
+        }
+    report("adamw_decay_matrices_only", ok, "a non-matrix tensor decayed, or a matrix did not");
 }
 
 // The checks every position scheme of pos.h gets, reported as PREFIX + scheme name.
@@ -439,21 +441,22 @@ static const std::pair<const char*, void (*)(const std::string&, Pos, Rng&)> kPe
 
 // test_gradcheck --list: the names of the per-scheme checks, run nothing (test_pos_coverage reads them)
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "--list") {
+    if (argc > 1 && std::string(argv[1]) == "--list") {
+        for (const auto& [prefix, check] : kPerScheme)
+            for (const PosTraits& t : kPosSchemes) printf("%s%s\n", prefix, t.name);
+        return 0;
+    }
+    Rng rng(1234);
+    printf("| %-24s | %-20s | %8s | %9s |\n", "check", "tensor", "elements", "rel err");
+    printf("|--------------------------|----------------------|----------|-----------|\n");
+    op_checks(rng);
     for (const auto& [prefix, check] : kPerScheme)
-      for (const PosTraits& t : kPosSchemes) printf("%s%s\n", prefix, t.name);
-    return 0;
-  }
-  Rng rng(1234);
-  printf("| %-24s | %-20s | %8s | %9s |\n", "check", "tensor", "elements", "rel err");
-  printf("|--------------------------|----------------------|----------|-----------|\n");
-  op_checks(rng);
-  for (const auto& [prefix, check] : kPerScheme)
-    for (const PosTraits& t : kPosSchemes) check(prefix + std::string(t.name), t.pos, rng);
-  // the trainer's default attention (flash: log-sum-exps kept, probabilities rebuilt in backward)
-  for (Pos p : {Pos::rope, Pos::crope}) model_checks_with(std::string("gradcheck_model_flash_") + pos_name(p), p, true, rng);
-  rope_relative(rng);
-  crope_complex(rng);
-  adamw_by_hand(rng);
-  return failures ? 1 : 0;
+        for (const PosTraits& t : kPosSchemes) check(prefix + std::string(t.name), t.pos, rng);
+    // the trainer's default attention (flash: log-sum-exps kept, probabilities rebuilt in backward)
+    for (Pos p : {Pos::rope, Pos::crope})
+        model_checks_with(std::string("gradcheck_model_flash_") + pos_name(p), p, true, rng);
+    rope_relative(rng);
+    crope_complex(rng);
+    adamw_by_hand(rng);
+    return failures ? 1 : 0;
 }

@@ -29,7 +29,8 @@ static int g_failed = 0;
 static std::string g_tmp;  // scratch folder, removed at the end
 
 static void check(const std::string& name, bool ok, const std::string& why = "check failed") {
-    if (ok) std::printf("PASS %s\n", name.c_str());
+    if (ok)
+        std::printf("PASS %s\n", name.c_str());
     else {
         std::printf("FAIL %s: %s\n", name.c_str(), why.c_str());
         g_failed++;
@@ -87,16 +88,15 @@ static std::vector<uint16_t> iota_tokens(size_t n, uint16_t first) {
 
 static void test_config() {
     Config d = parse({});
-    check("config_defaults", d.pos == "rope" && d.n_layer == 4 && d.n_head == 4 && d.n_embd == 128 &&
-                                 d.vocab_size == 50257 && d.max_seq_len == 1024 && d.rope_base == 10000 &&
-                                 d.batch_size == 4 && d.seq_len == 256 && d.steps == 1000 && d.lr == 1e-3 &&
-                                 d.beta1 == 0.9 && d.beta2 == 0.999 && d.eps == 1e-8 && d.weight_decay == 0.01 &&
-                                 d.decay == "all" && d.schedule == "step" && d.step_size == 1000 && d.gamma == 0.8 &&
-                                 d.warmup_steps == 0 && d.min_lr == 0 && d.grad_clip == 0 && d.seed == 1337 &&
-                                 d.eval_every == 100 && d.eval_batches == 20 && d.eval_seq_lens.empty() &&
-                                 d.checkpoint_every == 500 && d.run_dir == "runs/run" && d.device == "auto" &&
-                                 d.precision == "fp32" && d.sample_every == 0 && d.data_order == "sequential" &&
-                                 d.train_data.empty() && d.resume.empty() && !d.help);
+    check("config_defaults",
+          d.pos == "rope" && d.n_layer == 4 && d.n_head == 4 && d.n_embd == 128 && d.vocab_size == 50257 &&
+              d.max_seq_len == 1024 && d.rope_base == 10000 && d.batch_size == 4 && d.seq_len == 256 &&
+              d.steps == 1000 && d.lr == 1e-3 && d.beta1 == 0.9 && d.beta2 == 0.999 && d.eps == 1e-8 &&
+              d.weight_decay == 0.01 && d.decay == "all" && d.schedule == "step" && d.step_size == 1000 &&
+              d.gamma == 0.8 && d.warmup_steps == 0 && d.min_lr == 0 && d.grad_clip == 0 && d.seed == 1337 &&
+              d.eval_every == 100 && d.eval_batches == 20 && d.eval_seq_lens.empty() && d.checkpoint_every == 500 &&
+              d.run_dir == "runs/run" && d.device == "auto" && d.precision == "fp32" && d.sample_every == 0 &&
+              d.data_order == "sequential" && d.train_data.empty() && d.resume.empty() && !d.help);
 
     std::string cfg = g_tmp + "/cfg.json";
     write_raw(cfg, R"({"n_layer": 2, "lr": 0.01, "pos": "crope", "eval_seq_lens": [512, 1024], "seed": 7})");
@@ -123,7 +123,11 @@ static void test_config() {
 
     // JSON round trip: config_to_json -> config_from_json is the identity on the file keys
     Config m = d;
-    m.pos = "learned"; m.eval_seq_lens = {8, 16}; m.lr = 3e-4; m.seed = 1ull << 40; m.train_data = "t";
+    m.pos = "learned";
+    m.eval_seq_lens = {8, 16};
+    m.lr = 3e-4;
+    m.seed = 1ull << 40;
+    m.train_data = "t";
     json j = config_to_json(m);
     check("config_json_roundtrip", config_to_json(config_from_json(j, "x")) == j && !j.contains("resume") &&
                                        !j.contains("init_from") && !j.contains("help"));
@@ -135,44 +139,125 @@ static void test_config() {
     Config r = parse({"--resume", run, "--steps", "5"});
     check("config_resume_base", r.pos == "learned" && r.lr == 3e-4 && r.steps == 5 && r.run_dir == run &&
                                     r.resume == run && r.eval_seq_lens == std::vector<int>{8, 16});
-    expect_error("config_resume_empty", [&] { parse({"--resume", g_tmp + "/nothing_here"}); }, "cannot resume from");
+    expect_error(
+        "config_resume_empty",
+        [&] {
+            parse({"--resume", g_tmp + "/nothing_here"});
+        },
+        "cannot resume from");
 
     write_raw(cfg, R"({"n_layer": 2,, })");
-    expect_error("config_malformed_json", [&] { parse({"--config", cfg}); }, "cannot parse config " + cfg + ": ");
+    expect_error(
+        "config_malformed_json",
+        [&] {
+            parse({"--config", cfg});
+        },
+        "cannot parse config " + cfg + ": ");
     write_raw(cfg, R"({"n_layer": 2, "foo": 1})");
-    expect_error("config_unknown_key", [&] { parse({"--config", cfg}); }, "unknown config key 'foo' in " + cfg);
+    expect_error(
+        "config_unknown_key",
+        [&] {
+            parse({"--config", cfg});
+        },
+        "unknown config key 'foo' in " + cfg);
     write_raw(cfg, R"({"resume": "x"})");
-    expect_error("config_cli_only_key_in_file", [&] { parse({"--config", cfg}); }, "unknown config key 'resume'");
+    expect_error(
+        "config_cli_only_key_in_file",
+        [&] {
+            parse({"--config", cfg});
+        },
+        "unknown config key 'resume'");
     write_raw(cfg, R"({"n_layer": "four"})");
-    expect_error("config_json_wrong_type", [&] { parse({"--config", cfg}); }, "config key 'n_layer' in " + cfg);
+    expect_error(
+        "config_json_wrong_type",
+        [&] {
+            parse({"--config", cfg});
+        },
+        "config key 'n_layer' in " + cfg);
     write_raw(cfg, R"([1, 2])");
-    expect_error("config_json_not_object", [&] { parse({"--config", cfg}); }, "must be a JSON object");
-    expect_error("config_missing_file", [&] { parse({"--config", g_tmp + "/nope.json"}); }, "cannot read");
-    expect_error("config_unknown_flag", [&] { parse({"--foo", "1"}); }, "unknown option '--foo'");
-    expect_error("config_missing_value", [&] { parse({"--steps"}); }, "option '--steps' needs a value");
-    expect_error("config_bad_int", [&] { parse({"--n_layer", "4x"}); }, "--n_layer: expected an integer, got '4x'");
-    expect_error("config_bad_double", [&] { parse({"--lr", "fast"}); }, "--lr: expected a number");
-    expect_error("config_negative_seed", [&] { parse({"--seed", "-1"}); }, "expected a non-negative integer");
-    expect_error("config_bad_list", [&] { parse({"--eval_seq_lens", "64,x"}); }, "expected an integer");
-    expect_error("config_positional_arg", [&] { parse({"steps"}); }, "unexpected argument 'steps'");
+    expect_error(
+        "config_json_not_object",
+        [&] {
+            parse({"--config", cfg});
+        },
+        "must be a JSON object");
+    expect_error(
+        "config_missing_file",
+        [&] {
+            parse({"--config", g_tmp + "/nope.json"});
+        },
+        "cannot read");
+    expect_error(
+        "config_unknown_flag",
+        [&] {
+            parse({"--foo", "1"});
+        },
+        "unknown option '--foo'");
+    expect_error(
+        "config_missing_value", [&] { parse({"--steps"}); }, "option '--steps' needs a value");
+    expect_error(
+        "config_bad_int",
+        [&] {
+            parse({"--n_layer", "4x"});
+        },
+        "--n_layer: expected an integer, got '4x'");
+    expect_error(
+        "config_bad_double",
+        [&] {
+            parse({"--lr", "fast"});
+        },
+        "--lr: expected a number");
+    expect_error(
+        "config_negative_seed",
+        [&] {
+            parse({"--seed", "-1"});
+        },
+        "expected a non-negative integer");
+    expect_error(
+        "config_bad_list",
+        [&] {
+            parse({"--eval_seq_lens", "64,x"});
+        },
+        "expected an integer");
+    expect_error(
+        "config_positional_arg", [&] { parse({"steps"}); }, "unexpected argument 'steps'");
 }
 
 static void test_validate() {
     Config base;
     base.train_data = "data/x";
     expect_ok("validate_defaults", [&] { validate(base); });
-    struct Case { const char* name; std::function<void(Config&)> edit; const char* needle; };
+    struct Case {
+        const char* name;
+        std::function<void(Config&)> edit;
+        const char* needle;
+    };
     const Case cases[] = {
         {"pos", [](Config& c) { c.pos = "alibi"; }, "pos must be one of learned | sinusoidal | rope | crope"},
         {"heads_divide", [](Config& c) { c.n_embd = 130; }, "n_embd (130) must be divisible by n_head (4)"},
         {"rope_odd_head", [](Config& c) { c.n_embd = 12; }, "pos=rope needs an even head size"},
-        {"crope_odd_head", [](Config& c) { c.pos = "crope"; c.n_embd = 12; }, "pos=crope needs an even head size"},
-        {"crope_odd_embd", [](Config& c) { c.pos = "crope"; c.n_embd = 9; c.n_head = 1; }, "pos=crope needs an even n_embd"},
+        {"crope_odd_head",
+         [](Config& c) {
+             c.pos = "crope";
+             c.n_embd = 12;
+         },
+         "pos=crope needs an even head size"},
+        {"crope_odd_embd",
+         [](Config& c) {
+             c.pos = "crope";
+             c.n_embd = 9;
+             c.n_head = 1;
+         },
+         "pos=crope needs an even n_embd"},
         {"n_head_zero", [](Config& c) { c.n_head = 0; }, "n_head must be >= 1"},
         {"batch_size", [](Config& c) { c.batch_size = 0; }, "batch_size must be >= 1"},
         {"seq_len_zero", [](Config& c) { c.seq_len = 0; }, "seq_len must be in 1..max_seq_len"},
         {"seq_len_long", [](Config& c) { c.seq_len = 2000; }, "got seq_len 2000 with max_seq_len 1024"},
-        {"eval_seq_lens", [](Config& c) { c.eval_seq_lens = {64, 0}; }, "eval_seq_lens entries must be >= 1"},
+        {"eval_seq_lens",
+         [](Config& c) {
+             c.eval_seq_lens = {64, 0};
+         },
+         "eval_seq_lens entries must be >= 1"},
         {"steps", [](Config& c) { c.steps = -1; }, "steps must be >= 0"},
         {"lr", [](Config& c) { c.lr = -1e-3; }, "lr must be >= 0"},
         {"beta1", [](Config& c) { c.beta1 = 1.0; }, "beta1 must be in [0, 1)"},
@@ -194,12 +279,17 @@ static void test_validate() {
     for (const Case& k : cases) {
         Config c = base;
         k.edit(c);
-        expect_error(std::string("validate_") + k.name, [&] { validate(c); }, k.needle);
+        expect_error(
+            std::string("validate_") + k.name, [&] { validate(c); }, k.needle);
     }
     Config ok = base;
-    ok.schedule = "constant"; ok.gamma = 0; ok.step_size = 0;  // only checked for the step schedule
-    ok.eval_seq_lens = {4096};                                   // longer than max_seq_len is allowed here
-    ok.pos = "crope"; ok.n_embd = 8; ok.n_head = 2;
+    ok.schedule = "constant";
+    ok.gamma = 0;
+    ok.step_size = 0;           // only checked for the step schedule
+    ok.eval_seq_lens = {4096};  // longer than max_seq_len is allowed here
+    ok.pos = "crope";
+    ok.n_embd = 8;
+    ok.n_head = 2;
     expect_ok("validate_allowed_combinations", [&] { validate(ok); });
 }
 
@@ -285,21 +375,26 @@ static void test_dataloader() {
         b.set_state(st);
         check(name, take(b, B, T2, 9) == rest);
     }
-    expect_error("shards_resume_mismatch", [&] {
-        DataLoader a(dir, "train", V);
-        a.start(B, T2, true, 1);
-        json st = a.state();
-        a.start(B, T, true, 1);
-        a.set_state(st);
-    }, "data position was saved for seq_len 2");
-    expect_error("shards_too_small", [&] { folder.start(8, T, false, 0); }, "is too small for 8 x (4+1)");
+    expect_error(
+        "shards_resume_mismatch",
+        [&] {
+            DataLoader a(dir, "train", V);
+            a.start(B, T2, true, 1);
+            json st = a.state();
+            a.start(B, T, true, 1);
+            a.set_state(st);
+        },
+        "data position was saved for seq_len 2");
+    expect_error(
+        "shards_too_small", [&] { folder.start(8, T, false, 0); }, "is too small for 8 x (4+1)");
 
     // bad shards, one folder each
     auto bad = [&](const std::string& name, const std::string& bytes, const std::string& needle) {
         std::string d = g_tmp + "/bad_" + name;
         fs::create_directories(d);
         write_raw(d + "/b_train_000000.bin", bytes);
-        expect_error("shard_" + name, [&] { DataLoader dl(d, "train", 100); }, needle);
+        expect_error(
+            "shard_" + name, [&] { DataLoader dl(d, "train", 100); }, needle);
     };
     std::vector<uint16_t> ten = iota_tokens(10, 0);
     bad("wrong_magic", shard_bytes(20240521, 1, 10, ten), "bad magic 20240521");
@@ -311,10 +406,13 @@ static void test_dataloader() {
     big[3] = 150;
     bad("token_too_large", shard_bytes(20240520, 1, 10, big), "token at index 3 is 150, not < vocab_size 100");
     bad("empty_split", shard_bytes(20240520, 1, 1, {7}), "has no token windows");
-    expect_error("shard_missing_folder", [&] { DataLoader dl(g_tmp + "/no_such_dir", "train", V); },
-                 "no shards match '" + g_tmp + "/no_such_dir'");
-    expect_error("shard_glob_no_match", [&] { DataLoader dl(dir + "/d_test_*.bin", "test", V); }, "no shards match");
-    expect_error("shard_folder_no_split", [&] { DataLoader dl(dir, "test", V); }, "looked for NAME_test_NNNNNN.bin");
+    expect_error(
+        "shard_missing_folder", [&] { DataLoader dl(g_tmp + "/no_such_dir", "train", V); },
+        "no shards match '" + g_tmp + "/no_such_dir'");
+    expect_error(
+        "shard_glob_no_match", [&] { DataLoader dl(dir + "/d_test_*.bin", "test", V); }, "no shards match");
+    expect_error(
+        "shard_folder_no_split", [&] { DataLoader dl(dir, "test", V); }, "looked for NAME_test_NNNNNN.bin");
 }
 
 // ------------------------------------------------------------------------------------ safetensors
@@ -325,8 +423,12 @@ static void test_safetensors() {
     std::vector<double> b = {3.141592653589793, -1e300, 0.1, 2.0};
     float scalar = 42.f;
     std::map<std::string, std::string> meta = {{"pos", "crope"}, {"n_layer", "4"}};
-    safetensors_write(path, {{"wte", "F32", {2, 3}, a.data()}, {"m.b", "F64", {4}, b.data()},
-                             {"s", "F32", {}, &scalar}, {"empty", "F32", {0, 5}, nullptr}}, meta);
+    safetensors_write(path,
+                      {{"wte", "F32", {2, 3}, a.data()},
+                       {"m.b", "F64", {4}, b.data()},
+                       {"s", "F32", {}, &scalar},
+                       {"empty", "F32", {0, 5}, nullptr}},
+                      meta);
     StFile st = safetensors_read(path);
     const StEntry& ea = st.get("wte", "F32", {2, 3});
     const StEntry& eb = st.get("m.b", "F64", {4});
@@ -339,26 +441,43 @@ static void test_safetensors() {
     uint64_t n;
     std::memcpy(&n, raw.data(), 8);
     json h = json::parse(raw.substr(8, n));
-    check("safetensors_layout", n % 8 == 0 && h["wte"]["data_offsets"] == json({0, 24}) &&
-                                    raw.size() == 8 + n + 24 + 32 + 4);
-    expect_error("safetensors_get_missing", [&] { st.get("wpe", "F32", {2}); }, "tensor 'wpe' is missing");
-    expect_error("safetensors_get_dtype", [&] { st.get("wte", "F64", {2, 3}); }, "has dtype F32, expected F64");
-    expect_error("safetensors_get_shape", [&] { st.get("wte", "F32", {3, 2}); }, "has shape (2, 3), expected (3, 2)");
-    expect_error("safetensors_duplicate_name", [&] {
-        safetensors_write(g_tmp + "/dup.safetensors", {{"x", "F32", {1}, a.data()}, {"x", "F32", {1}, a.data()}}, {});
-    }, "duplicate");
+    check("safetensors_layout",
+          n % 8 == 0 && h["wte"]["data_offsets"] == json({0, 24}) && raw.size() == 8 + n + 24 + 32 + 4);
+    expect_error(
+        "safetensors_get_missing", [&] { st.get("wpe", "F32", {2}); }, "tensor 'wpe' is missing");
+    expect_error(
+        "safetensors_get_dtype",
+        [&] {
+            st.get("wte", "F64", {2, 3});
+        },
+        "has dtype F32, expected F64");
+    expect_error(
+        "safetensors_get_shape",
+        [&] {
+            st.get("wte", "F32", {3, 2});
+        },
+        "has shape (2, 3), expected (3, 2)");
+    expect_error(
+        "safetensors_duplicate_name",
+        [&] {
+            safetensors_write(g_tmp + "/dup.safetensors", {{"x", "F32", {1}, a.data()}, {"x", "F32", {1}, a.data()}},
+                              {});
+        },
+        "duplicate");
 
     // corrupt files: a valid header followed by the given data, or raw garbage
     auto corrupt = [&](const std::string& name, const std::string& bytes, const std::string& needle) {
         std::string p = g_tmp + "/bad_" + name + ".safetensors";
         write_raw(p, bytes);
-        expect_error("safetensors_" + name, [&] { safetensors_read(p); }, needle);
+        expect_error(
+            "safetensors_" + name, [&] { safetensors_read(p); }, needle);
     };
     auto with_header = [](const std::string& header, size_t data_bytes) {
         uint64_t len = header.size();
         return std::string((char*)&len, 8) + header + std::string(data_bytes, '\0');
     };
-    expect_error("safetensors_missing_file", [&] { safetensors_read(g_tmp + "/none.safetensors"); }, "cannot read");
+    expect_error(
+        "safetensors_missing_file", [&] { safetensors_read(g_tmp + "/none.safetensors"); }, "cannot read");
     corrupt("too_short", "abc", "shorter than the 8-byte header length");
     corrupt("huge_header", with_header("{}", 0).replace(0, 8, std::string("\xff\xff\xff\xff\0\0\0\0", 8)),
             "does not fit a file");
@@ -377,9 +496,12 @@ static void test_safetensors() {
 static void test_checkpoint() {
     std::string run = g_tmp + "/run/a/b";
     expect_ok("run_dir_nested", [&] { make_run_dir(run); });
-    expect_error("run_dir_proc", [&] { make_run_dir("/proc/x"); }, "cannot create run folder '/proc/x': ");
-    expect_error("run_dir_is_file", [&] { make_run_dir(g_tmp + "/cfg.json"); }, "cannot create run folder");
-    expect_error("checkpoint_latest_none", [&] { checkpoint_latest(run); }, "no checkpoint in '" + run + "'");
+    expect_error(
+        "run_dir_proc", [&] { make_run_dir("/proc/x"); }, "cannot create run folder '/proc/x': ");
+    expect_error(
+        "run_dir_is_file", [&] { make_run_dir(g_tmp + "/cfg.json"); }, "cannot create run folder");
+    expect_error(
+        "checkpoint_latest_none", [&] { checkpoint_latest(run); }, "no checkpoint in '" + run + "'");
 
     auto writer = [](const std::string& text) {
         return [text](const std::string& dir) { write_text_file_atomic(dir + "/state.json", text); };
@@ -388,23 +510,27 @@ static void test_checkpoint() {
     check("checkpoint_write", p == run + "/ckpt_000100" && read_text_file(run + "/latest") == "ckpt_000100\n" &&
                                   checkpoint_latest(run) == p && read_text_file(p + "/state.json") == "v100" &&
                                   !fs::exists(p + ".tmp"));
-    expect_error("checkpoint_write_error", [&] {
-        checkpoint_write(run, 200, [](const std::string& dir) {
-            write_text_file_atomic(dir + "/model.safetensors", "half");
-            throw std::runtime_error("simulated crash");
-        });
-    }, "simulated crash");
+    expect_error(
+        "checkpoint_write_error",
+        [&] {
+            checkpoint_write(run, 200, [](const std::string& dir) {
+                write_text_file_atomic(dir + "/model.safetensors", "half");
+                throw std::runtime_error("simulated crash");
+            });
+        },
+        "simulated crash");
     check("checkpoint_error_keeps_latest", checkpoint_latest(run) == p && !fs::exists(run + "/ckpt_000200.tmp") &&
                                                !fs::exists(run + "/ckpt_000200") &&
                                                read_text_file(p + "/state.json") == "v100");
     // rewriting an existing step (a rerun after resuming from an earlier checkpoint) replaces it
     checkpoint_write(run, 100, writer("v100b"));
-    check("checkpoint_rewrite_same_step", read_text_file(checkpoint_latest(run) + "/state.json") == "v100b" &&
-                                              !fs::exists(run + "/ckpt_000100.old"));
+    check("checkpoint_rewrite_same_step",
+          read_text_file(checkpoint_latest(run) + "/state.json") == "v100b" && !fs::exists(run + "/ckpt_000100.old"));
     checkpoint_write(run, 300, writer("v300"));
     check("checkpoint_latest_advances", checkpoint_latest(run) == run + "/ckpt_000300");
     write_raw(run + "/latest", "ckpt_999999\n");
-    expect_error("checkpoint_latest_dangling", [&] { checkpoint_latest(run); }, "which does not exist");
+    expect_error(
+        "checkpoint_latest_dangling", [&] { checkpoint_latest(run); }, "which does not exist");
     write_raw(run + "/latest", "ckpt_000300\n");
 
     // log: truncate_after drops the records of the steps a resumed run redoes, and torn lines
@@ -428,7 +554,8 @@ static void test_checkpoint() {
     std::istringstream in(text);
     while (std::getline(in, line)) {
         json j = json::parse(line);
-        kinds.push_back(j["type"].get<std::string>() + (j.contains("step") ? std::to_string(j["step"].get<int>()) : ""));
+        kinds.push_back(j["type"].get<std::string>() +
+                        (j.contains("step") ? std::to_string(j["step"].get<int>()) : ""));
     }
     check("log_truncate_after", kinds == std::vector<std::string>{"config", "train1", "train2", "train3"},
           "got " + json(kinds).dump());
@@ -444,20 +571,27 @@ static void test_full_disk() {
         std::printf("SKIPPED full_disk_dev_full: /dev/full is not writable here\n");
     } else {
         std::vector<float> w(1000, 1.f);
-        expect_error("full_disk_safetensors", [&] {
-            safetensors_write("/dev/full", {{"w", "F32", {1000}, w.data()}}, {{"k", "v"}});
-        }, "cannot write /dev/full: " + enospc);
-        expect_error("full_disk_shard", [&] { write_shard("/dev/full", iota_tokens(10, 0)); }, enospc);
+        expect_error(
+            "full_disk_safetensors",
+            [&] {
+                safetensors_write("/dev/full", {{"w", "F32", {1000}, w.data()}}, {{"k", "v"}});
+            },
+            "cannot write /dev/full: " + enospc);
+        expect_error(
+            "full_disk_shard", [&] { write_shard("/dev/full", iota_tokens(10, 0)); }, enospc);
 
         std::string run = g_tmp + "/fullrun";
         make_run_dir(run);
         checkpoint_write(run, 1, [](const std::string& dir) { write_text_file_atomic(dir + "/state.json", "{}"); });
-        expect_error("full_disk_checkpoint", [&] {
-            checkpoint_write(run, 2, [&](const std::string& dir) {
-                fs::create_symlink("/dev/full", dir + "/model.safetensors");
-                safetensors_write(dir + "/model.safetensors", {{"w", "F32", {1000}, w.data()}}, {});
-            });
-        }, enospc);
+        expect_error(
+            "full_disk_checkpoint",
+            [&] {
+                checkpoint_write(run, 2, [&](const std::string& dir) {
+                    fs::create_symlink("/dev/full", dir + "/model.safetensors");
+                    safetensors_write(dir + "/model.safetensors", {{"w", "F32", {1000}, w.data()}}, {});
+                });
+            },
+            enospc);
         check("full_disk_checkpoint_keeps_latest", checkpoint_latest(run) == run + "/ckpt_000001" &&
                                                        !fs::exists(run + "/ckpt_000002.tmp") &&
                                                        !fs::exists(run + "/ckpt_000002"));
@@ -465,14 +599,18 @@ static void test_full_disk() {
         std::string tp = run + "/note.txt";
         write_text_file_atomic(tp, "old");
         fs::create_symlink("/dev/full", tp + ".tmp");
-        expect_error("full_disk_text_atomic", [&] { write_text_file_atomic(tp, "new"); }, enospc);
+        expect_error(
+            "full_disk_text_atomic", [&] { write_text_file_atomic(tp, "new"); }, enospc);
         check("full_disk_text_keeps_old", read_text_file(tp) == "old" && !fs::exists(fs::symlink_status(tp + ".tmp")));
         std::string lp = run + "/log.jsonl";
         fs::create_symlink("/dev/full", lp);
-        expect_error("full_disk_log", [&] {
-            JsonlLog log(lp, true);
-            log.write({{"type", "train"}, {"step", 1}});
-        }, enospc);
+        expect_error(
+            "full_disk_log",
+            [&] {
+                JsonlLog log(lp, true);
+                log.write({{"type", "train"}, {"step", 1}});
+            },
+            enospc);
     }
 
     // regular file on a real file system: cap the file size for this process
@@ -527,36 +665,46 @@ static void test_shard_names() {
           "val shards: " + json(base(va)).dump());
 
     // what to do next: the command that prepares a known dataset, and text given as a shard
-    expect_error("shard_hint_prepare_dataset", [&] { DataLoader d("data/wikitext2/nothing_train_*.bin", "train", 100); },
-                 "prepare it with: python3 data/prepare_data.py wikitext2");
-    expect_error("shard_hint_synthetic", [&] { DataLoader d(g_tmp + "/synthetic", "train", 100); },
-                 "python3 data/make_synthetic.py");
+    expect_error(
+        "shard_hint_prepare_dataset", [&] { DataLoader d("data/wikitext2/nothing_train_*.bin", "train", 100); },
+        "prepare it with: python3 data/prepare_data.py wikitext2");
+    expect_error(
+        "shard_hint_synthetic", [&] { DataLoader d(g_tmp + "/synthetic", "train", 100); },
+        "python3 data/make_synthetic.py");
     std::string text = g_tmp + "/text";
     fs::create_directories(text);
     write_raw(text + "/t_train_000000.bin", " = Valkyria Chronicles III = \n\n Senj\xc5\x8d no Valkyria 3 ...\n");
-    expect_error("shard_text_file", [&] { DataLoader d(text, "train", 100); }, "this looks like text, not a token shard");
+    expect_error(
+        "shard_text_file", [&] { DataLoader d(text, "train", 100); }, "this looks like text, not a token shard");
     write_raw(text + "/long_train_000000.bin", std::string(5000, 'a'));
-    expect_error("shard_long_text_file", [&] { DataLoader d(text + "/long_train_000000.bin", "train", 100); },
-                 "looks like text");
-    expect_error("shard_device_file", [&] { DataLoader d("/dev/zero", "train", 100); }, "not a regular file");
-    expect_error("shard_folder_as_file", [&] { read_text_file(g_tmp); }, "is a folder");
+    expect_error(
+        "shard_long_text_file", [&] { DataLoader d(text + "/long_train_000000.bin", "train", 100); },
+        "looks like text");
+    expect_error(
+        "shard_device_file", [&] { DataLoader d("/dev/zero", "train", 100); }, "not a regular file");
+    expect_error(
+        "shard_folder_as_file", [&] { read_text_file(g_tmp); }, "is a folder");
 
     // a resumed data position with impossible values
     DataLoader dl(dir, "train", 100);
     dl.start(1, 4, false, 0);
     json st = dl.state();
     st["cursor"] = -3;
-    expect_error("shards_state_negative_cursor", [&] { dl.set_state(st); }, "'cursor' is -3, not a non-negative integer");
+    expect_error(
+        "shards_state_negative_cursor", [&] { dl.set_state(st); }, "'cursor' is -3, not a non-negative integer");
 }
 
 static void test_config_robustness() {
     // one validation of the model keys for every stored config (checkpoint metadata)
-    expect_error("stored_config_n_head_zero", [&] { stored_config(R"({"n_head": 0})", "w.safetensors"); },
-                 "the config in w.safetensors is not valid: n_head must be >= 1");
-    expect_error("stored_config_max_seq_len_zero", [&] { stored_config(R"({"max_seq_len": 0, "seq_len": 0})", "w"); },
-                 "max_seq_len must be >= 1");
-    expect_error("stored_config_not_json", [&] { stored_config("{n_layer", "w.safetensors"); },
-                 "cannot parse the config in w.safetensors");
+    expect_error(
+        "stored_config_n_head_zero", [&] { stored_config(R"({"n_head": 0})", "w.safetensors"); },
+        "the config in w.safetensors is not valid: n_head must be >= 1");
+    expect_error(
+        "stored_config_max_seq_len_zero", [&] { stored_config(R"({"max_seq_len": 0, "seq_len": 0})", "w"); },
+        "max_seq_len must be >= 1");
+    expect_error(
+        "stored_config_not_json", [&] { stored_config("{n_layer", "w.safetensors"); },
+        "cannot parse the config in w.safetensors");
     expect_ok("stored_config_needs_no_data", [&] { stored_config(R"({"pos": "crope"})", "w"); });
 
     // --init_from is recorded with its SHA-256; --resume reads the record back without loading it
@@ -569,9 +717,24 @@ static void test_config_robustness() {
                                            back.init_from == "w.safetensors" && back.init_sha256 == "ab12");
     std::string cfg = g_tmp + "/init.json";
     write_raw(cfg, R"({"init_from": "w.safetensors"})");
-    expect_error("config_init_from_not_in_files", [&] { parse({"--config", cfg}); }, "unknown config key 'init_from'");
-    expect_error("config_resume_and_init_from", [&] { parse({"--resume", "r", "--init_from", "w"}); }, "give only one");
-    expect_error("config_resume_and_overwrite", [&] { parse({"--resume", "r", "--overwrite"}); }, "give only one");
+    expect_error(
+        "config_init_from_not_in_files",
+        [&] {
+            parse({"--config", cfg});
+        },
+        "unknown config key 'init_from'");
+    expect_error(
+        "config_resume_and_init_from",
+        [&] {
+            parse({"--resume", "r", "--init_from", "w"});
+        },
+        "give only one");
+    expect_error(
+        "config_resume_and_overwrite",
+        [&] {
+            parse({"--resume", "r", "--overwrite"});
+        },
+        "give only one");
     check("config_overwrite_flag", parse({"--overwrite", "--steps", "3"}).overwrite && !parse({}).overwrite);
 
     // clipping as torch's clip_grad_norm_: max_norm / (norm + 1e-6), never above 1
@@ -586,13 +749,15 @@ static void test_config_robustness() {
         std::vector<double> p = {0.5, -1.0, 2.0}, g = {0.3, -0.2, 1.5}, m(3), v(3), hp = p, hm(3), hv(3);
         double err = 0;
         for (int t = 1; t <= 3; t++) {
-            cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), 3, (float)lr, b1, b2, (float)eps, (float)wd, t, 1.0f);
+            cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), 3, (float)lr, b1, b2, (float)eps, (float)wd, t,
+                              1.0f);
             for (int i = 0; i < 3; i++) {
                 double lrf = (float)lr, epsf = (float)eps, wdf = (float)wd;  // these travel as float
                 hp[i] *= 1 - lrf * wdf;
                 hm[i] = b1 * hm[i] + (1 - b1) * g[i];
                 hv[i] = b2 * hv[i] + (1 - b2) * g[i] * g[i];
-                hp[i] -= lrf / (1 - std::pow(b1, t)) * hm[i] / (std::sqrt(hv[i]) / std::sqrt(1 - std::pow(b2, t)) + epsf);
+                hp[i] -=
+                    lrf / (1 - std::pow(b1, t)) * hm[i] / (std::sqrt(hv[i]) / std::sqrt(1 - std::pow(b2, t)) + epsf);
                 err = std::max(err, std::abs(p[i] - hp[i]) / std::abs(hp[i]));
             }
         }
@@ -603,18 +768,24 @@ static void test_config_robustness() {
     ModelConfig huge;
     huge.C = 1 << 20;
     huge.H = 4;
-    expect_error("memory_check_huge_n_embd", [&] { check_host_memory(huge, 4, 256, true); }, "this model needs about");
+    expect_error(
+        "memory_check_huge_n_embd", [&] { check_host_memory(huge, 4, 256, true); }, "this model needs about");
     ModelConfig longT;
     longT.maxT = 1 << 20;
-    expect_error("memory_check_huge_seq_len", [&] { check_host_memory(longT, 4, 1 << 20, true); }, "GiB");
+    expect_error(
+        "memory_check_huge_seq_len", [&] { check_host_memory(longT, 4, 1 << 20, true); }, "GiB");
     ModelConfig small;
     expect_ok("memory_check_paper_model", [&] { check_host_memory(small, 8, 64, true); });
 
     // numbers on other binaries' command lines
-    expect_error("arg_not_integer", [&] { parse_int_arg("abc", "--tokens", 0, 100); }, "--tokens: expected an integer, got 'abc'");
-    expect_error("arg_integer_too_big", [&] { parse_int_arg("99999999999999999999", "--tokens", 0, 100); },
-                 "expected an integer");
-    expect_error("arg_nan", [&] { parse_number_arg("nan", "--temperature"); }, "--temperature: expected a number");
+    expect_error(
+        "arg_not_integer", [&] { parse_int_arg("abc", "--tokens", 0, 100); },
+        "--tokens: expected an integer, got 'abc'");
+    expect_error(
+        "arg_integer_too_big", [&] { parse_int_arg("99999999999999999999", "--tokens", 0, 100); },
+        "expected an integer");
+    expect_error(
+        "arg_nan", [&] { parse_number_arg("nan", "--temperature"); }, "--temperature: expected a number");
 }
 
 static void test_files_and_run_dir() {
@@ -640,9 +811,11 @@ static void test_files_and_run_dir() {
     expect_ok("run_dir_empty_is_free", [&] { claim_run_dir(run, false); });
     write_raw(run + "/log.jsonl", "{}\n");
     checkpoint_write(run, 3, [](const std::string& dir) { write_text_file_atomic(dir + "/state.json", "{}"); });
-    expect_error("run_dir_holds_run", [&] { claim_run_dir(run, false); }, "already holds a run: continue it with --resume");
+    expect_error(
+        "run_dir_holds_run", [&] { claim_run_dir(run, false); }, "already holds a run: continue it with --resume");
     write_raw(run + "/notes.txt", "mine");
-    expect_error("run_dir_overwrite_keeps_other_files", [&] { claim_run_dir(run, true); }, "notes.txt");
+    expect_error(
+        "run_dir_overwrite_keeps_other_files", [&] { claim_run_dir(run, true); }, "notes.txt");
     check("run_dir_other_files_kept", fs::exists(run + "/notes.txt") && fs::exists(run + "/latest"));
     fs::remove(run + "/notes.txt");
     expect_ok("run_dir_overwrite", [&] { claim_run_dir(run, true); });
@@ -651,16 +824,20 @@ static void test_files_and_run_dir() {
     std::string bad = g_tmp + "/badlatest";
     make_run_dir(bad);
     write_raw(bad + "/latest", "../../etc\n");
-    expect_error("checkpoint_latest_bad_name", [&] { checkpoint_latest(bad); }, "'latest' is corrupt");
+    expect_error(
+        "checkpoint_latest_bad_name", [&] { checkpoint_latest(bad); }, "'latest' is corrupt");
 
     // encoder.json: anything but an object of token -> id is named as such
     std::string enc = g_tmp + "/encoder.json";
     write_raw(enc, "{}");
-    expect_error("encoder_empty_object", [&] { GPT2Decoder d(enc); }, "is not a GPT-2 encoder.json");
+    expect_error(
+        "encoder_empty_object", [&] { GPT2Decoder d(enc); }, "is not a GPT-2 encoder.json");
     write_raw(enc, R"({"a": "0", "b": 1})");
-    expect_error("encoder_string_ids", [&] { GPT2Decoder d(enc); }, "the id of 'a' is \"0\", not an integer");
+    expect_error(
+        "encoder_string_ids", [&] { GPT2Decoder d(enc); }, "the id of 'a' is \"0\", not an integer");
     write_raw(enc, R"({"a": 0, "b": 0})");
-    expect_error("encoder_repeated_id", [&] { GPT2Decoder d(enc); }, "out of range or repeated");
+    expect_error(
+        "encoder_repeated_id", [&] { GPT2Decoder d(enc); }, "out of range or repeated");
     write_raw(enc, R"({"a": 1, "b": 0})");
     check("encoder_small_ok", GPT2Decoder(enc).decode({1, 0}) == "ab");
 }
@@ -673,9 +850,14 @@ int main() {
     }
     g_tmp = tmpl;
     const std::pair<const char*, void (*)()> groups[] = {
-        {"config", test_config},         {"validate", test_validate},     {"dataloader", test_dataloader},
-        {"safetensors", test_safetensors}, {"checkpoint", test_checkpoint}, {"full_disk", test_full_disk},
-        {"shard_names", test_shard_names}, {"config_robustness", test_config_robustness},
+        {"config", test_config},
+        {"validate", test_validate},
+        {"dataloader", test_dataloader},
+        {"safetensors", test_safetensors},
+        {"checkpoint", test_checkpoint},
+        {"full_disk", test_full_disk},
+        {"shard_names", test_shard_names},
+        {"config_robustness", test_config_robustness},
         {"files_and_run_dir", test_files_and_run_dir},
     };
     for (auto& [name, fn] : groups) {

@@ -27,8 +27,17 @@ std::vector<Tensor> gpt2_layout(int L, int C, int V, int maxT) {
     std::vector<std::pair<size_t, bool>> sizes = {{(size_t)V * C, true}, {(size_t)maxT * C, true}};
     const size_t c = C;
     for (int l = 0; l < L; l++)
-        for (auto s : {std::make_pair(c, false), {c, false}, {3 * c * c, true}, {3 * c, false}, {c * c, true},
-                       {c, false}, {c, false}, {c, false}, {4 * c * c, true}, {4 * c, false}, {4 * c * c, true},
+        for (auto s : {std::make_pair(c, false),
+                       {c, false},
+                       {3 * c * c, true},
+                       {3 * c, false},
+                       {c * c, true},
+                       {c, false},
+                       {c, false},
+                       {c, false},
+                       {4 * c * c, true},
+                       {4 * c, false},
+                       {4 * c * c, true},
                        {c, false}})
             sizes.push_back(s);
     sizes.push_back({c, false});
@@ -93,8 +102,10 @@ __global__ void adamw_multi_kernel(float* p, const float* g, float* m, float* v,
     int lo = 0, hi = t.count - 1;  // the last tensor whose first block is <= this block
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (t.first_block[mid] <= blockIdx.x) lo = mid;
-        else hi = mid - 1;
+        if (t.first_block[mid] <= blockIdx.x)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     const size_t begin = t.offset[lo] + (size_t)(blockIdx.x - t.first_block[lo]) * kChunk;
     const size_t n = min((size_t)kChunk, t.offset[lo] + t.n[lo] - begin);
@@ -109,7 +120,8 @@ struct State {
 };
 
 void step(int version, State& s, const std::vector<Tensor>& layout, const Hyper& h) {
-    const float bc1 = (float)(1.0 - std::pow((double)h.beta1, h.t)), bc2 = (float)(1.0 - std::pow((double)h.beta2, h.t));
+    const float bc1 = (float)(1.0 - std::pow((double)h.beta1, h.t)),
+                bc2 = (float)(1.0 - std::pow((double)h.beta2, h.t));
     if (version == 3) {
         Table t;
         unsigned blocks = 0;
@@ -156,7 +168,8 @@ bool check(const char* name, int version, const std::vector<Tensor>& layout) {
 
 int main(int argc, char** argv) {
     return lab::run(argc, argv, "adamw", {{"L", 12}, {"C", 768}, {"V", 50257}, {"maxT", 1024}}, [](const lab::Args& a) {
-        if (a["C"] % 4) throw std::runtime_error("--C must be a multiple of 4 (float4 tensors), got " + std::to_string(a["C"]));
+        if (a["C"] % 4)
+            throw std::runtime_error("--C must be a multiple of 4 (float4 tensors), got " + std::to_string(a["C"]));
         if (12 * a["L"] + 5 > kMaxTensors)
             throw std::runtime_error("--L must be at most " + std::to_string((kMaxTensors - 4) / 12));
         const auto layout = gpt2_layout(a["L"], a["C"], a["V"], a["maxT"]);

@@ -101,10 +101,17 @@ void flash_forward_rope(float* out, float* lse, const float* qkv, const float* c
     const dim3 grid((unsigned)(s.B * s.H), (unsigned)gpu::ceil_div(s.T, kRows));
     const float scale = 1.0f / sqrtf((float)s.D);
     switch (s.D) {
-        case 16: flash_forward_rope_kernel<16><<<grid, kThreads>>>(out, lse, qkv, cos_t, sin_t, s.T, s.C(), s.H, scale); break;
-        case 32: flash_forward_rope_kernel<32><<<grid, kThreads>>>(out, lse, qkv, cos_t, sin_t, s.T, s.C(), s.H, scale); break;
-        case 64: flash_forward_rope_kernel<64><<<grid, kThreads>>>(out, lse, qkv, cos_t, sin_t, s.T, s.C(), s.H, scale); break;
-        default: throw std::runtime_error("flash-rope-load supports head sizes 16, 32 and 64, got " + std::to_string(s.D));
+        case 16:
+            flash_forward_rope_kernel<16><<<grid, kThreads>>>(out, lse, qkv, cos_t, sin_t, s.T, s.C(), s.H, scale);
+            break;
+        case 32:
+            flash_forward_rope_kernel<32><<<grid, kThreads>>>(out, lse, qkv, cos_t, sin_t, s.T, s.C(), s.H, scale);
+            break;
+        case 64:
+            flash_forward_rope_kernel<64><<<grid, kThreads>>>(out, lse, qkv, cos_t, sin_t, s.T, s.C(), s.H, scale);
+            break;
+        default:
+            throw std::runtime_error("flash-rope-load supports head sizes 16, 32 and 64, got " + std::to_string(s.D));
     }
     cudaCheckLaunch();
 }
@@ -117,11 +124,16 @@ struct Case {
     Kind kind;
     bool bf16;
 };
-const Case kCases[] = {{"cublas", kCublas, false},         {"flash", kFlash, false},
-                       {"cublas-bf16", kCublas, true},     {"flash-bf16", kFlash, true},
-                       {"rope+flash", kRopeThenFlash, false}, {"flash-rope-load", kFlashRopeLoad, false}};
+const Case kCases[] = {{"cublas", kCublas, false},
+                       {"flash", kFlash, false},
+                       {"cublas-bf16", kCublas, true},
+                       {"flash-bf16", kFlash, true},
+                       {"rope+flash", kRopeThenFlash, false},
+                       {"flash-rope-load", kFlashRopeLoad, false}};
 
-bool uses_rope(const Case& v) { return v.kind == kRopeThenFlash || v.kind == kFlashRopeLoad; }
+bool uses_rope(const Case& v) {
+    return v.kind == kRopeThenFlash || v.kind == kFlashRopeLoad;
+}
 
 // Device buffers of one run; att holds the probabilities (cublas) or the log-sum-exps (flash).
 struct Buffers {
@@ -141,19 +153,27 @@ struct Buffers {
 
 void forward(const Case& v, Buffers& b, const Shape& s) {
     switch (v.kind) {
-        case kCublas: gpu::attention_forward(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H); break;
-        case kFlash: gpu::attention_forward_lse(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H); break;
+        case kCublas:
+            gpu::attention_forward(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H);
+            break;
+        case kFlash:
+            gpu::attention_forward_lse(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H);
+            break;
         case kRopeThenFlash:
             gpu::rope_forward(b.qkvr, b.qkv, b.cos_t, b.sin_t, s.B, s.T, s.C(), s.H);
             gpu::attention_forward_lse(b.out, b.att, b.qkvr, s.B, s.T, s.C(), s.H);
             break;
-        case kFlashRopeLoad: flash_forward_rope(b.out, b.att, b.qkv, b.cos_t, b.sin_t, s); break;
+        case kFlashRopeLoad:
+            flash_forward_rope(b.out, b.att, b.qkv, b.cos_t, b.sin_t, s);
+            break;
     }
 }
 
 void backward(const Case& v, Buffers& b, const Shape& s) {
-    if (v.kind == kFlash) gpu::attention_backward_lse(b.dqkv, b.dout, b.qkv, b.out, b.att, s.B, s.T, s.C(), s.H);
-    else gpu::attention_backward(b.dqkv, b.scratch, b.dout, b.qkv, b.att, s.B, s.T, s.C(), s.H);
+    if (v.kind == kFlash)
+        gpu::attention_backward_lse(b.dqkv, b.dout, b.qkv, b.out, b.att, s.B, s.T, s.C(), s.H);
+    else
+        gpu::attention_backward(b.dqkv, b.scratch, b.dout, b.qkv, b.att, s.B, s.T, s.C(), s.H);
 }
 
 // RoPE tables (T, D/2) in float, as the trainer builds them (base 10000)
@@ -178,9 +198,8 @@ bool check(const Case& v, const Shape& s) {
     if (uses_rope(v)) return lab::report(v.name, {{"out", lab::rel_max_err(b.out.host(), out)}}, tol);
     cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C(), s.H);
     backward(v, b, s);
-    return lab::report(v.name,
-                       {{"out", lab::rel_max_err(b.out.host(), out)}, {"dqkv", lab::rel_max_err(b.dqkv.host(), dqkv)}},
-                       tol);
+    return lab::report(
+        v.name, {{"out", lab::rel_max_err(b.out.host(), out)}, {"dqkv", lab::rel_max_err(b.dqkv.host(), dqkv)}}, tol);
 }
 
 void time_case(const Case& v, const Shape& s, int reps) {

@@ -69,7 +69,9 @@ __global__ void __launch_bounds__(kSmemThreads)
         z[v] = expf(zs[v] - logsum) * dscale - (v == target ? dscale : 0.0f);
 }
 
-size_t smem_bytes(int V) { return (size_t)V * sizeof(float); }
+size_t smem_bytes(int V) {
+    return (size_t)V * sizeof(float);
+}
 bool smem_fits(int V) {
     int dev = 0, optin = 0;
     cudaCheck(cudaGetDevice(&dev));
@@ -101,14 +103,16 @@ std::vector<int> random_targets(const Shape& s) {
     return t;
 }
 
-void head(Bufs& b, const Shape& s) { gpu::matmul_forward(b.logits, b.x, b.wte, nullptr, s.N, s.C, s.V); }
+void head(Bufs& b, const Shape& s) {
+    gpu::matmul_forward(b.logits, b.x, b.wte, nullptr, s.N, s.C, s.V);
+}
 
 void loss(int version, Bufs& b, const Shape& s) {
     const float dscale = 1.0f / s.N;
     if (version <= 2) return gpu::softmax_crossentropy(b.logits, b.losses, b.targets, s.N, s.V, dscale);
     if (version == 3) {
-        crossentropy_warp_kernel<<<gpu::ceil_div(s.N, kWarps), 32 * kWarps>>>(b.logits.p, b.losses.p, b.targets.p,
-                                                                               s.N, s.V, dscale);
+        crossentropy_warp_kernel<<<gpu::ceil_div(s.N, kWarps), 32 * kWarps>>>(b.logits.p, b.losses.p, b.targets.p, s.N,
+                                                                              s.V, dscale);
     } else {
         cudaCheck(cudaFuncSetAttribute(crossentropy_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)smem_bytes(s.V)));
@@ -128,7 +132,8 @@ bool check(const char* name, int version, const Shape& s) {
     const auto t = random_targets(s);
     Bufs b(s, t);
     auto x = b.x.host(), wte = b.wte.host();
-    std::vector<float> logits((size_t)s.N * s.V), losses(s.N), dx((size_t)s.N * s.C, 0.0f), dwte((size_t)s.V * s.C, 0.0f);
+    std::vector<float> logits((size_t)s.N * s.V), losses(s.N), dx((size_t)s.N * s.C, 0.0f),
+        dwte((size_t)s.V * s.C, 0.0f);
     cpu::matmul_forward<float>(logits.data(), x.data(), wte.data(), nullptr, s.N, s.C, s.V);
     cpu::softmax_crossentropy(logits.data(), losses.data(), t.data(), s.N, s.V, 1.0f / s.N);
     cpu::matmul_backward<float>(dx.data(), dwte.data(), nullptr, logits.data(), x.data(), wte.data(), s.N, s.C, s.V);

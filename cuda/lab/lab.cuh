@@ -154,8 +154,10 @@ inline void print_times(const std::vector<Stage>& stages, int reps) {
     for (size_t i = 0; i < stages.size(); i++) {
         const Stage& s = stages[i];
         double ms = time_ms(s.run, reps);
-        if (s.flops) std::snprintf(buf, sizeof buf, " %s %8.3f ms %7.1f TFLOP/s", s.what, ms, s.work / ms * 1e-9);
-        else std::snprintf(buf, sizeof buf, " %s %8.3f ms %7.1f GB/s", s.what, ms, s.work / ms * 1e-6);
+        if (s.flops)
+            std::snprintf(buf, sizeof buf, " %s %8.3f ms %7.1f TFLOP/s", s.what, ms, s.work / ms * 1e-9);
+        else
+            std::snprintf(buf, sizeof buf, " %s %8.3f ms %7.1f GB/s", s.what, ms, s.work / ms * 1e-6);
         line += (i ? " |" : "") + std::string(buf);
     }
     std::printf("%s\n", line.c_str());
@@ -169,7 +171,9 @@ struct Version {
     std::function<void()> time;
 };
 
-inline bool emulated() { return CudaBackend::device_name().rfind("CUDA emulation", 0) == 0; }
+inline bool emulated() {
+    return CudaBackend::device_name().rfind("CUDA emulation", 0) == 0;
+}
 
 // The program's main: header line, then every version (or only --version N). Exit status 0
 // when every version checked matched its reference; errors print "error: ..." and exit 1.
@@ -193,8 +197,10 @@ inline int run(int argc, char** argv, const char* title, std::vector<std::pair<s
             if (only && only != (int)i + 1) continue;
             std::printf("version %zu: %s\n", i + 1, vs[i].name.c_str());
             ok = vs[i].check() && ok;
-            if (emulated()) std::printf("  time  emulated: not timed\n");
-            else vs[i].time();
+            if (emulated())
+                std::printf("  time  emulated: not timed\n");
+            else
+                vs[i].time();
         }
         gpu::set_precision_bf16(false);
         return ok ? 0 : 1;

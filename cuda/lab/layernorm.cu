@@ -150,15 +150,23 @@ __global__ void sum_partials_kernel(float* __restrict__ dw, float* __restrict__ 
 template <class F>
 void with_channels(int C, F f) {
     switch (C) {
-        case 128: return f(std::integral_constant<int, 4>());
-        case 256: return f(std::integral_constant<int, 8>());
-        case 384: return f(std::integral_constant<int, 12>());
-        case 512: return f(std::integral_constant<int, 16>());
-        case 768: return f(std::integral_constant<int, 24>());
-        case 1024: return f(std::integral_constant<int, 32>());
+        case 128:
+            return f(std::integral_constant<int, 4>());
+        case 256:
+            return f(std::integral_constant<int, 8>());
+        case 384:
+            return f(std::integral_constant<int, 12>());
+        case 512:
+            return f(std::integral_constant<int, 16>());
+        case 768:
+            return f(std::integral_constant<int, 24>());
+        case 1024:
+            return f(std::integral_constant<int, 32>());
     }
-    throw std::runtime_error("--C must be one of 128, 256, 384, 512, 768, 1024 (versions 2 and 3 hold a row in "
-                             "registers), got " + std::to_string(C));
+    throw std::runtime_error(
+        "--C must be one of 128, 256, 384, 512, 768, 1024 (versions 2 and 3 hold a row in "
+        "registers), got " +
+        std::to_string(C));
 }
 
 struct Bufs {
@@ -183,8 +191,12 @@ void forward(int vec, Bufs& q, int N, int C) {
     with_channels(C, [&](auto p) {
         constexpr int P = p.value;
         const unsigned grid = gpu::ceil_div(N, kWarps);
-        if (vec == 1) layernorm_forward_regs_kernel<1, P><<<grid, 32 * kWarps>>>(q.out.p, q.mean.p, q.rstd.p, q.x.p, q.w.p, q.b.p, N);
-        else layernorm_forward_regs_kernel<4, P><<<grid, 32 * kWarps>>>(q.out.p, q.mean.p, q.rstd.p, q.x.p, q.w.p, q.b.p, N);
+        if (vec == 1)
+            layernorm_forward_regs_kernel<1, P>
+                <<<grid, 32 * kWarps>>>(q.out.p, q.mean.p, q.rstd.p, q.x.p, q.w.p, q.b.p, N);
+        else
+            layernorm_forward_regs_kernel<4, P>
+                <<<grid, 32 * kWarps>>>(q.out.p, q.mean.p, q.rstd.p, q.x.p, q.w.p, q.b.p, N);
     });
     cudaCheckLaunch();
 }
@@ -195,9 +207,11 @@ void backward(int vec, Bufs& q, int N, int C) {
     with_channels(C, [&](auto p) {
         constexpr int P = p.value;
         if (vec == 1)
-            layernorm_backward_regs_kernel<1, P><<<blocks, 32 * kWarps>>>(q.dinp.p, q.partial.p, q.dout.p, q.x.p, q.w.p, q.mean.p, q.rstd.p, N);
+            layernorm_backward_regs_kernel<1, P>
+                <<<blocks, 32 * kWarps>>>(q.dinp.p, q.partial.p, q.dout.p, q.x.p, q.w.p, q.mean.p, q.rstd.p, N);
         else
-            layernorm_backward_regs_kernel<4, P><<<blocks, 32 * kWarps>>>(q.dinp.p, q.partial.p, q.dout.p, q.x.p, q.w.p, q.mean.p, q.rstd.p, N);
+            layernorm_backward_regs_kernel<4, P>
+                <<<blocks, 32 * kWarps>>>(q.dinp.p, q.partial.p, q.dout.p, q.x.p, q.w.p, q.mean.p, q.rstd.p, N);
     });
     cudaCheckLaunch();
     sum_partials_kernel<<<gpu::ceil_div(C, 256), 256>>>(q.dw.p, q.db.p, q.partial.p, blocks, C);
@@ -226,7 +240,7 @@ bool check(const char* name, int vec, int N, int C) {
 int main(int argc, char** argv) {
     return lab::run(argc, argv, "layernorm", {{"N", 16384}, {"C", 768}}, [](const lab::Args& a) {
         const int N = a["N"], C = a["C"], reps = a["reps"];
-        with_channels(C, [](auto) {});  // throws for a channel count without register kernels
+        with_channels(C, [](auto) {});    // throws for a channel count without register kernels
         const int Ns = std::min(N, 300);  // the check's rows: several backward blocks, a partial last one
         std::vector<lab::Version> vs;
         const char* names[] = {"trainer", "regs", "regs-vec4"};
@@ -238,9 +252,10 @@ int main(int argc, char** argv) {
                           [=] {
                               Bufs q(N, C);
                               const double row = 4.0 * N * C;
-                              lab::print_times({{"forward", [&] { forward(vec, q, N, C); }, 2 * row + 8.0 * N, false},
-                                                {"backward", [&] { backward(vec, q, N, C); }, 4 * row + 8.0 * N, false}},
-                                               reps);
+                              lab::print_times(
+                                  {{"forward", [&] { forward(vec, q, N, C); }, 2 * row + 8.0 * N, false},
+                                   {"backward", [&] { backward(vec, q, N, C); }, 4 * row + 8.0 * N, false}},
+                                  reps);
                           }});
         }
         return vs;

@@ -8,55 +8,55 @@ namespace cpu {
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) {
 #pragma omp parallel for
-  for (int i = 0; i < N; i++) {
-    const T* x = inp + (size_t)i * C;
-    T m = 0;
-    for (int c = 0; c < C; c++) m += x[c];
-    m /= C;
-    T var = 0;
-    for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
-    var /= C;
-    T s = T(1) / std::sqrt(var + T(1e-5));
-    T* o = out + (size_t)i * C;
-    for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
-    mean[i] = m;
-    rstd[i] = s;
-  }
+    for (int i = 0; i < N; i++) {
+        const T* x = inp + (size_t)i * C;
+        T m = 0;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        T var = 0;
+        for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
+        var /= C;
+        T s = T(1) / std::sqrt(var + T(1e-5));
+        T* o = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        mean[i] = m;
+        rstd[i] = s;
+    }
 }
 
 template <class T>
-void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
-                        const T* rstd, int N, int C) {
-  // dinp rows are independent; dw and db sum over rows, kept serial for a fixed order.
+void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean, const T* rstd,
+                        int N, int C) {
+    // dinp rows are independent; dw and db sum over rows, kept serial for a fixed order.
 #pragma omp parallel for
-  for (int i = 0; i < N; i++) {
-    const T* x = inp + (size_t)i * C;
-    const T* d = dout + (size_t)i * C;
-    T* dx = dinp + (size_t)i * C;
-    T m = mean[i], s = rstd[i];
-    // dxhat = d * w; dx = s * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-    T sum_d = 0, sum_dx = 0;
-    for (int c = 0; c < C; c++) {
-      T xhat = (x[c] - m) * s;
-      T dxhat = d[c] * w[c];
-      sum_d += dxhat;
-      sum_dx += dxhat * xhat;
+    for (int i = 0; i < N; i++) {
+        const T* x = inp + (size_t)i * C;
+        const T* d = dout + (size_t)i * C;
+        T* dx = dinp + (size_t)i * C;
+        T m = mean[i], s = rstd[i];
+        // dxhat = d * w; dx = s * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+        T sum_d = 0, sum_dx = 0;
+        for (int c = 0; c < C; c++) {
+            T xhat = (x[c] - m) * s;
+            T dxhat = d[c] * w[c];
+            sum_d += dxhat;
+            sum_dx += dxhat * xhat;
+        }
+        sum_d /= C;
+        sum_dx /= C;
+        for (int c = 0; c < C; c++) {
+            T xhat = (x[c] - m) * s;
+            dx[c] += s * (d[c] * w[c] - sum_d - xhat * sum_dx);
+        }
     }
-    sum_d /= C;
-    sum_dx /= C;
-    for (int c = 0; c < C; c++) {
-      T xhat = (x[c] - m) * s;
-      dx[c] += s * (d[c] * w[c] - sum_d - xhat * sum_dx);
+    for (int i = 0; i < N; i++) {
+        const T* x = inp + (size_t)i * C;
+        const T* d = dout + (size_t)i * C;
+        for (int c = 0; c < C; c++) {
+            dw[c] += d[c] * (x[c] - mean[i]) * rstd[i];
+            db[c] += d[c];
+        }
     }
-  }
-  for (int i = 0; i < N; i++) {
-    const T* x = inp + (size_t)i * C;
-    const T* d = dout + (size_t)i * C;
-    for (int c = 0; c < C; c++) {
-      dw[c] += d[c] * (x[c] - mean[i]) * rstd[i];
-      db[c] += d[c];
-    }
-  }
 }
 
 }  // namespace cpu

@@ -8,15 +8,15 @@ namespace cpu {
 
 #ifndef NO_CBLAS
 // C (M,N) = alpha * op(A) op(B) + beta * C, row-major
-inline void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                 int ldb, float beta, float* Cm, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
-              B, ldb, beta, Cm, ldc);
+inline void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+                 float beta, float* Cm, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+                B, ldb, beta, Cm, ldc);
 }
 inline void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
                  int ldb, double beta, double* Cm, int ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
-              B, ldb, beta, Cm, ldc);
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+                B, ldb, beta, Cm, ldc);
 }
 #else
 // Built without a BLAS (the Makefile found no cblas.h, as on a bare GPU machine
@@ -26,41 +26,42 @@ template <class T>
 void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb, T beta, T* Cm,
           int ldc) {
 #pragma omp parallel for
-  for (int i = 0; i < M; i++)
-    for (int j = 0; j < N; j++) {
-      T s = 0;
-      for (int k = 0; k < K; k++) s += (ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
-                                       (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
-      T& c = Cm[(size_t)i * ldc + j];
-      c = alpha * s + (beta == T(0) ? T(0) : beta * c);
-    }
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            T s = 0;
+            for (int k = 0; k < K; k++)
+                s += (ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                     (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+            T& c = Cm[(size_t)i * ldc + j];
+            c = alpha * s + (beta == T(0) ? T(0) : beta * c);
+        }
 }
 #endif
 
 // out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
 template <class T>
 void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
-  if (bias) {
+    if (bias) {
 #pragma omp parallel for
-    for (int i = 0; i < N; i++)
-      for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] = bias[o];
-  }
-  gemm(false, true, N, OC, IC, T(1), inp, IC, w, IC, bias ? T(1) : T(0), out, OC);
+        for (int i = 0; i < N; i++)
+            for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] = bias[o];
+    }
+    gemm(false, true, N, OC, IC, T(1), inp, IC, w, IC, bias ? T(1) : T(0), out, OC);
 }
 
 // dinp (N,IC) += dout . w ; dw (OC,IC) += dout^T . inp ; dbias (OC) += column sums of dout
 template <class T>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC, int OC) {
-  gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(1), dinp, IC);
-  gemm(true, false, OC, IC, N, T(1), dout, OC, inp, IC, T(1), dw, IC);
-  if (dbias) {
+    gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(1), dinp, IC);
+    gemm(true, false, OC, IC, N, T(1), dout, OC, inp, IC, T(1), dw, IC);
+    if (dbias) {
 #pragma omp parallel for
-    for (int o = 0; o < OC; o++) {
-      T s = 0;
-      for (int i = 0; i < N; i++) s += dout[(size_t)i * OC + o];
-      dbias[o] += s;
+        for (int o = 0; o < OC; o++) {
+            T s = 0;
+            for (int i = 0; i < N; i++) s += dout[(size_t)i * OC + o];
+            dbias[o] += s;
+        }
     }
-  }
 }
 
 }  // namespace cpu

@@ -72,15 +72,19 @@ __global__ void barrier_after_exit_kernel(float* out) {
 }
 
 __global__ void divergent_barrier_kernel(float* out) {
-    if (threadIdx.x < 32) __syncthreads();
-    else __syncthreads();
+    if (threadIdx.x < 32)
+        __syncthreads();
+    else
+        __syncthreads();
     out[threadIdx.x] = 1.0f;
 }
 
 // lane 0 waits for lane 1 in a shuffle while lane 1 waits at a block barrier
 __global__ void deadlock_kernel(float* out) {
-    if (threadIdx.x == 0) out[0] = __shfl_sync(0x3u, 1.0f, 1);
-    else __syncthreads();
+    if (threadIdx.x == 0)
+        out[0] = __shfl_sync(0x3u, 1.0f, 1);
+    else
+        __syncthreads();
 }
 
 __global__ void write_kernel(float* out, int n) {
@@ -89,7 +93,9 @@ __global__ void write_kernel(float* out, int n) {
 }
 
 // one element too far: only the sanitizer build can see it
-__global__ void oob_write_kernel(float* out, int n) { out[threadIdx.x + (threadIdx.x == 0 ? n : 0)] = 1.0f; }
+__global__ void oob_write_kernel(float* out, int n) {
+    out[threadIdx.x + (threadIdx.x == 0 ? n : 0)] = 1.0f;
+}
 
 __global__ void misaligned_kernel(float* out) {
     float4 v = *reinterpret_cast<const float4*>(out + 1);  // out + 1 is not 16-byte aligned
@@ -103,7 +109,9 @@ __global__ void dyn_smem_kernel(float* out) {
     out[threadIdx.x] = big[blockDim.x - 1 - threadIdx.x];
 }
 
-__global__ void __launch_bounds__(128) bounded_kernel(float* out) { out[threadIdx.x] = 1.0f; }
+__global__ void __launch_bounds__(128) bounded_kernel(float* out) {
+    out[threadIdx.x] = 1.0f;
+}
 
 // reads shared memory nobody wrote: must see the 0xFF fill (NaN), not zeros
 __global__ void unwritten_shared_kernel(float* out) {
@@ -112,13 +120,13 @@ __global__ void unwritten_shared_kernel(float* out) {
 }
 
 // ---- helpers --------------------------------------------------------------------------------
-#define CK(call)                                                                        \
-    do {                                                                                \
-        cudaError_t e_ = (call);                                                        \
-        if (e_ != cudaSuccess) {                                                        \
+#define CK(call)                                                                             \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                             \
             std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-            return 2;                                                                   \
-        }                                                                               \
+            return 2;                                                                        \
+        }                                                                                    \
     } while (0)
 
 float* dev(const std::vector<float>& h) {
@@ -162,7 +170,9 @@ int run_block_sum() {
     return 0;
 }
 
-float* scratch(size_t n) { return dev(std::vector<float>(n)); }
+float* scratch(size_t n) {
+    return dev(std::vector<float>(n));
+}
 
 int gemm(int m, int n, int k, int lda, int ldc, size_t a_elems, cublasComputeType_t ct, float* result) {
     cublasHandle_t h;
@@ -212,11 +222,14 @@ Outcome in_child(const char* order, const char* mem_bytes, const std::function<i
     return {status, err};
 }
 
-bool exited_ok(const Outcome& o) { return WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0; }
+bool exited_ok(const Outcome& o) {
+    return WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0;
+}
 
 int failures = 0;
 void report(const std::string& name, const std::string& why) {
-    if (why.empty()) std::printf("PASS emu_selftest_%s\n", name.c_str());
+    if (why.empty())
+        std::printf("PASS emu_selftest_%s\n", name.c_str());
     else {
         std::printf("FAIL emu_selftest_%s: %s\n", name.c_str(), why.c_str());
         failures++;
@@ -224,7 +237,9 @@ void report(const std::string& name, const std::string& why) {
     std::fflush(stdout);
 }
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+std::string first_line(const std::string& s) {
+    return s.substr(0, s.find('\n'));
+}
 
 // The defect must end the child with a failure status and a report containing every pattern.
 void expect_report(const std::string& name, const std::vector<std::string>& patterns, const std::function<int()>& f,
@@ -233,8 +248,7 @@ void expect_report(const std::string& name, const std::vector<std::string>& patt
     std::string why;
     if (exited_ok(o)) why = "no report (child exited 0); stderr: " + first_line(o.err);
     for (const auto& p : patterns)
-        if (why.empty() && o.err.find(p) == std::string::npos)
-            why = "report lacks '" + p + "': " + first_line(o.err);
+        if (why.empty() && o.err.find(p) == std::string::npos) why = "report lacks '" + p + "': " + first_line(o.err);
     report(name, why);
 }
 
@@ -244,12 +258,15 @@ void expect_clean(const std::string& name, const std::function<int()>& f, const 
     for (const char* order : {"forward", "reverse", "random"}) {
         Outcome o = in_child(order, mem, f);
         if (!exited_ok(o) || !o.err.empty())
-            why += std::string(why.empty() ? "" : "; ") + order + ": " + (o.err.empty() ? "wrong result" : first_line(o.err));
+            why += std::string(why.empty() ? "" : "; ") + order + ": " +
+                   (o.err.empty() ? "wrong result" : first_line(o.err));
     }
     report(name, why);
 }
 
-std::string at(int line) { return "test_emu_selftest.cu:" + std::to_string(line); }
+std::string at(int line) {
+    return "test_emu_selftest.cu:" + std::to_string(line);
+}
 
 }  // namespace
 
@@ -264,8 +281,10 @@ int main() {
     // a missing barrier reads unwritten (0xFF = NaN) shared memory in at least one order
     {
         int bad = 0;
-        for (const char* order : {"forward", "reverse"}) bad += !exited_ok(in_child(order, nullptr, [] { return run_neighbour(false); }));
-        report("missing_syncthreads", bad > 0 ? "" : "the kernel without its barrier gave the right answer in both orders");
+        for (const char* order : {"forward", "reverse"})
+            bad += !exited_ok(in_child(order, nullptr, [] { return run_neighbour(false); }));
+        report("missing_syncthreads",
+               bad > 0 ? "" : "the kernel without its barrier gave the right answer in both orders");
     }
     expect_report("partial_warp_shuffle", {at(kShflLine), "names lane 16, which does not exist"}, [] {
         float* o = scratch(48);
@@ -273,20 +292,26 @@ int main() {
         return 0;
     });
     for (const char* order : {"forward", "reverse"})
-        expect_report(std::string("shuffle_with_exited_lane_") + order, {"__shfl_down_sync", "names lane 16"}, [] {
-            float* o = scratch(32);
-            exited_lane_kernel<<<1, 32>>>(o);
-            return 0;
-        }, order);
+        expect_report(
+            std::string("shuffle_with_exited_lane_") + order, {"__shfl_down_sync", "names lane 16"},
+            [] {
+                float* o = scratch(32);
+                exited_lane_kernel<<<1, 32>>>(o);
+                return 0;
+            },
+            order);
     expect_report("shuffle_caller_not_in_mask", {"leaves out the calling lane 0"}, [] {
         caller_not_in_mask_kernel<<<1, 32>>>(scratch(32));
         return 0;
     });
     for (const char* order : {"forward", "reverse"})
-        expect_report(std::string("syncthreads_after_exit_") + order, {at(kBarrierLine), "__syncthreads"}, [] {
-            barrier_after_exit_kernel<<<1, 64>>>(scratch(64));
-            return 0;
-        }, order);
+        expect_report(
+            std::string("syncthreads_after_exit_") + order, {at(kBarrierLine), "__syncthreads"},
+            [] {
+                barrier_after_exit_kernel<<<1, 64>>>(scratch(64));
+                return 0;
+            },
+            order);
     expect_report("divergent_syncthreads", {"divergent __syncthreads"}, [] {
         divergent_barrier_kernel<<<1, 64>>>(scratch(64));
         return 0;
@@ -348,7 +373,8 @@ int main() {
                   [] { return gemm(5, 4, 3, 5, 5, 14, CUBLAS_COMPUTE_32F, nullptr); });
     expect_clean("gemm_tf32_rounds_inputs", [] {
         float fp32 = 0, tf32 = 0;
-        if (gemm(1, 1, 1, 1, 1, 1, CUBLAS_COMPUTE_32F, &fp32) || gemm(1, 1, 1, 1, 1, 1, CUBLAS_COMPUTE_32F_FAST_TF32, &tf32))
+        if (gemm(1, 1, 1, 1, 1, 1, CUBLAS_COMPUTE_32F, &fp32) ||
+            gemm(1, 1, 1, 1, 1, 1, CUBLAS_COMPUTE_32F_FAST_TF32, &tf32))
             return 2;
         return fp32 == 1.0f + 1.0f / (1 << 20) && tf32 == 1.0f ? 0 : 1;
     });
@@ -360,19 +386,25 @@ int main() {
                    ? 0
                    : 1;
     });
-    expect_clean("capacity_and_out_of_memory", [] {  // CUDA_EMU_MEM_BYTES=1000
-        float* p = nullptr;
-        if (cudaMalloc(&p, 2000) != cudaErrorMemoryAllocation || p) return 1;
-        if (cudaGetLastError() != cudaErrorMemoryAllocation) return 1;
-        CK(cudaMalloc(&p, 500));  // still works afterwards
-        size_t free_b = 0, total = 0;
-        CK(cudaMemGetInfo(&free_b, &total));
-        return total == 1000 && free_b == 500 ? 0 : 1;
-    }, "1000");
-    expect_report("bad_order_variable", {"error: CUDA_EMU_ORDER=sideways"}, [] {
-        write_kernel<<<1, 32>>>(scratch(32), 32);
-        return 0;
-    }, "sideways");
+    expect_clean(
+        "capacity_and_out_of_memory",
+        [] {  // CUDA_EMU_MEM_BYTES=1000
+            float* p = nullptr;
+            if (cudaMalloc(&p, 2000) != cudaErrorMemoryAllocation || p) return 1;
+            if (cudaGetLastError() != cudaErrorMemoryAllocation) return 1;
+            CK(cudaMalloc(&p, 500));  // still works afterwards
+            size_t free_b = 0, total = 0;
+            CK(cudaMemGetInfo(&free_b, &total));
+            return total == 1000 && free_b == 500 ? 0 : 1;
+        },
+        "1000");
+    expect_report(
+        "bad_order_variable", {"error: CUDA_EMU_ORDER=sideways"},
+        [] {
+            write_kernel<<<1, 32>>>(scratch(32), 32);
+            return 0;
+        },
+        "sideways");
     // inside a kernel, out-of-bounds and misaligned accesses are the sanitizer build's job
     if (asan) {
         expect_report("oob_write_in_kernel", {"heap-buffer-overflow", "test_emu_selftest.cu:"}, [] {

@@ -41,30 +41,54 @@ inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) {
     h.__x = u;
     return h;
 }
-inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
-inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __ushort_as_bfloat16(::emu::f2bf_rn(f)); }
-inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) {
+    return h.__x;
+}
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+    return __ushort_as_bfloat16(::emu::f2bf_rn(f));
+}
+inline __nv_bfloat16 __float2bfloat16(float f) {
+    return __float2bfloat16_rn(f);
+}
 inline __nv_bfloat16 __float2bfloat16_rz(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     return __ushort_as_bfloat16((u & 0x7fffffffu) > 0x7f800000u ? (unsigned short)((u >> 16) | 0x40)
-                                                                  : (unsigned short)(u >> 16));
+                                                                : (unsigned short)(u >> 16));
 }
-inline float __bfloat162float(__nv_bfloat16 h) { return ::emu::bf2f(h.__x); }
-inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__float2bfloat16_rn(a), __float2bfloat16_rn(b)}; }
-inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return __floats2bfloat162_rn(f.x, f.y); }
-inline float2 __bfloat1622float2(__nv_bfloat162 h) { return {__bfloat162float(h.x), __bfloat162float(h.y)}; }
-inline float __low2float(__nv_bfloat162 h) { return __bfloat162float(h.x); }
-inline float __high2float(__nv_bfloat162 h) { return __bfloat162float(h.y); }
-inline __nv_bfloat162 __bfloat162bfloat162(__nv_bfloat16 h) { return {h, h}; }
+inline float __bfloat162float(__nv_bfloat16 h) {
+    return ::emu::bf2f(h.__x);
+}
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) {
+    return {__float2bfloat16_rn(a), __float2bfloat16_rn(b)};
+}
+inline __nv_bfloat162 __float22bfloat162_rn(float2 f) {
+    return __floats2bfloat162_rn(f.x, f.y);
+}
+inline float2 __bfloat1622float2(__nv_bfloat162 h) {
+    return {__bfloat162float(h.x), __bfloat162float(h.y)};
+}
+inline float __low2float(__nv_bfloat162 h) {
+    return __bfloat162float(h.x);
+}
+inline float __high2float(__nv_bfloat162 h) {
+    return __bfloat162float(h.y);
+}
+inline __nv_bfloat162 __bfloat162bfloat162(__nv_bfloat16 h) {
+    return {h, h};
+}
 
 // arithmetic: computed in float, rounded once (as the sm_80+ instructions do)
-#define EMU_BF16_OP(name, op)                                                                             \
-    inline __nv_bfloat16 name(__nv_bfloat16 a, __nv_bfloat16 b) {                                         \
-        return __float2bfloat16_rn(__bfloat162float(a) op __bfloat162float(b));                           \
-    }                                                                                                     \
-    inline __nv_bfloat16 operator op(__nv_bfloat16 a, __nv_bfloat16 b) { return name(a, b); }             \
-    inline __nv_bfloat16& operator op##=(__nv_bfloat16 & a, __nv_bfloat16 b) { return a = name(a, b); }
+#define EMU_BF16_OP(name, op)                                                   \
+    inline __nv_bfloat16 name(__nv_bfloat16 a, __nv_bfloat16 b) {               \
+        return __float2bfloat16_rn(__bfloat162float(a) op __bfloat162float(b)); \
+    }                                                                           \
+    inline __nv_bfloat16 operator op(__nv_bfloat16 a, __nv_bfloat16 b) {        \
+        return name(a, b);                                                      \
+    }                                                                           \
+    inline __nv_bfloat16& operator op##=(__nv_bfloat16& a, __nv_bfloat16 b) {   \
+        return a = name(a, b);                                                  \
+    }
 EMU_BF16_OP(__hadd, +)
 EMU_BF16_OP(__hsub, -)
 EMU_BF16_OP(__hmul, *)
@@ -73,7 +97,15 @@ EMU_BF16_OP(__hdiv, /)
 inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
     return __float2bfloat16_rn(fmaf(__bfloat162float(a), __bfloat162float(b), __bfloat162float(c)));
 }
-inline __nv_bfloat16 __hneg(__nv_bfloat16 a) { return __ushort_as_bfloat16(a.__x ^ 0x8000); }
-inline __nv_bfloat16 __habs(__nv_bfloat16 a) { return __ushort_as_bfloat16(a.__x & 0x7fff); }
-inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)a < (float)b ? b : a; }
-inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)b < (float)a ? b : a; }
+inline __nv_bfloat16 __hneg(__nv_bfloat16 a) {
+    return __ushort_as_bfloat16(a.__x ^ 0x8000);
+}
+inline __nv_bfloat16 __habs(__nv_bfloat16 a) {
+    return __ushort_as_bfloat16(a.__x & 0x7fff);
+}
+inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return (float)a < (float)b ? b : a;
+}
+inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return (float)b < (float)a ? b : a;
+}

@@ -31,33 +31,46 @@
 #endif
 
 // ---- vector types, with CUDA's sizes and alignments -------------------------------------
-#define EMU_VEC2(T, N, A)                     \
-    struct alignas(A) N##2 { T x, y; };       \
-    inline N##2 make_##N##2(T x, T y) { return {x, y}; }
-#define EMU_VEC4(T, N, A)                     \
-    struct alignas(A) N##4 { T x, y, z, w; }; \
-    inline N##4 make_##N##4(T x, T y, T z, T w) { return {x, y, z, w}; }
-#define EMU_VEC3(T, N)                  \
-    struct N##3 { T x, y, z; };         \
-    inline N##3 make_##N##3(T x, T y, T z) { return {x, y, z}; }
-EMU_VEC2(float, float, 8) EMU_VEC3(float, float) EMU_VEC4(float, float, 16)
-EMU_VEC2(double, double, 16) EMU_VEC3(double, double) EMU_VEC4(double, double, 16)
-EMU_VEC2(int, int, 8) EMU_VEC3(int, int) EMU_VEC4(int, int, 16)
-EMU_VEC2(unsigned int, uint, 8) EMU_VEC3(unsigned int, uint) EMU_VEC4(unsigned int, uint, 16)
-EMU_VEC2(signed char, char, 2) EMU_VEC4(signed char, char, 4)
-EMU_VEC2(unsigned char, uchar, 2) EMU_VEC4(unsigned char, uchar, 4)
-EMU_VEC2(short, short, 4) EMU_VEC4(short, short, 8)
-EMU_VEC2(unsigned short, ushort, 4) EMU_VEC4(unsigned short, ushort, 8)
-EMU_VEC2(long long, longlong, 16) EMU_VEC2(unsigned long long, ulonglong, 16)
+#define EMU_VEC2(T, N, A)               \
+    struct alignas(A) N##2 {            \
+        T x, y;                         \
+    };                                  \
+    inline N##2 make_##N##2(T x, T y) { \
+        return {x, y};                  \
+    }
+#define EMU_VEC4(T, N, A)                         \
+    struct alignas(A) N##4 {                      \
+        T x, y, z, w;                             \
+    };                                            \
+    inline N##4 make_##N##4(T x, T y, T z, T w) { \
+        return {x, y, z, w};                      \
+    }
+#define EMU_VEC3(T, N)                       \
+    struct N##3 {                            \
+        T x, y, z;                           \
+    };                                       \
+    inline N##3 make_##N##3(T x, T y, T z) { \
+        return {x, y, z};                    \
+    }
+EMU_VEC2(float, float, 8)
+EMU_VEC3(float, float) EMU_VEC4(float, float, 16) EMU_VEC2(double, double, 16) EMU_VEC3(double, double)
+    EMU_VEC4(double, double, 16) EMU_VEC2(int, int, 8) EMU_VEC3(int, int) EMU_VEC4(int, int, 16)
+        EMU_VEC2(unsigned int, uint, 8) EMU_VEC3(unsigned int, uint) EMU_VEC4(unsigned int, uint, 16)
+            EMU_VEC2(signed char, char, 2) EMU_VEC4(signed char, char, 4) EMU_VEC2(unsigned char, uchar, 2)
+                EMU_VEC4(unsigned char, uchar, 4) EMU_VEC2(short, short, 4) EMU_VEC4(short, short, 8)
+                    EMU_VEC2(unsigned short, ushort, 4) EMU_VEC4(unsigned short, ushort, 8)
+                        EMU_VEC2(long long, longlong, 16) EMU_VEC2(unsigned long long, ulonglong, 16)
 #undef EMU_VEC2
 #undef EMU_VEC3
 #undef EMU_VEC4
 
-struct dim3 {
+                            struct dim3 {
     unsigned int x, y, z;
     constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
     constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
-    constexpr operator uint3() const { return {x, y, z}; }
+    constexpr operator uint3() const {
+        return {x, y, z};
+    }
 };
 
 constexpr int warpSize = 32;
@@ -74,7 +87,9 @@ struct ThreadHead {  // the start of a CUDA thread's state (scheduler.cpp has th
 extern ThreadHead* g_thread;  // the running CUDA thread
 extern uint3 g_block_idx;
 extern dim3 g_block_dim, g_grid_dim;
-inline const uint3& thread_idx() { return g_thread->idx; }
+inline const uint3& thread_idx() {
+    return g_thread->idx;
+}
 
 // A bug the emulator found: prints "cuda-emu: error: FILE:LINE: message" plus the kernel,
 // block and thread it happened in (when inside a kernel), then aborts.
@@ -167,12 +182,15 @@ void operator|(void (*kernel)(P...), LaunchCall<A...>&& call) {
         void (*k)(P...);
         std::tuple<P...> params;  // converted as CUDA converts launch arguments
     } ctx{kernel, std::tuple<P...>(std::move(call.args))};
-    std::apply([&](const auto&... p) {
-        int i = 0;
-        (check_kernel_arg(call.cfg, i++, p), ...);
-    }, ctx.params);
-    run_kernel(call.cfg, reinterpret_cast<const void*>(kernel),
-               [](void* c) { std::apply(static_cast<Ctx*>(c)->k, static_cast<Ctx*>(c)->params); }, &ctx);
+    std::apply(
+        [&](const auto&... p) {
+            int i = 0;
+            (check_kernel_arg(call.cfg, i++, p), ...);
+        },
+        ctx.params);
+    run_kernel(
+        call.cfg, reinterpret_cast<const void*>(kernel),
+        [](void* c) { std::apply(static_cast<Ctx*>(c)->k, static_cast<Ctx*>(c)->params); }, &ctx);
 }
 
 }  // namespace emu
@@ -262,30 +280,38 @@ inline unsigned __reduce_max_sync(unsigned mask, unsigned v, EMU_SITE) {
 inline unsigned __match_any_sync(unsigned mask, unsigned long long v, EMU_SITE) {
     return (unsigned)::emu::warp_collective(file, line, "__match_any_sync", mask, v, 0, ::emu::match_combine);
 }
-inline unsigned __activemask() { return ::emu::active_lanes(); }
+inline unsigned __activemask() {
+    return ::emu::active_lanes();
+}
 #undef EMU_SITE
 
 // ---- memory fences, loads, timing -------------------------------------------------------
 // Fibers only switch at barriers and collectives, so fences only need to stop the compiler.
-inline void __threadfence() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
-inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence() {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+inline void __threadfence_block() {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
 template <class T>
-inline T __ldg(const T* p) { return *p; }
+inline T __ldg(const T* p) {
+    return *p;
+}
 long long clock64();
 inline void __nanosleep(unsigned) {}
 
 // ---- atomics (plain read-modify-write: see the top of this file) ------------------------
-#define EMU_ATOMIC(name, T, expr)          \
-    inline T name(T* a, T v) {             \
-        T old = *a;                        \
-        *a = (expr);                       \
-        return old;                        \
+#define EMU_ATOMIC(name, T, expr) \
+    inline T name(T* a, T v) {    \
+        T old = *a;               \
+        *a = (expr);              \
+        return old;               \
     }
-#define EMU_ATOMIC_ALL(T)                                   \
-    EMU_ATOMIC(atomicAdd, T, old + v)                       \
-    EMU_ATOMIC(atomicSub, T, old - v)                       \
-    EMU_ATOMIC(atomicExch, T, v)                            \
-    EMU_ATOMIC(atomicMin, T, v < old ? v : old)             \
+#define EMU_ATOMIC_ALL(T)                       \
+    EMU_ATOMIC(atomicAdd, T, old + v)           \
+    EMU_ATOMIC(atomicSub, T, old - v)           \
+    EMU_ATOMIC(atomicExch, T, v)                \
+    EMU_ATOMIC(atomicMin, T, v < old ? v : old) \
     EMU_ATOMIC(atomicMax, T, v > old ? v : old)
 EMU_ATOMIC_ALL(int)
 EMU_ATOMIC_ALL(unsigned int)
@@ -293,10 +319,10 @@ EMU_ATOMIC_ALL(unsigned long long)
 EMU_ATOMIC(atomicAdd, float, old + v)
 EMU_ATOMIC(atomicAdd, double, old + v)
 EMU_ATOMIC(atomicExch, float, v)
-EMU_ATOMIC(atomicAnd, int, old & v)
+EMU_ATOMIC(atomicAnd, int, old& v)
 EMU_ATOMIC(atomicOr, int, old | v)
 EMU_ATOMIC(atomicXor, int, old ^ v)
-EMU_ATOMIC(atomicAnd, unsigned int, old & v)
+EMU_ATOMIC(atomicAnd, unsigned int, old& v)
 EMU_ATOMIC(atomicOr, unsigned int, old | v)
 EMU_ATOMIC(atomicXor, unsigned int, old ^ v)
 #undef EMU_ATOMIC_ALL
@@ -314,49 +340,123 @@ inline unsigned atomicInc(unsigned* a, unsigned v) {
 }
 
 // ---- math and bit intrinsics ------------------------------------------------------------
-inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-inline double rsqrt(double x) { return 1.0 / sqrt(x); }
-inline float __expf(float x) { return expf(x); }
-inline float __logf(float x) { return logf(x); }
-inline float __sinf(float x) { return sinf(x); }
-inline float __cosf(float x) { return cosf(x); }
-inline float __tanf(float x) { return tanf(x); }
-inline float __powf(float x, float y) { return powf(x, y); }
-inline float __fdividef(float x, float y) { return x / y; }
-inline float __frcp_rn(float x) { return 1.0f / x; }
-inline float __fsqrt_rn(float x) { return sqrtf(x); }
-inline float __fmaf_rn(float x, float y, float z) { return fmaf(x, y, z); }
-inline float __fadd_rn(float x, float y) { return x + y; }
-inline float __fmul_rn(float x, float y) { return x * y; }
-inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+inline float rsqrtf(float x) {
+    return 1.0f / sqrtf(x);
+}
+inline double rsqrt(double x) {
+    return 1.0 / sqrt(x);
+}
+inline float __expf(float x) {
+    return expf(x);
+}
+inline float __logf(float x) {
+    return logf(x);
+}
+inline float __sinf(float x) {
+    return sinf(x);
+}
+inline float __cosf(float x) {
+    return cosf(x);
+}
+inline float __tanf(float x) {
+    return tanf(x);
+}
+inline float __powf(float x, float y) {
+    return powf(x, y);
+}
+inline float __fdividef(float x, float y) {
+    return x / y;
+}
+inline float __frcp_rn(float x) {
+    return 1.0f / x;
+}
+inline float __fsqrt_rn(float x) {
+    return sqrtf(x);
+}
+inline float __fmaf_rn(float x, float y, float z) {
+    return fmaf(x, y, z);
+}
+inline float __fadd_rn(float x, float y) {
+    return x + y;
+}
+inline float __fmul_rn(float x, float y) {
+    return x * y;
+}
+inline float __saturatef(float x) {
+    return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x);
+}
 inline void __sincosf(float x, float* s, float* c) {
     *s = sinf(x);
     *c = cosf(x);
 }
-inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
-inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return i; }
-inline float __int_as_float(int i) { float x; memcpy(&x, &i, 4); return x; }
-inline float __uint_as_float(unsigned i) { float x; memcpy(&x, &i, 4); return x; }
-inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
-inline double __longlong_as_double(long long i) { double x; memcpy(&x, &i, 8); return x; }
-inline int __popc(unsigned x) { return __builtin_popcount(x); }
-inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
-inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
-inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
-inline int __ffs(int x) { return __builtin_ffs(x); }
-inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline int __float_as_int(float x) {
+    int i;
+    memcpy(&i, &x, 4);
+    return i;
+}
+inline unsigned __float_as_uint(float x) {
+    unsigned i;
+    memcpy(&i, &x, 4);
+    return i;
+}
+inline float __int_as_float(int i) {
+    float x;
+    memcpy(&x, &i, 4);
+    return x;
+}
+inline float __uint_as_float(unsigned i) {
+    float x;
+    memcpy(&x, &i, 4);
+    return x;
+}
+inline long long __double_as_longlong(double x) {
+    long long i;
+    memcpy(&i, &x, 8);
+    return i;
+}
+inline double __longlong_as_double(long long i) {
+    double x;
+    memcpy(&x, &i, 8);
+    return x;
+}
+inline int __popc(unsigned x) {
+    return __builtin_popcount(x);
+}
+inline int __popcll(unsigned long long x) {
+    return __builtin_popcountll(x);
+}
+inline int __clz(int x) {
+    return x ? __builtin_clz((unsigned)x) : 32;
+}
+inline int __clzll(long long x) {
+    return x ? __builtin_clzll((unsigned long long)x) : 64;
+}
+inline int __ffs(int x) {
+    return __builtin_ffs(x);
+}
+inline int __ffsll(long long x) {
+    return __builtin_ffsll(x);
+}
 inline unsigned __brev(unsigned x) {
     unsigned r = 0;
     for (int i = 0; i < 32; i++) r |= ((x >> i) & 1u) << (31 - i);
     return r;
 }
-inline int __mul24(int a, int b) { return a * b; }
-inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+inline int __mul24(int a, int b) {
+    return a * b;
+}
+inline int __mulhi(int a, int b) {
+    return (int)(((long long)a * b) >> 32);
+}
 
 // CUDA's global min/max overloads (device code calls them unqualified)
-#define EMU_MINMAX(T)                                  \
-    inline T min(T a, T b) { return b < a ? b : a; } \
-    inline T max(T a, T b) { return a < b ? b : a; }
+#define EMU_MINMAX(T)         \
+    inline T min(T a, T b) {  \
+        return b < a ? b : a; \
+    }                         \
+    inline T max(T a, T b) {  \
+        return a < b ? b : a; \
+    }
 EMU_MINMAX(int)
 EMU_MINMAX(unsigned int)
 EMU_MINMAX(long)
@@ -365,5 +465,9 @@ EMU_MINMAX(long long)
 EMU_MINMAX(unsigned long long)
 EMU_MINMAX(double)
 #undef EMU_MINMAX
-inline float min(float a, float b) { return fminf(a, b); }
-inline float max(float a, float b) { return fmaxf(a, b); }
+inline float min(float a, float b) {
+    return fminf(a, b);
+}
+inline float max(float a, float b) {
+    return fmaxf(a, b);
+}

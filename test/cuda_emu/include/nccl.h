@@ -22,7 +22,9 @@ typedef enum {
     ncclRemoteError = 6,
 } ncclResult_t;
 
-typedef struct { char internal[NCCL_UNIQUE_ID_BYTES]; } ncclUniqueId;
+typedef struct {
+    char internal[NCCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
 typedef struct ncclComm* ncclComm_t;
 typedef enum { ncclFloat32 = 7, ncclFloat = 7 } ncclDataType_t;
 typedef enum { ncclSum = 0 } ncclRedOp_t;

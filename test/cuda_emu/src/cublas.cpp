@@ -51,7 +51,9 @@ float round_tf32(float x) {
     return x;
 }
 
-size_t type_size(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
+size_t type_size(cudaDataType_t t) {
+    return t == CUDA_R_16BF ? 2 : 4;
+}
 
 float load(const void* p, cudaDataType_t t, size_t i) {
     if (t == CUDA_R_16BF) return (float)static_cast<const __nv_bfloat16*>(p)[i];
@@ -67,8 +69,10 @@ void pack(std::vector<float>& out, const void* X, cudaDataType_t t, int ld, bool
         for (int i = 0; i < rows; i++) {
             size_t at = trans ? (size_t)i * ld + c : (size_t)c * ld + i;
             float v = load(X, t, at);
-            if (r == kTf32) v = round_tf32(v);
-            else if (r == kBf16) v = (float)__nv_bfloat16(v);
+            if (r == kTf32)
+                v = round_tf32(v);
+            else if (r == kBf16)
+                v = (float)__nv_bfloat16(v);
             out[(size_t)c * rows + i] = v;
         }
 }
@@ -126,7 +130,8 @@ size_t span_bytes(int rows, int cols, int ld, long long stride, int batch, size_
 cublasStatus_t gemm(const Gemm& g, const char* api, bool strided, const char* file, int line) {
     char why[256];
     auto P = [&](int ex, int sb) { return strided ? sb : ex; };
-    if (!handles().count(g.h)) return bad_param(file, line, api, 1, "not a live cublasHandle_t", CUBLAS_STATUS_NOT_INITIALIZED);
+    if (!handles().count(g.h))
+        return bad_param(file, line, api, 1, "not a live cublasHandle_t", CUBLAS_STATUS_NOT_INITIALIZED);
     if (g.ta > CUBLAS_OP_C) return bad_param(file, line, api, 2, "transa");
     if (g.tb > CUBLAS_OP_C) return bad_param(file, line, api, 3, "transb");
     if (g.m < 0) return bad_param(file, line, api, 4, "m < 0");
@@ -190,8 +195,10 @@ cublasStatus_t gemm(const Gemm& g, const char* api, bool strided, const char* fi
                 size_t at = (size_t)col * g.ldc + row;
                 float v = alpha * t[(size_t)col * g.m + row];
                 if (beta != 0.0f) v += beta * load(c, g.Ct, at);
-                if (g.Ct == CUDA_R_16BF) reinterpret_cast<__nv_bfloat16*>(c)[at] = __float2bfloat16_rn(v);
-                else reinterpret_cast<float*>(c)[at] = v;
+                if (g.Ct == CUDA_R_16BF)
+                    reinterpret_cast<__nv_bfloat16*>(c)[at] = __float2bfloat16_rn(v);
+                else
+                    reinterpret_cast<float*>(c)[at] = v;
             }
     }
     return CUBLAS_STATUS_SUCCESS;
@@ -202,10 +209,12 @@ cublasStatus_t gemm(const Gemm& g, const char* api, bool strided, const char* fi
 const char* cublasGetStatusName(cublasStatus_t st) {
     switch (st) {
 #define S(x) \
-    case x: return #x;
-        S(CUBLAS_STATUS_SUCCESS) S(CUBLAS_STATUS_NOT_INITIALIZED) S(CUBLAS_STATUS_ALLOC_FAILED)
-        S(CUBLAS_STATUS_INVALID_VALUE) S(CUBLAS_STATUS_ARCH_MISMATCH) S(CUBLAS_STATUS_MAPPING_ERROR)
-        S(CUBLAS_STATUS_EXECUTION_FAILED) S(CUBLAS_STATUS_INTERNAL_ERROR) S(CUBLAS_STATUS_NOT_SUPPORTED)
+    case x:  \
+        return #x;
+        S(CUBLAS_STATUS_SUCCESS)
+        S(CUBLAS_STATUS_NOT_INITIALIZED) S(CUBLAS_STATUS_ALLOC_FAILED) S(CUBLAS_STATUS_INVALID_VALUE)
+            S(CUBLAS_STATUS_ARCH_MISMATCH) S(CUBLAS_STATUS_MAPPING_ERROR) S(CUBLAS_STATUS_EXECUTION_FAILED)
+                S(CUBLAS_STATUS_INTERNAL_ERROR) S(CUBLAS_STATUS_NOT_SUPPORTED)
 #undef S
     }
     return "CUBLAS_STATUS_UNKNOWN";
@@ -213,11 +222,16 @@ const char* cublasGetStatusName(cublasStatus_t st) {
 
 const char* cublasGetStatusString(cublasStatus_t st) {
     switch (st) {
-        case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
-        case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-        case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
-        case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
-        default: return cublasGetStatusName(st);
+        case CUBLAS_STATUS_SUCCESS:
+            return "the operation completed successfully";
+        case CUBLAS_STATUS_NOT_INITIALIZED:
+            return "the library was not initialized";
+        case CUBLAS_STATUS_INVALID_VALUE:
+            return "an invalid numeric value was used as an argument";
+        case CUBLAS_STATUS_NOT_SUPPORTED:
+            return "the functionality requested is not supported";
+        default:
+            return cublasGetStatusName(st);
     }
 }
 
@@ -276,8 +290,8 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
                            float* C, int ldc, const char* file, int line) {
-    return gemm({h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, beta, C, CUDA_R_32F, ldc, 0,
-                 1, CUBLAS_COMPUTE_32F},
+    return gemm({h, ta,         tb,  m, n,    k, alpha,      A,   CUDA_R_32F, lda, 0,
+                 B, CUDA_R_32F, ldb, 0, beta, C, CUDA_R_32F, ldc, 0,          1,   CUBLAS_COMPUTE_32F},
                 "cublasSgemm", false, file, line);
 }
 
@@ -285,7 +299,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          int k, const float* alpha, const float* A, int lda, long long sA,
                                          const float* B, int ldb, long long sB, const float* beta, float* C, int ldc,
                                          long long sC, int batch, const char* file, int line) {
-    return gemm({h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, sA, B, CUDA_R_32F, ldb, sB, beta, C, CUDA_R_32F, ldc,
-                 sC, batch, CUBLAS_COMPUTE_32F},
+    return gemm({h, ta,         tb,  m,  n,    k, alpha,      A,   CUDA_R_32F, lda,   sA,
+                 B, CUDA_R_32F, ldb, sB, beta, C, CUDA_R_32F, ldc, sC,         batch, CUBLAS_COMPUTE_32F},
                 "cublasSgemmStridedBatched", true, file, line);
 }

@@ -52,11 +52,16 @@ ncclResult_t check(const char* what, ncclComm_t comm, ncclDataType_t type, const
 
 const char* ncclGetErrorString(ncclResult_t r) {
     switch (r) {
-        case ncclSuccess: return "no error";
-        case ncclInvalidArgument: return "invalid argument (emulated NCCL)";
-        case ncclInvalidUsage: return "invalid usage (emulated NCCL)";
-        case ncclSystemError: return "system error (emulated NCCL: an MPI call failed)";
-        default: return "unhandled error (emulated NCCL)";
+        case ncclSuccess:
+            return "no error";
+        case ncclInvalidArgument:
+            return "invalid argument (emulated NCCL)";
+        case ncclInvalidUsage:
+            return "invalid usage (emulated NCCL)";
+        case ncclSystemError:
+            return "system error (emulated NCCL: an MPI call failed)";
+        default:
+            return "unhandled error (emulated NCCL)";
     }
 }
 
@@ -116,8 +121,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     if (op != ncclSum) return ncclInvalidArgument;
     if (send != recv) std::memcpy(recv, send, count * sizeof(float));
 #ifdef HAVE_MPI
-    if (comm->nranks > 1 &&
-        MPI_Allreduce(MPI_IN_PLACE, recv, (int)count, MPI_FLOAT, MPI_SUM, comm->mpi) != MPI_SUCCESS)
+    if (comm->nranks > 1 && MPI_Allreduce(MPI_IN_PLACE, recv, (int)count, MPI_FLOAT, MPI_SUM, comm->mpi) != MPI_SUCCESS)
         return ncclSystemError;
 #endif
     return ncclSuccess;
@@ -127,15 +131,15 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
 // (in place when recv == send + rank * recvcount, NCCL's rule).
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t) {
-    if (ncclResult_t r = check("ncclReduceScatter", comm, type, send, recvcount * (comm ? comm->nranks : 1), recv,
-                               recvcount))
+    if (ncclResult_t r =
+            check("ncclReduceScatter", comm, type, send, recvcount * (comm ? comm->nranks : 1), recv, recvcount))
         return r;
     if (op != ncclSum) return ncclInvalidArgument;
     std::vector<float> mine(recvcount);
     std::memcpy(mine.data(), (const float*)send + (size_t)comm->rank * recvcount, recvcount * sizeof(float));
 #ifdef HAVE_MPI
-    if (comm->nranks > 1 && MPI_Reduce_scatter_block(send, mine.data(), (int)recvcount, MPI_FLOAT, MPI_SUM,
-                                                     comm->mpi) != MPI_SUCCESS)
+    if (comm->nranks > 1 &&
+        MPI_Reduce_scatter_block(send, mine.data(), (int)recvcount, MPI_FLOAT, MPI_SUM, comm->mpi) != MPI_SUCCESS)
         return ncclSystemError;
 #endif
     std::memcpy(recv, mine.data(), recvcount * sizeof(float));
@@ -145,14 +149,14 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, n
 // recv gets nranks blocks of sendcount, block r from rank r (in place when send == recv + rank * sendcount).
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t) {
-    if (ncclResult_t r = check("ncclAllGather", comm, type, send, sendcount, recv,
-                               sendcount * (comm ? comm->nranks : 1)))
+    if (ncclResult_t r =
+            check("ncclAllGather", comm, type, send, sendcount, recv, sendcount * (comm ? comm->nranks : 1)))
         return r;
     float* mine = (float*)recv + (size_t)comm->rank * sendcount;
     if (send != mine) std::memmove(mine, send, sendcount * sizeof(float));
 #ifdef HAVE_MPI
-    if (comm->nranks > 1 && MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)sendcount, MPI_FLOAT,
-                                          comm->mpi) != MPI_SUCCESS)
+    if (comm->nranks > 1 &&
+        MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)sendcount, MPI_FLOAT, comm->mpi) != MPI_SUCCESS)
         return ncclSystemError;
 #endif
     return ncclSuccess;

@@ -59,7 +59,9 @@ cudaError_t ret(cudaError_t e) {
     return e;
 }
 
-bool is_device(const void* p) { return find(p) != nullptr; }
+bool is_device(const void* p) {
+    return find(p) != nullptr;
+}
 
 }  // namespace
 
@@ -73,7 +75,9 @@ uint64_t parse_env_u64(const char* name, const char* value) {
     return v;
 }
 
-void set_last_error(cudaError_t err) { g_last = err; }
+void set_last_error(cudaError_t err) {
+    g_last = err;
+}
 
 bool device_range(const void* p, size_t bytes) {
     const auto* a = find(p);
@@ -99,12 +103,14 @@ using emu::ret;
 const char* cudaGetErrorName(cudaError_t err) {
     switch (err) {
 #define E(x) \
-    case x: return #x;
-        E(cudaSuccess) E(cudaErrorInvalidValue) E(cudaErrorMemoryAllocation) E(cudaErrorInitializationError)
-        E(cudaErrorInvalidConfiguration) E(cudaErrorInvalidDevicePointer) E(cudaErrorInvalidMemcpyDirection)
-        E(cudaErrorInvalidDeviceFunction) E(cudaErrorNoDevice) E(cudaErrorInvalidDevice)
-        E(cudaErrorInvalidResourceHandle) E(cudaErrorNotReady) E(cudaErrorIllegalAddress)
-        E(cudaErrorLaunchOutOfResources) E(cudaErrorNotSupported) E(cudaErrorUnknown)
+    case x:  \
+        return #x;
+        E(cudaSuccess)
+        E(cudaErrorInvalidValue) E(cudaErrorMemoryAllocation) E(cudaErrorInitializationError)
+            E(cudaErrorInvalidConfiguration) E(cudaErrorInvalidDevicePointer) E(cudaErrorInvalidMemcpyDirection)
+                E(cudaErrorInvalidDeviceFunction) E(cudaErrorNoDevice) E(cudaErrorInvalidDevice)
+                    E(cudaErrorInvalidResourceHandle) E(cudaErrorNotReady) E(cudaErrorIllegalAddress)
+                        E(cudaErrorLaunchOutOfResources) E(cudaErrorNotSupported) E(cudaErrorUnknown)
 #undef E
     }
     return "cudaErrorUnknown";
@@ -112,20 +118,34 @@ const char* cudaGetErrorName(cudaError_t err) {
 
 const char* cudaGetErrorString(cudaError_t err) {
     switch (err) {
-        case cudaSuccess: return "no error";
-        case cudaErrorInvalidValue: return "invalid argument";
-        case cudaErrorMemoryAllocation: return "out of memory";
-        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-        case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-        case cudaErrorInvalidDevice: return "invalid device ordinal";
-        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-        case cudaErrorNotReady: return "device not ready";
-        case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-        case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
-        case cudaErrorNotSupported: return "operation not supported";
-        default: return "unknown error";
+        case cudaSuccess:
+            return "no error";
+        case cudaErrorInvalidValue:
+            return "invalid argument";
+        case cudaErrorMemoryAllocation:
+            return "out of memory";
+        case cudaErrorInvalidConfiguration:
+            return "invalid configuration argument";
+        case cudaErrorInvalidDevicePointer:
+            return "invalid device pointer";
+        case cudaErrorInvalidMemcpyDirection:
+            return "invalid copy direction for memcpy";
+        case cudaErrorInvalidDevice:
+            return "invalid device ordinal";
+        case cudaErrorNoDevice:
+            return "no CUDA-capable device is detected";
+        case cudaErrorInvalidResourceHandle:
+            return "invalid resource handle";
+        case cudaErrorNotReady:
+            return "device not ready";
+        case cudaErrorIllegalAddress:
+            return "an illegal memory access was encountered";
+        case cudaErrorLaunchOutOfResources:
+            return "too many resources requested for launch";
+        case cudaErrorNotSupported:
+            return "operation not supported";
+        default:
+            return "unknown error";
     }
 }
 
@@ -134,7 +154,9 @@ cudaError_t cudaGetLastError() {
     emu::g_last = cudaSuccess;
     return e;
 }
-cudaError_t cudaPeekAtLastError() { return emu::g_last; }
+cudaError_t cudaPeekAtLastError() {
+    return emu::g_last;
+}
 
 // ---- device -----------------------------------------------------------------------------
 cudaError_t cudaGetDeviceCount(int* n) {
@@ -145,7 +167,9 @@ cudaError_t cudaGetDevice(int* dev) {
     *dev = 0;
     return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int dev) { return ret(dev == 0 ? cudaSuccess : cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int dev) {
+    return ret(dev == 0 ? cudaSuccess : cudaErrorInvalidDevice);
+}
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
     if (dev != 0) return ret(cudaErrorInvalidDevice);
@@ -173,20 +197,39 @@ cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int dev) {
     cudaDeviceProp p;
     if (cudaError_t e = cudaGetDeviceProperties(&p, dev)) return e;
     switch (attr) {
-        case cudaDevAttrMaxThreadsPerBlock: *v = p.maxThreadsPerBlock; break;
-        case cudaDevAttrMaxSharedMemoryPerBlock: *v = (int)p.sharedMemPerBlock; break;
-        case cudaDevAttrWarpSize: *v = 32; break;
-        case cudaDevAttrMultiProcessorCount: *v = p.multiProcessorCount; break;
-        case cudaDevAttrComputeCapabilityMajor: *v = p.major; break;
-        case cudaDevAttrComputeCapabilityMinor: *v = p.minor; break;
-        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = (int)p.sharedMemPerBlockOptin; break;
-        default: return ret(cudaErrorInvalidValue);
+        case cudaDevAttrMaxThreadsPerBlock:
+            *v = p.maxThreadsPerBlock;
+            break;
+        case cudaDevAttrMaxSharedMemoryPerBlock:
+            *v = (int)p.sharedMemPerBlock;
+            break;
+        case cudaDevAttrWarpSize:
+            *v = 32;
+            break;
+        case cudaDevAttrMultiProcessorCount:
+            *v = p.multiProcessorCount;
+            break;
+        case cudaDevAttrComputeCapabilityMajor:
+            *v = p.major;
+            break;
+        case cudaDevAttrComputeCapabilityMinor:
+            *v = p.minor;
+            break;
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+            *v = (int)p.sharedMemPerBlockOptin;
+            break;
+        default:
+            return ret(cudaErrorInvalidValue);
     }
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
-cudaError_t cudaDeviceReset() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceReset() {
+    return cudaSuccess;
+}
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
     *total_bytes = emu::capacity();
@@ -285,7 +328,9 @@ bool stream_valid(cudaStream_t s) {
 }
 }  // namespace emu
 
-cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
+cudaError_t cudaStreamCreate(cudaStream_t* s) {
+    return cudaStreamCreateWithFlags(s, 0);
+}
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
     *s = new CUstream_st;
     emu::live_handles().insert(*s);
@@ -302,7 +347,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
     return emu::stream_valid(s) && emu::live_handles().count(e) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
 }
-cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+    return cudaEventCreateWithFlags(e, 0);
+}
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
     *e = new CUevent_st;
     emu::live_handles().insert(*e);
@@ -322,7 +369,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     return emu::live_handles().count(e) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
 }
-cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    return cudaEventSynchronize(e);
+}
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
     if (!emu::live_handles().count(a) || !emu::live_handles().count(b)) return ret(cudaErrorInvalidResourceHandle);
     if (!a->recorded || !b->recorded) return ret(cudaErrorInvalidResourceHandle);

@@ -58,9 +58,9 @@ struct Warp {
 };
 
 constexpr int kMaxThreads = 1024;
-constexpr size_t kStaticSmemLimit = 48 * 1024;   // static __shared__ per block
-constexpr size_t kDynSmemDefault = 48 * 1024;     // dynamic, without cudaFuncSetAttribute
-constexpr size_t kSmemOptin = 232448;             // sm_90: 227 KB per block
+constexpr size_t kStaticSmemLimit = 48 * 1024;  // static __shared__ per block
+constexpr size_t kDynSmemDefault = 48 * 1024;   // dynamic, without cudaFuncSetAttribute
+constexpr size_t kSmemOptin = 232448;           // sm_90: 227 KB per block
 constexpr size_t kStackBytes = EMU_ASAN ? 256 * 1024 : 64 * 1024;
 constexpr size_t kGuardBytes = 4096;
 
@@ -105,9 +105,12 @@ const Options& options() {
     static const Options o = [] {
         Options r;
         if (const char* e = std::getenv("CUDA_EMU_ORDER")) {
-            if (!std::strcmp(e, "forward")) r.order = kForward;
-            else if (!std::strcmp(e, "reverse")) r.order = kReverse;
-            else if (!std::strcmp(e, "random")) r.order = kRandom;
+            if (!std::strcmp(e, "forward"))
+                r.order = kForward;
+            else if (!std::strcmp(e, "reverse"))
+                r.order = kReverse;
+            else if (!std::strcmp(e, "random"))
+                r.order = kRandom;
             else {
                 std::fprintf(stderr, "error: CUDA_EMU_ORDER=%s: expected forward, reverse or random\n", e);
                 std::exit(1);
@@ -131,7 +134,9 @@ void shuffle(std::vector<int>& v) {
     for (size_t i = v.size(); i > 1; i--) std::swap(v[i - 1], v[splitmix(g_rng) % i]);
 }
 
-ThreadState& cur() { return *static_cast<ThreadState*>(g_thread); }
+ThreadState& cur() {
+    return *static_cast<ThreadState*>(g_thread);
+}
 
 std::string thread_name(const ThreadState& t) {
     char b[64];
@@ -245,7 +250,9 @@ extern "C" void emu_fiber_main(ThreadState* t) {
 
 namespace {
 
-void yield() { to_scheduler(cur(), false); }
+void yield() {
+    to_scheduler(cur(), false);
+}
 
 std::string waiting_report() {
     std::string s;
@@ -258,8 +265,8 @@ std::string waiting_report() {
             std::snprintf(b, sizeof b, "\n  thread %s waits at __syncthreads %s:%d", thread_name(t).c_str(), t.file,
                           t.line);
         else
-            std::snprintf(b, sizeof b, "\n  thread %s waits at %s (mask 0x%08x) %s:%d", thread_name(t).c_str(),
-                          t.what, t.mask, t.file, t.line);
+            std::snprintf(b, sizeof b, "\n  thread %s waits at %s (mask 0x%08x) %s:%d", thread_name(t).c_str(), t.what,
+                          t.mask, t.file, t.line);
         s += b;
         shown++;
     }
@@ -331,9 +338,12 @@ void thread_exit(ThreadState& t) {
 
 const char* order_name() {
     switch (options().order) {
-        case kReverse: return "reverse";
-        case kRandom: return "random";
-        default: return "forward";
+        case kReverse:
+            return "reverse";
+        case kRandom:
+            return "random";
+        default:
+            return "forward";
     }
 }
 
@@ -350,8 +360,8 @@ void fail(const char* file, int line, const char* fmt, ...) {
     std::fprintf(stderr, "cuda-emu: error: %s:%d: %s\n", file, line, msg);
     if (g_in_kernel) {
         std::fprintf(stderr, "  in the kernel launched at %s:%d <<<(%u,%u,%u), (%u,%u,%u)>>>, block (%u,%u,%u)",
-                     L.cfg->file, L.cfg->line, g_grid_dim.x, g_grid_dim.y, g_grid_dim.z, g_block_dim.x,
-                     g_block_dim.y, g_block_dim.z, g_block_idx.x, g_block_idx.y, g_block_idx.z);
+                     L.cfg->file, L.cfg->line, g_grid_dim.x, g_grid_dim.y, g_grid_dim.z, g_block_dim.x, g_block_dim.y,
+                     g_block_dim.z, g_block_idx.x, g_block_idx.y, g_block_idx.z);
         if (g_thread) std::fprintf(stderr, ", thread %s", thread_name(cur()).c_str());
         std::fprintf(stderr, ", thread order %s\n", order_name());
     }
@@ -389,7 +399,9 @@ int block_barrier(const char* file, int line, int pred) {
 }
 
 // ---- warp collectives -------------------------------------------------------------------
-int lane_id() { return cur().linear & 31; }
+int lane_id() {
+    return cur().linear & 31;
+}
 
 unsigned active_lanes() {
     const Warp& w = L.warps[cur().linear >> 5];
@@ -445,10 +457,18 @@ void shfl_combine(const uint64_t* in, const uint64_t* param, uint64_t* out, unsi
         const int seg = l & ~(width - 1);
         int src = l;
         switch (kind) {
-            case kShflIdx: src = seg + (op & (width - 1)); break;
-            case kShflUp: src = l - op < seg ? l : l - op; break;
-            case kShflDown: src = l + op >= seg + width ? l : l + op; break;
-            default: src = (l ^ op) >= seg + width ? l : (l ^ op); break;
+            case kShflIdx:
+                src = seg + (op & (width - 1));
+                break;
+            case kShflUp:
+                src = l - op < seg ? l : l - op;
+                break;
+            case kShflDown:
+                src = l + op >= seg + width ? l : l + op;
+                break;
+            default:
+                src = (l ^ op) >= seg + width ? l : (l ^ op);
+                break;
         }
         if (!(mask >> src & 1))
             fail(L.coll_file, L.coll_line, "shuffle: lane %d reads lane %d, which is not in the mask 0x%08x", l, src,
@@ -488,15 +508,16 @@ void match_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned 
 }
 
 // ---- shared memory ----------------------------------------------------------------------
-void* dynamic_shared() { return g_smem; }
+void* dynamic_shared() {
+    return g_smem;
+}
 
 void* shared_alloc(size_t bytes, size_t align, const char* file, int line) {
     align = std::max<size_t>(align, 16);
     size_t off = (L.top + (EMU_ASAN ? 32 : 0) + align - 1) & ~(align - 1);  // ASan: a redzone between slots
     if (off + bytes - L.dyn > kStaticSmemLimit)
         fail(file, line, "static __shared__ memory of the kernel exceeds %zu bytes", kStaticSmemLimit);
-    if (off + bytes > kSmemOptin)
-        fail(file, line, "static + dynamic shared memory exceeds %zu bytes", kSmemOptin);
+    if (off + bytes > kSmemOptin) fail(file, line, "static + dynamic shared memory exceeds %zu bytes", kSmemOptin);
 #if EMU_ASAN
     ASAN_UNPOISON_MEMORY_REGION(g_smem + off, bytes);
 #endif
@@ -587,7 +608,8 @@ void run_kernel(const LaunchCfg& cfg, const void* kernel, void (*run)(void*), vo
     }
     for (unsigned long long k = 0; k < nblocks; k++) {
         unsigned long long bl = opt.order == kForward ? k : opt.order == kReverse ? nblocks - 1 - k : perm[k];
-        g_block_idx = {(unsigned)(bl % g.x), (unsigned)((bl / g.x) % g.y), (unsigned)(bl / ((unsigned long long)g.x * g.y))};
+        g_block_idx = {(unsigned)(bl % g.x), (unsigned)((bl / g.x) % g.y),
+                       (unsigned)(bl / ((unsigned long long)g.x * g.y))};
         run_block();
         if (L.rejected) {
             set_last_error(cudaErrorLaunchOutOfResources);
