@@ -88,9 +88,11 @@ try:
         for d in ("scripts", "configs"):
             os.symlink(os.path.join(ROOT, d), os.path.join(work, d))
         os.symlink(BUILD, os.path.join(work, "build"))
+        # copies, not links: Python resolves a script's links, and the tokenizer would then look
+        # for its vocabulary cache in this repository's data/gpt2/ instead of the clone's
         for f in os.listdir(os.path.join(ROOT, "data")):
             if f.endswith(".py"):
-                os.symlink(os.path.join(ROOT, "data", f), os.path.join(work, "data", f))
+                shutil.copy(os.path.join(ROOT, "data", f), os.path.join(work, "data", f))
         # Stand-in for prepare_data.py: tiny random shards, and the vocabulary in data/gpt2/.
         import numpy as np
         rng = np.random.default_rng(5)
