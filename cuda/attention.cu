@@ -572,30 +572,38 @@ __global__ void __launch_bounds__(kWmmaThreads)
     for (int i = 0; i < D / 2; i++) g[i] += scale * dq[i];
 }
 
-// Calls f(std::integral_constant<int, D>) for the supported head sizes (flash_supports_head_size
-// and kFlashHeadSizes list the same ones); throws otherwise.
+// Calls f(std::integral_constant<int, D>) when the kernels are instantiated for head size D
+// (the one list of supported sizes); false, without calling f, for the others.
 template <class F>
-void with_head_size(int D, F f) {
+bool with_head_size(int D, F f) {
     switch (D) {
         case 8:
-            return f(std::integral_constant<int, 8>());
+            return f(std::integral_constant<int, 8>()), true;
         case 16:
-            return f(std::integral_constant<int, 16>());
+            return f(std::integral_constant<int, 16>()), true;
         case 32:
-            return f(std::integral_constant<int, 32>());
+            return f(std::integral_constant<int, 32>()), true;
         case 64:
-            return f(std::integral_constant<int, 64>());
+            return f(std::integral_constant<int, 64>()), true;
         case 128:
-            return f(std::integral_constant<int, 128>());
+            return f(std::integral_constant<int, 128>()), true;
     }
-    throw std::runtime_error("flash attention on the GPU supports head sizes " + std::string(kFlashHeadSizes) +
-                             ", got " + std::to_string(D) + " (use --attention cublas)");
+    return false;
 }
 
 }  // namespace
 
 bool flash_supports_head_size(int D) {
-    return D == 8 || D == 16 || D == 32 || D == 64 || D == 128;
+    return with_head_size(D, [](auto) {});
+}
+
+void check_flash_head_size(int D) {
+    if (flash_supports_head_size(D)) return;
+    std::string sizes;
+    for (int d = 1; d <= 1024; d++)
+        if (flash_supports_head_size(d)) sizes += (sizes.empty() ? "" : ", ") + std::to_string(d);
+    throw std::runtime_error("flash attention on the GPU supports head sizes " + sizes +
+                             ", got n_embd/n_head = " + std::to_string(D) + " (use --attention cublas)");
 }
 
 namespace {
@@ -657,6 +665,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
 void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int H) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     const float scale = 1.0f / sqrtf((float)(C / H));
+    check_flash_head_size(C / H);
     with_head_size(C / H, [&](auto d) {
         constexpr int D = d.value;
         if constexpr (has_wmma_kernel(D)) {
@@ -680,6 +689,7 @@ void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, co
     flash_delta_kernel<<<grid_for(rows, 256), 256>>>(delta, dout, out, T, C, H, rows);
     cudaCheckLaunch();
     const float scale = 1.0f / sqrtf((float)(C / H));
+    check_flash_head_size(C / H);
     with_head_size(C / H, [&](auto d) {
         constexpr int D = d.value;
         if constexpr (has_wmma_kernel(D)) {

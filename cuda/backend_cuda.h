@@ -46,9 +46,10 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
 void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int H);
 void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int B,
                             int T, int C, int H);
-// The head sizes the flash kernels take (the trainer checks before it starts).
-constexpr const char* kFlashHeadSizes = "8, 16, 32, 64 and 128";
+// Whether the flash kernels take head size D; the check throws, listing the sizes they take
+// (the launchers call it, and the trainer before it starts).
 bool flash_supports_head_size(int D);
+void check_flash_head_size(int D);
 
 void gelu_forward(float* out, const float* inp, size_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);

@@ -475,11 +475,7 @@ static int train_main(int argc, char** argv) {
             throw std::runtime_error(std::string("precision bf16 needs --device cuda") +
                                      (cfg.device == "auto" ? " (--device auto found no CUDA device)" : ""));
         if (cuda) {
-            const int hd = cfg.n_embd / cfg.n_head;
-            if (cfg.attention == "flash" && !::gpu::flash_supports_head_size(hd))
-                throw std::runtime_error("attention=flash on the GPU supports head sizes " +
-                                         std::string(::gpu::kFlashHeadSizes) +
-                                         ", got n_embd/n_head = " + std::to_string(hd) + " (use --attention cublas)");
+            if (cfg.attention == "flash") ::gpu::check_flash_head_size(cfg.n_embd / cfg.n_head);
             // mixed precision inside the CUDA backend: bf16 GEMM operands, fp32 master weights and the rest
             ::gpu::set_precision_bf16(bf16);
             if (dg.mpi) CudaBackend::use_device(dg.local_rank);

@@ -56,4 +56,8 @@ for pos in learned sinusoidal rope crope; do
     fail "emu_train_tf32_$pos" "emulated cuda run failed: $(tail -1 "$tmp/tf32_$pos.txt")"
   fi
 done
+# flash attention's GPU kernels take only some head sizes: the trainer says so before it starts
+# (n_embd 48 / n_head 2 = 24)
+expect_fail emu_train_flash_head_size "^error: flash attention on the GPU supports head sizes 8, 16, 32, 64, 128, got n_embd/n_head = 24 \(use --attention cublas\)" -- \
+  $EMU_TRAIN $args --n_embd 48 --device cuda --attention flash --run_dir "$tmp/bad_head"
 finish
