@@ -494,8 +494,8 @@ __global__ void __launch_bounds__(kWmmaThreads)
         load_tile_bf16<16, D>(qs, base, q0, T, C3, 0);
         load_tile_bf16<16, D>(dos, dbase, q0, T, C, 0);
         if (threadIdx.x < 16) {
-            lse_s[threadIdx.x] = q0 + threadIdx.x < T ? lse[(size_t)bh * T + q0 + threadIdx.x] : 0.0f;
-            delta_s[threadIdx.x] = q0 + threadIdx.x < T ? delta[(size_t)bh * T + q0 + threadIdx.x] : 0.0f;
+            lse_s[threadIdx.x] = q0 + (int)threadIdx.x < T ? lse[(size_t)bh * T + q0 + threadIdx.x] : 0.0f;
+            delta_s[threadIdx.x] = q0 + (int)threadIdx.x < T ? delta[(size_t)bh * T + q0 + threadIdx.x] : 0.0f;
         }
         __syncthreads();
         warp_mma<16, D, true>(sc, 16, false, &ks[w * 16][0], D, &qs[0][0], D);         // S^T = K Q^T
