@@ -28,13 +28,13 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
 }  // namespace
 
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, double beta1, double beta2,
-                  float eps, float wd, int t, float gscale) {
+                  float eps, float wd, int t, float gscale, cudaStream_t stream) {
     if (n == 0) return;
     // 1 - beta and the bias corrections in double, as the CPU twin (and torch) computes them
     float bc1 = (float)(1.0 - std::pow(beta1, t));
     float bc2 = (float)(1.0 - std::pow(beta2, t));
-    adamw_kernel<<<grid_for(n, 256), 256>>>(p, g, m, v, n, lr, (float)beta1, (float)(1 - beta1), (float)beta2,
-                                            (float)(1 - beta2), eps, wd, bc1, bc2, gscale);
+    adamw_kernel<<<grid_for(n, 256), 256, 0, stream>>>(p, g, m, v, n, lr, (float)beta1, (float)(1 - beta1),
+                                                       (float)beta2, (float)(1 - beta2), eps, wd, bc1, bc2, gscale);
     cudaCheckLaunch();
 }
 

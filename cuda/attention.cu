@@ -66,7 +66,7 @@ __global__ void causal_softmax_backward_kernel(float* __restrict__ ds, const flo
 
 // S^T (column-major T x T) = K Q^T, i.e. att[b,h,t1,t2] = scale * q_t1 . k_t2
 template <class E>
-void scores_gemm(float* att, const E* qkv, int B, int T, int C, int H) {
+void scores_gemm(float* att, const E* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     const int D = C / H;
     const float sc = 1.0f / sqrtf((float)D);
     const long long TT = (long long)T * T;
@@ -74,13 +74,13 @@ void scores_gemm(float* att, const E* qkv, int B, int T, int C, int H) {
     for (int b = 0; b < B; b++) {
         const E* q = qkv + (size_t)b * T * C3;
         float* att_b = att + (size_t)b * H * TT;
-        gemm_cm_strided_batched(true, false, T, T, D, sc, q + C, C3, D, q, C3, D, 0.0f, att_b, T, TT, H);
+        gemm_cm_strided_batched(true, false, T, T, D, sc, q + C, C3, D, q, C3, D, 0.0f, att_b, T, TT, H, stream);
     }
 }
 
 // out^T (column-major D x T per head, ld C) = V^T P^T, i.e. out[t1] = sum_t2 P[t1,t2] v_t2
 template <class E>
-void pv_gemm(float* out, const E* att, const E* qkv, int B, int T, int C, int H) {
+void pv_gemm(float* out, const E* att, const E* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     const int D = C / H;
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
@@ -88,13 +88,14 @@ void pv_gemm(float* out, const E* att, const E* qkv, int B, int T, int C, int H)
         const E* q = qkv + (size_t)b * T * C3;
         const E* att_b = att + (size_t)b * H * TT;
         float* out_b = out + (size_t)b * T * C;
-        gemm_cm_strided_batched(false, false, D, T, T, 1.0f, q + 2 * C, C3, D, att_b, T, TT, 0.0f, out_b, C, D, H);
+        gemm_cm_strided_batched(false, false, D, T, T, 1.0f, q + 2 * C, C3, D, att_b, T, TT, 0.0f, out_b, C, D, H,
+                                stream);
     }
 }
 
 // dP[t1,t2] = dO_t1 . v_t2 : column-major dP^T (T x T) = V dO^T
 template <class E>
-void dp_gemm(float* scratch, const E* dout, const E* qkv, int B, int T, int C, int H) {
+void dp_gemm(float* scratch, const E* dout, const E* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     const int D = C / H;
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
@@ -102,13 +103,15 @@ void dp_gemm(float* scratch, const E* dout, const E* qkv, int B, int T, int C, i
         const E* q = qkv + (size_t)b * T * C3;
         const E* dout_b = dout + (size_t)b * T * C;
         float* s_b = scratch + (size_t)b * H * TT;
-        gemm_cm_strided_batched(true, false, T, T, D, 1.0f, q + 2 * C, C3, D, dout_b, C, D, 0.0f, s_b, T, TT, H);
+        gemm_cm_strided_batched(true, false, T, T, D, 1.0f, q + 2 * C, C3, D, dout_b, C, D, 0.0f, s_b, T, TT, H,
+                                stream);
     }
 }
 
 // dV, dQ, dK from dO, P and dS (ds = dS, zero above the diagonal)
 template <class E>
-void dqkv_gemms(float* dqkv, const E* dout, const E* qkv, const E* att, const E* ds, int B, int T, int C, int H) {
+void dqkv_gemms(float* dqkv, const E* dout, const E* qkv, const E* att, const E* ds, int B, int T, int C, int H,
+                cudaStream_t stream) {
     const int D = C / H;
     const float sc = 1.0f / sqrtf((float)D);
     const long long TT = (long long)T * T;
@@ -120,11 +123,12 @@ void dqkv_gemms(float* dqkv, const E* dout, const E* qkv, const E* att, const E*
         const E* s_b = ds + (size_t)b * H * TT;
         float* dq = dqkv + (size_t)b * T * C3;
         // dV[t2] += sum_t1 P[t1,t2] dO_t1 : column-major dV^T (D x T) += dO^T P
-        gemm_cm_strided_batched(false, true, D, T, T, 1.0f, dout_b, C, D, att_b, T, TT, 1.0f, dq + 2 * C, C3, D, H);
+        gemm_cm_strided_batched(false, true, D, T, T, 1.0f, dout_b, C, D, att_b, T, TT, 1.0f, dq + 2 * C, C3, D, H,
+                                stream);
         // dQ[t1] += scale sum_t2 dS[t1,t2] k_t2 : column-major dQ^T (D x T) += K^T dS^T
-        gemm_cm_strided_batched(false, false, D, T, T, sc, q + C, C3, D, s_b, T, TT, 1.0f, dq, C3, D, H);
+        gemm_cm_strided_batched(false, false, D, T, T, sc, q + C, C3, D, s_b, T, TT, 1.0f, dq, C3, D, H, stream);
         // dK[t2] += scale sum_t1 dS[t1,t2] q_t1 : column-major dK^T (D x T) += Q^T dS
-        gemm_cm_strided_batched(false, true, D, T, T, sc, q, C3, D, s_b, T, TT, 1.0f, dq + C, C3, D, H);
+        gemm_cm_strided_batched(false, true, D, T, T, sc, q, C3, D, s_b, T, TT, 1.0f, dq + C, C3, D, H, stream);
     }
 }
 
@@ -622,47 +626,49 @@ constexpr bool has_wmma_kernel(int D) {
 }  // namespace
 
 // out (B,T,C), att (B,H,T,T) softmax probabilities (saved for backward), qkv (B,T,3C)
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H) {
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     const size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * H * T * T;
     const bool bf = precision_bf16();
-    const __nv_bfloat16* qkv16 = bf ? to_bf16(kSlotQkv, qkv, nqkv) : nullptr;
+    const __nv_bfloat16* qkv16 = bf ? to_bf16(kSlotQkv, qkv, nqkv, stream) : nullptr;
     if (bf)
-        scores_gemm(att, qkv16, B, T, C, H);
+        scores_gemm(att, qkv16, B, T, C, H, stream);
     else
-        scores_gemm(att, qkv, B, T, C, H);
+        scores_gemm(att, qkv, B, T, C, H, stream);
     size_t rows = (size_t)B * H * T;
-    causal_softmax_forward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps>>>(att, T, rows);
+    causal_softmax_forward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(att, T, rows);
     cudaCheckLaunch();
     if (bf)
-        pv_gemm(out, to_bf16(kSlotAtt, att, natt), qkv16, B, T, C, H);
+        pv_gemm(out, to_bf16(kSlotAtt, att, natt, stream), qkv16, B, T, C, H, stream);
     else
-        pv_gemm(out, att, qkv, B, T, C, H);
+        pv_gemm(out, att, qkv, B, T, C, H, stream);
 }
 
 // dqkv (B,T,3C) += gradient; scratch (B,H,T,T) is overwritten (holds dP, then dS)
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
-                        int T, int C, int H) {
+                        int T, int C, int H, cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     const size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * H * T * T, nout = (size_t)B * T * C;
     const bool bf = precision_bf16();
-    const __nv_bfloat16* qkv16 = bf ? to_bf16(kSlotQkv, qkv, nqkv) : nullptr;
-    const __nv_bfloat16* dout16 = bf ? to_bf16(kSlotDout, dout, nout) : nullptr;
+    const __nv_bfloat16* qkv16 = bf ? to_bf16(kSlotQkv, qkv, nqkv, stream) : nullptr;
+    const __nv_bfloat16* dout16 = bf ? to_bf16(kSlotDout, dout, nout, stream) : nullptr;
     if (bf)
-        dp_gemm(scratch, dout16, qkv16, B, T, C, H);
+        dp_gemm(scratch, dout16, qkv16, B, T, C, H, stream);
     else
-        dp_gemm(scratch, dout, qkv, B, T, C, H);
+        dp_gemm(scratch, dout, qkv, B, T, C, H, stream);
     size_t rows = (size_t)B * H * T;
-    causal_softmax_backward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps>>>(scratch, att, T, rows);
+    causal_softmax_backward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(scratch, att,
+                                                                                                         T, rows);
     cudaCheckLaunch();
     if (bf)
-        dqkv_gemms(dqkv, dout16, qkv16, to_bf16(kSlotAtt, att, natt), to_bf16(kSlotDs, scratch, natt), B, T, C, H);
+        dqkv_gemms(dqkv, dout16, qkv16, to_bf16(kSlotAtt, att, natt, stream), to_bf16(kSlotDs, scratch, natt, stream),
+                   B, T, C, H, stream);
     else
-        dqkv_gemms(dqkv, dout, qkv, att, scratch, B, T, C, H);
+        dqkv_gemms(dqkv, dout, qkv, att, scratch, B, T, C, H, stream);
 }
 
 // out (B,T,C), lse (B,H,T), qkv (B,T,3C)
-void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int H) {
+void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     const float scale = 1.0f / sqrtf((float)(C / H));
     check_flash_head_size(C / H);
@@ -670,23 +676,24 @@ void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int 
         constexpr int D = d.value;
         if constexpr (has_wmma_kernel(D)) {
             if (precision_bf16()) {
-                flash_forward_wmma_kernel<D><<<wmma_grid(B, T, H), kWmmaThreads>>>(out, lse, qkv, T, C, H, scale);
+                flash_forward_wmma_kernel<D>
+                    <<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(out, lse, qkv, T, C, H, scale);
                 return;
             }
         }
-        flash_forward_kernel<D><<<flash_grid(B, T, H), kFlashThreads>>>(out, lse, qkv, T, C, H, scale);
+        flash_forward_kernel<D><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(out, lse, qkv, T, C, H, scale);
     });
     cudaCheckLaunch();
 }
 
 // dqkv (B,T,3C) += gradient; out (B,T,C) and lse (B,H,T) from attention_forward_lse
 void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int B,
-                            int T, int C, int H) {
+                            int T, int C, int H, cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     static Scratch<float> s_delta;
     const size_t rows = (size_t)B * H * T;
     float* delta = s_delta.get(rows);
-    flash_delta_kernel<<<grid_for(rows, 256), 256>>>(delta, dout, out, T, C, H, rows);
+    flash_delta_kernel<<<grid_for(rows, 256), 256, 0, stream>>>(delta, dout, out, T, C, H, rows);
     cudaCheckLaunch();
     const float scale = 1.0f / sqrtf((float)(C / H));
     check_flash_head_size(C / H);
@@ -695,18 +702,18 @@ void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, co
         if constexpr (has_wmma_kernel(D)) {
             if (precision_bf16()) {
                 flash_backward_dkdv_wmma_kernel<D>
-                    <<<wmma_grid(B, T, H), kWmmaThreads>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
+                    <<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
                 cudaCheckLaunch();
                 flash_backward_dq_wmma_kernel<D>
-                    <<<wmma_grid(B, T, H), kWmmaThreads>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
+                    <<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
                 return;
             }
         }
         flash_backward_dkdv_kernel<d.value>
-            <<<flash_grid(B, T, H), kFlashThreads>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
+            <<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
         cudaCheckLaunch();
         flash_backward_dq_kernel<d.value>
-            <<<flash_grid(B, T, H), kFlashThreads>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
+            <<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
     });
     cudaCheckLaunch();
 }

@@ -3,68 +3,83 @@
 // the GPU unchanged. This header is plain C++ (no CUDA types): host code compiled by g++
 // includes it; the definitions live in the .cu files (nvcc).
 //
-// All pointers passed to the ops are device pointers. Ops launch on the legacy default
-// stream and do not synchronise; sum_squares returns a host double and therefore syncs.
-// Backward ops accumulate (+=) into every gradient output, as the CPU twins do.
+// All pointers passed to the ops are device pointers. Every op takes the stream it launches
+// on (its kernels and its cuBLAS calls) as its last argument and does not synchronise, except
+// sum_squares, which returns a host double. CudaBackend runs them all on one compute stream,
+// gpu::main_stream(). Backward ops accumulate (+=) into every gradient output, as the CPU
+// twins do.
 #pragma once
 #include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
-#include <vector>
+
+// CUDA's own declaration of the stream handle, so host code compiled by g++ needs no CUDA header.
+typedef struct CUstream_st* cudaStream_t;
 
 namespace gpu {
 
+// The backend's compute stream (created on first use; blocking, so work left on the legacy
+// default stream stays ordered before it).
+cudaStream_t main_stream();
+
 // ---- ops (same names and argument order as namespace cpu in src/ops/) ----
-void encoder_forward(float* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C);
+void encoder_forward(float* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
+                     cudaStream_t stream);
 // Deterministic: every (token, channel) sums its positions in increasing position order.
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tok, int B, int T, int C);
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tok, int B, int T, int C,
+                      cudaStream_t stream);
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
-                       int C);
+                       int C, cudaStream_t stream);
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                        const float* mean, const float* rstd, int N, int C);
+                        const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
 
-void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC, int OC);
+void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC, int OC,
+                    cudaStream_t stream);
 void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
-                     int IC, int OC);
+                     int IC, int OC, cudaStream_t stream);
 
-void rope_forward(float* out, const float* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H);
-void rope_backward(float* dinp, const float* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H);
+void rope_forward(float* out, const float* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+                  cudaStream_t stream);
+void rope_backward(float* dinp, const float* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+                   cudaStream_t stream);
 
-void crope_expand(float* w, const float* A, const float* Bm, int C);
-void crope_fold(float* dA, float* dB, const float* dw, int C);
+void crope_expand(float* w, const float* A, const float* Bm, int C, cudaStream_t stream);
+void crope_fold(float* dA, float* dB, const float* dw, int C, cudaStream_t stream);
 
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H);
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H, cudaStream_t stream);
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
-                        int T, int C, int H);
+                        int T, int C, int H, cudaStream_t stream);
 
 // Flash attention (FlashAttention-2 style, attention.cu): out (B,T,C) and lse (B,H,T), the
 // log-sum-exp of each query row's scaled scores; nothing of size T x T is stored. Backward
 // recomputes the scores from qkv and lse and reads the forward's out; deterministic (no
 // atomics). Head sizes D = C/H of 8, 16, 32, 64 or 128; others throw.
-void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int H);
+void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int H, cudaStream_t stream);
 void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int B,
-                            int T, int C, int H);
+                            int T, int C, int H, cudaStream_t stream);
 // Whether the flash kernels take head size D; the check throws, listing the sizes they take
 // (the launchers call it, and the trainer before it starts).
 bool flash_supports_head_size(int D);
 void check_flash_head_size(int D);
 
-void gelu_forward(float* out, const float* inp, size_t n);
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
+void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
 
-void residual_forward(float* out, const float* a, const float* b, size_t n);
+void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream);
 
-void softmax_crossentropy(float* logits, float* losses, const int* targets, int N, int V, float dscale);
+void softmax_crossentropy(float* logits, float* losses, const int* targets, int N, int V, float dscale,
+                          cudaStream_t stream);
 // The same over rows of ld >= V columns (the padded vocabulary): columns [V, ld) are left out of
 // the softmax and get dlogits 0. float4 loads when ld % 4 == 0 and logits is 16-byte aligned.
-void classifier_loss(float* logits, float* losses, const int* targets, int N, int V, int ld, float dscale);
+void classifier_loss(float* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
+                     cudaStream_t stream);
 
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, double beta1, double beta2,
-                  float eps, float wd, int t, float gscale);
+                  float eps, float wd, int t, float gscale, cudaStream_t stream);
 // Sum of x[i]^2 in double, deterministic (fixed grid and reduction order). Synchronises.
-double sum_squares(const float* x, size_t n);
+double sum_squares(const float* x, size_t n, cudaStream_t stream);
 
 // TF32 tensor cores for the GEMMs (matmul and attention). On by default (speed);
 // tests comparing against the CPU turn it off.
@@ -82,6 +97,10 @@ void set_precision_bf16(bool on);
 bool precision_bf16();
 
 }  // namespace gpu
+
+// A member of CudaBackend that calls gpu::NAME with the model's arguments on the compute stream.
+#define CUDA_BACKEND_OP(name) \
+    static constexpr auto name = [](auto... args) { return gpu::name(args..., gpu::main_stream()); }
 
 struct CudaBackend {
     using real = float;
@@ -116,27 +135,29 @@ struct CudaBackend {
     static void allreduce_wait();
     static void use_device(int local_rank);  // one GPU per process: local_rank modulo the GPUs
 
-    static constexpr auto encoder_forward = gpu::encoder_forward;
-    static constexpr auto encoder_backward = gpu::encoder_backward;
-    static constexpr auto layernorm_forward = gpu::layernorm_forward;
-    static constexpr auto layernorm_backward = gpu::layernorm_backward;
-    static constexpr auto matmul_forward = gpu::matmul_forward;
-    static constexpr auto matmul_backward = gpu::matmul_backward;
-    static constexpr auto rope_forward = gpu::rope_forward;
-    static constexpr auto rope_backward = gpu::rope_backward;
-    static constexpr auto crope_expand = gpu::crope_expand;
-    static constexpr auto crope_fold = gpu::crope_fold;
-    static constexpr auto attention_forward = gpu::attention_forward;
-    static constexpr auto attention_backward = gpu::attention_backward;
-    static constexpr auto attention_forward_lse = gpu::attention_forward_lse;
-    static constexpr auto attention_backward_lse = gpu::attention_backward_lse;
-    static constexpr auto gelu_forward = gpu::gelu_forward;
-    static constexpr auto gelu_backward = gpu::gelu_backward;
-    static constexpr auto residual_forward = gpu::residual_forward;
-    static constexpr auto softmax_crossentropy = gpu::softmax_crossentropy;
-    static constexpr auto classifier_loss = gpu::classifier_loss;
+    CUDA_BACKEND_OP(encoder_forward);
+    CUDA_BACKEND_OP(encoder_backward);
+    CUDA_BACKEND_OP(layernorm_forward);
+    CUDA_BACKEND_OP(layernorm_backward);
+    CUDA_BACKEND_OP(matmul_forward);
+    CUDA_BACKEND_OP(matmul_backward);
+    CUDA_BACKEND_OP(rope_forward);
+    CUDA_BACKEND_OP(rope_backward);
+    CUDA_BACKEND_OP(crope_expand);
+    CUDA_BACKEND_OP(crope_fold);
+    CUDA_BACKEND_OP(attention_forward);
+    CUDA_BACKEND_OP(attention_backward);
+    CUDA_BACKEND_OP(attention_forward_lse);
+    CUDA_BACKEND_OP(attention_backward_lse);
+    CUDA_BACKEND_OP(gelu_forward);
+    CUDA_BACKEND_OP(gelu_backward);
+    CUDA_BACKEND_OP(residual_forward);
+    CUDA_BACKEND_OP(softmax_crossentropy);
+    CUDA_BACKEND_OP(classifier_loss);
     // rows per classifier chunk: 4096 x 50304 fp32 logits (786 MiB, a quarter of the paper batch's)
     static constexpr int classifier_chunk = 4096;
-    static constexpr auto adamw_update = gpu::adamw_update;
-    static constexpr auto sum_squares = gpu::sum_squares;
+    CUDA_BACKEND_OP(adamw_update);
+    CUDA_BACKEND_OP(sum_squares);
 };
+
+#undef CUDA_BACKEND_OP

@@ -109,8 +109,8 @@ struct Scratch {
 // would otherwise allocate its own, unseen): 32 MiB, what it takes by default on Hopper.
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 
-// One handle for the process, bound to the legacy default stream (all our work runs there,
-// in order, so no extra synchronisation is needed between kernels and GEMMs).
+// One handle for the process. cublas_on binds it to the stream of the op that calls it, so its
+// GEMMs run in order with that op's kernels (and are captured with them in a CUDA graph).
 inline cublasHandle_t cublas_handle() {
     static cublasHandle_t h = [] {
         cublasHandle_t hh;
@@ -119,6 +119,10 @@ inline cublasHandle_t cublas_handle() {
         return hh;
     }();
     return h;
+}
+inline cublasHandle_t cublas_on(cudaStream_t stream) {
+    cublasCheck(cublasSetStream(cublas_handle(), stream));
+    return cublas_handle();
 }
 
 // TF32 tensor-core GEMMs on/off (defined in matmul.cu; used by matmul and attention).
@@ -129,12 +133,12 @@ inline cublasComputeType_t gemm_compute_type() {
 
 // GEMM helpers (matmul.cu), COLUMN-major like cuBLAS: C (m,n) = alpha op(A) op(B) + beta C.
 void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-             float beta, float* C, int ldc);
+             float beta, float* C, int ldc, cudaStream_t stream);
 void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
                              long long strideA, const float* B, int ldb, long long strideB, float beta, float* C,
-                             int ldc, long long strideC, int batch);
+                             int ldc, long long strideC, int batch, cudaStream_t stream);
 // dst (C) += column sums of the row-major x (N, C); deterministic (matmul.cu).
-void column_sum_accumulate(float* dst, const float* x, int N, int C);
+void column_sum_accumulate(float* dst, const float* x, int N, int C, cudaStream_t stream);
 
 // ---- bf16 mixed precision (matmul.cu) -----------------------------------------------------
 // With gpu::set_precision_bf16(true) every GEMM of matmul and attention reads bf16 copies of
@@ -142,16 +146,16 @@ void column_sum_accumulate(float* dst, const float* x, int N, int C);
 bool precision_bf16();
 // Same as above with bf16 operands: CUBLAS_COMPUTE_32F (fp32 accumulation), C in fp32.
 void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
-             const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc);
+             const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc, cudaStream_t stream);
 void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
                              long long strideA, const __nv_bfloat16* B, int ldb, long long strideB, float beta,
-                             float* C, int ldc, long long strideC, int batch);
+                             float* C, int ldc, long long strideC, int batch, cudaStream_t stream);
 // bf16 copy (round to nearest even) of x (n floats) in grow-only scratch buffer `slot`
 // (0 .. kBf16Slots-1). The slots are shared by matmul and attention: an op may overwrite a
 // slot that an earlier op's GEMMs read, since all work runs in order on one stream. Within
 // one op, operands that live at the same time use different slots.
 constexpr int kBf16Slots = 4;
-const __nv_bfloat16* to_bf16(int slot, const float* x, size_t n);
+const __nv_bfloat16* to_bf16(int slot, const float* x, size_t n, cudaStream_t stream);
 
 // ---- warp / block reductions ------------------------------------------------------------
 // Butterfly reductions: every lane ends with the full result; the order of operations is

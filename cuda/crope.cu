@@ -45,17 +45,17 @@ __global__ void crope_fold_kernel(float* __restrict__ dA, float* __restrict__ dB
 
 }  // namespace
 
-void crope_expand(float* w, const float* A, const float* Bm, int C) {
+void crope_expand(float* w, const float* A, const float* Bm, int C, cudaStream_t stream) {
     size_t total = (size_t)3 * C * C;
     if (total == 0) return;
-    crope_expand_kernel<<<grid_for(total, 256), 256>>>(w, A, Bm, C, total);
+    crope_expand_kernel<<<grid_for(total, 256), 256, 0, stream>>>(w, A, Bm, C, total);
     cudaCheckLaunch();
 }
 
-void crope_fold(float* dA, float* dB, const float* dw, int C) {
+void crope_fold(float* dA, float* dB, const float* dw, int C, cudaStream_t stream) {
     size_t total = (size_t)3 * (C / 2) * (C / 2);
     if (total == 0) return;
-    crope_fold_kernel<<<grid_for(total, 256), 256>>>(dA, dB, dw, C, total);
+    crope_fold_kernel<<<grid_for(total, 256), 256, 0, stream>>>(dA, dB, dw, C, total);
     cudaCheckLaunch();
 }
 

@@ -64,19 +64,21 @@ __global__ void encoder_backward_wpe_kernel(float* __restrict__ dwpe, const floa
 
 }  // namespace
 
-void encoder_forward(float* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C) {
+void encoder_forward(float* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
+                     cudaStream_t stream) {
     size_t total = (size_t)B * T * C;
     if (total == 0) return;
-    encoder_forward_kernel<<<grid_for(total, 256), 256>>>(out, tok, wte, wpe, T, C, total);
+    encoder_forward_kernel<<<grid_for(total, 256), 256, 0, stream>>>(out, tok, wte, wpe, T, C, total);
     cudaCheckLaunch();
 }
 
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tok, int B, int T, int C) {
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tok, int B, int T, int C,
+                      cudaStream_t stream) {
     const int N = B * T;
     if (N == 0 || C == 0) return;
     if (dwpe) {
         size_t TC = (size_t)T * C;
-        encoder_backward_wpe_kernel<<<(unsigned)ceil_div(TC, 256), 256>>>(dwpe, dout, B, T, C);
+        encoder_backward_wpe_kernel<<<(unsigned)ceil_div(TC, 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
         cudaCheckLaunch();
     }
 
@@ -87,7 +89,7 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* to
     int* pos_in = s_pos_in.get(N);
     int* tok_out = s_tok_out.get(N);
     int* pos_out = s_pos_out.get(N);
-    iota_kernel<<<ceil_div(N, 256), 256>>>(pos_in, N);
+    iota_kernel<<<ceil_div(N, 256), 256, 0, stream>>>(pos_in, N);
     cudaCheckLaunch();
 
     const int end_bit = 31;
@@ -97,7 +99,7 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* to
     cudaCheck(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit));
 
     int threads = C >= 256 ? 256 : ((C + 31) / 32) * 32;
-    encoder_backward_wte_kernel<<<N, threads>>>(dwte, dout, tok_out, pos_out, N, C);
+    encoder_backward_wte_kernel<<<N, threads, 0, stream>>>(dwte, dout, tok_out, pos_out, N, C);
     cudaCheckLaunch();
 }
 

@@ -29,15 +29,15 @@ __global__ void gelu_backward_kernel(float* __restrict__ dinp, const float* __re
 
 }  // namespace
 
-void gelu_forward(float* out, const float* inp, size_t n) {
+void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    gelu_forward_kernel<<<grid_for(n, 256), 256>>>(out, inp, n);
+    gelu_forward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, inp, n);
     cudaCheckLaunch();
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    gelu_backward_kernel<<<grid_for(n, 256), 256>>>(dinp, inp, dout, n);
+    gelu_backward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dinp, inp, dout, n);
     cudaCheckLaunch();
 }
 

@@ -113,17 +113,18 @@ __global__ void layernorm_backward_dwdb_final_kernel(float* __restrict__ dw, flo
 }  // namespace
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
-                       int C) {
+                       int C, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
-    layernorm_forward_kernel<<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock>>>(out, mean, rstd, inp, w, b, N, C);
+    layernorm_forward_kernel<<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream>>>(out, mean, rstd, inp, w,
+                                                                                              b, N, C);
     cudaCheckLaunch();
 }
 
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                        const float* mean, const float* rstd, int N, int C) {
+                        const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
-    layernorm_backward_dinp_kernel<<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock>>>(dinp, dout, inp, w, mean, rstd,
-                                                                                         N, C);
+    layernorm_backward_dinp_kernel<<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream>>>(dinp, dout, inp, w,
+                                                                                                    mean, rstd, N, C);
     cudaCheckLaunch();
 
     // Chunk count depends only on N (never on the device), so the bits are reproducible
@@ -134,9 +135,10 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
     float* partial = s_partial.get((size_t)nchunks * 2 * C);
     dim3 grid(ceil_div(C, 32), nchunks);
     dim3 block(32, kColY);
-    layernorm_backward_dwdb_partial_kernel<<<grid, block>>>(partial, dout, inp, mean, rstd, N, C, rows_per_chunk);
+    layernorm_backward_dwdb_partial_kernel<<<grid, block, 0, stream>>>(partial, dout, inp, mean, rstd, N, C,
+                                                                       rows_per_chunk);
     cudaCheckLaunch();
-    layernorm_backward_dwdb_final_kernel<<<ceil_div(C, 256), 256>>>(dw, db, partial, nchunks, C);
+    layernorm_backward_dwdb_final_kernel<<<ceil_div(C, 256), 256, 0, stream>>>(dw, db, partial, nchunks, C);
     cudaCheckLaunch();
 }
 

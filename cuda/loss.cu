@@ -79,18 +79,20 @@ __global__ void __launch_bounds__(kLossThreads)
 
 }  // namespace
 
-void classifier_loss(float* logits, float* losses, const int* targets, int N, int V, int ld, float dscale) {
+void classifier_loss(float* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
+                     cudaStream_t stream) {
     if (N <= 0 || V <= 0) return;
     if (ld < V) throw std::logic_error("classifier_loss: row stride ld < V");
     if (ld % 4 == 0 && (reinterpret_cast<uintptr_t>(logits) & 15u) == 0)
-        classifier_loss_kernel<4><<<N, kLossThreads>>>(logits, losses, targets, V, ld, dscale);
+        classifier_loss_kernel<4><<<N, kLossThreads, 0, stream>>>(logits, losses, targets, V, ld, dscale);
     else
-        classifier_loss_kernel<1><<<N, kLossThreads>>>(logits, losses, targets, V, ld, dscale);
+        classifier_loss_kernel<1><<<N, kLossThreads, 0, stream>>>(logits, losses, targets, V, ld, dscale);
     cudaCheckLaunch();
 }
 
-void softmax_crossentropy(float* logits, float* losses, const int* targets, int N, int V, float dscale) {
-    classifier_loss(logits, losses, targets, N, V, V, dscale);
+void softmax_crossentropy(float* logits, float* losses, const int* targets, int N, int V, float dscale,
+                          cudaStream_t stream) {
+    classifier_loss(logits, losses, targets, N, V, V, dscale, stream);
 }
 
 }  // namespace gpu

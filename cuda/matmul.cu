@@ -32,16 +32,16 @@ bool precision_bf16() {
 
 // Column-major C (m,n) = alpha op(A) op(B) + beta C, fp32 storage, TF32 tensor cores if enabled.
 void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-             float beta, float* C, int ldc) {
-    cublasCheck(cublasGemmEx(cublas_handle(), ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+             float beta, float* C, int ldc, cudaStream_t stream) {
+    cublasCheck(cublasGemmEx(cublas_on(stream), ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
                              &alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, &beta, C, CUDA_R_32F, ldc,
                              gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
 }
 
 void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
                              long long strideA, const float* B, int ldb, long long strideB, float beta, float* C,
-                             int ldc, long long strideC, int batch) {
-    cublasCheck(cublasGemmStridedBatchedEx(cublas_handle(), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             int ldc, long long strideC, int batch, cudaStream_t stream) {
+    cublasCheck(cublasGemmStridedBatchedEx(cublas_on(stream), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                            tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_32F, lda, strideA,
                                            B, CUDA_R_32F, ldb, strideB, &beta, C, CUDA_R_32F, ldc, strideC, batch,
                                            gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
@@ -49,16 +49,16 @@ void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha,
 
 // bf16 operands, fp32 accumulation (CUBLAS_COMPUTE_32F), fp32 C.
 void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
-             const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc) {
-    cublasCheck(cublasGemmEx(cublas_handle(), ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+             const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc, cudaStream_t stream) {
+    cublasCheck(cublasGemmEx(cublas_on(stream), ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
                              &alpha, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
                              long long strideA, const __nv_bfloat16* B, int ldb, long long strideB, float beta,
-                             float* C, int ldc, long long strideC, int batch) {
-    cublasCheck(cublasGemmStridedBatchedEx(cublas_handle(), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             float* C, int ldc, long long strideC, int batch, cudaStream_t stream) {
+    cublasCheck(cublasGemmStridedBatchedEx(cublas_on(stream), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                            tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_16BF, lda,
                                            strideA, B, CUDA_R_16BF, ldb, strideB, &beta, C, CUDA_R_32F, ldc, strideC,
                                            batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -73,13 +73,13 @@ __global__ void to_bf16_kernel(__nv_bfloat16* __restrict__ out, const float* __r
 
 }  // namespace
 
-const __nv_bfloat16* to_bf16(int slot, const float* x, size_t n) {
+const __nv_bfloat16* to_bf16(int slot, const float* x, size_t n, cudaStream_t stream) {
     // Scratch allocates through device_malloc, so these buffers count in peak_memory().
     static Scratch<__nv_bfloat16> s_slots[kBf16Slots];
     if (slot < 0 || slot >= kBf16Slots) throw std::logic_error("to_bf16: bad scratch slot");
     __nv_bfloat16* y = s_slots[slot].get(n);
     if (n) {
-        to_bf16_kernel<<<grid_for(n, 256), 256>>>(y, x, n);
+        to_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(y, x, n);
         cudaCheckLaunch();
     }
     return y;
@@ -91,20 +91,20 @@ namespace {
 // bf16 paths share these argument lists.
 // column-major: out^T (OC,N) = W (OC,IC) [stored as W^T (IC,OC), so op = T] . inp^T (IC,N)
 template <class E>
-void linear_forward_gemm(float* out, const E* inp, const E* w, int N, int IC, int OC) {
-    gemm_cm(true, false, OC, N, IC, 1.0f, w, IC, inp, IC, 0.0f, out, OC);
+void linear_forward_gemm(float* out, const E* inp, const E* w, int N, int IC, int OC, cudaStream_t stream) {
+    gemm_cm(true, false, OC, N, IC, 1.0f, w, IC, inp, IC, 0.0f, out, OC, stream);
 }
 
 // column-major: dinp^T (IC,N) += W^T (IC,OC) [stored as is] . dout^T (OC,N) [stored as is]
 template <class E>
-void linear_backward_dinp_gemm(float* dinp, const E* dout, const E* w, int N, int IC, int OC) {
-    gemm_cm(false, false, IC, N, OC, 1.0f, w, IC, dout, OC, 1.0f, dinp, IC);
+void linear_backward_dinp_gemm(float* dinp, const E* dout, const E* w, int N, int IC, int OC, cudaStream_t stream) {
+    gemm_cm(false, false, IC, N, OC, 1.0f, w, IC, dout, OC, 1.0f, dinp, IC, stream);
 }
 
 // column-major: dw^T (IC,OC) += inp^T (IC,N) [stored as is] . dout (N,OC) [stored as dout^T, op = T]
 template <class E>
-void linear_backward_dw_gemm(float* dw, const E* dout, const E* inp, int N, int IC, int OC) {
-    gemm_cm(false, true, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, IC);
+void linear_backward_dw_gemm(float* dw, const E* dout, const E* inp, int N, int IC, int OC, cudaStream_t stream) {
+    gemm_cm(false, true, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, IC, stream);
 }
 
 // bf16 slots of the linear layer's operands
@@ -166,34 +166,36 @@ bool aligned16(const void* p) {
 }  // namespace
 
 // dst (C) += column sums of x (N, C); fixed chunking -> bitwise reproducible.
-void column_sum_accumulate(float* dst, const float* x, int N, int C) {
+void column_sum_accumulate(float* dst, const float* x, int N, int C, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
     const int rows_per_chunk = 512;
     const int nchunks = ceil_div(N, rows_per_chunk);
     static Scratch<float> s_partial;
     float* partial = s_partial.get((size_t)nchunks * C);
-    column_sum_partial_kernel<<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY)>>>(partial, x, N, C, rows_per_chunk);
+    column_sum_partial_kernel<<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY), 0, stream>>>(partial, x, N, C,
+                                                                                              rows_per_chunk);
     cudaCheckLaunch();
-    column_sum_final_kernel<<<ceil_div(C, 256), 256>>>(dst, partial, nchunks, C);
+    column_sum_final_kernel<<<ceil_div(C, 256), 256, 0, stream>>>(dst, partial, nchunks, C);
     cudaCheckLaunch();
 }
 
 // out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
-void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC, int OC) {
+void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC, int OC,
+                    cudaStream_t stream) {
     if (N <= 0 || OC <= 0) return;
     if (precision_bf16())
-        linear_forward_gemm(out, to_bf16(kSlotInp, inp, (size_t)N * IC), to_bf16(kSlotW, w, (size_t)OC * IC), N, IC,
-                            OC);
+        linear_forward_gemm(out, to_bf16(kSlotInp, inp, (size_t)N * IC, stream),
+                            to_bf16(kSlotW, w, (size_t)OC * IC, stream), N, IC, OC, stream);
     else
-        linear_forward_gemm(out, inp, w, N, IC, OC);
+        linear_forward_gemm(out, inp, w, N, IC, OC, stream);
     if (bias) {
         size_t total = (size_t)N * OC;
         if (OC % 4 == 0 && aligned16(out) && aligned16(bias)) {
             size_t total4 = total / 4;
-            add_bias4_kernel<<<grid_for(total4, 256), 256>>>(reinterpret_cast<float4*>(out),
-                                                             reinterpret_cast<const float4*>(bias), OC / 4, total4);
+            add_bias4_kernel<<<grid_for(total4, 256), 256, 0, stream>>>(
+                reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(bias), OC / 4, total4);
         } else {
-            add_bias_kernel<<<grid_for(total, 256), 256>>>(out, bias, OC, total);
+            add_bias_kernel<<<grid_for(total, 256), 256, 0, stream>>>(out, bias, OC, total);
         }
         cudaCheckLaunch();
     }
@@ -201,18 +203,19 @@ void matmul_forward(float* out, const float* inp, const float* w, const float* b
 
 // dinp (N,IC) += dout (N,OC) . w (OC,IC) ; dw (OC,IC) += dout^T . inp ; dbias (OC) += column sums of dout
 void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
-                     int IC, int OC) {
+                     int IC, int OC, cudaStream_t stream) {
     if (N <= 0 || IC <= 0 || OC <= 0) return;
     if (precision_bf16()) {
         // dout is converted once for both GEMMs; dbias sums the fp32 dout
-        const __nv_bfloat16* dout16 = (dinp || dw) ? to_bf16(kSlotDout, dout, (size_t)N * OC) : nullptr;
-        if (dinp) linear_backward_dinp_gemm(dinp, dout16, to_bf16(kSlotW, w, (size_t)OC * IC), N, IC, OC);
-        if (dw) linear_backward_dw_gemm(dw, dout16, to_bf16(kSlotInp, inp, (size_t)N * IC), N, IC, OC);
+        const __nv_bfloat16* dout16 = (dinp || dw) ? to_bf16(kSlotDout, dout, (size_t)N * OC, stream) : nullptr;
+        if (dinp)
+            linear_backward_dinp_gemm(dinp, dout16, to_bf16(kSlotW, w, (size_t)OC * IC, stream), N, IC, OC, stream);
+        if (dw) linear_backward_dw_gemm(dw, dout16, to_bf16(kSlotInp, inp, (size_t)N * IC, stream), N, IC, OC, stream);
     } else {
-        if (dinp) linear_backward_dinp_gemm(dinp, dout, w, N, IC, OC);
-        if (dw) linear_backward_dw_gemm(dw, dout, inp, N, IC, OC);
+        if (dinp) linear_backward_dinp_gemm(dinp, dout, w, N, IC, OC, stream);
+        if (dw) linear_backward_dw_gemm(dw, dout, inp, N, IC, OC, stream);
     }
-    if (dbias) column_sum_accumulate(dbias, dout, N, OC);
+    if (dbias) column_sum_accumulate(dbias, dout, N, OC, stream);
 }
 
 }  // namespace gpu

@@ -62,11 +62,20 @@ void device_free(void* p) {
     if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
 }
 
+cudaStream_t main_stream() {
+    static cudaStream_t s = [] {
+        cudaStream_t st;
+        cudaCheck(cudaStreamCreate(&st));
+        return st;
+    }();
+    return s;
+}
+
 }  // namespace gpu
 
 float* CudaBackend::alloc(size_t n) {
     float* p = static_cast<float*>(gpu::device_malloc(n * sizeof(float)));
-    if (p) cudaCheck(cudaMemset(p, 0, n * sizeof(float)));
+    if (p) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(float), gpu::main_stream()));
     return p;
 }
 
@@ -75,20 +84,25 @@ void CudaBackend::free(float* p) {
 }
 
 void CudaBackend::zero(float* p, size_t n) {
-    if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(float), 0));
+    if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(float), gpu::main_stream()));
 }
 
+// Both wait for the copy (and the work queued before it): the host buffer is free on return.
 void CudaBackend::copy_to_host(float* dst, const float* src, size_t n) {
-    if (n) cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+    if (!n) return;
+    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, gpu::main_stream()));
+    cudaCheck(cudaStreamSynchronize(gpu::main_stream()));
 }
 
 void CudaBackend::copy_from_host(float* dst, const float* src, size_t n) {
-    if (n) cudaCheck(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
+    if (!n) return;
+    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, gpu::main_stream()));
+    cudaCheck(cudaStreamSynchronize(gpu::main_stream()));
 }
 
 int* CudaBackend::alloc_int(size_t n) {
     int* p = static_cast<int*>(gpu::device_malloc(n * sizeof(int)));
-    if (p) cudaCheck(cudaMemset(p, 0, n * sizeof(int)));
+    if (p) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(int), gpu::main_stream()));
     return p;
 }
 
@@ -126,8 +140,8 @@ void CudaBackend::copy_ints_from_host(int* dst, const int* src, size_t n) {
         s.cap = n;
     }
     std::memcpy(s.host, src, n * sizeof(int));
-    cudaCheck(cudaMemcpyAsync(dst, s.host, n * sizeof(int), cudaMemcpyHostToDevice, 0));
-    cudaCheck(cudaEventRecord(s.copied, 0));
+    cudaCheck(cudaMemcpyAsync(dst, s.host, n * sizeof(int), cudaMemcpyHostToDevice, gpu::main_stream()));
+    cudaCheck(cudaEventRecord(s.copied, gpu::main_stream()));
 }
 
 void CudaBackend::synchronize() {

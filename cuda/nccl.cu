@@ -35,11 +35,11 @@ ncclComm_t comm() {
 // Waits for the collective under the watchdog: NCCL calls return before the work is done.
 void finish(const char* what) {
     dist::Watch w(what);
-    cudaCheck(cudaStreamSynchronize(0));
+    cudaCheck(cudaStreamSynchronize(gpu::main_stream()));
 }
 
-// The communication stream: non-blocking, so it never waits for the legacy default stream (the
-// backend's compute stream) except where an event says so.
+// The communication stream: non-blocking, so it never waits for the backend's compute stream
+// (gpu::main_stream) except where an event says so.
 struct CommStream {
     cudaStream_t stream;
     cudaEvent_t ready;  // recorded on the compute stream after a layer's gradients
@@ -58,7 +58,7 @@ void CudaBackend::allreduce_sum_async(const std::vector<std::pair<float*, size_t
     if (!dist::group().mpi) return;
     CommStream& s = comm_stream();
     ncclComm_t c = comm();  // made before the group: a communicator's setup cannot be inside one
-    cudaCheck(cudaEventRecord(s.ready, 0));
+    cudaCheck(cudaEventRecord(s.ready, gpu::main_stream()));
     cudaCheck(cudaStreamWaitEvent(s.stream, s.ready, 0));
     ncclCheck(ncclGroupStart());
     for (const auto& [p, n] : parts) ncclCheck(ncclAllReduce(p, p, n, ncclFloat, ncclSum, c, s.stream));
@@ -73,20 +73,21 @@ void CudaBackend::allreduce_wait() {
 
 void CudaBackend::allreduce_sum(float* x, size_t n) {
     if (!dist::group().mpi) return;
-    ncclCheck(ncclAllReduce(x, x, n, ncclFloat, ncclSum, comm(), 0));
+    ncclCheck(ncclAllReduce(x, x, n, ncclFloat, ncclSum, comm(), gpu::main_stream()));
     finish("NCCL all-reduce");
 }
 
 // in place: rank r's result lands in its own block of x (NCCL's in-place reduce-scatter layout)
 void CudaBackend::reduce_scatter_sum(float* x, size_t block) {
     if (!dist::group().mpi) return;
-    ncclCheck(ncclReduceScatter(x, x + dist::group().rank * block, block, ncclFloat, ncclSum, comm(), 0));
+    ncclCheck(
+        ncclReduceScatter(x, x + dist::group().rank * block, block, ncclFloat, ncclSum, comm(), gpu::main_stream()));
     finish("NCCL reduce-scatter");
 }
 
 void CudaBackend::allgather(float* x, size_t block) {
     if (!dist::group().mpi) return;
-    ncclCheck(ncclAllGather(x + dist::group().rank * block, x, block, ncclFloat, comm(), 0));
+    ncclCheck(ncclAllGather(x + dist::group().rank * block, x, block, ncclFloat, comm(), gpu::main_stream()));
     finish("NCCL all-gather");
 }
 

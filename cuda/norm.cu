@@ -25,15 +25,16 @@ __global__ void sum_squares_kernel(double* __restrict__ partial, const float* __
 
 }  // namespace
 
-double sum_squares(const float* x, size_t n) {
+double sum_squares(const float* x, size_t n, cudaStream_t stream) {
     if (n == 0) return 0.0;
     static Scratch<double> s_partial;
     double* partial = s_partial.get(kNormBlocks);
-    sum_squares_kernel<<<kNormBlocks, kNormThreads>>>(partial, x, n);
+    sum_squares_kernel<<<kNormBlocks, kNormThreads, 0, stream>>>(partial, x, n);
     cudaCheckLaunch();
-    // second pass on the host, in block order (512 doubles; the copy synchronises anyway)
+    // second pass on the host, in block order (512 doubles), after waiting for the stream
     std::vector<double> h(kNormBlocks);
-    cudaCheck(cudaMemcpy(h.data(), partial, kNormBlocks * sizeof(double), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpyAsync(h.data(), partial, kNormBlocks * sizeof(double), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
     double total = 0.0;
     for (double v : h) total += v;
     return total;

@@ -28,7 +28,7 @@ void CudaBackend::profile_mark(int phase) {
         t.events.push_back(e);
         t.phases.push_back(0);
     }
-    cudaCheck(cudaEventRecord(t.events[t.used], 0));
+    cudaCheck(cudaEventRecord(t.events[t.used], gpu::main_stream()));
     t.phases[t.used++] = phase;
 }
 

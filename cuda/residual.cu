@@ -15,9 +15,9 @@ __global__ void residual_forward_kernel(float* out, const float* a, const float*
 
 }  // namespace
 
-void residual_forward(float* out, const float* a, const float* b, size_t n) {
+void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    residual_forward_kernel<<<grid_for(n, 256), 256>>>(out, a, b, n);
+    residual_forward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, a, b, n);
     cudaCheckLaunch();
 }
 

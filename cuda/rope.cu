@@ -52,17 +52,19 @@ __global__ void rope_kernel(float* __restrict__ out, const float* __restrict__ i
 
 // The float2 accesses need 8-byte aligned base pointers (always true for cudaMalloc'd
 // buffers at even float offsets, which is how the model slices them).
-void rope_forward(float* out, const float* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H) {
+void rope_forward(float* out, const float* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+                  cudaStream_t stream) {
     size_t total = (size_t)B * T * 3 * C / 2;
     if (total == 0) return;
-    rope_kernel<true><<<grid_for(total, 256), 256>>>(out, inp, cos_t, sin_t, T, C, C / H, total);
+    rope_kernel<true><<<grid_for(total, 256), 256, 0, stream>>>(out, inp, cos_t, sin_t, T, C, C / H, total);
     cudaCheckLaunch();
 }
 
-void rope_backward(float* dinp, const float* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H) {
+void rope_backward(float* dinp, const float* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+                   cudaStream_t stream) {
     size_t total = (size_t)B * T * 3 * C / 2;
     if (total == 0) return;
-    rope_kernel<false><<<grid_for(total, 256), 256>>>(dinp, dout, cos_t, sin_t, T, C, C / H, total);
+    rope_kernel<false><<<grid_for(total, 256), 256, 0, stream>>>(dinp, dout, cos_t, sin_t, T, C, C / H, total);
     cudaCheckLaunch();
 }
 

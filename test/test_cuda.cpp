@@ -41,7 +41,7 @@ std::string test_encoder_forward() {
     for (int with_pos = 0; with_pos < 2; with_pos++) {
         Vec ref((size_t)B * T * C);
         cpu::encoder_forward(ref.data(), tok.data(), wte.data(), with_pos ? wpe.data() : nullptr, B, T, C);
-        gpu::encoder_forward(dout.p, dtok.p, dwte.p, with_pos ? dwpe.p : nullptr, B, T, C);
+        gpu::encoder_forward(dout.p, dtok.p, dwte.p, with_pos ? dwpe.p : nullptr, B, T, C, gpu::main_stream());
         expect_close(why, with_pos ? "out (wpe)" : "out (no wpe)", dout.get(), ref, 1e-6);
     }
     return why;
@@ -59,7 +59,7 @@ std::string test_encoder_backward() {
         cpu::encoder_backward(rw.data(), with_pos ? rp.data() : nullptr, dout.data(), tok.data(), B, T, C);
         DInts dtok(tok);
         DBuf gw(dwte0), gp(dwpe0), gd(dout);
-        gpu::encoder_backward(gw.p, with_pos ? gp.p : nullptr, gd.p, dtok.p, B, T, C);
+        gpu::encoder_backward(gw.p, with_pos ? gp.p : nullptr, gd.p, dtok.p, B, T, C, gpu::main_stream());
         expect_close(why, "dwte", gw.get(), rw, 1e-5);
         if (with_pos)
             expect_close(why, "dwpe", gp.get(), rp, 1e-5);
@@ -80,7 +80,7 @@ std::string test_encoder_backward_deterministic() {
     Vec w[2], p[2];
     for (int run = 0; run < 2; run++) {
         DBuf gw(dwte0), gp(dwpe0);
-        gpu::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C);
+        gpu::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C, gpu::main_stream());
         w[run] = gw.get();
         p[run] = gp.get();
     }
@@ -99,7 +99,7 @@ std::string test_layernorm_forward() {
         Vec out((size_t)N * C), mean(N), rstd(N);
         cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
         DBuf gx(x), gw(w), gb(b), go((size_t)N * C), gm((size_t)N), gr((size_t)N);
-        gpu::layernorm_forward(go.p, gm.p, gr.p, gx.p, gw.p, gb.p, N, C);
+        gpu::layernorm_forward(go.p, gm.p, gr.p, gx.p, gw.p, gb.p, N, C, gpu::main_stream());
         expect_close(why, "out", go.get(), out, 1e-5);
         expect_close(why, "mean", gm.get(), mean, 1e-5);
         expect_close(why, "rstd", gr.get(), rstd, 1e-5);
@@ -119,7 +119,7 @@ std::string test_layernorm_backward() {
         cpu::layernorm_backward(dx.data(), dw.data(), db.data(), d.data(), x.data(), w.data(), mean.data(), rstd.data(),
                                 N, C);
         DBuf gx(x), gw(w), gd(d), gm(mean), gr(rstd), gdx(dx0), gdw(dw0), gdb(db0);
-        gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C);
+        gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C, gpu::main_stream());
         expect_close(why, "dinp", gdx.get(), dx, 1e-5);
         expect_close(why, "dw", gdw.get(), dw, 1e-4);
         expect_close(why, "db", gdb.get(), db, 1e-4);
@@ -134,7 +134,7 @@ std::string matmul_forward_case(int N, int IC, int OC, bool bias, double tol, ui
     Vec ref((size_t)N * OC);
     cpu::matmul_forward(ref.data(), x.data(), w.data(), bias ? b.data() : nullptr, N, IC, OC);
     DBuf gx(x), gw(w), gb(b), go(randn((size_t)N * OC, r));  // garbage in out: must be overwritten
-    gpu::matmul_forward(go.p, gx.p, gw.p, bias ? gb.p : nullptr, N, IC, OC);
+    gpu::matmul_forward(go.p, gx.p, gw.p, bias ? gb.p : nullptr, N, IC, OC, gpu::main_stream());
     std::string why;
     std::string what = "out N=" + std::to_string(N) + " IC=" + std::to_string(IC) + " OC=" + std::to_string(OC) +
                        (bias ? " bias" : " no bias");
@@ -161,7 +161,8 @@ std::string matmul_backward_cases(double tol) {
             cpu::matmul_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr, d.data(), x.data(), w.data(), N,
                                  IC, OC);
             DBuf gx(x), gw(w), gd(d), gdx(dx0), gdw(dw0), gdb(db0);
-            gpu::matmul_backward(gdx.p, gdw.p, with_bias ? gdb.p : nullptr, gd.p, gx.p, gw.p, N, IC, OC);
+            gpu::matmul_backward(gdx.p, gdw.p, with_bias ? gdb.p : nullptr, gd.p, gx.p, gw.p, N, IC, OC,
+                                 gpu::main_stream());
             expect_close(why, "dinp", gdx.get(), dx, tol);
             expect_close(why, "dw", gdw.get(), dw, tol);
             expect_close(why, "dbias", gdb.get(), db, with_bias ? 1e-5 : 0.0);  // fp32 sums in bf16 mode too
@@ -203,7 +204,7 @@ std::string test_bf16_scratch_tracked() {
     Rng r(15);
     DBuf gx(randn((size_t)N * IC, r)), gw(randn((size_t)OC * IC, r)), go((size_t)N * OC);
     size_t before = CB::current_memory();
-    gpu::matmul_forward(go.p, gx.p, gw.p, nullptr, N, IC, OC);
+    gpu::matmul_forward(go.p, gx.p, gw.p, nullptr, N, IC, OC, gpu::main_stream());
     CB::synchronize();
     size_t after = CB::current_memory(), want = (size_t)N * IC;
     if (after < before + want)
@@ -232,7 +233,7 @@ std::string test_rope_forward() {
     Vec x = randn(n, r), ref(n);
     cpu::rope_forward(ref.data(), x.data(), s.cos_t.data(), s.sin_t.data(), s.B, s.T, s.C, s.H);
     DBuf gx(x), go(randn(n, r)), gc(s.cos_t), gs(s.sin_t);
-    gpu::rope_forward(go.p, gx.p, gc.p, gs.p, s.B, s.T, s.C, s.H);
+    gpu::rope_forward(go.p, gx.p, gc.p, gs.p, s.B, s.T, s.C, s.H, gpu::main_stream());
     std::string why;
     expect_close(why, "out", go.get(), ref, 1e-6);
     return why;
@@ -245,7 +246,7 @@ std::string test_rope_backward() {
     Vec d = randn(n, r), dx0 = randn(n, r), dx = dx0;
     cpu::rope_backward(dx.data(), d.data(), s.cos_t.data(), s.sin_t.data(), s.B, s.T, s.C, s.H);
     DBuf gd(d), gdx(dx0), gc(s.cos_t), gs(s.sin_t);
-    gpu::rope_backward(gdx.p, gd.p, gc.p, gs.p, s.B, s.T, s.C, s.H);
+    gpu::rope_backward(gdx.p, gd.p, gc.p, gs.p, s.B, s.T, s.C, s.H, gpu::main_stream());
     std::string why;
     expect_close(why, "dinp", gdx.get(), dx, 1e-6);
     return why;
@@ -257,7 +258,7 @@ std::string test_crope_expand() {
     Vec A = randn((size_t)3 * h * h, r), Bm = randn((size_t)3 * h * h, r), ref((size_t)3 * C * C);
     cpu::crope_expand(ref.data(), A.data(), Bm.data(), C);
     DBuf gA(A), gB(Bm), gw(randn((size_t)3 * C * C, r));
-    gpu::crope_expand(gw.p, gA.p, gB.p, C);
+    gpu::crope_expand(gw.p, gA.p, gB.p, C, gpu::main_stream());
     std::string why;
     expect_close(why, "w", gw.get(), ref, 0.0);
     return why;
@@ -270,7 +271,7 @@ std::string test_crope_fold() {
     Vec dA = dA0, dB = dB0;
     cpu::crope_fold(dA.data(), dB.data(), dw.data(), C);
     DBuf gdw(dw), gdA(dA0), gdB(dB0);
-    gpu::crope_fold(gdA.p, gdB.p, gdw.p, C);
+    gpu::crope_fold(gdA.p, gdB.p, gdw.p, C, gpu::main_stream());
     std::string why;
     expect_close(why, "dA", gdA.get(), dA, 1e-6);
     expect_close(why, "dB", gdB.get(), dB, 1e-6);
@@ -289,7 +290,7 @@ std::string attention_forward_case(const AttShape& s, uint64_t seed, double tol 
     Vec qkv = randn(nqkv, r), out(nout), att(natt);
     cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.H);
     DBuf gq(qkv), go(randn(nout, r)), ga(randn(natt, r));
-    gpu::attention_forward(go.p, ga.p, gq.p, s.B, s.T, s.C, s.H);
+    gpu::attention_forward(go.p, ga.p, gq.p, s.B, s.T, s.C, s.H, gpu::main_stream());
     std::string why;
     std::string tag = " (B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
                       " H=" + std::to_string(s.H) + ")";
@@ -306,7 +307,7 @@ std::string attention_backward_case(const AttShape& s, uint64_t seed, double tol
     Vec d = randn(nout, r), dqkv0 = randn(nqkv, r), dqkv = dqkv0;
     cpu::attention_backward(dqkv.data(), scratch.data(), d.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.H);
     DBuf gq(qkv), ga(att), gd(d), gdq(dqkv0), gs(randn(natt, r));
-    gpu::attention_backward(gdq.p, gs.p, gd.p, gq.p, ga.p, s.B, s.T, s.C, s.H);
+    gpu::attention_backward(gdq.p, gs.p, gd.p, gq.p, ga.p, s.B, s.T, s.C, s.H, gpu::main_stream());
     std::string why;
     std::string tag = " (B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
                       " H=" + std::to_string(s.H) + ")";
@@ -364,7 +365,7 @@ std::string test_gelu_forward() {
     Vec x = randn(n, r, 2.0), ref(n);
     cpu::gelu_forward(ref.data(), x.data(), n);
     DBuf gx(x), go(n);
-    gpu::gelu_forward(go.p, gx.p, n);
+    gpu::gelu_forward(go.p, gx.p, n, gpu::main_stream());
     std::string why;
     expect_close(why, "out", go.get(), ref, 1e-6);
     return why;
@@ -376,7 +377,7 @@ std::string test_gelu_backward() {
     Vec x = randn(n, r, 2.0), d = randn(n, r), dx0 = randn(n, r), dx = dx0;
     cpu::gelu_backward(dx.data(), x.data(), d.data(), n);
     DBuf gx(x), gd(d), gdx(dx0);
-    gpu::gelu_backward(gdx.p, gx.p, gd.p, n);
+    gpu::gelu_backward(gdx.p, gx.p, gd.p, n, gpu::main_stream());
     std::string why;
     expect_close(why, "dinp", gdx.get(), dx, 1e-6);
     return why;
@@ -388,10 +389,10 @@ std::string test_residual_forward() {
     Vec a = randn(n, r), b = randn(n, r), ref(n);
     cpu::residual_forward(ref.data(), a.data(), b.data(), n);
     DBuf ga(a), gb(b), go(n);
-    gpu::residual_forward(go.p, ga.p, gb.p, n);
+    gpu::residual_forward(go.p, ga.p, gb.p, n, gpu::main_stream());
     std::string why;
     expect_close(why, "out", go.get(), ref, 0.0);
-    gpu::residual_forward(ga.p, ga.p, gb.p, n);  // in place, as the model may call it
+    gpu::residual_forward(ga.p, ga.p, gb.p, n, gpu::main_stream());  // in place, as the model may call it
     expect_close(why, "out (in place)", ga.get(), ref, 0.0);
     return why;
 }
@@ -406,7 +407,7 @@ std::string loss_case(int N, int V, float dscale, uint64_t seed) {
     cpu::softmax_crossentropy(zref.data(), losses.data(), tgt.data(), N, V, dscale);
     DBuf gz(z), gl((size_t)N);
     DInts gt(tgt);
-    gpu::softmax_crossentropy(gz.p, gl.p, gt.p, N, V, dscale);
+    gpu::softmax_crossentropy(gz.p, gl.p, gt.p, N, V, dscale, gpu::main_stream());
     std::string why;
     std::string tag = " (N=" + std::to_string(N) + " V=" + std::to_string(V) + ")";
     expect_close(why, ("losses" + tag).c_str(), gl.get(), losses, 1e-5);
@@ -442,7 +443,7 @@ std::string test_adamw_update() {
     Vec rp = p, rm = m, rv = v;
     for (int t = 1; t <= 3; t++) {
         cpu::adamw_update(rp.data(), g.data(), rm.data(), rv.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, 0.7f);
-        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, 0.7f);
+        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, 0.7f, gpu::main_stream());
     }
     std::string why;
     expect_close(why, "p", gp.get(), rp, 1e-6);
@@ -458,12 +459,12 @@ std::string test_sum_squares() {
         Vec x = randn(n, r);
         DBuf gx(x);
         double ref = cpu::sum_squares(x.data(), n);
-        double a = gpu::sum_squares(gx.p, n), b = gpu::sum_squares(gx.p, n);
+        double a = gpu::sum_squares(gx.p, n, gpu::main_stream()), b = gpu::sum_squares(gx.p, n, gpu::main_stream());
         if (!(std::fabs(a - ref) <= 1e-10 * std::fabs(ref)))  // both sum exact squares in double
             why += "n=" + std::to_string(n) + ": " + fmt(a) + " vs cpu " + fmt(ref) + "; ";
         if (std::memcmp(&a, &b, sizeof a) != 0) why += "n=" + std::to_string(n) + ": two calls differ; ";
     }
-    if (gpu::sum_squares(nullptr, 0) != 0.0) why += "n=0 is not 0";
+    if (gpu::sum_squares(nullptr, 0, gpu::main_stream()) != 0.0) why += "n=0 is not 0";
     return why;
 }
 

@@ -229,8 +229,8 @@ struct GpuResult {
 
 GpuResult gpu_flash(const Shape& s, const Reference& ref) {
     DBuf q(ref.qkv), out(s.nout()), lse(s.nlse()), dout(ref.dout), dq(ref.dqkv0);
-    gpu::attention_forward_lse(out.p, lse.p, q.p, s.B, s.T, s.C, s.H);
-    gpu::attention_backward_lse(dq.p, dout.p, q.p, out.p, lse.p, s.B, s.T, s.C, s.H);
+    gpu::attention_forward_lse(out.p, lse.p, q.p, s.B, s.T, s.C, s.H, gpu::main_stream());
+    gpu::attention_backward_lse(dq.p, dout.p, q.p, out.p, lse.p, s.B, s.T, s.C, s.H, gpu::main_stream());
     return {out.get(), lse.get(), dq.get()};
 }
 
@@ -276,7 +276,7 @@ std::string test_flash_deterministic(bool bf16) {
 std::string test_flash_bad_head_size() {
     DBuf q((size_t)3 * 24), out((size_t)24), lse((size_t)1);
     try {
-        gpu::attention_forward_lse(out.p, lse.p, q.p, 1, 1, 24, 1);
+        gpu::attention_forward_lse(out.p, lse.p, q.p, 1, 1, 24, 1, gpu::main_stream());
         return "head size 24 accepted";
     } catch (const std::runtime_error& e) {
         if (std::string(e.what()).find("head sizes") == std::string::npos) return std::string("message: ") + e.what();

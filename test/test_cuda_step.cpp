@@ -50,7 +50,7 @@ std::string classifier_loss_case(int N, int V, int ld, float dscale, uint64_t se
     int* dt = CB::alloc_int(N);
     CB::copy_from_host(dz, z.data(), z.size());
     CB::copy_ints_from_host(dt, tg.data(), N);
-    gpu::classifier_loss(dz, dl, dt, N, V, ld, dscale);
+    gpu::classifier_loss(dz, dl, dt, N, V, ld, dscale, gpu::main_stream());
     Vec gz(z.size()), gl(N);
     CB::copy_to_host(gz.data(), dz, gz.size());
     CB::copy_to_host(gl.data(), dl, N);
@@ -293,7 +293,7 @@ std::string test_copy_ints_staged() {
     CB::copy_from_host(wte, table.data(), V);
     std::string why;
     auto expect = [&](const char* what, const int* dev, const std::vector<int>& want) {
-        gpu::encoder_forward(out, dev, wte, nullptr, 1, (int)want.size(), 1);
+        gpu::encoder_forward(out, dev, wte, nullptr, 1, (int)want.size(), 1, gpu::main_stream());
         Vec got(want.size());
         CB::copy_to_host(got.data(), out, got.size());
         for (size_t i = 0; i < want.size(); i++)

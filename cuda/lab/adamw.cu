@@ -140,7 +140,7 @@ void step(int version, State& s, const std::vector<Tensor>& layout, const Hyper&
         float *p = s.p + k.offset, *m = s.m + k.offset, *v = s.v + k.offset;
         const float* g = s.g + k.offset;
         if (version == 1) {
-            gpu::adamw_update(p, g, m, v, k.n, h.lr, h.beta1, h.beta2, h.eps, wd, h.t, h.gscale);
+            gpu::adamw_update(p, g, m, v, k.n, h.lr, h.beta1, h.beta2, h.eps, wd, h.t, h.gscale, gpu::main_stream());
         } else {
             adamw_vec4_kernel<<<gpu::grid_for(k.n / 4 + 1, 256), 256>>>(p, g, m, v, k.n, h, wd, bc1, bc2);
             cudaCheckLaunch();

@@ -154,14 +154,14 @@ struct Buffers {
 void forward(const Case& v, Buffers& b, const Shape& s) {
     switch (v.kind) {
         case kCublas:
-            gpu::attention_forward(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H);
+            gpu::attention_forward(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kFlash:
-            gpu::attention_forward_lse(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H);
+            gpu::attention_forward_lse(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kRopeThenFlash:
-            gpu::rope_forward(b.qkvr, b.qkv, b.cos_t, b.sin_t, s.B, s.T, s.C(), s.H);
-            gpu::attention_forward_lse(b.out, b.att, b.qkvr, s.B, s.T, s.C(), s.H);
+            gpu::rope_forward(b.qkvr, b.qkv, b.cos_t, b.sin_t, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::attention_forward_lse(b.out, b.att, b.qkvr, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kFlashRopeLoad:
             flash_forward_rope(b.out, b.att, b.qkv, b.cos_t, b.sin_t, s);
@@ -171,9 +171,9 @@ void forward(const Case& v, Buffers& b, const Shape& s) {
 
 void backward(const Case& v, Buffers& b, const Shape& s) {
     if (v.kind == kFlash)
-        gpu::attention_backward_lse(b.dqkv, b.dout, b.qkv, b.out, b.att, s.B, s.T, s.C(), s.H);
+        gpu::attention_backward_lse(b.dqkv, b.dout, b.qkv, b.out, b.att, s.B, s.T, s.C(), s.H, gpu::main_stream());
     else
-        gpu::attention_backward(b.dqkv, b.scratch, b.dout, b.qkv, b.att, s.B, s.T, s.C(), s.H);
+        gpu::attention_backward(b.dqkv, b.scratch, b.dout, b.qkv, b.att, s.B, s.T, s.C(), s.H, gpu::main_stream());
 }
 
 // RoPE tables (T, D/2) in float, as the trainer builds them (base 10000)

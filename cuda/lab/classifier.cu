@@ -104,12 +104,13 @@ std::vector<int> random_targets(const Shape& s) {
 }
 
 void head(Bufs& b, const Shape& s) {
-    gpu::matmul_forward(b.logits, b.x, b.wte, nullptr, s.N, s.C, s.V);
+    gpu::matmul_forward(b.logits, b.x, b.wte, nullptr, s.N, s.C, s.V, gpu::main_stream());
 }
 
 void loss(int version, Bufs& b, const Shape& s) {
     const float dscale = 1.0f / s.N;
-    if (version <= 2) return gpu::softmax_crossentropy(b.logits, b.losses, b.targets, s.N, s.V, dscale);
+    if (version <= 2)
+        return gpu::softmax_crossentropy(b.logits, b.losses, b.targets, s.N, s.V, dscale, gpu::main_stream());
     if (version == 3) {
         crossentropy_warp_kernel<<<gpu::ceil_div(s.N, kWarps), 32 * kWarps>>>(b.logits.p, b.losses.p, b.targets.p, s.N,
                                                                               s.V, dscale);
@@ -123,7 +124,7 @@ void loss(int version, Bufs& b, const Shape& s) {
 }
 
 void head_back(Bufs& b, const Shape& s) {
-    gpu::matmul_backward(b.dx, b.dwte, nullptr, b.logits, b.x, b.wte, s.N, s.C, s.V);
+    gpu::matmul_backward(b.dx, b.dwte, nullptr, b.logits, b.x, b.wte, s.N, s.C, s.V, gpu::main_stream());
 }
 
 // Against the CPU with exact fp32 GEMMs (TF32 off), so the loss kernels are held to fp32 accuracy.
