@@ -9,8 +9,9 @@ namespace gpu {
 
 namespace {
 
+// p_act (may be null): p rounded to bf16 in the same pass (the GEMMs' copy of the weights)
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
-                             float* __restrict__ v, size_t n, float lr, float beta1, float c1, float beta2, float c2,
+                             float* __restrict__ v, __nv_bfloat16* __restrict__ p_act, size_t n, float lr, float beta1, float c1, float beta2, float c2,
                              float eps, float wd, float bc1, float bc2, float gscale) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float gi = g[i] * gscale;
@@ -22,20 +23,26 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
         m[i] = mi;
         v[i] = vi;
         p[i] = pi;
+        if (p_act) p_act[i] = __float2bfloat16_rn(pi);
     }
 }
 
 }  // namespace
 
-void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, double beta1, double beta2,
-                  float eps, float wd, int t, float gscale, cudaStream_t stream) {
+void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, float lr, double beta1,
+                  double beta2, float eps, float wd, int t, float gscale, cudaStream_t stream) {
     if (n == 0) return;
     // 1 - beta and the bias corrections in double, as the CPU twin (and torch) computes them
     float bc1 = (float)(1.0 - std::pow(beta1, t));
     float bc2 = (float)(1.0 - std::pow(beta2, t));
-    adamw_kernel<<<grid_for(n, 256), 256, 0, stream>>>(p, g, m, v, n, lr, (float)beta1, (float)(1 - beta1),
+    adamw_kernel<<<grid_for(n, 256), 256, 0, stream>>>(p, g, m, v, dev(p_act), n, lr, (float)beta1, (float)(1 - beta1),
                                                        (float)beta2, (float)(1 - beta2), eps, wd, bc1, bc2, gscale);
     cudaCheckLaunch();
+}
+
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, double beta1, double beta2,
+                  float eps, float wd, int t, float gscale, cudaStream_t stream) {
+    adamw_update(p, g, m, v, nullptr, n, lr, beta1, beta2, eps, wd, t, gscale, stream);
 }
 
 }  // namespace gpu

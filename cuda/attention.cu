@@ -13,9 +13,9 @@
 // entries are exactly 0). A fused flash-style kernel would avoid that and the (B,H,T,T)
 // buffers; it can replace this file behind the same signatures.
 //
-// bf16 mode (set_precision_bf16): the four GEMM stages read bf16 copies of qkv, dout, P and
-// dS (converted into to_bf16 scratch slots) and accumulate and write fp32; the softmax and
-// its backward run on the fp32 scores and probabilities as always.
+// This cuBLAS path takes fp32 activations only. bf16 activations (--precision bf16) run the
+// flash kernels below: tensor-core (WMMA) kernels at head sizes 16, 32, 64, the fp32 kernels
+// reading and writing bf16 at the others; fp32 softmax, log-sum-exps and accumulators.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -61,32 +61,27 @@ __global__ void causal_softmax_backward_kernel(float* __restrict__ ds, const flo
     for (int t2 = lane; t2 < T; t2 += 32) d[t2] = t2 <= t1 ? p[t2] * (d[t2] - dot) : 0.0f;
 }
 
-// The GEMM stages, for either operand type E (float, or bf16 copies with the same layout):
-// the fp32 and bf16 paths share these argument lists. Outputs are always fp32.
-
 // S^T (column-major T x T) = K Q^T, i.e. att[b,h,t1,t2] = scale * q_t1 . k_t2
-template <class E>
-void scores_gemm(float* att, const E* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+void scores_gemm(float* att, const float* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     const int D = C / H;
     const float sc = 1.0f / sqrtf((float)D);
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
     for (int b = 0; b < B; b++) {
-        const E* q = qkv + (size_t)b * T * C3;
+        const float* q = qkv + (size_t)b * T * C3;
         float* att_b = att + (size_t)b * H * TT;
         gemm_cm_strided_batched(true, false, T, T, D, sc, q + C, C3, D, q, C3, D, 0.0f, att_b, T, TT, H, stream);
     }
 }
 
 // out^T (column-major D x T per head, ld C) = V^T P^T, i.e. out[t1] = sum_t2 P[t1,t2] v_t2
-template <class E>
-void pv_gemm(float* out, const E* att, const E* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+void pv_gemm(float* out, const float* att, const float* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     const int D = C / H;
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
     for (int b = 0; b < B; b++) {
-        const E* q = qkv + (size_t)b * T * C3;
-        const E* att_b = att + (size_t)b * H * TT;
+        const float* q = qkv + (size_t)b * T * C3;
+        const float* att_b = att + (size_t)b * H * TT;
         float* out_b = out + (size_t)b * T * C;
         gemm_cm_strided_batched(false, false, D, T, T, 1.0f, q + 2 * C, C3, D, att_b, T, TT, 0.0f, out_b, C, D, H,
                                 stream);
@@ -94,14 +89,13 @@ void pv_gemm(float* out, const E* att, const E* qkv, int B, int T, int C, int H,
 }
 
 // dP[t1,t2] = dO_t1 . v_t2 : column-major dP^T (T x T) = V dO^T
-template <class E>
-void dp_gemm(float* scratch, const E* dout, const E* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+void dp_gemm(float* scratch, const float* dout, const float* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     const int D = C / H;
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
     for (int b = 0; b < B; b++) {
-        const E* q = qkv + (size_t)b * T * C3;
-        const E* dout_b = dout + (size_t)b * T * C;
+        const float* q = qkv + (size_t)b * T * C3;
+        const float* dout_b = dout + (size_t)b * T * C;
         float* s_b = scratch + (size_t)b * H * TT;
         gemm_cm_strided_batched(true, false, T, T, D, 1.0f, q + 2 * C, C3, D, dout_b, C, D, 0.0f, s_b, T, TT, H,
                                 stream);
@@ -109,18 +103,17 @@ void dp_gemm(float* scratch, const E* dout, const E* qkv, int B, int T, int C, i
 }
 
 // dV, dQ, dK from dO, P and dS (ds = dS, zero above the diagonal)
-template <class E>
-void dqkv_gemms(float* dqkv, const E* dout, const E* qkv, const E* att, const E* ds, int B, int T, int C, int H,
+void dqkv_gemms(float* dqkv, const float* dout, const float* qkv, const float* att, const float* ds, int B, int T, int C, int H,
                 cudaStream_t stream) {
     const int D = C / H;
     const float sc = 1.0f / sqrtf((float)D);
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
     for (int b = 0; b < B; b++) {
-        const E* q = qkv + (size_t)b * T * C3;
-        const E* dout_b = dout + (size_t)b * T * C;
-        const E* att_b = att + (size_t)b * H * TT;
-        const E* s_b = ds + (size_t)b * H * TT;
+        const float* q = qkv + (size_t)b * T * C3;
+        const float* dout_b = dout + (size_t)b * T * C;
+        const float* att_b = att + (size_t)b * H * TT;
+        const float* s_b = ds + (size_t)b * H * TT;
         float* dq = dqkv + (size_t)b * T * C3;
         // dV[t2] += sum_t1 P[t1,t2] dO_t1 : column-major dV^T (D x T) += dO^T P
         gemm_cm_strided_batched(false, true, D, T, T, 1.0f, dout_b, C, D, att_b, T, TT, 1.0f, dq + 2 * C, C3, D, H,
@@ -132,16 +125,14 @@ void dqkv_gemms(float* dqkv, const E* dout, const E* qkv, const E* att, const E*
     }
 }
 
-// bf16 slots of the attention operands (see to_bf16 in common.cuh)
-constexpr int kSlotQkv = 0, kSlotDout = 1, kSlotAtt = 2, kSlotDs = 3;
-
 // ---- flash attention, fp32 ------------------------------------------------------------------
 // FlashAttention-2 style: a block owns kRows rows (queries, or keys in dK/dV), kQuad threads
 // per row, each holding the dims d = r, r + kQuad, ... (r = its index in the quad: the quad
 // reads consecutive shared-memory words, no bank conflicts). A dot product over D is kQuad
 // partial sums joined by two shuffles. The other operand streams through shared memory in
 // tiles of kTile rows, only up to the diagonal. Exact fp32 arithmetic; the scores of a tile
-// stay in registers, never in memory.
+// stay in registers, never in memory. X: the element type of qkv, out and their gradients
+// (float, or __nv_bfloat16 at the head sizes without a tensor-core kernel), read into fp32.
 constexpr int kQuad = 4, kRows = 64, kTile = 32, kFlashThreads = kRows * kQuad;
 
 // sum of x over the quad (lanes 4i .. 4i+3); every lane of the quad gets it
@@ -152,11 +143,11 @@ __device__ inline float quad_sum(float x) {
 
 // Copies rows [t0, t0 + kTile) of one head's D columns at offset `col` of a (T, ld) matrix
 // into tile (kTile, D); rows past T are zeros.
-template <int D>
-__device__ inline void load_tile(float (*tile)[D], const float* base, int t0, int T, size_t ld, int col) {
+template <int D, class X>
+__device__ inline void load_tile(float (*tile)[D], const X* base, int t0, int T, size_t ld, int col) {
     for (int i = threadIdx.x; i < kTile * D; i += kFlashThreads) {
         int j = i / D, d = i % D;
-        tile[j][d] = t0 + j < T ? base[(size_t)(t0 + j) * ld + col + d] : 0.0f;
+        tile[j][d] = t0 + j < T ? f32(base[(size_t)(t0 + j) * ld + col + d]) : 0.0f;
     }
 }
 
@@ -166,19 +157,19 @@ __device__ inline int flash_row0() {
 }
 
 // grid (B*H, ceil(T/kRows)). out (B,T,C), lse (B,H,T), qkv (B,T,3C).
-template <int D>
+template <int D, class X>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_forward_kernel(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ qkv, int T, int C,
-                         int H, float scale) {
+    flash_forward_kernel(X* __restrict__ out, float* __restrict__ lse, const X* __restrict__ qkv, int T, int C, int H,
+                         float scale) {
     constexpr int E = D / kQuad;  // dims per thread
     __shared__ float ks[kTile][D], vs[kTile][D];
     const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
     const int row0 = flash_row0(), t = row0 + threadIdx.x / kQuad;
     const size_t C3 = 3 * (size_t)C;
-    const float* base = qkv + (size_t)b * T * C3 + h * D;  // row t2's q of this head: base + t2 * C3
+    const X* base = qkv + (size_t)b * T * C3 + h * D;  // row t2's q of this head: base + t2 * C3
     float q[E], o[E];
     for (int e = 0; e < E; e++) {
-        q[e] = t < T ? base[t * C3 + r + kQuad * e] * scale : 0.0f;
+        q[e] = t < T ? f32(base[t * C3 + r + kQuad * e]) * scale : 0.0f;
         o[e] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;  // running max and sum of exp(s - m)
@@ -212,20 +203,21 @@ __global__ void __launch_bounds__(kFlashThreads)
         m = mt;
     }
     if (t >= T) return;
-    float* o_t = out + ((size_t)b * T + t) * C + h * D;
-    for (int e = 0; e < E; e++) o_t[r + kQuad * e] = o[e] / l;
+    X* o_t = out + ((size_t)b * T + t) * C + h * D;
+    for (int e = 0; e < E; e++) o_t[r + kQuad * e] = from_f32<X>(o[e] / l);
     if (r == 0) lse[(size_t)bh * T + t] = m + logf(l);
 }
 
 // delta (B,H,T) = rowsum(dO * O) per head: softmax backward's sum_t2 P dP, from O instead of P.
-__global__ void flash_delta_kernel(float* __restrict__ delta, const float* __restrict__ dout,
-                                   const float* __restrict__ out, int T, int C, int H, size_t rows) {
+template <class X>
+__global__ void flash_delta_kernel(float* __restrict__ delta, const X* __restrict__ dout, const X* __restrict__ out,
+                                   int T, int C, int H, size_t rows) {
     const int D = C / H;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows; i += (size_t)gridDim.x * blockDim.x) {
         size_t bh = i / T, t = i % T, b = bh / H, h = bh % H;
         size_t at = (b * T + t) * C + h * D;
         float s = 0.0f;
-        for (int d = 0; d < D; d++) s += dout[at + d] * out[at + d];
+        for (int d = 0; d < D; d++) s += f32(dout[at + d]) * f32(out[at + d]);
         delta[i] = s;
     }
 }
@@ -233,9 +225,9 @@ __global__ void flash_delta_kernel(float* __restrict__ delta, const float* __res
 // dK and dV: a block owns kRows keys and walks the query tiles from its diagonal to T.
 // Per (query i, key j): p = exp(s - lse_i), dv_j += p dO_i, ds = p (dO_i . v_j - delta_i),
 // dk_j += scale ds q_i. grid (B*H, ceil(T/kRows)).
-template <int D>
+template <int D, class X>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_backward_dkdv_kernel(float* __restrict__ dqkv, const float* __restrict__ dout, const float* __restrict__ qkv,
+    flash_backward_dkdv_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
                                const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
                                float scale) {
     constexpr int E = D / kQuad;
@@ -243,12 +235,12 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
     const int row0 = (int)blockIdx.y * kRows, j = row0 + threadIdx.x / kQuad;  // this thread's key (longest first)
     const size_t C3 = 3 * (size_t)C;
-    const float* base = qkv + (size_t)b * T * C3 + h * D;
-    const float* dbase = dout + (size_t)b * T * C + h * D;
+    const X* base = qkv + (size_t)b * T * C3 + h * D;
+    const X* dbase = dout + (size_t)b * T * C + h * D;
     float k[E], v[E], dk[E], dv[E];
     for (int e = 0; e < E; e++) {
-        k[e] = j < T ? base[j * C3 + C + r + kQuad * e] : 0.0f;
-        v[e] = j < T ? base[j * C3 + 2 * C + r + kQuad * e] : 0.0f;
+        k[e] = j < T ? f32(base[j * C3 + C + r + kQuad * e]) : 0.0f;
+        v[e] = j < T ? f32(base[j * C3 + 2 * C + r + kQuad * e]) : 0.0f;
         dk[e] = dv[e] = 0.0f;
     }
     for (int q0 = row0 / kTile * kTile; q0 < T; q0 += kTile) {
@@ -280,18 +272,20 @@ __global__ void __launch_bounds__(kFlashThreads)
         }
     }
     if (j >= T) return;
-    float* g = dqkv + ((size_t)b * T + j) * C3 + h * D;
+    X* g = dqkv + ((size_t)b * T + j) * C3 + h * D;
     for (int e = 0; e < E; e++) {
-        g[C + r + kQuad * e] += scale * dk[e];
-        g[2 * C + r + kQuad * e] += dv[e];
+        X& gk = g[C + r + kQuad * e];
+        X& gv = g[2 * C + r + kQuad * e];
+        gk = from_f32<X>(f32(gk) + scale * dk[e]);
+        gv = from_f32<X>(f32(gv) + dv[e]);
     }
 }
 
 // dQ: a block owns kRows queries and walks the key tiles up to its diagonal:
 // dq_i += scale sum_j p (dO_i . v_j - delta_i) k_j. grid (B*H, ceil(T/kRows)).
-template <int D>
+template <int D, class X>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_backward_dq_kernel(float* __restrict__ dqkv, const float* __restrict__ dout, const float* __restrict__ qkv,
+    flash_backward_dq_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
                              const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
                              float scale) {
     constexpr int E = D / kQuad;
@@ -299,12 +293,12 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
     const int row0 = flash_row0(), t = row0 + threadIdx.x / kQuad;
     const size_t C3 = 3 * (size_t)C;
-    const float* base = qkv + (size_t)b * T * C3 + h * D;
-    const float* dO = dout + ((size_t)b * T + t) * C + h * D;
+    const X* base = qkv + (size_t)b * T * C3 + h * D;
+    const X* dO = dout + ((size_t)b * T + t) * C + h * D;
     float q[E], d_o[E], dq[E];
     for (int e = 0; e < E; e++) {
-        q[e] = t < T ? base[t * C3 + r + kQuad * e] : 0.0f;
-        d_o[e] = t < T ? dO[r + kQuad * e] : 0.0f;
+        q[e] = t < T ? f32(base[t * C3 + r + kQuad * e]) : 0.0f;
+        d_o[e] = t < T ? f32(dO[r + kQuad * e]) : 0.0f;
         dq[e] = 0.0f;
     }
     const float lse_t = t < T ? lse[(size_t)bh * T + t] : 0.0f, delta_t = t < T ? delta[(size_t)bh * T + t] : 0.0f;
@@ -330,15 +324,15 @@ __global__ void __launch_bounds__(kFlashThreads)
         }
     }
     if (t >= T) return;
-    float* g = dqkv + ((size_t)b * T + t) * C3 + h * D;
-    for (int e = 0; e < E; e++) g[r + kQuad * e] += scale * dq[e];
+    X* g = dqkv + ((size_t)b * T + t) * C3 + h * D;
+    for (int e = 0; e < E; e++) g[r + kQuad * e] = from_f32<X>(f32(g[r + kQuad * e]) + scale * dq[e]);
 }
 
 // ---- flash attention, bf16 tensor cores (WMMA) ------------------------------------------------
-// bf16 mode (set_precision_bf16) with D = 16, 32 or 64. Each warp owns 16 rows; the products
-// (S = Q K^T, P V, dP = dO V^T, P^T dO, dS^T Q, dS K) are 16x16x16 bf16 WMMA tiles with fp32
-// accumulation, operands converted to bf16 as they are loaded into shared memory (like the
-// cuBLAS bf16 path: fp32 softmax, fp32 accumulators, fp32 output). The fragment layout is
+// bf16 activations with D = 16, 32 or 64. Each warp owns 16 rows; the products (S = Q K^T,
+// P V, dP = dO V^T, P^T dO, dS^T Q, dS K) are 16x16x16 bf16 WMMA tiles with fp32 accumulation
+// (fp32 softmax and accumulators; out and dqkv rounded to bf16 once, at the store; P and dS
+// rounded to bf16 as WMMA operands). The fragment layout is
 // opaque, so the softmax and the accumulators go through the warp's fp32 shared tiles:
 // lane pair (2r, 2r+1) owns row r, each lane half of its columns.
 namespace wmma = nvcuda::wmma;
@@ -372,12 +366,12 @@ __device__ inline void warp_mma(float* c, int ldc, bool accumulate, const bf16* 
     }
 }
 
-// bf16 copy of rows [t0, t0 + R) of one head's D columns (offset col of a (T, ld) matrix); zeros past T
+// rows [t0, t0 + R) of one head's D columns (offset col of a (T, ld) matrix); zeros past T
 template <int R, int D>
-__device__ inline void load_tile_bf16(bf16 (*tile)[D], const float* base, int t0, int T, size_t ld, int col) {
+__device__ inline void load_tile_bf16(bf16 (*tile)[D], const bf16* base, int t0, int T, size_t ld, int col) {
     for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
         int j = i / D, d = i % D;
-        tile[j][d] = __float2bfloat16(t0 + j < T ? base[(size_t)(t0 + j) * ld + col + d] : 0.0f);
+        tile[j][d] = t0 + j < T ? base[(size_t)(t0 + j) * ld + col + d] : __float2bfloat16_rn(0.0f);
     }
 }
 
@@ -392,7 +386,7 @@ struct alignas(32) ForwardTiles {
 // grid (B*H, ceil(T/kWmmaRows)); kTile keys per step.
 template <int D>
 __global__ void __launch_bounds__(kWmmaThreads)
-    flash_forward_wmma_kernel(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ qkv, int T,
+    flash_forward_wmma_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int T,
                               int C, int H, float scale) {
     __shared__ ForwardTiles<D> sm;
     auto& qs = sm.qs;
@@ -405,7 +399,7 @@ __global__ void __launch_bounds__(kWmmaThreads)
     const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kWmmaRows;  // longest rows first
     const int r = lane / 2, half = lane % 2, t = row0 + w * kWarpRows + r;
     const size_t C3 = 3 * (size_t)C;
-    const float* base = qkv + (size_t)b * T * C3 + h * D;
+    const bf16* base = qkv + (size_t)b * T * C3 + h * D;
     load_tile_bf16<kWmmaRows, D>(qs, base, row0, T, C3, 0);
     for (int d = half * D / 2; d < (half + 1) * D / 2; d++) os[w][r][d] = 0.0f;
     float m = -INFINITY, l = 0.0f;  // row r's running max and sum (both lanes of the pair)
@@ -439,8 +433,8 @@ __global__ void __launch_bounds__(kWmmaThreads)
         __syncwarp();
     }
     if (t >= T) return;
-    float* o_t = out + ((size_t)b * T + t) * C + h * D;
-    for (int d = half * D / 2; d < (half + 1) * D / 2; d++) o_t[d] = os[w][r][d] / l;
+    bf16* o_t = out + ((size_t)b * T + t) * C + h * D;
+    for (int d = half * D / 2; d < (half + 1) * D / 2; d++) o_t[d] = __float2bfloat16_rn(os[w][r][d] / l);
     if (half == 0) lse[(size_t)bh * T + t] = m + logf(l);
 }
 
@@ -470,8 +464,8 @@ __device__ inline void accumulate_rows(float* acc, const float* tile, int r, int
 // dK, dV: a warp owns 16 keys; query tiles of 16 from the diagonal to T. grid (B*H, ceil(T/kWmmaRows)).
 template <int D>
 __global__ void __launch_bounds__(kWmmaThreads)
-    flash_backward_dkdv_wmma_kernel(float* __restrict__ dqkv, const float* __restrict__ dout,
-                                    const float* __restrict__ qkv, const float* __restrict__ lse,
+    flash_backward_dkdv_wmma_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout,
+                                    const bf16* __restrict__ qkv, const float* __restrict__ lse,
                                     const float* __restrict__ delta, int T, int C, int H, float scale) {
     __shared__ DkdvTiles<D> sm;
     auto& ks = sm.ks;
@@ -487,8 +481,8 @@ __global__ void __launch_bounds__(kWmmaThreads)
     const int row0 = (int)blockIdx.y * kWmmaRows;                    // longest first: the first keys see every query
     const int r = lane / 2, half = lane % 2, j = row0 + w * 16 + r;  // this lane pair's key
     const size_t C3 = 3 * (size_t)C;
-    const float* base = qkv + (size_t)b * T * C3 + h * D;
-    const float* dbase = dout + (size_t)b * T * C + h * D;
+    const bf16* base = qkv + (size_t)b * T * C3 + h * D;
+    const bf16* dbase = dout + (size_t)b * T * C + h * D;
     load_tile_bf16<kWmmaRows, D>(ks, base, row0, T, C3, C);
     load_tile_bf16<kWmmaRows, D>(vs, base, row0, T, C3, 2 * C);
     float dk[D / 2] = {}, dv[D / 2] = {};
@@ -522,18 +516,18 @@ __global__ void __launch_bounds__(kWmmaThreads)
         __syncwarp();
     }
     if (j >= T) return;
-    float* g = dqkv + ((size_t)b * T + j) * C3 + h * D + half * D / 2;
+    bf16* g = dqkv + ((size_t)b * T + j) * C3 + h * D + half * D / 2;
     for (int i = 0; i < D / 2; i++) {
-        g[C + i] += scale * dk[i];
-        g[2 * C + i] += dv[i];
+        g[C + i] = __float2bfloat16_rn(__bfloat162float(g[C + i]) + scale * dk[i]);
+        g[2 * C + i] = __float2bfloat16_rn(__bfloat162float(g[2 * C + i]) + dv[i]);
     }
 }
 
 // dQ: a warp owns 16 queries; key tiles of 16 up to the diagonal. grid (B*H, ceil(T/kWmmaRows)).
 template <int D>
 __global__ void __launch_bounds__(kWmmaThreads)
-    flash_backward_dq_wmma_kernel(float* __restrict__ dqkv, const float* __restrict__ dout,
-                                  const float* __restrict__ qkv, const float* __restrict__ lse,
+    flash_backward_dq_wmma_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout,
+                                  const bf16* __restrict__ qkv, const float* __restrict__ lse,
                                   const float* __restrict__ delta, int T, int C, int H, float scale) {
     __shared__ DqTiles<D> sm;
     auto& qs = sm.qs;
@@ -546,7 +540,7 @@ __global__ void __launch_bounds__(kWmmaThreads)
     const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kWmmaRows;
     const int r = lane / 2, half = lane % 2, t = row0 + w * 16 + r;  // this lane pair's query
     const size_t C3 = 3 * (size_t)C;
-    const float* base = qkv + (size_t)b * T * C3 + h * D;
+    const bf16* base = qkv + (size_t)b * T * C3 + h * D;
     load_tile_bf16<kWmmaRows, D>(qs, base, row0, T, C3, 0);
     load_tile_bf16<kWmmaRows, D>(dos, dout + (size_t)b * T * C + h * D, row0, T, C, 0);
     const float lse_t = t < T ? lse[(size_t)bh * T + t] : 0.0f, delta_t = t < T ? delta[(size_t)bh * T + t] : 0.0f;
@@ -572,8 +566,8 @@ __global__ void __launch_bounds__(kWmmaThreads)
         __syncwarp();
     }
     if (t >= T) return;
-    float* g = dqkv + ((size_t)b * T + t) * C3 + h * D + half * D / 2;
-    for (int i = 0; i < D / 2; i++) g[i] += scale * dq[i];
+    bf16* g = dqkv + ((size_t)b * T + t) * C3 + h * D + half * D / 2;
+    for (int i = 0; i < D / 2; i++) g[i] = __float2bfloat16_rn(__bfloat162float(g[i]) + scale * dq[i]);
 }
 
 // Calls f(std::integral_constant<int, D>) when the kernels are instantiated for head size D
@@ -618,104 +612,111 @@ dim3 flash_grid(int B, int T, int H) {
 dim3 wmma_grid(int B, int T, int H) {
     return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kWmmaRows));
 }
-// bf16 mode runs the tensor-core kernels at these head sizes, the fp32 kernels at the others
+// bf16 activations run the tensor-core kernels at these head sizes, the fp32 kernels at the others
 constexpr bool has_wmma_kernel(int D) {
     return D == 16 || D == 32 || D == 64;
+}
+
+// The cuBLAS path at bf16 would need bf16 copies of the probabilities for the P V GEMMs (or
+// bf16 probabilities): bf16 runs the flash kernels instead.
+void cublas_attention_fp32_only() {
+    throw std::runtime_error("the cublas attention takes fp32 activations only: use --attention flash with bf16");
 }
 
 }  // namespace
 
 // out (B,T,C), att (B,H,T,T) softmax probabilities (saved for backward), qkv (B,T,3C)
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H, cudaStream_t stream) {
-    if (B <= 0 || T <= 0 || C <= 0) return;
-    const size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * H * T * T;
-    const bool bf = precision_bf16();
-    const __nv_bfloat16* qkv16 = bf ? to_bf16(kSlotQkv, qkv, nqkv, stream) : nullptr;
-    if (bf)
-        scores_gemm(att, qkv16, B, T, C, H, stream);
-    else
+template <class A>
+void attention_forward(A* out, float* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+    if constexpr (is_bf16<A>) {
+        cublas_attention_fp32_only();
+    } else {
+        if (B <= 0 || T <= 0 || C <= 0) return;
         scores_gemm(att, qkv, B, T, C, H, stream);
-    size_t rows = (size_t)B * H * T;
-    causal_softmax_forward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(att, T, rows);
-    cudaCheckLaunch();
-    if (bf)
-        pv_gemm(out, to_bf16(kSlotAtt, att, natt, stream), qkv16, B, T, C, H, stream);
-    else
+        size_t rows = (size_t)B * H * T;
+        causal_softmax_forward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(att, T,
+                                                                                                            rows);
+        cudaCheckLaunch();
         pv_gemm(out, att, qkv, B, T, C, H, stream);
+    }
 }
 
 // dqkv (B,T,3C) += gradient; scratch (B,H,T,T) is overwritten (holds dP, then dS)
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
-                        int T, int C, int H, cudaStream_t stream) {
-    if (B <= 0 || T <= 0 || C <= 0) return;
-    const size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * H * T * T, nout = (size_t)B * T * C;
-    const bool bf = precision_bf16();
-    const __nv_bfloat16* qkv16 = bf ? to_bf16(kSlotQkv, qkv, nqkv, stream) : nullptr;
-    const __nv_bfloat16* dout16 = bf ? to_bf16(kSlotDout, dout, nout, stream) : nullptr;
-    if (bf)
-        dp_gemm(scratch, dout16, qkv16, B, T, C, H, stream);
-    else
+template <class A>
+void attention_backward(A* dqkv, float* scratch, const A* dout, const A* qkv, const float* att, int B, int T, int C,
+                        int H, cudaStream_t stream) {
+    if constexpr (is_bf16<A>) {
+        cublas_attention_fp32_only();
+    } else {
+        if (B <= 0 || T <= 0 || C <= 0) return;
         dp_gemm(scratch, dout, qkv, B, T, C, H, stream);
-    size_t rows = (size_t)B * H * T;
-    causal_softmax_backward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(scratch, att,
-                                                                                                         T, rows);
-    cudaCheckLaunch();
-    if (bf)
-        dqkv_gemms(dqkv, dout16, qkv16, to_bf16(kSlotAtt, att, natt, stream), to_bf16(kSlotDs, scratch, natt, stream),
-                   B, T, C, H, stream);
-    else
+        size_t rows = (size_t)B * H * T;
+        causal_softmax_backward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(
+            scratch, att, T, rows);
+        cudaCheckLaunch();
         dqkv_gemms(dqkv, dout, qkv, att, scratch, B, T, C, H, stream);
+    }
 }
 
 // out (B,T,C), lse (B,H,T), qkv (B,T,3C)
-void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+template <class A>
+void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     const float scale = 1.0f / sqrtf((float)(C / H));
     check_flash_head_size(C / H);
+    using X = dev_t<A>;
     with_head_size(C / H, [&](auto d) {
         constexpr int D = d.value;
-        if constexpr (has_wmma_kernel(D)) {
-            if (precision_bf16()) {
-                flash_forward_wmma_kernel<D>
-                    <<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(out, lse, qkv, T, C, H, scale);
-                return;
-            }
-        }
-        flash_forward_kernel<D><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(out, lse, qkv, T, C, H, scale);
+        if constexpr (is_bf16<A> && has_wmma_kernel(D))
+            flash_forward_wmma_kernel<D>
+                <<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(dev(out), lse, dev(qkv), T, C, H, scale);
+        else
+            flash_forward_kernel<D, X>
+                <<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(dev(out), lse, dev(qkv), T, C, H, scale);
     });
     cudaCheckLaunch();
 }
 
 // dqkv (B,T,3C) += gradient; out (B,T,C) and lse (B,H,T) from attention_forward_lse
-void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int B,
-                            int T, int C, int H, cudaStream_t stream) {
+template <class A>
+void attention_backward_lse(A* dqkv, const A* dout, const A* qkv, const A* out, const float* lse, int B, int T, int C,
+                            int H, cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
+    using X = dev_t<A>;
     static Scratch<float> s_delta;
     const size_t rows = (size_t)B * H * T;
     float* delta = s_delta.get(rows);
-    flash_delta_kernel<<<grid_for(rows, 256), 256, 0, stream>>>(delta, dout, out, T, C, H, rows);
+    flash_delta_kernel<X><<<grid_for(rows, 256), 256, 0, stream>>>(delta, dev(dout), dev(out), T, C, H, rows);
     cudaCheckLaunch();
     const float scale = 1.0f / sqrtf((float)(C / H));
     check_flash_head_size(C / H);
     with_head_size(C / H, [&](auto d) {
         constexpr int D = d.value;
-        if constexpr (has_wmma_kernel(D)) {
-            if (precision_bf16()) {
-                flash_backward_dkdv_wmma_kernel<D>
-                    <<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
-                cudaCheckLaunch();
-                flash_backward_dq_wmma_kernel<D>
-                    <<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
-                return;
-            }
+        if constexpr (is_bf16<A> && has_wmma_kernel(D)) {
+            flash_backward_dkdv_wmma_kernel<D><<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(
+                dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
+            cudaCheckLaunch();
+            flash_backward_dq_wmma_kernel<D><<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(
+                dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
+        } else {
+            flash_backward_dkdv_kernel<D, X><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
+                dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
+            cudaCheckLaunch();
+            flash_backward_dq_kernel<D, X><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
+                dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
         }
-        flash_backward_dkdv_kernel<d.value>
-            <<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
-        cudaCheckLaunch();
-        flash_backward_dq_kernel<d.value>
-            <<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, T, C, H, scale);
     });
     cudaCheckLaunch();
 }
+
+#define INSTANTIATE(A)                                                                                             \
+    template void attention_forward(A*, float*, const A*, int, int, int, int, cudaStream_t);                       \
+    template void attention_backward(A*, float*, const A*, const A*, const float*, int, int, int, int, cudaStream_t); \
+    template void attention_forward_lse(A*, float*, const A*, int, int, int, int, cudaStream_t);                   \
+    template void attention_backward_lse(A*, const A*, const A*, const A*, const float*, int, int, int, int,         \
+                                         cudaStream_t);
+INSTANTIATE(float)
+INSTANTIATE(bf16_t)
+#undef INSTANTIATE
 
 }  // namespace gpu

@@ -1,6 +1,6 @@
-// The CUDA backend: device memory and the GPU ops of cuda/*.cu, float only.
-// Same members as CpuBackend (src/backend_cpu.h), so GPT<CudaBackend> (src/model.h) runs on
-// the GPU unchanged. This header is plain C++ (no CUDA types): host code compiled by g++
+// The CUDA backend: device memory and the GPU ops of cuda/*.cu. Same members as CpuBackend
+// (src/backend_cpu.h), so GPT<CudaBackend> (src/model.h) runs on the GPU unchanged; fp32
+// activations (CudaBackend) or bf16 ones (CudaBackendBf16, --precision bf16). This header is plain C++ (no CUDA types): host code compiled by g++
 // includes it; the definitions live in the .cu files (nvcc).
 //
 // All pointers passed to the ops are device pointers. Every op takes the stream it launches
@@ -10,12 +10,34 @@
 // twins do.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
 // CUDA's own declaration of the stream handle, so host code compiled by g++ needs no CUDA header.
 typedef struct CUstream_st* cudaStream_t;
+
+// A bfloat16 as host code sees it: the upper 16 bits of a float. The kernels read the same
+// bytes as CUDA's __nv_bfloat16 (common.cuh); host code needs no CUDA header.
+struct bf16_t {
+    uint16_t bits;
+};
+// Round to nearest even (NaN stays NaN), as __float2bfloat16_rn.
+inline bf16_t float_to_bf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return {(uint16_t)((u >> 16) | 0x40)};
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return {(uint16_t)(u >> 16)};
+}
+inline float bf16_to_float(bf16_t h) {
+    uint32_t u = (uint32_t)h.bits << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
 
 namespace gpu {
 
@@ -24,77 +46,101 @@ namespace gpu {
 cudaStream_t main_stream();
 
 // ---- ops (same names and argument order as namespace cpu in src/ops/) ----
-void encoder_forward(float* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
+// A, the activations' element type, is float or bf16_t (--precision bf16): activations and
+// their gradients are A; parameters, their gradients, LayerNorm's mean/rstd, attention's
+// log-sum-exps and the losses are float. The kernels compute in fp32 whatever A is (bf16 is
+// read into float, and every sum, statistic and accumulator is fp32); only stores round to A.
+// The GEMM weights (matmul w, the LM head) are A too: the model's compute copy of the weights.
+template <class A>
+void encoder_forward(A* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
                      cudaStream_t stream);
 // Deterministic: every (token, channel) sums its positions in increasing position order.
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tok, int B, int T, int C,
+template <class A>
+void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C,
                       cudaStream_t stream);
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
-                       int C, cudaStream_t stream);
-void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                        const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
+template <class A>
+void layernorm_forward(A* out, float* mean, float* rstd, const A* inp, const float* w, const float* b, int N, int C,
+                       cudaStream_t stream);
+template <class A>
+void layernorm_backward(A* dinp, float* dw, float* db, const A* dout, const A* inp, const float* w, const float* mean,
+                        const float* rstd, int N, int C, cudaStream_t stream);
 
-void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC, int OC,
-                    cudaStream_t stream);
-void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
-                     int IC, int OC, cudaStream_t stream);
+// bf16: bf16 tensor-core GEMMs with fp32 accumulation; dw, dbias fp32.
+template <class A>
+void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, int IC, int OC, cudaStream_t stream);
+template <class A>
+void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N, int IC, int OC,
+                     cudaStream_t stream);
 
-void rope_forward(float* out, const float* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+template <class A>
+void rope_forward(A* out, const A* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
                   cudaStream_t stream);
-void rope_backward(float* dinp, const float* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+template <class A>
+void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
                    cudaStream_t stream);
 
-void crope_expand(float* w, const float* A, const float* Bm, int C, cudaStream_t stream);
+// w: CRoPE's expanded (3C, C) weights, written in A from the fp32 A, B.
+template <class A>
+void crope_expand(A* w, const float* Am, const float* Bm, int C, cudaStream_t stream);
 void crope_fold(float* dA, float* dB, const float* dw, int C, cudaStream_t stream);
 
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H, cudaStream_t stream);
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
-                        int T, int C, int H, cudaStream_t stream);
+// The cuBLAS attention (probabilities (B,H,T,T) kept): fp32 activations only; with bf16 it
+// throws (bf16 runs the flash kernels below).
+template <class A>
+void attention_forward(A* out, float* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream);
+template <class A>
+void attention_backward(A* dqkv, float* scratch, const A* dout, const A* qkv, const float* att, int B, int T, int C,
+                        int H, cudaStream_t stream);
 
 // Flash attention (FlashAttention-2 style, attention.cu): out (B,T,C) and lse (B,H,T), the
 // log-sum-exp of each query row's scaled scores; nothing of size T x T is stored. Backward
 // recomputes the scores from qkv and lse and reads the forward's out; deterministic (no
-// atomics). Head sizes D = C/H of 8, 16, 32, 64 or 128; others throw.
-void attention_forward_lse(float* out, float* lse, const float* qkv, int B, int T, int C, int H, cudaStream_t stream);
-void attention_backward_lse(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int B,
-                            int T, int C, int H, cudaStream_t stream);
+// atomics). Head sizes D = C/H of 8, 16, 32, 64 or 128; others throw. bf16: tensor-core
+// (WMMA) kernels at D = 16, 32, 64, the fp32 kernels reading bf16 at the others.
+template <class A>
+void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C, int H, cudaStream_t stream);
+template <class A>
+void attention_backward_lse(A* dqkv, const A* dout, const A* qkv, const A* out, const float* lse, int B, int T, int C,
+                            int H, cudaStream_t stream);
 // Whether the flash kernels take head size D; the check throws, listing the sizes they take
 // (the launchers call it, and the trainer before it starts).
 bool flash_supports_head_size(int D);
 void check_flash_head_size(int D);
 
-void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
+template <class A>
+void gelu_forward(A* out, const A* inp, size_t n, cudaStream_t stream);
+template <class A>
+void gelu_backward(A* dinp, const A* inp, const A* dout, size_t n, cudaStream_t stream);
 
-void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream);
+template <class A>
+void residual_forward(A* out, const A* a, const A* b, size_t n, cudaStream_t stream);
 
-void softmax_crossentropy(float* logits, float* losses, const int* targets, int N, int V, float dscale,
+template <class A>
+void softmax_crossentropy(A* logits, float* losses, const int* targets, int N, int V, float dscale,
                           cudaStream_t stream);
 // The same over rows of ld >= V columns (the padded vocabulary): columns [V, ld) are left out of
-// the softmax and get dlogits 0. float4 loads when ld % 4 == 0 and logits is 16-byte aligned.
-void classifier_loss(float* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
+// the softmax and get dlogits 0. Vector loads (16 bytes) when ld allows and logits is aligned.
+// Losses, the max and the sum are fp32 whatever A is; dlogits overwrite the logits in A.
+template <class A>
+void classifier_loss(A* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
                      cudaStream_t stream);
 
+// p_act (may be null): the compute copy of the weights, p rounded to bf16, written in the
+// same pass.
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, double beta1, double beta2,
                   float eps, float wd, int t, float gscale, cudaStream_t stream);
+void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, float lr, double beta1,
+                  double beta2, float eps, float wd, int t, float gscale, cudaStream_t stream);
 // Sum of x[i]^2 in double, deterministic (fixed grid and reduction order). Synchronises.
 double sum_squares(const float* x, size_t n, cudaStream_t stream);
+// dst = src rounded to nearest even bf16 (the weights' compute copy after they are set).
+void to_bf16(bf16_t* dst, const float* src, size_t n, cudaStream_t stream);
 
-// TF32 tensor cores for the GEMMs (matmul and attention). On by default (speed);
-// tests comparing against the CPU turn it off.
+// TF32 tensor cores for the fp32 GEMMs (matmul and attention). On by default (speed);
+// tests comparing against the CPU turn it off. bf16 GEMMs are bf16 whatever this says.
 void set_tf32(bool on);
 bool tf32_enabled();
-
-// bf16 mixed precision, off by default (plain fp32). When on, every GEMM of matmul_forward /
-// matmul_backward (linear layers and the tied LM head) and of attention_forward /
-// attention_backward (QK^T, PV and their gradients) multiplies bf16 copies of its fp32
-// operands, made on the fly into scratch buffers, with fp32 accumulation and fp32 output
-// (like torch.autocast). Parameters (fp32 master weights), gradients, AdamW moments,
-// activations, softmax, LayerNorm, GELU, the loss and all reductions stay fp32. The TF32
-// switch does not apply to these bf16 GEMMs.
-void set_precision_bf16(bool on);
-bool precision_bf16();
 
 }  // namespace gpu
 
@@ -102,13 +148,22 @@ bool precision_bf16();
 #define CUDA_BACKEND_OP(name) \
     static constexpr auto name = [](auto... args) { return gpu::name(args..., gpu::main_stream()); }
 
+// fp32 activations; the members for bf16 buffers serve CudaBackendBf16 below.
 struct CudaBackend {
     using real = float;
+    using act = float;              // the activations' element type (model.h)
     static float* alloc(size_t n);  // zero-filled, like CpuBackend
+    static float* alloc_act(size_t n) { return alloc(n); }
     static void free(float* p);
     static void zero(float* p, size_t n);
     static void copy_to_host(float* dst, const float* src, size_t n);    // synchronous
     static void copy_from_host(float* dst, const float* src, size_t n);  // synchronous
+    // bf16 buffers (cuda/precision.cu): the same, and a copy to the host that widens to float
+    static void free(bf16_t* p);
+    static void zero(bf16_t* p, size_t n);
+    static void copy_to_host(bf16_t* dst, const bf16_t* src, size_t n);
+    static void copy_from_host(bf16_t* dst, const bf16_t* src, size_t n);
+    static void copy_to_host(float* dst, const bf16_t* src, size_t n);
     static int* alloc_int(size_t n);
     static void free_int(int* p);
     static void copy_ints_from_host(int* dst, const int* src, size_t n);
@@ -158,6 +213,15 @@ struct CudaBackend {
     static constexpr int classifier_chunk = 4096;
     CUDA_BACKEND_OP(adamw_update);
     CUDA_BACKEND_OP(sum_squares);
+    CUDA_BACKEND_OP(to_bf16);
+};
+
+// --precision bf16: activations and their gradients in bf16 (half the memory and traffic of
+// fp32), GEMMs on bf16 tensor cores; fp32 master weights, gradients and AdamW moments. The
+// model keeps a bf16 copy of the weights for the GEMMs (model.h: GPT::wc), which AdamW writes.
+struct CudaBackendBf16 : CudaBackend {
+    using act = bf16_t;
+    static bf16_t* alloc_act(size_t n);  // zero-filled
 };
 
 #undef CUDA_BACKEND_OP

@@ -9,11 +9,14 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 
+#include "backend_cuda.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace gpu {
 
@@ -132,30 +135,56 @@ inline cublasComputeType_t gemm_compute_type() {
 }
 
 // GEMM helpers (matmul.cu), COLUMN-major like cuBLAS: C (m,n) = alpha op(A) op(B) + beta C.
-void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-             float beta, float* C, int ldc, cudaStream_t stream);
+// In (A and B) and Out (C) are float or bf16_t: fp32 inputs use TF32 when it is on; bf16
+// inputs multiply on bf16 tensor cores; the accumulation is fp32 either way.
+template <class In, class Out>
+void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const In* A, int lda, const In* B, int ldb, float beta,
+             Out* C, int ldc, cudaStream_t stream);
 void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
                              long long strideA, const float* B, int ldb, long long strideB, float beta, float* C,
                              int ldc, long long strideC, int batch, cudaStream_t stream);
-// dst (C) += column sums of the row-major x (N, C); deterministic (matmul.cu).
-void column_sum_accumulate(float* dst, const float* x, int N, int C, cudaStream_t stream);
+// dst (C) += column sums of the row-major x (N, C), fp32 sums; deterministic (matmul.cu).
+template <class A>
+void column_sum_accumulate(float* dst, const A* x, int N, int C, cudaStream_t stream);
 
-// ---- bf16 mixed precision (matmul.cu) -----------------------------------------------------
-// With gpu::set_precision_bf16(true) every GEMM of matmul and attention reads bf16 copies of
-// its operands (fp32 accumulation, fp32 output); everything else stays fp32 (autocast-like).
-bool precision_bf16();
-// Same as above with bf16 operands: CUBLAS_COMPUTE_32F (fp32 accumulation), C in fp32.
-void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
-             const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc, cudaStream_t stream);
-void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda,
-                             long long strideA, const __nv_bfloat16* B, int ldb, long long strideB, float beta,
-                             float* C, int ldc, long long strideC, int batch, cudaStream_t stream);
-// bf16 copy (round to nearest even) of x (n floats) in grow-only scratch buffer `slot`
-// (0 .. kBf16Slots-1). The slots are shared by matmul and attention: an op may overwrite a
-// slot that an earlier op's GEMMs read, since all work runs in order on one stream. Within
-// one op, operands that live at the same time use different slots.
-constexpr int kBf16Slots = 4;
-const __nv_bfloat16* to_bf16(int slot, const float* x, size_t n, cudaStream_t stream);
+// ---- activation element types -------------------------------------------------------------
+// The launchers take the host types (float, bf16_t: backend_cuda.h); the kernels the device
+// types (float, __nv_bfloat16) of the same bytes: dev() converts the pointers.
+template <class A>
+struct DevType {
+    using type = A;
+};
+template <>
+struct DevType<bf16_t> {
+    using type = __nv_bfloat16;
+};
+template <class A>
+using dev_t = typename DevType<A>::type;
+template <class A>
+inline dev_t<A>* dev(A* p) {
+    return reinterpret_cast<dev_t<A>*>(p);
+}
+template <class A>
+inline const dev_t<A>* dev(const A* p) {
+    return reinterpret_cast<const dev_t<A>*>(p);
+}
+template <class A>
+constexpr bool is_bf16 = std::is_same<A, bf16_t>::value || std::is_same<A, __nv_bfloat16>::value;
+
+// Loads widen to fp32, stores round to the element type (nearest even).
+__device__ inline float f32(float x) {
+    return x;
+}
+__device__ inline float f32(__nv_bfloat16 x) {
+    return __bfloat162float(x);
+}
+template <class E>
+__device__ inline E from_f32(float x) {
+    if constexpr (std::is_same<E, float>::value)
+        return x;
+    else
+        return __float2bfloat16_rn(x);
+}
 
 // ---- warp / block reductions ------------------------------------------------------------
 // Butterfly reductions: every lane ends with the full result; the order of operations is

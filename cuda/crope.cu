@@ -7,8 +7,10 @@ namespace gpu {
 
 namespace {
 
-// One thread per element of W (3C, C): coalesced writes.
-__global__ void crope_expand_kernel(float* __restrict__ w, const float* __restrict__ A, const float* __restrict__ Bm,
+// One thread per element of W (3C, C): coalesced writes, in E (the activations' type: W is a
+// GEMM operand).
+template <class E>
+__global__ void crope_expand_kernel(E* __restrict__ w, const float* __restrict__ A, const float* __restrict__ Bm,
                                     int C, size_t total) {
     const int h = C / 2;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
@@ -22,7 +24,7 @@ __global__ void crope_expand_kernel(float* __restrict__ w, const float* __restri
             v = A[k];
         else
             v = odd_row ? Bm[k] : -Bm[k];  // (even, odd) = -b ; (odd, even) = b
-        w[i] = v;
+        w[i] = from_f32<E>(v);
     }
 }
 
@@ -45,10 +47,11 @@ __global__ void crope_fold_kernel(float* __restrict__ dA, float* __restrict__ dB
 
 }  // namespace
 
-void crope_expand(float* w, const float* A, const float* Bm, int C, cudaStream_t stream) {
+template <class A>
+void crope_expand(A* w, const float* Am, const float* Bm, int C, cudaStream_t stream) {
     size_t total = (size_t)3 * C * C;
     if (total == 0) return;
-    crope_expand_kernel<<<grid_for(total, 256), 256, 0, stream>>>(w, A, Bm, C, total);
+    crope_expand_kernel<dev_t<A>><<<grid_for(total, 256), 256, 0, stream>>>(dev(w), Am, Bm, C, total);
     cudaCheckLaunch();
 }
 
@@ -58,5 +61,8 @@ void crope_fold(float* dA, float* dB, const float* dw, int C, cudaStream_t strea
     crope_fold_kernel<<<grid_for(total, 256), 256, 0, stream>>>(dA, dB, dw, C, total);
     cudaCheckLaunch();
 }
+
+template void crope_expand(float*, const float*, const float*, int, cudaStream_t);
+template void crope_expand(bf16_t*, const float*, const float*, int, cudaStream_t);
 
 }  // namespace gpu

@@ -14,8 +14,9 @@ namespace gpu {
 
 namespace {
 
-// out (B,T,C) = wte[tok] + wpe[t]
-__global__ void encoder_forward_kernel(float* __restrict__ out, const int* __restrict__ tok,
+// out (B,T,C) = wte[tok] + wpe[t], summed in fp32, stored in E
+template <class E>
+__global__ void encoder_forward_kernel(E* __restrict__ out, const int* __restrict__ tok,
                                        const float* __restrict__ wte, const float* __restrict__ wpe, int T, int C,
                                        size_t total) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
@@ -24,7 +25,7 @@ __global__ void encoder_forward_kernel(float* __restrict__ out, const int* __res
         int t = (int)(bt % T);
         float x = wte[(size_t)tok[bt] * C + c];
         if (wpe) x += wpe[(size_t)t * C + c];
-        out[i] = x;
+        out[i] = from_f32<E>(x);
     }
 }
 
@@ -36,7 +37,8 @@ __global__ void iota_kernel(int* __restrict__ p, int n) {
 
 // Block i handles sorted slot i if it starts a run of equal tokens: sums the run's dout rows
 // in sorted (= increasing position) order and adds the total to dwte[token].
-__global__ void encoder_backward_wte_kernel(float* __restrict__ dwte, const float* __restrict__ dout,
+template <class E>
+__global__ void encoder_backward_wte_kernel(float* __restrict__ dwte, const E* __restrict__ dout,
                                             const int* __restrict__ sorted_tok, const int* __restrict__ sorted_pos,
                                             int N, int C) {
     int i = blockIdx.x;
@@ -46,39 +48,41 @@ __global__ void encoder_backward_wte_kernel(float* __restrict__ dwte, const floa
     while (end < N && sorted_tok[end] == v) end++;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float s = 0.0f;
-        for (int j = i; j < end; j++) s += dout[(size_t)sorted_pos[j] * C + c];
+        for (int j = i; j < end; j++) s += f32(dout[(size_t)sorted_pos[j] * C + c]);
         dwte[(size_t)v * C + c] += s;
     }
 }
 
 // dwpe[t, c] += sum over b (in order) of dout[b, t, c]
-__global__ void encoder_backward_wpe_kernel(float* __restrict__ dwpe, const float* __restrict__ dout, int B, int T,
-                                            int C) {
+template <class E>
+__global__ void encoder_backward_wpe_kernel(float* __restrict__ dwpe, const E* __restrict__ dout, int B, int T, int C) {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;  // over (t, c)
     size_t TC = (size_t)T * C;
     if (i >= TC) return;
     float s = 0.0f;
-    for (int b = 0; b < B; b++) s += dout[(size_t)b * TC + i];
+    for (int b = 0; b < B; b++) s += f32(dout[(size_t)b * TC + i]);
     dwpe[i] += s;
 }
 
 }  // namespace
 
-void encoder_forward(float* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
+template <class A>
+void encoder_forward(A* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
                      cudaStream_t stream) {
     size_t total = (size_t)B * T * C;
     if (total == 0) return;
-    encoder_forward_kernel<<<grid_for(total, 256), 256, 0, stream>>>(out, tok, wte, wpe, T, C, total);
+    encoder_forward_kernel<dev_t<A>><<<grid_for(total, 256), 256, 0, stream>>>(dev(out), tok, wte, wpe, T, C, total);
     cudaCheckLaunch();
 }
 
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tok, int B, int T, int C,
+template <class A>
+void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C,
                       cudaStream_t stream) {
     const int N = B * T;
     if (N == 0 || C == 0) return;
     if (dwpe) {
         size_t TC = (size_t)T * C;
-        encoder_backward_wpe_kernel<<<(unsigned)ceil_div(TC, 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
+        encoder_backward_wpe_kernel<dev_t<A>><<<(unsigned)ceil_div(TC, 256), 256, 0, stream>>>(dwpe, dev(dout), B, T, C);
         cudaCheckLaunch();
     }
 
@@ -99,8 +103,13 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* to
     cudaCheck(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit));
 
     int threads = C >= 256 ? 256 : ((C + 31) / 32) * 32;
-    encoder_backward_wte_kernel<<<N, threads, 0, stream>>>(dwte, dout, tok_out, pos_out, N, C);
+    encoder_backward_wte_kernel<dev_t<A>><<<N, threads, 0, stream>>>(dwte, dev(dout), tok_out, pos_out, N, C);
     cudaCheckLaunch();
 }
+
+template void encoder_forward(float*, const int*, const float*, const float*, int, int, int, cudaStream_t);
+template void encoder_forward(bf16_t*, const int*, const float*, const float*, int, int, int, cudaStream_t);
+template void encoder_backward(float*, float*, const float*, const int*, int, int, int, cudaStream_t);
+template void encoder_backward(float*, float*, const bf16_t*, const int*, int, int, int, cudaStream_t);
 
 }  // namespace gpu

@@ -8,37 +8,46 @@ namespace {
 
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
 
-__global__ void gelu_forward_kernel(float* __restrict__ out, const float* __restrict__ inp, size_t n) {
+template <class E>
+__global__ void gelu_forward_kernel(E* __restrict__ out, const E* __restrict__ inp, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(kGeluK * (x + 0.044715f * x * x * x)));
+        float x = f32(inp[i]);
+        out[i] = from_f32<E>(0.5f * x * (1.0f + tanhf(kGeluK * (x + 0.044715f * x * x * x))));
     }
 }
 
 // dinp += dout * gelu'(x)
-__global__ void gelu_backward_kernel(float* __restrict__ dinp, const float* __restrict__ inp,
-                                     const float* __restrict__ dout, size_t n) {
+template <class E>
+__global__ void gelu_backward_kernel(E* __restrict__ dinp, const E* __restrict__ inp, const E* __restrict__ dout,
+                                     size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float x = inp[i];
+        float x = f32(inp[i]);
         float th = tanhf(kGeluK * (x + 0.044715f * x * x * x));
         float du = kGeluK * (1.0f + 3.0f * 0.044715f * x * x);
         float sech2 = 1.0f - th * th;
-        dinp[i] += dout[i] * (0.5f * (1.0f + th) + 0.5f * x * sech2 * du);
+        dinp[i] = from_f32<E>(f32(dinp[i]) + f32(dout[i]) * (0.5f * (1.0f + th) + 0.5f * x * sech2 * du));
     }
 }
 
 }  // namespace
 
-void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream) {
+template <class A>
+void gelu_forward(A* out, const A* inp, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    gelu_forward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, inp, n);
+    gelu_forward_kernel<dev_t<A>><<<grid_for(n, 256), 256, 0, stream>>>(dev(out), dev(inp), n);
     cudaCheckLaunch();
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream) {
+template <class A>
+void gelu_backward(A* dinp, const A* inp, const A* dout, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    gelu_backward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dinp, inp, dout, n);
+    gelu_backward_kernel<dev_t<A>><<<grid_for(n, 256), 256, 0, stream>>>(dev(dinp), dev(inp), dev(dout), n);
     cudaCheckLaunch();
 }
+
+template void gelu_forward(float*, const float*, size_t, cudaStream_t);
+template void gelu_forward(bf16_t*, const bf16_t*, size_t, cudaStream_t);
+template void gelu_backward(float*, const float*, const float*, size_t, cudaStream_t);
+template void gelu_backward(bf16_t*, const bf16_t*, const bf16_t*, size_t, cudaStream_t);
 
 }  // namespace gpu

@@ -6,7 +6,6 @@
 // dlogits = (softmax - onehot) * dscale, and 0 in the padded columns. Probabilities are never
 // stored separately.
 #include <cmath>
-#include <type_traits>
 
 #include "backend_cuda.h"
 #include "common.cuh"
@@ -17,30 +16,32 @@ namespace {
 
 constexpr int kLossThreads = 512;
 
-// W columns per load: 4 (float4; ld % 4 == 0 and 16-byte aligned rows) or 1. Columns at or
-// past V (the padding) are skipped by the reduction and written as 0.
-template <int W>
+// E: the logits' element type; W columns per load: 16 bytes (ld % W == 0 and 16-byte aligned
+// rows) or 1. Columns at or past V (the padding) are skipped by the reduction and written as
+// 0. The max, the sums and the loss are fp32.
+template <class E, int W>
 __global__ void __launch_bounds__(kLossThreads)
-    classifier_loss_kernel(float* __restrict__ logits, float* __restrict__ losses, const int* __restrict__ targets,
-                           int V, int ld, float dscale) {
-    using Vec = typename std::conditional<W == 4, float4, float>::type;
+    classifier_loss_kernel(E* __restrict__ logits, float* __restrict__ losses, const int* __restrict__ targets, int V,
+                           int ld, float dscale) {
+    struct alignas(sizeof(E) * W) Vec {
+        E e[W];
+    };
     __shared__ float sh_m[32], sh_s[32];
     __shared__ float sh_target_logit, sh_logsum;
     const int row = blockIdx.x;
-    float* z = logits + (size_t)row * ld;
+    E* z = logits + (size_t)row * ld;
     Vec* zv = reinterpret_cast<Vec*>(z);
     const int nvec = ld / W;
     const int target = targets[row];
     const bool target_ok = target >= 0 && target < V;
-    if (threadIdx.x == 0) sh_target_logit = target_ok ? z[target] : NAN;  // read before anything is overwritten
+    if (threadIdx.x == 0) sh_target_logit = target_ok ? f32(z[target]) : NAN;  // read before anything is overwritten
 
     // each thread: online max / sum over its strided columns
     float m = -INFINITY, s = 0.0f;
     for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
         Vec x = zv[i];
-        const float* xs = reinterpret_cast<const float*>(&x);
         for (int k = 0; k < W; k++)
-            if (i * W + k < V) lse_push(m, s, xs[k]);
+            if (i * W + k < V) lse_push(m, s, f32(x.e[k]));
     }
     // warp, then block, in a fixed tree order
     warp_lse(m, s);
@@ -65,12 +66,11 @@ __global__ void __launch_bounds__(kLossThreads)
         const float logsum = sh_logsum;
         for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
             Vec x = zv[i];
-            float* xs = reinterpret_cast<float*>(&x);
             for (int k = 0; k < W; k++) {
                 const int v = i * W + k;
-                float d = v < V ? expf(xs[k] - logsum) * dscale : 0.0f;
+                float d = v < V ? expf(f32(x.e[k]) - logsum) * dscale : 0.0f;
                 if (v == target) d -= dscale;
-                xs[k] = d;
+                x.e[k] = from_f32<E>(d);
             }
             zv[i] = x;
         }
@@ -79,20 +79,31 @@ __global__ void __launch_bounds__(kLossThreads)
 
 }  // namespace
 
-void classifier_loss(float* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
+template <class A>
+void classifier_loss(A* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
                      cudaStream_t stream) {
     if (N <= 0 || V <= 0) return;
     if (ld < V) throw std::logic_error("classifier_loss: row stride ld < V");
-    if (ld % 4 == 0 && (reinterpret_cast<uintptr_t>(logits) & 15u) == 0)
-        classifier_loss_kernel<4><<<N, kLossThreads, 0, stream>>>(logits, losses, targets, V, ld, dscale);
+    using E = dev_t<A>;
+    constexpr int W = 16 / sizeof(E);
+    if (ld % W == 0 && (reinterpret_cast<uintptr_t>(logits) & 15u) == 0)
+        classifier_loss_kernel<E, W><<<N, kLossThreads, 0, stream>>>(dev(logits), losses, targets, V, ld, dscale);
     else
-        classifier_loss_kernel<1><<<N, kLossThreads, 0, stream>>>(logits, losses, targets, V, ld, dscale);
+        classifier_loss_kernel<E, 1><<<N, kLossThreads, 0, stream>>>(dev(logits), losses, targets, V, ld, dscale);
     cudaCheckLaunch();
 }
 
-void softmax_crossentropy(float* logits, float* losses, const int* targets, int N, int V, float dscale,
+template <class A>
+void softmax_crossentropy(A* logits, float* losses, const int* targets, int N, int V, float dscale,
                           cudaStream_t stream) {
     classifier_loss(logits, losses, targets, N, V, V, dscale, stream);
 }
+
+#define INSTANTIATE(A)                                                                                   \
+    template void classifier_loss(A*, float*, const int*, int, int, int, float, cudaStream_t);          \
+    template void softmax_crossentropy(A*, float*, const int*, int, int, float, cudaStream_t);
+INSTANTIATE(float)
+INSTANTIATE(bf16_t)
+#undef INSTANTIATE
 
 }  // namespace gpu

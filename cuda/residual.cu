@@ -8,17 +8,23 @@ namespace gpu {
 
 namespace {
 
-__global__ void residual_forward_kernel(float* out, const float* a, const float* b, size_t n) {
+// the sum in fp32, stored in E
+template <class E>
+__global__ void residual_forward_kernel(E* out, const E* a, const E* b, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = a[i] + b[i];
+        out[i] = from_f32<E>(f32(a[i]) + f32(b[i]));
 }
 
 }  // namespace
 
-void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream) {
+template <class A>
+void residual_forward(A* out, const A* a, const A* b, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    residual_forward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, a, b, n);
+    residual_forward_kernel<dev_t<A>><<<grid_for(n, 256), 256, 0, stream>>>(dev(out), dev(a), dev(b), n);
     cudaCheckLaunch();
 }
+
+template void residual_forward(float*, const float*, const float*, size_t, cudaStream_t);
+template void residual_forward(bf16_t*, const bf16_t*, const bf16_t*, size_t, cudaStream_t);
 
 }  // namespace gpu

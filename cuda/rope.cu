@@ -10,17 +10,22 @@ namespace {
 
 // One thread per channel pair of a row: pairs 0..C-1 are q,k; pairs C..3C/2-1 are v.
 // FORWARD: out = R x (overwrite). !FORWARD: out += R^T x (the backward, accumulating).
-template <bool FORWARD>
-__global__ void rope_kernel(float* __restrict__ out, const float* __restrict__ inp, const float* __restrict__ cos_t,
+// E: the element type of out and inp (fp32 arithmetic).
+template <bool FORWARD, class E>
+__global__ void rope_kernel(E* __restrict__ out, const E* __restrict__ inp, const float* __restrict__ cos_t,
                             const float* __restrict__ sin_t, int T, int C, int D, size_t total_pairs) {
+    struct alignas(2 * sizeof(E)) Pair {
+        E a, b;
+    };
     const size_t pairs_per_row = (size_t)3 * C / 2;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total_pairs;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t bt = i / pairs_per_row;
         int e = 2 * (int)(i % pairs_per_row);  // channel of the pair's first element, in [0, 3C)
         size_t idx = bt * 3 * C + e;
-        float2 x = *reinterpret_cast<const float2*>(inp + idx);  // e even, 3C even -> 8-byte aligned
-        float2 y;
+        // e even, 3C even: the pair is aligned to its size (one vector access)
+        const Pair p = *reinterpret_cast<const Pair*>(inp + idx);
+        float2 x = {f32(p.a), f32(p.b)}, y;
         if (e < 2 * C) {
             int t = (int)(bt % T);
             int j = (e % D) / 2;
@@ -36,36 +41,41 @@ __global__ void rope_kernel(float* __restrict__ out, const float* __restrict__ i
         } else {
             y = x;
         }
-        float2* o = reinterpret_cast<float2*>(out + idx);
-        if (FORWARD) {
-            *o = y;
-        } else {
-            float2 a = *o;
-            a.x += y.x;
-            a.y += y.y;
-            *o = a;
+        Pair* o = reinterpret_cast<Pair*>(out + idx);
+        if (!FORWARD) {
+            const Pair a = *o;
+            y.x += f32(a.a);
+            y.y += f32(a.b);
         }
+        *o = Pair{from_f32<E>(y.x), from_f32<E>(y.y)};
     }
 }
 
 }  // namespace
 
-// The float2 accesses need 8-byte aligned base pointers (always true for cudaMalloc'd
-// buffers at even float offsets, which is how the model slices them).
-void rope_forward(float* out, const float* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+template <class A>
+void rope_forward(A* out, const A* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
                   cudaStream_t stream) {
     size_t total = (size_t)B * T * 3 * C / 2;
     if (total == 0) return;
-    rope_kernel<true><<<grid_for(total, 256), 256, 0, stream>>>(out, inp, cos_t, sin_t, T, C, C / H, total);
+    rope_kernel<true, dev_t<A>><<<grid_for(total, 256), 256, 0, stream>>>(dev(out), dev(inp), cos_t, sin_t, T, C, C / H, total);
     cudaCheckLaunch();
 }
 
-void rope_backward(float* dinp, const float* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+template <class A>
+void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
                    cudaStream_t stream) {
     size_t total = (size_t)B * T * 3 * C / 2;
     if (total == 0) return;
-    rope_kernel<false><<<grid_for(total, 256), 256, 0, stream>>>(dinp, dout, cos_t, sin_t, T, C, C / H, total);
+    rope_kernel<false, dev_t<A>><<<grid_for(total, 256), 256, 0, stream>>>(dev(dinp), dev(dout), cos_t, sin_t, T, C, C / H, total);
     cudaCheckLaunch();
 }
+
+#define INSTANTIATE(A)                                                                                             \
+    template void rope_forward(A*, const A*, const float*, const float*, int, int, int, int, cudaStream_t);         \
+    template void rope_backward(A*, const A*, const float*, const float*, int, int, int, int, cudaStream_t);
+INSTANTIATE(float)
+INSTANTIATE(bf16_t)
+#undef INSTANTIATE
 
 }  // namespace gpu

@@ -238,7 +238,7 @@ part build pass
 section "GPU tests"
 # Emulated, the dry run takes a quick subset (make test runs them all under the emulation).
 EMU_SUBSET="cuda_layernorm_forward cuda_softmax_crossentropy_loss cuda_model_rope_loss"
-SAN_SUBSET="cuda_encoder_backward cuda_layernorm cuda_matmul_bf16_forward cuda_rope cuda_crope cuda_attention_forward
+SAN_SUBSET="cuda_encoder_backward cuda_layernorm cuda_bf16_model_rope_loss cuda_rope cuda_crope cuda_attention_forward
   cuda_attention_backward cuda_gelu cuda_softmax_crossentropy cuda_adamw_update cuda_sum_squares cuda_model_crope_loss"
 [ $EMU = 1 ] && TEST_BINS="$BUILD/test/test_cuda"
 for t in $TEST_BINS; do
@@ -321,7 +321,7 @@ EOF
 {
   echo "Benchmark: $BUILD/train, B=$B, T=$T, V=$V, random tokens; median of $STEPS steps after $WARM warm-up steps;"
   echo "evaluation: ms per batch of $B x $T (forward only), from the $EVAL-batch evaluation at the end."
-  echo "fp32 = TF32 GEMMs (the trainer's default); bf16 = bf16 GEMM operands, fp32 accumulation and master weights."
+  echo "fp32 = TF32 GEMMs (the trainer's default); bf16 = bf16 activations and GEMMs, fp32 accumulation and master weights."
   echo "10k steps: ms/step x 10,000; + eval adds the paper config's evaluation (20 batches every 20 steps)."
   [ $EMU = 1 ] && echo "EMULATED: the CPU execution layer at tiny sizes; timings are not meaningful."
   echo

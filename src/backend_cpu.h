@@ -24,7 +24,9 @@
 template <class T>
 struct CpuBackend {
     using real = T;
+    using act = T;  // activations in the parameters' type (model.h)
     static T* alloc(size_t n) { return new T[n](); }
+    static T* alloc_act(size_t n) { return alloc(n); }
     static void free(T* p) { delete[] p; }
     static void zero(T* p, size_t n) { std::memset(p, 0, n * sizeof(T)); }
     static void copy_to_host(T* dst, const T* src, size_t n) { std::memcpy(dst, src, n * sizeof(T)); }

@@ -486,19 +486,24 @@ double clip_scale(double grad_clip, double norm) {
     return grad_clip > 0 ? std::min(1.0, grad_clip / (norm + 1e-6)) : 1.0;
 }
 
-double model_memory_bytes(const ModelConfig& m, int B, int T, bool train) {
+double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes) {
     // in double: an absurd config must give a large number here, not an overflowed one
     double L = m.L, C = m.C, V = m.Vp(), H = m.H, N = (double)B * T;
     double chunk = std::min(N, (double)(m.classifier_chunk > 0 ? m.classifier_chunk : kCpuClassifierChunk));
-    double params = V * C + (pos_traits(m.pos).learned_table ? m.maxT * C : 0) + L * 12 * C * C + 13 * L * C + 2 * C;
+    bool cq = pos_traits(m.pos).complex_qkv;
+    double qkv_w = cq ? 1.5 * C * C : 3 * C * C;  // CRoPE: A and B (3, C/2, C/2)
+    double params = V * C + (pos_traits(m.pos).learned_table ? m.maxT * C : 0) + L * (9 * C * C + qkv_w) + 13 * L * C +
+                    2 * C;
     double rot = pos_traits(m.pos).rotary ? 3 : 0;
-    double att = m.flash ? (double)B * H * T : (double)B * H * T * T;       // log-sum-exps, or the probabilities
-    double layer = N * C * (16 + rot) + N * 4 + att;                        // see GPT::ensure_acts
-    double acts = N * C * 3 + N * 3 + chunk * V + (train ? L : 1) * layer;  // logits: one classifier chunk
-    if (train) acts += N * C * (3 + 3 + rot + 8) + (m.flash ? 0 : att);     // backward buffers (+ dscores)
-    double crope = pos_traits(m.pos).complex_qkv ? L * 3 * C * C + 3 * C * C : 0;
+    double att = m.flash ? (double)B * H * T : (double)B * H * T * T;  // log-sum-exps, or the probabilities
+    // see GPT::ensure_acts: activations (act_bytes each) and the fp32 buffers beside them
+    double acts = N * C * 3 + chunk * V + (train ? L : 1) * N * C * (16 + rot);  // logits: one classifier chunk
+    double f32 = N * 3 + (train ? L : 1) * (N * 4 + att);                        // LayerNorm stats, losses, att
+    if (train) acts += N * C * (3 + 3 + rot + 8), f32 += m.flash ? 0 : att;       // backward buffers (+ dscores)
+    double crope_w = cq ? L * 3 * C * C : 0, crope_g = cq ? 3 * C * C : 0;  // expanded weights (act), their grad
+    double copy = act_bytes != 4 ? params : 0;  // the GEMMs' copy of the weights (model.h: GPT::wc)
     double tables = (double)m.maxT * C * 2;
-    return 4.0 * (4 * params + crope + tables + acts);  // fp32
+    return 4.0 * (4 * params + crope_g + tables + f32) + act_bytes * (acts + crope_w + copy);
 }
 
 void check_host_memory(const ModelConfig& m, int B, int T, bool train) {

@@ -94,7 +94,8 @@ double clip_scale(double grad_clip, double norm);
 
 // Bytes a model needs on its device: weights, gradients and AdamW moments, plus the
 // activations of a training step (train) or of a forward pass (!train) over B x T tokens.
-double model_memory_bytes(const ModelConfig& m, int B, int T, bool train);
+// act_bytes: bytes per activation (2 with --precision bf16, which adds a bf16 copy of the weights).
+double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes = 4);
 // Throws "this model needs X GiB (...) but the machine has Y GiB" when the host cannot hold it.
 void check_host_memory(const ModelConfig& m, int B, int T, bool train);
 

@@ -1,13 +1,22 @@
 // GPT-2 with a choice of position scheme (src/pos.h; this file reads its traits):
 // the one model orchestration shared by every backend. A backend BK (CpuBackend<T>
-// in backend_cpu.h, CudaBackend in cuda/backend_cuda.h) supplies memory and the ops;
-// this file says in which order they run: forward, backward, AdamW update.
+// in backend_cpu.h, CudaBackend and CudaBackendBf16 in cuda/backend_cuda.h) supplies memory
+// and the ops; this file says in which order they run: forward, backward, AdamW update.
+//
+// Two element types: T (BK::real) for the parameters, their gradients and AdamW's moments,
+// A (BK::act) for the activations and their gradients. They are the same type except on
+// CudaBackendBf16 (T float, A bf16). The GEMMs multiply activations by weights of type A: the
+// compute copy wc, which is the parameter buffer itself when A is T, else a bf16 copy that
+// AdamW writes in its pass. Kept in T (fp32) whatever A is, because they are reductions or
+// feed the loss: LayerNorm's mean and rstd, attention's probabilities or log-sum-exps (and
+// the cuBLAS path's dscores), the losses, the fixed position tables.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dist.h"
@@ -123,12 +132,16 @@ inline std::vector<double> init_params(const ModelConfig& m, uint64_t seed) {
 template <class BK>
 struct GPT {
     using T = typename BK::real;
+    using A = typename BK::act;
+    static constexpr bool kActCopy = !std::is_same<A, T>::value;  // wc is a copy of the weights in A
 
-    // Pointers to each parameter tensor (or its gradient) inside a flat buffer.
-    struct Tensors {
-        T *wte = nullptr, *wpe = nullptr, *ln1w, *ln1b, *qkvw = nullptr, *qkvA = nullptr, *qkvB = nullptr, *qkvb;
-        T *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fc2w, *fc2b, *lnfw, *lnfb;
+    // Pointers to each parameter tensor (or its gradient, or the compute copy) inside a flat buffer.
+    template <class X>
+    struct TensorsOf {
+        X *wte = nullptr, *wpe = nullptr, *ln1w, *ln1b, *qkvw = nullptr, *qkvA = nullptr, *qkvB = nullptr, *qkvb;
+        X *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fc2w, *fc2b, *lnfw, *lnfb;
     };
+    using Tensors = TensorsOf<T>;
 
     // Activations for one (B, T). Training keeps every layer's activations for the
     // backward pass; evaluation reuses one layer's worth.
@@ -136,13 +149,16 @@ struct GPT {
         int B = 0, Tn = 0, Ls = 0;
         bool train = false;
         // att: per layer the probabilities (B,H,T,T), or with cfg.flash the log-sum-exps (B,H,T)
-        T *encoded, *ln1, *ln1_mean, *ln1_rstd, *qkv, *qkvr, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd;
-        T *fch, *fch_gelu, *res3, *proj, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
-        // backward-only buffers
-        T *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dqkvr = nullptr, *dfch = nullptr,
-          *dfch_gelu = nullptr, *dscores = nullptr;
+        A *encoded, *ln1, *qkv, *qkvr, *atty, *res2, *ln2, *fch, *fch_gelu, *res3, *proj, *lnf, *logits;
+        T *ln1_mean, *ln1_rstd, *att, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
+        // backward-only buffers. All in A, dres too (the residual stream's gradient, added into
+        // by each LayerNorm backward): it is the dout of GEMMs, whose operands share one type.
+        A *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dqkvr = nullptr, *dfch = nullptr,
+          *dfch_gelu = nullptr;
+        T* dscores = nullptr;
         int *inputs, *targets;
         std::vector<T*> owned;
+        std::vector<A*> owned_act;
     };
 
     ModelConfig cfg;
@@ -152,9 +168,12 @@ struct GPT {
     std::vector<ParamTensor> layout, buf_layout;
     size_t num_params = 0;
     T *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
+    A* wc = nullptr;  // the GEMMs' weights: params, or their copy in A (kActCopy)
     dist::Shard shard;  // data parallel: the part of the parameters whose AdamW moments m, v hold
     Tensors w, g;
-    T *qkv_expanded = nullptr, *dqkv_w = nullptr;  // complex_qkv: real (L,3C,C) weights and a (3C,C) gradient
+    TensorsOf<A> wa;  // into wc
+    A* qkv_expanded = nullptr;  // complex_qkv: real (L,3C,C) weights
+    T* dqkv_w = nullptr;        // and a (3C,C) gradient
     T *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
     int table_len = 0;  // positions covered by the tables
     Acts train_acts, eval_acts;
@@ -181,26 +200,30 @@ struct GPT {
         v = BK::alloc(num_params);
         w = point(params);
         g = point(grads);
+        point_compute_copy();
         shard = dist::shard_of(num_params, false);
         if (pt.complex_qkv) {
-            qkv_expanded = BK::alloc((size_t)cfg.L * 3 * cfg.C * cfg.C);
+            qkv_expanded = BK::alloc_act((size_t)cfg.L * 3 * cfg.C * cfg.C);
             dqkv_w = BK::alloc((size_t)3 * cfg.C * cfg.C);
         }
         set_max_positions(cfg.maxT);
     }
     ~GPT() {
-        for (T* p : {params, grads, m, v, qkv_expanded, dqkv_w, pos_table, rope_cos, rope_sin})
+        for (T* p : {params, grads, m, v, dqkv_w, pos_table, rope_cos, rope_sin})
             if (p) BK::free(p);
+        if (qkv_expanded) BK::free(qkv_expanded);
+        if (kActCopy && wc) BK::free(wc);
         free_acts(train_acts);
         free_acts(eval_acts);
     }
     GPT(const GPT&) = delete;
     GPT& operator=(const GPT&) = delete;
 
-    Tensors point(T* base) const {
-        Tensors t;
+    template <class X>
+    TensorsOf<X> point(X* base) const {
+        TensorsOf<X> t;
         for (const auto& p : buf_layout) {
-            T* x = base + p.offset;
+            X* x = base + p.offset;
             const std::string& n = p.name;
             if (n == "wte")
                 t.wte = x;
@@ -242,6 +265,20 @@ struct GPT {
         return t;
     }
 
+    // wc and wa: the parameters themselves, or (kActCopy) a buffer of their rounded copy.
+    void point_compute_copy() {
+        if constexpr (kActCopy) {
+            if (!wc) wc = BK::alloc_act(num_params);
+        } else {
+            wc = params;
+        }
+        wa = point(wc);
+    }
+    // Rounds all of params into wc (kActCopy), after the weights were set other than by AdamW.
+    void refresh_compute_copy() {
+        if constexpr (kActCopy) BK::to_bf16(wc, params, num_params);
+    }
+
     // ZeRO-1 over the ranks of dist::group(): m and v keep only this rank's shard; params and
     // grads grow to block x world elements (a zero tail) so collectives split them evenly.
     // Call before the weights are set.
@@ -252,6 +289,7 @@ struct GPT {
         for (T** p : {&m, &v}) BK::free(*p), *p = BK::alloc(shard.block);
         w = point(params);
         g = point(grads);
+        point_compute_copy();
     }
 
     // Host vectors in the checkpoint layout <-> the buffer layout: wte comes first, so only the
@@ -271,7 +309,10 @@ struct GPT {
         return h;
     }
     // Uploads a host copy of all parameters (layout order).
-    void set_params(const std::vector<T>& host) { BK::copy_from_host(params, padded(host).data(), num_params); }
+    void set_params(const std::vector<T>& host) {
+        BK::copy_from_host(params, padded(host).data(), num_params);
+        refresh_compute_copy();
+    }
     // A buffer (params, grads, m, v) on the host: as it is (buffer layout), or in layout order.
     std::vector<T> get_buffer(const T* buf) const {
         std::vector<T> h(num_params);
@@ -305,6 +346,7 @@ struct GPT {
 
     void free_acts(Acts& a) {
         for (T* p : a.owned) BK::free(p);
+        for (A* p : a.owned_act) BK::free(p);
         if (a.B) {
             BK::free_int(a.inputs);
             BK::free_int(a.targets);
@@ -319,27 +361,32 @@ struct GPT {
         if (a.B == B && a.Tn == Tn) return;
         free_acts(a);
         size_t N = (size_t)B * Tn, C = cfg.C, Ls = train ? cfg.L : 1, att = att_size(B, Tn);
-        auto mk = [&](size_t n) {
+        auto mk = [&](size_t n) {  // fp32 (T)
             T* p = BK::alloc(n);
             a.owned.push_back(p);
             return p;
         };
+        auto mka = [&](size_t n) {  // activations (A)
+            A* p = BK::alloc_act(n);
+            a.owned_act.push_back(p);
+            return p;
+        };
         a.B = B, a.Tn = Tn, a.Ls = (int)Ls, a.train = train;
-        a.encoded = mk(N * C);
-        a.ln1 = mk(Ls * N * C), a.ln1_mean = mk(Ls * N), a.ln1_rstd = mk(Ls * N);
-        a.qkv = mk(Ls * N * 3 * C);
-        a.qkvr = pt.rotary ? mk(Ls * N * 3 * C) : a.qkv;
+        a.encoded = mka(N * C);
+        a.ln1 = mka(Ls * N * C), a.ln1_mean = mk(Ls * N), a.ln1_rstd = mk(Ls * N);
+        a.qkv = mka(Ls * N * 3 * C);
+        a.qkvr = pt.rotary ? mka(Ls * N * 3 * C) : a.qkv;
         a.att = mk(Ls * att);
-        a.atty = mk(Ls * N * C), a.res2 = mk(Ls * N * C);
-        a.ln2 = mk(Ls * N * C), a.ln2_mean = mk(Ls * N), a.ln2_rstd = mk(Ls * N);
-        a.fch = mk(Ls * N * 4 * C), a.fch_gelu = mk(Ls * N * 4 * C);
-        a.res3 = mk(Ls * N * C), a.proj = mk(N * C);
-        a.lnf = mk(N * C), a.lnf_mean = mk(N), a.lnf_rstd = mk(N);
-        a.logits = mk(classifier_rows(N) * cfg.Vp()), a.losses = mk(N);  // logits: one chunk's
+        a.atty = mka(Ls * N * C), a.res2 = mka(Ls * N * C);
+        a.ln2 = mka(Ls * N * C), a.ln2_mean = mk(Ls * N), a.ln2_rstd = mk(Ls * N);
+        a.fch = mka(Ls * N * 4 * C), a.fch_gelu = mka(Ls * N * 4 * C);
+        a.res3 = mka(Ls * N * C), a.proj = mka(N * C);
+        a.lnf = mka(N * C), a.lnf_mean = mk(N), a.lnf_rstd = mk(N);
+        a.logits = mka(classifier_rows(N) * cfg.Vp()), a.losses = mk(N);  // logits: one chunk's
         if (train) {
-            a.dres = mk(N * C), a.dln = mk(N * C), a.datty = mk(N * C);
-            a.dqkv = mk(N * 3 * C), a.dqkvr = pt.rotary ? mk(N * 3 * C) : a.dqkv;
-            a.dfch = mk(N * 4 * C), a.dfch_gelu = mk(N * 4 * C), a.dscores = cfg.flash ? nullptr : mk(att);
+            a.dres = mka(N * C), a.dln = mka(N * C), a.datty = mka(N * C);
+            a.dqkv = mka(N * 3 * C), a.dqkvr = pt.rotary ? mka(N * 3 * C) : a.dqkv;
+            a.dfch = mka(N * 4 * C), a.dfch_gelu = mka(N * 4 * C), a.dscores = cfg.flash ? nullptr : mk(att);
         }
         a.inputs = BK::alloc_int(N);
         a.targets = BK::alloc_int(N);
@@ -366,21 +413,21 @@ struct GPT {
                 BK::crope_expand(qkv_expanded + (size_t)l * 3 * C * C, w.qkvA + (size_t)l * 3 * C * C / 4,
                                  w.qkvB + (size_t)l * 3 * C * C / 4, (int)C);
 
-        const T* add_pos = pt.learned_table ? w.wpe : pt.fixed_table ? pos_table : nullptr;
+        const T* add_pos = pt.learned_table ? w.wpe : pt.fixed_table ? pos_table : nullptr;  // fp32, as wte
         BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos, B, Tn, (int)C);
         for (int l = 0; l < cfg.L; l++) {
             size_t s = a.train ? l : 0;  // slot of this layer's activations
-            const T* x = l == 0 ? a.encoded : a.res3 + (a.train ? l - 1 : 0) * N * C;  // (B,T,C)
-            T* ln1 = a.ln1 + s * N * C;
-            T* qkv = a.qkv + s * N * 3 * C;
-            T* qkvr = a.qkvr + s * N * 3 * C;
+            const A* x = l == 0 ? a.encoded : a.res3 + (a.train ? l - 1 : 0) * N * C;  // (B,T,C)
+            A* ln1 = a.ln1 + s * N * C;
+            A* qkv = a.qkv + s * N * 3 * C;
+            A* qkvr = a.qkvr + s * N * 3 * C;
             T* att = a.att + s * att_size(B, Tn);
-            T* atty = a.atty + s * N * C;
-            T* res2 = a.res2 + s * N * C;
-            T* ln2 = a.ln2 + s * N * C;
-            T* fch = a.fch + s * N * 4 * C;
-            T* fch_gelu = a.fch_gelu + s * N * 4 * C;
-            T* res3 = a.res3 + s * N * C;
+            A* atty = a.atty + s * N * C;
+            A* res2 = a.res2 + s * N * C;
+            A* ln2 = a.ln2 + s * N * C;
+            A* fch = a.fch + s * N * 4 * C;
+            A* fch_gelu = a.fch_gelu + s * N * 4 * C;
+            A* res3 = a.res3 + s * N * C;
             BK::layernorm_forward(ln1, a.ln1_mean + s * N, a.ln1_rstd + s * N, x, w.ln1w + l * C, w.ln1b + l * C,
                                   (int)N, (int)C);
             BK::matmul_forward(qkv, ln1, qkv_weight(l), w.qkvb + l * 3 * C, (int)N, (int)C, (int)(3 * C));  // (B,T,3C)
@@ -391,16 +438,16 @@ struct GPT {
             else
                 BK::attention_forward(atty, att, qkvr, B, Tn, (int)C, H);
             mark(Phase::rest, grad);
-            BK::matmul_forward(a.proj, atty, w.projw + l * C * C, w.projb + l * C, (int)N, (int)C, (int)C);
+            BK::matmul_forward(a.proj, atty, wa.projw + l * C * C, w.projb + l * C, (int)N, (int)C, (int)C);
             BK::residual_forward(res2, x, a.proj, N * C);
             BK::layernorm_forward(ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, res2, w.ln2w + l * C, w.ln2b + l * C,
                                   (int)N, (int)C);
-            BK::matmul_forward(fch, ln2, w.fcw + l * 4 * C * C, w.fcb + l * 4 * C, (int)N, (int)C, (int)(4 * C));
+            BK::matmul_forward(fch, ln2, wa.fcw + l * 4 * C * C, w.fcb + l * 4 * C, (int)N, (int)C, (int)(4 * C));
             BK::gelu_forward(fch_gelu, fch, N * 4 * C);
-            BK::matmul_forward(a.proj, fch_gelu, w.fc2w + l * 4 * C * C, w.fc2b + l * C, (int)N, (int)(4 * C), (int)C);
+            BK::matmul_forward(a.proj, fch_gelu, wa.fc2w + l * 4 * C * C, w.fc2b + l * C, (int)N, (int)(4 * C), (int)C);
             BK::residual_forward(res3, res2, a.proj, N * C);
         }
-        const T* xL = a.res3 + (a.train ? cfg.L - 1 : 0) * N * C;
+        const A* xL = a.res3 + (a.train ? cfg.L - 1 : 0) * N * C;
         BK::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xL, w.lnfw, w.lnfb, (int)N, (int)C);
         if (!targets) return 0.0;
         BK::copy_ints_from_host(a.targets, targets, N);
@@ -426,10 +473,11 @@ struct GPT {
         if (dscale != T(0)) BK::zero(a.dln, N * C);
         for (size_t r = 0; r < N; r += chunk) {
             int n = (int)std::min(chunk, N - r);
-            BK::matmul_forward(a.logits, a.lnf + r * C, w.wte, nullptr, n, (int)C, (int)Vp);  // (n, Vp)
+            BK::matmul_forward(a.logits, a.lnf + r * C, wa.wte, nullptr, n, (int)C, (int)Vp);  // (n, Vp)
             BK::classifier_loss(a.logits, a.losses + r, a.targets + r, n, cfg.V, (int)Vp, dscale);
             if (dscale != T(0))
-                BK::matmul_backward(a.dln + r * C, g.wte, nullptr, a.logits, a.lnf + r * C, w.wte, n, (int)C, (int)Vp);
+                BK::matmul_backward(a.dln + r * C, g.wte, nullptr, a.logits, a.lnf + r * C, wa.wte, n, (int)C,
+                                    (int)Vp);
         }
     }
 
@@ -441,7 +489,7 @@ struct GPT {
         std::vector<T> h(rows * V), buf;
         for (size_t r = 0; r < rows; r += chunk) {
             size_t n = std::min(chunk, rows - r);
-            BK::matmul_forward(a.logits, a.lnf + (row0 + r) * C, w.wte, nullptr, (int)n, (int)C, (int)Vp);
+            BK::matmul_forward(a.logits, a.lnf + (row0 + r) * C, wa.wte, nullptr, (int)n, (int)C, (int)Vp);
             buf.resize(n * Vp);
             BK::copy_to_host(buf.data(), a.logits, n * Vp);
             for (size_t i = 0; i < n; i++) std::copy_n(buf.begin() + i * Vp, V, h.begin() + (r + i) * V);
@@ -449,9 +497,9 @@ struct GPT {
         return h;
     }
 
-    const T* qkv_weight(int l) const {
+    const A* qkv_weight(int l) const {
         size_t C = cfg.C;
-        return (pt.complex_qkv ? qkv_expanded : w.qkvw) + (size_t)l * 3 * C * C;
+        return (pt.complex_qkv ? qkv_expanded : wa.qkvw) + (size_t)l * 3 * C * C;
     }
 
     // Backward pass of the last forward(…, grad=true): fills grads.
@@ -465,21 +513,21 @@ struct GPT {
                                a.lnf_rstd, (int)N, (int)C);
         for (int l = cfg.L - 1; l >= 0; l--) {
             // a.dres holds d(res3[l]); the residual passes it on unchanged.
-            const T* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
+            const A* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
             BK::zero(a.dfch_gelu, N * 4 * C);
             BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, g.fc2b + l * C, a.dres, a.fch_gelu + l * N * 4 * C,
-                                w.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
+                                wa.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
             BK::zero(a.dfch, N * 4 * C);
             BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, a.dfch_gelu, N * 4 * C);
             BK::zero(a.dln, N * C);
             BK::matmul_backward(a.dln, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, a.dfch, a.ln2 + l * N * C,
-                                w.fcw + l * 4 * C * C, (int)N, (int)C, (int)(4 * C));
+                                wa.fcw + l * 4 * C * C, (int)N, (int)C, (int)(4 * C));
             BK::layernorm_backward(a.dres, g.ln2w + l * C, g.ln2b + l * C, a.dln, a.res2 + l * N * C, w.ln2w + l * C,
                                    a.ln2_mean + l * N, a.ln2_rstd + l * N, (int)N, (int)C);
             // a.dres now holds d(res2[l])
             BK::zero(a.datty, N * C);
             BK::matmul_backward(a.datty, g.projw + l * C * C, g.projb + l * C, a.dres, a.atty + l * N * C,
-                                w.projw + l * C * C, (int)N, (int)C, (int)C);
+                                wa.projw + l * C * C, (int)N, (int)C, (int)C);
             BK::zero(a.dqkvr, N * 3 * C);
             const T* att = a.att + l * att_size(B, Tn);
             mark(Phase::attention);
@@ -501,7 +549,7 @@ struct GPT {
                 BK::crope_fold(g.qkvA + l * 3 * C * C / 4, g.qkvB + l * 3 * C * C / 4, dqkv_w, (int)C);
             } else {
                 BK::matmul_backward(a.dln, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C,
-                                    w.qkvw + l * 3 * C * C, (int)N, (int)C, (int)(3 * C));
+                                    wa.qkvw + l * 3 * C * C, (int)N, (int)C, (int)(3 * C));
             }
             BK::layernorm_backward(a.dres, g.ln1w + l * C, g.ln1b + l * C, a.dln, x, w.ln1w + l * C, a.ln1_mean + l * N,
                                    a.ln1_rstd + l * N, (int)N, (int)C);
@@ -552,14 +600,23 @@ struct GPT {
 
     // One AdamW step (t is 1-based). decay_all: every tensor decays, else only matrices.
     // With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
+    // kActCopy: AdamW writes the compute copy in the same pass; with ZeRO-1 the gathered
+    // weights of the other ranks' shards are rounded afterwards.
     void update(float lr, double beta1, double beta2, float eps, float wd, bool decay_all, int t, float gscale) {
         mark(Phase::adamw);
         for (const auto& p : buf_layout) {
             size_t b = std::max(p.offset, shard.begin), e = std::min(p.offset + p.numel, shard.end);
-            if (b < e)
-                BK::adamw_update(params + b, grads + b, m + (b - shard.begin), v + (b - shard.begin), e - b, lr, beta1,
-                                 beta2, eps, (decay_all || p.matrix) ? wd : 0.0f, t, gscale);
+            if (b >= e) continue;
+            T *pb = params + b, *gb = grads + b, *mb = m + (b - shard.begin), *vb = v + (b - shard.begin);
+            float wdp = (decay_all || p.matrix) ? wd : 0.0f;
+            if constexpr (kActCopy)
+                BK::adamw_update(pb, gb, mb, vb, wc + b, e - b, lr, beta1, beta2, eps, wdp, t, gscale);
+            else
+                BK::adamw_update(pb, gb, mb, vb, e - b, lr, beta1, beta2, eps, wdp, t, gscale);
         }
-        if (shard.zero) BK::allgather(params, shard.block);
+        if (shard.zero) {
+            BK::allgather(params, shard.block);
+            refresh_compute_copy();
+        }
     }
 };

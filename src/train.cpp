@@ -398,16 +398,20 @@ struct Trainer {
 
 // model_memory_bytes of a training step of this config under each attention mode: flash keeps
 // (B,H,T) log-sum-exps where cublas keeps every layer's (B,H,T,T) probabilities and their gradient.
+// bf16 activations take 2 bytes (the cublas attention takes fp32 only: its figure is fp32's).
 static void print_memory(const Config& c) {
     ModelConfig mc = model_config(c);
     mc.flash = true;
-    double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true) / 1048576.0;
+    const bool bf16 = c.precision == "bf16";
+    double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true, bf16 ? 2 : 4) / 1048576.0;
     mc.flash = false;
     double cublas = model_memory_bytes(mc, c.batch_size, c.seq_len, true) / 1048576.0;
-    printf(
-        "memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB (flash saves "
-        "%.0f MiB)\n",
-        c.batch_size, c.seq_len, flash, cublas, cublas - flash);
+    printf("memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB ", c.batch_size,
+           c.seq_len, flash, cublas);
+    if (bf16)
+        printf("(cublas: fp32 activations; bf16 runs flash)\n");
+    else
+        printf("(flash saves %.0f MiB)\n", cublas - flash);
 }
 
 static void print_model(const Config& c, const std::string& device, size_t bytes_per_param) {
@@ -475,11 +479,13 @@ static int train_main(int argc, char** argv) {
             throw std::runtime_error(std::string("precision bf16 needs --device cuda") +
                                      (cfg.device == "auto" ? " (--device auto found no CUDA device)" : ""));
         if (cuda) {
+            if (bf16 && cfg.attention != "flash")
+                throw std::runtime_error("precision bf16 needs --attention flash (the cublas attention is fp32 only)");
             if (cfg.attention == "flash") ::gpu::check_flash_head_size(cfg.n_embd / cfg.n_head);
-            // mixed precision inside the CUDA backend: bf16 GEMM operands, fp32 master weights and the rest
-            ::gpu::set_precision_bf16(bf16);
             if (dg.mpi) CudaBackend::use_device(dg.local_rank);
-            int rc = train_with<CudaBackend>(cfg, resume, "cuda (" + CudaBackend::device_name() + ")");
+            // bf16: bf16 activations and GEMMs; fp32 master weights, gradients and AdamW moments
+            std::string device = "cuda (" + CudaBackend::device_name() + ")";
+            int rc = bf16 ? train_with<CudaBackendBf16>(cfg, resume, device) : train_with<CudaBackend>(cfg, resume, device);
             // ours (weights, activations, kernel scratch, the cuBLAS workspace), then the device's own count
             printf("peak device memory: %.1f MiB | device used at the end: %.1f MiB\n",
                    CudaBackend::peak_memory() / 1048576.0, CudaBackend::device_used_memory() / 1048576.0);

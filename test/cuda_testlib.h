@@ -123,13 +123,33 @@ struct DInts {
     DInts& operator=(const DInts&) = delete;
 };
 
-// gpu::set_precision_bf16(true) for a scope; back to fp32 even if the test throws.
-struct Bf16On {
-    Bf16On() { gpu::set_precision_bf16(true); }
-    ~Bf16On() { gpu::set_precision_bf16(false); }
-    Bf16On(const Bf16On&) = delete;
-    Bf16On& operator=(const Bf16On&) = delete;
+// A device bf16 copy of a host vector (rounded to nearest even), freed on scope exit; get()
+// widens it back to float.
+struct DBf16 {
+    bf16_t* p = nullptr;
+    size_t n = 0;
+    explicit DBf16(const Vec& h) : n(h.size()) {
+        p = CudaBackendBf16::alloc_act(n);
+        std::vector<bf16_t> b(n);
+        for (size_t i = 0; i < n; i++) b[i] = float_to_bf16(h[i]);
+        CB::copy_from_host(p, b.data(), n);
+    }
+    explicit DBf16(size_t count) : n(count) { p = CudaBackendBf16::alloc_act(n); }
+    ~DBf16() { CB::free(p); }
+    DBf16(const DBf16&) = delete;
+    DBf16& operator=(const DBf16&) = delete;
+    Vec get() const {
+        Vec h(n);
+        CB::copy_to_host(h.data(), p, n);
+        return h;
+    }
 };
+
+// x rounded to bf16 (nearest even) and back: the values a bf16 buffer of x holds.
+inline Vec bf16_round(Vec x) {
+    for (auto& v : x) v = bf16_to_float(float_to_bf16(v));
+    return x;
+}
 
 // gpu::set_tf32(true) for a scope; back to plain fp32 even if the test throws, or every later
 // test would run on TF32.

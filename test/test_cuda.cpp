@@ -1,9 +1,10 @@
 // CUDA backend tests: every GPU op (forward and backward) against its CPU twin in float on
 // random inputs, encoder-backward and sum-of-squares determinism, the out-of-memory error,
 // and whole training steps GPT<CudaBackend> vs GPT<CpuBackend<float>> for each pos mode, in
-// plain fp32 and with TF32 GEMMs (looser tolerances). The bf16 mode (gpu::set_precision_bf16)
-// is checked the same way with bf16 tolerances. A smoke test takes one training step at the
-// paper's shapes (V=50257). Without CUDA (build or device) every test is reported SKIPPED.
+// plain fp32 and with TF32 GEMMs (looser tolerances), and GPT<CudaBackendBf16> (bf16
+// activations) with bf16 tolerances (its kernels: test_cuda_bf16). A smoke test takes one
+// training step at the paper's shapes (V=50257). Without CUDA (build or device) every test is
+// reported SKIPPED.
 // TF32 is turned off so the GPU computes in plain fp32 unless a test turns it on.
 // Usage: test_cuda [NAME...] (only the tests whose name contains one of the arguments).
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,10 +26,6 @@
 #include "model.h"
 
 namespace {
-
-// bf16 GEMM operands round to 8 significant bits: results differ from fp32 by a few 1e-3
-// of their scale (max|a-b| / max|b|). kBf16Min catches a bf16 switch that does nothing.
-constexpr double kBf16Tol = 1e-2, kBf16Min = 1e-4;
 
 // ---------------------------------------------------------------- encoder
 std::string test_encoder_forward() {
@@ -165,7 +163,7 @@ std::string matmul_backward_cases(double tol) {
                                  gpu::main_stream());
             expect_close(why, "dinp", gdx.get(), dx, tol);
             expect_close(why, "dw", gdw.get(), dw, tol);
-            expect_close(why, "dbias", gdb.get(), db, with_bias ? 1e-5 : 0.0);  // fp32 sums in bf16 mode too
+            expect_close(why, "dbias", gdb.get(), db, with_bias ? 1e-5 : 0.0);
         }
     }
     return why;
@@ -178,40 +176,6 @@ std::string test_matmul_backward() {
 std::string test_matmul_tf32() {
     Tf32On on;
     return matmul_forward_case(256, 128, 96, true, 1e-2, 10);
-}
-
-std::string test_matmul_bf16_forward() {
-    Bf16On on;
-    std::string why;
-    append(why, matmul_forward_case(70, 48, 100, true, kBf16Tol, 6, kBf16Min));
-    append(why, matmul_forward_case(70, 48, 50, true, kBf16Tol, 7, kBf16Min));
-    append(why, matmul_forward_case(33, 40, 97, false, kBf16Tol, 8, kBf16Min));
-    append(why, matmul_forward_case(256, 128, 96, true, kBf16Tol, 10, kBf16Min));
-    return why;
-}
-
-std::string test_matmul_bf16_backward() {
-    Bf16On on;
-    return matmul_backward_cases(kBf16Tol);
-}
-
-// The bf16 operand copies live in scratch buffers that peak_memory() must count: a GEMM
-// far bigger than any before grows the input's slot to its bf16 size, 2*N*IC bytes (minus
-// the slot's old, much smaller buffer, which it frees: at least N*IC bytes in all).
-std::string test_bf16_scratch_tracked() {
-    Bf16On on;
-    const int N = 4096, IC = 1024, OC = 8;
-    Rng r(15);
-    DBuf gx(randn((size_t)N * IC, r)), gw(randn((size_t)OC * IC, r)), go((size_t)N * OC);
-    size_t before = CB::current_memory();
-    gpu::matmul_forward(go.p, gx.p, gw.p, nullptr, N, IC, OC, gpu::main_stream());
-    CB::synchronize();
-    size_t after = CB::current_memory(), want = (size_t)N * IC;
-    if (after < before + want)
-        return "current memory grew by " + std::to_string(after - before) +
-               " bytes, expected >= " + std::to_string(want);
-    if (CB::peak_memory() < after) return "peak memory below current memory";
-    return "";
 }
 
 // ---------------------------------------------------------------- rope / crope
@@ -336,25 +300,6 @@ std::string test_attention_long() {
     std::string why;
     append(why, attention_forward_case(s, 40, 1e-4));
     append(why, attention_backward_case(s, 41, 1e-4));
-    return why;
-}
-
-// bf16 GEMMs, fp32 softmax: the test shapes and the paper's T = 1024
-std::string test_attention_bf16_forward() {
-    Bf16On on;
-    std::string why;
-    uint64_t seed = 120;
-    for (const auto& s : kAttShapes) append(why, attention_forward_case(s, seed++, kBf16Tol, kBf16Min));
-    append(why, attention_forward_case(AttShape{1, 1024, 32, 2}, seed, kBf16Tol, kBf16Min));
-    return why;
-}
-
-std::string test_attention_bf16_backward() {
-    Bf16On on;
-    std::string why;
-    uint64_t seed = 130;
-    for (const auto& s : kAttShapes) append(why, attention_backward_case(s, seed++, kBf16Tol));
-    append(why, attention_backward_case(AttShape{1, 1024, 32, 2}, seed, kBf16Tol));
     return why;
 }
 
@@ -500,14 +445,24 @@ double rel_l2_change(const Vec& a, const Vec& b, const Vec& base) {
 
 // What run_model checks: AdamW steps taken, and tolerances. Plain fp32 GEMMs agree with the
 // CPU to rounding; TF32 GEMMs (10-bit mantissas, as the trainer runs by default) to about 1e-2.
+// bf16 activations (8-bit mantissas: each stored activation and activation gradient is off by
+// up to 2^-9 relative, and the layers carry the errors on; measured under the emulation: loss
+// 1e-4, gradient tensors 9e-3 of their largest element, weights' change after 5 steps 4e-2):
+// the loss within 1e-3, every gradient tensor within 3e-2, the grad norm within 1e-2; the
+// change of the weights after 5 AdamW steps within 0.1 of the CPU's in L2 (Adam's step is
+// sign-like where a gradient is near 0, so a small error there flips a whole step), the loss
+// after them within 2e-3.
 struct ModelCheck {
     int steps;
     double loss, grads, norm, change, loss_after;
 };
 constexpr ModelCheck kFp32Check{5, 1e-5, 1e-3, 1e-4, 1e-2, 1e-4}, kTf32Check{1, 1e-2, 1e-2, 1e-2, 5e-2, 1e-2};
+constexpr ModelCheck kBf16Check{5, 1e-3, 3e-2, 1e-2, 1e-1, 2e-3};
 
-// A full training step GPT<CudaBackend> vs GPT<CpuBackend<float>> (loss, every gradient tensor,
-// grad norm), then the AdamW updates (parameter change and the loss after them).
+// A full training step GPT<GB> (GB: CudaBackend or CudaBackendBf16) vs GPT<CpuBackend<float>>
+// (loss, every gradient tensor, grad norm), then the AdamW updates (parameter change and the
+// loss after them).
+template <class GB>
 ModelResult run_model(Pos pos, const ModelCheck& tol) {
     ModelResult res;
     ModelConfig mc;
@@ -516,7 +471,8 @@ ModelResult run_model(Pos pos, const ModelCheck& tol) {
     const int B = 2, T = 33;
     Rng r(80 + (int)pos);
     auto in = randint((size_t)B * T, mc.V, r), tg = randint((size_t)B * T, mc.V, r);
-    GPT<CudaBackend> gg(mc);
+    mc.flash = !std::is_same<GB, CudaBackend>::value;  // bf16 runs flash attention only
+    GPT<GB> gg(mc);
     GPT<K> gc(mc);
     gg.init(1234);
     gc.init(1234);
@@ -561,54 +517,18 @@ ModelResult& model_result(Pos pos, bool tf32) {
     if (it == cache.end()) {
         if (tf32) {
             Tf32On on;
-            it = cache.emplace(key, run_model(pos, kTf32Check)).first;
+            it = cache.emplace(key, run_model<CudaBackend>(pos, kTf32Check)).first;
         } else {
-            it = cache.emplace(key, run_model(pos, kFp32Check)).first;
+            it = cache.emplace(key, run_model<CudaBackend>(pos, kFp32Check)).first;
         }
     }
     return it->second;
 }
 
-// One training step in bf16 mode against the CPU in fp32: loss, grad norm, and the loss
-// after one AdamW update.
-struct Bf16ModelResult {
-    std::string loss, grad_norm, step;
-};
-
-Bf16ModelResult run_model_bf16(Pos pos) {
-    Bf16On on;
-    Bf16ModelResult res;
-    ModelConfig mc;
-    mc.pos = pos;
-    mc.L = 2, mc.H = 4, mc.C = 32, mc.V = 97, mc.maxT = 48;
-    const int B = 2, T = 33;
-    Rng r(90 + (int)pos);
-    auto in = randint((size_t)B * T, mc.V, r), tg = randint((size_t)B * T, mc.V, r);
-    GPT<CudaBackend> gg(mc);
-    GPT<K> gc(mc);
-    gg.init(4321);
-    gc.init(4321);
-
-    double lg = gg.forward(in.data(), tg.data(), B, T, true), lc = gc.forward(in.data(), tg.data(), B, T, true);
-    if (!(std::fabs(lg - lc) <= 1e-2 * std::fabs(lc))) res.loss = "loss " + fmt(lg) + " vs cpu " + fmt(lc);
-    gg.backward();
-    gc.backward();
-    double ng = gg.grad_norm(), nc = gc.grad_norm();
-    if (!(std::fabs(ng - nc) <= 5e-2 * nc)) res.grad_norm = "grad norm " + fmt(ng) + " vs cpu " + fmt(nc);
-
-    gg.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 1, 1.0f);
-    gc.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 1, 1.0f);
-    lg = gg.forward(in.data(), tg.data(), B, T, false);
-    lc = gc.forward(in.data(), tg.data(), B, T, false);
-    if (!(std::fabs(lg - lc) <= 1e-2 * std::fabs(lc)))
-        res.step = "loss after one step " + fmt(lg) + " vs cpu " + fmt(lc);
-    return res;
-}
-
-Bf16ModelResult& model_bf16_result(Pos pos) {
-    static std::map<int, Bf16ModelResult> cache;
+ModelResult& model_bf16_result(Pos pos) {
+    static std::map<int, ModelResult> cache;
     auto it = cache.find((int)pos);
-    if (it == cache.end()) it = cache.emplace((int)pos, run_model_bf16(pos)).first;
+    if (it == cache.end()) it = cache.emplace((int)pos, run_model<CudaBackendBf16>(pos, kBf16Check)).first;
     return it->second;
 }
 
@@ -661,9 +581,6 @@ static std::vector<TestCase> all_tests() {
         {"cuda_matmul_forward", CUDA_FN(test_matmul_forward)},
         {"cuda_matmul_backward", CUDA_FN(test_matmul_backward)},
         {"cuda_matmul_tf32", CUDA_FN(test_matmul_tf32)},
-        {"cuda_matmul_bf16_forward", CUDA_FN(test_matmul_bf16_forward)},
-        {"cuda_matmul_bf16_backward", CUDA_FN(test_matmul_bf16_backward)},
-        {"cuda_bf16_scratch_tracked", CUDA_FN(test_bf16_scratch_tracked)},
         {"cuda_rope_forward", CUDA_FN(test_rope_forward)},
         {"cuda_rope_backward", CUDA_FN(test_rope_backward)},
         {"cuda_crope_expand", CUDA_FN(test_crope_expand)},
@@ -671,8 +588,6 @@ static std::vector<TestCase> all_tests() {
         {"cuda_attention_forward", CUDA_FN(test_attention_forward)},
         {"cuda_attention_backward", CUDA_FN(test_attention_backward)},
         {"cuda_attention_long", CUDA_FN(test_attention_long)},
-        {"cuda_attention_bf16_forward", CUDA_FN(test_attention_bf16_forward)},
-        {"cuda_attention_bf16_backward", CUDA_FN(test_attention_bf16_backward)},
         {"cuda_gelu_forward", CUDA_FN(test_gelu_forward)},
         {"cuda_gelu_backward", CUDA_FN(test_gelu_backward)},
         {"cuda_residual_forward", CUDA_FN(test_residual_forward)},
@@ -693,8 +608,8 @@ static std::vector<TestCase> all_tests() {
         }
         std::string n = std::string("cuda_bf16_model_") + scheme.name;
         t.push_back({n + "_loss", CUDA_FN([p] { return model_bf16_result(p).loss; })});
-        t.push_back({n + "_grad_norm", CUDA_FN([p] { return model_bf16_result(p).grad_norm; })});
-        t.push_back({n + "_step", CUDA_FN([p] { return model_bf16_result(p).step; })});
+        t.push_back({n + "_grads", CUDA_FN([p] { return model_bf16_result(p).grads; })});
+        t.push_back({n + "_adamw5", CUDA_FN([p] { return model_bf16_result(p).adamw; })});
     }
     for (Pos p : {Pos::learned, Pos::rope, Pos::crope})  // the benchmark's schemes
         t.push_back(

@@ -6,6 +6,10 @@
 # - TF32 on (the trainer's default in fp32 mode): GEMM inputs keep 10 mantissa bits (relative
 #   rounding <= 2^-11 ~ 5e-4 per operand); over 5 steps the loss moves by ~1e-3 relative;
 #   tolerance 1e-2, and the run must differ from the fp32 one (TF32 really applied).
+# - --precision bf16 (bf16 activations, head size 16: the tensor-core flash kernels): each
+#   stored activation rounds to 8 mantissa bits (2^-9 relative); over 5 steps the losses move
+#   by ~1e-4 relative and the gradient norm by up to 5e-3 (learned, step 5): tolerance 2e-2,
+#   and at least 2e-4, more than TF32's 1e-4 (bf16 really applied).
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
 EMU_TRAIN=${EMU_TRAIN:-${EMU_BUILD:-${BUILD:-build}_emu}/train}
@@ -55,7 +59,16 @@ for pos in learned sinusoidal rope crope; do
   else
     fail "emu_train_tf32_$pos" "emulated cuda run failed: $(tail -1 "$tmp/tf32_$pos.txt")"
   fi
+  if $EMU_TRAIN $args --pos "$pos" --device cuda --precision bf16 --run_dir "$tmp/bf16_$pos" \
+      >"$tmp/bf16_$pos.txt" 2>&1; then
+    compare "emu_train_bf16_$pos" "$tmp/bf16_$pos" "$tmp/cpu_$pos" 2e-2 2e-4
+  else
+    fail "emu_train_bf16_$pos" "emulated cuda run failed: $(tail -1 "$tmp/bf16_$pos.txt")"
+  fi
 done
+# the cuBLAS attention takes fp32 activations only
+expect_fail emu_train_bf16_needs_flash "^error: precision bf16 needs --attention flash" -- \
+  $EMU_TRAIN $args --device cuda --precision bf16 --attention cublas --run_dir "$tmp/bf16_cublas"
 # flash attention's GPU kernels take only some head sizes: the trainer says so before it starts
 # (n_embd 48 / n_head 2 = 24)
 expect_fail emu_train_flash_head_size "^error: flash attention on the GPU supports head sizes 8, 16, 32, 64, 128, got n_embd/n_head = 24 \(use --attention cublas\)" -- \

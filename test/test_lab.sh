@@ -54,5 +54,5 @@ expect_fail lab_missing_value "^error: --reps needs a value" -- "$lab/adamw" --r
 expect_fail lab_no_such_version "^error: --version 9: this lab has versions 1 to 3" -- "$lab/layernorm" --version 9
 expect_fail lab_bad_channels "^error: --C must be one of 128, 256" -- "$lab/layernorm" --C 100
 expect_fail lab_bad_head_size "^error: flash-rope-load supports head sizes 16, 32 and 64, got 8" -- \
-  "$lab/attention" --D 8 --version 6
+  "$lab/attention" --D 8 --version 5
 finish

@@ -38,6 +38,15 @@ fi
 if memory_line memory_paper --batch_size 16 --seq_len 1024; then
   expect_saving memory_paper_saving 4 16 4 1024
 fi
+# --precision bf16: activations of 2 bytes (and a bf16 copy of the weights) under flash; the
+# cublas attention takes fp32 only, so its figure stays fp32's (test_cuda_bf16's memory tests
+# check the bf16 figure against what the GPU backend allocates, to the byte)
+flash_fp32=$FLASH cublas_fp32=$CUBLAS
+if memory_line memory_bf16 --batch_size 16 --seq_len 1024 --precision bf16; then
+  if [ "$FLASH" -lt "$flash_fp32" ] && [ "$CUBLAS" = "$cublas_fp32" ]; then pass memory_bf16_smaller
+  else fail memory_bf16_smaller "bf16 flash $FLASH MiB (fp32 $flash_fp32), cublas $CUBLAS MiB (fp32 $cublas_fp32)"; fi
+fi
+FLASH=$flash_fp32
 # the estimate follows the config: half the batch, less memory
 flash_full=$FLASH
 if memory_line memory_half_batch --batch_size 8; then

@@ -1,12 +1,12 @@
 // Kernel lab: causal attention, forward and backward, every version side by side.
 //   1 cublas           the reference: cuBLAS GEMMs + softmax kernels, (B,H,T,T) probabilities (TF32)
 //   2 flash            fused fp32 flash kernels, log-sum-exp saved (cuda/attention.cu; the trainer's default)
-//   3 cublas-bf16      version 1 with bf16 GEMM operands (--precision bf16)
-//   4 flash-bf16       WMMA tensor-core flash kernels (head sizes 16, 32, 64; others run version 2)
-//   5 rope+flash       forward with RoPE as the trainer runs it: the rope kernel over qkv, then version 2
-//   6 flash-rope-load  forward of version 2 rotating q and k as they are loaded (no rotated copy of qkv);
+//   3 flash-bf16       --precision bf16: qkv, out and their gradients in bf16, WMMA tensor-core flash
+//                      kernels (head sizes 16, 32, 64; others run version 2's kernels on bf16)
+//   4 rope+flash       forward with RoPE as the trainer runs it: the rope kernel over qkv, then version 2
+//   5 flash-rope-load  forward of version 2 rotating q and k as they are loaded (no rotated copy of qkv);
 //                      CRoPE rotates its projections' output the same way, so this serves both schemes
-// Versions 5 and 6 are forward only (the backward would rotate dq and dk back as they are stored).
+// Versions 4 and 5 are forward only (the backward would rotate dq and dk back as they are stored).
 // TFLOP/s counts the causal half only: forward 2 GEMMs of B*H*T*T/2*D multiply-adds,
 // backward 2.5 times that (FlashAttention's convention).
 // Usage: attention [--B 16] [--T 1024] [--H 4] [--D 32] [--reps 20] [--version N]
@@ -126,7 +126,6 @@ struct Case {
 };
 const Case kCases[] = {{"cublas", kCublas, false},
                        {"flash", kFlash, false},
-                       {"cublas-bf16", kCublas, true},
                        {"flash-bf16", kFlash, true},
                        {"rope+flash", kRopeThenFlash, false},
                        {"flash-rope-load", kFlashRopeLoad, false}};
@@ -136,44 +135,51 @@ bool uses_rope(const Case& v) {
 }
 
 // Device buffers of one run; att holds the probabilities (cublas) or the log-sum-exps (flash).
+// A: the activations' element type (float; bf16_t for flash-bf16).
+template <class A>
 struct Buffers {
-    lab::Buf<float> qkv, qkvr, out, att, scratch, dout, dqkv, cos_t, sin_t;
+    lab::Buf<A> qkv, qkvr, out, dout, dqkv;
+    lab::Buf<float> att, scratch, cos_t, sin_t;
     Buffers(const Shape& s, const Case& v, const std::vector<float>& qkv_h, const std::vector<float>& dout_h,
             const std::vector<float>& cos_h, const std::vector<float>& sin_h)
-        : qkv(qkv_h),
+        : qkv(lab::to_act<A>(qkv_h)),
           qkvr(v.kind == kRopeThenFlash ? s.nqkv() : 0),
           out(s.nout()),
+          dout(lab::to_act<A>(dout_h)),
+          dqkv(s.nqkv()),
           att(v.kind == kCublas ? s.natt() : (size_t)s.B * s.H * s.T),
           scratch(v.kind == kCublas ? s.natt() : 0),
-          dout(dout_h),
-          dqkv(s.nqkv()),
           cos_t(cos_h),
           sin_t(sin_h) {}
 };
 
-void forward(const Case& v, Buffers& b, const Shape& s) {
+template <class A>
+void forward(const Case& v, Buffers<A>& b, const Shape& s) {
     switch (v.kind) {
         case kCublas:
-            gpu::attention_forward(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::attention_forward(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kFlash:
-            gpu::attention_forward_lse(b.out, b.att, b.qkv, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::attention_forward_lse(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kRopeThenFlash:
-            gpu::rope_forward(b.qkvr, b.qkv, b.cos_t, b.sin_t, s.B, s.T, s.C(), s.H, gpu::main_stream());
-            gpu::attention_forward_lse(b.out, b.att, b.qkvr, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::rope_forward(b.qkvr.p, b.qkv.p, b.cos_t.p, b.sin_t.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::attention_forward_lse(b.out.p, b.att.p, b.qkvr.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
-        case kFlashRopeLoad:
-            flash_forward_rope(b.out, b.att, b.qkv, b.cos_t, b.sin_t, s);
+        case kFlashRopeLoad:  // fp32 only (kCases)
+            if constexpr (std::is_same<A, float>::value) flash_forward_rope(b.out, b.att, b.qkv, b.cos_t, b.sin_t, s);
             break;
     }
 }
 
-void backward(const Case& v, Buffers& b, const Shape& s) {
+template <class A>
+void backward(const Case& v, Buffers<A>& b, const Shape& s) {
     if (v.kind == kFlash)
-        gpu::attention_backward_lse(b.dqkv, b.dout, b.qkv, b.out, b.att, s.B, s.T, s.C(), s.H, gpu::main_stream());
+        gpu::attention_backward_lse(b.dqkv.p, b.dout.p, b.qkv.p, b.out.p, b.att.p, s.B, s.T, s.C(), s.H,
+                                    gpu::main_stream());
     else
-        gpu::attention_backward(b.dqkv, b.scratch, b.dout, b.qkv, b.att, s.B, s.T, s.C(), s.H, gpu::main_stream());
+        gpu::attention_backward(b.dqkv.p, b.scratch.p, b.dout.p, b.qkv.p, b.att.p, s.B, s.T, s.C(), s.H,
+                                gpu::main_stream());
 }
 
 // RoPE tables (T, D/2) in float, as the trainer builds them (base 10000)
@@ -184,28 +190,34 @@ void rope_tables_f(std::vector<float>& c, std::vector<float>& s, const Shape& sh
     s.assign(sd.begin(), sd.end());
 }
 
-// Output (and, for the versions with a backward, the gradient) against the CPU reference.
+// Output (and, for the versions with a backward, the gradient) against the CPU reference, on
+// the same inputs (bf16 values for flash-bf16).
+template <class A>
 bool check(const Case& v, const Shape& s) {
-    auto qkv = lab::randn(s.nqkv(), 1), dout = lab::randn(s.nout(), 2);
+    auto qkv = lab::to_float(lab::to_act<A>(lab::randn(s.nqkv(), 1)));
+    auto dout = lab::to_float(lab::to_act<A>(lab::randn(s.nout(), 2)));
     std::vector<float> cos_t, sin_t, out(s.nout()), att(s.natt()), scratch(s.natt()), dqkv(s.nqkv(), 0.0f);
     rope_tables_f(cos_t, sin_t, s);
     std::vector<float> qkvr = qkv;
     if (uses_rope(v)) cpu::rope_forward(qkvr.data(), qkv.data(), cos_t.data(), sin_t.data(), s.B, s.T, s.C(), s.H);
     cpu::attention_forward(out.data(), att.data(), qkvr.data(), s.B, s.T, s.C(), s.H);
-    Buffers b(s, v, qkv, dout, cos_t, sin_t);
+    Buffers<A> b(s, v, qkv, dout, cos_t, sin_t);
     forward(v, b, s);
     const double tol = v.bf16 ? 2e-2 : 1e-3;
-    if (uses_rope(v)) return lab::report(v.name, {{"out", lab::rel_max_err(b.out.host(), out)}}, tol);
+    const auto got_out = lab::to_float(b.out.host());
+    if (uses_rope(v)) return lab::report(v.name, {{"out", lab::rel_max_err(got_out, out)}}, tol);
     cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C(), s.H);
     backward(v, b, s);
     return lab::report(
-        v.name, {{"out", lab::rel_max_err(b.out.host(), out)}, {"dqkv", lab::rel_max_err(b.dqkv.host(), dqkv)}}, tol);
+        v.name, {{"out", lab::rel_max_err(got_out, out)}, {"dqkv", lab::rel_max_err(lab::to_float(b.dqkv.host()), dqkv)}},
+        tol);
 }
 
+template <class A>
 void time_case(const Case& v, const Shape& s, int reps) {
     std::vector<float> cos_t, sin_t;
     rope_tables_f(cos_t, sin_t, s);
-    Buffers b(s, v, lab::randn(s.nqkv(), 3), lab::randn(s.nout(), 4), cos_t, sin_t);
+    Buffers<A> b(s, v, lab::randn(s.nqkv(), 3), lab::randn(s.nout(), 4), cos_t, sin_t);
     const double fwd_flop = 4.0 * s.B * s.H * (double)s.T * s.T / 2 * s.D;
     std::vector<lab::Stage> stages = {{"forward", [&] { forward(v, b, s); }, fwd_flop, true}};
     if (!uses_rope(v)) stages.push_back({"backward", [&] { backward(v, b, s); }, 2.5 * fwd_flop, true});
@@ -221,14 +233,8 @@ int main(int argc, char** argv) {
         std::vector<lab::Version> vs;
         for (const Case& c : kCases)
             vs.push_back({c.name,
-                          [&c, small] {
-                              gpu::set_precision_bf16(c.bf16);
-                              return check(c, small);
-                          },
-                          [&c, s, reps] {
-                              gpu::set_precision_bf16(c.bf16);
-                              time_case(c, s, reps);
-                          }});
+                          [&c, small] { return c.bf16 ? check<bf16_t>(c, small) : check<float>(c, small); },
+                          [&c, s, reps] { c.bf16 ? time_case<bf16_t>(c, s, reps) : time_case<float>(c, s, reps); }});
         return vs;
     });
 }

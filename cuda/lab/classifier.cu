@@ -2,7 +2,8 @@
 // cross-entropy that writes dlogits over the logits, then the head's backward.
 //   1 trainer       matmul.cu (cuBLAS, TF32) + loss.cu (a block of 512 threads per row: one pass for
 //                   the log-sum-exp, a second that re-reads the row to write dlogits)
-//   2 trainer-bf16  version 1 with bf16 GEMM operands (--precision bf16)
+//   2 trainer-bf16  version 1 on bf16 activations (--precision bf16): x, the head's weights, the
+//                   logits, dlogits and dx in bf16; fp32 losses and dwte
 //   3 warp-row      the loss with one warp per row (no block reduction, no __syncthreads)
 //   4 smem-row      the loss with the row cached in shared memory (a block of 1024 threads per
 //                   row): each logit read from memory once, not twice; needs 4 V bytes of shared
@@ -83,15 +84,18 @@ struct Shape {
     int N, C, V;
 };
 
+// A: the activations' element type (float; bf16_t for trainer-bf16)
+template <class A>
 struct Bufs {
-    lab::Buf<float> x, wte, logits, losses, dx, dwte;
+    lab::Buf<A> x, wte, logits, dx;
+    lab::Buf<float> losses, dwte;
     lab::Buf<int> targets;
     Bufs(const Shape& s, const std::vector<int>& t)
-        : x(lab::randn((size_t)s.N * s.C, 1)),
-          wte(lab::randn((size_t)s.V * s.C, 2, 0.1f)),
+        : x(lab::to_act<A>(lab::randn((size_t)s.N * s.C, 1))),
+          wte(lab::to_act<A>(lab::randn((size_t)s.V * s.C, 2, 0.1f))),
           logits((size_t)s.N * s.V),
-          losses(s.N),
           dx((size_t)s.N * s.C),
+          losses(s.N),
           dwte((size_t)s.V * s.C),
           targets(t) {}
 };
@@ -103,36 +107,44 @@ std::vector<int> random_targets(const Shape& s) {
     return t;
 }
 
-void head(Bufs& b, const Shape& s) {
-    gpu::matmul_forward(b.logits, b.x, b.wte, nullptr, s.N, s.C, s.V, gpu::main_stream());
+template <class A>
+void head(Bufs<A>& b, const Shape& s) {
+    gpu::matmul_forward(b.logits.p, b.x.p, b.wte.p, nullptr, s.N, s.C, s.V, gpu::main_stream());
 }
 
-void loss(int version, Bufs& b, const Shape& s) {
+template <class A>
+void loss(int version, Bufs<A>& b, const Shape& s) {
     const float dscale = 1.0f / s.N;
     if (version <= 2)
-        return gpu::softmax_crossentropy(b.logits, b.losses, b.targets, s.N, s.V, dscale, gpu::main_stream());
-    if (version == 3) {
-        crossentropy_warp_kernel<<<gpu::ceil_div(s.N, kWarps), 32 * kWarps>>>(b.logits.p, b.losses.p, b.targets.p, s.N,
-                                                                              s.V, dscale);
-    } else {
-        cudaCheck(cudaFuncSetAttribute(crossentropy_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)smem_bytes(s.V)));
-        crossentropy_smem_kernel<<<s.N, kSmemThreads, smem_bytes(s.V)>>>(b.logits.p, b.losses.p, b.targets.p, s.V,
-                                                                         dscale);
+        return gpu::softmax_crossentropy(b.logits.p, b.losses.p, b.targets.p, s.N, s.V, dscale, gpu::main_stream());
+    if constexpr (std::is_same<A, float>::value) {  // versions 3 and 4 are fp32 only
+        if (version == 3) {
+            crossentropy_warp_kernel<<<gpu::ceil_div(s.N, kWarps), 32 * kWarps>>>(b.logits.p, b.losses.p, b.targets.p,
+                                                                                  s.N, s.V, dscale);
+        } else {
+            cudaCheck(cudaFuncSetAttribute(crossentropy_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           (int)smem_bytes(s.V)));
+            crossentropy_smem_kernel<<<s.N, kSmemThreads, smem_bytes(s.V)>>>(b.logits.p, b.losses.p, b.targets.p, s.V,
+                                                                             dscale);
+        }
+        cudaCheckLaunch();
     }
-    cudaCheckLaunch();
 }
 
-void head_back(Bufs& b, const Shape& s) {
-    gpu::matmul_backward(b.dx, b.dwte, nullptr, b.logits, b.x, b.wte, s.N, s.C, s.V, gpu::main_stream());
+template <class A>
+void head_back(Bufs<A>& b, const Shape& s) {
+    gpu::matmul_backward(b.dx.p, b.dwte.p, nullptr, b.logits.p, b.x.p, b.wte.p, s.N, s.C, s.V, gpu::main_stream());
 }
 
-// Against the CPU with exact fp32 GEMMs (TF32 off), so the loss kernels are held to fp32 accuracy.
+// Against the CPU with exact fp32 GEMMs (TF32 off), so the loss kernels are held to fp32
+// accuracy; on the same inputs (bf16 values for trainer-bf16, whose stored logits, dlogits and
+// dx are bf16: 3e-2).
+template <class A>
 bool check(const char* name, int version, const Shape& s) {
     gpu::set_tf32(false);
     const auto t = random_targets(s);
-    Bufs b(s, t);
-    auto x = b.x.host(), wte = b.wte.host();
+    Bufs<A> b(s, t);
+    auto x = lab::to_float(b.x.host()), wte = lab::to_float(b.wte.host());
     std::vector<float> logits((size_t)s.N * s.V), losses(s.N), dx((size_t)s.N * s.C, 0.0f),
         dwte((size_t)s.V * s.C, 0.0f);
     cpu::matmul_forward<float>(logits.data(), x.data(), wte.data(), nullptr, s.N, s.C, s.V);
@@ -144,18 +156,19 @@ bool check(const char* name, int version, const Shape& s) {
     gpu::set_tf32(true);  // the trainer's setting, for the timings
     return lab::report(name,
                        {{"loss", lab::rel_max_err(b.losses.host(), losses)},
-                        {"dlogits", lab::rel_max_err(b.logits.host(), logits)},
-                        {"dx", lab::rel_max_err(b.dx.host(), dx)},
+                        {"dlogits", lab::rel_max_err(lab::to_float(b.logits.host()), logits)},
+                        {"dx", lab::rel_max_err(lab::to_float(b.dx.host()), dx)},
                         {"dwte", lab::rel_max_err(b.dwte.host(), dwte)}},
                        version == 2 ? 3e-2 : 1e-4);
 }
 
+template <class A>
 void time_version(int version, const Shape& s, int reps) {
     if (version == 4 && !smem_fits(s.V)) {
         std::printf("  time  not run: %zu bytes of shared memory per block exceed this GPU's limit\n", smem_bytes(s.V));
         return;
     }
-    Bufs b(s, random_targets(s));
+    Bufs<A> b(s, random_targets(s));
     const double gemm = 2.0 * s.N * s.C * (double)s.V;
     lab::print_times({{"head", [&] { head(b, s); }, gemm, true},
                       {"loss", [&] { loss(version, b, s); }, 8.0 * s.N * s.V, false},
@@ -173,15 +186,8 @@ int main(int argc, char** argv) {
         const char* names[] = {"trainer", "trainer-bf16", "warp-row", "smem-row"};
         for (int i = 1; i <= 4; i++) {
             const char* name = names[i - 1];
-            vs.push_back({name,
-                          [=] {
-                              gpu::set_precision_bf16(i == 2);
-                              return check(name, i, small);
-                          },
-                          [=] {
-                              gpu::set_precision_bf16(i == 2);
-                              time_version(i, s, reps);
-                          }});
+            vs.push_back({name, [=] { return i == 2 ? check<bf16_t>(name, i, small) : check<float>(name, i, small); },
+                          [=] { i == 2 ? time_version<bf16_t>(i, s, reps) : time_version<float>(i, s, reps); }});
         }
         return vs;
     });

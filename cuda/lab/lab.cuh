@@ -18,6 +18,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -90,6 +91,27 @@ inline std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
     for (size_t i = 0; i < fresh; i++) v[i] = scale * (float)r.normal();
     for (size_t i = fresh; i < n; i++) v[i] = v[i - fresh];
     return v;
+}
+
+// x in the activations' element type A (float, or bf16_t rounded to nearest even), and back
+// to float: the trainer's bf16 versions take bf16 buffers.
+template <class A>
+std::vector<A> to_act(const std::vector<float>& x) {
+    if constexpr (std::is_same<A, float>::value) {
+        return x;
+    } else {
+        std::vector<A> y(x.size());
+        for (size_t i = 0; i < x.size(); i++) y[i] = float_to_bf16(x[i]);
+        return y;
+    }
+}
+inline std::vector<float> to_float(const std::vector<float>& x) {
+    return x;
+}
+inline std::vector<float> to_float(const std::vector<bf16_t>& x) {
+    std::vector<float> y(x.size());
+    for (size_t i = 0; i < x.size(); i++) y[i] = bf16_to_float(x[i]);
+    return y;
 }
 
 // max |got - ref| / max |ref|; infinite on NaN or a size mismatch
@@ -202,7 +224,6 @@ inline int run(int argc, char** argv, const char* title, std::vector<std::pair<s
             else
                 vs[i].time();
         }
-        gpu::set_precision_bf16(false);
         return ok ? 0 : 1;
     } catch (const std::exception& e) {
         std::fflush(stdout);

@@ -187,7 +187,8 @@ struct Bufs {
 
 // vec: 0 = the trainer's kernels, else the register kernels with V = vec
 void forward(int vec, Bufs& q, int N, int C) {
-    if (vec == 0) return gpu::layernorm_forward(q.out, q.mean, q.rstd, q.x, q.w, q.b, N, C, gpu::main_stream());
+    if (vec == 0)
+        return gpu::layernorm_forward(q.out.p, q.mean.p, q.rstd.p, q.x.p, q.w.p, q.b.p, N, C, gpu::main_stream());
     with_channels(C, [&](auto p) {
         constexpr int P = p.value;
         const unsigned grid = gpu::ceil_div(N, kWarps);
@@ -203,7 +204,8 @@ void forward(int vec, Bufs& q, int N, int C) {
 
 void backward(int vec, Bufs& q, int N, int C) {
     if (vec == 0)
-        return gpu::layernorm_backward(q.dinp, q.dw, q.db, q.dout, q.x, q.w, q.mean, q.rstd, N, C, gpu::main_stream());
+        return gpu::layernorm_backward(q.dinp.p, q.dw.p, q.db.p, q.dout.p, q.x.p, q.w.p, q.mean.p, q.rstd.p, N, C,
+                                       gpu::main_stream());
     const int blocks = gpu::ceil_div(N, kWarps * kRowsPerWarp);
     with_channels(C, [&](auto p) {
         constexpr int P = p.value;

@@ -1,0 +1,59 @@
+// bf16 buffers of the CUDA backend (--precision bf16: CudaBackendBf16's activations and the
+// model's bf16 copy of the weights): allocation, copies, and the fp32 -> bf16 rounding.
+#include <vector>
+
+#include "backend_cuda.h"
+#include "common.cuh"
+
+namespace gpu {
+
+namespace {
+
+__global__ void to_bf16_kernel(__nv_bfloat16* __restrict__ out, const float* __restrict__ in, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16_rn(in[i]);
+}
+
+}  // namespace
+
+void to_bf16(bf16_t* dst, const float* src, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    to_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dev(dst), src, n);
+    cudaCheckLaunch();
+}
+
+}  // namespace gpu
+
+bf16_t* CudaBackendBf16::alloc_act(size_t n) {
+    bf16_t* p = static_cast<bf16_t*>(gpu::device_malloc(n * sizeof(bf16_t)));
+    if (p) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(bf16_t), gpu::main_stream()));
+    return p;
+}
+
+void CudaBackend::free(bf16_t* p) {
+    gpu::device_free(p);
+}
+
+void CudaBackend::zero(bf16_t* p, size_t n) {
+    if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(bf16_t), gpu::main_stream()));
+}
+
+// Synchronous, as the float copies (memory.cu).
+void CudaBackend::copy_to_host(bf16_t* dst, const bf16_t* src, size_t n) {
+    if (!n) return;
+    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(bf16_t), cudaMemcpyDeviceToHost, gpu::main_stream()));
+    cudaCheck(cudaStreamSynchronize(gpu::main_stream()));
+}
+
+void CudaBackend::copy_from_host(bf16_t* dst, const bf16_t* src, size_t n) {
+    if (!n) return;
+    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(bf16_t), cudaMemcpyHostToDevice, gpu::main_stream()));
+    cudaCheck(cudaStreamSynchronize(gpu::main_stream()));
+}
+
+// bf16 logits to the host as float (GPT::logits): exact, every bf16 is a float
+void CudaBackend::copy_to_host(float* dst, const bf16_t* src, size_t n) {
+    std::vector<bf16_t> h(n);
+    copy_to_host(h.data(), src, n);
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(h[i]);
+}

@@ -1,0 +1,367 @@
+// bf16 activations on the CUDA backend (--precision bf16, CudaBackendBf16): every kernel that
+// reads or writes bf16 against its fp32 CPU twin on the same inputs (bf16 values), forward and
+// backward; the rounding (device = host round-to-nearest-even); AdamW's bf16 copy of the
+// weights; the model's compute copy and padded vocabulary rows over 5 training steps; the
+// memory a bf16 model allocates against the estimate (train --memory). The kernels' fp32
+// instantiations and GPT<CudaBackendBf16> against the CPU are in test_cuda; flash attention
+// in bf16 in test_cuda_flash. Without CUDA (build or device) every test is reported SKIPPED.
+//
+// Tolerances (max |gpu - cpu| / max |cpu|): the inputs are the same, every sum is fp32, so
+// the difference is the rounding of the stored bf16 result, at most 2^-9 = 1.95e-3 of each
+// element: kOut = 4e-3 leaves room for fp32 summation order. A result rounded twice (a GEMM's
+// bf16 output, then the bias added to it) gets 2 kOut. fp32 outputs (weight gradients, dbias,
+// LayerNorm statistics, losses) keep the fp32 tolerances of test_cuda.
+// Usage: test_cuda_bf16 [NAME...] (only the tests whose name contains one of the arguments).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "config.h"
+#include "cuda_testlib.h"
+#include "pos.h"
+#ifdef HAVE_CUDA
+#include "model.h"
+
+namespace {
+
+constexpr double kOut = 4e-3;
+using CB16 = CudaBackendBf16;
+
+// ---------------------------------------------------------------- rounding
+// gpu::to_bf16 and the host's float_to_bf16 agree bit for bit: ties to even, NaN, infinities,
+// subnormals, values past the largest bf16.
+std::string test_round() {
+    const float inf = std::numeric_limits<float>::infinity();
+    Vec x = {0.0f, -0.0f, 1.0f, 1.00390625f, 1.01171875f, -1.00390625f, 3.1415927f, 1e-40f, -1e-39f, 3.4e38f,
+             inf, -inf, std::nanf(""), 65504.0f, 1.0f + 1.0f / 512, 1.0f + 3.0f / 512};
+    Rng r(1);
+    for (float v : randn(1000, r, 100.0)) x.push_back(v);
+    DBuf gx(x);
+    DBf16 gy(x.size());
+    gpu::to_bf16(gy.p, gx.p, x.size(), gpu::main_stream());
+    std::vector<bf16_t> got(x.size());
+    CB::copy_to_host(got.data(), gy.p, x.size());
+    std::string why;
+    for (size_t i = 0; i < x.size(); i++) {
+        bf16_t want = float_to_bf16(x[i]);
+        if (got[i].bits != want.bits && why.size() < 200)
+            why += "x=" + fmt(x[i]) + ": device " + std::to_string(got[i].bits) + ", host " +
+                   std::to_string(want.bits) + "; ";
+    }
+    if (bf16_to_float(float_to_bf16(1.00390625f)) != 1.0f) why += "1 + 2^-8 does not round to even (1); ";
+    if (bf16_to_float(float_to_bf16(1.01171875f)) != 1.015625f) why += "1 + 3*2^-8 does not round to even; ";
+    return why;
+}
+
+// ---------------------------------------------------------------- encoder
+std::string test_encoder() {
+    Rng r(2);
+    const int B = 3, T = 37, C = 40, V = 53;
+    auto tok = randint((size_t)B * T, V, r);
+    for (int i = 0; i < B * T; i += 2) tok[i] = 7;  // a long run of one token in the backward's sort
+    Vec wte = randn((size_t)V * C, r), wpe = randn((size_t)T * C, r);
+    DInts dtok(tok);
+    DBuf dwte(wte), dwpe(wpe);
+    std::string why;
+    Vec ref((size_t)B * T * C);
+    cpu::encoder_forward(ref.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
+    DBf16 out(ref.size());
+    gpu::encoder_forward(out.p, dtok.p, dwte.p, dwpe.p, B, T, C, gpu::main_stream());
+    expect_close(why, "out", out.get(), ref, kOut);
+
+    Vec dout = bf16_round(randn((size_t)B * T * C, r)), gw0 = randn((size_t)V * C, r), gp0 = randn((size_t)T * C, r);
+    Vec rw = gw0, rp = gp0;
+    cpu::encoder_backward(rw.data(), rp.data(), dout.data(), tok.data(), B, T, C);
+    DBf16 gd(dout);
+    DBuf gw(gw0), gp(gp0);
+    gpu::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C, gpu::main_stream());
+    expect_close(why, "dwte", gw.get(), rw, 1e-5);
+    expect_close(why, "dwpe", gp.get(), rp, 1e-5);
+    return why;
+}
+
+// ---------------------------------------------------------------- layernorm
+std::string test_layernorm() {
+    Rng r(3);
+    const int N = 67, C = 96;
+    Vec x = bf16_round(randn((size_t)N * C, r, 2.0)), w = randn(C, r), b = randn(C, r);
+    Vec out((size_t)N * C), mean(N), rstd(N);
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    DBf16 gx(x), go((size_t)N * C);
+    DBuf gw(w), gb(b), gm((size_t)N), gr((size_t)N);
+    gpu::layernorm_forward(go.p, gm.p, gr.p, gx.p, gw.p, gb.p, N, C, gpu::main_stream());
+    std::string why;
+    expect_close(why, "out", go.get(), out, kOut);
+    expect_close(why, "mean", gm.get(), mean, 1e-5);
+    expect_close(why, "rstd", gr.get(), rstd, 1e-5);
+
+    Vec dout = bf16_round(randn((size_t)N * C, r)), dx0 = bf16_round(randn((size_t)N * C, r));
+    Vec dw0 = randn(C, r), db0 = randn(C, r), dx = dx0, dw = dw0, db = db0;
+    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                            N, C);
+    DBf16 gd(dout), gdx(dx0);
+    DBuf gdw(dw0), gdb(db0);
+    gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C, gpu::main_stream());
+    expect_close(why, "dinp", gdx.get(), dx, kOut);
+    expect_close(why, "dw", gdw.get(), dw, 1e-4);
+    expect_close(why, "db", gdb.get(), db, 1e-4);
+    return why;
+}
+
+// ---------------------------------------------------------------- matmul
+// OC = 96: the bias add's 8-wide path; OC = 50: its scalar path; no bias: the LM head's.
+std::string test_matmul() {
+    Rng r(4);
+    std::string why;
+    for (auto [N, IC, OC, bias] : std::vector<std::tuple<int, int, int, bool>>{
+             {70, 48, 96, true}, {70, 48, 50, true}, {33, 40, 97, false}, {600, 64, 192, true}}) {
+        std::string tag = " N=" + std::to_string(N) + " IC=" + std::to_string(IC) + " OC=" + std::to_string(OC);
+        Vec x = bf16_round(randn((size_t)N * IC, r)), w = bf16_round(randn((size_t)OC * IC, r)), b = randn(OC, r);
+        Vec out((size_t)N * OC);
+        cpu::matmul_forward(out.data(), x.data(), w.data(), bias ? b.data() : nullptr, N, IC, OC);
+        DBf16 gx(x), gw(w), go(randn((size_t)N * OC, r));  // garbage in out: must be overwritten
+        DBuf gb(b);
+        gpu::matmul_forward(go.p, gx.p, gw.p, bias ? gb.p : nullptr, N, IC, OC, gpu::main_stream());
+        expect_close(why, "out" + tag, go.get(), out, bias ? 2 * kOut : kOut);
+
+        Vec d = bf16_round(randn((size_t)N * OC, r)), dx0 = bf16_round(randn((size_t)N * IC, r));
+        Vec dw0 = randn((size_t)OC * IC, r), db0 = randn(OC, r), dx = dx0, dw = dw0, db = db0;
+        cpu::matmul_backward(dx.data(), dw.data(), db.data(), d.data(), x.data(), w.data(), N, IC, OC);
+        DBf16 gd(d), gdx(dx0);
+        DBuf gdw(dw0), gdb(db0);
+        gpu::matmul_backward(gdx.p, gdw.p, gdb.p, gd.p, gx.p, gw.p, N, IC, OC, gpu::main_stream());
+        expect_close(why, "dinp" + tag, gdx.get(), dx, kOut);
+        expect_close(why, "dw" + tag, gdw.get(), dw, 1e-5);
+        expect_close(why, "dbias" + tag, gdb.get(), db, 1e-5);
+    }
+    return why;
+}
+
+// ---------------------------------------------------------------- rope, crope
+std::string test_rope() {
+    Rng r(5);
+    const int B = 2, T = 37, C = 48, H = 4;
+    std::vector<double> cd, sd;
+    rope_tables(cd, sd, T, C / H, 10000.0);
+    Vec cs(cd.begin(), cd.end()), sn(sd.begin(), sd.end());
+    size_t n = (size_t)B * T * 3 * C;
+    Vec x = bf16_round(randn(n, r)), out(n), d0 = bf16_round(randn(n, r)), d = d0;
+    cpu::rope_forward(out.data(), x.data(), cs.data(), sn.data(), B, T, C, H);
+    cpu::rope_backward(d.data(), x.data(), cs.data(), sn.data(), B, T, C, H);  // x as the gradient
+    DBf16 gx(x), go(n), gd(d0);
+    DBuf gc(cs), gs(sn);
+    gpu::rope_forward(go.p, gx.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
+    gpu::rope_backward(gd.p, gx.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
+    std::string why;
+    expect_close(why, "out", go.get(), out, kOut);
+    expect_close(why, "dinp", gd.get(), d, kOut);
+    return why;
+}
+
+// the expanded weights are copies of A and B entries: each one rounded, exactly
+std::string test_crope_expand() {
+    Rng r(6);
+    const int C = 48, h = C / 2;
+    Vec A = randn((size_t)3 * h * h, r), Bm = randn((size_t)3 * h * h, r), w((size_t)3 * C * C);
+    cpu::crope_expand(w.data(), A.data(), Bm.data(), C);
+    DBuf gA(A), gB(Bm);
+    DBf16 gw(w.size());
+    gpu::crope_expand(gw.p, gA.p, gB.p, C, gpu::main_stream());
+    std::string why;
+    expect_close(why, "w", gw.get(), bf16_round(w), 0.0);
+    return why;
+}
+
+// ---------------------------------------------------------------- elementwise
+std::string test_gelu_residual() {
+    Rng r(7);
+    const size_t n = 10007;
+    Vec x = bf16_round(randn(n, r, 2.0)), y = bf16_round(randn(n, r)), out(n), sum(n);
+    Vec d = bf16_round(randn(n, r)), dx0 = bf16_round(randn(n, r)), dx = dx0;
+    cpu::gelu_forward(out.data(), x.data(), n);
+    cpu::gelu_backward(dx.data(), x.data(), d.data(), n);
+    cpu::residual_forward(sum.data(), x.data(), y.data(), n);
+    DBf16 gx(x), gy(y), go(n), gd(d), gdx(dx0), gs(n);
+    gpu::gelu_forward(go.p, gx.p, n, gpu::main_stream());
+    gpu::gelu_backward(gdx.p, gx.p, gd.p, n, gpu::main_stream());
+    gpu::residual_forward(gs.p, gx.p, gy.p, n, gpu::main_stream());
+    std::string why;
+    expect_close(why, "gelu out", go.get(), out, kOut);
+    expect_close(why, "gelu dinp", gdx.get(), dx, kOut);
+    expect_close(why, "residual out", gs.get(), sum, kOut);
+    gpu::residual_forward(gx.p, gx.p, gy.p, n, gpu::main_stream());  // in place, as the model may call it
+    expect_close(why, "residual in place", gx.get(), sum, kOut);
+    return why;
+}
+
+// ---------------------------------------------------------------- classifier loss
+// bf16 logits in, fp32 losses out (the max and the sums fp32), bf16 dlogits in place. ld > V
+// (padded vocabulary): ld % 8 == 0 takes the 16-byte loads, the others one column at a time.
+std::string loss_case(int N, int V, int ld, float dscale, uint64_t seed) {
+    Rng r(seed);
+    Vec z = bf16_round(randn((size_t)N * ld, r, 3.0)), losses(N);
+    for (int i = 0; i < N; i++)
+        for (int c = V; c < ld; c++) z[(size_t)i * ld + c] = 0.0f;
+    auto tgt = randint(N, V, r);
+    tgt[0] = V - 1;
+    Vec zref = z;
+    cpu::classifier_loss(zref.data(), losses.data(), tgt.data(), N, V, ld, dscale);
+    DBf16 gz(z);
+    DBuf gl((size_t)N);
+    DInts gt(tgt);
+    gpu::classifier_loss(gz.p, gl.p, gt.p, N, V, ld, dscale, gpu::main_stream());
+    std::string why, tag = " (N=" + std::to_string(N) + " V=" + std::to_string(V) + " ld=" + std::to_string(ld) + ")";
+    expect_close(why, "losses" + tag, gl.get(), losses, 1e-5);
+    expect_close(why, "dlogits" + tag, gz.get(), zref, kOut);
+    return why;
+}
+
+std::string test_classifier_loss() {
+    std::string why;
+    append(why, loss_case(37, 97, 128, 1.0f / 37, 8));
+    append(why, loss_case(5, 50257, 50304, 1.0f / 5, 9));
+    append(why, loss_case(6, 97, 97, 1.0f / 6, 10));
+    append(why, loss_case(3, 20, 21, -2.5f, 11));
+    return why;
+}
+
+// ---------------------------------------------------------------- attention
+// The cuBLAS attention takes fp32 activations only: bf16 gets a clear error, not a wrong answer.
+std::string test_cublas_attention_refuses_bf16() {
+    DBf16 q((size_t)3 * 16 * 4), out((size_t)16 * 4);
+    DBuf att((size_t)2 * 16);
+    try {
+        gpu::attention_forward(out.p, att.p, q.p, 1, 4, 16, 2, gpu::main_stream());
+        return "accepted bf16";
+    } catch (const std::runtime_error& e) {
+        if (std::string(e.what()).find("--attention flash") == std::string::npos)
+            return std::string("message: ") + e.what();
+    }
+    return "";
+}
+
+// ---------------------------------------------------------------- AdamW
+// With the copy: p, m, v bit for bit those of the fp32 update, and the copy is exactly p
+// rounded to nearest even, after each of 3 steps.
+std::string test_adamw_copy() {
+    Rng r(12);
+    const size_t n = 10007;
+    Vec p = randn(n, r), g = randn(n, r), m = randn(n, r, 0.1), v = randn(n, r, 0.1);
+    for (auto& x : v) x = x * x;
+    DBuf gp(p), gg(g), gm(m), gv(v), rp(p), rm(m), rv(v);
+    DBf16 copy(n);
+    std::string why;
+    for (int t = 1; t <= 3; t++) {
+        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, copy.p, n, 1e-3f, 0.9, 0.999, 1e-8f, 0.01f, t, 0.7f,
+                          gpu::main_stream());
+        gpu::adamw_update(rp.p, gg.p, rm.p, rv.p, n, 1e-3f, 0.9, 0.999, 1e-8f, 0.01f, t, 0.7f, gpu::main_stream());
+        Vec pt = gp.get();
+        expect_close(why, "p", pt, rp.get(), 0.0);
+        expect_close(why, "m", gm.get(), rm.get(), 0.0);
+        expect_close(why, "v", gv.get(), rv.get(), 0.0);
+        expect_close(why, "copy at step " + std::to_string(t), copy.get(), bf16_round(pt), 0.0);
+    }
+    return why;
+}
+
+// ---------------------------------------------------------------- model
+// GPT<CudaBackendBf16>, 5 training steps: the compute copy wc equals the fp32 weights rounded
+// to nearest even after init and after every update, and the padded vocabulary rows (V..Vp)
+// stay zero in the weights, their copy and the gradients.
+std::string test_model_copy(Pos pos) {
+    ModelConfig mc;
+    mc.pos = pos;
+    mc.L = 2, mc.H = 4, mc.C = 32, mc.V = 97, mc.maxT = 48, mc.flash = true;
+    const int B = 2, T = 33;
+    Rng r(13);
+    auto in = randint((size_t)B * T, mc.V, r), tg = randint((size_t)B * T, mc.V, r);
+    GPT<CB16> g(mc);
+    g.init(7);
+    std::string why;
+    const size_t pad0 = (size_t)mc.V * mc.C, pad1 = (size_t)mc.Vp() * mc.C;
+    auto check = [&](const std::string& when) {
+        Vec p = g.get_buffer(g.params), gr = g.get_buffer(g.grads), c(g.num_params);
+        CB::copy_to_host(c.data(), g.wc, g.num_params);
+        expect_close(why, "copy " + when, c, bf16_round(p), 0.0);
+        for (size_t i = pad0; i < pad1; i++)
+            if (p[i] != 0.0f || c[i] != 0.0f || gr[i] != 0.0f) {
+                append(why, "padded vocabulary row " + std::to_string(i / mc.C) + " not zero " + when);
+                break;
+            }
+    };
+    check("after init");
+    for (int t = 1; t <= 5; t++) {
+        g.forward(in.data(), tg.data(), B, T, true);
+        g.backward();
+        g.update(1e-2f, 0.9, 0.999, 1e-8f, 0.1f, true, t, 1.0f);
+        check("after step " + std::to_string(t));
+    }
+    return why;
+}
+
+// What a training step of GPT<BK> allocates: the model and its activations (the kernels'
+// scratch buffers have grown to this shape in an earlier run of both backends).
+template <class BK>
+size_t step_bytes(const ModelConfig& mc, int B, int T) {
+    Rng r(14);
+    auto in = randint((size_t)B * T, mc.V, r);
+    size_t before = CB::current_memory();
+    GPT<BK> g(mc);
+    g.init(1);
+    g.forward(in.data(), in.data(), B, T, true);
+    g.backward();
+    CB::synchronize();
+    return CB::current_memory() - before;
+}
+
+// bf16 saves what the estimate (train --memory: model_memory_bytes) says it saves, to the byte:
+// 2 bytes of each activation, less the bf16 copy of the weights.
+std::string test_memory(Pos pos) {
+    ModelConfig mc;
+    mc.pos = pos;
+    mc.L = 2, mc.H = 4, mc.C = 32, mc.V = 97, mc.maxT = 48, mc.flash = true, mc.classifier_chunk = 40;
+    const int B = 2, T = 33;
+    step_bytes<CudaBackend>(mc, B, T);
+    step_bytes<CB16>(mc, B, T);
+    double saved = (double)step_bytes<CudaBackend>(mc, B, T) - (double)step_bytes<CB16>(mc, B, T);
+    double want = model_memory_bytes(mc, B, T, true, 4) - model_memory_bytes(mc, B, T, true, 2);
+    if (saved != want)
+        return "bf16 saves " + std::to_string((long long)saved) + " bytes, the estimate says " +
+               std::to_string((long long)want);
+    if (!(want > 0)) return "the estimate saves nothing: " + fmt(want);
+    return "";
+}
+
+}  // namespace
+#endif  // HAVE_CUDA
+
+static std::vector<TestCase> all_tests() {
+    std::vector<TestCase> t = {
+        {"cuda_bf16_round", CUDA_FN(test_round)},
+        {"cuda_bf16_encoder", CUDA_FN(test_encoder)},
+        {"cuda_bf16_layernorm", CUDA_FN(test_layernorm)},
+        {"cuda_bf16_matmul", CUDA_FN(test_matmul)},
+        {"cuda_bf16_rope", CUDA_FN(test_rope)},
+        {"cuda_bf16_crope_expand", CUDA_FN(test_crope_expand)},
+        {"cuda_bf16_gelu_residual", CUDA_FN(test_gelu_residual)},
+        {"cuda_bf16_classifier_loss", CUDA_FN(test_classifier_loss)},
+        {"cuda_bf16_cublas_attention_refused", CUDA_FN(test_cublas_attention_refuses_bf16)},
+        {"cuda_bf16_adamw_copy", CUDA_FN(test_adamw_copy)},
+    };
+    for (const PosTraits& scheme : kPosSchemes) {
+        [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
+        t.push_back({std::string("cuda_bf16_model_copy_") + scheme.name, CUDA_FN([p] { return test_model_copy(p); })});
+    }
+    for (Pos p : {Pos::learned, Pos::crope})  // crope: the expanded weights are activations too
+        t.push_back({std::string("cuda_bf16_memory_") + pos_name(p), CUDA_FN([p] { return test_memory(p); })});
+    return t;
+}
+
+// test_cuda_bf16 [NAME...]: only the tests whose name contains one of the arguments.
+int main(int argc, char** argv) {
+    return run_tests(all_tests(), argc, argv);
+}
