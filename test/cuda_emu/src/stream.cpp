@@ -275,7 +275,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned, const c
     CUstream_st* st = emu::state(s);
     emu::Capture* from = emu::active(e->capture);
     emu::Capture* into = st ? st->capture : nullptr;
-    if (!from && !into) return emu::legacy_stream_use(file, line, "cudaStreamWaitEvent");
+    if (!from && !into) return st ? cudaSuccess : emu::legacy_stream_use(file, line, "cudaStreamWaitEvent");
     if (!st) {  // the legacy stream waits on captured work
         from->invalidated = true;
         return refuse(file, line, cudaErrorStreamCaptureImplicit,
@@ -284,6 +284,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned, const c
                       from->file, from->line);
     }
     if (into && !from) {
+        if (!e->recorded) return cudaSuccess;  // never recorded: nothing to wait for, as outside a capture
         into->invalidated = true;
         return refuse(file, line, cudaErrorStreamCaptureIsolation,
                       "cudaStreamWaitEvent: capturing %s waits on an event not recorded in its capture (begun at "
