@@ -94,9 +94,10 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* to
 
     const int end_bit = 31;
     size_t temp_bytes = 0;
-    cudaCheck(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit));
+    cudaCheck(
+        cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit, stream));
     void* temp = s_temp.get(temp_bytes > 0 ? temp_bytes : 1);
-    cudaCheck(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit));
+    cudaCheck(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit, stream));
 
     int threads = C >= 256 ? 256 : ((C + 31) / 32) * 32;
     encoder_backward_wte_kernel<<<N, threads, 0, stream>>>(dwte, dout, tok_out, pos_out, N, C);
