@@ -83,6 +83,9 @@ inline unsigned int grid_for(size_t n, int block) {
 // buffers) goes through these, so peak memory is counted in one place.
 void* device_malloc(size_t bytes);
 void device_free(void* p);
+// A scratch buffer that was outgrown: freed, or while a CUDA graph exists (which may read it)
+// kept until the last graph is freed (graph.cu).
+void scratch_retire(void* p);
 
 // A grow-only device scratch buffer owned by one launcher (kept for the life of the process).
 template <class T>
@@ -96,7 +99,7 @@ struct Scratch {
             T* old = ptr;
             ptr = nullptr;
             cap = 0;
-            device_free(old);
+            scratch_retire(old);
             ptr = static_cast<T*>(device_malloc(n * sizeof(T)));
             cap = n;
         }
