@@ -114,18 +114,18 @@ constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 
 // One handle for the process. cublas_on binds it to the stream of the op that calls it, so its
 // GEMMs run in order with that op's kernels (and are captured with them in a CUDA graph).
-inline cublasHandle_t cublas_handle() {
+// cublasSetStream also puts cuBLAS back on its own workspace pool, so the workspace is given
+// again each time: its memory stays counted, and a captured GEMM allocates nothing.
+inline cublasHandle_t cublas_on(cudaStream_t stream) {
     static cublasHandle_t h = [] {
         cublasHandle_t hh;
         cublasCheck(cublasCreate(&hh));
-        cublasCheck(cublasSetWorkspace(hh, device_malloc(kCublasWorkspaceBytes), kCublasWorkspaceBytes));
         return hh;
     }();
+    static void* workspace = device_malloc(kCublasWorkspaceBytes);
+    cublasCheck(cublasSetStream(h, stream));
+    cublasCheck(cublasSetWorkspace(h, workspace, kCublasWorkspaceBytes));
     return h;
-}
-inline cublasHandle_t cublas_on(cudaStream_t stream) {
-    cublasCheck(cublasSetStream(cublas_handle(), stream));
-    return cublas_handle();
 }
 
 // TF32 tensor-core GEMMs on/off (defined in matmul.cu; used by matmul and attention).
