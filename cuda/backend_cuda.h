@@ -1,7 +1,8 @@
 // The CUDA backend: device memory and the GPU ops of cuda/*.cu. Same members as CpuBackend
 // (src/backend_cpu.h), so GPT<CudaBackend> (src/model.h) runs on the GPU unchanged; fp32
-// activations (CudaBackend) or bf16 ones (CudaBackendBf16, --precision bf16). This header is plain C++ (no CUDA types): host code compiled by g++
-// includes it; the definitions live in the .cu files (nvcc).
+// activations (CudaBackend) or bf16 ones (CudaBackendBf16, --precision bf16). This header is
+// plain C++ (no CUDA types): host code compiled by g++ includes it; the definitions live in the
+// .cu files (nvcc).
 //
 // All pointers passed to the ops are device pointers. Every op takes the stream it launches
 // on (its kernels and its cuBLAS calls) as its last argument and does not synchronise, except
@@ -12,12 +13,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
-// CUDA's own declaration of the stream handle, so host code compiled by g++ needs no CUDA header.
+#include "step.h"
+
+// CUDA's own declarations of the handles, so host code compiled by g++ needs no CUDA header.
 typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
+typedef struct CUgraphExec_st* cudaGraphExec_t;
 
 // A bfloat16 as host code sees it: the upper 16 bits of a float. The kernels read the same
 // bytes as CUDA's __nv_bfloat16 (common.cuh); host code needs no CUDA header.
@@ -126,16 +132,31 @@ template <class A>
 void classifier_loss(A* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
                      cudaStream_t stream);
 
+// lr, bias corrections and clip scale from s (device memory), read when the kernel runs.
 // p_act (may be null): the compute copy of the weights, p rounded to bf16, written in the
 // same pass.
-void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, double beta1, double beta2,
-                  float eps, float wd, int t, float gscale, cudaStream_t stream);
-void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, float lr, double beta1,
-                  double beta2, float eps, float wd, int t, float gscale, cudaStream_t stream);
-// Sum of x[i]^2 in double, deterministic (fixed grid and reduction order). Synchronises.
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const StepScalars* s, double beta1,
+                  double beta2, float eps, float wd, cudaStream_t stream);
+void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, const StepScalars* s,
+                  double beta1, double beta2, float eps, float wd, cudaStream_t stream);
+// Sum of x[i]^2 in double, deterministic (fixed grid and reduction order), into *out (device).
+void sum_squares_to(double* out, const float* x, size_t n, cudaStream_t stream);
+// The same returned to the host. Synchronises.
 double sum_squares(const float* x, size_t n, cudaStream_t stream);
+// s->gscale = clip_scale(grad_clip, sqrt(s->sumsq)) (src/step.h), on the device.
+void clip_grad(StepScalars* s, double grad_clip, cudaStream_t stream);
 // dst = src rounded to nearest even bf16 (the weights' compute copy after they are set).
 void to_bf16(bf16_t* dst, const float* src, size_t n, cudaStream_t stream);
+
+// CUDA graphs of the training step (graph.cu): capture records what `work` queues on `stream`
+// (global mode: a call that would synchronise fails the capture, which is then ended and the
+// error thrown) and instantiates it; graph_launch replays it. While a graph exists, the grow-only
+// scratch buffers keep the buffers they outgrow (the graph may read them) until the last graph
+// is freed.
+cudaGraphExec_t capture(cudaStream_t stream, const std::function<void()>& work);
+void graph_launch(cudaGraphExec_t graph, cudaStream_t stream);
+void graph_free(cudaGraphExec_t graph);
+size_t graph_count();  // graphs instantiated and not freed
 
 // TF32 tensor cores for the fp32 GEMMs (matmul and attention). On by default (speed);
 // tests comparing against the CPU turn it off. bf16 GEMMs are bf16 whatever this says.
@@ -168,6 +189,27 @@ struct CudaBackend {
     static void free_int(int* p);
     static void copy_ints_from_host(int* dst, const int* src, size_t n);
     static void synchronize();
+    static constexpr bool asynchronous = true;  // ops return before their work is done
+    // The training step without waiting (GPT::train_step): its scalars (src/step.h) in device
+    // memory, uploaded through pinned staging buffers like the token ids; results copied back into
+    // pinned host memory (alloc_pinned) with copy_to_host_async, an event marking when they are there.
+    static StepScalars* alloc_scalars();
+    static void free_scalars(StepScalars* s);
+    static void copy_scalars_from_host(StepScalars* dst, const StepScalars& src);  // does not wait
+    static void* alloc_pinned(size_t bytes);
+    static void free_pinned(void* p);
+    static void copy_to_host_async(void* dst, const void* src, size_t bytes);
+    using Event = cudaEvent_t;
+    static Event event_create();
+    static void event_record(Event e);  // on the compute stream, after the work queued so far
+    static void event_wait(Event e);
+    static void event_destroy(Event e);
+    // The step as one CUDA graph (gpu::capture_begin ...) on the compute stream.
+    static constexpr bool graphs = true;
+    using Graph = cudaGraphExec_t;
+    static Graph capture(const std::function<void()>& work) { return gpu::capture(gpu::main_stream(), work); }
+    static void graph_launch(Graph g) { gpu::graph_launch(g, gpu::main_stream()); }
+    static void graph_free(Graph g) { gpu::graph_free(g); }
     static bool available();  // a CUDA device is usable; never throws
     static std::string device_name();
     static size_t peak_memory();         // bytes, all allocations of this backend (incl. kernel scratch)
@@ -213,6 +255,8 @@ struct CudaBackend {
     static constexpr int classifier_chunk = 4096;
     CUDA_BACKEND_OP(adamw_update);
     CUDA_BACKEND_OP(sum_squares);
+    CUDA_BACKEND_OP(sum_squares_to);
+    CUDA_BACKEND_OP(clip_grad);
     CUDA_BACKEND_OP(to_bf16);
 };
 

@@ -86,6 +86,9 @@ inline unsigned int grid_for(size_t n, int block) {
 // buffers) goes through these, so peak memory is counted in one place.
 void* device_malloc(size_t bytes);
 void device_free(void* p);
+// A scratch buffer that was outgrown: freed, or while a CUDA graph exists (which may read it)
+// kept until the last graph is freed (graph.cu).
+void scratch_retire(void* p);
 
 // A grow-only device scratch buffer owned by one launcher (kept for the life of the process).
 template <class T>
@@ -99,7 +102,7 @@ struct Scratch {
             T* old = ptr;
             ptr = nullptr;
             cap = 0;
-            device_free(old);
+            scratch_retire(old);
             ptr = static_cast<T*>(device_malloc(n * sizeof(T)));
             cap = n;
         }
@@ -114,18 +117,18 @@ constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 
 // One handle for the process. cublas_on binds it to the stream of the op that calls it, so its
 // GEMMs run in order with that op's kernels (and are captured with them in a CUDA graph).
-inline cublasHandle_t cublas_handle() {
+// cublasSetStream also puts cuBLAS back on its own workspace pool, so the workspace is given
+// again each time: its memory stays counted, and a captured GEMM allocates nothing.
+inline cublasHandle_t cublas_on(cudaStream_t stream) {
     static cublasHandle_t h = [] {
         cublasHandle_t hh;
         cublasCheck(cublasCreate(&hh));
-        cublasCheck(cublasSetWorkspace(hh, device_malloc(kCublasWorkspaceBytes), kCublasWorkspaceBytes));
         return hh;
     }();
+    static void* workspace = device_malloc(kCublasWorkspaceBytes);
+    cublasCheck(cublasSetStream(h, stream));
+    cublasCheck(cublasSetWorkspace(h, workspace, kCublasWorkspaceBytes));
     return h;
-}
-inline cublasHandle_t cublas_on(cudaStream_t stream) {
-    cublasCheck(cublasSetStream(cublas_handle(), stream));
-    return cublas_handle();
 }
 
 // TF32 tensor-core GEMMs on/off (defined in matmul.cu; used by matmul and attention).

@@ -82,7 +82,8 @@ void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, i
     if (N == 0 || C == 0) return;
     if (dwpe) {
         size_t TC = (size_t)T * C;
-        encoder_backward_wpe_kernel<dev_t<A>><<<(unsigned)ceil_div(TC, 256), 256, 0, stream>>>(dwpe, dev(dout), B, T, C);
+        encoder_backward_wpe_kernel<dev_t<A>>
+            <<<(unsigned)ceil_div(TC, 256), 256, 0, stream>>>(dwpe, dev(dout), B, T, C);
         cudaCheckLaunch();
     }
 
@@ -98,9 +99,10 @@ void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, i
 
     const int end_bit = 31;
     size_t temp_bytes = 0;
-    cudaCheck(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit));
+    cudaCheck(
+        cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit, stream));
     void* temp = s_temp.get(temp_bytes > 0 ? temp_bytes : 1);
-    cudaCheck(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit));
+    cudaCheck(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit, stream));
 
     int threads = C >= 256 ? 256 : ((C + 31) / 32) * 32;
     encoder_backward_wte_kernel<dev_t<A>><<<N, threads, 0, stream>>>(dwte, dev(dout), tok_out, pos_out, N, C);

@@ -110,38 +110,90 @@ void CudaBackend::free_int(int* p) {
     gpu::device_free(p);
 }
 
-// Token ids go through pinned staging buffers and cudaMemcpyAsync, so the host never waits
-// here: a cudaMemcpy from pageable memory would wait for all queued work (the targets are copied
-// in the middle of the forward) and leave the GPU idle while the host launches the rest. Two
-// buffers alternate (inputs, targets); before one is refilled, the host waits for the event of
-// its previous copy, which has read it by then.
+// Token ids and the step's scalars go through pinned staging buffers and cudaMemcpyAsync, so the
+// host never waits here: a cudaMemcpy from pageable memory would wait for all queued work (the
+// targets are copied in the middle of the forward) and leave the GPU idle while the host launches
+// the rest. Each kind of upload has two buffers used in turn; before one is refilled, the host
+// waits for the event of its previous copy, which has read it by then.
 namespace gpu {
 namespace {
-struct Staging {
-    int* host = nullptr;  // pinned
-    size_t cap = 0;
-    cudaEvent_t copied = nullptr;
+struct StagedUploads {
+    struct Buffer {
+        void* host = nullptr;  // pinned
+        size_t cap = 0;        // bytes
+        cudaEvent_t copied = nullptr;
+    } buf[2];
+    int next = 0;
+    void copy(void* dst, const void* src, size_t bytes) {
+        Buffer& b = buf[next];
+        next ^= 1;
+        if (!b.copied) cudaCheck(cudaEventCreateWithFlags(&b.copied, cudaEventDisableTiming));
+        cudaCheck(cudaEventSynchronize(b.copied));  // its last copy is done (at once if never recorded)
+        if (bytes > b.cap) {
+            if (b.host) cudaCheck(cudaFreeHost(b.host));
+            b.host = nullptr, b.cap = 0;
+            cudaCheck(cudaMallocHost(&b.host, bytes));
+            b.cap = bytes;
+        }
+        std::memcpy(b.host, src, bytes);
+        cudaCheck(cudaMemcpyAsync(dst, b.host, bytes, cudaMemcpyHostToDevice, main_stream()));
+        cudaCheck(cudaEventRecord(b.copied, main_stream()));
+    }
 };
-Staging g_staging[2];
-int g_next_staging = 0;
+StagedUploads g_token_uploads, g_scalar_uploads;
 }  // namespace
 }  // namespace gpu
 
 void CudaBackend::copy_ints_from_host(int* dst, const int* src, size_t n) {
-    if (n == 0) return;
-    gpu::Staging& s = gpu::g_staging[gpu::g_next_staging];
-    gpu::g_next_staging ^= 1;
-    if (!s.copied) cudaCheck(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
-    cudaCheck(cudaEventSynchronize(s.copied));  // its last copy is done (at once if never recorded)
-    if (n > s.cap) {
-        if (s.host) cudaCheck(cudaFreeHost(s.host));
-        s.host = nullptr, s.cap = 0;
-        cudaCheck(cudaMallocHost(reinterpret_cast<void**>(&s.host), n * sizeof(int)));
-        s.cap = n;
-    }
-    std::memcpy(s.host, src, n * sizeof(int));
-    cudaCheck(cudaMemcpyAsync(dst, s.host, n * sizeof(int), cudaMemcpyHostToDevice, gpu::main_stream()));
-    cudaCheck(cudaEventRecord(s.copied, gpu::main_stream()));
+    if (n) gpu::g_token_uploads.copy(dst, src, n * sizeof(int));
+}
+
+StepScalars* CudaBackend::alloc_scalars() {
+    auto* s = static_cast<StepScalars*>(gpu::device_malloc(sizeof(StepScalars)));
+    StepScalars init;
+    cudaCheck(cudaMemcpyAsync(s, &init, sizeof init, cudaMemcpyHostToDevice, gpu::main_stream()));
+    cudaCheck(cudaStreamSynchronize(gpu::main_stream()));  // `init` is on this stack frame
+    return s;
+}
+
+void CudaBackend::free_scalars(StepScalars* s) {
+    gpu::device_free(s);
+}
+
+void CudaBackend::copy_scalars_from_host(StepScalars* dst, const StepScalars& src) {
+    gpu::g_scalar_uploads.copy(dst, &src, sizeof src);
+}
+
+void* CudaBackend::alloc_pinned(size_t bytes) {
+    void* p = nullptr;
+    cudaCheck(cudaMallocHost(&p, bytes));
+    return p;
+}
+
+void CudaBackend::free_pinned(void* p) {
+    if (p && cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();  // runs in destructors: never throws
+}
+
+void CudaBackend::copy_to_host_async(void* dst, const void* src, size_t bytes) {
+    if (bytes) cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, gpu::main_stream()));
+}
+
+CudaBackend::Event CudaBackend::event_create() {
+    cudaEvent_t e;
+    cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+}
+
+void CudaBackend::event_record(Event e) {
+    cudaCheck(cudaEventRecord(e, gpu::main_stream()));
+}
+
+void CudaBackend::event_wait(Event e) {
+    cudaCheck(cudaEventSynchronize(e));
+}
+
+void CudaBackend::event_destroy(Event e) {
+    if (e && cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();
 }
 
 void CudaBackend::synchronize() {

@@ -1,6 +1,5 @@
-// Sum of squares for the global gradient norm (double, deterministic).
-#include <vector>
-
+// Sum of squares for the global gradient norm (double, deterministic) and the clip scale, both
+// left in device memory: the training step never waits for them (src/step.h).
 #include "backend_cuda.h"
 #include "common.cuh"
 
@@ -23,21 +22,46 @@ __global__ void sum_squares_kernel(double* __restrict__ partial, const float* __
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
+// *out = the partials summed one after another in block order (one thread: 512 additions, the
+// same order and bits as the host loop this replaces)
+__global__ void sum_partials_kernel(double* out, const double* partial, int n) {
+    double total = 0.0;
+    for (int i = 0; i < n; i++) total += partial[i];
+    *out = total;
+}
+
+__global__ void clip_grad_kernel(StepScalars* s, double grad_clip) {
+    s->gscale = (float)clip_scale(grad_clip, sqrt(s->sumsq));
+}
+
 }  // namespace
 
-double sum_squares(const float* x, size_t n, cudaStream_t stream) {
-    if (n == 0) return 0.0;
+void sum_squares_to(double* out, const float* x, size_t n, cudaStream_t stream) {
     static Scratch<double> s_partial;
     double* partial = s_partial.get(kNormBlocks);
+    if (n == 0) {
+        cudaCheck(cudaMemsetAsync(out, 0, sizeof(double), stream));
+        return;
+    }
     sum_squares_kernel<<<kNormBlocks, kNormThreads, 0, stream>>>(partial, x, n);
     cudaCheckLaunch();
-    // second pass on the host, in block order (512 doubles), after waiting for the stream
-    std::vector<double> h(kNormBlocks);
-    cudaCheck(cudaMemcpyAsync(h.data(), partial, kNormBlocks * sizeof(double), cudaMemcpyDeviceToHost, stream));
+    sum_partials_kernel<<<1, 1, 0, stream>>>(out, partial, kNormBlocks);
+    cudaCheckLaunch();
+}
+
+double sum_squares(const float* x, size_t n, cudaStream_t stream) {
+    static Scratch<double> s_out;
+    double* out = s_out.get(1);
+    sum_squares_to(out, x, n, stream);
+    double h = 0.0;
+    cudaCheck(cudaMemcpyAsync(&h, out, sizeof(double), cudaMemcpyDeviceToHost, stream));
     cudaCheck(cudaStreamSynchronize(stream));
-    double total = 0.0;
-    for (double v : h) total += v;
-    return total;
+    return h;
+}
+
+void clip_grad(StepScalars* s, double grad_clip, cudaStream_t stream) {
+    clip_grad_kernel<<<1, 1, 0, stream>>>(s, grad_clip);
+    cudaCheckLaunch();
 }
 
 }  // namespace gpu

@@ -85,6 +85,51 @@ MODE="GPU"
 DEVICE="unknown"
 TEST_SUMMARY="not run"
 
+# The speed goals, from the rows of bench.md and torch.md that exist: the paper setting at 5.5M
+# tokens/s (10k steps in 30 s) and GPT-2 124M at 550K tokens/s, both bf16 with the graph; the
+# paper setting's fp32 (TF32) graph step against PyTorch's (TF32) eager (3x) and torch.compile (1.5x).
+goals() {
+  "${PY:-python3}" - "$OUT/bench.md" "$OUT/torch.md" <<'EOF'
+import sys
+def rows(path, ncols):
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for l in lines:
+        c = [x.strip() for x in l.strip().strip("|").split("|")]
+        if len(c) == ncols and c[0] not in ("setting", "mode") and not c[0].startswith("---"):
+            out.append(c)
+    return out
+def tps(x):
+    try:
+        return float(x.replace(",", ""))
+    except ValueError:
+        return None
+bench, torch = rows(sys.argv[1], 11), rows(sys.argv[2], 5)
+def ours(prefix, pos, prec):
+    return next((tps(r[5]) for r in bench if r[0].startswith(prefix) and "," not in r[0] and r[1:4] == [pos, prec, "graph"]), None)
+print("Goals (tokens/s or speed-up against the target; - = not measured in this run):")
+print()
+print("| goal | target | measured | met |")
+print("| --- | ---: | ---: | --- |")
+def line(goal, target, got, fmt):
+    met = "-" if got is None else ("yes" if got >= target else "no")
+    print("| %s | %s | %s | %s |" % (goal, fmt(target), "-" if got is None else fmt(got), met))
+num = lambda x: f"{x:,.0f}"
+ratio = lambda x: f"{x:.2f}x"
+for pos in ("rope", "crope"):
+    line(f"paper setting, {pos}, bf16 (10k steps in 30 s)", 5.5e6, ours("paper", pos, "bf16"), num)
+line("GPT-2 124M, rope, bf16", 550e3, ours("GPT-2", "rope", "bf16"), num)
+for mode, target in (("eager", 3.0), ("compile", 1.5)):
+    for pos in ("learned", "rope", "crope"):
+        t = next((tps(r[3]) for r in torch if r[0] == mode and r[1] == pos), None)
+        o = ours("paper", pos, "fp32")
+        line(f"paper setting, {pos}, fp32: ours / PyTorch {mode}", target, o / t if o and t else None, ratio)
+EOF
+}
+
 # The report is written on any exit, so a run cut short (SIGTERM) still leaves it.
 report() {
   {
@@ -100,6 +145,7 @@ report() {
     sed 's/^/    /' "$OUT/parts.txt" 2>/dev/null
     if [ -s "$OUT/bench.md" ]; then echo; cat "$OUT/bench.md"; fi
     if [ -s "$OUT/torch.md" ]; then echo; cat "$OUT/torch.md"; fi
+    if [ -s "$OUT/bench.md" ]; then echo; goals; fi
     if [ -s "$OUT/lab.md" ]; then echo; cat "$OUT/lab.md"; fi
     echo
     if [ $STATUS = 0 ]; then echo "Result: every required part passed."
@@ -325,18 +371,24 @@ EOF
   echo "10k steps: ms/step x 10,000; + eval adds the paper config's evaluation (20 batches every 20 steps)."
   [ $EMU = 1 ] && echo "EMULATED: the CPU execution layer at tiny sizes; timings are not meaningful."
   echo
-  echo "| setting | pos | precision | ms/step | tokens/s | peak MiB | eval ms/batch | 10k steps | 10k steps + eval | loss (last) |"
-  echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  echo "step: graph = the whole step replayed as one CUDA graph (the trainer's default); eager = --cuda_graph 0;"
+  echo "profile = --profile 1 (eager, a CUDA event at each phase boundary: the per-phase table below)."
+  echo
+  echo "| setting | pos | precision | step | ms/step | tokens/s | peak MiB | eval ms/batch | 10k steps | 10k steps + eval | loss (last) |"
+  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } >"$OUT/bench.md"
 
-# bench_row KEY LABEL L H C POS PREC [CHUNK]: one training run; appends its row to bench.md at once
-# (CHUNK: --classifier_chunk, rows per LM head + loss chunk; 0 or none = the trainer's choice)
+# bench_row KEY LABEL L H C POS PREC STEP [CHUNK]: one training run; appends its row to bench.md at
+# once. STEP: graph (the default step), eager (--cuda_graph 0) or profile (--profile 1, eager).
+# CHUNK: --classifier_chunk, rows per LM head + loss chunk; 0 or none = the trainer's choice.
 bench_row() {
-  local key=$1 label=$2 L=$3 H=$4 C=$5 pos=$6 prec=$7 chunk=${8:-0}
-  local name="bench_${key}_${pos}_${prec}${8:+_chunk$8}" dir="$WORK/run_${key}_${pos}_${prec}${8:+_chunk$8}" t
+  local key=$1 label=$2 L=$3 H=$4 C=$5 pos=$6 prec=$7 mode=$8 chunk=${9:-0}
+  local id="${key}_${pos}_${prec}_${mode}${9:+_chunk$9}" t
+  local name="bench_$id" dir="$WORK/run_$id" flags=()
+  case $mode in eager) flags=(--cuda_graph 0) ;; profile) flags=(--profile 1) ;; esac
   t=$(cap $ROW_MAX)
   if [ "$t" -lt $((EMU == 1 ? 5 : 20)) ]; then
-    echo "| $label | $pos | $prec | not run (time budget) | | | | | | |" >>"$OUT/bench.md"
+    echo "| $label | $pos | $prec | $mode | not run (time budget) | | | | | | |" >>"$OUT/bench.md"
     part "$name" fail "not run: the time budget ran out"
     return
   fi
@@ -348,7 +400,7 @@ bench_row() {
     --n_embd "$C" --vocab_size "$V" --max_seq_len "$T" --batch_size "$B" --seq_len "$T" \
     --steps $((WARM + STEPS)) --lr 1e-3 --schedule constant --eval_every $((WARM + STEPS)) --eval_batches "$EVAL" \
     --checkpoint_every 0 --sample_every 0 --precision "$prec" --train_data "$SHARD" --val_data "$SHARD" \
-    --classifier_chunk "$chunk" --profile 1 --run_dir "$dir" 2>&1 | while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >"$dir.out"
+    --classifier_chunk "$chunk" "${flags[@]}" --run_dir "$dir" 2>&1 | while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >"$dir.out"
   local rc=${PIPESTATUS[0]}
   local row
   row=$("$PY" - "$dir" "$WARM" "$EVAL" "$B" "$T" <<'EOF'
@@ -378,18 +430,26 @@ EOF
     local why
     why=$(sed 's/^[0-9.]* //' "$dir.out" | grep -m1 'error' || sed 's/^[0-9.]* //' "$dir.out" | tail -n 1)
     [ $rc = 124 ] && why="timed out after $t s"
-    echo "| $label | $pos | $prec | FAIL: exit $rc | | | | | | |" >>"$OUT/bench.md"
+    echo "| $label | $pos | $prec | $mode | FAIL: exit $rc | | | | | | |" >>"$OUT/bench.md"
     part "$name" fail "exit $rc: $why"
     return
   fi
-  echo "| $label | $pos | $prec | $row |" >>"$OUT/bench.md"
+  echo "| $label | $pos | $prec | $mode | $row |" >>"$OUT/bench.md"
   echo "   $row"
   part "$name" pass
 }
 for setting in "${SETTINGS[@]}"; do
   IFS=: read -r key label L H C <<<"$setting"
   for prec in fp32 bf16; do  # the bf16 column always runs: a bf16 failure is a failure
-    for pos in learned rope crope; do bench_row "$key" "$label" "$L" "$H" "$C" "$pos" "$prec"; done
+    for pos in learned rope crope; do bench_row "$key" "$label" "$L" "$H" "$C" "$pos" "$prec" graph; done
+  done
+done
+# What the graph gains (the same step launched op by op), and the per-phase breakdown (profiling
+# runs eagerly: the events sit between the ops)
+for setting in "${SETTINGS[@]}"; do
+  IFS=: read -r key label L H C <<<"$setting"
+  for prec in fp32 bf16; do
+    for mode in eager profile; do bench_row "$key" "$label" "$L" "$H" "$C" rope "$prec" "$mode"; done
   done
 done
 # The classifier's chunk size (rows of B*T per LM head GEMM + loss + backward GEMMs; the rows
@@ -397,10 +457,10 @@ done
 # the unfused path (the whole batch's logits at once).
 IFS=: read -r key label L H C <<<"${SETTINGS[0]}"
 for chunk in $([ $EMU = 1 ] && echo "16 $((B * T))" || echo "1024 2048 8192 $((B * T))"); do
-  bench_row "$key" "$label, classifier_chunk $chunk" "$L" "$H" "$C" rope fp32 "$chunk"
+  bench_row "$key" "$label, classifier_chunk $chunk" "$L" "$H" "$C" rope fp32 graph "$chunk"
 done
-# Every run above ran with --profile 1 (a CUDA event at each phase boundary of the step): the
-# median ms per timed step of each phase, and the device's own count of used memory at the end.
+# The profile runs above (a CUDA event at each phase boundary of the step): the median ms per
+# timed step of each phase, and the device's own count of used memory at the end.
 {
   echo
   echo "Per phase: median ms per step from CUDA events (rest = embeddings, LayerNorms, the linear"

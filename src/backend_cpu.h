@@ -35,6 +35,23 @@ struct CpuBackend {
     static void free_int(int* p) { delete[] p; }
     static void copy_ints_from_host(int* dst, const int* src, size_t n) { std::memcpy(dst, src, n * sizeof(int)); }
     static void synchronize() {}
+    // The training step's host side (GPT::train_step), as on the CUDA backend, where the scalars
+    // live in device memory and results come back through pinned memory by asynchronous copies:
+    // here every op has finished when it returns, so these are plain memory and memcpy.
+    static StepScalars* alloc_scalars() { return new StepScalars(); }
+    static void free_scalars(StepScalars* s) { delete s; }
+    static void copy_scalars_from_host(StepScalars* dst, const StepScalars& src) { *dst = src; }
+    static void* alloc_pinned(size_t bytes) { return ::operator new(bytes); }
+    static void free_pinned(void* p) { ::operator delete(p); }
+    static void copy_to_host_async(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+    using Event = int;
+    static Event event_create() { return 0; }
+    static void event_record(Event) {}
+    static void event_wait(Event) {}
+    static void event_destroy(Event) {}
+    static constexpr bool asynchronous = false;  // every op has finished when it returns
+    static constexpr bool graphs = false;        // CUDA graphs: CudaBackend only
+    using Graph = void*;
     static std::string device_name() { return "cpu"; }
     // Profiling mode (GPT::profile): every op has finished when it returns, so the host clock
     // times the phases; profile_read sums the time from each mark to the next into its phase.
@@ -80,4 +97,6 @@ struct CpuBackend {
     static constexpr int classifier_chunk = kCpuClassifierChunk;  // rows (model.h): BLAS-sized, 52 MiB at V=50304
     static constexpr auto adamw_update = cpu::adamw_update<T>;
     static constexpr auto sum_squares = cpu::sum_squares<T>;
+    static constexpr auto sum_squares_to = cpu::sum_squares_to<T>;
+    static constexpr auto clip_grad = cpu::clip_grad;
 };

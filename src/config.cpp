@@ -76,6 +76,9 @@ const Key kKeys[] = {
     {"profile", "output", &Config::profile,
      "1 = time each training step's phases (LM head + loss, attention, AdamW, the rest; CUDA events on the GPU): a "
      "profile line per step, phase_ms in the log"},
+    {"cuda_graph", "output", &Config::cuda_graph,
+     "1 = on the GPU, capture the training step once in a CUDA graph and replay it (no effect on the CPU, in the "
+     "profiling mode or under mpirun, which run the step eagerly); 0 = launch every kernel each step"},
     {"sample_every", "output", &Config::sample_every, "print a sample every this many steps (0 = never)"},
     {"encoder_json", "output", &Config::encoder_json,
      "GPT-2 encoder.json to decode samples with (ids are printed if missing)"},
@@ -431,6 +434,7 @@ void validate(const Config& c) {
     require(c.classifier_chunk >= 0,
             "classifier_chunk must be >= 0 (0 = the device's choice), got " + std::to_string(c.classifier_chunk));
     require(c.profile == 0 || c.profile == 1, "profile must be 0 or 1, got " + std::to_string(c.profile));
+    require(c.cuda_graph == 0 || c.cuda_graph == 1, "cuda_graph must be 0 or 1, got " + std::to_string(c.cuda_graph));
     require(c.zero == 0 || c.zero == 1, "zero must be 0 or 1 (ZeRO-1), got " + std::to_string(c.zero));
     require(c.dist_timeout >= 0,
             "dist_timeout must be >= 0 seconds (0 = wait forever), got " + to_text(c.dist_timeout));
@@ -480,10 +484,6 @@ double lr_at(const Config& c, int step) {
         return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(M_PI * progress));
     }
     return c.lr;
-}
-
-double clip_scale(double grad_clip, double norm) {
-    return grad_clip > 0 ? std::min(1.0, grad_clip / (norm + 1e-6)) : 1.0;
 }
 
 double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes) {

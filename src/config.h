@@ -51,6 +51,7 @@ struct Config {
     std::string attention = "flash";  // flash | cublas
     int classifier_chunk = 0;         // rows per LM head + loss chunk (0 = the device's choice)
     int profile = 0;                  // 1 = time each step's phases (LM head + loss, attention, AdamW, rest)
+    int cuda_graph = 1;               // 1 = the GPU replays the training step as one CUDA graph (one process)
     int sample_every = 0;
     std::string encoder_json = "data/gpt2/encoder.json";
     // parallel (mpirun: batch_size is the global batch, split evenly across the ranks)
@@ -88,9 +89,7 @@ ModelConfig model_config(const Config& c);
 
 // Learning rate at step (0-based): linear warmup, then the schedule.
 double lr_at(const Config& c, int step);
-// Factor on the gradient for clipping to grad_clip (0 = off), as torch's clip_grad_norm_:
-// min(1, grad_clip / (norm + 1e-6)).
-double clip_scale(double grad_clip, double norm);
+// clip_scale (the factor on the gradient for clipping to grad_clip) is in step.h: the GPU computes it too.
 
 // Bytes a model needs on its device: weights, gradients and AdamW moments, plus the
 // activations of a training step (train) or of a forward pass (!train) over B x T tokens.

@@ -12,8 +12,10 @@
 // the cuBLAS path's dscores), the losses, the fixed position tables.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -22,6 +24,7 @@
 #include "dist.h"
 #include "pos.h"
 #include "rng.h"
+#include "step.h"
 
 struct ModelConfig {
     Pos pos = Pos::rope;
@@ -45,6 +48,26 @@ struct ModelConfig {
 enum class Phase { head, attention, rest, adamw };
 constexpr int kPhases = 4;
 constexpr const char* kPhaseNames[kPhases] = {"head_loss", "attention", "rest", "adamw"};
+
+// AdamW's settings that stay fixed over a run (the learning rate and the step count are
+// train_step's arguments). torch.optim.AdamW semantics; clipping as torch's clip_grad_norm_.
+struct AdamWConfig {
+    double beta1 = 0.9, beta2 = 0.999;
+    float eps = 1e-8f, wd = 0.0f;
+    bool decay_all = true;  // every tensor decays, else only weight matrices and embeddings
+    double grad_clip = 0;   // clip the global gradient norm to this (0 = off)
+    bool operator==(const AdamWConfig& o) const {
+        return beta1 == o.beta1 && beta2 == o.beta2 && eps == o.eps && wd == o.wd && decay_all == o.decay_all &&
+               grad_clip == o.grad_clip;
+    }
+};
+
+// What a training step gives back (GPT::read_step).
+struct StepResult {
+    double loss = 0;     // mean cross-entropy of this rank's tokens
+    double norm = 0;     // global gradient norm (before clipping)
+    double comm_ms = 0;  // data parallel: time of the gradient sum and the norm
+};
 
 // CpuBackend's classifier chunk (rows); also what the CPU memory estimate assumes.
 constexpr int kCpuClassifierChunk = 256;
@@ -178,6 +201,26 @@ struct GPT {
     int table_len = 0;  // positions covered by the tables
     Acts train_acts, eval_acts;
     std::vector<T> host_losses;
+    // The training step's scalars that change from step to step (src/step.h), in backend memory.
+    StepScalars* scalars = nullptr;
+    // train_step's results on their way to the host: pinned memory filled by asynchronous copies,
+    // an event when they are there. Two, used in turn: step k+1 is queued before step k is read.
+    struct Readback {
+        T* losses = nullptr;  // (B*T) per-token losses
+        StepScalars* scalars = nullptr;
+        size_t n = 0, cap = 0;
+        double comm_ms = 0;
+        typename BK::Event done{};
+    };
+    Readback readback[2];
+    std::deque<Readback*> unread;  // queued steps not read yet, oldest first
+    int next_readback = 0;
+    // CudaBackend: with use_graph, train_step replays one CUDA graph of the whole step, captured
+    // at the first step after an eager one (which sized every scratch buffer).
+    bool use_graph = false;
+    typename BK::Graph graph{};
+    AdamWConfig graph_opt;  // the settings the graph was captured with (kernel arguments in it)
+    int eager_steps = 0;    // train steps run eagerly since the graph was last dropped
     // Profiling mode: the training step marks its phases (BK::profile_mark: the time from one mark
     // to the next counts to the first one's phase); profile_read() ends the step's timeline.
     bool profile = false;
@@ -207,8 +250,21 @@ struct GPT {
             dqkv_w = BK::alloc((size_t)3 * cfg.C * cfg.C);
         }
         set_max_positions(cfg.maxT);
+        scalars = BK::alloc_scalars();
+        for (Readback& r : readback) {
+            r.scalars = static_cast<StepScalars*>(BK::alloc_pinned(sizeof(StepScalars)));
+            r.done = BK::event_create();
+        }
     }
     ~GPT() {
+        drop_graph();
+        BK::synchronize();  // no copy into the readback buffers is still on its way
+        for (Readback& r : readback) {
+            BK::free_pinned(r.losses);
+            BK::free_pinned(r.scalars);
+            BK::event_destroy(r.done);
+        }
+        BK::free_scalars(scalars);
         for (T* p : {params, grads, m, v, dqkv_w, pos_table, rope_cos, rope_sin})
             if (p) BK::free(p);
         if (qkv_expanded) BK::free(qkv_expanded);
@@ -328,6 +384,7 @@ struct GPT {
     // Fixed position tables (sinusoidal, rotary) must cover the longest sequence run.
     void set_max_positions(int n) {
         if (n <= table_len) return;
+        drop_graph();  // it reads the tables replaced here
         table_len = n;
         auto upload = [](T*& dst, const std::vector<double>& src) {
             if (dst) BK::free(dst);
@@ -359,6 +416,7 @@ struct GPT {
 
     void ensure_acts(Acts& a, int B, int Tn, bool train) {
         if (a.B == B && a.Tn == Tn) return;
+        if (&a == &train_acts) drop_graph();  // it reads the buffers freed here
         free_acts(a);
         size_t N = (size_t)B * Tn, C = cfg.C, Ls = train ? cfg.L : 1, att = att_size(B, Tn);
         auto mk = [&](size_t n) {  // fp32 (T)
@@ -404,10 +462,28 @@ struct GPT {
         if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
         Acts& a = grad ? train_acts : eval_acts;
         ensure_acts(a, B, Tn, grad);
-        size_t N = (size_t)B * Tn, C = cfg.C;
-        int H = cfg.H;
-        mark(Phase::rest, grad);
+        size_t N = (size_t)B * Tn;
         BK::copy_ints_from_host(a.inputs, inputs, N);
+        if (targets) BK::copy_ints_from_host(a.targets, targets, N);
+        forward_pass(a, targets != nullptr);
+        if (!targets) return 0.0;
+        host_losses.resize(N);
+        BK::copy_to_host(host_losses.data(), a.losses, N);
+        return mean(host_losses.data(), N);
+    }
+    static double mean(const T* losses, size_t n) {
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) sum += losses[i];
+        return sum / n;
+    }
+
+    // The forward pass over a.inputs (and with loss, a.targets) in backend memory; with a.train
+    // (the training activations) also the gradients' zeroing and the classifier's backward.
+    void forward_pass(Acts& a, bool loss) {
+        const bool grad = a.train;
+        int B = a.B, Tn = a.Tn, H = cfg.H;
+        size_t N = (size_t)B * Tn, C = cfg.C;
+        mark(Phase::rest, grad);
         if (pt.complex_qkv)
             for (int l = 0; l < cfg.L; l++)
                 BK::crope_expand(qkv_expanded + (size_t)l * 3 * C * C, w.qkvA + (size_t)l * 3 * C * C / 4,
@@ -449,19 +525,13 @@ struct GPT {
         }
         const A* xL = a.res3 + (a.train ? cfg.L - 1 : 0) * N * C;
         BK::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xL, w.lnfw, w.lnfb, (int)N, (int)C);
-        if (!targets) return 0.0;
-        BK::copy_ints_from_host(a.targets, targets, N);
+        if (!loss) return;
         if (grad) BK::zero(grads, num_params);
         // the loss gradient is scaled by 1 / (tokens of all ranks): summed over ranks, it is the global mean's
         double dscale = 1.0 / ((double)N * dist::group().world);
         mark(Phase::head, grad);
         classifier(a, N, grad ? T(dscale) : T(0));
         mark(Phase::rest, grad);
-        host_losses.resize(N);
-        BK::copy_to_host(host_losses.data(), a.losses, N);
-        double sum = 0;
-        for (T x : host_losses) sum += x;
-        return sum / N;
     }
 
     // The tied LM head and the loss, fused, chunk by chunk over the N rows of a.lnf: per chunk
@@ -579,44 +649,138 @@ struct GPT {
         return parts;
     }
 
+    // The norm of this rank's gradient buffer, on the host (waits for the device).
     double grad_norm() const { return std::sqrt(BK::sum_squares(grads, num_params)); }
 
     // Data parallel: sums the gradients over the ranks (with ZeRO-1 only this rank's shard, by a
-    // reduce-scatter) and returns the global gradient norm. A no-op sum at world size 1.
+    // reduce-scatter); a no-op sum at world size 1. Then the global gradient's sum of squares into
+    // scalars->sumsq, on the device without waiting at world size 1. Under mpirun it waits (the
+    // norm of ZeRO-1's shards is summed on the host) and returns the time it took (comm_ms).
     double reduce_grads() {
+        const bool timed = dist::group().mpi;
+        if (timed) BK::synchronize();  // time the gradient sum alone
+        auto t0 = std::chrono::steady_clock::now();
+        bool overlapped = false;  // started during backward()
         if constexpr (BK::async_allreduce)
-            if (overlap_grads()) {  // started during backward()
-                BK::allreduce_wait();
-                return grad_norm();
-            }
-        if (!shard.zero) {
-            BK::allreduce_sum(grads, num_params);
-            return grad_norm();
+            if ((overlapped = overlap_grads())) BK::allreduce_wait();
+        if (shard.zero) {
+            BK::reduce_scatter_sum(grads, shard.block);
+            size_t n = shard.end - shard.begin;
+            StepScalars h = read_scalars();
+            h.sumsq = dist::sum(n ? BK::sum_squares(grads + shard.begin, n) : 0.0);
+            BK::copy_scalars_from_host(scalars, h);
+        } else {
+            if (!overlapped) BK::allreduce_sum(grads, num_params);
+            BK::sum_squares_to(&scalars->sumsq, grads, num_params);
         }
-        BK::reduce_scatter_sum(grads, shard.block);
-        size_t n = shard.end - shard.begin;
-        return std::sqrt(dist::sum(n ? BK::sum_squares(grads + shard.begin, n) : 0.0));
+        if (!timed) return 0;
+        BK::synchronize();
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
 
-    // One AdamW step (t is 1-based). decay_all: every tensor decays, else only matrices.
-    // With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
-    // kActCopy: AdamW writes the compute copy in the same pass; with ZeRO-1 the gathered
-    // weights of the other ranks' shards are rounded afterwards.
-    void update(float lr, double beta1, double beta2, float eps, float wd, bool decay_all, int t, float gscale) {
+    // The step's scalars on the host (waits for the device).
+    StepScalars read_scalars() {
+        StepScalars h;
+        BK::copy_to_host_async(&h, scalars, sizeof h);
+        BK::synchronize();
+        return h;
+    }
+
+    // AdamW over every tensor with the learning rate, bias corrections and clip scale of
+    // `scalars`. With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
+    // kActCopy: AdamW writes the compute copy in the same pass; with ZeRO-1 the gathered weights
+    // of the other ranks' shards are rounded afterwards.
+    void adamw(const AdamWConfig& o) {
         mark(Phase::adamw);
         for (const auto& p : buf_layout) {
             size_t b = std::max(p.offset, shard.begin), e = std::min(p.offset + p.numel, shard.end);
             if (b >= e) continue;
             T *pb = params + b, *gb = grads + b, *mb = m + (b - shard.begin), *vb = v + (b - shard.begin);
-            float wdp = (decay_all || p.matrix) ? wd : 0.0f;
+            float wd = (o.decay_all || p.matrix) ? o.wd : 0.0f;
             if constexpr (kActCopy)
-                BK::adamw_update(pb, gb, mb, vb, wc + b, e - b, lr, beta1, beta2, eps, wdp, t, gscale);
+                BK::adamw_update(pb, gb, mb, vb, wc + b, e - b, scalars, o.beta1, o.beta2, o.eps, wd);
             else
-                BK::adamw_update(pb, gb, mb, vb, e - b, lr, beta1, beta2, eps, wdp, t, gscale);
+                BK::adamw_update(pb, gb, mb, vb, e - b, scalars, o.beta1, o.beta2, o.eps, wd);
         }
         if (shard.zero) {
             BK::allgather(params, shard.block);
             refresh_compute_copy();
         }
+    }
+
+    // One AdamW step with the scalars given by the host (t is 1-based, gscale the clip factor).
+    // decay_all: every tensor decays, else only matrices.
+    void update(float lr, double beta1, double beta2, float eps, float wd, bool decay_all, int t, float gscale) {
+        BK::copy_scalars_from_host(scalars, adamw_scalars(lr, beta1, beta2, t, gscale));
+        adamw({beta1, beta2, eps, wd, decay_all, 0});
+    }
+
+    // One training step over inputs and targets (B,T) (host ids), queued without waiting for the
+    // device: the uploads, forward, backward, the gradient sum over ranks and its norm, the clip
+    // scale and AdamW (t 1-based), then asynchronous copies of the per-token losses and the norm
+    // into pinned memory. read_step() returns them once the step has finished; at most two steps
+    // are unread at a time. With use_graph (CudaBackend, one process, no profiling) the step
+    // after an eager one is captured as a CUDA graph and every later step replays it: all that
+    // changes from step to step is read from device memory (a.inputs, a.targets, scalars).
+    void train_step(const int* inputs, const int* targets, int B, int Tn, const AdamWConfig& opt, float lr, int t) {
+        if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
+        if (unread.size() == 2) throw std::logic_error("train_step: two steps are unread (read_step)");
+        Acts& a = train_acts;
+        ensure_acts(a, B, Tn, true);
+        size_t N = (size_t)B * Tn;
+        BK::copy_ints_from_host(a.inputs, inputs, N);
+        BK::copy_ints_from_host(a.targets, targets, N);
+        BK::copy_scalars_from_host(scalars, adamw_scalars(lr, opt.beta1, opt.beta2, t));
+        Readback& r = readback[next_readback];
+        next_readback ^= 1;
+        auto step = [&] {
+            forward_pass(a, true);
+            backward();
+            r.comm_ms = reduce_grads();
+            BK::clip_grad(scalars, opt.grad_clip);
+            adamw(opt);
+        };
+        if (!replay(step, opt)) step(), eager_steps++;
+        if (N > r.cap) {  // its last step was read: no copy into it is on its way
+            BK::free_pinned(r.losses);
+            r.losses = static_cast<T*>(BK::alloc_pinned(N * sizeof(T)));
+            r.cap = N;
+        }
+        r.n = N;
+        BK::copy_to_host_async(r.losses, a.losses, N * sizeof(T));
+        BK::copy_to_host_async(r.scalars, scalars, sizeof(StepScalars));
+        BK::event_record(r.done);
+        unread.push_back(&r);
+    }
+
+    // The oldest unread step's mean loss (this rank's tokens) and gradient norm; waits for it.
+    StepResult read_step() {
+        if (unread.empty()) throw std::logic_error("read_step: no step queued");
+        Readback& r = *unread.front();
+        unread.pop_front();
+        BK::event_wait(r.done);
+        return {mean(r.losses, r.n), std::sqrt(r.scalars->sumsq), r.comm_ms};
+    }
+
+    // Runs `step` as the replay of its CUDA graph (captured now if there is none); false when the
+    // step is to run eagerly: another backend, use_graph off, profiling, data parallel, or no
+    // eager step yet since the graph was dropped (the first sizes the grow-only scratch buffers).
+    template <class F>
+    bool replay(const F& step, const AdamWConfig& opt) {
+        if constexpr (BK::graphs) {
+            if (graph && !(opt == graph_opt)) drop_graph();  // its kernels hold the old settings
+            if (!use_graph || profile || dist::group().mpi || eager_steps == 0) return false;
+            if (!graph) graph = BK::capture(step), graph_opt = opt;
+            BK::graph_launch(graph);
+            return true;
+        }
+        return false;
+    }
+
+    // Frees the graph: before the buffers it reads are freed, or when the settings it holds change.
+    void drop_graph() {
+        if constexpr (BK::graphs)
+            if (graph) BK::graph_free(graph), graph = {};
+        eager_steps = 0;
     }
 };

@@ -329,59 +329,90 @@ struct Trainer {
                     {"config", config_to_json(cfg)},
                     {"params", {{"total", pc.total}, {"embeddings", pc.embeddings}, {"attention", pc.attention}}}});
 
-        const int B = cfg.batch_size, Tn = cfg.seq_len;
+        const int Tn = cfg.seq_len;
         std::vector<int> in((size_t)rows * Tn), tg((size_t)rows * Tn);
-        StepClock clock(std::max(20, cfg.eval_every));  // a window that always holds an evaluation
+        clock = StepClock(std::max(20, cfg.eval_every));  // a window that always holds an evaluation
         model.profile = cfg.profile;
+        model.use_graph = cfg.cuda_graph == 1;
+        const AdamWConfig opt{cfg.beta1,          cfg.beta2,    (float)cfg.eps, (float)cfg.weight_decay,
+                              cfg.decay == "all", cfg.grad_clip};
+        // On the GPU step k+1 is queued before step k is read (printed, logged, checked), so the
+        // device never waits for the host; the profiling mode and data parallel read each step at once.
+        const bool lookahead = BK::asynchronous && !cfg.profile && !dg.mpi;
+        std::deque<Queued> queued;  // steps queued and not reported yet
+        auto report_all = [&] {
+            while (!queued.empty()) report(queued);
+        };
         while (step < cfg.steps) {
-            if (cfg.eval_every > 0 && step % cfg.eval_every == 0) evaluate();
-            if (cfg.sample_every > 0 && step % cfg.sample_every == 0 && step > 0) print_sample();
-            auto t0 = std::chrono::steady_clock::now();
+            bool eval_now = cfg.eval_every > 0 && step % cfg.eval_every == 0;
+            bool sample_now = cfg.sample_every > 0 && step % cfg.sample_every == 0 && step > 0;
+            if (eval_now || sample_now) report_all();
+            if (eval_now) evaluate();
+            if (sample_now) print_sample();
 
+            queued.push_back({step + 1, lr_at(cfg, step), std::chrono::steady_clock::now()});
             train.next_batch(in.data(), tg.data(), row0, rows);
-            // the global batch's mean loss (all ranks see the same value, and stop together on NaN)
-            double loss = dist::sum(model.forward(in.data(), tg.data(), rows, Tn, true)) / dg.world;
-            if (!std::isfinite(loss))
-                throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(step) +
-                                         " (diverged; try a lower lr or grad_clip)");
-            model.backward();
-            if (dg.mpi) BK::synchronize();  // comm_ms below times the gradient sum alone
-            auto tc = std::chrono::steady_clock::now();
-            double norm = model.reduce_grads();  // summed over ranks; the global norm
-            double comm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tc).count();
-            double lr = lr_at(cfg, step);
-            model.update((float)lr, cfg.beta1, cfg.beta2, (float)cfg.eps, (float)cfg.weight_decay, cfg.decay == "all",
-                         step + 1, (float)clip_scale(cfg.grad_clip, norm));
-            BK::synchronize();
+            model.train_step(in.data(), tg.data(), rows, Tn, opt, (float)queued.back().lr, step + 1);
             step++;
+            while (queued.size() > (lookahead ? 1u : 0u)) report(queued);
 
-            double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            double tps = B * Tn / (ms / 1000);
-            clock.tick();
-            double eta = clock.eta(cfg.steps - step);
-            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | ETA %s\n", step, cfg.steps,
-                   loss, lr, norm, ms, tps, duration(eta).c_str());
-            json rec = {{"type", "train"},   {"step", step},  {"loss", loss},        {"lr", lr},
-                        {"grad_norm", norm}, {"step_ms", ms}, {"tokens_per_s", tps}, {"eta_s", eta}};
-            if (dg.mpi) rec["comm_ms"] = comm_ms;  // the gradient all-reduce / reduce-scatter and the norm
-            if (cfg.profile) {  // the step's time per phase (GPU: CUDA events), in the log as phase_ms
-                std::vector<double> ph = model.profile_read();
-                std::string line;
-                for (int i = 0; i < kPhases; i++) {
-                    rec["phase_ms"][kPhaseNames[i]] = ph[i];
-                    line +=
-                        std::string(i ? " | " : "") + kPhaseNames[i] + " " + std::to_string(ph[i]).substr(0, 7) + " ms";
-                }
-                printf("profile | step %d | %s\n", step, line.c_str());
+            if (int sig = dist::max(g_stop_signal)) {  // a signal to any rank stops all, at the same step
+                report_all();
+                return stop(sig);
             }
-            record(rec);
-            if (int sig = dist::max(g_stop_signal))
-                return stop(sig);  // a signal to any rank stops all, at the same step
-            if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) save_checkpoint();
+            if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) {
+                report_all();
+                save_checkpoint();
+            }
         }
+        report_all();
         if (cfg.eval_every > 0) evaluate();
         if (cfg.checkpoint_every > 0) save_checkpoint();
         return 0;
+    }
+
+    // A training step queued by run(): its number (1-based), learning rate and start time.
+    struct Queued {
+        int step;
+        double lr;
+        std::chrono::steady_clock::time_point start;
+    };
+    std::chrono::steady_clock::time_point last_report{};
+    StepClock clock{20};
+
+    // Reads the oldest queued step's results (waiting for it), stops on a non-finite loss, and
+    // prints and logs the step. Its time runs from its start, or from the previous step's report
+    // if that came later (steps queued ahead overlap).
+    void report(std::deque<Queued>& queued) {
+        Queued q = queued.front();
+        queued.pop_front();
+        StepResult r = model.read_step();
+        // the global batch's mean loss (all ranks see the same value, and stop together on NaN)
+        double loss = dist::sum(r.loss) / dg.world;
+        if (!std::isfinite(loss))
+            throw std::runtime_error("loss is " + std::to_string(loss) + " at step " + std::to_string(q.step - 1) +
+                                     " (diverged; try a lower lr or grad_clip)");
+        auto now = std::chrono::steady_clock::now();
+        double ms = std::chrono::duration<double, std::milli>(now - std::max(q.start, last_report)).count();
+        last_report = now;
+        double tps = cfg.batch_size * cfg.seq_len / (ms / 1000);
+        clock.tick();
+        double eta = clock.eta(cfg.steps - q.step);
+        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | ETA %s\n", q.step, cfg.steps,
+               loss, q.lr, r.norm, ms, tps, duration(eta).c_str());
+        json rec = {{"type", "train"},     {"step", q.step}, {"loss", loss},        {"lr", q.lr},
+                    {"grad_norm", r.norm}, {"step_ms", ms},  {"tokens_per_s", tps}, {"eta_s", eta}};
+        if (dg.mpi) rec["comm_ms"] = r.comm_ms;  // the gradient all-reduce / reduce-scatter and the norm
+        if (cfg.profile) {                       // the step's time per phase (GPU: CUDA events), in the log as phase_ms
+            std::vector<double> ph = model.profile_read();
+            std::string line;
+            for (int i = 0; i < kPhases; i++) {
+                rec["phase_ms"][kPhaseNames[i]] = ph[i];
+                line += std::string(i ? " | " : "") + kPhaseNames[i] + " " + std::to_string(ph[i]).substr(0, 7) + " ms";
+            }
+            printf("profile | step %d | %s\n", q.step, line.c_str());
+        }
+        record(rec);
     }
 
     // After SIGINT / SIGTERM: a checkpoint of the finished step (also with checkpoint_every 0), a
@@ -431,6 +462,9 @@ static int train_with(const Config& cfg, bool resume, std::string device) {
     if (dg.mpi)
         device +=
             " x " + std::to_string(dg.world) + (dg.world > 1 ? " ranks" : " rank") + (cfg.zero ? " (ZeRO-1)" : "");
+    // GPT::train_step replays a CUDA graph on one GPU outside the profiling mode
+    if constexpr (BK::graphs)
+        device += cfg.cuda_graph && !cfg.profile && !dg.mpi ? " | step: CUDA graph" : " | step: eager";
     print_model(cfg, device, sizeof(typename BK::real));
     Trainer<BK> t(cfg);
     return t.run(resume);
@@ -485,7 +519,8 @@ static int train_main(int argc, char** argv) {
             if (dg.mpi) CudaBackend::use_device(dg.local_rank);
             // bf16: bf16 activations and GEMMs; fp32 master weights, gradients and AdamW moments
             std::string device = "cuda (" + CudaBackend::device_name() + ")";
-            int rc = bf16 ? train_with<CudaBackendBf16>(cfg, resume, device) : train_with<CudaBackend>(cfg, resume, device);
+            int rc = bf16 ? train_with<CudaBackendBf16>(cfg, resume, device)
+                          : train_with<CudaBackend>(cfg, resume, device);
             // ours (weights, activations, kernel scratch, the cuBLAS workspace), then the device's own count
             printf("peak device memory: %.1f MiB | device used at the end: %.1f MiB\n",
                    CudaBackend::peak_memory() / 1048576.0, CudaBackend::device_used_memory() / 1048576.0);

@@ -386,10 +386,14 @@ std::string test_adamw_update() {
     for (auto& x : v) x = x * x;  // second moments are non-negative
     DBuf gp(p), gg(g), gm(m), gv(v);
     Vec rp = p, rm = m, rv = v;
+    StepScalars* ds = CB::alloc_scalars();  // the GPU reads lr, bias corrections and clip scale from device memory
     for (int t = 1; t <= 3; t++) {
-        cpu::adamw_update(rp.data(), g.data(), rm.data(), rv.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, 0.7f);
-        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t, 0.7f, gpu::main_stream());
+        const StepScalars sc = adamw_scalars(1e-3f, 0.9f, 0.999f, t, 0.7f);
+        cpu::adamw_update(rp.data(), g.data(), rm.data(), rv.data(), n, &sc, 0.9f, 0.999f, 1e-8f, 0.01f);
+        CB::copy_scalars_from_host(ds, sc);
+        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, n, ds, 0.9f, 0.999f, 1e-8f, 0.01f, gpu::main_stream());
     }
+    CB::free_scalars(ds);
     std::string why;
     expect_close(why, "p", gp.get(), rp, 1e-6);
     expect_close(why, "m", gm.get(), rm, 1e-6);

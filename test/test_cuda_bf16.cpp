@@ -254,17 +254,19 @@ std::string test_adamw_copy() {
     for (auto& x : v) x = x * x;
     DBuf gp(p), gg(g), gm(m), gv(v), rp(p), rm(m), rv(v);
     DBf16 copy(n);
+    StepScalars* ds = CB::alloc_scalars();  // lr, bias corrections, clip scale: read from device memory
     std::string why;
     for (int t = 1; t <= 3; t++) {
-        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, copy.p, n, 1e-3f, 0.9, 0.999, 1e-8f, 0.01f, t, 0.7f,
-                          gpu::main_stream());
-        gpu::adamw_update(rp.p, gg.p, rm.p, rv.p, n, 1e-3f, 0.9, 0.999, 1e-8f, 0.01f, t, 0.7f, gpu::main_stream());
+        CB::copy_scalars_from_host(ds, adamw_scalars(1e-3f, 0.9, 0.999, t, 0.7f));
+        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, copy.p, n, ds, 0.9, 0.999, 1e-8f, 0.01f, gpu::main_stream());
+        gpu::adamw_update(rp.p, gg.p, rm.p, rv.p, n, ds, 0.9, 0.999, 1e-8f, 0.01f, gpu::main_stream());
         Vec pt = gp.get();
         expect_close(why, "p", pt, rp.get(), 0.0);
         expect_close(why, "m", gm.get(), rm.get(), 0.0);
         expect_close(why, "v", gv.get(), rv.get(), 0.0);
         expect_close(why, "copy at step " + std::to_string(t), copy.get(), bf16_round(pt), 0.0);
     }
+    CB::free_scalars(ds);
     return why;
 }
 

@@ -1,6 +1,7 @@
 # The train binary on the CUDA backend under CPU emulation (make emu: $EMU_BUILD/train
 # --device cuda) against build/train --device cpu: 5 training steps for each pos mode on
-# tiny shards, compared step by step (loss and gradient norm, from log.jsonl).
+# tiny shards, compared step by step (loss and gradient norm, from log.jsonl); and the step
+# replayed as a CUDA graph (the default) against the step launched kernel by kernel (identical).
 # - NVIDIA_TF32_OVERRIDE=0 (plain fp32 GEMMs, as on a GPU with that variable): the backends
 #   differ only in fp32 summation order, ~1e-6 relative per step; tolerance 1e-4.
 # - TF32 on (the trainer's default in fp32 mode): GEMM inputs keep 10 mantissa bits (relative
@@ -54,6 +55,18 @@ for pos in learned sinusoidal rope crope; do
     fail "emu_train_$pos" "not on the emulated device: $(grep -m1 device "$tmp/emu_$pos.txt")"; continue
   fi
   compare "emu_train_$pos" "$tmp/emu_$pos" "$tmp/cpu_$pos" 1e-4 0
+  # the run above replays its step as a CUDA graph (--cuda_graph 1, the default); launching every
+  # kernel each step must give the same losses and norms, bit for bit
+  if NVIDIA_TF32_OVERRIDE=0 $EMU_TRAIN $args --pos "$pos" --device cuda --cuda_graph 0 --run_dir "$tmp/eager_$pos" \
+      >"$tmp/eager_$pos.txt" 2>&1; then
+    if grep -q '| step: CUDA graph |' "$tmp/emu_$pos.txt" && grep -q '| step: eager |' "$tmp/eager_$pos.txt"; then
+      compare "emu_train_graph_vs_eager_$pos" "$tmp/emu_$pos" "$tmp/eager_$pos" 0 0
+    else
+      fail "emu_train_graph_vs_eager_$pos" "the runs do not say 'step: CUDA graph' and 'step: eager'"
+    fi
+  else
+    fail "emu_train_graph_vs_eager_$pos" "emulated cuda run failed: $(tail -1 "$tmp/eager_$pos.txt")"
+  fi
   if $EMU_TRAIN $args --pos "$pos" --device cuda --run_dir "$tmp/tf32_$pos" >"$tmp/tf32_$pos.txt" 2>&1; then
     compare "emu_train_tf32_$pos" "$tmp/tf32_$pos" "$tmp/cpu_$pos" 1e-2 1e-7
   else

@@ -75,10 +75,16 @@ else
   rows=$(grep -c '^| emulated tiny .* | [0-9.]* | ' "$o/bench.md" 2>/dev/null)
   [ "${rows:-0}" -ge 12 ] || why+="$rows benchmark rows with timings, expected 3 schemes x 2 settings x 2 precisions; "
   grep -q '| FAIL\|not run' "$o/bench.md" 2>/dev/null && why+="a failed or skipped benchmark row; "
-  grep -q '^| paper_rope_fp32 | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* |' "$o/bench.md" 2>/dev/null ||
+  for mode in graph eager profile; do
+    grep -q "^| emulated tiny .* | rope | bf16 | $mode | [0-9.]* | " "$o/bench.md" 2>/dev/null ||
+      why+="no bf16 rope row with the $mode step in bench.md; "
+  done
+  grep -q '^| paper_rope_fp32_profile | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* |' "$o/bench.md" 2>/dev/null ||
     why+="no per-phase row (profiling mode) for paper_rope_fp32 in bench.md; "
-  grep -q '^| emulated tiny .*, classifier_chunk 16 | rope | fp32 | [0-9.]* | ' "$o/bench.md" 2>/dev/null ||
+  grep -q '^| emulated tiny .*, classifier_chunk 16 | rope | fp32 | graph | [0-9.]* | ' "$o/bench.md" 2>/dev/null ||
     why+="no classifier_chunk row in bench.md; "
+  grep -q '^| GPT-2 124M, rope, bf16 | 550,000 | - | - |' "$o/report.md" 2>/dev/null ||
+    why+="report.md has no goals table (or it claims a measurement the emulated run cannot make); "
   grep -q 'not meaningful' "$o/bench.md" 2>/dev/null || why+="bench.md does not say the timings are not meaningful; "
   grep -q '^# GPU check: EMULATED' "$o/report.md" 2>/dev/null || why+="report.md does not say EMULATED; "
   grep -q 'every required part passed' "$o/report.md" 2>/dev/null || why+="report.md does not say every part passed; "

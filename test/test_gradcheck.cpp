@@ -405,7 +405,8 @@ static void adamw_by_hand(Rng& rng) {
     Vec p = randn(n, rng), m(n), v(n), hp = p, hm(n), hv(n);
     std::vector<Vec> gs = {randn(n, rng), randn(n, rng), randn(n, rng)};
     for (int t = 1; t <= 3; t++) {
-        cpu::adamw_update(p.data(), gs[t - 1].data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, t, gscale);
+        const StepScalars sc = adamw_scalars(lr, b1, b2, t, gscale);
+        cpu::adamw_update(p.data(), gs[t - 1].data(), m.data(), v.data(), n, &sc, b1, b2, eps, wd);
         for (size_t i = 0; i < n; i++) {
             double g = gs[t - 1][i] * gscale;
             hp[i] *= 1 - lr * wd;

@@ -749,8 +749,8 @@ static void test_config_robustness() {
         std::vector<double> p = {0.5, -1.0, 2.0}, g = {0.3, -0.2, 1.5}, m(3), v(3), hp = p, hm(3), hv(3);
         double err = 0;
         for (int t = 1; t <= 3; t++) {
-            cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), 3, (float)lr, b1, b2, (float)eps, (float)wd, t,
-                              1.0f);
+            const StepScalars sc = adamw_scalars((float)lr, b1, b2, t);
+            cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), 3, &sc, b1, b2, (float)eps, (float)wd);
             for (int i = 0; i < 3; i++) {
                 double lrf = (float)lr, epsf = (float)eps, wdf = (float)wd;  // these travel as float
                 hp[i] *= 1 - lrf * wdf;

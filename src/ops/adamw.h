@@ -1,27 +1,31 @@
-// AdamW with torch.optim.AdamW semantics, and the sum of squares for the
-// global gradient norm. CPU reference.
+// AdamW with torch.optim.AdamW semantics, the sum of squares for the global gradient norm and
+// the clip scale. CPU reference. The step's changing scalars (learning rate, bias corrections,
+// clip scale, the sum of squares) live in a StepScalars (src/step.h) in backend memory, here host
+// memory, as the CUDA twins read and write theirs in device memory.
 #pragma once
 #include <cmath>
 #include <cstddef>
 #include <vector>
 
+#include "step.h"
+
 namespace cpu {
 
-// g' = g * gscale (clipping); p -= lr*wd*p; m, v moments; bias-corrected step, eps outside the sqrt.
-// The betas arrive in double and 1 - beta and the bias corrections are computed in double, as
-// torch does on the host (in float, 1 - 0.999f is off by 1.3e-5 relative).
+// g' = g * s->gscale (clipping); p -= lr*wd*p; m, v moments; bias-corrected step, eps outside the
+// sqrt. The betas arrive in double and 1 - beta is computed in double, as torch does on the host
+// (in float, 1 - 0.999f is off by 1.3e-5 relative); so are the bias corrections (adamw_scalars).
 template <class T>
-void adamw_update(T* p, const T* g, T* m, T* v, size_t n, float lr, double beta1, double beta2, float eps, float wd,
-                  int t, float gscale) {
+void adamw_update(T* p, const T* g, T* m, T* v, size_t n, const StepScalars* s, double beta1, double beta2, float eps,
+                  float wd) {
     const T b1 = T(beta1), c1 = T(1 - beta1), b2 = T(beta2), c2 = T(1 - beta2);
-    const T bc1 = T(1 - std::pow(beta1, t)), bc2 = T(1 - std::pow(beta2, t));
+    const T lr = T(s->lr), bc1 = T(s->bc1), bc2 = T(s->bc2), gscale = T(s->gscale);
 #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
-        T gi = g[i] * T(gscale);
-        p[i] -= T(lr) * T(wd) * p[i];
+        T gi = g[i] * gscale;
+        p[i] -= lr * T(wd) * p[i];
         m[i] = b1 * m[i] + c1 * gi;
         v[i] = b2 * v[i] + c2 * gi * gi;
-        p[i] -= T(lr) * (m[i] / bc1) / (std::sqrt(v[i] / bc2) + T(eps));
+        p[i] -= lr * (m[i] / bc1) / (std::sqrt(v[i] / bc2) + T(eps));
     }
 }
 
@@ -40,6 +44,18 @@ double sum_squares(const T* x, size_t n) {
     double s = 0;
     for (double p : part) s += p;
     return s;
+}
+
+// The same into backend memory (the GPU's stays on the device).
+template <class T>
+void sum_squares_to(double* out, const T* x, size_t n) {
+    *out = sum_squares(x, n);
+}
+
+// s->gscale from s->sumsq: clip_scale of the norm (grad_clip 0 = off), rounded to float as the
+// AdamW kernels read it.
+inline void clip_grad(StepScalars* s, double grad_clip) {
+    s->gscale = (float)clip_scale(grad_clip, std::sqrt(s->sumsq));
 }
 
 }  // namespace cpu

@@ -119,6 +119,12 @@ __global__ void unwritten_shared_kernel(float* out) {
     out[threadIdx.x] = s[threadIdx.x];
 }
 
+// y = a * x + y (n elements)
+__global__ void scale_add_kernel(float* y, const float* x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+
 // ---- helpers --------------------------------------------------------------------------------
 #define CK(call)                                                                             \
     do {                                                                                     \
@@ -187,6 +193,110 @@ int gemm(int m, int n, int k, int lda, int ldc, size_t a_elems, cublasComputeTyp
         return 3;
     }
     if (result) *result = host(C, 1)[0];
+    return 0;
+}
+
+// ---- stream capture and graphs ----------------------------------------------------------------
+constexpr int kCapturedLaunchLine = __LINE__ + 2;  // the captured launch, for the report
+void capture_write(float* p, cudaStream_t s) {
+    write_kernel<<<1, 32, 0, s>>>(p, 32);
+}
+
+// One step of a small "training loop" on stream s: pinned input -> x, y += a x, out = A y (GEMM,
+// alpha read from *alpha), out -> pinned output. Every operand is device or pinned memory.
+struct Step {
+    int n = 64, m = 4;
+    float *x, *y, *A, *out, *pin_in, *pin_out;
+    cublasHandle_t h;
+};
+
+int make_step(Step& t) {
+    std::vector<float> a((size_t)t.m * t.n);
+    for (size_t i = 0; i < a.size(); i++) a[i] = (float)(i % 5) - 2.0f;
+    t.x = scratch(t.n), t.y = dev(std::vector<float>(t.n, 1.0f)), t.A = dev(a), t.out = scratch(t.m);
+    CK(cudaMallocHost(&t.pin_in, t.n * sizeof(float)));
+    CK(cudaMallocHost(&t.pin_out, t.m * sizeof(float)));
+    return cublasCreate(&t.h) == CUBLAS_STATUS_SUCCESS ? 0 : 2;
+}
+
+int step(const Step& t, cudaStream_t s, float a, const float* alpha) {
+    const float zero = 0.0f;
+    CK(cudaMemcpyAsync(t.x, t.pin_in, t.n * sizeof(float), cudaMemcpyHostToDevice, s));
+    scale_add_kernel<<<(t.n + 31) / 32, 32, 0, s>>>(t.y, t.x, a, t.n);
+    CK(cudaGetLastError());
+    CK(cudaMemsetAsync(t.out, 0, t.m * sizeof(float), s));
+    if (cublasSetStream(t.h, s) != CUBLAS_STATUS_SUCCESS ||
+        cublasSgemm(t.h, CUBLAS_OP_N, CUBLAS_OP_N, t.m, 1, t.n, alpha, t.A, t.m, t.y, t.n, &zero, t.out, t.m) !=
+            CUBLAS_STATUS_SUCCESS)
+        return 3;
+    CK(cudaMemcpyAsync(t.pin_out, t.out, t.m * sizeof(float), cudaMemcpyDeviceToHost, s));
+    return 0;
+}
+
+// Three steps with new pinned inputs each time, eagerly or as three replays of one capture
+// (where a and alpha change on the host after the capture: the replays must not see it).
+int three_steps(bool graph, std::vector<float>& results) {
+    Step t;
+    if (int e = make_step(t)) return e;
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    float a = 0.5f, alpha = 2.0f;
+    cudaGraphExec_t exec = nullptr;
+    if (graph) {
+        cudaStreamCaptureStatus st;
+        CK(cudaStreamIsCapturing(s, &st));
+        if (st != cudaStreamCaptureStatusNone) return 4;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        CK(cudaStreamIsCapturing(s, &st));
+        if (st != cudaStreamCaptureStatusActive) return 4;
+        if (int e = step(t, s, a, &alpha)) return e;
+        cudaGraph_t g;
+        CK(cudaStreamEndCapture(s, &g));
+        CK(cudaStreamIsCapturing(s, &st));
+        if (st != cudaStreamCaptureStatusNone) return 4;
+        CK(cudaGraphInstantiate(&exec, g, 0));
+        CK(cudaGraphDestroy(g));  // the executable graph stands alone
+        a = 100.0f, alpha = 100.0f;
+    }
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < t.n; i++) t.pin_in[i] = (float)(k * t.n + i) * 0.25f;
+        if (graph)
+            CK(cudaGraphLaunch(exec, s));
+        else if (int e = step(t, s, a, &alpha))
+            return e;
+        CK(cudaStreamSynchronize(s));
+        results.insert(results.end(), t.pin_out, t.pin_out + t.m);
+    }
+    if (exec) CK(cudaGraphExecDestroy(exec));
+    return 0;
+}
+
+int graph_matches_eager() {
+    std::vector<float> eager, replayed;
+    if (int e = three_steps(false, eager)) return e;
+    if (int e = three_steps(true, replayed)) return e;
+    // the inputs changed between the steps: equal results mean the replays read them
+    if (eager.size() != 12 || eager[0] == eager[4] || eager[4] == eager[8]) return 5;
+    return eager == replayed ? 0 : 1;
+}
+
+// Captures on a new stream (flags), calls `bad` during the capture, and requires `want` from it,
+// the capture invalidated, and cudaStreamEndCapture refusing with a null graph.
+int refused_in_capture(unsigned flags, cudaStreamCaptureMode mode, cudaError_t want,
+                       const std::function<cudaError_t(cudaStream_t)>& bad) {
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, flags));
+    CK(cudaStreamBeginCapture(s, mode));
+    cudaError_t e = bad(s);
+    if (e != want) {
+        std::fprintf(stderr, "test: got %s, expected %s\n", cudaGetErrorName(e), cudaGetErrorName(want));
+        return 1;
+    }
+    cudaStreamCaptureStatus st;
+    CK(cudaStreamIsCapturing(s, &st));
+    if (st != cudaStreamCaptureStatusInvalidated) return 1;
+    cudaGraph_t g = reinterpret_cast<cudaGraph_t>(&st);
+    if (cudaStreamEndCapture(s, &g) != cudaErrorStreamCaptureInvalidated || g) return 1;
     return 0;
 }
 
@@ -261,6 +371,16 @@ void expect_clean(const std::string& name, const std::function<int()>& f, const 
             why += std::string(why.empty() ? "" : "; ") + order + ": " +
                    (o.err.empty() ? "wrong result" : first_line(o.err));
     }
+    report(name, why);
+}
+
+// A call CUDA refuses: the child checks the error codes itself (exit 0), and the report names it.
+void expect_refused(const std::string& name, const std::vector<std::string>& patterns, const std::function<int()>& f) {
+    Outcome o = in_child("forward", nullptr, f);
+    std::string why;
+    if (!exited_ok(o)) why = "wrong error codes or state; stderr: " + first_line(o.err);
+    for (const auto& p : patterns)
+        if (why.empty() && o.err.find(p) == std::string::npos) why = "report lacks '" + p + "': " + first_line(o.err);
     report(name, why);
 }
 
@@ -398,6 +518,197 @@ int main() {
             return total == 1000 && free_b == 500 ? 0 : 1;
         },
         "1000");
+    // ---- stream capture and graphs
+    expect_clean("graph_replays_match_eager_runs", graph_matches_eager);
+    expect_refused("capture_on_legacy_stream", {"cudaStreamBeginCapture on the legacy stream"}, [] {
+        return cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal) == cudaErrorStreamCaptureUnsupported &&
+                       cudaStreamBeginCapture(cudaStreamLegacy, cudaStreamCaptureModeRelaxed) ==
+                           cudaErrorStreamCaptureUnsupported
+                   ? 0
+                   : 1;
+    });
+    expect_refused("stream_is_capturing_states", {"already captures"}, [] {
+        cudaStream_t s, nb;
+        CK(cudaStreamCreate(&s));
+        CK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
+        cudaStreamCaptureStatus st;
+        CK(cudaStreamIsCapturing(0, &st));
+        if (st != cudaStreamCaptureStatusNone) return 1;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        // the legacy stream is unusable while a blocking stream captures; a query does not invalidate
+        if (cudaStreamIsCapturing(cudaStreamLegacy, &st) != cudaErrorStreamCaptureImplicit) return 1;
+        CK(cudaStreamIsCapturing(nb, &st));
+        if (st != cudaStreamCaptureStatusNone) return 1;
+        if (cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) != cudaErrorIllegalState) return 1;
+        cudaGetLastError();
+        cudaGraph_t g = nullptr;
+        CK(cudaStreamEndCapture(s, &g));
+        CK(cudaStreamIsCapturing(s, &st));
+        return st == cudaStreamCaptureStatusNone && g ? 0 : 1;
+    });
+    for (auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal}) {
+        const std::string m = mode == cudaStreamCaptureModeGlobal ? "global" : "thread_local";
+        expect_refused("capture_" + m + "_refuses_cudaMalloc", {"cuda-emu: error:", "cudaMalloc while", "captures in"},
+                       [mode] {
+                           return refused_in_capture(0, mode, cudaErrorStreamCaptureUnsupported, [](cudaStream_t) {
+                               float* p;
+                               return cudaMalloc(&p, 64);
+                           });
+                       });
+        expect_refused("capture_" + m + "_refuses_cudaFree", {"cudaFree while"}, [mode] {
+            float* p = scratch(16);
+            return refused_in_capture(0, mode, cudaErrorStreamCaptureUnsupported,
+                                      [p](cudaStream_t) { return cudaFree(p); });
+        });
+        expect_refused("capture_" + m + "_refuses_cudaMallocHost", {"cudaMallocHost while"}, [mode] {
+            return refused_in_capture(0, mode, cudaErrorStreamCaptureUnsupported, [](cudaStream_t) {
+                float* p;
+                return cudaMallocHost(&p, 64);
+            });
+        });
+        expect_refused("capture_" + m + "_refuses_cudaFreeHost", {"cudaFreeHost while"}, [mode] {
+            float* p;
+            CK(cudaMallocHost(&p, 64));
+            return refused_in_capture(0, mode, cudaErrorStreamCaptureUnsupported,
+                                      [p](cudaStream_t) { return cudaFreeHost(p); });
+        });
+    }
+    expect_clean("capture_relaxed_allows_cudaMalloc", [] {
+        cudaStream_t s;
+        CK(cudaStreamCreate(&s));
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+        float* p;
+        CK(cudaMalloc(&p, 64));
+        CK(cudaFree(p));
+        cudaGraph_t g;
+        CK(cudaStreamEndCapture(s, &g));
+        return g ? 0 : 1;
+    });
+    expect_refused("capture_refuses_sync_cudaMemcpy_on_legacy_stream",
+                   {"cudaMemcpy on the legacy stream", "cudaErrorStreamCaptureImplicit"}, [] {
+                       float* p = scratch(4);
+                       std::vector<float> h(4);
+                       return refused_in_capture(0, cudaStreamCaptureModeGlobal, cudaErrorStreamCaptureImplicit,
+                                                 [&](cudaStream_t) {
+                                                     return cudaMemcpy(p, h.data(), 16, cudaMemcpyHostToDevice);
+                                                 });
+                   });
+    expect_refused("capture_refuses_sync_cudaMemset_on_legacy_stream", {"cudaMemset on the legacy stream"}, [] {
+        float* p = scratch(4);
+        return refused_in_capture(0, cudaStreamCaptureModeRelaxed, cudaErrorStreamCaptureImplicit,
+                                  [p](cudaStream_t) { return cudaMemset(p, 0, 16); });
+    });
+    expect_refused("capture_refuses_kernel_on_legacy_stream", {"kernel launch on the legacy stream"}, [] {
+        float* p = scratch(32);
+        return refused_in_capture(0, cudaStreamCaptureModeGlobal, cudaErrorStreamCaptureImplicit, [p](cudaStream_t) {
+            write_kernel<<<1, 32>>>(p, 32);
+            return cudaGetLastError();
+        });
+    });
+    expect_clean("capture_on_nonblocking_stream_allows_legacy_work", [] {
+        cudaStream_t s;
+        CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        float* p = scratch(4);
+        std::vector<float> h(4, 3.0f);
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        CK(cudaMemcpy(p, h.data(), 16, cudaMemcpyHostToDevice));  // runs now, outside the capture
+        cudaGraph_t g;
+        CK(cudaStreamEndCapture(s, &g));
+        return host(p, 4)[2] == 3.0f ? 0 : 1;
+    });
+    expect_refused("capture_refuses_cudaStreamSynchronize", {"cudaStreamSynchronize of stream"}, [] {
+        return refused_in_capture(0, cudaStreamCaptureModeRelaxed, cudaErrorStreamCaptureUnsupported,
+                                  [](cudaStream_t s) { return cudaStreamSynchronize(s); });
+    });
+    expect_refused("capture_refuses_cudaDeviceSynchronize", {"cudaDeviceSynchronize while"}, [] {
+        return refused_in_capture(cudaStreamNonBlocking, cudaStreamCaptureModeRelaxed,
+                                  cudaErrorStreamCaptureUnsupported, [](cudaStream_t) { return cudaDeviceSynchronize(); });
+    });
+    for (bool query : {false, true})
+        expect_refused(std::string("capture_refuses_") + (query ? "cudaEventQuery" : "cudaEventSynchronize"),
+                       {query ? "cudaEventQuery of an event recorded in the capture"
+                              : "cudaEventSynchronize of an event recorded in the capture"},
+                       [query] {
+                           cudaEvent_t e;
+                           CK(cudaEventCreate(&e));
+                           return refused_in_capture(0, cudaStreamCaptureModeRelaxed, cudaErrorCapturedEvent,
+                                                     [e, query](cudaStream_t s) {
+                                                         cudaError_t r = cudaEventRecord(e, s);
+                                                         if (r) return r;
+                                                         return query ? cudaEventQuery(e) : cudaEventSynchronize(e);
+                                                     });
+                       });
+    expect_refused("capture_refuses_pageable_cudaMemcpyAsync", {"pageable host memory"}, [] {
+        float* p = scratch(4);
+        static float pageable[4];
+        return refused_in_capture(0, cudaStreamCaptureModeGlobal, cudaErrorStreamCaptureUnsupported,
+                                  [p](cudaStream_t s) {
+                                      return cudaMemcpyAsync(p, pageable, 16, cudaMemcpyHostToDevice, s);
+                                  });
+    });
+    expect_refused("capture_fork_join_and_unjoined", {"never joined back"}, [] {
+        cudaStream_t s, side;
+        CK(cudaStreamCreate(&s));
+        CK(cudaStreamCreate(&side));
+        cudaEvent_t fork, join;
+        CK(cudaEventCreate(&fork));
+        CK(cudaEventCreate(&join));
+        float* p = dev(std::vector<float>(32, 0.0f));
+        for (bool joined : {true, false}) {
+            CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+            CK(cudaEventRecord(fork, s));
+            CK(cudaStreamWaitEvent(side, fork, 0));  // side joins the capture
+            write_kernel<<<1, 32, 0, side>>>(p, 32);
+            CK(cudaEventRecord(join, side));
+            if (joined) CK(cudaStreamWaitEvent(s, join, 0));
+            cudaGraph_t g = nullptr;
+            cudaError_t e = cudaStreamEndCapture(s, &g);
+            if (joined && (e || !g || host(p, 32)[0] != 0.0f)) return 1;  // recorded, not run
+            if (!joined && (e != cudaErrorStreamCaptureUnjoined || g)) return 1;
+            if (joined) {
+                cudaGraphExec_t x;
+                CK(cudaGraphInstantiate(&x, g, 0));
+                CK(cudaGraphLaunch(x, s));
+                if (host(p, 32)[31] != 1.0f) return 1;
+            }
+        }
+        cudaStreamCaptureStatus st;
+        CK(cudaStreamIsCapturing(side, &st));
+        return st == cudaStreamCaptureStatusNone ? 0 : 1;
+    });
+    expect_report("replay_reads_buffer_freed_after_capture",
+                  {"kernel argument 1", "not device memory", at(kCapturedLaunchLine), "replayed by cudaGraphLaunch"},
+                  [] {
+                      cudaStream_t s;
+                      CK(cudaStreamCreate(&s));
+                      float* p = scratch(32);
+                      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+                      capture_write(p, s);
+                      cudaGraph_t g;
+                      CK(cudaStreamEndCapture(s, &g));
+                      cudaGraphExec_t x;
+                      CK(cudaGraphInstantiate(&x, g, 0));
+                      CK(cudaGraphLaunch(x, s));  // fine
+                      CK(cudaFree(p));
+                      CK(cudaGraphLaunch(x, s));  // reads freed memory
+                      return 0;
+                  });
+    expect_report("replay_copies_from_freed_pinned_buffer", {"no longer pinned memory", "replayed by cudaGraphLaunch"},
+                  [] {
+                      cudaStream_t s;
+                      CK(cudaStreamCreate(&s));
+                      float *p = scratch(4), *pin;
+                      CK(cudaMallocHost(&pin, 16));
+                      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+                      CK(cudaMemcpyAsync(p, pin, 16, cudaMemcpyHostToDevice, s));
+                      cudaGraph_t g;
+                      CK(cudaStreamEndCapture(s, &g));
+                      cudaGraphExec_t x;
+                      CK(cudaGraphInstantiate(&x, g, 0));
+                      CK(cudaFreeHost(pin));
+                      CK(cudaGraphLaunch(x, s));
+                      return 0;
+                  });
     expect_report(
         "bad_order_variable", {"error: CUDA_EMU_ORDER=sideways"},
         [] {

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -53,13 +55,14 @@
         return {x, y, z};                    \
     }
 EMU_VEC2(float, float, 8)
-EMU_VEC3(float, float) EMU_VEC4(float, float, 16) EMU_VEC2(double, double, 16) EMU_VEC3(double, double)
-    EMU_VEC4(double, double, 16) EMU_VEC2(int, int, 8) EMU_VEC3(int, int) EMU_VEC4(int, int, 16)
-        EMU_VEC2(unsigned int, uint, 8) EMU_VEC3(unsigned int, uint) EMU_VEC4(unsigned int, uint, 16)
-            EMU_VEC2(signed char, char, 2) EMU_VEC4(signed char, char, 4) EMU_VEC2(unsigned char, uchar, 2)
-                EMU_VEC4(unsigned char, uchar, 4) EMU_VEC2(short, short, 4) EMU_VEC4(short, short, 8)
-                    EMU_VEC2(unsigned short, ushort, 4) EMU_VEC4(unsigned short, ushort, 8)
-                        EMU_VEC2(long long, longlong, 16) EMU_VEC2(unsigned long long, ulonglong, 16)
+EMU_VEC3(float, float)
+EMU_VEC4(float, float, 16) EMU_VEC2(double, double, 16) EMU_VEC3(double, double) EMU_VEC4(double, double, 16)
+    EMU_VEC2(int, int, 8) EMU_VEC3(int, int) EMU_VEC4(int, int, 16) EMU_VEC2(unsigned int, uint, 8)
+        EMU_VEC3(unsigned int, uint) EMU_VEC4(unsigned int, uint, 16) EMU_VEC2(signed char, char, 2)
+            EMU_VEC4(signed char, char, 4) EMU_VEC2(unsigned char, uchar, 2) EMU_VEC4(unsigned char, uchar, 4)
+                EMU_VEC2(short, short, 4) EMU_VEC4(short, short, 8) EMU_VEC2(unsigned short, ushort, 4)
+                    EMU_VEC4(unsigned short, ushort, 8) EMU_VEC2(long long, longlong, 16)
+                        EMU_VEC2(unsigned long long, ulonglong, 16)
 #undef EMU_VEC2
 #undef EMU_VEC3
 #undef EMU_VEC4
@@ -135,6 +138,16 @@ bool device_range(const void* p, size_t bytes);
 void check_device_range(const char* file, int line, const char* what, const void* p, size_t bytes);
 bool stream_valid(cudaStream_t s);  // null, legacy, per-thread or created and not destroyed
 
+// Asynchronous work on stream s (stream.cpp): runs now, or, while s captures a graph, is
+// recorded as a node that runs at every cudaGraphLaunch (so `work` must own copies of what it
+// reads at the call, and check pointers when it runs). Returns cudaSuccess, or the capture's
+// error (cudaErrorStreamCaptureImplicit for the legacy stream while a blocking stream captures,
+// after a report; cudaErrorStreamCaptureInvalidated once the capture is invalidated).
+cudaError_t enqueue(cudaStream_t s, const char* file, int line, const char* what, std::function<void()> work);
+bool stream_capturing(cudaStream_t s);
+void invalidate_capture(cudaStream_t s);  // a captured call failed: the capture is invalidated
+bool in_replay();                         // inside cudaGraphLaunch's run of the nodes
+
 // ---- kernel launch ----------------------------------------------------------------------
 struct LaunchCfg {
     const char* file;
@@ -144,9 +157,11 @@ struct LaunchCfg {
     cudaStream_t stream;
 };
 
-// Runs `run(ctx)` as every thread of every block (scheduler.cpp). The kernel's pointer
-// arguments were checked before.
-void run_kernel(const LaunchCfg& cfg, const void* kernel, void (*run)(void*), void* ctx);
+// Checks the launch configuration (a report and CUDA's error if it is rejected), then runs, or
+// records while cfg.stream captures, `check(cfg, ctx)` (the pointer arguments) and `run(ctx)` as
+// every thread of every block (scheduler.cpp); a replay checks the configuration again.
+void launch(const LaunchCfg& cfg, const void* kernel, std::shared_ptr<void> ctx, void (*check)(const LaunchCfg&, void*),
+            void (*run)(void*));
 // Kernel argument `index` is a pointer not inside any device allocation: report it.
 void bad_kernel_pointer(const LaunchCfg& cfg, int index, const void* p);
 
@@ -180,17 +195,20 @@ void operator|(void (*kernel)(P...), LaunchCall<A...>&& call) {
     static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
     struct Ctx {
         void (*k)(P...);
-        std::tuple<P...> params;  // converted as CUDA converts launch arguments
-    } ctx{kernel, std::tuple<P...>(std::move(call.args))};
-    std::apply(
-        [&](const auto&... p) {
-            int i = 0;
-            (check_kernel_arg(call.cfg, i++, p), ...);
-        },
-        ctx.params);
-    run_kernel(
+        std::tuple<P...> params;  // converted as CUDA converts launch arguments, frozen as a graph node freezes them
+    };
+    launch(
         call.cfg, reinterpret_cast<const void*>(kernel),
-        [](void* c) { std::apply(static_cast<Ctx*>(c)->k, static_cast<Ctx*>(c)->params); }, &ctx);
+        std::make_shared<Ctx>(Ctx{kernel, std::tuple<P...>(std::move(call.args))}),
+        [](const LaunchCfg& cfg, void* c) {
+            std::apply(
+                [&](const auto&... p) {
+                    int i = 0;
+                    (check_kernel_arg(cfg, i++, p), ...);
+                },
+                static_cast<Ctx*>(c)->params);
+        },
+        [](void* c) { std::apply(static_cast<Ctx*>(c)->k, static_cast<Ctx*>(c)->params); });
 }
 
 }  // namespace emu

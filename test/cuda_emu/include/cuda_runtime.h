@@ -1,6 +1,7 @@
 // CUDA runtime API of the CPU emulation (runtime.cpp): device memory is host memory from
 // malloc, tracked allocation by allocation so that every copy, memset, library operand and
-// kernel pointer argument can be checked against it; all work runs synchronously at the call.
+// kernel pointer argument can be checked against it; work runs synchronously at the call, or
+// is recorded while its stream captures a CUDA graph and runs at each cudaGraphLaunch.
 #pragma once
 
 #include "cuda_emu.h"
@@ -17,10 +18,20 @@ enum cudaError_t : int {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalState = 401,
     cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorNotSupported = 801,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureMerge = 902,
+    cudaErrorStreamCaptureUnmatched = 903,
+    cudaErrorStreamCaptureUnjoined = 904,
+    cudaErrorStreamCaptureIsolation = 905,
+    cudaErrorStreamCaptureImplicit = 906,
+    cudaErrorCapturedEvent = 907,
+    cudaErrorStreamCaptureWrongThread = 908,
     cudaErrorUnknown = 999,
 };
 typedef cudaError_t cudaError;
@@ -78,6 +89,18 @@ struct cudaDeviceProp {
 };
 
 typedef struct CUevent_st* cudaEvent_t;
+typedef struct CUgraph_st* cudaGraph_t;
+typedef struct CUgraphExec_st* cudaGraphExec_t;
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2,
+};
 #define cudaStreamLegacy ((cudaStream_t)0x1)
 #define cudaStreamPerThread ((cudaStream_t)0x2)
 #define cudaStreamNonBlocking 0x1
@@ -97,7 +120,7 @@ cudaError_t cudaGetDevice(int* dev);
 cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int dev);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int dev);
-cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaDeviceSynchronize(EMU_SITE);
 cudaError_t cudaDeviceReset();
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
 
@@ -107,8 +130,12 @@ cudaError_t cudaMalloc(T** p, size_t bytes, EMU_SITE) {
     return cudaMalloc(reinterpret_cast<void**>(p), bytes, emu_file, emu_line);
 }
 cudaError_t cudaFree(void* p, EMU_SITE);
-cudaError_t cudaMallocHost(void** p, size_t bytes);
-cudaError_t cudaFreeHost(void* p);
+cudaError_t cudaMallocHost(void** p, size_t bytes, EMU_SITE);
+template <class T>
+cudaError_t cudaMallocHost(T** p, size_t bytes, EMU_SITE) {
+    return cudaMallocHost(reinterpret_cast<void**>(p), bytes, emu_file, emu_line);
+}
+cudaError_t cudaFreeHost(void* p, EMU_SITE);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, EMU_SITE);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s = nullptr,
                             EMU_SITE);
@@ -121,18 +148,28 @@ cudaError_t cudaFuncSetAttribute(void (*kernel)(P...), cudaFuncAttribute attr, i
     return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attr, value);
 }
 
-// Streams and events: work runs at the call, so they only keep order and time.
+// Streams and events (stream.cpp): work runs at the call, so they keep order and time, except
+// while a stream captures a graph: then its work is recorded (see test/cuda_emu/README.md).
 cudaError_t cudaStreamCreate(cudaStream_t* s);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
-cudaError_t cudaStreamSynchronize(cudaStream_t s);
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
+cudaError_t cudaStreamSynchronize(cudaStream_t s, EMU_SITE);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0, EMU_SITE);
 cudaError_t cudaEventCreate(cudaEvent_t* e);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr);
-cudaError_t cudaEventSynchronize(cudaEvent_t e);
-cudaError_t cudaEventQuery(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr, EMU_SITE);
+cudaError_t cudaEventSynchronize(cudaEvent_t e, EMU_SITE);
+cudaError_t cudaEventQuery(cudaEvent_t e, EMU_SITE);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+// Stream capture and graphs (stream.cpp), CUDA 12's forms.
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode, EMU_SITE);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph, EMU_SITE);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0, EMU_SITE);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s, EMU_SITE);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
 #undef EMU_SITE

@@ -33,13 +33,15 @@ const char* ncclGetErrorString(ncclResult_t result);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
-// Groups batch collectives into one launch on a GPU; here each runs when called (the emulated
-// streams are synchronous), and the calls only check that groups are balanced.
+// Groups batch collectives into one launch on a GPU; here each runs when called (or is recorded
+// when its stream captures a graph), and the calls only check that groups are balanced.
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
+#define EMU_SITE const char *emu_file = __builtin_FILE(), int emu_line = __builtin_LINE()
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t stream);
+                           ncclComm_t comm, cudaStream_t stream, EMU_SITE);
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
-                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, EMU_SITE);
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-                           ncclComm_t comm, cudaStream_t stream);
+                           ncclComm_t comm, cudaStream_t stream, EMU_SITE);
+#undef EMU_SITE

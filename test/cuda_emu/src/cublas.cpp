@@ -7,7 +7,9 @@
 // - input rounding: TF32 (10-bit mantissa, round to nearest) for fp32 inputs under
 //   CUBLAS_COMPUTE_32F_FAST_TF32 or the TF32 math mode (NVIDIA_TF32_OVERRIDE=0 turns it off,
 //   as on a GPU), bf16 under CUBLAS_COMPUTE_32F_FAST_16BF; bf16 inputs are exact in fp32;
-// - beta == 0: C is not read (it may hold NaN).
+// - beta == 0: C is not read (it may hold NaN);
+// - the handle's stream (cublasSetStream): a GEMM on a capturing stream is recorded into the
+//   graph with alpha, beta and the math mode of the call, its operands read at each replay.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -126,6 +128,42 @@ size_t span_bytes(int rows, int cols, int ld, long long stride, int batch, size_
     return one + (size_t)(batch - 1) * (size_t)stride * es;
 }
 
+// The GEMM as it runs: at the call, or at each replay of a captured one (operands checked then).
+void run(const Gemm& g, Rounding r, float alpha, float beta, const char* api, const char* file, int line) {
+    const bool ta = g.ta != CUBLAS_OP_N, tb = g.tb != CUBLAS_OP_N;
+    const int arows = ta ? g.k : g.m, acols = ta ? g.m : g.k;
+    const int brows = tb ? g.n : g.k, bcols = tb ? g.k : g.n;
+    const size_t ea = type_size(g.At), ec = type_size(g.Ct);
+    std::string w = std::string(api) + " operand ";
+    if (g.k > 0) {
+        emu::check_device_range(file, line, (w + "A").c_str(), g.A, span_bytes(arows, acols, g.lda, g.sA, g.batch, ea));
+        emu::check_device_range(file, line, (w + "B").c_str(), g.B, span_bytes(brows, bcols, g.ldb, g.sB, g.batch, ea));
+    }
+    emu::check_device_range(file, line, (w + "C").c_str(), g.C, span_bytes(g.m, g.n, g.ldc, g.sC, g.batch, ec));
+
+    std::vector<float> a, b, t((size_t)g.m * g.n);
+    for (int i = 0; i < g.batch; i++) {
+        if (g.k > 0) {
+            pack(a, static_cast<const char*>(g.A) + (size_t)i * g.sA * ea, g.At, g.lda, ta, g.m, g.k, r);
+            pack(b, static_cast<const char*>(g.B) + (size_t)i * g.sB * ea, g.Bt, g.ldb, tb, g.k, g.n, r);
+            product(t.data(), a.data(), b.data(), g.m, g.n, g.k);
+        } else {
+            std::fill(t.begin(), t.end(), 0.0f);
+        }
+        char* c = static_cast<char*>(g.C) + (size_t)i * g.sC * ec;
+        for (int col = 0; col < g.n; col++)
+            for (int row = 0; row < g.m; row++) {
+                size_t at = (size_t)col * g.ldc + row;
+                float v = alpha * t[(size_t)col * g.m + row];
+                if (beta != 0.0f) v += beta * load(c, g.Ct, at);
+                if (g.Ct == CUDA_R_16BF)
+                    reinterpret_cast<__nv_bfloat16*>(c)[at] = __float2bfloat16_rn(v);
+                else
+                    reinterpret_cast<float*>(c)[at] = v;
+            }
+    }
+}
+
 // Parameter numbers are cublasGemmEx's (the strided-batched call reports its own).
 cublasStatus_t gemm(const Gemm& g, const char* api, bool strided, const char* file, int line) {
     char why[256];
@@ -139,8 +177,7 @@ cublasStatus_t gemm(const Gemm& g, const char* api, bool strided, const char* fi
     if (g.k < 0) return bad_param(file, line, api, 6, "k < 0");
     if (!g.alpha) return bad_param(file, line, api, 7, "alpha is null");
     const bool ta = g.ta != CUBLAS_OP_N, tb = g.tb != CUBLAS_OP_N;
-    const int arows = ta ? g.k : g.m, acols = ta ? g.m : g.k;
-    const int brows = tb ? g.n : g.k, bcols = tb ? g.k : g.n;
+    const int arows = ta ? g.k : g.m, brows = tb ? g.n : g.k;
     if (g.lda < std::max(1, arows)) {
         std::snprintf(why, sizeof why, "lda = %d < max(1, %s) = %d", g.lda, ta ? "k" : "m", std::max(1, arows));
         return bad_param(file, line, api, 10, why);
@@ -165,14 +202,8 @@ cublasStatus_t gemm(const Gemm& g, const char* api, bool strided, const char* fi
     if (!emu::stream_valid(g.h->stream)) return bad_param(file, line, api, 1, "its stream was destroyed");
     if (g.m == 0 || g.n == 0 || g.batch == 0) return CUBLAS_STATUS_SUCCESS;
 
-    const size_t ea = type_size(g.At), ec = type_size(g.Ct);
-    std::string w = std::string(api) + " operand ";
-    if (g.k > 0) {
-        emu::check_device_range(file, line, (w + "A").c_str(), g.A, span_bytes(arows, acols, g.lda, g.sA, g.batch, ea));
-        emu::check_device_range(file, line, (w + "B").c_str(), g.B, span_bytes(brows, bcols, g.ldb, g.sB, g.batch, ea));
-    }
-    emu::check_device_range(file, line, (w + "C").c_str(), g.C, span_bytes(g.m, g.n, g.ldc, g.sC, g.batch, ec));
-
+    // what the GEMM kernel is given at the call: the scalars' values (host pointer mode) and
+    // the math mode; a captured GEMM keeps them and reads the operands at each replay
     Rounding r = kExact;
     if (g.At == CUDA_R_32F && !tf32_override_off() &&
         (g.compute == CUBLAS_COMPUTE_32F_FAST_TF32 ||
@@ -180,28 +211,9 @@ cublasStatus_t gemm(const Gemm& g, const char* api, bool strided, const char* fi
         r = kTf32;
     if (g.At == CUDA_R_32F && g.compute == CUBLAS_COMPUTE_32F_FAST_16BF) r = kBf16;
     const float alpha = *static_cast<const float*>(g.alpha), beta = *static_cast<const float*>(g.beta);
-    std::vector<float> a, b, t((size_t)g.m * g.n);
-    for (int i = 0; i < g.batch; i++) {
-        if (g.k > 0) {
-            pack(a, static_cast<const char*>(g.A) + (size_t)i * g.sA * ea, g.At, g.lda, ta, g.m, g.k, r);
-            pack(b, static_cast<const char*>(g.B) + (size_t)i * g.sB * ea, g.Bt, g.ldb, tb, g.k, g.n, r);
-            product(t.data(), a.data(), b.data(), g.m, g.n, g.k);
-        } else {
-            std::fill(t.begin(), t.end(), 0.0f);
-        }
-        char* c = static_cast<char*>(g.C) + (size_t)i * g.sC * ec;
-        for (int col = 0; col < g.n; col++)
-            for (int row = 0; row < g.m; row++) {
-                size_t at = (size_t)col * g.ldc + row;
-                float v = alpha * t[(size_t)col * g.m + row];
-                if (beta != 0.0f) v += beta * load(c, g.Ct, at);
-                if (g.Ct == CUDA_R_16BF)
-                    reinterpret_cast<__nv_bfloat16*>(c)[at] = __float2bfloat16_rn(v);
-                else
-                    reinterpret_cast<float*>(c)[at] = v;
-            }
-    }
-    return CUBLAS_STATUS_SUCCESS;
+    cudaError_t e = emu::enqueue(g.h->stream, file, line, api,
+                                 [g, r, alpha, beta, api, file, line] { run(g, r, alpha, beta, api, file, line); });
+    return e ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 }  // namespace

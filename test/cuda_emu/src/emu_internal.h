@@ -1,6 +1,7 @@
 // Shared between the emulator's own files (not seen by kernels).
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "cuda_runtime.h"
 
@@ -9,4 +10,22 @@ namespace emu {
 uint64_t parse_env_u64(const char* name, const char* value);
 void set_last_error(cudaError_t err);
 cudaError_t set_max_dynamic_smem(const void* kernel, int bytes);
+
+// A call CUDA refuses: prints "cuda-emu: error: FILE:LINE: message (cudaErrorName)", sets the
+// last error and returns err (the program goes on, as with CUDA).
+cudaError_t refuse(const char* file, int line, cudaError_t err, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+// [p, p + bytes) inside one live cudaMallocHost allocation (runtime.cpp).
+bool pinned_range(const void* p, size_t bytes);
+
+// Stream capture (stream.cpp). `call` is the API's name, for the report.
+// cudaMalloc and the like: refused (cudaErrorStreamCaptureUnsupported) while a capture that
+// prohibits unsafe calls in this thread is active (Global or ThreadLocal mode; Relaxed allows).
+cudaError_t unsafe_call(const char* file, int line, const char* call);
+// Synchronous work on the legacy stream (cudaMemcpy, cudaMemset, ...): refused with
+// cudaErrorStreamCaptureImplicit while a blocking stream captures.
+cudaError_t legacy_stream_use(const char* file, int line, const char* call);
+// "  in node N (...) of the graph captured at ...\n" during a replay, else "".
+std::string replay_context();
 }  // namespace emu

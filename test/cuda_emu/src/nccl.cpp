@@ -1,5 +1,5 @@
 // NCCL stand-in (include/nccl.h): one process per rank, collectives over MPI on the emulated
-// device memory (host memory), run at once (the emulation's streams are synchronous).
+// device memory (host memory), run at once, or recorded while their stream captures a graph.
 // Without MPI in the build only a communicator of one rank exists.
 #include "nccl.h"
 
@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "cuda_emu.h"
@@ -40,12 +41,23 @@ int mpi_world(int* rank) {
 }
 
 // The buffers must be device memory of the collective's size, as NCCL needs on a GPU.
-ncclResult_t check(const char* what, ncclComm_t comm, ncclDataType_t type, const void* send, size_t send_n,
-                   const void* recv, size_t recv_n) {
-    if (!comm || type != ncclFloat) return ncclInvalidArgument;
-    emu::check_device_range(__FILE__, __LINE__, what, send, send_n * sizeof(float));
-    emu::check_device_range(__FILE__, __LINE__, what, recv, recv_n * sizeof(float));
-    return ncclSuccess;
+void check_buffers(const char* file, int line, const char* what, const void* send, size_t send_n, const void* recv,
+                   size_t recv_n) {
+    emu::check_device_range(file, line, what, send, send_n * sizeof(float));
+    emu::check_device_range(file, line, what, recv, recv_n * sizeof(float));
+}
+
+// A collective is stream work: it runs now, or at each replay of the graph capturing the stream
+// (buffers checked then). An MPI failure is ncclSystemError at the call, a report in a replay.
+ncclResult_t g_result = ncclSuccess;
+ncclResult_t submit(cudaStream_t stream, const char* file, int line, const char* what,
+                    std::function<ncclResult_t()> work) {
+    g_result = ncclSuccess;
+    cudaError_t e = emu::enqueue(stream, file, line, what, [work, what, file, line] {
+        g_result = work();
+        if (g_result && emu::in_replay()) emu::fail(file, line, "%s: %s", what, ncclGetErrorString(g_result));
+    });
+    return e ? ncclUnhandledCudaError : g_result;
 }
 
 }  // namespace
@@ -116,48 +128,52 @@ ncclResult_t ncclGroupEnd() {
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t) {
-    if (ncclResult_t r = check("ncclAllReduce", comm, type, send, count, recv, count)) return r;
-    if (op != ncclSum) return ncclInvalidArgument;
-    if (send != recv) std::memcpy(recv, send, count * sizeof(float));
+                           ncclComm_t comm, cudaStream_t stream, const char* file, int line) {
+    if (!comm || type != ncclFloat || op != ncclSum) return ncclInvalidArgument;
+    return submit(stream, file, line, "ncclAllReduce", [=]() -> ncclResult_t {
+        check_buffers(file, line, "ncclAllReduce", send, count, recv, count);
+        if (send != recv) std::memcpy(recv, send, count * sizeof(float));
 #ifdef HAVE_MPI
-    if (comm->nranks > 1 && MPI_Allreduce(MPI_IN_PLACE, recv, (int)count, MPI_FLOAT, MPI_SUM, comm->mpi) != MPI_SUCCESS)
-        return ncclSystemError;
+        if (comm->nranks > 1 &&
+            MPI_Allreduce(MPI_IN_PLACE, recv, (int)count, MPI_FLOAT, MPI_SUM, comm->mpi) != MPI_SUCCESS)
+            return ncclSystemError;
 #endif
-    return ncclSuccess;
+        return ncclSuccess;
+    });
 }
 
 // send holds nranks blocks of recvcount; recv gets the sum of every rank's block `rank`
 // (in place when recv == send + rank * recvcount, NCCL's rule).
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t type, ncclRedOp_t op,
-                               ncclComm_t comm, cudaStream_t) {
-    if (ncclResult_t r =
-            check("ncclReduceScatter", comm, type, send, recvcount * (comm ? comm->nranks : 1), recv, recvcount))
-        return r;
-    if (op != ncclSum) return ncclInvalidArgument;
-    std::vector<float> mine(recvcount);
-    std::memcpy(mine.data(), (const float*)send + (size_t)comm->rank * recvcount, recvcount * sizeof(float));
+                               ncclComm_t comm, cudaStream_t stream, const char* file, int line) {
+    if (!comm || type != ncclFloat || op != ncclSum) return ncclInvalidArgument;
+    return submit(stream, file, line, "ncclReduceScatter", [=]() -> ncclResult_t {
+        check_buffers(file, line, "ncclReduceScatter", send, recvcount * comm->nranks, recv, recvcount);
+        std::vector<float> mine(recvcount);
+        std::memcpy(mine.data(), (const float*)send + (size_t)comm->rank * recvcount, recvcount * sizeof(float));
 #ifdef HAVE_MPI
-    if (comm->nranks > 1 &&
-        MPI_Reduce_scatter_block(send, mine.data(), (int)recvcount, MPI_FLOAT, MPI_SUM, comm->mpi) != MPI_SUCCESS)
-        return ncclSystemError;
+        if (comm->nranks > 1 &&
+            MPI_Reduce_scatter_block(send, mine.data(), (int)recvcount, MPI_FLOAT, MPI_SUM, comm->mpi) != MPI_SUCCESS)
+            return ncclSystemError;
 #endif
-    std::memcpy(recv, mine.data(), recvcount * sizeof(float));
-    return ncclSuccess;
+        std::memcpy(recv, mine.data(), recvcount * sizeof(float));
+        return ncclSuccess;
+    });
 }
 
 // recv gets nranks blocks of sendcount, block r from rank r (in place when send == recv + rank * sendcount).
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t type, ncclComm_t comm,
-                           cudaStream_t) {
-    if (ncclResult_t r =
-            check("ncclAllGather", comm, type, send, sendcount, recv, sendcount * (comm ? comm->nranks : 1)))
-        return r;
-    float* mine = (float*)recv + (size_t)comm->rank * sendcount;
-    if (send != mine) std::memmove(mine, send, sendcount * sizeof(float));
+                           cudaStream_t stream, const char* file, int line) {
+    if (!comm || type != ncclFloat) return ncclInvalidArgument;
+    return submit(stream, file, line, "ncclAllGather", [=]() -> ncclResult_t {
+        check_buffers(file, line, "ncclAllGather", send, sendcount, recv, sendcount * comm->nranks);
+        float* mine = (float*)recv + (size_t)comm->rank * sendcount;
+        if (send != mine) std::memmove(mine, send, sendcount * sizeof(float));
 #ifdef HAVE_MPI
-    if (comm->nranks > 1 &&
-        MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)sendcount, MPI_FLOAT, comm->mpi) != MPI_SUCCESS)
-        return ncclSystemError;
+        if (comm->nranks > 1 &&
+            MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)sendcount, MPI_FLOAT, comm->mpi) != MPI_SUCCESS)
+            return ncclSystemError;
 #endif
-    return ncclSuccess;
+        return ncclSuccess;
+    });
 }

@@ -1,14 +1,13 @@
 // Runtime API of the CUDA emulation: device memory (malloc-backed, filled with 0xFF so that
 // a read of memory nobody wrote gives NaN / -1, capacity CUDA_EMU_MEM_BYTES), range checks
-// of copies and memsets against the allocations, errors, one H200-like device, and streams
-// and events (work runs at the call, so they only keep order and time).
-#include <chrono>
+// of copies and memsets against the allocations, pinned host memory, errors, one H200-like
+// device. Streams, events and graphs are in stream.cpp.
 #include <cinttypes>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <set>
 
 #include "cuda_runtime.h"
 #include "emu_internal.h"
@@ -23,8 +22,9 @@ struct Alloc {
     int line;
 };
 
+using Allocs = std::map<uintptr_t, Alloc>;  // by start address
 struct Memory {
-    std::map<uintptr_t, Alloc> allocs;  // by start address
+    Allocs allocs, pinned;  // device memory; cudaMallocHost's
     size_t used = 0;
 };
 Memory& memory() {
@@ -44,9 +44,8 @@ size_t capacity() {
     return c;
 }
 
-// The allocation containing p (p may be its end), or nullptr.
-const std::pair<const uintptr_t, Alloc>* find(const void* p) {
-    const auto& a = memory().allocs;
+// The allocation of `a` containing p (p may be its end), or nullptr.
+const std::pair<const uintptr_t, Alloc>* find(const void* p, const Allocs& a = memory().allocs) {
     uintptr_t u = reinterpret_cast<uintptr_t>(p);
     auto it = a.upper_bound(u);
     if (it == a.begin()) return nullptr;
@@ -84,6 +83,24 @@ bool device_range(const void* p, size_t bytes) {
     return a && reinterpret_cast<uintptr_t>(p) + bytes <= a->first + a->second.bytes;
 }
 
+bool pinned_range(const void* p, size_t bytes) {
+    const auto* a = find(p, memory().pinned);
+    return a && reinterpret_cast<uintptr_t>(p) + bytes <= a->first + a->second.bytes;
+}
+
+cudaError_t refuse(const char* file, int line, cudaError_t err, const char* fmt, ...) {
+    std::fflush(stdout);
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    std::fprintf(stderr, "cuda-emu: error: %s:%d: %s (%s)\n", file, line, msg, cudaGetErrorName(err));
+    std::fflush(stderr);
+    set_last_error(err);
+    return err;
+}
+
 void check_device_range(const char* file, int line, const char* what, const void* p, size_t bytes) {
     const auto* a = find(p);
     if (!a) fail(file, line, "%s: %p is not device memory (a host pointer, or freed)", what, p);
@@ -106,11 +123,17 @@ const char* cudaGetErrorName(cudaError_t err) {
     case x:  \
         return #x;
         E(cudaSuccess)
-        E(cudaErrorInvalidValue) E(cudaErrorMemoryAllocation) E(cudaErrorInitializationError)
-            E(cudaErrorInvalidConfiguration) E(cudaErrorInvalidDevicePointer) E(cudaErrorInvalidMemcpyDirection)
-                E(cudaErrorInvalidDeviceFunction) E(cudaErrorNoDevice) E(cudaErrorInvalidDevice)
-                    E(cudaErrorInvalidResourceHandle) E(cudaErrorNotReady) E(cudaErrorIllegalAddress)
-                        E(cudaErrorLaunchOutOfResources) E(cudaErrorNotSupported) E(cudaErrorUnknown)
+        E(cudaErrorInvalidValue)
+        E(cudaErrorMemoryAllocation) E(cudaErrorInitializationError) E(cudaErrorInvalidConfiguration)
+            E(cudaErrorInvalidDevicePointer) E(cudaErrorInvalidMemcpyDirection) E(cudaErrorInvalidDeviceFunction)
+                E(cudaErrorNoDevice) E(cudaErrorInvalidDevice) E(cudaErrorInvalidResourceHandle)
+                    E(cudaErrorIllegalState) E(cudaErrorNotReady) E(cudaErrorIllegalAddress)
+                        E(cudaErrorLaunchOutOfResources) E(cudaErrorNotSupported) E(cudaErrorStreamCaptureUnsupported)
+                            E(cudaErrorStreamCaptureInvalidated) E(cudaErrorStreamCaptureMerge)
+                                E(cudaErrorStreamCaptureUnmatched) E(cudaErrorStreamCaptureUnjoined)
+                                    E(cudaErrorStreamCaptureIsolation) E(cudaErrorStreamCaptureImplicit)
+                                        E(cudaErrorCapturedEvent) E(cudaErrorStreamCaptureWrongThread)
+                                            E(cudaErrorUnknown)
 #undef E
     }
     return "cudaErrorUnknown";
@@ -144,6 +167,26 @@ const char* cudaGetErrorString(cudaError_t err) {
             return "too many resources requested for launch";
         case cudaErrorNotSupported:
             return "operation not supported";
+        case cudaErrorIllegalState:
+            return "the operation cannot be performed in the present state";
+        case cudaErrorStreamCaptureUnsupported:
+            return "operation not permitted when stream is capturing";
+        case cudaErrorStreamCaptureInvalidated:
+            return "operation failed due to a previous error during capture";
+        case cudaErrorStreamCaptureMerge:
+            return "operation would result in a merge of separate capture sequences";
+        case cudaErrorStreamCaptureUnmatched:
+            return "capture was not ended in the same stream as it began";
+        case cudaErrorStreamCaptureUnjoined:
+            return "capturing stream has unjoined work";
+        case cudaErrorStreamCaptureIsolation:
+            return "dependency created on uncaptured work in another stream";
+        case cudaErrorStreamCaptureImplicit:
+            return "operation would make the legacy stream depend on a capturing blocking stream";
+        case cudaErrorCapturedEvent:
+            return "operation not permitted on an event last recorded in a capturing stream";
+        case cudaErrorStreamCaptureWrongThread:
+            return "attempt to terminate a thread-local capture sequence from another thread";
         default:
             return "unknown error";
     }
@@ -224,9 +267,6 @@ cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int dev) {
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() {
-    return cudaSuccess;
-}
 cudaError_t cudaDeviceReset() {
     return cudaSuccess;
 }
@@ -240,6 +280,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 // ---- memory -----------------------------------------------------------------------------
 cudaError_t cudaMalloc(void** p, size_t bytes, const char* file, int line) {
     *p = nullptr;
+    if (cudaError_t e = emu::unsafe_call(file, line, "cudaMalloc")) return e;
     if (bytes == 0) return cudaSuccess;
     emu::Memory& m = emu::memory();
     if (bytes > emu::capacity() - std::min(emu::capacity(), m.used)) return ret(cudaErrorMemoryAllocation);
@@ -253,6 +294,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes, const char* file, int line) {
 }
 
 cudaError_t cudaFree(void* p, const char* file, int line) {
+    if (cudaError_t e = emu::unsafe_call(file, line, "cudaFree")) return e;
     if (!p) return cudaSuccess;
     emu::Memory& m = emu::memory();
     auto it = m.allocs.find(reinterpret_cast<uintptr_t>(p));
@@ -263,118 +305,99 @@ cudaError_t cudaFree(void* p, const char* file, int line) {
     return cudaSuccess;
 }
 
-cudaError_t cudaMallocHost(void** p, size_t bytes) {
+cudaError_t cudaMallocHost(void** p, size_t bytes, const char* file, int line) {
+    *p = nullptr;
+    if (cudaError_t e = emu::unsafe_call(file, line, "cudaMallocHost")) return e;
     *p = std::malloc(bytes ? bytes : 1);
-    return *p ? cudaSuccess : ret(cudaErrorMemoryAllocation);
+    if (!*p) return ret(cudaErrorMemoryAllocation);
+    emu::memory().pinned[reinterpret_cast<uintptr_t>(*p)] = {bytes, file, line};
+    return cudaSuccess;
 }
-cudaError_t cudaFreeHost(void* p) {
+cudaError_t cudaFreeHost(void* p, const char* file, int line) {
+    if (cudaError_t e = emu::unsafe_call(file, line, "cudaFreeHost")) return e;
+    if (!p) return cudaSuccess;
+    if (!emu::memory().pinned.erase(reinterpret_cast<uintptr_t>(p)))
+        emu::fail(file, line, "cudaFreeHost(%p): not a pointer that cudaMallocHost returned", p);
     std::free(p);
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* file, int line) {
-    if (kind == cudaMemcpyDefault)
-        kind = (cudaMemcpyKind)((emu::is_device(src) ? 2 : 0) + (emu::is_device(dst) ? 1 : 0));
-    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDeviceToDevice) return ret(cudaErrorInvalidMemcpyDirection);
-    if (bytes == 0) return cudaSuccess;
-    if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice)
-        emu::check_device_range(file, line, "cudaMemcpy destination", dst, bytes);
-    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice)
-        emu::check_device_range(file, line, "cudaMemcpy source", src, bytes);
+namespace emu {
+namespace {
+
+cudaMemcpyKind resolve(cudaMemcpyKind kind, const void* dst, const void* src) {
+    if (kind != cudaMemcpyDefault) return kind;
+    return (cudaMemcpyKind)((is_device(src) ? 2 : 0) + (is_device(dst) ? 1 : 0));
+}
+
+bool valid_kind(cudaMemcpyKind kind) {
+    return kind >= cudaMemcpyHostToHost && kind <= cudaMemcpyDeviceToDevice;
+}
+
+// The copy as it runs, eagerly or in a replay; a replay also needs the host side still pinned.
+void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* file, int line) {
+    const bool to_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    const bool from_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (to_dev) check_device_range(file, line, "cudaMemcpy destination", dst, bytes);
+    if (from_dev) check_device_range(file, line, "cudaMemcpy source", src, bytes);
+    if (in_replay() && kind != cudaMemcpyDeviceToDevice && !pinned_range(to_dev ? src : dst, bytes))
+        fail(file, line,
+             "captured cudaMemcpyAsync: the host %s %p (%zu bytes) is no longer pinned memory (freed with "
+             "cudaFreeHost?)",
+             to_dev ? "source" : "destination", to_dev ? src : dst, bytes);
     std::memmove(dst, src, bytes);
+}
+
+void set(void* p, int value, size_t bytes, const char* file, int line) {
+    check_device_range(file, line, "cudaMemset", p, bytes);
+    std::memset(p, value & 0xFF, bytes);
+}
+
+}  // namespace
+}  // namespace emu
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* file, int line) {
+    kind = emu::resolve(kind, dst, src);
+    if (!emu::valid_kind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
+    if (cudaError_t e = emu::legacy_stream_use(file, line, "cudaMemcpy")) return e;
+    if (bytes == 0) return cudaSuccess;
+    emu::copy(dst, src, bytes, kind, file, line);
     return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s,
                             const char* file, int line) {
     if (!emu::stream_valid(s)) return ret(cudaErrorInvalidResourceHandle);
-    return cudaMemcpy(dst, src, bytes, kind, file, line);
+    kind = emu::resolve(kind, dst, src);
+    if (!emu::valid_kind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
+    if (bytes == 0) return cudaSuccess;
+    // a graph's copy node reads the host buffer at each replay: it must be pinned, as on a GPU
+    const void* host = kind == cudaMemcpyHostToDevice ? src : kind == cudaMemcpyDeviceToHost ? dst : nullptr;
+    if (host && emu::stream_capturing(s) && !emu::pinned_range(host, bytes)) {
+        emu::invalidate_capture(s);
+        return emu::refuse(file, line, cudaErrorStreamCaptureUnsupported,
+                           "cudaMemcpyAsync during stream capture with pageable host memory %p (%zu bytes): capture "
+                           "needs cudaMallocHost memory",
+                           host, bytes);
+    }
+    return ret(emu::enqueue(s, file, line, "cudaMemcpyAsync", [=] { emu::copy(dst, src, bytes, kind, file, line); }));
 }
 
 cudaError_t cudaMemset(void* p, int value, size_t bytes, const char* file, int line) {
+    if (cudaError_t e = emu::legacy_stream_use(file, line, "cudaMemset")) return e;
     if (bytes == 0) return cudaSuccess;
-    emu::check_device_range(file, line, "cudaMemset", p, bytes);
-    std::memset(p, value & 0xFF, bytes);
+    emu::set(p, value, bytes, file, line);
     return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s, const char* file, int line) {
     if (!emu::stream_valid(s)) return ret(cudaErrorInvalidResourceHandle);
-    return cudaMemset(p, value, bytes, file, line);
+    if (bytes == 0) return cudaSuccess;
+    return ret(emu::enqueue(s, file, line, "cudaMemsetAsync", [=] { emu::set(p, value, bytes, file, line); }));
 }
 
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) return ret(emu::set_max_dynamic_smem(kernel, value));
     if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
     return ret(cudaErrorInvalidValue);
-}
-
-// ---- streams and events -----------------------------------------------------------------
-struct CUstream_st {};
-struct CUevent_st {
-    std::chrono::steady_clock::time_point t;
-    bool recorded = false;
-};
-
-namespace emu {
-namespace {
-std::set<const void*>& live_handles() {
-    static std::set<const void*> s;
-    return s;
-}
-}  // namespace
-bool stream_valid(cudaStream_t s) {
-    return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread || live_handles().count(s);
-}
-}  // namespace emu
-
-cudaError_t cudaStreamCreate(cudaStream_t* s) {
-    return cudaStreamCreateWithFlags(s, 0);
-}
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
-    *s = new CUstream_st;
-    emu::live_handles().insert(*s);
-    return cudaSuccess;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    if (!s || !emu::live_handles().erase(s)) return ret(cudaErrorInvalidResourceHandle);
-    delete s;
-    return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    return emu::stream_valid(s) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
-}
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
-    return emu::stream_valid(s) && emu::live_handles().count(e) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
-}
-cudaError_t cudaEventCreate(cudaEvent_t* e) {
-    return cudaEventCreateWithFlags(e, 0);
-}
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
-    *e = new CUevent_st;
-    emu::live_handles().insert(*e);
-    return cudaSuccess;
-}
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    if (!e || !emu::live_handles().erase(e)) return ret(cudaErrorInvalidResourceHandle);
-    delete e;
-    return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    if (!emu::live_handles().count(e) || !emu::stream_valid(s)) return ret(cudaErrorInvalidResourceHandle);
-    e->t = std::chrono::steady_clock::now();
-    e->recorded = true;
-    return cudaSuccess;
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    return emu::live_handles().count(e) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
-}
-cudaError_t cudaEventQuery(cudaEvent_t e) {
-    return cudaEventSynchronize(e);
-}
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
-    if (!emu::live_handles().count(a) || !emu::live_handles().count(b)) return ret(cudaErrorInvalidResourceHandle);
-    if (!a->recorded || !b->recorded) return ret(cudaErrorInvalidResourceHandle);
-    *ms = std::chrono::duration<float, std::milli>(b->t - a->t).count();
-    return cudaSuccess;
 }

@@ -365,6 +365,7 @@ void fail(const char* file, int line, const char* fmt, ...) {
         if (g_thread) std::fprintf(stderr, ", thread %s", thread_name(cur()).c_str());
         std::fprintf(stderr, ", thread order %s\n", order_name());
     }
+    std::fputs(replay_context().c_str(), stderr);
     std::fflush(stderr);
     std::abort();
 }
@@ -548,6 +549,7 @@ cudaError_t reject(const LaunchCfg& cfg, cudaError_t err, const char* fmt, ...) 
     va_end(ap);
     std::fprintf(stderr, "cuda-emu: error: %s:%d: launch rejected: %s (%s)\n", cfg.file, cfg.line, msg,
                  cudaGetErrorName(err));
+    std::fputs(replay_context().c_str(), stderr);
     set_last_error(err);
     return err;
 }
@@ -559,35 +561,35 @@ cudaError_t set_max_dynamic_smem(const void* kernel, int bytes) {
     return cudaSuccess;
 }
 
-void run_kernel(const LaunchCfg& cfg, const void* kernel, void (*run)(void*), void* ctx) {
-    if (g_in_kernel) fail(cfg.file, cfg.line, "kernel launch from inside a kernel (not emulated)");
+namespace {
+
+// The launch configuration as CUDA checks it at the launch: a report and the error, or cudaSuccess.
+cudaError_t launch_error(const LaunchCfg& cfg, const void* kernel) {
     const dim3 g = cfg.grid, b = cfg.block;
     const unsigned long long nthreads = (unsigned long long)b.x * b.y * b.z;
-    if (nthreads == 0 || nthreads > kMaxThreads || b.x > 1024 || b.y > 1024 || b.z > 64) {
-        reject(cfg, cudaErrorInvalidConfiguration, "block (%u,%u,%u) = %llu threads (at most 1024; z at most 64)", b.x,
-               b.y, b.z, nthreads);
-        return;
-    }
-    if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
-        reject(cfg, cudaErrorInvalidConfiguration, "grid (%u,%u,%u) (each at least 1; y, z at most 65535)", g.x, g.y,
-               g.z);
-        return;
-    }
+    if (nthreads == 0 || nthreads > kMaxThreads || b.x > 1024 || b.y > 1024 || b.z > 64)
+        return reject(cfg, cudaErrorInvalidConfiguration,
+                      "block (%u,%u,%u) = %llu threads (at most 1024; z at most 64)", b.x, b.y, b.z, nthreads);
+    if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 2147483647u || g.y > 65535 || g.z > 65535)
+        return reject(cfg, cudaErrorInvalidConfiguration, "grid (%u,%u,%u) (each at least 1; y, z at most 65535)", g.x,
+                      g.y, g.z);
     if (cfg.smem > kDynSmemDefault) {
         auto it = g_max_dyn_smem.find(kernel);
         size_t allowed = it == g_max_dyn_smem.end() ? kDynSmemDefault : (size_t)it->second;
-        if (cfg.smem > allowed) {
-            reject(cfg, cudaErrorInvalidValue,
-                   "%zu bytes of dynamic shared memory; above 48 KB needs cudaFuncSetAttribute(kernel, "
-                   "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) (allowed now: %zu)",
-                   cfg.smem, allowed);
-            return;
-        }
+        if (cfg.smem > allowed)
+            return reject(cfg, cudaErrorInvalidValue,
+                          "%zu bytes of dynamic shared memory; above 48 KB needs cudaFuncSetAttribute(kernel, "
+                          "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) (allowed now: %zu)",
+                          cfg.smem, allowed);
     }
-    if (!stream_valid(cfg.stream)) {
-        reject(cfg, cudaErrorInvalidResourceHandle, "unknown or destroyed stream");
-        return;
-    }
+    return cudaSuccess;
+}
+
+// Runs `run(ctx)` as every thread of every block; the configuration was checked.
+void run_kernel(const LaunchCfg& cfg, void (*run)(void*), void* ctx) {
+    if (g_in_kernel) fail(cfg.file, cfg.line, "kernel launch from inside a kernel (not emulated)");
+    const dim3 g = cfg.grid, b = cfg.block;
+    const unsigned long long nthreads = (unsigned long long)b.x * b.y * b.z;
     const Options& opt = options();
     if (g_rng == 0) g_rng = opt.seed * 0x2545F4914F6CDD1Dull + 1;
     L.cfg = &cfg, L.run = run, L.ctx = ctx;
@@ -618,6 +620,27 @@ void run_kernel(const LaunchCfg& cfg, const void* kernel, void (*run)(void*), vo
     }
     g_in_kernel = false;
     g_thread = nullptr;
+}
+
+}  // namespace
+
+void launch(const LaunchCfg& cfg, const void* kernel, std::shared_ptr<void> ctx, void (*check)(const LaunchCfg&, void*),
+            void (*run)(void*)) {
+    if (!stream_valid(cfg.stream)) {
+        reject(cfg, cudaErrorInvalidResourceHandle, "unknown or destroyed stream");
+        return;
+    }
+    if (launch_error(cfg, kernel)) {
+        invalidate_capture(cfg.stream);
+        return;
+    }
+    // the node's configuration is checked again at each replay (cudaFuncSetAttribute may change)
+    cudaError_t e = enqueue(cfg.stream, cfg.file, cfg.line, "kernel launch", [cfg, kernel, ctx, check, run] {
+        if (in_replay() && launch_error(cfg, kernel)) return;
+        check(cfg, ctx.get());
+        run_kernel(cfg, run, ctx.get());
+    });
+    if (e) set_last_error(e);
 }
 
 void bad_kernel_pointer(const LaunchCfg& cfg, int index, const void* p) {

@@ -37,31 +37,33 @@ cudaError_t sort(const char* file, int line, void* temp, size_t& temp_bytes, con
     if (n < 0 || begin_bit < 0 || end_bit > (int)(8 * sizeof(K)) || begin_bit > end_bit || temp_bytes < need ||
         !::emu::stream_valid(stream))
         return cudaErrorInvalidValue;
-    ::emu::check_device_range(file, line, "cub::DeviceRadixSort temporary storage", temp, temp_bytes);
-    if (n == 0) return cudaSuccess;
-    ::emu::check_device_range(file, line, "cub::DeviceRadixSort keys_in", keys_in, n * sizeof(K));
-    ::emu::check_device_range(file, line, "cub::DeviceRadixSort keys_out", keys_out, n * sizeof(K));
-    if constexpr (kPairs) {
-        ::emu::check_device_range(file, line, "cub::DeviceRadixSort values_in", values_in, n * sizeof(V));
-        ::emu::check_device_range(file, line, "cub::DeviceRadixSort values_out", values_out, n * sizeof(V));
-    }
-    const int bits = end_bit - begin_bit;
-    const unsigned long long mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
-    std::vector<unsigned long long> key(n);
-    for (long long i = 0; i < n; i++) key[i] = (ordered_bits(keys_in[i]) >> begin_bit) & mask;
-    std::vector<long long> idx(n);
-    std::iota(idx.begin(), idx.end(), 0);
-    std::stable_sort(idx.begin(), idx.end(), [&](long long a, long long b) { return key[a] < key[b]; });
-    std::vector<K> k(n);
-    for (long long i = 0; i < n; i++) k[i] = keys_in[idx[i]];
-    std::copy(k.begin(), k.end(), keys_out);
-    if constexpr (kPairs) {
-        std::vector<V> v(n);
-        for (long long i = 0; i < n; i++) v[i] = values_in[idx[i]];
-        std::copy(v.begin(), v.end(), values_out);
-    }
-    std::memset(temp, 0xFF, temp_bytes);  // cub leaves its temporary storage undefined
-    return cudaSuccess;
+    // the sort runs now, or at each replay of a capture (checks then too)
+    return ::emu::enqueue(stream, file, line, "cub::DeviceRadixSort", [=, bytes = temp_bytes] {
+        ::emu::check_device_range(file, line, "cub::DeviceRadixSort temporary storage", temp, bytes);
+        if (n == 0) return;
+        ::emu::check_device_range(file, line, "cub::DeviceRadixSort keys_in", keys_in, n * sizeof(K));
+        ::emu::check_device_range(file, line, "cub::DeviceRadixSort keys_out", keys_out, n * sizeof(K));
+        if constexpr (kPairs) {
+            ::emu::check_device_range(file, line, "cub::DeviceRadixSort values_in", values_in, n * sizeof(V));
+            ::emu::check_device_range(file, line, "cub::DeviceRadixSort values_out", values_out, n * sizeof(V));
+        }
+        const int bits = end_bit - begin_bit;
+        const unsigned long long mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+        std::vector<unsigned long long> key(n);
+        for (long long i = 0; i < n; i++) key[i] = (ordered_bits(keys_in[i]) >> begin_bit) & mask;
+        std::vector<long long> idx(n);
+        std::iota(idx.begin(), idx.end(), 0);
+        std::stable_sort(idx.begin(), idx.end(), [&](long long a, long long b) { return key[a] < key[b]; });
+        std::vector<K> k(n);
+        for (long long i = 0; i < n; i++) k[i] = keys_in[idx[i]];
+        std::copy(k.begin(), k.end(), keys_out);
+        if constexpr (kPairs) {
+            std::vector<V> v(n);
+            for (long long i = 0; i < n; i++) v[i] = values_in[idx[i]];
+            std::copy(v.begin(), v.end(), values_out);
+        }
+        std::memset(temp, 0xFF, bytes);  // cub leaves its temporary storage undefined
+    });
 }
 }  // namespace emu_detail
 
