@@ -69,6 +69,12 @@ for pos in learned sinusoidal rope crope; do
     fail "emu_train_tf32_$pos" "emulated cuda run failed: $(tail -1 "$tmp/tf32_$pos.txt")"
   fi
 done
+# the GPU reads each step's loss one step late (step 3 is queued when step 2's is read): a
+# diverged run still stops at the step whose loss is not finite, and writes no checkpoint
+expect_fail emu_train_diverged_loss "^error: loss is -?(nan|inf) at step 1 " -- \
+  $EMU_TRAIN $args --device cuda --lr 1e39 --steps 4 --checkpoint_every 2 --run_dir "$tmp/nan"
+if [ ! -e "$tmp/nan/latest" ]; then pass emu_train_diverged_no_checkpoint
+else fail emu_train_diverged_no_checkpoint "latest names $(cat "$tmp/nan/latest")"; fi
 # flash attention's GPU kernels take only some head sizes: the trainer says so before it starts
 # (n_embd 48 / n_head 2 = 24)
 expect_fail emu_train_flash_head_size "^error: flash attention on the GPU supports head sizes 8, 16, 32, 64, 128, got n_embd/n_head = 24 \(use --attention cublas\)" -- \
