@@ -1,8 +1,9 @@
 // The training step without the host (GPT::train_step) and its CUDA graph, on the CUDA backend:
-//   - graph vs eager, per position scheme: six steps (three at one shape, three at another, so
-//     the graph is dropped and captured again), a changing learning rate, clipping on, an
-//     evaluation at a longer length between steps (the scratch buffers grow while the graph
-//     exists): identical losses, norms, weights and AdamW moments, bit for bit;
+//   - graph vs eager, per position scheme and with bf16 GEMM operands (rope): six steps (three
+//     at one shape, three at another, so the graph is dropped and captured again), a changing
+//     learning rate, clipping on, an evaluation at a longer length between steps (the scratch
+//     buffers grow while the graph exists): identical losses, norms, weights and AdamW moments,
+//     bit for bit;
 //   - the queued step against the synchronous one (forward, backward, grad_norm, update with the
 //     host's clip scale), on the GPU and on the CPU: identical losses, norms and weights;
 //   - the device-side ops against their CPU twins: the sum of squares into device memory and
@@ -131,6 +132,12 @@ std::string test_graph_vs_eager(Pos pos) {
     return why;
 }
 
+// bf16 GEMM operands: their bf16 copies live in grow-only scratch slots the graph reads.
+std::string test_graph_vs_eager_bf16() {
+    Bf16On bf16;
+    return test_graph_vs_eager(Pos::rope);
+}
+
 std::string test_queued_vs_sync(Pos pos) {
     std::string why = identical("gpu queued vs synchronous", queued_steps<CB>(pos, false), sync_steps<CB>(pos));
     append(why, identical("cpu queued vs synchronous", queued_steps<K>(pos, false), sync_steps<K>(pos)));
@@ -241,7 +248,8 @@ static std::vector<TestCase> all_tests() {
     std::vector<TestCase> t = {{"cuda_sum_squares_to", CUDA_FN(test_sum_squares_to)},
                                {"cuda_clip_grad", CUDA_FN(test_clip_grad)},
                                {"cuda_graph_capture_refuses_sync", CUDA_FN(test_capture_refuses_sync)},
-                               {"cuda_graph_scratch_growth", CUDA_FN(test_scratch_growth)}};
+                               {"cuda_graph_scratch_growth", CUDA_FN(test_scratch_growth)},
+                               {"cuda_graph_vs_eager_bf16_rope", CUDA_FN(test_graph_vs_eager_bf16)}};
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
         std::string n = scheme.name;
