@@ -112,9 +112,9 @@ void CudaBackend::free_int(int* p) {
 
 // Token ids and the step's scalars go through pinned staging buffers and cudaMemcpyAsync, so the
 // host never waits here: a cudaMemcpy from pageable memory would wait for all queued work (the
-// targets are copied in the middle of the forward) and leave the GPU idle while the host launches
-// the rest. Each kind of upload has two buffers used in turn; before one is refilled, the host
-// waits for the event of its previous copy, which has read it by then.
+// previous step) and leave the GPU idle while the host queues the next. Each kind of upload has
+// two buffers used in turn; before one is refilled, the host waits for the event of its previous
+// copy, which has read it by then.
 namespace gpu {
 namespace {
 struct StagedUploads {

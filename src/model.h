@@ -471,6 +471,7 @@ struct GPT {
         BK::copy_to_host(host_losses.data(), a.losses, N);
         return mean(host_losses.data(), N);
     }
+    // The mean of n per-token losses, summed in order in double (the same on every backend).
     static double mean(const T* losses, size_t n) {
         double sum = 0;
         for (size_t i = 0; i < n; i++) sum += losses[i];

@@ -82,6 +82,12 @@ done
 # the cuBLAS attention takes fp32 activations only
 expect_fail emu_train_bf16_needs_flash "^error: precision bf16 needs --attention flash" -- \
   $EMU_TRAIN $args --device cuda --precision bf16 --attention cublas --run_dir "$tmp/bf16_cublas"
+# the GPU reads each step's loss one step late (step 3 is queued when step 2's is read): a
+# diverged run still stops at the step whose loss is not finite, and writes no checkpoint
+expect_fail emu_train_diverged_loss "^error: loss is -?(nan|inf) at step 1 " -- \
+  $EMU_TRAIN $args --device cuda --lr 1e39 --steps 4 --checkpoint_every 2 --run_dir "$tmp/nan"
+if [ ! -e "$tmp/nan/latest" ]; then pass emu_train_diverged_no_checkpoint
+else fail emu_train_diverged_no_checkpoint "latest names $(cat "$tmp/nan/latest")"; fi
 # flash attention's GPU kernels take only some head sizes: the trainer says so before it starts
 # (n_embd 48 / n_head 2 = 24)
 expect_fail emu_train_flash_head_size "^error: flash attention on the GPU supports head sizes 8, 16, 32, 64, 128, got n_embd/n_head = 24 \(use --attention cublas\)" -- \
