@@ -171,6 +171,7 @@ struct GPT {
     struct Acts {
         int B = 0, Tn = 0, Ls = 0;
         bool train = false;
+        bool borrowed = false;  // a view of the training activations' buffers (GPT::ensure_acts)
         // att: per layer the probabilities (B,H,T,T), or with cfg.flash the log-sum-exps (B,H,T)
         A *encoded, *ln1, *qkv, *qkvr, *atty, *res2, *ln2, *fch, *fch_gelu, *res3, *proj, *lnf, *logits;
         T *ln1_mean, *ln1_rstd, *att, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
@@ -191,10 +192,10 @@ struct GPT {
     std::vector<ParamTensor> layout, buf_layout;
     size_t num_params = 0;
     T *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
-    A* wc = nullptr;  // the GEMMs' weights: params, or their copy in A (kActCopy)
+    A* wc = nullptr;    // the GEMMs' weights: params, or their copy in A (kActCopy)
     dist::Shard shard;  // data parallel: the part of the parameters whose AdamW moments m, v hold
     Tensors w, g;
-    TensorsOf<A> wa;  // into wc
+    TensorsOf<A> wa;            // into wc
     A* qkv_expanded = nullptr;  // complex_qkv: real (L,3C,C) weights
     T* dqkv_w = nullptr;        // and a (3C,C) gradient
     T *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
@@ -404,7 +405,7 @@ struct GPT {
     void free_acts(Acts& a) {
         for (T* p : a.owned) BK::free(p);
         for (A* p : a.owned_act) BK::free(p);
-        if (a.B) {
+        if (a.B && !a.borrowed) {
             BK::free_int(a.inputs);
             BK::free_int(a.targets);
         }
@@ -414,10 +415,33 @@ struct GPT {
     // Elements of one layer's saved attention state (Acts::att).
     size_t att_size(int B, int Tn) const { return (size_t)B * cfg.H * Tn * (cfg.flash ? 1 : Tn); }
 
+    // Evaluation borrows the training activations' buffers when they are large enough: it uses
+    // one layer's slot of each, and each of its buffers is at most the size of that slot. So
+    // evaluating during training allocates no second activation set (nor a second logits chunk).
+    // Safe with the queued step and its graph: both run in stream order, and every training step
+    // writes its activations before it reads them.
+    bool eval_fits_train(int B, int Tn) const {
+        const Acts& t = train_acts;
+        size_t N = (size_t)B * Tn, Nt = (size_t)t.B * t.Tn;
+        return t.B && N <= Nt && att_size(B, Tn) <= att_size(t.B, t.Tn) && classifier_rows(N) <= classifier_rows(Nt);
+    }
+
+    // The training activations for (B, Tn) before any evaluation, so that evaluation borrows them.
+    void reserve_training(int B, int Tn) { ensure_acts(train_acts, B, Tn, true); }
+
     void ensure_acts(Acts& a, int B, int Tn, bool train) {
         if (a.B == B && a.Tn == Tn) return;
-        if (&a == &train_acts) drop_graph();  // it reads the buffers freed here
+        if (&a == &train_acts) {
+            drop_graph();                                // it reads the buffers freed here
+            if (eval_acts.borrowed) eval_acts = Acts();  // a view of them
+        }
         free_acts(a);
+        if (!train && eval_fits_train(B, Tn)) {
+            a = train_acts;
+            a.owned.clear(), a.owned_act.clear();
+            a.B = B, a.Tn = Tn, a.Ls = 1, a.train = false, a.borrowed = true;
+            return;
+        }
         size_t N = (size_t)B * Tn, C = cfg.C, Ls = train ? cfg.L : 1, att = att_size(B, Tn);
         auto mk = [&](size_t n) {  // fp32 (T)
             T* p = BK::alloc(n);
@@ -547,8 +571,7 @@ struct GPT {
             BK::matmul_forward(a.logits, a.lnf + r * C, wa.wte, nullptr, n, (int)C, (int)Vp);  // (n, Vp)
             BK::classifier_loss(a.logits, a.losses + r, a.targets + r, n, cfg.V, (int)Vp, dscale);
             if (dscale != T(0))
-                BK::matmul_backward(a.dln + r * C, g.wte, nullptr, a.logits, a.lnf + r * C, wa.wte, n, (int)C,
-                                    (int)Vp);
+                BK::matmul_backward(a.dln + r * C, g.wte, nullptr, a.logits, a.lnf + r * C, wa.wte, n, (int)C, (int)Vp);
         }
     }
 

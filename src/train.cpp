@@ -330,6 +330,7 @@ struct Trainer {
                     {"params", {{"total", pc.total}, {"embeddings", pc.embeddings}, {"attention", pc.attention}}}});
 
         const int Tn = cfg.seq_len;
+        model.reserve_training(rows, Tn);  // evaluation borrows these buffers
         std::vector<int> in((size_t)rows * Tn), tg((size_t)rows * Tn);
         clock = StepClock(std::max(20, cfg.eval_every));  // a window that always holds an evaluation
         model.profile = cfg.profile;
@@ -437,8 +438,8 @@ static void print_memory(const Config& c) {
     double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true, bf16 ? 2 : 4) / 1048576.0;
     mc.flash = false;
     double cublas = model_memory_bytes(mc, c.batch_size, c.seq_len, true) / 1048576.0;
-    printf("memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB ", c.batch_size,
-           c.seq_len, flash, cublas);
+    printf("memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB ",
+           c.batch_size, c.seq_len, flash, cublas);
     if (bf16)
         printf("(cublas: fp32 activations; bf16 runs flash)\n");
     else
@@ -519,8 +520,8 @@ static int train_main(int argc, char** argv) {
             if (dg.mpi) CudaBackend::use_device(dg.local_rank);
             // bf16: bf16 activations and GEMMs; fp32 master weights, gradients and AdamW moments
             std::string device = "cuda (" + CudaBackend::device_name() + ")";
-            int rc = bf16 ? train_with<CudaBackendBf16>(cfg, resume, device)
-                          : train_with<CudaBackend>(cfg, resume, device);
+            int rc =
+                bf16 ? train_with<CudaBackendBf16>(cfg, resume, device) : train_with<CudaBackend>(cfg, resume, device);
             // ours (weights, activations, kernel scratch, the cuBLAS workspace), then the device's own count
             printf("peak device memory: %.1f MiB | device used at the end: %.1f MiB\n",
                    CudaBackend::peak_memory() / 1048576.0, CudaBackend::device_used_memory() / 1048576.0);

@@ -10,6 +10,8 @@
 //     the clip scale computed from it;
 //   - a capture that would synchronise fails with an error and leaves the stream usable (under
 //     the emulation as on a GPU: a capture that succeeds made no host-synchronising call);
+//   - evaluation during training borrows the training activations: no allocation, the losses of
+//     a model with its own evaluation buffers and unchanged training after it (GPU and CPU);
 //   - a scratch buffer outgrown after a capture stays alive for the graph, which replays right,
 //     and is freed with the last graph.
 // Without CUDA (build or device) every test is reported SKIPPED.
@@ -146,6 +148,53 @@ std::string test_queued_vs_sync(Pos pos) {
     return why;
 }
 
+// Evaluation during training borrows the training activations (GPT::ensure_acts): it allocates
+// nothing (GPU), gives the losses of a model that has its own evaluation buffers, bit for bit,
+// and the training steps after it are those of a run without the evaluation.
+template <class BK>
+std::string eval_borrows(Pos pos, bool use_graph) {
+    std::string why;
+    GPT<BK> g(small_model(pos)), plain(small_model(pos));
+    auto step = [&](GPT<BK>& m, int t) {
+        std::vector<int> in = tokens(kB * kT, 100 + t), tg = tokens(kB * kT, 200 + t);
+        m.train_step(in.data(), tg.data(), kB, kT, kOpt, lr_of(t), t);
+        return m.read_step().loss;
+    };
+    g.init(7), plain.init(7);
+    g.use_graph = plain.use_graph = use_graph;
+    for (int t = 1; t <= 2; t++) step(g, t), step(plain, t);
+    GPT<BK> fresh(small_model(pos));  // the same weights, no training buffers: its own evaluation set
+    fresh.set_params(g.get(g.params));
+    for (int Tn : {kT, kT2}) {
+        std::vector<int> in = tokens(kB * Tn, 300 + Tn), tg = tokens(kB * Tn, 400 + Tn);
+        size_t before = 0;
+        if constexpr (std::is_same<BK, CB>::value) before = CB::current_memory();
+        double borrowed = g.forward(in.data(), tg.data(), kB, Tn, false);
+        if constexpr (std::is_same<BK, CB>::value)
+            if (CB::current_memory() != before)
+                append(why, "T=" + std::to_string(Tn) + ": the evaluation allocated " +
+                                std::to_string((long long)CB::current_memory() - (long long)before) + " bytes");
+        if (!g.eval_acts.borrowed) append(why, "T=" + std::to_string(Tn) + ": the evaluation did not borrow");
+        double own = fresh.forward(in.data(), tg.data(), kB, Tn, false);
+        if (fresh.eval_acts.borrowed) append(why, "a model that never trained borrowed");
+        if (!same_bits(std::vector<double>{borrowed}, std::vector<double>{own}))
+            append(why, "T=" + std::to_string(Tn) + ": borrowed " + fmt(borrowed) + " vs own " + fmt(own));
+    }
+    double after = step(g, 3), without = step(plain, 3);
+    if (!same_bits(std::vector<double>{after}, std::vector<double>{without}))
+        append(why, "the step after the evaluation: loss " + fmt(after) + " vs " + fmt(without) + " without it");
+    if (!same_bits(g.get(g.params), plain.get(plain.params))) append(why, "weights differ after the evaluation");
+    return why;
+}
+
+std::string test_eval_borrows(Pos pos) {
+    std::string why;
+    append(why, eval_borrows<CB>(pos, true));
+    append(why, eval_borrows<CB>(pos, false));
+    append(why, eval_borrows<K>(pos, false));
+    return why;
+}
+
 // ---- the device-side ops ------------------------------------------------------------------
 
 std::string test_sum_squares_to() {
@@ -260,6 +309,7 @@ static std::vector<TestCase> all_tests() {
         t.push_back({"cuda_graph_vs_eager_" + n, CUDA_FN([p] { return test_graph_vs_eager(p); })});
         t.push_back({"cuda_graph_vs_eager_bf16_" + n, CUDA_FN([p] { return test_graph_vs_eager_bf16(p); })});
         t.push_back({"cuda_step_queued_vs_sync_" + n, CUDA_FN([p] { return test_queued_vs_sync(p); })});
+        t.push_back({"cuda_eval_borrows_training_buffers_" + n, CUDA_FN([p] { return test_eval_borrows(p); })});
     }
     return t;
 }
