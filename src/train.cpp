@@ -431,8 +431,10 @@ struct Trainer {
 // model_memory_bytes of a training step of this config under each attention mode: flash keeps
 // (B,H,T) log-sum-exps where cublas keeps every layer's (B,H,T,T) probabilities and their gradient.
 // bf16 activations take 2 bytes (the cublas attention takes fp32 only: its figure is fp32's).
-static void print_memory(const Config& c) {
+// chunk: the device's classifier rows per chunk (BK::classifier_chunk), unless the config sets them.
+static void print_memory(const Config& c, int chunk) {
     ModelConfig mc = model_config(c);
+    if (mc.classifier_chunk == 0) mc.classifier_chunk = chunk;
     mc.flash = true;
     const bool bf16 = c.precision == "bf16";
     double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true, bf16 ? 2 : 4) / 1048576.0;
@@ -441,12 +443,25 @@ static void print_memory(const Config& c) {
     printf("memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB ",
            c.batch_size, c.seq_len, flash, cublas);
     if (bf16)
-        printf("(cublas: fp32 activations; bf16 runs flash)\n");
+        printf("(cublas: fp32 activations; bf16 runs flash)");
     else
-        printf("(flash saves %.0f MiB)\n", cublas - flash);
+        printf("(flash saves %.0f MiB)", cublas - flash);
+    printf(" | classifier chunk %d rows\n", mc.classifier_chunk);
 }
 
-static void print_model(const Config& c, const std::string& device, size_t bytes_per_param) {
+// --memory: the classifier chunk of the device the run would use (the GPU's for --device cuda,
+// or auto on a machine with one), so that the estimate holds without that device here.
+static int memory_device_chunk(const Config& c) {
+#ifdef HAVE_CUDA
+    if (c.device == "cuda" || c.precision == "bf16" || (c.device == "auto" && CudaBackend::available()))
+        return CudaBackend::classifier_chunk;
+#else
+    (void)c;
+#endif
+    return CpuBackend<float>::classifier_chunk;
+}
+
+static void print_model(const Config& c, const std::string& device, size_t bytes_per_param, int chunk) {
     ModelConfig mc = model_config(c);
     ParamCounts pc = param_counts(mc);
     printf("model: pos=%s L=%d H=%d C=%d V=%d maxT=%d | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H, mc.C,
@@ -454,7 +469,7 @@ static void print_model(const Config& c, const std::string& device, size_t bytes
     printf("parameters: total %s | embeddings %s | attention block %s\n", with_commas(pc.total).c_str(),
            with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str());
     printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
-    print_memory(c);
+    print_memory(c, chunk);
 }
 
 template <class BK>
@@ -466,7 +481,7 @@ static int train_with(const Config& cfg, bool resume, std::string device) {
     // GPT::train_step replays a CUDA graph on one GPU outside the profiling mode
     if constexpr (BK::graphs)
         device += cfg.cuda_graph && !cfg.profile && !dg.mpi ? " | step: CUDA graph" : " | step: eager";
-    print_model(cfg, device, sizeof(typename BK::real));
+    print_model(cfg, device, sizeof(typename BK::real), BK::classifier_chunk);
     Trainer<BK> t(cfg);
     return t.run(resume);
 }
@@ -487,7 +502,7 @@ static int train_main(int argc, char** argv) {
         bool resume = !cfg.resume.empty();
         validate(cfg);
         if (cfg.memory) {  // before any folder or allocation: works for a config this machine cannot run
-            print_memory(cfg);
+            print_memory(cfg, memory_device_chunk(cfg));
             return 0;
         }
         const dist::Group& dg = dist::group();

@@ -35,7 +35,7 @@ expect_saving() {
 if memory_line memory_gpt2_124m --n_layer 12 --n_head 12 --n_embd 768 --batch_size 16 --seq_len 1024; then
   expect_saving memory_gpt2_124m_saving 12 16 12 1024
 fi
-if memory_line memory_paper --batch_size 16 --seq_len 1024; then
+if memory_line memory_paper --batch_size 16 --seq_len 1024 --device cuda; then  # the chunk bf16's is (GPU)
   expect_saving memory_paper_saving 4 16 4 1024
 fi
 # --precision bf16: activations of 2 bytes (and a bf16 copy of the weights) under flash; the
@@ -52,6 +52,16 @@ flash_full=$FLASH
 if memory_line memory_half_batch --batch_size 8; then
   if [ "$FLASH" -lt "$flash_full" ]; then pass memory_half_batch_smaller
   else fail memory_half_batch_smaller "batch 8 needs $FLASH MiB, batch 16 $flash_full MiB"; fi
+fi
+# the classifier chunk is the device's (256 rows on the CPU, 4096 on the GPU, also where there is
+# no GPU to run on): the GPU's estimate holds 3840 more rows of padded (50304) fp32 logits
+if grep -q 'nvcc was not found' "$TRAIN"; then
+  skip memory_device_chunk "this build has no CUDA backend"
+elif memory_line memory_cpu_chunk --batch_size 16 --seq_len 1024 --device cpu && cpu_flash=$FLASH &&
+  memory_line memory_gpu_chunk --batch_size 16 --seq_len 1024 --device cuda; then
+  want=$(((4096 - 256) * 50304 * 4 / 1048576))
+  if [ $((FLASH - cpu_flash - want)) -ge -1 ] && [ $((FLASH - cpu_flash - want)) -le 1 ]; then pass memory_device_chunk
+  else fail memory_device_chunk "--device cuda $FLASH MiB - --device cpu $cpu_flash MiB is not the $want MiB of 3840 rows of logits"; fi
 fi
 expect_fail memory_bad_config "^error: .*batch_size" -- "$TRAIN" --config configs/paper.json --batch_size 0 --memory
 finish
