@@ -90,6 +90,27 @@ void device_free(void* p);
 // kept until the last graph is freed (graph.cu).
 void scratch_retire(void* p);
 
+// The backend's buffers of any element type (memory.cu: float and int, precision.cu: bf16), on
+// its compute stream (main_stream, backend_cuda.h).
+cudaStream_t main_stream();
+template <class E>
+E* alloc_zeroed(size_t n) {
+    E* p = static_cast<E*>(device_malloc(n * sizeof(E)));
+    if (p) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(E), main_stream()));
+    return p;
+}
+template <class E>
+void zero_async(E* p, size_t n) {
+    if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(E), main_stream()));
+}
+// Waits for the copy (and the work queued before it): the host buffer is free on return.
+template <class E>
+void copy_and_wait(E* dst, const E* src, size_t n, cudaMemcpyKind kind) {
+    if (!n) return;
+    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(E), kind, main_stream()));
+    cudaCheck(cudaStreamSynchronize(main_stream()));
+}
+
 // A grow-only device scratch buffer owned by one launcher (kept for the life of the process).
 template <class T>
 struct Scratch {

@@ -74,9 +74,7 @@ cudaStream_t main_stream() {
 }  // namespace gpu
 
 float* CudaBackend::alloc(size_t n) {
-    float* p = static_cast<float*>(gpu::device_malloc(n * sizeof(float)));
-    if (p) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(float), gpu::main_stream()));
-    return p;
+    return gpu::alloc_zeroed<float>(n);
 }
 
 void CudaBackend::free(float* p) {
@@ -84,26 +82,19 @@ void CudaBackend::free(float* p) {
 }
 
 void CudaBackend::zero(float* p, size_t n) {
-    if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(float), gpu::main_stream()));
+    gpu::zero_async(p, n);
 }
 
-// Both wait for the copy (and the work queued before it): the host buffer is free on return.
 void CudaBackend::copy_to_host(float* dst, const float* src, size_t n) {
-    if (!n) return;
-    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, gpu::main_stream()));
-    cudaCheck(cudaStreamSynchronize(gpu::main_stream()));
+    gpu::copy_and_wait(dst, src, n, cudaMemcpyDeviceToHost);
 }
 
 void CudaBackend::copy_from_host(float* dst, const float* src, size_t n) {
-    if (!n) return;
-    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, gpu::main_stream()));
-    cudaCheck(cudaStreamSynchronize(gpu::main_stream()));
+    gpu::copy_and_wait(dst, src, n, cudaMemcpyHostToDevice);
 }
 
 int* CudaBackend::alloc_int(size_t n) {
-    int* p = static_cast<int*>(gpu::device_malloc(n * sizeof(int)));
-    if (p) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(int), gpu::main_stream()));
-    return p;
+    return gpu::alloc_zeroed<int>(n);
 }
 
 void CudaBackend::free_int(int* p) {

@@ -25,9 +25,7 @@ void to_bf16(bf16_t* dst, const float* src, size_t n, cudaStream_t stream) {
 }  // namespace gpu
 
 bf16_t* CudaBackendBf16::alloc_act(size_t n) {
-    bf16_t* p = static_cast<bf16_t*>(gpu::device_malloc(n * sizeof(bf16_t)));
-    if (p) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(bf16_t), gpu::main_stream()));
-    return p;
+    return gpu::alloc_zeroed<bf16_t>(n);
 }
 
 void CudaBackend::free(bf16_t* p) {
@@ -35,20 +33,15 @@ void CudaBackend::free(bf16_t* p) {
 }
 
 void CudaBackend::zero(bf16_t* p, size_t n) {
-    if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(bf16_t), gpu::main_stream()));
+    gpu::zero_async(p, n);
 }
 
-// Synchronous, as the float copies (memory.cu).
 void CudaBackend::copy_to_host(bf16_t* dst, const bf16_t* src, size_t n) {
-    if (!n) return;
-    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(bf16_t), cudaMemcpyDeviceToHost, gpu::main_stream()));
-    cudaCheck(cudaStreamSynchronize(gpu::main_stream()));
+    gpu::copy_and_wait(dst, src, n, cudaMemcpyDeviceToHost);
 }
 
 void CudaBackend::copy_from_host(bf16_t* dst, const bf16_t* src, size_t n) {
-    if (!n) return;
-    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(bf16_t), cudaMemcpyHostToDevice, gpu::main_stream()));
-    cudaCheck(cudaStreamSynchronize(gpu::main_stream()));
+    gpu::copy_and_wait(dst, src, n, cudaMemcpyHostToDevice);
 }
 
 // bf16 logits to the host as float (GPT::logits): exact, every bf16 is a float

@@ -1,5 +1,6 @@
 // Shared between the emulator's own files (not seen by kernels).
 #pragma once
+#include <cstdarg>
 #include <cstdint>
 #include <string>
 
@@ -10,6 +11,10 @@ namespace emu {
 uint64_t parse_env_u64(const char* name, const char* value);
 void set_last_error(cudaError_t err);
 cudaError_t set_max_dynamic_smem(const void* kernel, int bytes);
+
+// Prints "cuda-emu: error: FILE:LINE: <fmt applied to ap><suffix>" (the first line of every report;
+// stdout flushed first so the report follows what the program printed).
+void report_line(const char* file, int line, const char* suffix, const char* fmt, va_list ap);
 
 // A call CUDA refuses: prints "cuda-emu: error: FILE:LINE: message (cudaErrorName)", sets the
 // last error and returns err (the program goes on, as with CUDA).

@@ -89,13 +89,11 @@ bool pinned_range(const void* p, size_t bytes) {
 }
 
 cudaError_t refuse(const char* file, int line, cudaError_t err, const char* fmt, ...) {
-    std::fflush(stdout);
-    char msg[1024];
+    std::string name = std::string(" (") + cudaGetErrorName(err) + ")";
     va_list ap;
     va_start(ap, fmt);
-    std::vsnprintf(msg, sizeof msg, fmt, ap);
+    report_line(file, line, name.c_str(), fmt, ap);
     va_end(ap);
-    std::fprintf(stderr, "cuda-emu: error: %s:%d: %s (%s)\n", file, line, msg, cudaGetErrorName(err));
     std::fflush(stderr);
     set_last_error(err);
     return err;
@@ -124,11 +122,12 @@ const char* cudaGetErrorName(cudaError_t err) {
         return #x;
         E(cudaSuccess)
         E(cudaErrorInvalidValue)
-        E(cudaErrorMemoryAllocation) E(cudaErrorInitializationError) E(cudaErrorInvalidConfiguration)
-            E(cudaErrorInvalidDevicePointer) E(cudaErrorInvalidMemcpyDirection) E(cudaErrorInvalidDeviceFunction)
-                E(cudaErrorNoDevice) E(cudaErrorInvalidDevice) E(cudaErrorInvalidResourceHandle)
-                    E(cudaErrorIllegalState) E(cudaErrorNotReady) E(cudaErrorIllegalAddress)
-                        E(cudaErrorLaunchOutOfResources) E(cudaErrorNotSupported) E(cudaErrorStreamCaptureUnsupported)
+        E(cudaErrorMemoryAllocation)
+        E(cudaErrorInitializationError) E(cudaErrorInvalidConfiguration) E(cudaErrorInvalidDevicePointer)
+            E(cudaErrorInvalidMemcpyDirection) E(cudaErrorInvalidDeviceFunction) E(cudaErrorNoDevice)
+                E(cudaErrorInvalidDevice) E(cudaErrorInvalidResourceHandle) E(cudaErrorIllegalState)
+                    E(cudaErrorNotReady) E(cudaErrorIllegalAddress) E(cudaErrorLaunchOutOfResources)
+                        E(cudaErrorNotSupported) E(cudaErrorStreamCaptureUnsupported)
                             E(cudaErrorStreamCaptureInvalidated) E(cudaErrorStreamCaptureMerge)
                                 E(cudaErrorStreamCaptureUnmatched) E(cudaErrorStreamCaptureUnjoined)
                                     E(cudaErrorStreamCaptureIsolation) E(cudaErrorStreamCaptureImplicit)

@@ -350,14 +350,18 @@ const char* order_name() {
 }  // namespace
 
 // ---- reports ----------------------------------------------------------------------------
-void fail(const char* file, int line, const char* fmt, ...) {
+void report_line(const char* file, int line, const char* suffix, const char* fmt, va_list ap) {
     std::fflush(stdout);
     char msg[4096];
+    std::vsnprintf(msg, sizeof msg, fmt, ap);
+    std::fprintf(stderr, "cuda-emu: error: %s:%d: %s%s\n", file, line, msg, suffix);
+}
+
+void fail(const char* file, int line, const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    std::vsnprintf(msg, sizeof msg, fmt, ap);
+    report_line(file, line, "", fmt, ap);
     va_end(ap);
-    std::fprintf(stderr, "cuda-emu: error: %s:%d: %s\n", file, line, msg);
     if (g_in_kernel) {
         std::fprintf(stderr, "  in the kernel launched at %s:%d <<<(%u,%u,%u), (%u,%u,%u)>>>, block (%u,%u,%u)",
                      L.cfg->file, L.cfg->line, g_grid_dim.x, g_grid_dim.y, g_grid_dim.z, g_block_dim.x, g_block_dim.y,
