@@ -152,8 +152,8 @@ void to_bf16(bf16_t* dst, const float* src, size_t n, cudaStream_t stream);
 // (global mode: a call that would synchronise fails the capture, which is then ended and the
 // error thrown) and instantiates it; graph_launch replays it. While a graph exists, the grow-only
 // scratch buffers keep the buffers they outgrow (the graph may read them) until the last graph
-// is freed.
-cudaGraphExec_t capture(cudaStream_t stream, const std::function<void()>& work);
+// is freed. *nodes (if given): the graph's node count (kernels, GEMM kernels, memsets, copies).
+cudaGraphExec_t capture(cudaStream_t stream, const std::function<void()>& work, size_t* nodes = nullptr);
 void graph_launch(cudaGraphExec_t graph, cudaStream_t stream);
 void graph_free(cudaGraphExec_t graph);
 size_t graph_count();  // graphs instantiated and not freed
@@ -207,7 +207,9 @@ struct CudaBackend {
     // The step as one CUDA graph (gpu::capture_begin ...) on the compute stream.
     static constexpr bool graphs = true;
     using Graph = cudaGraphExec_t;
-    static Graph capture(const std::function<void()>& work) { return gpu::capture(gpu::main_stream(), work); }
+    static Graph capture(const std::function<void()>& work, size_t* nodes) {
+        return gpu::capture(gpu::main_stream(), work, nodes);
+    }
     static void graph_launch(Graph g) { gpu::graph_launch(g, gpu::main_stream()); }
     static void graph_free(Graph g) { gpu::graph_free(g); }
     static bool available();  // a CUDA device is usable; never throws

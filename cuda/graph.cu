@@ -22,7 +22,7 @@ void scratch_retire(void* p) {
         device_free(p);
 }
 
-cudaGraphExec_t capture(cudaStream_t stream, const std::function<void()>& work) {
+cudaGraphExec_t capture(cudaStream_t stream, const std::function<void()>& work, size_t* nodes) {
     if (debug_sync())
         throw std::runtime_error(
             "LLM_CUDA_SYNC=1 synchronises after every launch, which a CUDA graph capture refuses: use --cuda_graph 0");
@@ -37,6 +37,14 @@ cudaGraphExec_t capture(cudaStream_t stream, const std::function<void()>& work) 
         throw;
     }
     cudaCheck(cudaStreamEndCapture(stream, &graph));
+    if (nodes) {
+        *nodes = 0;
+        cudaError_t e = cudaGraphGetNodes(graph, nullptr, nodes);
+        if (e != cudaSuccess) {
+            (void)cudaGraphDestroy(graph);
+            cudaCheck(e);
+        }
+    }
     cudaGraphExec_t exec = nullptr;
     cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
     (void)cudaGraphDestroy(graph);  // the executable graph is independent of it

@@ -220,8 +220,9 @@ struct GPT {
     // at the first step after an eager one (which sized every scratch buffer).
     bool use_graph = false;
     typename BK::Graph graph{};
-    AdamWConfig graph_opt;  // the settings the graph was captured with (kernel arguments in it)
-    int eager_steps = 0;    // train steps run eagerly since the graph was last dropped
+    AdamWConfig graph_opt;   // the settings the graph was captured with (kernel arguments in it)
+    size_t graph_nodes = 0;  // nodes of the last graph captured (kernels, GEMMs, memsets, copies)
+    int eager_steps = 0;     // train steps run eagerly since the graph was last dropped
     // Profiling mode: the training step marks its phases (BK::profile_mark: the time from one mark
     // to the next counts to the first one's phase); profile_read() ends the step's timeline.
     bool profile = false;
@@ -794,7 +795,7 @@ struct GPT {
         if constexpr (BK::graphs) {
             if (graph && !(opt == graph_opt)) drop_graph();  // its kernels hold the old settings
             if (!use_graph || profile || dist::group().mpi || eager_steps == 0) return false;
-            if (!graph) graph = BK::capture(step), graph_opt = opt;
+            if (!graph) graph = BK::capture(step, &graph_nodes), graph_opt = opt;
             BK::graph_launch(graph);
             return true;
         }

@@ -340,6 +340,7 @@ struct Trainer {
         // On the GPU step k+1 is queued before step k is read (printed, logged, checked), so the
         // device never waits for the host; the profiling mode and data parallel read each step at once.
         const bool lookahead = BK::asynchronous && !cfg.profile && !dg.mpi;
+        bool graph_said = false;
         std::deque<Queued> queued;  // steps queued and not reported yet
         auto report_all = [&] {
             while (!queued.empty()) report(queued);
@@ -354,6 +355,11 @@ struct Trainer {
             queued.push_back({step + 1, lr_at(cfg, step), std::chrono::steady_clock::now()});
             train.next_batch(in.data(), tg.data(), row0, rows);
             model.train_step(in.data(), tg.data(), rows, Tn, opt, (float)queued.back().lr, step + 1);
+            if (model.graph_nodes && !graph_said) {  // captured at the second step
+                printf("step: one CUDA graph of %zu nodes (kernels, GEMMs, memsets) replayed per step\n",
+                       model.graph_nodes);
+                graph_said = true;
+            }
             step++;
             while (queued.size() > (lookahead ? 1u : 0u)) report(queued);
 

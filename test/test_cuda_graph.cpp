@@ -52,6 +52,7 @@ struct Run {
     std::vector<double> losses, norms;
     Vec params, m, v;
     size_t graphs = 0;  // graphs alive after the steps
+    size_t nodes = 0;   // of the last graph captured
 };
 
 bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
@@ -88,6 +89,7 @@ Run queued_steps(Pos pos, bool use_graph) {
     }
     read();
     if constexpr (BK::graphs) r.graphs = gpu::graph_count();
+    r.nodes = g.graph_nodes;
     r.params = g.get(g.params), r.m = g.get(g.m), r.v = g.get(g.v);
     return r;
 }
@@ -132,6 +134,9 @@ std::string test_graph_vs_eager(Pos pos) {
     Run eager = queued_steps<CB>(pos, false);
     std::string why = identical("graph vs eager", graph, eager);
     if (graph.graphs != 1) append(why, "graph run: " + std::to_string(graph.graphs) + " graphs alive, want 1");
+    // at least every layer's forward and backward kernels and AdamW's launches (one per tensor)
+    if (graph.nodes < 50) append(why, "graph run: " + std::to_string(graph.nodes) + " nodes, want 50 or more");
+    if (eager.nodes != 0) append(why, "eager run: a graph of " + std::to_string(eager.nodes) + " nodes");
     if (eager.graphs != 0) append(why, "eager run: " + std::to_string(eager.graphs) + " graphs alive, want 0");
     if (after != 0) append(why, "the model's destructor left " + std::to_string(after) + " graphs");
     return why;

@@ -4,6 +4,7 @@
 // and cudaGraphLaunch runs the nodes in capture order, with the checks of the eager path
 // against the memory as it is at the replay. What CUDA refuses during a capture is refused
 // here with CUDA's error, a report, and the capture invalidated.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -178,20 +179,20 @@ cudaError_t unsafe_call(const char* file, int line, const char* call) {
     const std::thread::id me = std::this_thread::get_id();
     Capture* first = nullptr;
     for (auto& c : captures()) {
-        const bool prohibits = c->thread == me ? c->mode != cudaStreamCaptureModeRelaxed
-                                               : c->mode == cudaStreamCaptureModeGlobal;
+        const bool prohibits =
+            c->thread == me ? c->mode != cudaStreamCaptureModeRelaxed : c->mode == cudaStreamCaptureModeGlobal;
         if (!prohibits) continue;
         c->invalidated = true;
         if (!first) first = c.get();
     }
     if (!first) return cudaSuccess;
-    return refuse(file, line, cudaErrorStreamCaptureUnsupported,
-                  "%s while %s captures in %s mode (cudaStreamBeginCapture at %s:%d): not permitted during the "
-                  "capture (allocate before it, or capture in cudaStreamCaptureModeRelaxed); the capture is invalidated",
-                  call, stream_name(first->origin).c_str(),
-                  first->mode == cudaStreamCaptureModeGlobal ? "cudaStreamCaptureModeGlobal"
-                                                             : "cudaStreamCaptureModeThreadLocal",
-                  first->file, first->line);
+    return refuse(
+        file, line, cudaErrorStreamCaptureUnsupported,
+        "%s while %s captures in %s mode (cudaStreamBeginCapture at %s:%d): not permitted during the "
+        "capture (allocate before it, or capture in cudaStreamCaptureModeRelaxed); the capture is invalidated",
+        call, stream_name(first->origin).c_str(),
+        first->mode == cudaStreamCaptureModeGlobal ? "cudaStreamCaptureModeGlobal" : "cudaStreamCaptureModeThreadLocal",
+        first->file, first->line);
 }
 
 cudaError_t enqueue(cudaStream_t s, const char* file, int line, const char* what, std::function<void()> work) {
@@ -401,8 +402,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph, const char*
                       emu::stream_name(s).c_str(), emu::stream_name(c->origin).c_str(), c->file, c->line);
     if (c->mode != cudaStreamCaptureModeRelaxed && c->thread != std::this_thread::get_id())
         return refuse(file, line, cudaErrorStreamCaptureWrongThread,
-                      "cudaStreamEndCapture from another thread than cudaStreamBeginCapture (%s:%d)", c->file,
-                      c->line);
+                      "cudaStreamEndCapture from another thread than cudaStreamBeginCapture (%s:%d)", c->file, c->line);
     cudaError_t err = c->invalidated ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
     for (CUstream_st* f : c->forks) {
         if (!err && f->last_node > f->joined_upto)
@@ -428,20 +428,33 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* statu
         return cudaSuccess;
     }
     const emu::Capture* c = emu::state(s)->capture;
-    *status = !c ? cudaStreamCaptureStatusNone
-                 : c->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    *status = !c               ? cudaStreamCaptureStatusNone
+              : c->invalidated ? cudaStreamCaptureStatusInvalidated
+                               : cudaStreamCaptureStatusActive;
     return cudaSuccess;
 }
 
 // ---- graphs -------------------------------------------------------------------------------
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags,
-                                 const char* file, int line) {
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags, const char* file,
+                                 int line) {
     if (!exec || !graph || !live_handles().count(graph)) return ret(cudaErrorInvalidValue);
     if (flags != 0)
-        return refuse(file, line, cudaErrorInvalidValue, "cudaGraphInstantiate: flags %llu (only 0 is emulated)", flags);
+        return refuse(file, line, cudaErrorInvalidValue, "cudaGraphInstantiate: flags %llu (only 0 is emulated)",
+                      flags);
     // the executable graph keeps the nodes: the graph may be destroyed after this
     *exec = new CUgraphExec_st{{graph->nodes, graph->file, graph->line}};
     live_handles().insert(*exec);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) {
+    if (!graph || !numNodes || !live_handles().count(graph)) return ret(cudaErrorInvalidValue);
+    size_t n = graph->nodes->size();
+    if (nodes) {
+        n = std::min(n, *numNodes);
+        for (size_t i = 0; i < n; i++) nodes[i] = reinterpret_cast<cudaGraphNode_t>(i + 1);
+    }
+    *numNodes = n;
     return cudaSuccess;
 }
 
