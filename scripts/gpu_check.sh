@@ -8,14 +8,17 @@
 #   3a. compute-sanitizer memcheck and racecheck over a short subset of the GPU tests
 #   3b. data parallel: the NCCL path on 1 rank (and 2/4/8 with that many GPUs) -> OUT/dist.log
 #   4. benchmark rows: learned/rope/crope at the CRoPE paper's setting (V=50257 C=128 L=4 H=4
-#      B=16 T=1024) and at GPT-2 124M (C=768 L=12 H=12), fp32 (TF32 GEMMs) and bf16: ms/step,
-#      tokens/s, peak memory, evaluation ms per batch and the projected 10k-step wall time
-#      with and without the paper config's evaluation (20 batches every 20 steps) -> OUT/bench.md
-#   4b. the kernel lab: every version of every cuda/lab/ program checked against the CPU and
-#      timed (TFLOP/s or GB/s) at the paper's and 124M's shapes              -> OUT/lab.md
+#      B=16 T=1024) and at GPT-2 124M (C=768 L=12 H=12), fp32 (TF32 GEMMs) and bf16, the step
+#      as one CUDA graph: ms/step, tokens/s, peak memory, evaluation ms per batch and the
+#      projected 10k-step wall time with and without the paper config's evaluation (20 batches
+#      every 20 steps); rope again eagerly and profiled (per-phase table)   -> OUT/bench.md
 #   5. PyTorch (scripts/torch_reference.py) at the paper's setting, optional and bounded:
 #      torch.compile only while 2 minutes are left                   -> OUT/torch.md
-#   6. the report                                                     -> OUT/report.md
+#   5b. tuning: a sweep of the classifier's chunk size              -> OUT/bench.md
+#   5c. the kernel lab: every version of every cuda/lab/ program checked against the CPU and
+#      timed (TFLOP/s or GB/s) at the paper's and 124M's shapes              -> OUT/lab.md
+#   (--paper-grid: as many of the paper's nine runs as the time left allows)
+#   6. the report, with the goals table                              -> OUT/report.md
 # Every part prints PASS / FAIL / SKIPPED gpu_check_<part>; the exit status is 0 only if every
 # required part passed. No GPU is a failure. --emulated accepts the CPU execution layer
 # (test/cuda_emu, `make emu`) as the device, for a dry run of this script at tiny sizes.
@@ -452,13 +455,6 @@ for setting in "${SETTINGS[@]}"; do
     for mode in eager profile; do bench_row "$key" "$label" "$L" "$H" "$C" rope "$prec" "$mode"; done
   done
 done
-# The classifier's chunk size (rows of B*T per LM head GEMM + loss + backward GEMMs; the rows
-# above use the trainer's choice): the paper setting, rope, fp32. One chunk of all B*T rows is
-# the unfused path (the whole batch's logits at once).
-IFS=: read -r key label L H C <<<"${SETTINGS[0]}"
-for chunk in $([ $EMU = 1 ] && echo "16 $((B * T))" || echo "1024 2048 8192 $((B * T))"); do
-  bench_row "$key" "$label, classifier_chunk $chunk" "$L" "$H" "$C" rope fp32 graph "$chunk"
-done
 # The profile runs above (a CUDA event at each phase boundary of the step): the median ms per
 # timed step of each phase, and the device's own count of used memory at the end.
 {
@@ -489,7 +485,56 @@ for d in sorted(glob.glob(work + "/run_*/"), key=os.path.getmtime):
 EOF
 } >>"$OUT/bench.md"
 
-# ---------------------------------------------------------------- 4b. kernel lab
+# ---------------------------------------------------------------- 5. PyTorch (optional)
+section "PyTorch"
+if [ $TORCH = 0 ]; then
+  part torch skip "$([ $EMU = 1 ] && echo emulated || echo 'no torch with CUDA') (optional)"
+else
+  {
+    echo "PyTorch $("$PY" -c 'import torch; print(torch.__version__)') at the paper's setting (scripts/torch_reference.py, TF32):"
+    echo
+    echo "| mode | pos | ms/step | tokens/s | peak MiB |"
+    echo "| --- | --- | ---: | ---: | ---: |"
+  } >"$OUT/torch.md"
+  for mode in eager compile; do
+    for pos in learned rope crope; do
+      # optional: only while time is left, torch.compile only with 2 minutes to spare
+      if [ "$(left)" -lt $([ $mode = compile ] && echo 120 || echo 40) ]; then
+        echo "| $mode | $pos | skipped (time budget) | | |" >>"$OUT/torch.md"
+        continue
+      fi
+      line=$(timeout -k 5 "$(cap 100)" "$PY" scripts/torch_reference.py --pos $pos \
+        $([ $mode = compile ] && echo --compile) --steps 20 --warmup 5 2>"$WORK/torch.err" | tail -n 1)
+      row=$("$PY" -c 'import json, sys
+r = json.loads(sys.argv[1])
+print("%.1f | %.0f | %.0f" % (r["ms_per_step"], r["tokens_per_s"], r["peak_mem_mib"]))' "$line" 2>/dev/null) ||
+        row="failed: $(tail -n 1 "$WORK/torch.err") | |"
+      echo "| $mode | $pos | $row |" | tee -a "$OUT/torch.md"
+    done
+  done
+  part torch pass
+fi
+
+# ---------------------------------------------------------------- 5b. classifier chunk sweep
+# Tuning figures after the goal figures (benchmark, PyTorch): when the budget runs short, these
+# and the lab are what it cuts.
+section "classifier chunk sweep"
+{
+  echo
+  echo "Classifier chunk sweep (--classifier_chunk: rows of B*T per LM head GEMM + loss + backward GEMMs):"
+  echo
+  echo "| setting | pos | precision | step | ms/step | tokens/s | peak MiB | eval ms/batch | 10k steps | 10k steps + eval | loss (last) |"
+  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+} >>"$OUT/bench.md"
+# The benchmark rows use the trainer's choice (4096 rows on the GPU); these, the paper setting,
+# rope, fp32, at other sizes. One chunk of all B*T rows is the unfused path (the whole batch's
+# logits at once).
+IFS=: read -r key label L H C <<<"${SETTINGS[0]}"
+for chunk in $([ $EMU = 1 ] && echo "16 $((B * T))" || echo "1024 2048 8192 $((B * T))"); do
+  bench_row "$key" "$label, classifier_chunk $chunk" "$L" "$H" "$C" rope fp32 graph "$chunk"
+done
+
+# ---------------------------------------------------------------- 5c. kernel lab
 # Every program of cuda/lab/ (attention, classifier, layernorm, adamw): each version checked
 # against the CPU, then timed at the paper's shapes (C=128: H=4 D=32, L=4) and GPT-2 124M's
 # (C=768: H=12 D=64, L=12), B=16 T=1024 (N=16384 rows), V=50257; TFLOP/s or GB/s per version,
@@ -529,36 +574,6 @@ if env ${CC_FLAGS:+"NVCCFLAGS=$CC_FLAGS"} timeout -k 5 "$(cap 150)" make -j"$(np
   done
 else
   part lab fail "make lab failed (see build.log)"
-fi
-
-# ---------------------------------------------------------------- 5. PyTorch (optional)
-section "PyTorch"
-if [ $TORCH = 0 ]; then
-  part torch skip "$([ $EMU = 1 ] && echo emulated || echo 'no torch with CUDA') (optional)"
-else
-  {
-    echo "PyTorch $("$PY" -c 'import torch; print(torch.__version__)') at the paper's setting (scripts/torch_reference.py, TF32):"
-    echo
-    echo "| mode | pos | ms/step | tokens/s | peak MiB |"
-    echo "| --- | --- | ---: | ---: | ---: |"
-  } >"$OUT/torch.md"
-  for mode in eager compile; do
-    for pos in learned rope crope; do
-      # optional: only while time is left, torch.compile only with 2 minutes to spare
-      if [ "$(left)" -lt $([ $mode = compile ] && echo 120 || echo 40) ]; then
-        echo "| $mode | $pos | skipped (time budget) | | |" >>"$OUT/torch.md"
-        continue
-      fi
-      line=$(timeout -k 5 "$(cap 100)" "$PY" scripts/torch_reference.py --pos $pos \
-        $([ $mode = compile ] && echo --compile) --steps 20 --warmup 5 2>"$WORK/torch.err" | tail -n 1)
-      row=$("$PY" -c 'import json, sys
-r = json.loads(sys.argv[1])
-print("%.1f | %.0f | %.0f" % (r["ms_per_step"], r["tokens_per_s"], r["peak_mem_mib"]))' "$line" 2>/dev/null) ||
-        row="failed: $(tail -n 1 "$WORK/torch.err") | |"
-      echo "| $mode | $pos | $row |" | tee -a "$OUT/torch.md"
-    done
-  done
-  part torch pass
 fi
 
 # ---------------------------------------------------------------- 6. the paper grid (--paper-grid)
