@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -120,6 +121,20 @@ __global__ void unwritten_shared_kernel(float* out) {
 }
 
 // y = a * x + y (n elements)
+// One 16x16x16 bf16 product from global memory at element offset `off` with leading dimension
+// ldm: CUDA requires 32-byte aligned pointers and ldm a multiple of 16 bytes.
+__global__ void wmma_kernel(float* out, const __nv_bfloat16* a, int off, unsigned ldm) {
+    using namespace nvcuda;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    wmma::load_matrix_sync(fa, a + off, ldm);
+    wmma::load_matrix_sync(fb, a + off, ldm);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(out, acc, 16, wmma::mem_row_major);
+}
+
 __global__ void scale_add_kernel(float* y, const float* x, float a, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = a * x[i] + y[i];
@@ -466,6 +481,18 @@ int main() {
         CK(cudaGetLastError());
         return host(o, 64)[5] == 2.0f ? 0 : 1;
     });
+    auto wmma_run = [](int off, unsigned ldm) {
+        __nv_bfloat16* a = nullptr;
+        CK(cudaMalloc(&a, 64 * 32 * sizeof(__nv_bfloat16)));
+        CK(cudaMemset(a, 0, 64 * 32 * sizeof(__nv_bfloat16)));
+        wmma_kernel<<<1, 32>>>(scratch(256), a, off, ldm);
+        return 0;
+    };
+    expect_clean("wmma_aligned", [wmma_run] { return wmma_run(16, 24); });  // 32 bytes in, 48-byte rows
+    expect_report("wmma_misaligned_pointer", {"load_matrix_sync", "not 256-bit (32-byte) aligned"},
+                  [wmma_run] { return wmma_run(8, 24); });
+    expect_report("wmma_bad_ldm", {"load_matrix_sync", "ldm 20", "not a multiple of 16 bytes"},
+                  [wmma_run] { return wmma_run(16, 20); });
     expect_report("launch_bounds_exceeded", {"exceeds __launch_bounds__(128)", "test_emu_selftest.cu:"}, [] {
         bounded_kernel<<<1, 256>>>(scratch(256));
         return cudaGetLastError() == cudaErrorLaunchOutOfResources ? 1 : 0;
@@ -588,10 +615,9 @@ int main() {
                    {"cudaMemcpy on the legacy stream", "cudaErrorStreamCaptureImplicit"}, [] {
                        float* p = scratch(4);
                        std::vector<float> h(4);
-                       return refused_in_capture(0, cudaStreamCaptureModeGlobal, cudaErrorStreamCaptureImplicit,
-                                                 [&](cudaStream_t) {
-                                                     return cudaMemcpy(p, h.data(), 16, cudaMemcpyHostToDevice);
-                                                 });
+                       return refused_in_capture(
+                           0, cudaStreamCaptureModeGlobal, cudaErrorStreamCaptureImplicit,
+                           [&](cudaStream_t) { return cudaMemcpy(p, h.data(), 16, cudaMemcpyHostToDevice); });
                    });
     expect_refused("capture_refuses_sync_cudaMemset_on_legacy_stream", {"cudaMemset on the legacy stream"}, [] {
         float* p = scratch(4);
@@ -622,7 +648,8 @@ int main() {
     });
     expect_refused("capture_refuses_cudaDeviceSynchronize", {"cudaDeviceSynchronize while"}, [] {
         return refused_in_capture(cudaStreamNonBlocking, cudaStreamCaptureModeRelaxed,
-                                  cudaErrorStreamCaptureUnsupported, [](cudaStream_t) { return cudaDeviceSynchronize(); });
+                                  cudaErrorStreamCaptureUnsupported,
+                                  [](cudaStream_t) { return cudaDeviceSynchronize(); });
     });
     for (bool query : {false, true})
         expect_refused(std::string("capture_refuses_") + (query ? "cudaEventQuery" : "cudaEventSynchronize"),
@@ -641,10 +668,9 @@ int main() {
     expect_refused("capture_refuses_pageable_cudaMemcpyAsync", {"pageable host memory"}, [] {
         float* p = scratch(4);
         static float pageable[4];
-        return refused_in_capture(0, cudaStreamCaptureModeGlobal, cudaErrorStreamCaptureUnsupported,
-                                  [p](cudaStream_t s) {
-                                      return cudaMemcpyAsync(p, pageable, 16, cudaMemcpyHostToDevice, s);
-                                  });
+        return refused_in_capture(
+            0, cudaStreamCaptureModeGlobal, cudaErrorStreamCaptureUnsupported,
+            [p](cudaStream_t s) { return cudaMemcpyAsync(p, pageable, 16, cudaMemcpyHostToDevice, s); });
     });
     expect_refused("capture_fork_join_and_unjoined", {"never joined back"}, [] {
         cudaStream_t s, side;

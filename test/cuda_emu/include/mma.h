@@ -11,6 +11,7 @@
 
 #include <cuda_bf16.h>
 
+#include <cstdint>
 #include <type_traits>
 
 #include "cuda_emu.h"
@@ -50,6 +51,17 @@ struct FragmentBase {
     T x[num_elements];
 };
 
+// CUDA's rule for every load_matrix_sync / store_matrix_sync: the pointer 256-bit (32-byte)
+// aligned, ldm a multiple of 16 bytes (8 bf16 or half elements, 4 floats). A GPU may fault or
+// read wrong data otherwise, so the emulation stops with the call site.
+template <class T>
+inline void check_matrix_ptr(const T* p, unsigned ldm, const char* what, const char* file, int line) {
+    if (reinterpret_cast<uintptr_t>(p) % 32 != 0)
+        ::emu::fail(file, line, "%s: pointer %p is not 256-bit (32-byte) aligned", what, (const void*)p);
+    if (ldm * sizeof(T) % 16 != 0)
+        ::emu::fail(file, line, "%s: ldm %u (%zu-byte elements) is not a multiple of 16 bytes", what, ldm, sizeof(T));
+}
+
 // element (r, c) of a matrix in memory with leading dimension ldm
 template <class T>
 inline T& at(T* p, int r, int c, unsigned ldm, bool row_major_mem) {
@@ -61,21 +73,27 @@ template <class Use, int M, int N, int K, class T, class Layout = void>
 struct fragment : detail::FragmentBase<Use, M, N, K, T> {};
 
 template <class Use, int M, int N, int K, class T, class Layout>
-inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const T* p, unsigned ldm) {
+inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const T* p, unsigned ldm,
+                             const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     static_assert(!std::is_same<Layout, void>::value, "an accumulator load needs a layout_t");
+    detail::check_matrix_ptr(p, ldm, "load_matrix_sync", file, line);
     constexpr bool rm = std::is_same<Layout, row_major>::value;
     for (int r = 0; r < f.rows; r++)
         for (int c = 0; c < f.cols; c++) f.x[r * f.cols + c] = detail::at(p, r, c, ldm, rm);
 }
 
 template <int M, int N, int K, class T>
-inline void load_matrix_sync(fragment<accumulator, M, N, K, T>& f, const T* p, unsigned ldm, layout_t layout) {
+inline void load_matrix_sync(fragment<accumulator, M, N, K, T>& f, const T* p, unsigned ldm, layout_t layout,
+                             const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    detail::check_matrix_ptr(p, ldm, "load_matrix_sync", file, line);
     for (int r = 0; r < f.rows; r++)
         for (int c = 0; c < f.cols; c++) f.x[r * f.cols + c] = detail::at(p, r, c, ldm, layout == mem_row_major);
 }
 
 template <int M, int N, int K, class T>
-inline void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout) {
+inline void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout,
+                              const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    detail::check_matrix_ptr(p, ldm, "store_matrix_sync", file, line);
     for (int r = 0; r < f.rows; r++)
         for (int c = 0; c < f.cols; c++) detail::at(p, r, c, ldm, layout == mem_row_major) = f.x[r * f.cols + c];
 }
