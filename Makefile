@@ -86,7 +86,7 @@ endif
 BINS     := $(patsubst src/%.cpp,$(BUILD)/%,$(MAINS))
 LIB_OBJ  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
 
-.PHONY: all test run bench deps clean emu emu-asan emu-asan-selftest lab lab-emu
+.PHONY: all test run bench deps clean emu emu-asan emu-asan-selftest emu-asan-tests lab lab-emu
 .SECONDARY:  # keep the objects make would see as intermediate
 all: $(BUILD)/.deps $(BINS) $(TESTS)
 
@@ -149,15 +149,20 @@ ASAN_MAKE = NVCCFLAGS="-O1 -g" CXXFLAGS="-O1 -g -fno-omit-frame-pointer" $(MAKE)
 	  BUILD=$(BUILD)_emu_asan NVCC=$(EMU_NVCC) EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
 emu-asan:
 	@$(ASAN_MAKE) all
-# only the emulator's self-tests in the sanitizer build (make test runs their out-of-bounds and
-# misaligned-access cases, which need it): the emulator and one .cu, not the whole backend
+# only the emulator's self-tests in the sanitizer build (their out-of-bounds and misaligned-access
+# cases need it): the emulator and one .cu, not the whole backend
 emu-asan-selftest:
 	@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest
+# the self-tests and the CUDA tests in the sanitizer build (make test runs them as asan:NAME):
+# out-of-bounds and misaligned accesses inside every kernel of cuda/, at the exact line
+emu-asan-tests:
+	@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest \
+	  $(patsubst test/%.cpp,$(BUILD)_emu_asan/test/%,$(wildcard test/test_cuda*.cpp))
 
 test: all
 	@$(if $(EMU),,$(MAKE) --no-print-directory emu)
 	@$(MAKE) --no-print-directory lab-emu  # test/test_lab.sh runs the lab under the emulation
-	@$(MAKE) --no-print-directory emu-asan-selftest
+	@$(MAKE) --no-print-directory emu-asan-tests
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh
 
 run: all

@@ -12,6 +12,9 @@ struct Timeline {
     std::vector<cudaEvent_t> events;  // the pool; the first `used` are this step's marks
     std::vector<int> phases;
     size_t used = 0;
+    ~Timeline() {  // at exit; errors ignored (the CUDA runtime may already be shutting down)
+        for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
+    }
 };
 Timeline& timeline() {
     static Timeline t;

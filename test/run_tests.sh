@@ -44,11 +44,20 @@ for t in "$EMU_BUILD"/test/test_cuda*; do
   run_one "$t (emulated, reverse order)" run_emu emu-rev reverse "$t"
 done
 [ -x "$EMU_BUILD/test/test_emu_selftest" ] && run_one "$EMU_BUILD/test/test_emu_selftest" "$EMU_BUILD/test/test_emu_selftest"
-# the sanitizer build of the self-tests (make emu-asan-selftest): out-of-bounds and misaligned
-# accesses inside a kernel, reported as "asan:NAME"
-asan_selftest=${BUILD}_emu_asan/test/test_emu_selftest
-if [ -x "$asan_selftest" ]; then run_one "$asan_selftest" run_renamed asan "$asan_selftest"
-else echo "SKIPPED asan: no sanitizer build of the emulator's self-tests (make emu-asan-selftest)"; skipped=$((skipped + 1)); fi
+# the sanitizer build (make emu-asan-tests): the self-tests' out-of-bounds and misaligned accesses
+# inside a kernel, and every CUDA test under AddressSanitizer and UBSan (the kernels' shared and
+# global memory accesses, vector loads' alignment), reported as "asan:NAME". The flash tests leave
+# out the bf16 determinism test (the same kernels as forward_backward_bf16, a minute under asan).
+asan_flash="cpu_ config forward_backward head_sizes deterministic_fp32 bad_head_size memory model eval_longer"
+asan_build=${BUILD}_emu_asan/test
+if [ -x "$asan_build/test_emu_selftest" ]; then
+  run_one "$asan_build/test_emu_selftest" run_renamed asan "$asan_build/test_emu_selftest"
+  for t in "$asan_build"/test_cuda*; do
+    [ -x "$t" ] || continue
+    # shellcheck disable=SC2086
+    run_one "$t (emulated, sanitizers)" run_renamed asan "$t" $([ "${t##*/}" = test_cuda_flash ] && echo $asan_flash)
+  done
+else echo "SKIPPED asan: no sanitizer build of the emulated CUDA tests (make emu-asan-tests)"; skipped=$((skipped + 1)); fi
 for t in test/test_*.sh; do [ -f "$t" ] && run_one "$t" bash "$t"; done
 for t in test/test_*.py; do [ -f "$t" ] && run_one "$t" "$PYTHON" "$t"; done
 echo
