@@ -26,7 +26,7 @@ set -u
 
 usage() {
   cat <<'EOF'
-usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper-grid]
+usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper-grid] [--skip PARTS]
   --out DIR         results folder (default build_gpu/gpu_check; build_emu/gpu_check with
                     --emulated): gpu_check.log, test_cuda.log, bench.md, report.md, ...
   --budget SECONDS  keep the whole check within this time (default 420); optional parts
@@ -36,11 +36,15 @@ usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper
   --paper-grid      at the end, as many of the paper's nine runs (scripts/paper_grid.sh) as the
                     time left allows, skipping those committed under scripts/results/paper/;
                     each finished run's log in OUT/paper_grid/ (the shards are checked first)
+  --skip PARTS      comma-separated parts not to run, each reported SKIPPED: tests, sanitizer,
+                    dist, bench, torch, chunks, lab (a second, targeted run after a full one:
+                    e.g. --skip tests,sanitizer,dist,bench to spend its time on the rest)
   -h, --help        this text
 EOF
 }
 
-OUT="" BUDGET=420 EMU=0 GRID=0
+OUT="" BUDGET=420 EMU=0 GRID=0 SKIP=","
+PARTS=",tests,sanitizer,dist,bench,torch,chunks,lab,"
 while [ $# -gt 0 ]; do
   case $1 in
     --out) [ $# -ge 2 ] || { echo "error: --out needs a folder" >&2; exit 2; }; OUT=$2; shift 2 ;;
@@ -49,10 +53,16 @@ while [ $# -gt 0 ]; do
     --budget=*) BUDGET=${1#--budget=}; shift ;;
     --emulated) EMU=1; shift ;;
     --paper-grid) GRID=1; shift ;;
+    --skip) [ $# -ge 2 ] || { echo "error: --skip needs a list of parts" >&2; exit 2; }; SKIP+="$2,"; shift 2 ;;
+    --skip=*) SKIP+="${1#--skip=},"; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+for p in ${SKIP//,/ }; do
+  [[ $PARTS == *",$p,"* ]] || { echo "error: --skip: no part '$p' (parts: ${PARTS:1:-1})" >&2; exit 2; }
+done
+skipping() { [[ $SKIP == *",$1,"* ]]; }
 [[ $BUDGET =~ ^[0-9]+$ ]] && [ "$BUDGET" -gt 0 ] || { echo "error: --budget must be a positive number of seconds, got '$BUDGET'" >&2; exit 2; }
 # Output folders: build_gpu/ on a GPU; emulated, the Makefile's emu folder (BUILD_emu, or EMU_BUILD
 # as make test sets it). Both follow BUILD when it is set.
@@ -289,7 +299,12 @@ section "GPU tests"
 EMU_SUBSET="cuda_layernorm_forward cuda_softmax_crossentropy_loss cuda_model_rope_loss"
 SAN_SUBSET="cuda_encoder_backward cuda_layernorm cuda_bf16_model_rope_loss cuda_rope cuda_crope cuda_attention_forward
   cuda_attention_backward cuda_gelu cuda_softmax_crossentropy cuda_adamw_update cuda_sum_squares cuda_model_crope_loss"
+SAN_FLASH="cuda_flash_forward_backward cuda_flash_head_sizes"  # test_cuda_flash: every head size, small shapes
 [ $EMU = 1 ] && TEST_BINS="$BUILD/test/test_cuda"
+if skipping tests; then
+  part tests skip "--skip tests"
+  TEST_SUMMARY="not run (--skip tests)"
+else
 for t in $TEST_BINS; do
   echo "== $t" >>"$OUT/test_cuda.log"
   # shellcheck disable=SC2086
@@ -311,19 +326,30 @@ fi
 if [ $EMU = 1 ]; then part tests_bf16 skip "the emulated subset has no bf16 test (make test runs them)"
 elif [ "$bfail" -gt 0 ] || [ "$bp" -eq 0 ]; then part tests_bf16 fail "bf16: $bp passed, $bfail failed"
 else part tests_bf16 pass; fi
+fi
 
 # ---------------------------------------------------------------- 3a. compute-sanitizer
 # Right after the tests: the bug classes only a GPU shows come before the benchmarks.
 section "compute-sanitizer"
 for tool in memcheck racecheck; do
+  if skipping sanitizer; then part "sanitizer_$tool" skip "--skip sanitizer"; continue; fi
   if [ $EMU = 1 ]; then part "sanitizer_$tool" skip "emulated (the emulation has its own checks)"; continue; fi
   if [ -z "$SANITIZER" ]; then part "sanitizer_$tool" skip "compute-sanitizer not found"; continue; fi
   t=$(cap 60)
   if [ "$t" -lt 20 ]; then part "sanitizer_$tool" fail "not run: the time budget ran out"; continue; fi
+  # the listed tests of test_cuda, then the flash kernels (shared-memory tiles; fp32 and bf16
+  # WMMA) at every head size, on small shapes
   # shellcheck disable=SC2086
   timeout -k 5 "$t" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
     "$BUILD/test/test_cuda" $SAN_SUBSET >"$OUT/$tool.log" 2>&1
   rc=$?
+  if [ $rc = 0 ]; then
+    t=$(cap 60)
+    # shellcheck disable=SC2086
+    timeout -k 5 "$t" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
+      "$BUILD/test/test_cuda_flash" $SAN_FLASH >>"$OUT/$tool.log" 2>&1
+    rc=$?
+  fi
   grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL ' "$OUT/$tool.log" | head -n 5
   if [ $rc = 0 ]; then part "sanitizer_$tool" pass
   elif [ $rc = 124 ]; then part "sanitizer_$tool" fail "timed out after $t s (see $tool.log)"
@@ -335,7 +361,8 @@ done
 # reduce-scatter and all-gather) and must log the plain run's losses bit for bit; with several
 # GPUs, 2, 4 or 8 ranks agree with it to rounding.
 section "data parallel"
-if [ $EMU = 1 ]; then part nccl skip "emulated: make test runs test/test_dist.sh (NCCL emulated over MPI)"
+if skipping dist; then part nccl skip "--skip dist"
+elif [ $EMU = 1 ]; then part nccl skip "emulated: make test runs test/test_dist.sh (NCCL emulated over MPI)"
 elif ! command -v mpirun >/dev/null; then part nccl skip "mpirun not found (openmpi-bin, libopenmpi-dev; then rebuild)"
 else
   TRAIN="$BUILD/train" PYTHON="$PY" timeout -k 5 "$(cap 120)" bash test/test_dist.sh --device >"$OUT/dist.log" 2>&1
@@ -441,6 +468,7 @@ EOF
   echo "   $row"
   part "$name" pass
 }
+if skipping bench; then part bench skip "--skip bench"; else
 for setting in "${SETTINGS[@]}"; do
   IFS=: read -r key label L H C <<<"$setting"
   for prec in fp32 bf16; do  # the bf16 column always runs: a bf16 failure is a failure
@@ -484,10 +512,13 @@ for d in sorted(glob.glob(work + "/run_*/"), key=os.path.getmtime):
     print("| %s | %s | %.1f | %s |" % (os.path.basename(d)[4:], " | ".join("%.2f" % x for x in med), sum(med), used))
 EOF
 } >>"$OUT/bench.md"
+fi
 
 # ---------------------------------------------------------------- 5. PyTorch (optional)
 section "PyTorch"
-if [ $TORCH = 0 ]; then
+if skipping torch; then
+  part torch skip "--skip torch"
+elif [ $TORCH = 0 ]; then
   part torch skip "$([ $EMU = 1 ] && echo emulated || echo 'no torch with CUDA') (optional)"
 else
   {
@@ -519,6 +550,7 @@ fi
 # Tuning figures after the goal figures (benchmark, PyTorch): when the budget runs short, these
 # and the lab are what it cuts.
 section "classifier chunk sweep"
+if skipping chunks; then part chunks skip "--skip chunks"; else
 {
   echo
   echo "Classifier chunk sweep (--classifier_chunk: rows of B*T per LM head GEMM + loss + backward GEMMs):"
@@ -533,6 +565,7 @@ IFS=: read -r key label L H C <<<"${SETTINGS[0]}"
 for chunk in $([ $EMU = 1 ] && echo "16 $((B * T))" || echo "1024 2048 8192 $((B * T))"); do
   bench_row "$key" "$label, classifier_chunk $chunk" "$L" "$H" "$C" rope fp32 graph "$chunk"
 done
+fi
 
 # ---------------------------------------------------------------- 5c. kernel lab
 # Every program of cuda/lab/ (attention, classifier, layernorm, adamw): each version checked
@@ -542,6 +575,7 @@ done
 # come. Reference point: FlashAttention-2 runs the causal forward at about 230 TFLOP/s on an
 # H100 (D=64, T=1024, bf16).
 section "kernel lab"
+if skipping lab; then part lab skip "--skip lab"; else
 LAB_RUNS=(
   "attention paper --B 16 --T 1024 --H 4 --D 32"
   "attention 124M --B 16 --T 1024 --H 12 --D 64"
@@ -574,6 +608,7 @@ if env ${CC_FLAGS:+"NVCCFLAGS=$CC_FLAGS"} timeout -k 5 "$(cap 150)" make -j"$(np
   done
 else
   part lab fail "make lab failed (see build.log)"
+fi
 fi
 
 # ---------------------------------------------------------------- 6. the paper grid (--paper-grid)

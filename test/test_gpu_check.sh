@@ -14,6 +14,7 @@ if [ $? -eq 0 ] && grep -q -- '--emulated' <<<"$out" && grep -q -- '--budget' <<
 else fail gpu_check_help "-h did not print the usage: $out"; fi
 expect_fail gpu_check_bad_option "^error: unknown argument '--bogus'" -- bash $gc --bogus
 expect_fail gpu_check_bad_budget "^error: --budget must be a positive number" -- bash $gc --budget 7m
+expect_fail gpu_check_bad_skip "^error: --skip: no part 'bogus'" -- bash $gc --skip tests,bogus
 
 # test_cuda NAME...: the subsets the script names must all exist (a stale name would waste the
 # GPU run on an error), and a name that matches no test is an error.
@@ -22,10 +23,13 @@ if [ ! -x "$tc" ]; then
   skip gpu_check_test_subsets "$tc not built"
 else
   eval "$(sed -n '/^\(EMU\|SAN\)_SUBSET="/,/"$/p' $gc)"  # the subset lists, as the script defines them
+  eval "$(grep '^SAN_FLASH=' $gc)"
   why=""
-  for subset in "$EMU_SUBSET" "$SAN_SUBSET"; do
+  for subset in "$EMU_SUBSET" "$SAN_SUBSET" "flash:$SAN_FLASH"; do
+    bin=$tc
+    [[ $subset == flash:* ]] && bin=${tc}_flash subset=${subset#flash:}
     # shellcheck disable=SC2086
-    out=$(CUDA_VISIBLE_DEVICES= "$tc" $subset 2>&1) || why+="exit $? for '$subset': $out; "
+    out=$(CUDA_VISIBLE_DEVICES= "$bin" $subset 2>&1) || why+="exit $? for '$subset': $out; "
     n=$(grep -cE '^(PASS|FAIL|SKIPPED) ' <<<"$out")
     [ "$n" -ge "$(wc -w <<<"$subset")" ] || why+="$n tests for the $(wc -w <<<"$subset") names '$subset'; "
   done
@@ -90,6 +94,18 @@ else
   grep -q 'every required part passed' "$o/report.md" 2>/dev/null || why+="report.md does not say every part passed; "
   if [ -n "$why" ]; then fail gpu_check_emulated "$why$(tail -n 30 <<<"$out")"
   else pass gpu_check_emulated; echo "# emulated dry run: $((SECONDS - start)) s"; fi
+
+  # --skip: the parts named are reported SKIPPED (not failed) and not run; the rest runs
+  out=$(bash $gc --emulated --skip tests,sanitizer,dist --skip bench,chunks,lab --out "$tmp/skip" 2>&1)
+  rc=$?
+  why=""
+  [ $rc -eq 0 ] || why+="exit status $rc; "
+  for p in tests sanitizer_memcheck nccl bench chunks lab; do
+    grep -q "^SKIPPED gpu_check_$p: --skip" "$tmp/skip/parts.txt" 2>/dev/null || why+="no SKIPPED line for $p; "
+  done
+  grep -q '^| emulated tiny' "$tmp/skip/bench.md" 2>/dev/null && why+="a benchmark row ran; "
+  [ -s "$tmp/skip/test_cuda.log" ] && why+="the GPU tests ran; "
+  if [ -n "$why" ]; then fail gpu_check_skip "$why$(tail -n 20 <<<"$out")"; else pass gpu_check_skip; fi
 
   # A budget too short for the whole check: the parts it cut off are failures, said so, and
   # the report is still written.
