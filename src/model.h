@@ -787,14 +787,20 @@ struct GPT {
         return {mean(r.losses, r.n), std::sqrt(r.scalars->sumsq), r.comm_ms};
     }
 
+    // Whether train_step replays a CUDA graph: a backend with graphs, use_graph on, one process,
+    // outside the profiling mode (the trainer's header says which, before the model exists).
+    static bool graph_step(bool use_graph, bool profile) {
+        return BK::graphs && use_graph && !profile && !dist::group().mpi;
+    }
+
     // Runs `step` as the replay of its CUDA graph (captured now if there is none); false when the
-    // step is to run eagerly: another backend, use_graph off, profiling, data parallel, or no
-    // eager step yet since the graph was dropped (the first sizes the grow-only scratch buffers).
+    // step is to run eagerly: not graph_step, or no eager step yet since the graph was dropped
+    // (the first sizes the grow-only scratch buffers).
     template <class F>
     bool replay(const F& step, const AdamWConfig& opt) {
         if constexpr (BK::graphs) {
             if (graph && !(opt == graph_opt)) drop_graph();  // its kernels hold the old settings
-            if (!use_graph || profile || dist::group().mpi || eager_steps == 0) return false;
+            if (!graph_step(use_graph, profile) || eager_steps == 0) return false;
             if (!graph) graph = BK::capture(step, &graph_nodes), graph_opt = opt;
             BK::graph_launch(graph);
             return true;

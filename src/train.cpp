@@ -484,9 +484,8 @@ static int train_with(const Config& cfg, bool resume, std::string device) {
     if (dg.mpi)
         device +=
             " x " + std::to_string(dg.world) + (dg.world > 1 ? " ranks" : " rank") + (cfg.zero ? " (ZeRO-1)" : "");
-    // GPT::train_step replays a CUDA graph on one GPU outside the profiling mode
     if constexpr (BK::graphs)
-        device += cfg.cuda_graph && !cfg.profile && !dg.mpi ? " | step: CUDA graph" : " | step: eager";
+        device += GPT<BK>::graph_step(cfg.cuda_graph == 1, cfg.profile) ? " | step: CUDA graph" : " | step: eager";
     print_model(cfg, device, sizeof(typename BK::real), BK::classifier_chunk);
     Trainer<BK> t(cfg);
     return t.run(resume);
