@@ -6,7 +6,8 @@
 # - errors: a global batch that does not split, ranks with different configs or data, a rank
 #   killed mid-run (the others end, the last checkpoint loads), a stuck rank (collective timeout);
 #   SIGTERM to the ranks stops every rank at the same step with a checkpoint that resumes
-# - the CUDA backend's NCCL path under the CPU emulation ($EMU_BUILD/train), 2 ranks vs 1
+# - the CUDA backend's NCCL path under the CPU emulation ($EMU_BUILD/train), 2 ranks vs 1, fp32 and
+#   bf16 (ZeRO-1 rounds the gathered weights into the GEMMs' bf16 copy)
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
 EMU_TRAIN=${EMU_TRAIN:-${EMU_BUILD:-${BUILD:-build}_emu}/train}
@@ -60,19 +61,24 @@ same() {
 # rank under mpirun runs every NCCL call on a single rank (all-reduce, ZeRO-1's reduce-scatter
 # and all-gather) and must log the very losses of the plain run; RANKS > 1 agree to rounding.
 # Without ZeRO-1 the sum runs per layer during the backward pass (a missed tensor shows here).
+# EXTRA args go to every run (bf16: ZeRO-1 gathers the fp32 weights, then rounds their copy).
 nccl_checks() {
   local name=$1 bin=$2 ranks=$3 text=$4 out
+  shift 4
+  # ranks > 1 sum the gradients in another order; bf16 activations round that difference coarsely
+  local prec=fp32 tol_n=1e-5
+  [[ " $* " == *" bf16 "* ]] && prec=bf16 tol_n=1e-3
   local emu="$data --n_layer 2 --n_head 2 --n_embd 32 --vocab_size 16 --max_seq_len 16 --seq_len 8 --batch_size $((ranks > 2 ? 8 : 2))
-    --steps 3 --eval_every 3 --eval_batches 1 --checkpoint_every 0 --device cuda"
+    --steps 3 --eval_every 3 --eval_batches 1 --checkpoint_every 0 --device cuda $*"
   NVIDIA_TF32_OVERRIDE=0 $bin $emu --run_dir "$tmp/${name}_plain" >"$tmp/$name.txt" 2>&1 ||
     { fail "$name" "plain run: $(tail -1 "$tmp/$name.txt")"; return; }
   for n in 1 $([ "$ranks" -gt 1 ] && echo "$ranks"); do
     for zero in 0 1; do
-      local run="$tmp/${name}_${n}ranks_zero$zero" tol=$([ "$n" = 1 ] && echo 0 || echo 1e-5)
+      local run="$tmp/${name}_${n}ranks_zero$zero" tol=$([ "$n" = 1 ] && echo 0 || echo "$tol_n")
       if ! NVIDIA_TF32_OVERRIDE=0 mpi "$n" $bin $emu --zero $zero --run_dir "$run" >"$run.txt" 2>&1; then
         fail "${name}_${n}ranks_zero$zero" "$(tail -2 "$run.txt")"
-      elif ! grep -q "device cuda ($text.* x $n rank" "$run.txt"; then
-        fail "${name}_${n}ranks_zero$zero" "not $n rank(s) on the device: $(grep -m1 model: "$run.txt")"
+      elif ! grep -q "device cuda ($text.* x $n rank.*precision $prec" "$run.txt"; then
+        fail "${name}_${n}ranks_zero$zero" "not $n rank(s) on the device in $prec: $(grep -m1 model: "$run.txt")"
       elif out=$(cmp_losses "$tmp/${name}_plain" "$run" "$tol"); then pass "${name}_${n}ranks_zero$zero"; echo "# $out"
       else fail "${name}_${n}ranks_zero$zero" "$out"; fi
     done
@@ -83,7 +89,11 @@ nccl_checks() {
 if [ "${1:-}" = --device ]; then
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   if [ "$gpus" -lt 1 ]; then fail dist_nccl_gpu "no GPU (nvidia-smi -L lists none)"
-  else nccl_checks dist_nccl_gpu "$TRAIN" "$((gpus >= 8 ? 8 : gpus >= 4 ? 4 : gpus >= 2 ? 2 : 1))" ""; fi
+  else
+    ranks=$((gpus >= 8 ? 8 : gpus >= 4 ? 4 : gpus >= 2 ? 2 : 1))
+    nccl_checks dist_nccl_gpu "$TRAIN" "$ranks" ""
+    nccl_checks dist_nccl_gpu_bf16 "$TRAIN" "$ranks" "" --precision bf16 --attention flash
+  fi
   finish
 fi
 
@@ -229,5 +239,8 @@ wait "$mpid" 2>/dev/null
 # The CUDA backend's NCCL path under the CPU execution layer (NCCL emulated over MPI).
 if [ -n "${SKIP_EMU:-}" ]; then :
 elif [ ! -x "$EMU_TRAIN" ]; then fail dist_nccl_emulated "$EMU_TRAIN missing (make emu builds it)"
-else nccl_checks dist_nccl_emulated "$EMU_TRAIN" 2 "CUDA emulation"; fi
+else
+  nccl_checks dist_nccl_emulated "$EMU_TRAIN" 2 "CUDA emulation"
+  nccl_checks dist_nccl_emulated_bf16 "$EMU_TRAIN" 2 "CUDA emulation" --precision bf16 --attention flash
+fi
 finish
