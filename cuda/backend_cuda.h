@@ -175,16 +175,16 @@ struct CudaBackend {
     using act = float;              // the activations' element type (model.h)
     static float* alloc(size_t n);  // zero-filled, like CpuBackend
     static float* alloc_act(size_t n) { return alloc(n); }
-    static void free(float* p);
-    static void zero(float* p, size_t n);
-    static void copy_to_host(float* dst, const float* src, size_t n);    // synchronous
-    static void copy_from_host(float* dst, const float* src, size_t n);  // synchronous
-    // bf16 buffers (cuda/precision.cu): the same, and a copy to the host that widens to float
-    static void free(bf16_t* p);
-    static void zero(bf16_t* p, size_t n);
-    static void copy_to_host(bf16_t* dst, const bf16_t* src, size_t n);
-    static void copy_from_host(bf16_t* dst, const bf16_t* src, size_t n);
-    static void copy_to_host(float* dst, const bf16_t* src, size_t n);
+    // buffers of float or bf16_t (E; memory.cu instantiates both)
+    template <class E>
+    static void free(E* p);
+    template <class E>
+    static void zero(E* p, size_t n);
+    template <class E>
+    static void copy_to_host(E* dst, const E* src, size_t n);  // synchronous
+    template <class E>
+    static void copy_from_host(E* dst, const E* src, size_t n);         // synchronous
+    static void copy_to_host(float* dst, const bf16_t* src, size_t n);  // widens (precision.cu)
     static int* alloc_int(size_t n);
     static void free_int(int* p);
     static void copy_ints_from_host(int* dst, const int* src, size_t n);

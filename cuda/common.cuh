@@ -99,17 +99,6 @@ E* alloc_zeroed(size_t n) {
     if (p) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(E), main_stream()));
     return p;
 }
-template <class E>
-void zero_async(E* p, size_t n) {
-    if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(E), main_stream()));
-}
-// Waits for the copy (and the work queued before it): the host buffer is free on return.
-template <class E>
-void copy_and_wait(E* dst, const E* src, size_t n, cudaMemcpyKind kind) {
-    if (!n) return;
-    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(E), kind, main_stream()));
-    cudaCheck(cudaStreamSynchronize(main_stream()));
-}
 
 // A grow-only device scratch buffer owned by one launcher (kept for the life of the process).
 template <class T>

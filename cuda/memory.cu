@@ -77,21 +77,44 @@ float* CudaBackend::alloc(size_t n) {
     return gpu::alloc_zeroed<float>(n);
 }
 
-void CudaBackend::free(float* p) {
+template <class E>
+void CudaBackend::free(E* p) {
     gpu::device_free(p);
 }
 
-void CudaBackend::zero(float* p, size_t n) {
-    gpu::zero_async(p, n);
+template <class E>
+void CudaBackend::zero(E* p, size_t n) {
+    if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(E), gpu::main_stream()));
 }
 
-void CudaBackend::copy_to_host(float* dst, const float* src, size_t n) {
-    gpu::copy_and_wait(dst, src, n, cudaMemcpyDeviceToHost);
+namespace {
+// Waits for the copy (and the work queued before it): the host buffer is free on return.
+void copy_and_wait(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (!bytes) return;
+    cudaCheck(cudaMemcpyAsync(dst, src, bytes, kind, gpu::main_stream()));
+    cudaCheck(cudaStreamSynchronize(gpu::main_stream()));
+}
+}  // namespace
+
+template <class E>
+void CudaBackend::copy_to_host(E* dst, const E* src, size_t n) {
+    copy_and_wait(dst, src, n * sizeof(E), cudaMemcpyDeviceToHost);
 }
 
-void CudaBackend::copy_from_host(float* dst, const float* src, size_t n) {
-    gpu::copy_and_wait(dst, src, n, cudaMemcpyHostToDevice);
+template <class E>
+void CudaBackend::copy_from_host(E* dst, const E* src, size_t n) {
+    copy_and_wait(dst, src, n * sizeof(E), cudaMemcpyHostToDevice);
 }
+
+// The element types of the model's buffers: fp32, and bf16 (activations, the weights' copy).
+#define INSTANTIATE_BUFFER_OPS(E)                                  \
+    template void CudaBackend::free(E*);                           \
+    template void CudaBackend::zero(E*, size_t);                   \
+    template void CudaBackend::copy_to_host(E*, const E*, size_t); \
+    template void CudaBackend::copy_from_host(E*, const E*, size_t);
+INSTANTIATE_BUFFER_OPS(float)
+INSTANTIATE_BUFFER_OPS(bf16_t)
+#undef INSTANTIATE_BUFFER_OPS
 
 int* CudaBackend::alloc_int(size_t n) {
     return gpu::alloc_zeroed<int>(n);

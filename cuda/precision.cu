@@ -1,5 +1,6 @@
 // bf16 buffers of the CUDA backend (--precision bf16: CudaBackendBf16's activations and the
-// model's bf16 copy of the weights): allocation, copies, and the fp32 -> bf16 rounding.
+// model's bf16 copy of the weights): allocation, the copy to the host as float, and the fp32 ->
+// bf16 rounding. Their other buffer operations are memory.cu's, instantiated for bf16.
 #include <vector>
 
 #include "backend_cuda.h"
@@ -26,22 +27,6 @@ void to_bf16(bf16_t* dst, const float* src, size_t n, cudaStream_t stream) {
 
 bf16_t* CudaBackendBf16::alloc_act(size_t n) {
     return gpu::alloc_zeroed<bf16_t>(n);
-}
-
-void CudaBackend::free(bf16_t* p) {
-    gpu::device_free(p);
-}
-
-void CudaBackend::zero(bf16_t* p, size_t n) {
-    gpu::zero_async(p, n);
-}
-
-void CudaBackend::copy_to_host(bf16_t* dst, const bf16_t* src, size_t n) {
-    gpu::copy_and_wait(dst, src, n, cudaMemcpyDeviceToHost);
-}
-
-void CudaBackend::copy_from_host(bf16_t* dst, const bf16_t* src, size_t n) {
-    gpu::copy_and_wait(dst, src, n, cudaMemcpyHostToDevice);
 }
 
 // bf16 logits to the host as float (GPT::logits): exact, every bf16 is a float
