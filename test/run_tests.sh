@@ -3,7 +3,8 @@
 # Last line: "N passed, N failed, N skipped".
 cd "$(dirname "$0")/.." || exit 1
 export PYTHON=${PYTHON:-$(scripts/pick_python.sh)} BUILD=${BUILD:-build}
-# the CUDA backend built for the CPU emulation (make emu); its tests run in two thread orders
+# the CUDA backend built for the CPU emulation (make emu); its tests run in two thread orders, the
+# second with the streams' work deferred until the host waits for it (CUDA_EMU_DEFER=1)
 export EMU_BUILD=${EMU_BUILD:-${BUILD}_emu}
 export TRAIN=${TRAIN:-$BUILD/train} SAMPLE=${SAMPLE:-$BUILD/sample}
 passed=0 failed=0 skipped=0
@@ -29,10 +30,10 @@ run_renamed() {
   "$@" 2>&1 | sed -E "s/^(PASS|FAIL|SKIPPED) /\1 $tag:/"
   return "${PIPESTATUS[0]}"
 }
-# An emulated CUDA test under CUDA_EMU_ORDER=$2, renamed with tag $1.
+# An emulated CUDA test under CUDA_EMU_ORDER=$2 and CUDA_EMU_DEFER=$3, renamed with tag $1.
 run_emu() {
-  local tag=$1 order=$2; shift 2
-  CUDA_EMU_ORDER=$order run_renamed "$tag" "$@"
+  local tag=$1 order=$2 defer=$3; shift 3
+  CUDA_EMU_ORDER=$order CUDA_EMU_DEFER=$defer run_renamed "$tag" "$@"
 }
 for t in "$BUILD"/test/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
 if [ ! -x "$EMU_BUILD/test/test_cuda" ]; then
@@ -40,8 +41,8 @@ if [ ! -x "$EMU_BUILD/test/test_cuda" ]; then
 fi
 for t in "$EMU_BUILD"/test/test_cuda*; do
   [ -x "$t" ] || continue
-  run_one "$t (emulated, forward order)" run_emu emu forward "$t"
-  run_one "$t (emulated, reverse order)" run_emu emu-rev reverse "$t"
+  run_one "$t (emulated, forward order)" run_emu emu forward 0 "$t"
+  run_one "$t (emulated, reverse order, deferred work)" run_emu emu-rev-defer reverse 1 "$t"
 done
 [ -x "$EMU_BUILD/test/test_emu_selftest" ] && run_one "$EMU_BUILD/test/test_emu_selftest" "$EMU_BUILD/test/test_emu_selftest"
 # the sanitizer build (make emu-asan-tests): the self-tests' out-of-bounds and misaligned accesses

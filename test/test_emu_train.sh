@@ -1,7 +1,8 @@
 # The train binary on the CUDA backend under CPU emulation (make emu: $EMU_BUILD/train
 # --device cuda) against build/train --device cpu: 5 training steps for each pos mode on
 # tiny shards, compared step by step (loss and gradient norm, from log.jsonl); and the step
-# replayed as a CUDA graph (the default) against the step launched kernel by kernel (identical).
+# replayed as a CUDA graph (the default) against the step launched kernel by kernel (identical),
+# and against a run whose stream work waits until the host waits for it (CUDA_EMU_DEFER=1).
 # - NVIDIA_TF32_OVERRIDE=0 (plain fp32 GEMMs, as on a GPU with that variable): the backends
 #   differ only in fp32 summation order, ~1e-6 relative per step; tolerance 1e-4.
 # - TF32 on (the trainer's default in fp32 mode): GEMM inputs keep 10 mantissa bits (relative
@@ -66,6 +67,19 @@ for pos in learned sinusoidal rope crope; do
     fi
   else
     fail "emu_train_graph_vs_eager_$pos" "emulated cuda run failed: $(tail -1 "$tmp/eager_$pos.txt")"
+  fi
+  # the streams' work deferred until the host waits for it (the latest a GPU may run it): reading
+  # a result or refilling an upload buffer without waiting shows here. The same losses, bit for
+  # bit, through evaluation and a checkpoint too.
+  if CUDA_EMU_DEFER=1 NVIDIA_TF32_OVERRIDE=0 $EMU_TRAIN $args --pos "$pos" --device cuda --eval_every 2 \
+      --checkpoint_every 4 --run_dir "$tmp/defer_$pos" >"$tmp/defer_$pos.txt" 2>&1; then
+    if grep '"type":"val"' "$tmp/defer_$pos/log.jsonl" | grep -q '"loss":[0-9]' && [ -e "$tmp/defer_$pos/ckpt_000004" ]; then
+      compare "emu_train_deferred_$pos" "$tmp/defer_$pos" "$tmp/emu_$pos" 0 0
+    else
+      fail "emu_train_deferred_$pos" "no finite validation loss or no checkpoint at step 4: $(tail -1 "$tmp/defer_$pos.txt")"
+    fi
+  else
+    fail "emu_train_deferred_$pos" "emulated cuda run failed: $(tail -2 "$tmp/defer_$pos.txt")"
   fi
   if $EMU_TRAIN $args --pos "$pos" --device cuda --run_dir "$tmp/tf32_$pos" >"$tmp/tf32_$pos.txt" 2>&1; then
     compare "emu_train_tf32_$pos" "$tmp/tf32_$pos" "$tmp/cpu_$pos" 1e-2 1e-7

@@ -212,6 +212,12 @@ int gemm(int m, int n, int k, int lda, int ldc, size_t a_elems, cublasComputeTyp
 }
 
 // ---- stream capture and graphs ----------------------------------------------------------------
+constexpr int kRefillLine = __LINE__ + 2;  // the copy that a refill of its pinned source races
+int refill_copy(float* dst, const float* pinned_src, cudaStream_t s) {
+    CK(cudaMemcpyAsync(dst, pinned_src, sizeof(float), cudaMemcpyHostToDevice, s));
+    return 0;
+}
+
 constexpr int kCapturedLaunchLine = __LINE__ + 2;  // the captured launch, for the report
 void capture_write(float* p, cudaStream_t s) {
     write_kernel<<<1, 32, 0, s>>>(p, 32);
@@ -742,6 +748,46 @@ int main() {
             return 0;
         },
         "sideways");
+    // CUDA_EMU_DEFER=1 (set in the child before its first CUDA call): queued work runs when the
+    // host waits, so correct waiting still works, an early read sees NaN, an early refill is reported
+    expect_clean("defer_graph_matches_eager", [] {
+        setenv("CUDA_EMU_DEFER", "1", 1);
+        return graph_matches_eager();
+    });
+    expect_clean("defer_result_read_before_the_wait", [] {
+        setenv("CUDA_EMU_DEFER", "1", 1);
+        cudaStream_t s;
+        cudaEvent_t done;
+        CK(cudaStreamCreate(&s));
+        CK(cudaEventCreate(&done));
+        float *p = scratch(32), *pin;
+        CK(cudaMallocHost(&pin, 32 * sizeof(float)));
+        write_kernel<<<1, 32, 0, s>>>(p, 32);
+        CK(cudaMemcpyAsync(pin, p, 32 * sizeof(float), cudaMemcpyDeviceToHost, s));
+        CK(cudaEventRecord(done, s));
+        const bool early_nan = std::isnan(pin[0]) && std::isnan(pin[31]);
+        const bool not_ready = cudaEventQuery(done) == cudaErrorNotReady;  // and lets it run
+        CK(cudaEventSynchronize(done));
+        return early_nan && not_ready && pin[0] == 1.0f && pin[31] == 1.0f ? 0 : 1;
+    });
+    expect_report("defer_pinned_source_refilled_early",
+                  {at(kRefillLine), "wrote its pinned source", "run when the host waited", "CUDA_EMU_DEFER=1"}, [] {
+                      setenv("CUDA_EMU_DEFER", "1", 1);
+                      cudaStream_t s;
+                      CK(cudaStreamCreate(&s));
+                      float *p = scratch(4), *pin;
+                      CK(cudaMallocHost(&pin, 16));
+                      pin[0] = 1.0f;
+                      if (int e = refill_copy(p, pin, s)) return e;
+                      pin[0] = 2.0f;  // the copy has not run: it must not see this
+                      CK(cudaStreamSynchronize(s));
+                      return 0;
+                  });
+    expect_report("bad_defer_variable", {"error: CUDA_EMU_DEFER=yes: expected 0 or 1"}, [] {
+        setenv("CUDA_EMU_DEFER", "yes", 1);
+        write_kernel<<<1, 32>>>(scratch(32), 32);
+        return 0;
+    });
     // inside a kernel, out-of-bounds and misaligned accesses are the sanitizer build's job
     if (asan) {
         expect_report("oob_write_in_kernel", {"heap-buffer-overflow", "test_emu_selftest.cu:"}, [] {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda_emu.h"
+#include "emu_internal.h"
 #ifdef HAVE_MPI
 #include <mpi.h>
 #endif
@@ -49,6 +50,8 @@ void check_buffers(const char* file, int line, const char* what, const void* sen
 
 // A collective is stream work: it runs now, or at each replay of the graph capturing the stream
 // (buffers checked then). An MPI failure is ncclSystemError at the call, a report in a replay.
+// With CUDA_EMU_DEFER=1 it still runs at the call, after the stream's queued work: a collective
+// left queued while the host makes its own MPI calls could wait for a rank that waits for it.
 ncclResult_t g_result = ncclSuccess;
 ncclResult_t submit(cudaStream_t stream, const char* file, int line, const char* what,
                     std::function<ncclResult_t()> work) {
@@ -57,6 +60,7 @@ ncclResult_t submit(cudaStream_t stream, const char* file, int line, const char*
         g_result = work();
         if (g_result && emu::in_replay()) emu::fail(file, line, "%s: %s", what, ncclGetErrorString(g_result));
     });
+    if (!e && emu::defers(stream)) emu::run_queued(stream, file, line);
     return e ? ncclUnhandledCudaError : g_result;
 }
 
@@ -170,8 +174,8 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
         float* mine = (float*)recv + (size_t)comm->rank * sendcount;
         if (send != mine) std::memmove(mine, send, sendcount * sizeof(float));
 #ifdef HAVE_MPI
-        if (comm->nranks > 1 &&
-            MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)sendcount, MPI_FLOAT, comm->mpi) != MPI_SUCCESS)
+        if (comm->nranks > 1 && MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)sendcount, MPI_FLOAT,
+                                              comm->mpi) != MPI_SUCCESS)
             return ncclSystemError;
 #endif
         return ncclSuccess;

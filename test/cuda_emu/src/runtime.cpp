@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <vector>
 
 #include "cuda_runtime.h"
 #include "emu_internal.h"
@@ -123,16 +125,16 @@ const char* cudaGetErrorName(cudaError_t err) {
         E(cudaSuccess)
         E(cudaErrorInvalidValue)
         E(cudaErrorMemoryAllocation)
-        E(cudaErrorInitializationError) E(cudaErrorInvalidConfiguration) E(cudaErrorInvalidDevicePointer)
-            E(cudaErrorInvalidMemcpyDirection) E(cudaErrorInvalidDeviceFunction) E(cudaErrorNoDevice)
-                E(cudaErrorInvalidDevice) E(cudaErrorInvalidResourceHandle) E(cudaErrorIllegalState)
-                    E(cudaErrorNotReady) E(cudaErrorIllegalAddress) E(cudaErrorLaunchOutOfResources)
-                        E(cudaErrorNotSupported) E(cudaErrorStreamCaptureUnsupported)
-                            E(cudaErrorStreamCaptureInvalidated) E(cudaErrorStreamCaptureMerge)
-                                E(cudaErrorStreamCaptureUnmatched) E(cudaErrorStreamCaptureUnjoined)
-                                    E(cudaErrorStreamCaptureIsolation) E(cudaErrorStreamCaptureImplicit)
-                                        E(cudaErrorCapturedEvent) E(cudaErrorStreamCaptureWrongThread)
-                                            E(cudaErrorUnknown)
+        E(cudaErrorInitializationError)
+        E(cudaErrorInvalidConfiguration) E(cudaErrorInvalidDevicePointer) E(cudaErrorInvalidMemcpyDirection)
+            E(cudaErrorInvalidDeviceFunction) E(cudaErrorNoDevice) E(cudaErrorInvalidDevice)
+                E(cudaErrorInvalidResourceHandle) E(cudaErrorIllegalState) E(cudaErrorNotReady)
+                    E(cudaErrorIllegalAddress) E(cudaErrorLaunchOutOfResources) E(cudaErrorNotSupported)
+                        E(cudaErrorStreamCaptureUnsupported) E(cudaErrorStreamCaptureInvalidated)
+                            E(cudaErrorStreamCaptureMerge) E(cudaErrorStreamCaptureUnmatched)
+                                E(cudaErrorStreamCaptureUnjoined) E(cudaErrorStreamCaptureIsolation)
+                                    E(cudaErrorStreamCaptureImplicit) E(cudaErrorCapturedEvent)
+                                        E(cudaErrorStreamCaptureWrongThread) E(cudaErrorUnknown)
 #undef E
     }
     return "cudaErrorUnknown";
@@ -295,6 +297,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes, const char* file, int line) {
 cudaError_t cudaFree(void* p, const char* file, int line) {
     if (cudaError_t e = emu::unsafe_call(file, line, "cudaFree")) return e;
     if (!p) return cudaSuccess;
+    emu::run_all_queued(file, line);  // cudaFree waits for the device
     emu::Memory& m = emu::memory();
     auto it = m.allocs.find(reinterpret_cast<uintptr_t>(p));
     if (it == m.allocs.end()) emu::fail(file, line, "cudaFree(%p): not a pointer that cudaMalloc returned", p);
@@ -315,6 +318,7 @@ cudaError_t cudaMallocHost(void** p, size_t bytes, const char* file, int line) {
 cudaError_t cudaFreeHost(void* p, const char* file, int line) {
     if (cudaError_t e = emu::unsafe_call(file, line, "cudaFreeHost")) return e;
     if (!p) return cudaSuccess;
+    emu::run_all_queued(file, line);  // as cudaFree
     if (!emu::memory().pinned.erase(reinterpret_cast<uintptr_t>(p)))
         emu::fail(file, line, "cudaFreeHost(%p): not a pointer that cudaMallocHost returned", p);
     std::free(p);
@@ -345,6 +349,36 @@ void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const c
              "cudaFreeHost?)",
              to_dev ? "source" : "destination", to_dev ? src : dst, bytes);
     std::memmove(dst, src, bytes);
+}
+
+// CUDA_EMU_DEFER=1: a copy between the host and the device, queued as CUDA treats it. Pageable
+// memory: a host-to-device copy reads the source at the call (CUDA stages it), a device-to-host
+// copy waits for the queue and runs at the call. Pinned memory is the copy's own until it has
+// run: the destination reads as 0xFF (NaN) until then, and the source must keep the bytes it had
+// at the call (a host that refills it too early is reported).
+cudaError_t queue_host_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s,
+                            const char* file, int line) {
+    const bool to_dev = kind == cudaMemcpyHostToDevice;
+    const bool pinned = pinned_range(to_dev ? src : dst, bytes);
+    if (!to_dev && !pinned) {
+        cudaError_t e = enqueue(s, file, line, "cudaMemcpyAsync", [=] { copy(dst, src, bytes, kind, file, line); });
+        run_queued(s, file, line);
+        return e;
+    }
+    if (!to_dev) {
+        std::memset(dst, 0xFF, bytes);
+        return enqueue(s, file, line, "cudaMemcpyAsync", [=] { copy(dst, src, bytes, kind, file, line); });
+    }
+    auto at_call = std::make_shared<std::vector<char>>((const char*)src, (const char*)src + bytes);
+    return enqueue(s, file, line, "cudaMemcpyAsync", [=] {
+        if (pinned && std::memcmp(src, at_call->data(), bytes))
+            fail(file, line,
+                 "cudaMemcpyAsync: the host wrote its pinned source %p (%zu bytes) after this call and before the "
+                 "copy ran: on a GPU the copy reads the old or the new bytes; wait for the copy (an event recorded "
+                 "after it) before refilling the buffer",
+                 src, bytes);
+        copy(dst, at_call->data(), bytes, kind, file, line);
+    });
 }
 
 void set(void* p, int value, size_t bytes, const char* file, int line) {
@@ -379,6 +413,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
                            "needs cudaMallocHost memory",
                            host, bytes);
     }
+    if (host && emu::defers(s)) return ret(emu::queue_host_copy(dst, src, bytes, kind, s, file, line));
     return ret(emu::enqueue(s, file, line, "cudaMemcpyAsync", [=] { emu::copy(dst, src, bytes, kind, file, line); }));
 }
 

@@ -4,9 +4,15 @@
 // and cudaGraphLaunch runs the nodes in capture order, with the checks of the eager path
 // against the memory as it is at the replay. What CUDA refuses during a capture is refused
 // here with CUDA's error, a report, and the capture invalidated.
+// With CUDA_EMU_DEFER=1 the work of created streams is queued instead and runs only when the
+// host waits for it (a synchronisation, a blocking call), the latest a GPU may run it: a host
+// that reads or reuses a buffer of queued work without waiting sees it go wrong.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <memory>
 #include <set>
 #include <string>
@@ -60,7 +66,8 @@ Capture* active(unsigned long long id) {
 }  // namespace emu
 
 struct CUstream_st {
-    bool blocking = true;  // synchronises with the legacy stream (no cudaStreamNonBlocking)
+    bool blocking = true;           // synchronises with the legacy stream (no cudaStreamNonBlocking)
+    unsigned long long queued = 0;  // CUDA_EMU_DEFER: the number of its last queued work
     emu::Capture* capture = nullptr;
     size_t last_node = 0;    // its last node in the capture (1-based; 0: none)
     size_t joined_upto = 0;  // the capture's origin waited on its work up to this node
@@ -71,6 +78,7 @@ struct CUevent_st {
     unsigned long long capture = 0;  // the capture that recorded it last, or 0
     CUstream_st* stream = nullptr;   // ... on this stream,
     size_t node = 0;                 // ... after this many nodes
+    unsigned long long queued = 0;   // CUDA_EMU_DEFER: the number of its last queued record
 };
 struct CUgraph_st {
     std::shared_ptr<const emu::Nodes> nodes;
@@ -80,6 +88,9 @@ struct CUgraph_st {
 struct CUgraphExec_st : CUgraph_st {};
 
 namespace emu {
+
+bool stream_valid(cudaStream_t s);
+
 namespace {
 
 bool is_legacy(cudaStream_t s) {
@@ -91,6 +102,15 @@ CUstream_st* state(cudaStream_t s) {
     static CUstream_st per_thread;
     return s == cudaStreamPerThread ? &per_thread : is_legacy(s) ? nullptr : s;
 }
+
+}  // namespace
+
+bool stream_capturing(cudaStream_t s) {
+    const CUstream_st* st = stream_valid(s) ? state(s) : nullptr;
+    return st && st->capture;
+}
+
+namespace {
 
 std::string stream_name(cudaStream_t s) {
     if (is_legacy(s)) return "the legacy stream";
@@ -131,18 +151,81 @@ void replay(const CUgraph_st& g, const char* file, int line) {
     g_replays.pop_back();
 }
 
+// ---- CUDA_EMU_DEFER=1: queued work -------------------------------------------------------------
+// One queue for every created stream, in call order (each stream's order and every event
+// dependency between streams hold); work is numbered from 1.
+bool defer_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("CUDA_EMU_DEFER");
+        if (!e || !std::strcmp(e, "0")) return false;
+        if (!std::strcmp(e, "1")) return true;
+        std::fprintf(stderr, "error: CUDA_EMU_DEFER=%s: expected 0 or 1\n", e);
+        std::exit(1);
+    }();
+    return on;
+}
+struct Queued {
+    unsigned long long number;
+    Node node;
+};
+std::deque<Queued> g_queue;
+unsigned long long g_last_queued = 0, g_last_run = 0;
+// The queued work running now, and the call that waited for it (for reports).
+struct Running {
+    const Node* node;
+    const char* file;
+    int line;
+};
+std::vector<Running> g_running;
+
+bool pending(unsigned long long number) {
+    return number > g_last_run;
+}
+
 }  // namespace
 
+void run_queued_through(unsigned long long number, const char* file, int line) {
+    while (!g_queue.empty() && g_queue.front().number <= number) {
+        Queued q = std::move(g_queue.front());
+        g_queue.pop_front();
+        g_last_run = q.number;
+        g_running.push_back({&q.node, file, line});
+        q.node.run();
+        g_running.pop_back();
+    }
+}
+
+void run_all_queued(const char* file, int line) {
+    run_queued_through(g_last_queued, file, line);
+}
+
+void run_queued(cudaStream_t s, const char* file, int line) {
+    if (CUstream_st* st = state(s)) run_queued_through(st->queued, file, line);
+}
+
+bool defers(cudaStream_t s) {
+    return defer_enabled() && !is_legacy(s) && !stream_capturing(s);
+}
+
 std::string replay_context() {
-    if (g_replays.empty()) return "";
-    const Replay& r = g_replays.back();
-    const Node& n = (*r.graph->nodes)[r.node];
+    std::string out;
     char b[512];
-    std::snprintf(b, sizeof b,
-                  "  in node %zu (%s captured at %s:%d) of the graph captured from %s:%d, replayed by cudaGraphLaunch "
-                  "at %s:%d\n",
-                  r.node, n.what, n.file, n.line, r.graph->file, r.graph->line, r.file, r.line);
-    return b;
+    if (!g_replays.empty()) {
+        const Replay& r = g_replays.back();
+        const Node& n = (*r.graph->nodes)[r.node];
+        std::snprintf(b, sizeof b,
+                      "  in node %zu (%s captured at %s:%d) of the graph captured from %s:%d, replayed by "
+                      "cudaGraphLaunch at %s:%d\n",
+                      r.node, n.what, n.file, n.line, r.graph->file, r.graph->line, r.file, r.line);
+        out += b;
+    }
+    if (!g_running.empty()) {
+        const Running& r = g_running.back();
+        std::snprintf(b, sizeof b, "  %s queued at %s:%d, run when the host waited at %s:%d (CUDA_EMU_DEFER=1)\n",
+                      r.node->what, r.node->file, r.node->line, r.file, r.line);
+        out += b;
+    }
+    return out;
 }
 
 bool in_replay() {
@@ -151,11 +234,6 @@ bool in_replay() {
 
 bool stream_valid(cudaStream_t s) {
     return is_legacy(s) || s == cudaStreamPerThread || live_handles().count(s);
-}
-
-bool stream_capturing(cudaStream_t s) {
-    const CUstream_st* st = stream_valid(s) ? state(s) : nullptr;
-    return st && st->capture;
 }
 
 void invalidate_capture(cudaStream_t s) {
@@ -172,6 +250,7 @@ cudaError_t legacy_stream_use(const char* file, int line, const char* call) {
                           "legacy stream would wait on the capture; the capture is invalidated",
                           call, stream_name(c->origin).c_str(), c->file, c->line);
         }
+    run_all_queued(file, line);  // the legacy stream waits for the blocking streams' work
     return cudaSuccess;
 }
 
@@ -200,9 +279,15 @@ cudaError_t enqueue(cudaStream_t s, const char* file, int line, const char* what
     if (is_legacy(s)) {
         if (cudaError_t e = legacy_stream_use(file, line, what)) return e;
     }
+    const bool defer = defer_enabled();  // read at the first work (a bad value ends the program)
     CUstream_st* st = state(s);
     if (!st || !st->capture) {
-        work();
+        if (!st || !defer) {
+            work();
+            return cudaSuccess;
+        }
+        g_queue.push_back({++g_last_queued, {what, file, line, std::move(work)}});
+        st->queued = g_last_queued;
         return cudaSuccess;
     }
     Capture* c = st->capture;
@@ -241,6 +326,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
                       "invalidated",
                       emu::stream_name(s).c_str(), s->capture->file, s->capture->line);
     }
+    emu::run_queued(s, __FILE__, __LINE__);  // its work goes on after the call, as on a GPU
     live_handles().erase(s);
     delete s;
     return cudaSuccess;
@@ -256,11 +342,15 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s, const char* file, int line) {
                       "recorded, not run; the capture is invalidated",
                       emu::stream_name(s).c_str(), c->file, c->line);
     }
+    emu::run_queued(s, file, line);
     return cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize(const char* file, int line) {
-    if (emu::captures().empty()) return cudaSuccess;
+    if (emu::captures().empty()) {
+        emu::run_all_queued(file, line);
+        return cudaSuccess;
+    }
     const emu::Capture& c = *emu::captures().front();
     for (auto& d : emu::captures()) d->invalidated = true;
     return refuse(file, line, cudaErrorStreamCaptureUnsupported,
@@ -316,7 +406,9 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    if (!e || !live_handles().erase(e)) return ret(cudaErrorInvalidResourceHandle);
+    if (!e || !live_handles().count(e)) return ret(cudaErrorInvalidResourceHandle);
+    emu::run_queued_through(e->queued, __FILE__, __LINE__);  // a queued record completes, as on a GPU
+    live_handles().erase(e);
     delete e;
     return cudaSuccess;
 }
@@ -331,6 +423,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s, const char* file, int
         e->capture = 0;
     });
     if (err) return ret(err);
+    if (emu::defers(s)) e->queued = emu::state(s)->queued;
     if (emu::stream_capturing(s)) {
         CUstream_st* st = emu::state(s);
         e->capture = st->capture->id, e->stream = st, e->node = st->capture->nodes->size();
@@ -353,14 +446,21 @@ cudaError_t captured_event(cudaEvent_t e, const char* file, int line, const char
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e, const char* file, int line) {
     if (!live_handles().count(e)) return ret(cudaErrorInvalidResourceHandle);
-    return captured_event(e, file, line, "cudaEventSynchronize");
+    if (cudaError_t err = captured_event(e, file, line, "cudaEventSynchronize")) return err;
+    emu::run_queued_through(e->queued, file, line);
+    return cudaSuccess;
 }
+// A queued record is not ready yet; the query lets it run, so that polling ends.
 cudaError_t cudaEventQuery(cudaEvent_t e, const char* file, int line) {
     if (!live_handles().count(e)) return ret(cudaErrorInvalidResourceHandle);
-    return captured_event(e, file, line, "cudaEventQuery");
+    if (cudaError_t err = captured_event(e, file, line, "cudaEventQuery")) return err;
+    if (!emu::pending(e->queued)) return cudaSuccess;
+    emu::run_queued_through(e->queued, file, line);
+    return cudaErrorNotReady;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
     if (!live_handles().count(a) || !live_handles().count(b)) return ret(cudaErrorInvalidResourceHandle);
+    if (emu::pending(a->queued) || emu::pending(b->queued)) return cudaErrorNotReady;
     if (!a->recorded || !b->recorded) return ret(cudaErrorInvalidResourceHandle);
     *ms = std::chrono::duration<float, std::milli>(b->t - a->t).count();
     return cudaSuccess;
@@ -470,6 +570,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s, const char* fi
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
     if (!exec || !live_handles().erase(exec)) return ret(cudaErrorInvalidValue);
+    // a queued launch holds a copy of the graph's nodes: it may run after this, as on a GPU
     delete exec;
     return cudaSuccess;
 }
