@@ -6,8 +6,9 @@
 # - errors: a global batch that does not split, ranks with different configs or data, a rank
 #   killed mid-run (the others end, the last checkpoint loads), a stuck rank (collective timeout);
 #   SIGTERM to the ranks stops every rank at the same step with a checkpoint that resumes
-# - the CUDA backend's NCCL path under the CPU emulation ($EMU_BUILD/train), 2 ranks vs 1, fp32 and
-#   bf16 (ZeRO-1 rounds the gathered weights into the GEMMs' bf16 copy)
+# - the CUDA backend's NCCL path under the CPU emulation ($EMU_BUILD/train), 2 ranks vs 1: fp32
+#   with the streams' work deferred (CUDA_EMU_DEFER=1), and bf16 (ZeRO-1 rounds the gathered
+#   weights into the GEMMs' bf16 copy)
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
 EMU_TRAIN=${EMU_TRAIN:-${EMU_BUILD:-${BUILD:-build}_emu}/train}
@@ -240,7 +241,9 @@ wait "$mpid" 2>/dev/null
 if [ -n "${SKIP_EMU:-}" ]; then :
 elif [ ! -x "$EMU_TRAIN" ]; then fail dist_nccl_emulated "$EMU_TRAIN missing (make emu builds it)"
 else
-  nccl_checks dist_nccl_emulated "$EMU_TRAIN" 2 "CUDA emulation"
+  # stream work deferred until it is waited for: the overlapped all-reduce on its own stream runs
+  # on stale gradients unless it waits on the compute stream's event
+  CUDA_EMU_DEFER=1 nccl_checks dist_nccl_emulated "$EMU_TRAIN" 2 "CUDA emulation"
   nccl_checks dist_nccl_emulated_bf16 "$EMU_TRAIN" 2 "CUDA emulation" --precision bf16 --attention flash
 fi
 finish

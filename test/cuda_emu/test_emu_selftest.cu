@@ -770,6 +770,28 @@ int main() {
         CK(cudaEventSynchronize(done));
         return early_nan && not_ready && pin[0] == 1.0f && pin[31] == 1.0f ? 0 : 1;
     });
+    // a stream reading another's result without waiting on its event reads it before it exists
+    expect_clean("defer_stream_waits_on_event", [] {
+        setenv("CUDA_EMU_DEFER", "1", 1);
+        float result[2];
+        for (int wait = 0; wait < 2; wait++) {
+            cudaStream_t a, b;
+            cudaEvent_t written;
+            CK(cudaStreamCreate(&a));
+            CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+            CK(cudaEventCreate(&written));
+            float *p = scratch(32), *pin;
+            CK(cudaMallocHost(&pin, sizeof(float)));
+            write_kernel<<<1, 32, 0, a>>>(p, 32);
+            CK(cudaEventRecord(written, a));
+            if (wait) CK(cudaStreamWaitEvent(b, written, 0));
+            CK(cudaMemcpyAsync(pin, p, sizeof(float), cudaMemcpyDeviceToHost, b));
+            CK(cudaStreamSynchronize(b));
+            result[wait] = *pin;
+            CK(cudaDeviceSynchronize());
+        }
+        return result[0] == 0.0f && result[1] == 1.0f ? 0 : 1;  // without the wait: scratch's zeros
+    });
     expect_report("defer_pinned_source_refilled_early",
                   {at(kRefillLine), "wrote its pinned source", "run when the host waited", "CUDA_EMU_DEFER=1"}, [] {
                       setenv("CUDA_EMU_DEFER", "1", 1);

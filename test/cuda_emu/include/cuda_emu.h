@@ -138,9 +138,10 @@ bool device_range(const void* p, size_t bytes);
 void check_device_range(const char* file, int line, const char* what, const void* p, size_t bytes);
 bool stream_valid(cudaStream_t s);  // null, legacy, per-thread or created and not destroyed
 
-// Asynchronous work on stream s (stream.cpp): runs now, or, while s captures a graph, is
-// recorded as a node that runs at every cudaGraphLaunch (so `work` must own copies of what it
-// reads at the call, and check pointers when it runs). Returns cudaSuccess, or the capture's
+// Asynchronous work on stream s (stream.cpp): runs now (with CUDA_EMU_DEFER=1 on a created
+// stream: when it is waited for), or, while s captures a graph, is recorded as a node that runs
+// at every cudaGraphLaunch (so `work` must own copies of what it reads at the call, and check
+// pointers when it runs). Returns cudaSuccess, or the capture's
 // error (cudaErrorStreamCaptureImplicit for the legacy stream while a blocking stream captures,
 // after a report; cudaErrorStreamCaptureInvalidated once the capture is invalidated).
 cudaError_t enqueue(cudaStream_t s, const char* file, int line, const char* what, std::function<void()> work);

@@ -35,10 +35,9 @@ cudaError_t legacy_stream_use(const char* file, int line, const char* call);
 // was queued and run (CUDA_EMU_DEFER=1); else "".
 std::string replay_context();
 
-// CUDA_EMU_DEFER=1 (stream.cpp): the work of created streams is queued, numbered from 1, and runs
-// when the host waits for it. These run the queued work up to `number`, all of it, or up to
-// stream s's last; file:line is the call that waits (for reports).
-void run_queued_through(unsigned long long number, const char* file, int line);
+// CUDA_EMU_DEFER=1 (stream.cpp): the work of created streams is queued and runs when the host
+// waits for it. These run all of it, or stream s's and what it waits on; file:line is the call
+// that waits (for reports).
 void run_all_queued(const char* file, int line);
 void run_queued(cudaStream_t s, const char* file, int line);
 bool defers(cudaStream_t s);  // work on s is queued now (a created stream that does not capture)

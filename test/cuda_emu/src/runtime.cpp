@@ -353,7 +353,7 @@ void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const c
 
 // CUDA_EMU_DEFER=1: a copy between the host and the device, queued as CUDA treats it. Pageable
 // memory: a host-to-device copy reads the source at the call (CUDA stages it), a device-to-host
-// copy waits for the queue and runs at the call. Pinned memory is the copy's own until it has
+// copy runs at the call, after its stream's queue. Pinned memory is the copy's own until it has
 // run: the destination reads as 0xFF (NaN) until then, and the source must keep the bytes it had
 // at the call (a host that refills it too early is reported).
 cudaError_t queue_host_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s,

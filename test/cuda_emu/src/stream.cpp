@@ -5,8 +5,9 @@
 // against the memory as it is at the replay. What CUDA refuses during a capture is refused
 // here with CUDA's error, a report, and the capture invalidated.
 // With CUDA_EMU_DEFER=1 the work of created streams is queued instead and runs only when the
-// host waits for it (a synchronisation, a blocking call), the latest a GPU may run it: a host
-// that reads or reuses a buffer of queued work without waiting sees it go wrong.
+// host waits for it (a synchronisation, a blocking call) or other work that runs waits for it:
+// the latest a GPU may run it. A host that reads or reuses a buffer of queued work without
+// waiting, or a stream that uses another's results without waiting on its event, goes wrong.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "cuda_runtime.h"
@@ -32,6 +34,10 @@ struct Node {
     std::function<void()> run;
 };
 using Nodes = std::vector<Node>;
+struct Queued {  // CUDA_EMU_DEFER: work of a stream that has not run yet
+    unsigned long long number;
+    Node node;
+};
 
 struct Capture {
     unsigned long long id;
@@ -67,7 +73,7 @@ Capture* active(unsigned long long id) {
 
 struct CUstream_st {
     bool blocking = true;           // synchronises with the legacy stream (no cudaStreamNonBlocking)
-    unsigned long long queued = 0;  // CUDA_EMU_DEFER: the number of its last queued work
+    std::deque<emu::Queued> queue;  // CUDA_EMU_DEFER: its work not run yet, oldest first
     emu::Capture* capture = nullptr;
     size_t last_node = 0;    // its last node in the capture (1-based; 0: none)
     size_t joined_upto = 0;  // the capture's origin waited on its work up to this node
@@ -75,10 +81,11 @@ struct CUstream_st {
 struct CUevent_st {
     std::chrono::steady_clock::time_point t;
     bool recorded = false;
-    unsigned long long capture = 0;  // the capture that recorded it last, or 0
-    CUstream_st* stream = nullptr;   // ... on this stream,
-    size_t node = 0;                 // ... after this many nodes
-    unsigned long long queued = 0;   // CUDA_EMU_DEFER: the number of its last queued record
+    unsigned long long capture = 0;    // the capture that recorded it last, or 0
+    CUstream_st* stream = nullptr;     // ... on this stream,
+    size_t node = 0;                   // ... after this many nodes
+    unsigned long long queued = 0;     // CUDA_EMU_DEFER: the number of its last record, if queued,
+    CUstream_st* queued_on = nullptr;  // ... on this stream
 };
 struct CUgraph_st {
     std::shared_ptr<const emu::Nodes> nodes;
@@ -152,8 +159,10 @@ void replay(const CUgraph_st& g, const char* file, int line) {
 }
 
 // ---- CUDA_EMU_DEFER=1: queued work -------------------------------------------------------------
-// One queue for every created stream, in call order (each stream's order and every event
-// dependency between streams hold); work is numbered from 1.
+// Each created stream queues its own work, numbered from 1 across all streams. A stream that
+// waits on an event queues the wait, which runs the event's stream up to the record; the legacy
+// stream's work waits for every blocking stream. So a stream's work runs only when the host or
+// other running work needs it, and never before what it waits on.
 bool defer_enabled() {
     static const bool on = [] {
         const char* e = std::getenv("CUDA_EMU_DEFER");
@@ -164,12 +173,9 @@ bool defer_enabled() {
     }();
     return on;
 }
-struct Queued {
-    unsigned long long number;
-    Node node;
-};
-std::deque<Queued> g_queue;
-unsigned long long g_last_queued = 0, g_last_run = 0;
+unsigned long long g_last_queued = 0;
+std::unordered_set<unsigned long long> g_pending;  // the numbers of the work not run yet
+std::set<CUstream_st*> g_busy;                     // the streams with queued work
 // The queued work running now, and the call that waited for it (for reports).
 struct Running {
     const Node* node;
@@ -179,28 +185,36 @@ struct Running {
 std::vector<Running> g_running;
 
 bool pending(unsigned long long number) {
-    return number > g_last_run;
+    return g_pending.count(number) != 0;
 }
 
-}  // namespace
-
-void run_queued_through(unsigned long long number, const char* file, int line) {
-    while (!g_queue.empty() && g_queue.front().number <= number) {
-        Queued q = std::move(g_queue.front());
-        g_queue.pop_front();
-        g_last_run = q.number;
+// Runs st's queued work up to `number` (the work it waits on first, through its wait nodes).
+void run_stream_through(CUstream_st* st, unsigned long long number, const char* file, int line) {
+    while (!st->queue.empty() && st->queue.front().number <= number) {
+        Queued q = std::move(st->queue.front());
+        st->queue.pop_front();
+        g_pending.erase(q.number);
         g_running.push_back({&q.node, file, line});
         q.node.run();
         g_running.pop_back();
     }
+    if (st->queue.empty()) g_busy.erase(st);
 }
 
+void run_all_queued(const char* file, int line, bool blocking_only) {
+    std::vector<CUstream_st*> streams(g_busy.begin(), g_busy.end());
+    for (CUstream_st* st : streams)
+        if (g_busy.count(st) && (st->blocking || !blocking_only)) run_stream_through(st, g_last_queued, file, line);
+}
+
+}  // namespace
+
 void run_all_queued(const char* file, int line) {
-    run_queued_through(g_last_queued, file, line);
+    run_all_queued(file, line, false);
 }
 
 void run_queued(cudaStream_t s, const char* file, int line) {
-    if (CUstream_st* st = state(s)) run_queued_through(st->queued, file, line);
+    if (CUstream_st* st = state(s)) run_stream_through(st, g_last_queued, file, line);
 }
 
 bool defers(cudaStream_t s) {
@@ -250,7 +264,7 @@ cudaError_t legacy_stream_use(const char* file, int line, const char* call) {
                           "legacy stream would wait on the capture; the capture is invalidated",
                           call, stream_name(c->origin).c_str(), c->file, c->line);
         }
-    run_all_queued(file, line);  // the legacy stream waits for the blocking streams' work
+    run_all_queued(file, line, true);  // the legacy stream waits for the blocking streams' work
     return cudaSuccess;
 }
 
@@ -286,8 +300,9 @@ cudaError_t enqueue(cudaStream_t s, const char* file, int line, const char* what
             work();
             return cudaSuccess;
         }
-        g_queue.push_back({++g_last_queued, {what, file, line, std::move(work)}});
-        st->queued = g_last_queued;
+        st->queue.push_back({++g_last_queued, {what, file, line, std::move(work)}});
+        g_pending.insert(g_last_queued);
+        g_busy.insert(st);
         return cudaSuccess;
     }
     Capture* c = st->capture;
@@ -327,6 +342,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
                       emu::stream_name(s).c_str(), s->capture->file, s->capture->line);
     }
     emu::run_queued(s, __FILE__, __LINE__);  // its work goes on after the call, as on a GPU
+    emu::g_busy.erase(s);
     live_handles().erase(s);
     delete s;
     return cudaSuccess;
@@ -366,7 +382,14 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned, const c
     CUstream_st* st = emu::state(s);
     emu::Capture* from = emu::active(e->capture);
     emu::Capture* into = st ? st->capture : nullptr;
-    if (!from && !into) return st ? cudaSuccess : emu::legacy_stream_use(file, line, "cudaStreamWaitEvent");
+    if (!from && !into) {
+        if (!st) return emu::legacy_stream_use(file, line, "cudaStreamWaitEvent");
+        if (!emu::defer_enabled() || !emu::pending(e->queued)) return cudaSuccess;
+        // queued: s's later work runs after the event's stream has run up to the record
+        return ret(emu::enqueue(s, file, line, "cudaStreamWaitEvent", [on = e->queued_on, n = e->queued, file, line] {
+            if (emu::pending(n)) emu::run_stream_through(on, n, file, line);
+        }));
+    }
     if (!st) {  // the legacy stream waits on captured work
         from->invalidated = true;
         return refuse(file, line, cudaErrorStreamCaptureImplicit,
@@ -407,7 +430,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
     if (!e || !live_handles().count(e)) return ret(cudaErrorInvalidResourceHandle);
-    emu::run_queued_through(e->queued, __FILE__, __LINE__);  // a queued record completes, as on a GPU
+    if (emu::pending(e->queued))  // a queued record completes, as on a GPU
+        emu::run_stream_through(e->queued_on, e->queued, __FILE__, __LINE__);
     live_handles().erase(e);
     delete e;
     return cudaSuccess;
@@ -423,7 +447,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s, const char* file, int
         e->capture = 0;
     });
     if (err) return ret(err);
-    if (emu::defers(s)) e->queued = emu::state(s)->queued;
+    const bool queued = emu::defers(s);
+    e->queued = queued ? emu::state(s)->queue.back().number : 0;
+    e->queued_on = queued ? emu::state(s) : nullptr;
     if (emu::stream_capturing(s)) {
         CUstream_st* st = emu::state(s);
         e->capture = st->capture->id, e->stream = st, e->node = st->capture->nodes->size();
@@ -447,7 +473,7 @@ cudaError_t captured_event(cudaEvent_t e, const char* file, int line, const char
 cudaError_t cudaEventSynchronize(cudaEvent_t e, const char* file, int line) {
     if (!live_handles().count(e)) return ret(cudaErrorInvalidResourceHandle);
     if (cudaError_t err = captured_event(e, file, line, "cudaEventSynchronize")) return err;
-    emu::run_queued_through(e->queued, file, line);
+    if (emu::pending(e->queued)) emu::run_stream_through(e->queued_on, e->queued, file, line);
     return cudaSuccess;
 }
 // A queued record is not ready yet; the query lets it run, so that polling ends.
@@ -455,7 +481,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e, const char* file, int line) {
     if (!live_handles().count(e)) return ret(cudaErrorInvalidResourceHandle);
     if (cudaError_t err = captured_event(e, file, line, "cudaEventQuery")) return err;
     if (!emu::pending(e->queued)) return cudaSuccess;
-    emu::run_queued_through(e->queued, file, line);
+    emu::run_stream_through(e->queued_on, e->queued, file, line);
     return cudaErrorNotReady;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
