@@ -559,11 +559,17 @@ if skipping chunks; then part chunks skip "--skip chunks"; else
   echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } >>"$OUT/bench.md"
 # The benchmark rows use the trainer's choice (4096 rows on the GPU); these, the paper setting,
-# rope, fp32, at other sizes. One chunk of all B*T rows is the unfused path (the whole batch's
-# logits at once).
+# rope, at other sizes: bf16 first (the goal's precision), down to chunks whose logits stay in
+# the L2 cache (512 rows of bf16 logits are 51 MB; each chunk adds a pass over wte's gradient),
+# then fp32. One chunk of all B*T rows is the unfused path (the whole batch's logits at once).
 IFS=: read -r key label L H C <<<"${SETTINGS[0]}"
-for chunk in $([ $EMU = 1 ] && echo "16 $((B * T))" || echo "1024 2048 8192 $((B * T))"); do
-  bench_row "$key" "$label, classifier_chunk $chunk" "$L" "$H" "$C" rope fp32 graph "$chunk"
+for prec in bf16 fp32; do
+  if [ $EMU = 1 ]; then chunks=$([ $prec = bf16 ] && echo 16 || echo "16 $((B * T))")
+  elif [ $prec = bf16 ]; then chunks="256 512 1024 2048 8192 $((B * T))"
+  else chunks="1024 2048 8192 $((B * T))"; fi
+  for chunk in $chunks; do
+    bench_row "$key" "$label, classifier_chunk $chunk" "$L" "$H" "$C" rope "$prec" graph "$chunk"
+  done
 done
 fi
 
