@@ -8,10 +8,18 @@
 //   4 smem-row      the loss with the row cached in shared memory (a block of 1024 threads per
 //                   row): each logit read from memory once, not twice; needs 4 V bytes of shared
 //                   memory per block (V = 50257 fits on H100/H200, not on A100)
+//   5 vocab-tiles   bf16, all N rows at once in tiles of `tile` vocabulary columns, two passes:
+//                   the first merges each tile's (max, sum of exp) per row and picks the target's
+//                   logit; the second computes the tile's logits again, turns them into dlogits
+//                   and adds the tile's share of dx (fp32) and its rows of dwte. A tile (N x tile
+//                   bf16: 32 MB at N=16384, tile=1024) can stay in the L2 cache from its GEMM to
+//                   the kernels that read it, so no logits reach memory; the price is the forward
+//                   GEMM twice. Compare its one stage with the sum of version 2's three.
 // The check runs the GEMMs in exact fp32 (the timings in TF32, as the trainer does).
 // Stages: head (forward GEMM), loss, head-back (the dinp and dwte GEMMs). TFLOP/s for the GEMMs;
-// GB/s for the loss counts 8 bytes per logit (read once, dlogits written once).
-// Usage: classifier [--N 16384] [--C 768] [--V 50257] [--reps 20] [--version N]
+// GB/s for the loss counts 8 bytes per logit (read once, dlogits written once). Version 5: one
+// stage, TFLOP/s counting the three GEMMs of the other versions (not its second forward GEMM).
+// Usage: classifier [--N 16384] [--C 768] [--V 50257] [--tile 1024] [--reps 20] [--version N]
 #include "lab.cuh"
 #include "ops/loss.h"
 #include "ops/matmul.h"
@@ -81,7 +89,7 @@ bool smem_fits(int V) {
 }
 
 struct Shape {
-    int N, C, V;
+    int N, C, V, tile;
 };
 
 // A: the activations' element type (float; bf16_t for trainer-bf16)
@@ -136,6 +144,22 @@ void head_back(Bufs<A>& b, const Shape& s) {
     gpu::matmul_backward(b.dx.p, b.dwte.p, nullptr, b.logits.p, b.x.p, b.wte.p, s.N, s.C, s.V, gpu::main_stream());
 }
 
+// The CPU's results on the device buffers' inputs (their values as float).
+struct Reference {
+    std::vector<float> dlogits, losses, dx, dwte;
+};
+template <class A>
+Reference reference(const lab::Buf<A>& xb, const lab::Buf<A>& wteb, const std::vector<int>& t, const Shape& s) {
+    auto x = lab::to_float(xb.host()), wte = lab::to_float(wteb.host());
+    Reference r{std::vector<float>((size_t)s.N * s.V), std::vector<float>(s.N), std::vector<float>((size_t)s.N * s.C),
+                std::vector<float>((size_t)s.V * s.C)};
+    cpu::matmul_forward<float>(r.dlogits.data(), x.data(), wte.data(), nullptr, s.N, s.C, s.V);
+    cpu::softmax_crossentropy(r.dlogits.data(), r.losses.data(), t.data(), s.N, s.V, 1.0f / s.N);
+    cpu::matmul_backward<float>(r.dx.data(), r.dwte.data(), nullptr, r.dlogits.data(), x.data(), wte.data(), s.N, s.C,
+                                s.V);
+    return r;
+}
+
 // Against the CPU with exact fp32 GEMMs (TF32 off), so the loss kernels are held to fp32
 // accuracy; on the same inputs (bf16 values for trainer-bf16, whose stored logits, dlogits and
 // dx are bf16: 3e-2).
@@ -144,22 +168,130 @@ bool check(const char* name, int version, const Shape& s) {
     gpu::set_tf32(false);
     const auto t = random_targets(s);
     Bufs<A> b(s, t);
-    auto x = lab::to_float(b.x.host()), wte = lab::to_float(b.wte.host());
-    std::vector<float> logits((size_t)s.N * s.V), losses(s.N), dx((size_t)s.N * s.C, 0.0f),
-        dwte((size_t)s.V * s.C, 0.0f);
-    cpu::matmul_forward<float>(logits.data(), x.data(), wte.data(), nullptr, s.N, s.C, s.V);
-    cpu::softmax_crossentropy(logits.data(), losses.data(), t.data(), s.N, s.V, 1.0f / s.N);
-    cpu::matmul_backward<float>(dx.data(), dwte.data(), nullptr, logits.data(), x.data(), wte.data(), s.N, s.C, s.V);
+    const Reference r = reference(b.x, b.wte, t, s);
     head(b, s);
     loss(version, b, s);
     head_back(b, s);
     gpu::set_tf32(true);  // the trainer's setting, for the timings
     return lab::report(name,
-                       {{"loss", lab::rel_max_err(b.losses.host(), losses)},
-                        {"dlogits", lab::rel_max_err(lab::to_float(b.logits.host()), logits)},
-                        {"dx", lab::rel_max_err(lab::to_float(b.dx.host()), dx)},
-                        {"dwte", lab::rel_max_err(b.dwte.host(), dwte)}},
+                       {{"loss", lab::rel_max_err(b.losses.host(), r.losses)},
+                        {"dlogits", lab::rel_max_err(lab::to_float(b.logits.host()), r.dlogits)},
+                        {"dx", lab::rel_max_err(lab::to_float(b.dx.host()), r.dx)},
+                        {"dwte", lab::rel_max_err(b.dwte.host(), r.dwte)}},
                        version == 2 ? 3e-2 : 1e-4);
+}
+
+// ---- version 5: vocab-tiles (bf16) --------------------------------------------------------------
+// One tile z (N, w) holds logit columns v0 .. v0 + w. Each warp merges its row's (max, sum of
+// exp) over the tile into (m, s) (the first tile sets them) and keeps the target's logit (NaN
+// stays for a target outside [0, V)).
+__global__ void tile_lse_kernel(const __nv_bfloat16* __restrict__ z, float* __restrict__ m, float* __restrict__ s,
+                                float* __restrict__ zt, const int* __restrict__ targets, int N, int w, int v0) {
+    const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const __nv_bfloat16* zr = z + (size_t)row * w;
+    float tm = -INFINITY, ts = 0.0f;
+    for (int j = lane; j < w; j += 32) gpu::lse_push(tm, ts, gpu::f32(zr[j]));
+    gpu::warp_lse(tm, ts);
+    if (lane != 0) return;
+    if (v0 == 0) {
+        m[row] = tm, s[row] = ts, zt[row] = NAN;
+    } else {
+        float mm = m[row], ss = s[row];
+        gpu::lse_merge(mm, ss, tm, ts);
+        m[row] = mm, s[row] = ss;
+    }
+    const int t = targets[row];
+    if (t >= v0 && t < v0 + w) zt[row] = gpu::f32(zr[t - v0]);
+}
+
+// After the first pass: losses = log-sum-exp - the target's logit; m becomes the log-sum-exp.
+__global__ void tile_loss_kernel(float* __restrict__ losses, float* __restrict__ m, const float* __restrict__ s,
+                                 const float* __restrict__ zt, int N) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    const float lse = logf(s[i]) + m[i];
+    m[i] = lse;
+    losses[i] = lse - zt[i];
+}
+
+// The tile's logits become dlogits in place: (softmax - onehot) * dscale.
+__global__ void tile_dlogits_kernel(__nv_bfloat16* __restrict__ z, const float* __restrict__ lse,
+                                    const int* __restrict__ targets, int N, int w, int v0, float dscale) {
+    const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * w) return;
+    const int row = (int)(i / w), v = v0 + (int)(i % w);
+    const float p = expf(gpu::f32(z[i]) - lse[row]) * dscale;
+    z[i] = gpu::from_f32<__nv_bfloat16>(p - (v == targets[row] ? dscale : 0.0f));
+}
+
+struct TileBufs {
+    lab::Buf<bf16_t> x, wte, tile, dx;
+    lab::Buf<float> m, s, zt, losses, dx32, dwte;
+    lab::Buf<int> targets;
+    TileBufs(const Shape& sh, const std::vector<int>& t)
+        : x(lab::to_act<bf16_t>(lab::randn((size_t)sh.N * sh.C, 1))),
+          wte(lab::to_act<bf16_t>(lab::randn((size_t)sh.V * sh.C, 2, 0.1f))),
+          tile((size_t)sh.N * std::min(sh.tile, sh.V)),
+          dx((size_t)sh.N * sh.C),
+          m(sh.N),
+          s(sh.N),
+          zt(sh.N),
+          losses(sh.N),
+          dx32((size_t)sh.N * sh.C),
+          dwte((size_t)sh.V * sh.C),
+          targets(t) {}
+};
+
+// losses, dx (= the head's input gradient) and dwte += the head's weight gradient
+void vocab_tiles(TileBufs& b, const Shape& sh) {
+    cudaStream_t st = gpu::main_stream();
+    const int N = sh.N, C = sh.C;
+    auto tiles = [&](const std::function<void(int v0, int w)>& f) {
+        for (int v0 = 0; v0 < sh.V; v0 += sh.tile) {
+            const int w = std::min(sh.tile, sh.V - v0);
+            gpu::matmul_forward(b.tile.p, b.x.p, b.wte.p + (size_t)v0 * C, nullptr, N, C, w, st);  // (N, w)
+            f(v0, w);
+        }
+    };
+    tiles([&](int v0, int w) {
+        tile_lse_kernel<<<gpu::ceil_div(N, kWarps), 32 * kWarps, 0, st>>>(gpu::dev(b.tile.p), b.m.p, b.s.p, b.zt.p,
+                                                                          b.targets.p, N, w, v0);
+        cudaCheckLaunch();
+    });
+    tile_loss_kernel<<<gpu::ceil_div(N, 256), 256, 0, st>>>(b.losses.p, b.m.p, b.s.p, b.zt.p, N);
+    cudaCheckLaunch();
+    cudaCheck(cudaMemsetAsync(b.dx32.p, 0, b.dx32.n * sizeof(float), st));
+    tiles([&](int v0, int w) {
+        const size_t n = (size_t)N * w;
+        tile_dlogits_kernel<<<gpu::ceil_div(n, (size_t)256), 256, 0, st>>>(gpu::dev(b.tile.p), b.m.p, b.targets.p, N, w,
+                                                                           v0, 1.0f / N);
+        cudaCheckLaunch();
+        const bf16_t* wt = b.wte.p + (size_t)v0 * C;
+        // column-major: dx32^T (C, N) += wt^T (C, w) . dlogits^T (w, N), bf16 inputs, fp32 sums
+        gpu::gemm_cm(false, false, C, N, w, 1.0f, wt, C, b.tile.p, w, 1.0f, b.dx32.p, C, st);
+        gpu::matmul_backward<bf16_t>(nullptr, b.dwte.p + (size_t)v0 * C, nullptr, b.tile.p, b.x.p, wt, N, C, w, st);
+    });
+    gpu::to_bf16(b.dx.p, b.dx32.p, b.dx.n, st);
+}
+
+bool check_tiles(const char* name, const Shape& s) {
+    gpu::set_tf32(false);
+    const auto t = random_targets(s);
+    TileBufs b(s, t);
+    const Reference r = reference(b.x, b.wte, t, s);
+    vocab_tiles(b, s);
+    gpu::set_tf32(true);
+    return lab::report(name,
+                       {{"loss", lab::rel_max_err(b.losses.host(), r.losses)},
+                        {"dx", lab::rel_max_err(lab::to_float(b.dx.host()), r.dx)},
+                        {"dwte", lab::rel_max_err(b.dwte.host(), r.dwte)}},
+                       3e-2);
+}
+
+void time_tiles(const Shape& s, int reps) {
+    TileBufs b(s, random_targets(s));
+    lab::print_times({{"head+loss+back", [&] { vocab_tiles(b, s); }, 6.0 * s.N * s.C * (double)s.V, true}}, reps);
 }
 
 template <class A>
@@ -179,8 +311,10 @@ void time_version(int version, const Shape& s, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    return lab::run(argc, argv, "classifier", {{"N", 16384}, {"C", 768}, {"V", 50257}}, [](const lab::Args& a) {
-        const Shape s{a["N"], a["C"], a["V"]}, small{37, 64, 1001};
+    const std::vector<std::pair<std::string, int>> shape = {{"N", 16384}, {"C", 768}, {"V", 50257}, {"tile", 1024}};
+    return lab::run(argc, argv, "classifier", shape, [](const lab::Args& a) {
+        // the small check has a partial last tile (1001 = 7 x 128 + 105)
+        const Shape s{a["N"], a["C"], a["V"], a["tile"]}, small{37, 64, 1001, 128};
         const int reps = a["reps"];
         std::vector<lab::Version> vs;
         const char* names[] = {"trainer", "trainer-bf16", "warp-row", "smem-row"};
@@ -189,6 +323,7 @@ int main(int argc, char** argv) {
             vs.push_back({name, [=] { return i == 2 ? check<bf16_t>(name, i, small) : check<float>(name, i, small); },
                           [=] { i == 2 ? time_version<bf16_t>(i, s, reps) : time_version<float>(i, s, reps); }});
         }
+        vs.push_back({"vocab-tiles", [=] { return check_tiles("vocab-tiles", small); }, [=] { time_tiles(s, reps); }});
         return vs;
     });
 }
