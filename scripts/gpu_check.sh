@@ -586,6 +586,8 @@ LAB_RUNS=(
   "attention paper --B 16 --T 1024 --H 4 --D 32"
   "attention 124M --B 16 --T 1024 --H 12 --D 64"
   "classifier paper --N 16384 --C 128 --V 50257"
+  "classifier paper-tile512 --N 16384 --C 128 --V 50257 --tile 512 --version 5"
+  "classifier paper-tile4096 --N 16384 --C 128 --V 50257 --tile 4096 --version 5"
   "classifier 124M --N 16384 --C 768 --V 50257"
   "layernorm paper --N 16384 --C 128"
   "layernorm 124M --N 16384 --C 768"
