@@ -13,9 +13,11 @@
 // entries are exactly 0). A fused flash-style kernel would avoid that and the (B,H,T,T)
 // buffers; it can replace this file behind the same signatures.
 //
-// This cuBLAS path takes fp32 activations only. bf16 activations (--precision bf16) run the
-// flash kernels below: tensor-core (WMMA) kernels at head sizes 16, 32, 64, the fp32 kernels
-// reading and writing bf16 at the others; fp32 softmax, log-sum-exps and accumulators.
+// In bf16 (--precision bf16) this cuBLAS path stores S, P, dP and dS in bf16 too (as PyTorch's
+// math attention does under bf16 autocast): bf16 GEMMs with fp32 accumulation, the softmax and
+// its backward in fp32 between them. The flash kernels below keep S and P in fp32 registers:
+// tensor-core (WMMA) kernels at head sizes 16, 32, 64, the fp32 kernels reading and writing
+// bf16 at the others; fp32 softmax, log-sum-exps and accumulators.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -33,88 +35,95 @@ namespace {
 constexpr int kWarps = 8;  // rows (one warp each) per block in the softmax kernels
 
 // att (rows = B*H*T, T): in: scaled scores; out: causal softmax (row t1 keeps columns <= t1).
-__global__ void causal_softmax_forward_kernel(float* __restrict__ att, int T, size_t rows) {
+// X: float or __nv_bfloat16 (read into fp32, rounded once at the store).
+template <class X>
+__global__ void causal_softmax_forward_kernel(X* __restrict__ att, int T, size_t rows) {
     size_t row = (size_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= rows) return;  // whole warp leaves together
     int t1 = (int)(row % T);
-    float* a = att + row * T;
+    X* a = att + row * T;
     float m = -INFINITY, s = 0.0f;
-    for (int t2 = lane; t2 <= t1; t2 += 32) lse_push(m, s, a[t2]);
+    for (int t2 = lane; t2 <= t1; t2 += 32) lse_push(m, s, f32(a[t2]));
     warp_lse(m, s);
     float inv = 1.0f / s;  // s >= 1: the row max contributes exp(0)
-    for (int t2 = lane; t2 < T; t2 += 32) a[t2] = t2 <= t1 ? expf(a[t2] - m) * inv : 0.0f;
+    for (int t2 = lane; t2 < T; t2 += 32) a[t2] = from_f32<X>(t2 <= t1 ? expf(f32(a[t2]) - m) * inv : 0.0f);
 }
 
 // ds (rows, T): in: dP; out: dS = P * (dP - sum_t2 P dP), zero above the diagonal.
-__global__ void causal_softmax_backward_kernel(float* __restrict__ ds, const float* __restrict__ att, int T,
-                                               size_t rows) {
+template <class X>
+__global__ void causal_softmax_backward_kernel(X* __restrict__ ds, const X* __restrict__ att, int T, size_t rows) {
     size_t row = (size_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= rows) return;
     int t1 = (int)(row % T);
-    float* d = ds + row * T;
-    const float* p = att + row * T;
+    X* d = ds + row * T;
+    const X* p = att + row * T;
     float dot = 0.0f;
-    for (int t2 = lane; t2 <= t1; t2 += 32) dot += p[t2] * d[t2];
+    for (int t2 = lane; t2 <= t1; t2 += 32) dot += f32(p[t2]) * f32(d[t2]);
     dot = warp_sum(dot);
-    for (int t2 = lane; t2 < T; t2 += 32) d[t2] = t2 <= t1 ? p[t2] * (d[t2] - dot) : 0.0f;
+    for (int t2 = lane; t2 < T; t2 += 32) d[t2] = from_f32<X>(t2 <= t1 ? f32(p[t2]) * (f32(d[t2]) - dot) : 0.0f);
 }
 
+// The GEMMs below take A = float or bf16_t for every operand.
 // S^T (column-major T x T) = K Q^T, i.e. att[b,h,t1,t2] = scale * q_t1 . k_t2
-void scores_gemm(float* att, const float* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+template <class A>
+void scores_gemm(A* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     const int D = C / H;
     const float sc = 1.0f / sqrtf((float)D);
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
     for (int b = 0; b < B; b++) {
-        const float* q = qkv + (size_t)b * T * C3;
-        float* att_b = att + (size_t)b * H * TT;
+        const A* q = qkv + (size_t)b * T * C3;
+        A* att_b = att + (size_t)b * H * TT;
         gemm_cm_strided_batched(true, false, T, T, D, sc, q + C, C3, D, q, C3, D, 0.0f, att_b, T, TT, H, stream);
     }
 }
 
 // out^T (column-major D x T per head, ld C) = V^T P^T, i.e. out[t1] = sum_t2 P[t1,t2] v_t2
-void pv_gemm(float* out, const float* att, const float* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+template <class A>
+void pv_gemm(A* out, const A* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     const int D = C / H;
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
     for (int b = 0; b < B; b++) {
-        const float* q = qkv + (size_t)b * T * C3;
-        const float* att_b = att + (size_t)b * H * TT;
-        float* out_b = out + (size_t)b * T * C;
+        const A* q = qkv + (size_t)b * T * C3;
+        const A* att_b = att + (size_t)b * H * TT;
+        A* out_b = out + (size_t)b * T * C;
         gemm_cm_strided_batched(false, false, D, T, T, 1.0f, q + 2 * C, C3, D, att_b, T, TT, 0.0f, out_b, C, D, H,
                                 stream);
     }
 }
 
 // dP[t1,t2] = dO_t1 . v_t2 : column-major dP^T (T x T) = V dO^T
-void dp_gemm(float* scratch, const float* dout, const float* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+template <class A>
+void dp_gemm(A* scratch, const A* dout, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     const int D = C / H;
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
     for (int b = 0; b < B; b++) {
-        const float* q = qkv + (size_t)b * T * C3;
-        const float* dout_b = dout + (size_t)b * T * C;
-        float* s_b = scratch + (size_t)b * H * TT;
+        const A* q = qkv + (size_t)b * T * C3;
+        const A* dout_b = dout + (size_t)b * T * C;
+        A* s_b = scratch + (size_t)b * H * TT;
         gemm_cm_strided_batched(true, false, T, T, D, 1.0f, q + 2 * C, C3, D, dout_b, C, D, 0.0f, s_b, T, TT, H,
                                 stream);
     }
 }
 
 // dV, dQ, dK from dO, P and dS (ds = dS, zero above the diagonal)
-void dqkv_gemms(float* dqkv, const float* dout, const float* qkv, const float* att, const float* ds, int B, int T, int C, int H,
+template <class A>
+void dqkv_gemms(A* dqkv, const A* dout, const A* qkv, const A* att, const A* ds, int B, int T, int C, int H,
                 cudaStream_t stream) {
     const int D = C / H;
     const float sc = 1.0f / sqrtf((float)D);
     const long long TT = (long long)T * T;
     const int C3 = 3 * C;
     for (int b = 0; b < B; b++) {
-        const float* q = qkv + (size_t)b * T * C3;
-        const float* dout_b = dout + (size_t)b * T * C;
-        const float* att_b = att + (size_t)b * H * TT;
-        const float* s_b = ds + (size_t)b * H * TT;
-        float* dq = dqkv + (size_t)b * T * C3;
+        const A* q = qkv + (size_t)b * T * C3;
+        const A* dout_b = dout + (size_t)b * T * C;
+        const A* att_b = att + (size_t)b * H * TT;
+        const A* s_b = ds + (size_t)b * H * TT;
+        A* dq = dqkv + (size_t)b * T * C3;
         // dV[t2] += sum_t1 P[t1,t2] dO_t1 : column-major dV^T (D x T) += dO^T P
         gemm_cm_strided_batched(false, true, D, T, T, 1.0f, dout_b, C, D, att_b, T, TT, 1.0f, dq + 2 * C, C3, D, H,
                                 stream);
@@ -526,9 +535,9 @@ __global__ void __launch_bounds__(kWmmaThreads)
 // dQ: a warp owns 16 queries; key tiles of 16 up to the diagonal. grid (B*H, ceil(T/kWmmaRows)).
 template <int D>
 __global__ void __launch_bounds__(kWmmaThreads)
-    flash_backward_dq_wmma_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout,
-                                  const bf16* __restrict__ qkv, const float* __restrict__ lse,
-                                  const float* __restrict__ delta, int T, int C, int H, float scale) {
+    flash_backward_dq_wmma_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout, const bf16* __restrict__ qkv,
+                                  const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
+                                  float scale) {
     __shared__ DqTiles<D> sm;
     auto& qs = sm.qs;
     auto& dos = sm.dos;
@@ -617,45 +626,31 @@ constexpr bool has_wmma_kernel(int D) {
     return D == 16 || D == 32 || D == 64;
 }
 
-// The cuBLAS path at bf16 would need bf16 copies of the probabilities for the P V GEMMs (or
-// bf16 probabilities): bf16 runs the flash kernels instead.
-void cublas_attention_fp32_only() {
-    throw std::runtime_error("the cublas attention takes fp32 activations only: use --attention flash with bf16");
-}
-
 }  // namespace
 
 // out (B,T,C), att (B,H,T,T) softmax probabilities (saved for backward), qkv (B,T,3C)
 template <class A>
-void attention_forward(A* out, float* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
-    if constexpr (is_bf16<A>) {
-        cublas_attention_fp32_only();
-    } else {
-        if (B <= 0 || T <= 0 || C <= 0) return;
-        scores_gemm(att, qkv, B, T, C, H, stream);
-        size_t rows = (size_t)B * H * T;
-        causal_softmax_forward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(att, T,
-                                                                                                            rows);
-        cudaCheckLaunch();
-        pv_gemm(out, att, qkv, B, T, C, H, stream);
-    }
+void attention_forward(A* out, A* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    scores_gemm(att, qkv, B, T, C, H, stream);
+    size_t rows = (size_t)B * H * T;
+    causal_softmax_forward_kernel<dev_t<A>>
+        <<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(dev(att), T, rows);
+    cudaCheckLaunch();
+    pv_gemm(out, att, qkv, B, T, C, H, stream);
 }
 
 // dqkv (B,T,3C) += gradient; scratch (B,H,T,T) is overwritten (holds dP, then dS)
 template <class A>
-void attention_backward(A* dqkv, float* scratch, const A* dout, const A* qkv, const float* att, int B, int T, int C,
-                        int H, cudaStream_t stream) {
-    if constexpr (is_bf16<A>) {
-        cublas_attention_fp32_only();
-    } else {
-        if (B <= 0 || T <= 0 || C <= 0) return;
-        dp_gemm(scratch, dout, qkv, B, T, C, H, stream);
-        size_t rows = (size_t)B * H * T;
-        causal_softmax_backward_kernel<<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(
-            scratch, att, T, rows);
-        cudaCheckLaunch();
-        dqkv_gemms(dqkv, dout, qkv, att, scratch, B, T, C, H, stream);
-    }
+void attention_backward(A* dqkv, A* scratch, const A* dout, const A* qkv, const A* att, int B, int T, int C, int H,
+                        cudaStream_t stream) {
+    if (B <= 0 || T <= 0 || C <= 0) return;
+    dp_gemm(scratch, dout, qkv, B, T, C, H, stream);
+    size_t rows = (size_t)B * H * T;
+    causal_softmax_backward_kernel<dev_t<A>>
+        <<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(dev(scratch), dev(att), T, rows);
+    cudaCheckLaunch();
+    dqkv_gemms(dqkv, dout, qkv, att, scratch, B, T, C, H, stream);
 }
 
 // out (B,T,C), lse (B,H,T), qkv (B,T,3C)
@@ -709,11 +704,11 @@ void attention_backward_lse(A* dqkv, const A* dout, const A* qkv, const A* out, 
     cudaCheckLaunch();
 }
 
-#define INSTANTIATE(A)                                                                                             \
-    template void attention_forward(A*, float*, const A*, int, int, int, int, cudaStream_t);                       \
-    template void attention_backward(A*, float*, const A*, const A*, const float*, int, int, int, int, cudaStream_t); \
-    template void attention_forward_lse(A*, float*, const A*, int, int, int, int, cudaStream_t);                   \
-    template void attention_backward_lse(A*, const A*, const A*, const A*, const float*, int, int, int, int,         \
+#define INSTANTIATE(A)                                                                                        \
+    template void attention_forward(A*, A*, const A*, int, int, int, int, cudaStream_t);                      \
+    template void attention_backward(A*, A*, const A*, const A*, const A*, int, int, int, int, cudaStream_t); \
+    template void attention_forward_lse(A*, float*, const A*, int, int, int, int, cudaStream_t);              \
+    template void attention_backward_lse(A*, const A*, const A*, const A*, const float*, int, int, int, int,  \
                                          cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)

@@ -91,13 +91,13 @@ template <class A>
 void crope_expand(A* w, const float* Am, const float* Bm, int C, cudaStream_t stream);
 void crope_fold(float* dA, float* dB, const float* dw, int C, cudaStream_t stream);
 
-// The cuBLAS attention (probabilities (B,H,T,T) kept): fp32 activations only; with bf16 it
-// throws (bf16 runs the flash kernels below).
+// The cuBLAS attention: the probabilities att (B,H,T,T) kept for backward, in the activations'
+// element type (bf16: scores and probabilities rounded to bf16, softmax in fp32).
 template <class A>
-void attention_forward(A* out, float* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream);
+void attention_forward(A* out, A* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream);
 template <class A>
-void attention_backward(A* dqkv, float* scratch, const A* dout, const A* qkv, const float* att, int B, int T, int C,
-                        int H, cudaStream_t stream);
+void attention_backward(A* dqkv, A* scratch, const A* dout, const A* qkv, const A* att, int B, int T, int C, int H,
+                        cudaStream_t stream);
 
 // Flash attention (FlashAttention-2 style, attention.cu): out (B,T,C) and lse (B,H,T), the
 // log-sum-exp of each query row's scaled scores; nothing of size T x T is stored. Backward

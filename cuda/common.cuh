@@ -153,9 +153,11 @@ inline cublasComputeType_t gemm_compute_type() {
 template <class In, class Out>
 void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const In* A, int lda, const In* B, int ldb, float beta,
              Out* C, int ldc, cudaStream_t stream);
-void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
-                             long long strideA, const float* B, int ldb, long long strideB, float beta, float* C,
-                             int ldc, long long strideC, int batch, cudaStream_t stream);
+// The same over `batch` matrices at the given strides; X (A, B and C) is float or bf16_t.
+template <class X>
+void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const X* A, int lda, long long strideA,
+                             const X* B, int ldb, long long strideB, float beta, X* C, int ldc, long long strideC,
+                             int batch, cudaStream_t stream);
 // dst (C) += column sums of the row-major x (N, C), fp32 sums; deterministic (matmul.cu).
 template <class A>
 void column_sum_accumulate(float* dst, const A* x, int N, int C, cudaStream_t stream);

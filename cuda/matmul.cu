@@ -45,14 +45,20 @@ template void gemm_cm(bool, bool, int, int, int, float, const bf16_t*, int, cons
 template void gemm_cm(bool, bool, int, int, int, float, const bf16_t*, int, const bf16_t*, int, float, float*, int,
                       cudaStream_t);
 
-void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int lda,
-                             long long strideA, const float* B, int ldb, long long strideB, float beta, float* C,
-                             int ldc, long long strideC, int batch, cudaStream_t stream) {
+template <class X>
+void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const X* A, int lda, long long strideA,
+                             const X* B, int ldb, long long strideB, float beta, X* C, int ldc, long long strideC,
+                             int batch, cudaStream_t stream) {
+    const cublasComputeType_t compute = is_bf16<X> ? CUBLAS_COMPUTE_32F : gemm_compute_type();
     cublasCheck(cublasGemmStridedBatchedEx(cublas_on(stream), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                           tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_32F, lda, strideA,
-                                           B, CUDA_R_32F, ldb, strideB, &beta, C, CUDA_R_32F, ldc, strideC, batch,
-                                           gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
+                                           tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, cuda_type<X>(), lda,
+                                           strideA, B, cuda_type<X>(), ldb, strideB, &beta, C, cuda_type<X>(), ldc,
+                                           strideC, batch, compute, CUBLAS_GEMM_DEFAULT));
 }
+template void gemm_cm_strided_batched(bool, bool, int, int, int, float, const float*, int, long long, const float*, int,
+                                      long long, float, float*, int, long long, int, cudaStream_t);
+template void gemm_cm_strided_batched(bool, bool, int, int, int, float, const bf16_t*, int, long long, const bf16_t*,
+                                      int, long long, float, bf16_t*, int, long long, int, cudaStream_t);
 
 namespace {
 
@@ -118,8 +124,8 @@ void column_sum_accumulate(float* dst, const A* x, int N, int C, cudaStream_t st
     const int nchunks = ceil_div(N, rows_per_chunk);
     static Scratch<float> s_partial;
     float* partial = s_partial.get((size_t)nchunks * C);
-    column_sum_partial_kernel<dev_t<A>><<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY), 0, stream>>>(partial, dev(x), N, C,
-                                                                                              rows_per_chunk);
+    column_sum_partial_kernel<dev_t<A>>
+        <<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY), 0, stream>>>(partial, dev(x), N, C, rows_per_chunk);
     cudaCheckLaunch();
     column_sum_final_kernel<<<ceil_div(C, 256), 256, 0, stream>>>(dst, partial, nchunks, C);
     cudaCheckLaunch();
@@ -155,9 +161,9 @@ void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* i
     if (dbias) column_sum_accumulate(dbias, dout, N, OC, stream);
 }
 
-#define INSTANTIATE(A)                                                                                               \
-    template void column_sum_accumulate(float*, const A*, int, int, cudaStream_t);                                   \
-    template void matmul_forward(A*, const A*, const A*, const float*, int, int, int, cudaStream_t);                \
+#define INSTANTIATE(A)                                                                               \
+    template void column_sum_accumulate(float*, const A*, int, int, cudaStream_t);                   \
+    template void matmul_forward(A*, const A*, const A*, const float*, int, int, int, cudaStream_t); \
     template void matmul_backward(A*, float*, float*, const A*, const A*, const A*, int, int, int, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)

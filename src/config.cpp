@@ -492,14 +492,15 @@ double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int ac
     double chunk = std::min(N, (double)(m.classifier_chunk > 0 ? m.classifier_chunk : kCpuClassifierChunk));
     bool cq = pos_traits(m.pos).complex_qkv;
     double qkv_w = cq ? 1.5 * C * C : 3 * C * C;  // CRoPE: A and B (3, C/2, C/2)
-    double params = V * C + (pos_traits(m.pos).learned_table ? m.maxT * C : 0) + L * (9 * C * C + qkv_w) + 13 * L * C +
-                    2 * C;
+    double params =
+        V * C + (pos_traits(m.pos).learned_table ? m.maxT * C : 0) + L * (9 * C * C + qkv_w) + 13 * L * C + 2 * C;
     double rot = pos_traits(m.pos).rotary ? 3 : 0;
-    double att = m.flash ? (double)B * H * T : (double)B * H * T * T;  // log-sum-exps, or the probabilities
+    // per layer: the log-sum-exps (fp32), or the probabilities (an activation)
+    double lse = m.flash ? (double)B * H * T : 0, probs = m.flash ? 0 : (double)B * H * T * T;
     // see GPT::ensure_acts: activations (act_bytes each) and the fp32 buffers beside them
-    double acts = N * C * 3 + chunk * V + (train ? L : 1) * N * C * (16 + rot);  // logits: one classifier chunk
-    double f32 = N * 3 + (train ? L : 1) * (N * 4 + att);                        // LayerNorm stats, losses, att
-    if (train) acts += N * C * (3 + 3 + rot + 8), f32 += m.flash ? 0 : att;       // backward buffers (+ dscores)
+    double acts = N * C * 3 + chunk * V + (train ? L : 1) * (N * C * (16 + rot) + probs);  // logits: one chunk
+    double f32 = N * 3 + (train ? L : 1) * (N * 4 + lse);                   // LayerNorm stats, losses, lse
+    if (train) acts += N * C * (3 + 3 + rot + 8) + probs;                   // backward buffers (+ dscores)
     double crope_w = cq ? L * 3 * C * C : 0, crope_g = cq ? 3 * C * C : 0;  // expanded weights (act), their grad
     double copy = act_bytes != 4 ? params : 0;  // the GEMMs' copy of the weights (model.h: GPT::wc)
     double tables = (double)m.maxT * C * 2;

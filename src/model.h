@@ -172,14 +172,14 @@ struct GPT {
         int B = 0, Tn = 0, Ls = 0;
         bool train = false;
         bool borrowed = false;  // a view of the training activations' buffers (GPT::ensure_acts)
-        // att: per layer the probabilities (B,H,T,T), or with cfg.flash the log-sum-exps (B,H,T)
-        A *encoded, *ln1, *qkv, *qkvr, *atty, *res2, *ln2, *fch, *fch_gelu, *res3, *proj, *lnf, *logits;
-        T *ln1_mean, *ln1_rstd, *att, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
+        // per layer: att, the attention probabilities (B,H,T,T), or with cfg.flash lse, the
+        // log-sum-exps (B,H,T) (the other one is null)
+        A *encoded, *ln1, *qkv, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3, *proj, *lnf, *logits;
+        T *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
         // backward-only buffers. All in A, dres too (the residual stream's gradient, added into
         // by each LayerNorm backward): it is the dout of GEMMs, whose operands share one type.
         A *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dqkvr = nullptr, *dfch = nullptr,
-          *dfch_gelu = nullptr;
-        T* dscores = nullptr;
+          *dfch_gelu = nullptr, *dscores = nullptr;
         int *inputs, *targets;
         std::vector<T*> owned;
         std::vector<A*> owned_act;
@@ -413,7 +413,7 @@ struct GPT {
         a = Acts();
     }
 
-    // Elements of one layer's saved attention state (Acts::att).
+    // Elements of one layer's saved attention state (Acts::att or Acts::lse).
     size_t att_size(int B, int Tn) const { return (size_t)B * cfg.H * Tn * (cfg.flash ? 1 : Tn); }
 
     // Evaluation borrows the training activations' buffers when they are large enough: it uses
@@ -459,7 +459,8 @@ struct GPT {
         a.ln1 = mka(Ls * N * C), a.ln1_mean = mk(Ls * N), a.ln1_rstd = mk(Ls * N);
         a.qkv = mka(Ls * N * 3 * C);
         a.qkvr = pt.rotary ? mka(Ls * N * 3 * C) : a.qkv;
-        a.att = mk(Ls * att);
+        a.att = cfg.flash ? nullptr : mka(Ls * att);
+        a.lse = cfg.flash ? mk(Ls * att) : nullptr;
         a.atty = mka(Ls * N * C), a.res2 = mka(Ls * N * C);
         a.ln2 = mka(Ls * N * C), a.ln2_mean = mk(Ls * N), a.ln2_rstd = mk(Ls * N);
         a.fch = mka(Ls * N * 4 * C), a.fch_gelu = mka(Ls * N * 4 * C);
@@ -469,7 +470,7 @@ struct GPT {
         if (train) {
             a.dres = mka(N * C), a.dln = mka(N * C), a.datty = mka(N * C);
             a.dqkv = mka(N * 3 * C), a.dqkvr = pt.rotary ? mka(N * 3 * C) : a.dqkv;
-            a.dfch = mka(N * 4 * C), a.dfch_gelu = mka(N * 4 * C), a.dscores = cfg.flash ? nullptr : mk(att);
+            a.dfch = mka(N * 4 * C), a.dfch_gelu = mka(N * 4 * C), a.dscores = cfg.flash ? nullptr : mka(att);
         }
         a.inputs = BK::alloc_int(N);
         a.targets = BK::alloc_int(N);
@@ -523,7 +524,6 @@ struct GPT {
             A* ln1 = a.ln1 + s * N * C;
             A* qkv = a.qkv + s * N * 3 * C;
             A* qkvr = a.qkvr + s * N * 3 * C;
-            T* att = a.att + s * att_size(B, Tn);
             A* atty = a.atty + s * N * C;
             A* res2 = a.res2 + s * N * C;
             A* ln2 = a.ln2 + s * N * C;
@@ -536,9 +536,9 @@ struct GPT {
             if (qkvr != qkv) BK::rope_forward(qkvr, qkv, rope_cos, rope_sin, B, Tn, (int)C, H);
             mark(Phase::attention, grad);
             if (cfg.flash)
-                BK::attention_forward_lse(atty, att, qkvr, B, Tn, (int)C, H);  // (B,T,C)
+                BK::attention_forward_lse(atty, a.lse + s * att_size(B, Tn), qkvr, B, Tn, (int)C, H);  // (B,T,C)
             else
-                BK::attention_forward(atty, att, qkvr, B, Tn, (int)C, H);
+                BK::attention_forward(atty, a.att + s * att_size(B, Tn), qkvr, B, Tn, (int)C, H);
             mark(Phase::rest, grad);
             BK::matmul_forward(a.proj, atty, wa.projw + l * C * C, w.projb + l * C, (int)N, (int)C, (int)C);
             BK::residual_forward(res2, x, a.proj, N * C);
@@ -624,13 +624,14 @@ struct GPT {
             BK::matmul_backward(a.datty, g.projw + l * C * C, g.projb + l * C, a.dres, a.atty + l * N * C,
                                 wa.projw + l * C * C, (int)N, (int)C, (int)C);
             BK::zero(a.dqkvr, N * 3 * C);
-            const T* att = a.att + l * att_size(B, Tn);
+            const size_t at = l * att_size(B, Tn);
             mark(Phase::attention);
             if (cfg.flash)
-                BK::attention_backward_lse(a.dqkvr, a.datty, a.qkvr + l * N * 3 * C, a.atty + l * N * C, att, B, Tn,
-                                           (int)C, H);
+                BK::attention_backward_lse(a.dqkvr, a.datty, a.qkvr + l * N * 3 * C, a.atty + l * N * C, a.lse + at, B,
+                                           Tn, (int)C, H);
             else
-                BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, att, B, Tn, (int)C, H);
+                BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, a.att + at, B, Tn, (int)C,
+                                       H);
             mark(Phase::rest);
             if (a.dqkv != a.dqkvr) {
                 BK::zero(a.dqkv, N * 3 * C);

@@ -436,23 +436,20 @@ struct Trainer {
 
 // model_memory_bytes of a training step of this config under each attention mode: flash keeps
 // (B,H,T) log-sum-exps where cublas keeps every layer's (B,H,T,T) probabilities and their gradient.
-// bf16 activations take 2 bytes (the cublas attention takes fp32 only: its figure is fp32's).
+// bf16 activations take 2 bytes.
 // chunk: the device's classifier rows per chunk (BK::classifier_chunk), unless the config sets them.
 static void print_memory(const Config& c, int chunk) {
     ModelConfig mc = model_config(c);
     if (mc.classifier_chunk == 0) mc.classifier_chunk = chunk;
+    const int act_bytes = c.precision == "bf16" ? 2 : 4;
     mc.flash = true;
-    const bool bf16 = c.precision == "bf16";
-    double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true, bf16 ? 2 : 4) / 1048576.0;
+    double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true, act_bytes) / 1048576.0;
     mc.flash = false;
-    double cublas = model_memory_bytes(mc, c.batch_size, c.seq_len, true) / 1048576.0;
-    printf("memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB ",
-           c.batch_size, c.seq_len, flash, cublas);
-    if (bf16)
-        printf("(cublas: fp32 activations; bf16 runs flash)");
-    else
-        printf("(flash saves %.0f MiB)", cublas - flash);
-    printf(" | classifier chunk %d rows\n", mc.classifier_chunk);
+    double cublas = model_memory_bytes(mc, c.batch_size, c.seq_len, true, act_bytes) / 1048576.0;
+    printf(
+        "memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB "
+        "(flash saves %.0f MiB) | classifier chunk %d rows\n",
+        c.batch_size, c.seq_len, flash, cublas, cublas - flash, mc.classifier_chunk);
 }
 
 // --memory: the classifier chunk of the device the run would use (the GPU's for --device cuda,
@@ -534,8 +531,6 @@ static int train_main(int argc, char** argv) {
             throw std::runtime_error(std::string("precision bf16 needs --device cuda") +
                                      (cfg.device == "auto" ? " (--device auto found no CUDA device)" : ""));
         if (cuda) {
-            if (bf16 && cfg.attention != "flash")
-                throw std::runtime_error("precision bf16 needs --attention flash (the cublas attention is fp32 only)");
             if (cfg.attention == "flash") ::gpu::check_flash_head_size(cfg.n_embd / cfg.n_head);
             if (dg.mpi) CudaBackend::use_device(dg.local_rank);
             // bf16: bf16 activations and GEMMs; fp32 master weights, gradients and AdamW moments

@@ -67,7 +67,7 @@ bool same_bits(const Vec& a, const Vec& b) {
 template <class BK>
 Run queued_steps(Pos pos, bool use_graph) {
     ModelConfig mc = small_model(pos);
-    mc.flash = std::is_same<BK, CudaBackendBf16>::value;  // bf16 runs flash attention only
+    mc.flash = std::is_same<BK, CudaBackendBf16>::value;  // fp32: the cublas attention; bf16: flash
     GPT<BK> g(mc);
     g.init(7);
     g.use_graph = use_graph;

@@ -8,10 +8,11 @@
 # - TF32 on (the trainer's default in fp32 mode): GEMM inputs keep 10 mantissa bits (relative
 #   rounding <= 2^-11 ~ 5e-4 per operand); over 5 steps the loss moves by ~1e-3 relative;
 #   tolerance 1e-2, and the run must differ from the fp32 one (TF32 really applied).
-# - --precision bf16 (bf16 activations, head size 16: the tensor-core flash kernels): each
-#   stored activation rounds to 8 mantissa bits (2^-9 relative); over 5 steps the losses move
-#   by ~1e-4 relative and the gradient norm by up to 5e-3 (learned, step 5): tolerance 2e-2,
-#   and at least 2e-4, more than TF32's 1e-4 (bf16 really applied).
+# - --precision bf16 (bf16 activations, head size 16: the tensor-core flash kernels, and the
+#   cublas attention with its scores and probabilities in bf16): each stored activation rounds
+#   to 8 mantissa bits (2^-9 relative); over 5 steps the losses move by ~1e-4 relative and the
+#   gradient norm by up to 5e-3 (learned, step 5): tolerance 2e-2, and at least 2e-4, more
+#   than TF32's 1e-4 (bf16 really applied).
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
 EMU_TRAIN=${EMU_TRAIN:-${EMU_BUILD:-${BUILD:-build}_emu}/train}
@@ -86,16 +87,23 @@ for pos in learned sinusoidal rope crope; do
   else
     fail "emu_train_tf32_$pos" "emulated cuda run failed: $(tail -1 "$tmp/tf32_$pos.txt")"
   fi
-  if $EMU_TRAIN $args --pos "$pos" --device cuda --precision bf16 --run_dir "$tmp/bf16_$pos" \
-      >"$tmp/bf16_$pos.txt" 2>&1; then
-    compare "emu_train_bf16_$pos" "$tmp/bf16_$pos" "$tmp/cpu_$pos" 2e-2 2e-4
-  else
-    fail "emu_train_bf16_$pos" "emulated cuda run failed: $(tail -1 "$tmp/bf16_$pos.txt")"
-  fi
+  for att in flash cublas; do
+    name=emu_train_bf16_$pos$([ $att = cublas ] && echo _cublas)
+    if $EMU_TRAIN $args --pos "$pos" --device cuda --precision bf16 --attention $att --run_dir "$tmp/$name" \
+        >"$tmp/$name.txt" 2>&1; then
+      compare "$name" "$tmp/$name" "$tmp/cpu_$pos" 2e-2 2e-4
+    else
+      fail "$name" "emulated cuda run failed: $(tail -1 "$tmp/$name.txt")"
+    fi
+  done
 done
-# the cuBLAS attention takes fp32 activations only
-expect_fail emu_train_bf16_needs_flash "^error: precision bf16 needs --attention flash" -- \
-  $EMU_TRAIN $args --device cuda --precision bf16 --attention cublas --run_dir "$tmp/bf16_cublas"
+# head size 24 has no flash kernel: in bf16 the cublas attention runs it
+if ! $TRAIN $args --n_embd 48 --device cpu --run_dir "$tmp/cpu_d24" >"$tmp/cpu_d24.txt" 2>&1; then
+  fail emu_train_bf16_cublas_head_size_24 "cpu run failed: $(tail -1 "$tmp/cpu_d24.txt")"
+elif ! $EMU_TRAIN $args --n_embd 48 --device cuda --precision bf16 --attention cublas --run_dir "$tmp/bf16_d24" \
+    >"$tmp/bf16_d24.txt" 2>&1; then
+  fail emu_train_bf16_cublas_head_size_24 "emulated cuda run failed: $(tail -1 "$tmp/bf16_d24.txt")"
+else compare emu_train_bf16_cublas_head_size_24 "$tmp/bf16_d24" "$tmp/cpu_d24" 2e-2 2e-4; fi
 # the GPU reads each step's loss one step late (step 3 is queued when step 2's is read): a
 # diverged run still stops at the step whose loss is not finite, and writes no checkpoint
 expect_fail emu_train_diverged_loss "^error: loss is -?(nan|inf) at step 1 " -- \

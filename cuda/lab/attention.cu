@@ -156,8 +156,9 @@ struct Buffers {
 template <class A>
 void forward(const Case& v, Buffers<A>& b, const Shape& s) {
     switch (v.kind) {
-        case kCublas:
-            gpu::attention_forward(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
+        case kCublas:  // fp32 only (kCases)
+            if constexpr (std::is_same<A, float>::value)
+                gpu::attention_forward(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kFlash:
             gpu::attention_forward_lse(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
@@ -177,7 +178,7 @@ void backward(const Case& v, Buffers<A>& b, const Shape& s) {
     if (v.kind == kFlash)
         gpu::attention_backward_lse(b.dqkv.p, b.dout.p, b.qkv.p, b.out.p, b.att.p, s.B, s.T, s.C(), s.H,
                                     gpu::main_stream());
-    else
+    else if constexpr (std::is_same<A, float>::value)  // the cublas version (fp32 only)
         gpu::attention_backward(b.dqkv.p, b.scratch.p, b.dout.p, b.qkv.p, b.att.p, s.B, s.T, s.C(), s.H,
                                 gpu::main_stream());
 }
@@ -209,8 +210,8 @@ bool check(const Case& v, const Shape& s) {
     cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C(), s.H);
     backward(v, b, s);
     return lab::report(
-        v.name, {{"out", lab::rel_max_err(got_out, out)}, {"dqkv", lab::rel_max_err(lab::to_float(b.dqkv.host()), dqkv)}},
-        tol);
+        v.name,
+        {{"out", lab::rel_max_err(got_out, out)}, {"dqkv", lab::rel_max_err(lab::to_float(b.dqkv.host()), dqkv)}}, tol);
 }
 
 template <class A>
@@ -232,8 +233,7 @@ int main(int argc, char** argv) {
         const int reps = a["reps"];
         std::vector<lab::Version> vs;
         for (const Case& c : kCases)
-            vs.push_back({c.name,
-                          [&c, small] { return c.bf16 ? check<bf16_t>(c, small) : check<float>(c, small); },
+            vs.push_back({c.name, [&c, small] { return c.bf16 ? check<bf16_t>(c, small) : check<float>(c, small); },
                           [&c, s, reps] { c.bf16 ? time_case<bf16_t>(c, s, reps) : time_case<float>(c, s, reps); }});
         return vs;
     });
