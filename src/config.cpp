@@ -66,10 +66,10 @@ const Key kKeys[] = {
      "write a checkpoint every this many steps and at the end (0 = never)"},
     {"run_dir", "output", &Config::run_dir, "run folder: config.json, log.jsonl, checkpoints"},
     {"device", "output", &Config::device, "cpu | cuda | auto"},
-    {"precision", "output", &Config::precision, "fp32 | bf16"},
+    {"precision", "output", &Config::precision, "fp32 | bf16 (activations and their gradients in bf16; CUDA only)"},
     {"attention", "output", &Config::attention,
      "flash (saves each row's log-sum-exp, no (B,H,T,T) buffer; on the GPU head size 8, 16, 32, 64 or 128) | cublas "
-     "(the reference: saves the probabilities)"},
+     "(the reference: saves the probabilities; any head size)"},
     {"classifier_chunk", "output", &Config::classifier_chunk,
      "rows of B*T per chunk of the fused LM head + loss: the logits of one chunk exist at a time (0 = the device's "
      "choice: 256 on the CPU, 4096 on the GPU)"},
