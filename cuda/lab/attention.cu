@@ -6,6 +6,8 @@
 //   4 rope+flash       forward with RoPE as the trainer runs it: the rope kernel over qkv, then version 2
 //   5 flash-rope-load  forward of version 2 rotating q and k as they are loaded (no rotated copy of qkv);
 //                      CRoPE rotates its projections' output the same way, so this serves both schemes
+//   6 cublas-bf16      version 1 on bf16 activations: scores, probabilities and their gradients in bf16
+//                      (against version 3, what flash saves in bf16)
 // Versions 4 and 5 are forward only (the backward would rotate dq and dk back as they are stored).
 // TFLOP/s counts the causal half only: forward 2 GEMMs of B*H*T*T/2*D multiply-adds,
 // backward 2.5 times that (FlashAttention's convention).
@@ -128,18 +130,19 @@ const Case kCases[] = {{"cublas", kCublas, false},
                        {"flash", kFlash, false},
                        {"flash-bf16", kFlash, true},
                        {"rope+flash", kRopeThenFlash, false},
-                       {"flash-rope-load", kFlashRopeLoad, false}};
+                       {"flash-rope-load", kFlashRopeLoad, false},
+                       {"cublas-bf16", kCublas, true}};
 
 bool uses_rope(const Case& v) {
     return v.kind == kRopeThenFlash || v.kind == kFlashRopeLoad;
 }
 
-// Device buffers of one run; att holds the probabilities (cublas) or the log-sum-exps (flash).
-// A: the activations' element type (float; bf16_t for flash-bf16).
+// Device buffers of one run: the probabilities and their gradient (cublas) or the log-sum-exps
+// (flash). A: the activations' element type (float; bf16_t for the bf16 versions).
 template <class A>
 struct Buffers {
-    lab::Buf<A> qkv, qkvr, out, dout, dqkv;
-    lab::Buf<float> att, scratch, cos_t, sin_t;
+    lab::Buf<A> qkv, qkvr, out, dout, dqkv, att, scratch;
+    lab::Buf<float> lse, cos_t, sin_t;
     Buffers(const Shape& s, const Case& v, const std::vector<float>& qkv_h, const std::vector<float>& dout_h,
             const std::vector<float>& cos_h, const std::vector<float>& sin_h)
         : qkv(lab::to_act<A>(qkv_h)),
@@ -147,8 +150,9 @@ struct Buffers {
           out(s.nout()),
           dout(lab::to_act<A>(dout_h)),
           dqkv(s.nqkv()),
-          att(v.kind == kCublas ? s.natt() : (size_t)s.B * s.H * s.T),
+          att(v.kind == kCublas ? s.natt() : 0),
           scratch(v.kind == kCublas ? s.natt() : 0),
+          lse(v.kind == kCublas ? 0 : (size_t)s.B * s.H * s.T),
           cos_t(cos_h),
           sin_t(sin_h) {}
 };
@@ -156,19 +160,18 @@ struct Buffers {
 template <class A>
 void forward(const Case& v, Buffers<A>& b, const Shape& s) {
     switch (v.kind) {
-        case kCublas:  // fp32 only (kCases)
-            if constexpr (std::is_same<A, float>::value)
-                gpu::attention_forward(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
+        case kCublas:
+            gpu::attention_forward(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kFlash:
-            gpu::attention_forward_lse(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kRopeThenFlash:
             gpu::rope_forward(b.qkvr.p, b.qkv.p, b.cos_t.p, b.sin_t.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
-            gpu::attention_forward_lse(b.out.p, b.att.p, b.qkvr.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkvr.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kFlashRopeLoad:  // fp32 only (kCases)
-            if constexpr (std::is_same<A, float>::value) flash_forward_rope(b.out, b.att, b.qkv, b.cos_t, b.sin_t, s);
+            if constexpr (std::is_same<A, float>::value) flash_forward_rope(b.out, b.lse, b.qkv, b.cos_t, b.sin_t, s);
             break;
     }
 }
@@ -176,9 +179,9 @@ void forward(const Case& v, Buffers<A>& b, const Shape& s) {
 template <class A>
 void backward(const Case& v, Buffers<A>& b, const Shape& s) {
     if (v.kind == kFlash)
-        gpu::attention_backward_lse(b.dqkv.p, b.dout.p, b.qkv.p, b.out.p, b.att.p, s.B, s.T, s.C(), s.H,
+        gpu::attention_backward_lse(b.dqkv.p, b.dout.p, b.qkv.p, b.out.p, b.lse.p, s.B, s.T, s.C(), s.H,
                                     gpu::main_stream());
-    else if constexpr (std::is_same<A, float>::value)  // the cublas version (fp32 only)
+    else
         gpu::attention_backward(b.dqkv.p, b.scratch.p, b.dout.p, b.qkv.p, b.att.p, s.B, s.T, s.C(), s.H,
                                 gpu::main_stream());
 }
