@@ -8,8 +8,8 @@
 // CudaBackendBf16 (T float, A bf16). The GEMMs multiply activations by weights of type A: the
 // compute copy wc, which is the parameter buffer itself when A is T, else a bf16 copy that
 // AdamW writes in its pass. Kept in T (fp32) whatever A is, because they are reductions or
-// feed the loss: LayerNorm's mean and rstd, attention's probabilities or log-sum-exps (and
-// the cuBLAS path's dscores), the losses, the fixed position tables.
+// feed the loss: LayerNorm's mean and rstd, flash attention's log-sum-exps, the losses, the
+// fixed position tables. The cuBLAS attention's probabilities and dscores are activations (A).
 #pragma once
 #include <algorithm>
 #include <chrono>
