@@ -161,7 +161,6 @@ size_t graph_count();  // graphs instantiated and not freed
 // TF32 tensor cores for the fp32 GEMMs (matmul and attention). On by default (speed);
 // tests comparing against the CPU turn it off. bf16 GEMMs are bf16 whatever this says.
 void set_tf32(bool on);
-bool tf32_enabled();
 
 }  // namespace gpu
 

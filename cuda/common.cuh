@@ -141,12 +141,6 @@ inline cublasHandle_t cublas_on(cudaStream_t stream) {
     return h;
 }
 
-// TF32 tensor-core GEMMs on/off (defined in matmul.cu; used by matmul and attention).
-bool tf32_enabled();
-inline cublasComputeType_t gemm_compute_type() {
-    return tf32_enabled() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-}
-
 // GEMM helpers (matmul.cu), COLUMN-major like cuBLAS: C (m,n) = alpha op(A) op(B) + beta C.
 // In (A and B) and Out (C) are float or bf16_t: fp32 inputs use TF32 when it is on; bf16
 // inputs multiply on bf16 tensor cores; the accumulation is fp32 either way.

@@ -19,13 +19,17 @@ template <class X>
 constexpr cudaDataType_t cuda_type() {
     return is_bf16<X> ? CUDA_R_16BF : CUDA_R_32F;
 }
+
+// bf16 inputs multiply on bf16 tensor cores; fp32 ones on TF32 tensor cores when enabled.
+// Accumulation is fp32 either way.
+template <class In>
+cublasComputeType_t compute_type() {
+    return !is_bf16<In> && g_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
 }  // namespace
 
 void set_tf32(bool on) {
     g_tf32 = on;
-}
-bool tf32_enabled() {
-    return g_tf32;
 }
 
 // Column-major C (m,n) = alpha op(A) op(B) + beta C: fp32 inputs on TF32 tensor cores if
@@ -33,10 +37,9 @@ bool tf32_enabled() {
 template <class In, class Out>
 void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const In* A, int lda, const In* B, int ldb, float beta,
              Out* C, int ldc, cudaStream_t stream) {
-    const cublasComputeType_t compute = is_bf16<In> ? CUBLAS_COMPUTE_32F : gemm_compute_type();
     cublasCheck(cublasGemmEx(cublas_on(stream), ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
                              &alpha, A, cuda_type<In>(), lda, B, cuda_type<In>(), ldb, &beta, C, cuda_type<Out>(), ldc,
-                             compute, CUBLAS_GEMM_DEFAULT));
+                             compute_type<In>(), CUBLAS_GEMM_DEFAULT));
 }
 template void gemm_cm(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int,
                       cudaStream_t);
@@ -49,11 +52,10 @@ template <class X>
 void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const X* A, int lda, long long strideA,
                              const X* B, int ldb, long long strideB, float beta, X* C, int ldc, long long strideC,
                              int batch, cudaStream_t stream) {
-    const cublasComputeType_t compute = is_bf16<X> ? CUBLAS_COMPUTE_32F : gemm_compute_type();
     cublasCheck(cublasGemmStridedBatchedEx(cublas_on(stream), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                            tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, cuda_type<X>(), lda,
                                            strideA, B, cuda_type<X>(), ldb, strideB, &beta, C, cuda_type<X>(), ldc,
-                                           strideC, batch, compute, CUBLAS_GEMM_DEFAULT));
+                                           strideC, batch, compute_type<X>(), CUBLAS_GEMM_DEFAULT));
 }
 template void gemm_cm_strided_batched(bool, bool, int, int, int, float, const float*, int, long long, const float*, int,
                                       long long, float, float*, int, long long, int, cudaStream_t);
