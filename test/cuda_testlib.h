@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend_cpu.h"
@@ -93,24 +94,35 @@ inline void expect_near(std::string& why, const std::string& what, double got, d
 }
 
 #ifdef HAVE_CUDA
-// A device copy of a host vector, freed on scope exit.
-struct DBuf {
-    float* p = nullptr;
+// A device copy of a host vector in element type E, freed on scope exit: float (DBuf) or
+// bf16_t (DBf16: the values rounded to nearest even); get() reads it back as float.
+template <class E>
+struct DevBuf {
+    E* p = nullptr;
     size_t n = 0;
-    explicit DBuf(const Vec& h) : n(h.size()) {
-        p = CB::alloc(n);
-        CB::copy_from_host(p, h.data(), n);
+    explicit DevBuf(size_t count) : n(count) {
+        p = std::conditional_t<std::is_same<E, float>::value, CudaBackend, CudaBackendBf16>::alloc_act(n);
     }
-    explicit DBuf(size_t count) : n(count) { p = CB::alloc(n); }
-    ~DBuf() { CB::free(p); }
-    DBuf(const DBuf&) = delete;
-    DBuf& operator=(const DBuf&) = delete;
+    explicit DevBuf(const Vec& h) : DevBuf(h.size()) {
+        if constexpr (std::is_same<E, float>::value) {
+            CB::copy_from_host(p, h.data(), n);
+        } else {
+            std::vector<E> b(n);
+            for (size_t i = 0; i < n; i++) b[i] = float_to_bf16(h[i]);
+            CB::copy_from_host(p, b.data(), n);
+        }
+    }
+    ~DevBuf() { CB::free(p); }
+    DevBuf(const DevBuf&) = delete;
+    DevBuf& operator=(const DevBuf&) = delete;
     Vec get() const {
         Vec h(n);
         CB::copy_to_host(h.data(), p, n);
         return h;
     }
 };
+using DBuf = DevBuf<float>;
+using DBf16 = DevBuf<bf16_t>;
 
 struct DInts {
     int* p = nullptr;
@@ -121,28 +133,6 @@ struct DInts {
     ~DInts() { CB::free_int(p); }
     DInts(const DInts&) = delete;
     DInts& operator=(const DInts&) = delete;
-};
-
-// A device bf16 copy of a host vector (rounded to nearest even), freed on scope exit; get()
-// widens it back to float.
-struct DBf16 {
-    bf16_t* p = nullptr;
-    size_t n = 0;
-    explicit DBf16(const Vec& h) : n(h.size()) {
-        p = CudaBackendBf16::alloc_act(n);
-        std::vector<bf16_t> b(n);
-        for (size_t i = 0; i < n; i++) b[i] = float_to_bf16(h[i]);
-        CB::copy_from_host(p, b.data(), n);
-    }
-    explicit DBf16(size_t count) : n(count) { p = CudaBackendBf16::alloc_act(n); }
-    ~DBf16() { CB::free(p); }
-    DBf16(const DBf16&) = delete;
-    DBf16& operator=(const DBf16&) = delete;
-    Vec get() const {
-        Vec h(n);
-        CB::copy_to_host(h.data(), p, n);
-        return h;
-    }
 };
 
 // x rounded to bf16 (nearest even) and back: the values a bf16 buffer of x holds.
