@@ -36,9 +36,9 @@ cudaError_t legacy_stream_use(const char* file, int line, const char* call);
 std::string replay_context();
 
 // CUDA_EMU_DEFER=1 (stream.cpp): the work of created streams is queued and runs when the host
-// waits for it. These run all of it, or stream s's and what it waits on; file:line is the call
-// that waits (for reports).
-void run_all_queued(const char* file, int line);
+// waits for it. These run all of it (or only the blocking streams', as the legacy stream waits
+// for), or stream s's and what it waits on; file:line is the call that waits (for reports).
+void run_all_queued(const char* file, int line, bool blocking_only = false);
 void run_queued(cudaStream_t s, const char* file, int line);
 bool defers(cudaStream_t s);  // work on s is queued now (a created stream that does not capture)
 }  // namespace emu

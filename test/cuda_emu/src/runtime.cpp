@@ -360,14 +360,11 @@ cudaError_t queue_host_copy(void* dst, const void* src, size_t bytes, cudaMemcpy
                             const char* file, int line) {
     const bool to_dev = kind == cudaMemcpyHostToDevice;
     const bool pinned = pinned_range(to_dev ? src : dst, bytes);
-    if (!to_dev && !pinned) {
-        cudaError_t e = enqueue(s, file, line, "cudaMemcpyAsync", [=] { copy(dst, src, bytes, kind, file, line); });
-        run_queued(s, file, line);
-        return e;
-    }
     if (!to_dev) {
-        std::memset(dst, 0xFF, bytes);
-        return enqueue(s, file, line, "cudaMemcpyAsync", [=] { copy(dst, src, bytes, kind, file, line); });
+        if (pinned) std::memset(dst, 0xFF, bytes);
+        cudaError_t e = enqueue(s, file, line, "cudaMemcpyAsync", [=] { copy(dst, src, bytes, kind, file, line); });
+        if (!pinned) run_queued(s, file, line);
+        return e;
     }
     auto at_call = std::make_shared<std::vector<char>>((const char*)src, (const char*)src + bytes);
     return enqueue(s, file, line, "cudaMemcpyAsync", [=] {

@@ -201,16 +201,12 @@ void run_stream_through(CUstream_st* st, unsigned long long number, const char* 
     if (st->queue.empty()) g_busy.erase(st);
 }
 
+}  // namespace
+
 void run_all_queued(const char* file, int line, bool blocking_only) {
     std::vector<CUstream_st*> streams(g_busy.begin(), g_busy.end());
     for (CUstream_st* st : streams)
         if (g_busy.count(st) && (st->blocking || !blocking_only)) run_stream_through(st, g_last_queued, file, line);
-}
-
-}  // namespace
-
-void run_all_queued(const char* file, int line) {
-    run_all_queued(file, line, false);
 }
 
 void run_queued(cudaStream_t s, const char* file, int line) {
