@@ -394,6 +394,12 @@ if sys.byteorder != "little":
 with open(path, "wb") as f:
     f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)) + toks.tobytes())
 EOF
+
+# The header of bench.md's tables (the benchmark's and the chunk sweep's; bench_row writes rows).
+bench_header() {
+  echo "| setting | pos | precision | step | ms/step | tokens/s | peak MiB | eval ms/batch | 10k steps | 10k steps + eval | loss (last) |"
+  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+}
 {
   echo "Benchmark: $BUILD/train, B=$B, T=$T, V=$V, random tokens; median of $STEPS steps after $WARM warm-up steps;"
   echo "evaluation: ms per batch of $B x $T (forward only), from the $EVAL-batch evaluation at the end."
@@ -404,8 +410,7 @@ EOF
   echo "step: graph = the whole step replayed as one CUDA graph (the trainer's default); eager = --cuda_graph 0;"
   echo "profile = --profile 1 (eager, a CUDA event at each phase boundary: the per-phase table below)."
   echo
-  echo "| setting | pos | precision | step | ms/step | tokens/s | peak MiB | eval ms/batch | 10k steps | 10k steps + eval | loss (last) |"
-  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  bench_header
 } >"$OUT/bench.md"
 
 # bench_row KEY LABEL L H C POS PREC STEP [CHUNK]: one training run; appends its row to bench.md at
@@ -555,8 +560,7 @@ if skipping chunks; then part chunks skip "--skip chunks"; else
   echo
   echo "Classifier chunk sweep (--classifier_chunk: rows of B*T per LM head GEMM + loss + backward GEMMs):"
   echo
-  echo "| setting | pos | precision | step | ms/step | tokens/s | peak MiB | eval ms/batch | 10k steps | 10k steps + eval | loss (last) |"
-  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  bench_header
 } >>"$OUT/bench.md"
 # The benchmark rows use the trainer's choice (4096 rows on the GPU); these, the paper setting,
 # rope, at other sizes: bf16 first (the goal's precision), down to chunks whose logits stay in
