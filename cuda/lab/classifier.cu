@@ -92,16 +92,17 @@ struct Shape {
     int N, C, V, tile;
 };
 
-// A: the activations' element type (float; bf16_t for trainer-bf16)
+// A: the activations' element type (float; bf16_t for trainer-bf16 and vocab-tiles).
+// logits: (N, logit_cols), all V columns, or one tile's (vocab-tiles).
 template <class A>
 struct Bufs {
     lab::Buf<A> x, wte, logits, dx;
     lab::Buf<float> losses, dwte;
     lab::Buf<int> targets;
-    Bufs(const Shape& s, const std::vector<int>& t)
+    Bufs(const Shape& s, const std::vector<int>& t, int logit_cols = 0)
         : x(lab::to_act<A>(lab::randn((size_t)s.N * s.C, 1))),
           wte(lab::to_act<A>(lab::randn((size_t)s.V * s.C, 2, 0.1f))),
-          logits((size_t)s.N * s.V),
+          logits((size_t)s.N * (logit_cols ? logit_cols : s.V)),
           dx((size_t)s.N * s.C),
           losses(s.N),
           dwte((size_t)s.V * s.C),
@@ -225,22 +226,12 @@ __global__ void tile_dlogits_kernel(__nv_bfloat16* __restrict__ z, const float* 
     z[i] = gpu::from_f32<__nv_bfloat16>(p - (v == targets[row] ? dscale : 0.0f));
 }
 
-struct TileBufs {
-    lab::Buf<bf16_t> x, wte, tile, dx;
-    lab::Buf<float> m, s, zt, losses, dx32, dwte;
-    lab::Buf<int> targets;
+// The other versions' buffers with logits of one tile, and the per-row (max, sum of exp), the
+// target's logit and dx's fp32 sums.
+struct TileBufs : Bufs<bf16_t> {
+    lab::Buf<float> m, s, zt, dx32;
     TileBufs(const Shape& sh, const std::vector<int>& t)
-        : x(lab::to_act<bf16_t>(lab::randn((size_t)sh.N * sh.C, 1))),
-          wte(lab::to_act<bf16_t>(lab::randn((size_t)sh.V * sh.C, 2, 0.1f))),
-          tile((size_t)sh.N * std::min(sh.tile, sh.V)),
-          dx((size_t)sh.N * sh.C),
-          m(sh.N),
-          s(sh.N),
-          zt(sh.N),
-          losses(sh.N),
-          dx32((size_t)sh.N * sh.C),
-          dwte((size_t)sh.V * sh.C),
-          targets(t) {}
+        : Bufs<bf16_t>(sh, t, std::min(sh.tile, sh.V)), m(sh.N), s(sh.N), zt(sh.N), dx32((size_t)sh.N * sh.C) {}
 };
 
 // losses, dx (= the head's input gradient) and dwte += the head's weight gradient
@@ -250,12 +241,12 @@ void vocab_tiles(TileBufs& b, const Shape& sh) {
     auto tiles = [&](const std::function<void(int v0, int w)>& f) {
         for (int v0 = 0; v0 < sh.V; v0 += sh.tile) {
             const int w = std::min(sh.tile, sh.V - v0);
-            gpu::matmul_forward(b.tile.p, b.x.p, b.wte.p + (size_t)v0 * C, nullptr, N, C, w, st);  // (N, w)
+            gpu::matmul_forward(b.logits.p, b.x.p, b.wte.p + (size_t)v0 * C, nullptr, N, C, w, st);  // (N, w)
             f(v0, w);
         }
     };
     tiles([&](int v0, int w) {
-        tile_lse_kernel<<<gpu::ceil_div(N, kWarps), 32 * kWarps, 0, st>>>(gpu::dev(b.tile.p), b.m.p, b.s.p, b.zt.p,
+        tile_lse_kernel<<<gpu::ceil_div(N, kWarps), 32 * kWarps, 0, st>>>(gpu::dev(b.logits.p), b.m.p, b.s.p, b.zt.p,
                                                                           b.targets.p, N, w, v0);
         cudaCheckLaunch();
     });
@@ -264,13 +255,13 @@ void vocab_tiles(TileBufs& b, const Shape& sh) {
     cudaCheck(cudaMemsetAsync(b.dx32.p, 0, b.dx32.n * sizeof(float), st));
     tiles([&](int v0, int w) {
         const size_t n = (size_t)N * w;
-        tile_dlogits_kernel<<<gpu::ceil_div(n, (size_t)256), 256, 0, st>>>(gpu::dev(b.tile.p), b.m.p, b.targets.p, N, w,
-                                                                           v0, 1.0f / N);
+        tile_dlogits_kernel<<<gpu::ceil_div(n, (size_t)256), 256, 0, st>>>(gpu::dev(b.logits.p), b.m.p, b.targets.p, N,
+                                                                           w, v0, 1.0f / N);
         cudaCheckLaunch();
         const bf16_t* wt = b.wte.p + (size_t)v0 * C;
         // column-major: dx32^T (C, N) += wt^T (C, w) . dlogits^T (w, N), bf16 inputs, fp32 sums
-        gpu::gemm_cm(false, false, C, N, w, 1.0f, wt, C, b.tile.p, w, 1.0f, b.dx32.p, C, st);
-        gpu::matmul_backward<bf16_t>(nullptr, b.dwte.p + (size_t)v0 * C, nullptr, b.tile.p, b.x.p, wt, N, C, w, st);
+        gpu::gemm_cm(false, false, C, N, w, 1.0f, wt, C, b.logits.p, w, 1.0f, b.dx32.p, C, st);
+        gpu::matmul_backward<bf16_t>(nullptr, b.dwte.p + (size_t)v0 * C, nullptr, b.logits.p, b.x.p, wt, N, C, w, st);
     });
     gpu::to_bf16(b.dx.p, b.dx32.p, b.dx.n, st);
 }
