@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The kernel lab (cuda/lab/*.cu) under the CPU emulation of CUDA: every program runs at a tiny
-# size and must report every one of its versions as matching the CPU reference (timings read
-# "emulated: not timed"); bad arguments give one "error: ..." line and a non-zero exit.
+# size, in both thread orders, and must report every one of its versions as matching the CPU
+# reference (timings read "emulated: not timed"); bad arguments give one "error: ..." line and a
+# non-zero exit.
 cd "$(dirname "$0")/.." || exit 1
 . test/testlib.sh
 BUILD=${BUILD:-build}
@@ -22,22 +23,26 @@ declare -A ARGS=(
   [layernorm]="--N 64 --C 128"
   [adamw]="--L 1 --C 64 --V 100 --maxT 16"
 )
+# each program in both thread orders (a missing barrier in a lab kernel shows in one of them)
 for src in cuda/lab/*.cu; do
   name=$(basename "$src" .cu)
   bin=$EMU_BUILD/lab/$name
   if [ -z "${ARGS[$name]+x}" ]; then fail "lab_$name" "no tiny arguments for $src in test/test_lab.sh"; continue; fi
-  # shellcheck disable=SC2086
-  out=$("$bin" ${ARGS[$name]} 2>&1)
-  rc=$?
-  versions=$(grep -c '^version [0-9]*: ' <<<"$out")
-  matched=$(grep -cE '^  check .* ok$' <<<"$out")
-  untimed=$(grep -c '^  time  emulated: not timed$' <<<"$out")
-  if [ $rc -ne 0 ]; then fail "lab_$name" "exit status $rc: $(tail -n 5 <<<"$out")"
-  elif [ "$versions" -lt 2 ]; then fail "lab_$name" "fewer than 2 versions reported: $out"
-  elif [ "$matched" != "$versions" ] || grep -q 'FAIL' <<<"$out"; then
-    fail "lab_$name" "$matched of $versions versions match the reference: $out"
-  elif [ "$untimed" != "$versions" ]; then fail "lab_$name" "$untimed of $versions versions say 'emulated: not timed'"
-  else pass "lab_$name"; echo "# $name: $versions versions match the CPU reference"; fi
+  for order in forward reverse; do
+    t=lab_$name$([ $order = reverse ] && echo _reverse)
+    # shellcheck disable=SC2086
+    out=$(CUDA_EMU_ORDER=$order "$bin" ${ARGS[$name]} 2>&1)
+    rc=$?
+    versions=$(grep -c '^version [0-9]*: ' <<<"$out")
+    matched=$(grep -cE '^  check .* ok$' <<<"$out")
+    untimed=$(grep -c '^  time  emulated: not timed$' <<<"$out")
+    if [ $rc -ne 0 ]; then fail "$t" "exit status $rc: $(tail -n 5 <<<"$out")"
+    elif [ "$versions" -lt 2 ]; then fail "$t" "fewer than 2 versions reported: $out"
+    elif [ "$matched" != "$versions" ] || grep -q 'FAIL' <<<"$out"; then
+      fail "$t" "$matched of $versions versions match the reference: $out"
+    elif [ "$untimed" != "$versions" ]; then fail "$t" "$untimed of $versions versions say 'emulated: not timed'"
+    else pass "$t"; echo "# $name ($order order): $versions versions match the CPU reference"; fi
+  done
 done
 
 # --version N runs that version only
