@@ -72,11 +72,12 @@ template <class A>
 void layernorm_backward(A* dinp, float* dw, float* db, const A* dout, const A* inp, const float* w, const float* mean,
                         const float* rstd, int N, int C, cudaStream_t stream);
 
-// bf16: bf16 tensor-core GEMMs with fp32 accumulation; dw, dbias fp32.
+// bf16: bf16 tensor-core GEMMs with fp32 accumulation; dw, dbias fp32. dinp (D) is A, or fp32
+// over bf16 operands (a sum kept in fp32 over several GEMMs: the classifier's tiles).
 template <class A>
 void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, int IC, int OC, cudaStream_t stream);
-template <class A>
-void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N, int IC, int OC,
+template <class A, class D>
+void matmul_backward(D* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N, int IC, int OC,
                      cudaStream_t stream);
 
 template <class A>
@@ -131,6 +132,17 @@ void softmax_crossentropy(A* logits, float* losses, const int* targets, int N, i
 template <class A>
 void classifier_loss(A* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
                      cudaStream_t stream);
+// The same over vocabulary tiles z (N, w) of the padded logits' columns [v0, v0 + w), columns
+// >= V left out (src/ops/loss.h has the CPU twins and says what each pass does): per tile,
+// the running max m and sum of exp s, and the target's logit into losses; then the losses, and m
+// becomes the log-sum-exp; then per tile, dlogits over z from it.
+template <class A>
+void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0,
+                         int V, cudaStream_t stream);
+void classifier_tile_loss(float* losses, float* m, const float* s, int N, cudaStream_t stream);
+template <class A>
+void classifier_tile_dlogits(A* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale,
+                             cudaStream_t stream);
 
 // lr, bias corrections and clip scale from s (device memory), read when the kernel runs.
 // p_act (may be null): the compute copy of the weights, p rounded to bf16, written in the
@@ -252,6 +264,9 @@ struct CudaBackend {
     CUDA_BACKEND_OP(residual_forward);
     CUDA_BACKEND_OP(softmax_crossentropy);
     CUDA_BACKEND_OP(classifier_loss);
+    CUDA_BACKEND_OP(classifier_tile_lse);
+    CUDA_BACKEND_OP(classifier_tile_loss);
+    CUDA_BACKEND_OP(classifier_tile_dlogits);
     // rows per classifier chunk: 4096 x 50304 fp32 logits (786 MiB, a quarter of the paper batch's)
     static constexpr int classifier_chunk = 4096;
     CUDA_BACKEND_OP(adamw_update);

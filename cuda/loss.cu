@@ -4,7 +4,9 @@
 // rescaled sum) pass gives log-sum-exp in a single read of the V real columns; the loss is
 // logsumexp - z[target]; when dscale != 0 a second pass overwrites the row with
 // dlogits = (softmax - onehot) * dscale, and 0 in the padded columns. Probabilities are never
-// stored separately.
+// stored separately. The classifier_tile_* kernels do the same over tiles of the vocabulary
+// (model.h: GPT::classifier_tiles), in two passes: per-row running (max, sum of exp) folded tile
+// by tile, then dlogits tile by tile from the log-sum-exps.
 #include <cmath>
 
 #include "backend_cuda.h"
@@ -16,6 +18,12 @@ namespace {
 
 constexpr int kLossThreads = 512;
 
+// W elements of E in one 16-byte access (or W = 1).
+template <class E, int W>
+struct alignas(sizeof(E) * W) Pack {
+    E e[W];
+};
+
 // E: the logits' element type; W columns per load: 16 bytes (ld % W == 0 and 16-byte aligned
 // rows) or 1. Columns at or past V (the padding) are skipped by the reduction and written as
 // 0. The max, the sums and the loss are fp32.
@@ -23,9 +31,7 @@ template <class E, int W>
 __global__ void __launch_bounds__(kLossThreads)
     classifier_loss_kernel(E* __restrict__ logits, float* __restrict__ losses, const int* __restrict__ targets, int V,
                            int ld, float dscale) {
-    struct alignas(sizeof(E) * W) Vec {
-        E e[W];
-    };
+    using Vec = Pack<E, W>;
     __shared__ float sh_m[32], sh_s[32];
     __shared__ float sh_target_logit, sh_logsum;
     const int row = blockIdx.x;
@@ -77,7 +83,118 @@ __global__ void __launch_bounds__(kLossThreads)
     }
 }
 
+// One warp per row of a tile z (N, w) of logit columns [v0, v0 + w): the row's (max, sum of exp)
+// over the tile's columns < V, merged into m, s (set by the first tile, v0 == 0); losses keeps
+// the target's logit (NaN for a target outside [0, V)). W columns per load (w % W == 0).
+constexpr int kTileWarps = 8;
+template <class E, int W>
+__global__ void __launch_bounds__(32 * kTileWarps)
+    classifier_tile_lse_kernel(const E* __restrict__ z, float* __restrict__ m, float* __restrict__ s,
+                               float* __restrict__ losses, const int* __restrict__ targets, int N, int w, int v0,
+                               int V) {
+    const int row = blockIdx.x * kTileWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const E* zr = z + (size_t)row * w;
+    const Pack<E, W>* zv = reinterpret_cast<const Pack<E, W>*>(zr);
+    const int real = min(w, V - v0);  // the tile's columns that are classes
+    float tm = -INFINITY, ts = 0.0f;
+    for (int i = lane; i < w / W; i += 32) {
+        const Pack<E, W> x = zv[i];
+        for (int k = 0; k < W; k++)
+            if (i * W + k < real) lse_push(tm, ts, f32(x.e[k]));
+    }
+    warp_lse(tm, ts);
+    if (lane != 0) return;
+    if (v0 == 0) {
+        m[row] = tm, s[row] = ts, losses[row] = NAN;
+    } else {
+        float mm = m[row], ss = s[row];
+        lse_merge(mm, ss, tm, ts);
+        m[row] = mm, s[row] = ss;
+    }
+    const int t = targets[row];
+    if (t >= v0 && t < v0 + real) losses[row] = f32(zr[t - v0]);
+}
+
+// m <- log-sum-exp = m + log s; losses <- log-sum-exp - the target's logit (in losses).
+__global__ void classifier_tile_loss_kernel(float* __restrict__ losses, float* __restrict__ m,
+                                            const float* __restrict__ s, int N) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    const float lse = m[i] + logf(s[i]);
+    m[i] = lse;
+    losses[i] = lse - losses[i];
+}
+
+// z (N, w) <- (softmax - onehot) * dscale from each row's log-sum-exp; 0 in columns >= V. W
+// columns per access, w % W == 0 (an access never crosses a row).
+template <class E, int W>
+__global__ void classifier_tile_dlogits_kernel(E* __restrict__ z, const float* __restrict__ lse,
+                                               const int* __restrict__ targets, int w, int v0, int V, float dscale,
+                                               size_t packs) {
+    Pack<E, W>* zv = reinterpret_cast<Pack<E, W>*>(z);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t row = i * W / w;
+        const int col = (int)(i * W % w);
+        const float l = lse[row];
+        const int t = targets[row];
+        Pack<E, W> x = zv[i];
+        for (int k = 0; k < W; k++) {
+            const int v = v0 + col + k;
+            float d = 0.0f;
+            if (v < V) {
+                d = expf(f32(x.e[k]) - l) * dscale;
+                if (v == t) d -= dscale;
+            }
+            x.e[k] = from_f32<E>(d);
+        }
+        zv[i] = x;
+    }
+}
+
+// 16-byte accesses when rows of w elements of E keep 16-byte alignment from an aligned z.
+template <class E>
+bool tile_packs(const void* z, int w) {
+    return w % (16 / sizeof(E)) == 0 && (reinterpret_cast<uintptr_t>(z) & 15u) == 0;
+}
+
 }  // namespace
+
+template <class A>
+void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0,
+                         int V, cudaStream_t stream) {
+    if (N <= 0 || w <= 0) return;
+    using E = dev_t<A>;
+    const int blocks = ceil_div(N, kTileWarps), threads = 32 * kTileWarps;
+    if (tile_packs<E>(z, w))
+        classifier_tile_lse_kernel<E, 16 / sizeof(E)>
+            <<<blocks, threads, 0, stream>>>(dev(z), m, s, losses, targets, N, w, v0, V);
+    else
+        classifier_tile_lse_kernel<E, 1><<<blocks, threads, 0, stream>>>(dev(z), m, s, losses, targets, N, w, v0, V);
+    cudaCheckLaunch();
+}
+
+void classifier_tile_loss(float* losses, float* m, const float* s, int N, cudaStream_t stream) {
+    if (N <= 0) return;
+    classifier_tile_loss_kernel<<<ceil_div(N, 256), 256, 0, stream>>>(losses, m, s, N);
+    cudaCheckLaunch();
+}
+
+template <class A>
+void classifier_tile_dlogits(A* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale,
+                             cudaStream_t stream) {
+    if (N <= 0 || w <= 0) return;
+    using E = dev_t<A>;
+    constexpr int W = 16 / sizeof(E);
+    const size_t n = (size_t)N * w;
+    if (tile_packs<E>(z, w))
+        classifier_tile_dlogits_kernel<E, W>
+            <<<grid_for(n / W, 256), 256, 0, stream>>>(dev(z), lse, targets, w, v0, V, dscale, n / W);
+    else
+        classifier_tile_dlogits_kernel<E, 1>
+            <<<grid_for(n, 256), 256, 0, stream>>>(dev(z), lse, targets, w, v0, V, dscale, n);
+    cudaCheckLaunch();
+}
 
 template <class A>
 void classifier_loss(A* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
@@ -101,7 +218,10 @@ void softmax_crossentropy(A* logits, float* losses, const int* targets, int N, i
 
 #define INSTANTIATE(A)                                                                                   \
     template void classifier_loss(A*, float*, const int*, int, int, int, float, cudaStream_t);          \
-    template void softmax_crossentropy(A*, float*, const int*, int, int, float, cudaStream_t);
+    template void softmax_crossentropy(A*, float*, const int*, int, int, float, cudaStream_t);                \
+    template void classifier_tile_lse(const A*, float*, float*, float*, const int*, int, int, int, int,    \
+                                      cudaStream_t);                                                      \
+    template void classifier_tile_dlogits(A*, const float*, const int*, int, int, int, int, float, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

@@ -152,8 +152,8 @@ void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, 
 }
 
 // dinp (N,IC) += dout (N,OC) . w (OC,IC) ; dw (OC,IC) += dout^T . inp ; dbias (OC) += column sums of dout
-template <class A>
-void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N, int IC, int OC,
+template <class A, class D>
+void matmul_backward(D* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N, int IC, int OC,
                      cudaStream_t stream) {
     if (N <= 0 || IC <= 0 || OC <= 0) return;
     // column-major: dinp^T (IC,N) += W^T (IC,OC) [stored as is] . dout^T (OC,N) [stored as is]
@@ -170,5 +170,7 @@ void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* i
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE
+template void matmul_backward(float*, float*, float*, const bf16_t*, const bf16_t*, const bf16_t*, int, int, int,
+                              cudaStream_t);
 
 }  // namespace gpu

@@ -73,6 +73,9 @@ const Key kKeys[] = {
     {"classifier_chunk", "output", &Config::classifier_chunk,
      "rows of B*T per chunk of the fused LM head + loss: the logits of one chunk exist at a time (0 = the device's "
      "choice: 256 on the CPU, 4096 on the GPU)"},
+    {"classifier_tile", "output", &Config::classifier_tile,
+     "0 = the LM head + loss goes by chunks of rows (classifier_chunk) | a multiple of 128: it goes over all B*T rows "
+     "in tiles of this many vocabulary columns, two passes (the logits computed twice), only one tile's logits exist"},
     {"profile", "output", &Config::profile,
      "1 = time each training step's phases (LM head + loss, attention, AdamW, the rest; CUDA events on the GPU): a "
      "profile line per step, phase_ms in the log"},
@@ -433,6 +436,9 @@ void validate(const Config& c) {
     require(c.sample_every >= 0, "sample_every must be >= 0, got " + std::to_string(c.sample_every));
     require(c.classifier_chunk >= 0,
             "classifier_chunk must be >= 0 (0 = the device's choice), got " + std::to_string(c.classifier_chunk));
+    require(c.classifier_tile >= 0 && c.classifier_tile % 128 == 0,
+            "classifier_tile must be 0 (row chunks) or a positive multiple of 128, got " +
+                std::to_string(c.classifier_tile));
     require(c.profile == 0 || c.profile == 1, "profile must be 0 or 1, got " + std::to_string(c.profile));
     require(c.cuda_graph == 0 || c.cuda_graph == 1, "cuda_graph must be 0 or 1, got " + std::to_string(c.cuda_graph));
     require(c.zero == 0 || c.zero == 1, "zero must be 0 or 1 (ZeRO-1), got " + std::to_string(c.zero));
@@ -472,6 +478,7 @@ ModelConfig model_config(const Config& c) {
     m.rope_base = c.rope_base;
     m.flash = c.attention == "flash";
     m.classifier_chunk = c.classifier_chunk;
+    m.classifier_tile = c.classifier_tile;
     return m;
 }
 
@@ -490,6 +497,9 @@ double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int ac
     // in double: an absurd config must give a large number here, not an overflowed one
     double L = m.L, C = m.C, V = m.Vp(), H = m.H, N = (double)B * T;
     double chunk = std::min(N, (double)(m.classifier_chunk > 0 ? m.classifier_chunk : kCpuClassifierChunk));
+    // the logits buffer: one chunk's rows, or all rows of one vocabulary tile (GPT::logits_size)
+    double tile = m.classifier_tile > 0 ? std::min(m.classifier_tile, m.Vp()) : 0;
+    double logits = tile > 0 ? N * tile : chunk * V;
     bool cq = pos_traits(m.pos).complex_qkv;
     double qkv_w = cq ? 1.5 * C * C : 3 * C * C;  // CRoPE: A and B (3, C/2, C/2)
     double params =
@@ -498,8 +508,9 @@ double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int ac
     // per layer: the log-sum-exps (fp32), or the probabilities (an activation)
     double lse = m.flash ? (double)B * H * T : 0, probs = m.flash ? 0 : (double)B * H * T * T;
     // see GPT::ensure_acts: activations (act_bytes each) and the fp32 buffers beside them
-    double acts = N * C * 3 + chunk * V + (train ? L : 1) * (N * C * (16 + rot) + probs);  // logits: one chunk
+    double acts = N * C * 3 + logits + (train ? L : 1) * (N * C * (16 + rot) + probs);
     double f32 = N * 3 + (train ? L : 1) * (N * 4 + lse);                   // LayerNorm stats, losses, lse
+    if (tile > 0) f32 += 2 * N + (train && act_bytes != 4 ? N * C : 0);   // each row's max and sum; d lnf in fp32
     if (train) acts += N * C * (3 + 3 + rot + 8) + probs;                   // backward buffers (+ dscores)
     double crope_w = cq ? L * 3 * C * C : 0, crope_g = cq ? 3 * C * C : 0;  // expanded weights (act), their grad
     double copy = act_bytes != 4 ? params : 0;  // the GEMMs' copy of the weights (model.h: GPT::wc)

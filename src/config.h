@@ -50,6 +50,7 @@ struct Config {
     std::string precision = "fp32";   // fp32 | bf16
     std::string attention = "flash";  // flash | cublas
     int classifier_chunk = 0;         // rows per LM head + loss chunk (0 = the device's choice)
+    int classifier_tile = 0;          // vocabulary columns per LM head + loss tile over all rows (0 = chunks of rows)
     int profile = 0;                  // 1 = time each step's phases (LM head + loss, attention, AdamW, rest)
     int cuda_graph = 1;               // 1 = the GPU replays the training step as one CUDA graph (one process)
     int sample_every = 0;

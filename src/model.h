@@ -40,6 +40,9 @@ struct ModelConfig {
     // Rows of B*T per chunk of the classifier (GPT::classifier): only one chunk's logits exist at a
     // time. 0 = the backend's choice (BK::classifier_chunk).
     int classifier_chunk = 0;
+    // > 0: the classifier goes over all B*T rows at once in tiles of this many vocabulary columns
+    // (GPT::classifier_tiles) instead of in chunks of rows: only one tile's logits exist.
+    int classifier_tile = 0;
     int Vp() const { return (V + vocab_pad - 1) / vocab_pad * vocab_pad; }
 };
 
@@ -176,6 +179,9 @@ struct GPT {
         // log-sum-exps (B,H,T) (the other one is null)
         A *encoded, *ln1, *qkv, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3, *proj, *lnf, *logits;
         T *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
+        // classifier tiles: each row's running max and sum of exp (N), and with kActCopy d lnf
+        // summed over the tiles in T (N, C) before it is rounded into dln (null otherwise)
+        T *head_max = nullptr, *head_sum = nullptr, *dlnf = nullptr;
         // backward-only buffers. All in A, dres too (the residual stream's gradient, added into
         // by each LayerNorm backward): it is the dout of GEMMs, whose operands share one type.
         A *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dqkvr = nullptr, *dfch = nullptr,
@@ -424,7 +430,7 @@ struct GPT {
     bool eval_fits_train(int B, int Tn) const {
         const Acts& t = train_acts;
         size_t N = (size_t)B * Tn, Nt = (size_t)t.B * t.Tn;
-        return t.B && N <= Nt && att_size(B, Tn) <= att_size(t.B, t.Tn) && classifier_rows(N) <= classifier_rows(Nt);
+        return t.B && N <= Nt && att_size(B, Tn) <= att_size(t.B, t.Tn) && logits_size(N) <= logits_size(Nt);
     }
 
     // The training activations for (B, Tn) before any evaluation, so that evaluation borrows them.
@@ -466,11 +472,13 @@ struct GPT {
         a.fch = mka(Ls * N * 4 * C), a.fch_gelu = mka(Ls * N * 4 * C);
         a.res3 = mka(Ls * N * C), a.proj = mka(N * C);
         a.lnf = mka(N * C), a.lnf_mean = mk(N), a.lnf_rstd = mk(N);
-        a.logits = mka(classifier_rows(N) * cfg.Vp()), a.losses = mk(N);  // logits: one chunk's
+        a.logits = mka(logits_size(N)), a.losses = mk(N);  // logits: one chunk's or one tile's
+        if (cfg.classifier_tile > 0) a.head_max = mk(N), a.head_sum = mk(N);
         if (train) {
             a.dres = mka(N * C), a.dln = mka(N * C), a.datty = mka(N * C);
             a.dqkv = mka(N * 3 * C), a.dqkvr = pt.rotary ? mka(N * 3 * C) : a.dqkv;
             a.dfch = mka(N * 4 * C), a.dfch_gelu = mka(N * 4 * C), a.dscores = cfg.flash ? nullptr : mka(att);
+            if (kActCopy && cfg.classifier_tile > 0) a.dlnf = mk(N * C);
         }
         a.inputs = BK::alloc_int(N);
         a.targets = BK::alloc_int(N);
@@ -479,6 +487,14 @@ struct GPT {
     // Rows per chunk of the classifier.
     size_t classifier_rows(size_t N) const {
         return std::min(N, (size_t)(cfg.classifier_chunk > 0 ? cfg.classifier_chunk : BK::classifier_chunk));
+    }
+    // Vocabulary columns per tile of the classifier: all of them (Vp) when it goes by row chunks.
+    size_t tile_cols() const {
+        return (size_t)(cfg.classifier_tile > 0 ? std::min(cfg.classifier_tile, cfg.Vp()) : cfg.Vp());
+    }
+    // Elements of the logits buffer: one chunk's rows of all columns, or all N rows of one tile.
+    size_t logits_size(size_t N) const {
+        return cfg.classifier_tile > 0 ? N * tile_cols() : classifier_rows(N) * cfg.Vp();
     }
 
     // Forward pass over inputs (B,T) (host ids). With targets, returns the mean cross-entropy;
@@ -565,6 +581,7 @@ struct GPT {
     // over them, then (dscale != 0) the head's two backward GEMMs, d lnf into a.dln and d wte
     // accumulated, before the next chunk reuses the logits buffer.
     void classifier(Acts& a, size_t N, T dscale) {
+        if (cfg.classifier_tile > 0) return classifier_tiles(a, N, dscale);
         size_t C = cfg.C, Vp = cfg.Vp(), chunk = classifier_rows(N);
         if (dscale != T(0)) BK::zero(a.dln, N * C);
         for (size_t r = 0; r < N; r += chunk) {
@@ -576,19 +593,57 @@ struct GPT {
         }
     }
 
+    // The classifier over vocabulary tiles (cfg.classifier_tile): every GEMM takes all N rows and
+    // one tile's columns of wte, so only one (N, tile) tile of logits exists, small enough to stay
+    // in a GPU's L2 cache between the GEMM that writes it and the kernels that read it. Pass 1 folds
+    // each tile into each row's running max and sum of exp, which give the losses; pass 2 (training)
+    // computes each tile's logits again, turns them into dlogits and runs the head's backward GEMMs
+    // on them: d lnf summed over the tiles (in T), each tile's rows of d wte.
+    void classifier_tiles(Acts& a, size_t N, T dscale) {
+        const size_t C = cfg.C, Vp = cfg.Vp(), tile = tile_cols();
+        auto tiles = [&](const auto& f) {
+            for (size_t v0 = 0; v0 < Vp; v0 += tile) {
+                const int w = (int)std::min(tile, Vp - v0);
+                BK::matmul_forward(a.logits, a.lnf, wa.wte + v0 * C, nullptr, (int)N, (int)C, w);  // (N, w)
+                f((int)v0, w);
+            }
+        };
+        tiles([&](int v0, int w) {
+            BK::classifier_tile_lse(a.logits, a.head_max, a.head_sum, a.losses, a.targets, (int)N, w, v0, cfg.V);
+        });
+        BK::classifier_tile_loss(a.losses, a.head_max, a.head_sum, (int)N);  // head_max: the log-sum-exps now
+        if (dscale == T(0)) return;
+        T* dx;  // d lnf
+        if constexpr (kActCopy)
+            dx = a.dlnf;
+        else
+            dx = a.dln;
+        BK::zero(dx, N * C);
+        tiles([&](int v0, int w) {
+            BK::classifier_tile_dlogits(a.logits, a.head_max, a.targets, (int)N, w, v0, cfg.V, dscale);
+            BK::matmul_backward(dx, g.wte + (size_t)v0 * C, nullptr, a.logits, a.lnf, wa.wte + (size_t)v0 * C, (int)N,
+                                (int)C, w);
+        });
+        if constexpr (kActCopy) BK::to_bf16(a.dln, dx, N * C);
+    }
+
     // Rows [row0, row0 + rows) of the (B*T, V) logits of the last forward without grad, on the
-    // host. The classifier keeps no logits: they are computed again from the final LayerNorm.
+    // host. The classifier keeps no logits: they are computed again from the final LayerNorm, a
+    // block of the logits buffer's shape at a time (a chunk of rows, or all rows of one tile).
     std::vector<T> logits(size_t row0, size_t rows) {
         Acts& a = eval_acts;
-        size_t C = cfg.C, V = cfg.V, Vp = cfg.Vp(), chunk = classifier_rows((size_t)a.B * a.Tn);
+        const size_t C = cfg.C, V = cfg.V, Vp = cfg.Vp(), tile = tile_cols();
+        const size_t chunk = cfg.classifier_tile > 0 ? rows : classifier_rows((size_t)a.B * a.Tn);
         std::vector<T> h(rows * V), buf;
-        for (size_t r = 0; r < rows; r += chunk) {
-            size_t n = std::min(chunk, rows - r);
-            BK::matmul_forward(a.logits, a.lnf + (row0 + r) * C, wa.wte, nullptr, (int)n, (int)C, (int)Vp);
-            buf.resize(n * Vp);
-            BK::copy_to_host(buf.data(), a.logits, n * Vp);
-            for (size_t i = 0; i < n; i++) std::copy_n(buf.begin() + i * Vp, V, h.begin() + (r + i) * V);
-        }
+        for (size_t r = 0; r < rows; r += chunk)
+            for (size_t v0 = 0; v0 < V; v0 += tile) {
+                const size_t n = std::min(chunk, rows - r), w = std::min(tile, Vp - v0);
+                BK::matmul_forward(a.logits, a.lnf + (row0 + r) * C, wa.wte + v0 * C, nullptr, (int)n, (int)C, (int)w);
+                buf.resize(n * w);
+                BK::copy_to_host(buf.data(), a.logits, n * w);
+                for (size_t i = 0; i < n; i++)
+                    std::copy_n(buf.begin() + i * w, std::min(w, V - v0), h.begin() + (r + i) * V + v0);
+            }
         return h;
     }
 

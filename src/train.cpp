@@ -446,10 +446,12 @@ static void print_memory(const Config& c, int chunk) {
     double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true, act_bytes) / 1048576.0;
     mc.flash = false;
     double cublas = model_memory_bytes(mc, c.batch_size, c.seq_len, true, act_bytes) / 1048576.0;
+    std::string head = mc.classifier_tile > 0 ? "classifier tiles of " + std::to_string(mc.classifier_tile) + " columns"
+                                              : "classifier chunk " + std::to_string(mc.classifier_chunk) + " rows";
     printf(
         "memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB "
-        "(flash saves %.0f MiB) | classifier chunk %d rows\n",
-        c.batch_size, c.seq_len, flash, cublas, cublas - flash, mc.classifier_chunk);
+        "(flash saves %.0f MiB) | %s\n",
+        c.batch_size, c.seq_len, flash, cublas, cublas - flash, head.c_str());
 }
 
 // --memory: the classifier chunk of the device the run would use (the GPU's for --device cuda,

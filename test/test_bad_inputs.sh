@@ -62,6 +62,9 @@ expect_fail crope_odd_embd "^error: .*pos=crope needs an even n_embd" -- \
 expect_fail batch_size_zero "^error: .*batch_size must be >= 1" -- run b0 "$good" --batch_size 0
 expect_fail seq_len_too_long "^error: .*seq_len 32 with max_seq_len 16" -- run t32 "$good" --seq_len 32
 expect_fail classifier_chunk_negative "^error: .*classifier_chunk must be >= 0" -- run cc "$good" --classifier_chunk -1
+expect_fail classifier_tile_not_128 "^error: .*classifier_tile must be 0 .*a positive multiple of 128, got 100" -- \
+  run ct "$good" --classifier_tile 100
+expect_fail classifier_tile_negative "^error: .*classifier_tile must be 0 .*got -128" -- run ctn "$good" --classifier_tile -128
 expect_fail cuda_graph_value "^error: cuda_graph must be 0 or 1, got 2" -- run graph "$good" --cuda_graph 2
 
 d=$(mkdata magic 20240521 1 192 "$toks")

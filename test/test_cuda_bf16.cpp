@@ -349,6 +349,31 @@ std::string test_memory(Pos pos, bool flash) {
     return "";
 }
 
+// The classifier's vocabulary tiles (classifier_tile) change the memory by what the estimate
+// says, to the byte, in fp32 and bf16: the logits of one (N, tile) tile instead of one chunk of
+// rows, each row's max and sum, and in bf16 d lnf summed in fp32.
+std::string test_memory_tiles() {
+    ModelConfig rows;
+    rows.pos = Pos::rope;
+    rows.L = 2, rows.H = 4, rows.C = 32, rows.V = 300, rows.maxT = 48, rows.flash = true, rows.classifier_chunk = 40;
+    ModelConfig tiles = rows;
+    tiles.classifier_tile = 128;
+    const int B = 2, T = 33;
+    std::string why;
+    auto check = [&](auto backend, int act_bytes) {
+        using BK = decltype(backend);
+        for (int warm = 0; warm < 2; warm++) step_bytes<BK>(rows, B, T), step_bytes<BK>(tiles, B, T);
+        double got = (double)step_bytes<BK>(tiles, B, T) - (double)step_bytes<BK>(rows, B, T);
+        double want = model_memory_bytes(tiles, B, T, true, act_bytes) - model_memory_bytes(rows, B, T, true, act_bytes);
+        if (got != want)
+            append(why, std::to_string(act_bytes * 8) + "-bit activations: tiles change the memory by " +
+                            std::to_string((long long)got) + " bytes, the estimate by " + std::to_string((long long)want));
+    };
+    check(CudaBackend{}, 4);
+    check(CB16{}, 2);
+    return why;
+}
+
 }  // namespace
 #endif  // HAVE_CUDA
 
@@ -364,6 +389,7 @@ static std::vector<TestCase> all_tests() {
         {"cuda_bf16_classifier_loss", CUDA_FN(test_classifier_loss)},
         {"cuda_bf16_cublas_attention", CUDA_FN(test_cublas_attention)},
         {"cuda_bf16_adamw_copy", CUDA_FN(test_adamw_copy)},
+        {"cuda_bf16_memory_tiles", CUDA_FN(test_memory_tiles)},
     };
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA

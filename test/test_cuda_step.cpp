@@ -6,6 +6,9 @@
 //     a remainder of 3) against one chunk of all rows (the unfused path) on the GPU, and against
 //     the CPU: first loss, every gradient, grad norm, the losses and the weights after 5 AdamW
 //     steps; and chunked vs one chunk with bf16 activations (rope);
+//   - the vocabulary-tile kernels (gpu::classifier_tile_*) against their CPU twins, fp32 and bf16,
+//     and the twins against the row kernel's; training steps with tiles (GPT::classifier_tiles)
+//     against row chunks, on the GPU, the CPU and across, and in bf16;
 //   - the padded rows of wte (and of its gradient and AdamW moments) stay exactly zero;
 //   - a checkpoint of a padded GPU run loads into an unpadded CPU model (vocab_pad 1) and gives
 //     the same validation loss and logits;
@@ -83,10 +86,92 @@ std::string test_classifier_loss() {
     return why;
 }
 
+// ---- the vocabulary-tile kernels ----------------------------------------------------------
+
+// N rows of Vp logits (columns >= V garbage the kernels must ignore) in tiles of `tile` columns,
+// through gpu::classifier_tile_* with elements E and through their CPU twins on the same values
+// (rounded to bf16 for E = bf16): losses, log-sum-exps, dlogits, and dlogits exactly 0 in the
+// padded columns. The CPU twins together also against the row kernel's twin (classifier_loss).
+template <class E>
+std::string tile_case(int N, int V, int Vp, int tile, float dscale, uint64_t seed) {
+    const bool bf16 = !std::is_same<E, float>::value;
+    Rng r(seed);
+    Vec z((size_t)N * Vp);
+    for (int i = 0; i < N; i++)
+        for (int v = 0; v < Vp; v++) z[(size_t)i * Vp + v] = v < V ? (float)(3 * r.normal()) : 1e4f;
+    if (bf16) z = bf16_round(z);
+    std::vector<int> tg(N);
+    for (auto& t : tg) t = (int)r.below(V);
+    tg[0] = V - 1;  // the last real column, in the last tile with classes
+
+    Vec m(N), sum(N), losses(N), gm, glosses, dz((size_t)N * Vp), gdz((size_t)N * Vp);
+    DBuf dm((size_t)N), ds((size_t)N), dl((size_t)N);
+    DInts dt(tg);
+    auto each_tile = [&](const std::function<void(int v0, int w, Vec& t, DevBuf<E>& gt)>& f) {
+        for (int v0 = 0; v0 < Vp; v0 += tile) {
+            const int w = std::min(tile, Vp - v0);
+            Vec t((size_t)N * w);
+            for (int i = 0; i < N; i++) std::copy_n(z.begin() + (size_t)i * Vp + v0, w, t.begin() + (size_t)i * w);
+            DevBuf<E> gt(t);
+            f(v0, w, t, gt);
+        }
+    };
+    each_tile([&](int v0, int w, Vec& t, DevBuf<E>& gt) {
+        cpu::classifier_tile_lse(t.data(), m.data(), sum.data(), losses.data(), tg.data(), N, w, v0, V);
+        gpu::classifier_tile_lse(gt.p, dm.p, ds.p, dl.p, dt.p, N, w, v0, V, gpu::main_stream());
+    });
+    cpu::classifier_tile_loss(losses.data(), m.data(), sum.data(), N);
+    gpu::classifier_tile_loss(dl.p, dm.p, ds.p, N, gpu::main_stream());
+    gm = dm.get(), glosses = dl.get();
+    if (dscale != 0)
+        each_tile([&](int v0, int w, Vec& t, DevBuf<E>& gt) {
+            cpu::classifier_tile_dlogits(t.data(), m.data(), tg.data(), N, w, v0, V, dscale);
+            gpu::classifier_tile_dlogits(gt.p, dm.p, dt.p, N, w, v0, V, dscale, gpu::main_stream());
+            Vec g = gt.get();
+            for (int i = 0; i < N; i++) {
+                std::copy_n(t.begin() + (size_t)i * w, w, dz.begin() + (size_t)i * Vp + v0);
+                std::copy_n(g.begin() + (size_t)i * w, w, gdz.begin() + (size_t)i * Vp + v0);
+            }
+        });
+
+    std::string why, tag = std::string(bf16 ? "bf16" : "fp32") + " N=" + std::to_string(N) + " V=" +
+                           std::to_string(V) + " Vp=" + std::to_string(Vp) + " tile=" + std::to_string(tile);
+    expect_close(why, tag + " losses", glosses, losses, 1e-5);
+    expect_close(why, tag + " log-sum-exps", gm, m, 1e-5);
+    Vec rows = z, row_losses(N);  // the row kernel's twin on the whole rows
+    cpu::classifier_loss(rows.data(), row_losses.data(), tg.data(), N, V, Vp, dscale);
+    expect_close(why, tag + " cpu tiles vs cpu rows: losses", losses, row_losses, 1e-6);
+    if (dscale == 0) return why;
+    expect_close(why, tag + " dlogits", gdz, dz, bf16 ? 8e-3 : 1e-5);  // bf16: rounded at the store
+    expect_close(why, tag + " cpu tiles vs cpu rows: dlogits", dz, rows, 1e-6);
+    for (int i = 0; i < N; i++)
+        for (int v = V; v < Vp; v++)
+            if (gdz[(size_t)i * Vp + v] != 0.0f) {
+                append(why, tag + ": padded column " + std::to_string(v) + " of row " + std::to_string(i) + " is " +
+                                fmt(gdz[(size_t)i * Vp + v]));
+                return why;
+            }
+    return why;
+}
+
+template <class E>
+std::string test_classifier_tiles() {
+    std::string why;
+    for (float dscale : {1.0f / 13, 0.0f}) {
+        append(why, tile_case<E>(13, 300, 384, 128, dscale, 1));   // 3 tiles, padding in the last: vector loads
+        append(why, tile_case<E>(13, 300, 300, 100, dscale, 2));   // unpadded; bf16: 100 % 8 != 0, scalar
+        append(why, tile_case<E>(5, 97, 97, 33, dscale, 3));       // odd width: scalar, partial last tile
+        append(why, tile_case<E>(7, 97, 128, 16, dscale, 4));      // the last tile is all padding
+        append(why, tile_case<E>(3, 1100, 1152, 1152, dscale, 5)); // one tile, more columns than a warp's loads
+    }
+    return why;
+}
+
 // ---- training steps ------------------------------------------------------------------------
 
 constexpr int kB = 2, kT = 33, kSteps = 5;  // B*T = 66 rows
 constexpr int kChunk = 7;                   // 9 chunks of 7 and one of 3
+constexpr int kTile = 48;                   // vocabulary tiles [0,48) [48,96) [96,128): V = 97, one class in the last
 
 ModelConfig small_model(Pos pos, int vocab_pad, int chunk) {
     ModelConfig mc;
@@ -170,8 +255,14 @@ std::string compare(const char* what, const StepRun& a, const StepRun& b, const 
 // Runs per scheme: the GPU chunked and in one chunk, the CPU in one chunk (padded vocabulary),
 // and the CPU unpadded (for the checkpoint test).
 struct SchemeRuns {
-    StepRun gpu_chunked, gpu_whole, cpu_whole, cpu_chunked;
+    StepRun gpu_chunked, gpu_whole, cpu_whole, cpu_chunked, gpu_tiled, cpu_tiled;
 };
+
+ModelConfig tiled_model(Pos pos) {
+    ModelConfig mc = small_model(pos, 128, 0);
+    mc.classifier_tile = kTile;
+    return mc;
+}
 
 SchemeRuns& runs(Pos pos) {
     static std::map<int, SchemeRuns> cache;
@@ -183,6 +274,8 @@ SchemeRuns& runs(Pos pos) {
     s.gpu_whole = train<CB>(small_model(pos, 128, kB * kT), b);
     s.cpu_whole = train<K>(small_model(pos, 128, kB * kT), b);
     s.cpu_chunked = train<K>(small_model(pos, 128, kChunk), b);
+    s.gpu_tiled = train<CB>(tiled_model(pos), b);
+    s.cpu_tiled = train<K>(tiled_model(pos), b);
     return cache.emplace((int)pos, std::move(s)).first->second;
 }
 
@@ -202,6 +295,29 @@ std::string test_bf16_chunked_vs_whole() {
     chunked.flash = whole.flash = true;
     return compare("bf16 gpu chunked vs one chunk:", train<CudaBackendBf16>(chunked, b),
                    train<CudaBackendBf16>(whole, b), Tol{1e-5, 1e-4, 1e-5, 1e-3});
+}
+
+// Vocabulary tiles (GPT::classifier_tiles) against row chunks: the same sums in another order.
+std::string test_tiles_vs_rows(Pos pos) {
+    SchemeRuns& s = runs(pos);
+    std::string why = compare("gpu tiles vs gpu rows:", s.gpu_tiled, s.gpu_chunked, kChunked);
+    append(why, compare("cpu tiles vs cpu rows:", s.cpu_tiled, s.cpu_whole, kChunked));
+    append(why, compare("gpu tiles vs cpu rows:", s.gpu_tiled, s.cpu_whole, kVsCpu));
+    for (auto [name, run] : {std::pair<const char*, StepRun*>{"gpu", &s.gpu_tiled}, {"cpu", &s.cpu_tiled}}) {
+        expect_near(why, std::string(name) + " tiles: validation loss", run->val, s.cpu_whole.val, 1e-5);
+        expect_close(why, std::string(name) + " tiles: logits rows 5-6", run->logits, s.cpu_whole.logits, 1e-4);
+        if (!run->pad_leak.empty()) append(why, std::string(name) + " tiles: padded row not zero: " + run->pad_leak);
+    }
+    return why;
+}
+
+// The same with bf16 activations: d lnf is summed over the tiles in fp32 and rounded once.
+std::string test_bf16_tiles_vs_rows() {
+    Batch b = batch(Pos::rope);
+    ModelConfig tiled = tiled_model(Pos::rope), rows = small_model(Pos::rope, 128, kChunk);
+    tiled.flash = rows.flash = true;
+    return compare("bf16 gpu tiles vs rows:", train<CudaBackendBf16>(tiled, b), train<CudaBackendBf16>(rows, b),
+                   Tol{1e-5, 1e-4, 1e-5, 1e-3});
 }
 
 std::string test_vs_cpu(Pos pos) {
@@ -319,12 +435,16 @@ static std::vector<TestCase> all_tests() {
     std::vector<TestCase> t = {{"cuda_classifier_loss", CUDA_FN(test_classifier_loss)},
                                {"cuda_step_profile_phases", CUDA_FN(test_profile)},
                                {"cuda_copy_ints_staged", CUDA_FN(test_copy_ints_staged)},
-                               {"cuda_step_bf16_chunked_vs_whole_rope", CUDA_FN(test_bf16_chunked_vs_whole)}};
+                               {"cuda_step_bf16_chunked_vs_whole_rope", CUDA_FN(test_bf16_chunked_vs_whole)},
+                               {"cuda_classifier_tiles", CUDA_FN(test_classifier_tiles<float>)},
+                               {"cuda_classifier_tiles_bf16", CUDA_FN(test_classifier_tiles<bf16_t>)},
+                               {"cuda_step_bf16_tiles_vs_rows_rope", CUDA_FN(test_bf16_tiles_vs_rows)}};
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
         std::string n = scheme.name;
         t.push_back({"cuda_step_chunked_vs_whole_" + n, CUDA_FN([p] { return test_chunked_vs_whole(p); })});
         t.push_back({"cuda_step_vs_cpu_" + n, CUDA_FN([p] { return test_vs_cpu(p); })});
+        t.push_back({"cuda_step_tiles_vs_rows_" + n, CUDA_FN([p] { return test_tiles_vs_rows(p); })});
         t.push_back({"cuda_step_padding_zero_" + n, CUDA_FN([p] { return test_padding_stays_zero(p); })});
         t.push_back({"cuda_step_checkpoint_unpadded_" + n, CUDA_FN([p] { return test_checkpoint_unpadded(p); })});
     }

@@ -285,9 +285,12 @@ static std::vector<double> spread_params(const ModelConfig& c, Rng& rng) {
     return p;
 }
 
-static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng& rng) {
+// tile > 0: the classifier over vocabulary tiles (GPT::classifier_tiles) of V = 13 padded to 16:
+// tiles of 6 leave a last tile [12, 16) of one class and three padded columns.
+static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng& rng, int tile = 0) {
     ModelConfig c = tiny_config(pos);
     c.flash = flash;
+    if (tile > 0) c.vocab_pad = 4, c.classifier_tile = tile;
     const int B = 2, T = 6;
     GPT<CpuBackend<double>> model(c);
     model.set_params(spread_params(c, rng));
@@ -316,7 +319,8 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
             num[i] = (fp - fm) / (2 * h);
         }
         double e = rel_err(a, num);
-        table_row(std::string(flash ? "model_flash_" : "model_") + pos_name(pos), t.name, e, t.numel);
+        table_row(std::string(flash ? "model_flash_" : tile ? "model_tiles_" : "model_") + pos_name(pos), t.name, e,
+                  t.numel);
         if (!(e < kTol)) {
             ok = false;
             worst = t.name + " rel err " + fmt(e);
@@ -352,6 +356,38 @@ static void float_vs_double(const std::string& name, Pos pos, Rng& rng) {
     table_row(std::string("f32_vs_f64_") + pos_name(pos), "loss", eloss, 1);
     table_row(std::string("f32_vs_f64_") + pos_name(pos), "all grads", egrad, gd.size());
     report(name, eloss < 1e-6 && egrad < 1e-4, "loss rel " + fmt(eloss) + ", grads rel " + fmt(egrad));
+}
+
+// In double, the classifier over vocabulary tiles gives the row chunks' loss, gradients and
+// logits up to rounding: the same sums in another order.
+static void tiles_vs_rows(Rng& rng) {
+    ModelConfig rows = tiny_config(Pos::rope), tiles = rows;
+    rows.vocab_pad = tiles.vocab_pad = 4;
+    rows.classifier_chunk = 5, tiles.classifier_tile = 6;
+    const int B = 2, T = 6;
+    auto p = spread_params(rows, rng);
+    std::vector<int> in(B * T), tg(B * T);
+    for (int i = 0; i < B * T; i++) in[i] = (int)rng.below(rows.V), tg[i] = (int)rng.below(rows.V);
+    double loss[2], val[2];
+    Vec grads[2], logits[2];
+    int k = 0;
+    for (const ModelConfig& c : {rows, tiles}) {
+        GPT<CpuBackend<double>> m(c);
+        m.set_params(p);
+        loss[k] = m.forward(in.data(), tg.data(), B, T, true);
+        m.backward();
+        grads[k] = m.get(m.grads);
+        val[k] = m.forward(tg.data(), in.data(), B, T, false);
+        logits[k] = m.logits(3, 7);
+        k++;
+    }
+    double el = std::fabs(loss[0] - loss[1]) / loss[0], ev = std::fabs(val[0] - val[1]) / val[0];
+    double eg = rel_err(grads[0], grads[1]), ez = rel_err(logits[0], logits[1]);
+    table_row("tiles_vs_rows_rope", "loss, val loss", std::max(el, ev), 2);
+    table_row("tiles_vs_rows_rope", "all grads", eg, grads[0].size());
+    table_row("tiles_vs_rows_rope", "logits rows 3-9", ez, logits[0].size());
+    report("classifier_tiles_vs_rows", el < 1e-12 && ev < 1e-12 && eg < 1e-12 && ez < 1e-12,
+           "loss " + fmt(el) + ", val " + fmt(ev) + ", grads " + fmt(eg) + ", logits " + fmt(ez));
 }
 
 // q.k scores after RoPE depend only on the distance: shifting every position by s leaves them unchanged.
@@ -456,6 +492,8 @@ int main(int argc, char** argv) {
     // the trainer's default attention (flash: log-sum-exps kept, probabilities rebuilt in backward)
     for (Pos p : {Pos::rope, Pos::crope})
         model_checks_with(std::string("gradcheck_model_flash_") + pos_name(p), p, true, rng);
+    model_checks_with("gradcheck_model_tiles_rope", Pos::rope, false, rng, 6);
+    tiles_vs_rows(rng);
     rope_relative(rng);
     crope_complex(rng);
     adamw_by_hand(rng);

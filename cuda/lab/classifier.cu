@@ -8,7 +8,8 @@
 //   4 smem-row      the loss with the row cached in shared memory (a block of 1024 threads per
 //                   row): each logit read from memory once, not twice; needs 4 V bytes of shared
 //                   memory per block (V = 50257 fits on H100/H200, not on A100)
-//   5 vocab-tiles   bf16, all N rows at once in tiles of `tile` vocabulary columns, two passes:
+//   5 vocab-tiles   the trainer's --classifier_tile (bf16): all N rows at once in tiles of `tile`
+//                   vocabulary columns, two passes:
 //                   the first merges each tile's (max, sum of exp) per row and picks the target's
 //                   logit; the second computes the tile's logits again, turns them into dlogits
 //                   and adds the tile's share of dx (fp32) and its rows of dwte. A tile (N x tile
@@ -183,55 +184,15 @@ bool check(const char* name, int version, const Shape& s) {
 }
 
 // ---- version 5: vocab-tiles (bf16) --------------------------------------------------------------
-// One tile z (N, w) holds logit columns v0 .. v0 + w. Each warp merges its row's (max, sum of
-// exp) over the tile into (m, s) (the first tile sets them) and keeps the target's logit (NaN
-// stays for a target outside [0, V)).
-__global__ void tile_lse_kernel(const __nv_bfloat16* __restrict__ z, float* __restrict__ m, float* __restrict__ s,
-                                float* __restrict__ zt, const int* __restrict__ targets, int N, int w, int v0) {
-    const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= N) return;
-    const __nv_bfloat16* zr = z + (size_t)row * w;
-    float tm = -INFINITY, ts = 0.0f;
-    for (int j = lane; j < w; j += 32) gpu::lse_push(tm, ts, gpu::f32(zr[j]));
-    gpu::warp_lse(tm, ts);
-    if (lane != 0) return;
-    if (v0 == 0) {
-        m[row] = tm, s[row] = ts, zt[row] = NAN;
-    } else {
-        float mm = m[row], ss = s[row];
-        gpu::lse_merge(mm, ss, tm, ts);
-        m[row] = mm, s[row] = ss;
-    }
-    const int t = targets[row];
-    if (t >= v0 && t < v0 + w) zt[row] = gpu::f32(zr[t - v0]);
-}
+// The trainer's classifier_tile path (model.h: GPT::classifier_tiles, loss.cu's classifier_tile_*
+// kernels) on the lab's unpadded V: the last tile is partial.
 
-// After the first pass: losses = log-sum-exp - the target's logit; m becomes the log-sum-exp.
-__global__ void tile_loss_kernel(float* __restrict__ losses, float* __restrict__ m, const float* __restrict__ s,
-                                 const float* __restrict__ zt, int N) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    const float lse = logf(s[i]) + m[i];
-    m[i] = lse;
-    losses[i] = lse - zt[i];
-}
-
-// The tile's logits become dlogits in place: (softmax - onehot) * dscale.
-__global__ void tile_dlogits_kernel(__nv_bfloat16* __restrict__ z, const float* __restrict__ lse,
-                                    const int* __restrict__ targets, int N, int w, int v0, float dscale) {
-    const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i >= (size_t)N * w) return;
-    const int row = (int)(i / w), v = v0 + (int)(i % w);
-    const float p = expf(gpu::f32(z[i]) - lse[row]) * dscale;
-    z[i] = gpu::from_f32<__nv_bfloat16>(p - (v == targets[row] ? dscale : 0.0f));
-}
-
-// The other versions' buffers with logits of one tile, and the per-row (max, sum of exp), the
-// target's logit and dx's fp32 sums.
+// The other versions' buffers with logits of one tile, each row's running max and sum of exp, and
+// dx's fp32 sums.
 struct TileBufs : Bufs<bf16_t> {
-    lab::Buf<float> m, s, zt, dx32;
+    lab::Buf<float> m, s, dx32;
     TileBufs(const Shape& sh, const std::vector<int>& t)
-        : Bufs<bf16_t>(sh, t, std::min(sh.tile, sh.V)), m(sh.N), s(sh.N), zt(sh.N), dx32((size_t)sh.N * sh.C) {}
+        : Bufs<bf16_t>(sh, t, std::min(sh.tile, sh.V)), m(sh.N), s(sh.N), dx32((size_t)sh.N * sh.C) {}
 };
 
 // losses, dx (= the head's input gradient) and dwte += the head's weight gradient
@@ -246,22 +207,14 @@ void vocab_tiles(TileBufs& b, const Shape& sh) {
         }
     };
     tiles([&](int v0, int w) {
-        tile_lse_kernel<<<gpu::ceil_div(N, kWarps), 32 * kWarps, 0, st>>>(gpu::dev(b.logits.p), b.m.p, b.s.p, b.zt.p,
-                                                                          b.targets.p, N, w, v0);
-        cudaCheckLaunch();
+        gpu::classifier_tile_lse(b.logits.p, b.m.p, b.s.p, b.losses.p, b.targets.p, N, w, v0, sh.V, st);
     });
-    tile_loss_kernel<<<gpu::ceil_div(N, 256), 256, 0, st>>>(b.losses.p, b.m.p, b.s.p, b.zt.p, N);
-    cudaCheckLaunch();
+    gpu::classifier_tile_loss(b.losses.p, b.m.p, b.s.p, N, st);
     cudaCheck(cudaMemsetAsync(b.dx32.p, 0, b.dx32.n * sizeof(float), st));
     tiles([&](int v0, int w) {
-        const size_t n = (size_t)N * w;
-        tile_dlogits_kernel<<<gpu::ceil_div(n, (size_t)256), 256, 0, st>>>(gpu::dev(b.logits.p), b.m.p, b.targets.p, N,
-                                                                           w, v0, 1.0f / N);
-        cudaCheckLaunch();
-        const bf16_t* wt = b.wte.p + (size_t)v0 * C;
-        // column-major: dx32^T (C, N) += wt^T (C, w) . dlogits^T (w, N), bf16 inputs, fp32 sums
-        gpu::gemm_cm(false, false, C, N, w, 1.0f, wt, C, b.logits.p, w, 1.0f, b.dx32.p, C, st);
-        gpu::matmul_backward<bf16_t>(nullptr, b.dwte.p + (size_t)v0 * C, nullptr, b.logits.p, b.x.p, wt, N, C, w, st);
+        gpu::classifier_tile_dlogits(b.logits.p, b.m.p, b.targets.p, N, w, v0, sh.V, 1.0f / N, st);
+        const size_t o = (size_t)v0 * C;
+        gpu::matmul_backward(b.dx32.p, b.dwte.p + o, nullptr, b.logits.p, b.x.p, b.wte.p + o, N, C, w, st);
     });
     gpu::to_bf16(b.dx.p, b.dx32.p, b.dx.n, st);
 }
