@@ -14,7 +14,7 @@
 #      every 20 steps); rope again eagerly and profiled (per-phase table)   -> OUT/bench.md
 #   5. PyTorch (scripts/torch_reference.py) at the paper's setting, optional and bounded:
 #      torch.compile only while 2 minutes are left                   -> OUT/torch.md
-#   5b. tuning: a sweep of the classifier's chunk size              -> OUT/bench.md
+#   5b. tuning: a sweep of the classifier's vocabulary tiles and row chunks -> OUT/bench.md
 #   5c. the kernel lab: every version of every cuda/lab/ program checked against the CPU and
 #      timed (TFLOP/s or GB/s) at the paper's and 124M's shapes              -> OUT/lab.md
 #   (--paper-grid: as many of the paper's nine runs as the time left allows)
@@ -395,7 +395,7 @@ with open(path, "wb") as f:
     f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)) + toks.tobytes())
 EOF
 
-# The header of bench.md's tables (the benchmark's and the chunk sweep's; bench_row writes rows).
+# The header of bench.md's tables (the benchmark's and the classifier sweep's; bench_row writes rows).
 bench_header() {
   echo "| setting | pos | precision | step | ms/step | tokens/s | peak MiB | eval ms/batch | 10k steps | 10k steps + eval | loss (last) |"
   echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -413,14 +413,16 @@ bench_header() {
   bench_header
 } >"$OUT/bench.md"
 
-# bench_row KEY LABEL L H C POS PREC STEP [CHUNK]: one training run; appends its row to bench.md at
+# bench_row KEY LABEL L H C POS PREC STEP [HEAD]: one training run; appends its row to bench.md at
 # once. STEP: graph (the default step), eager (--cuda_graph 0) or profile (--profile 1, eager).
-# CHUNK: --classifier_chunk, rows per LM head + loss chunk; 0 or none = the trainer's choice.
+# HEAD: chunkN (--classifier_chunk N, rows per LM head + loss chunk) or tileN (--classifier_tile N,
+# vocabulary columns per tile over all rows); none = the trainer's choice (row chunks of 4096).
 bench_row() {
-  local key=$1 label=$2 L=$3 H=$4 C=$5 pos=$6 prec=$7 mode=$8 chunk=${9:-0}
-  local id="${key}_${pos}_${prec}_${mode}${9:+_chunk$9}" t
+  local key=$1 label=$2 L=$3 H=$4 C=$5 pos=$6 prec=$7 mode=$8 head=${9:-}
+  local id="${key}_${pos}_${prec}_${mode}${head:+_$head}" t
   local name="bench_$id" dir="$WORK/run_$id" flags=()
   case $mode in eager) flags=(--cuda_graph 0) ;; profile) flags=(--profile 1) ;; esac
+  case $head in chunk*) flags+=(--classifier_chunk "${head#chunk}") ;; tile*) flags+=(--classifier_tile "${head#tile}") ;; esac
   t=$(cap $ROW_MAX)
   if [ "$t" -lt $((EMU == 1 ? 5 : 20)) ]; then
     echo "| $label | $pos | $prec | $mode | not run (time budget) | | | | | | |" >>"$OUT/bench.md"
@@ -435,7 +437,7 @@ bench_row() {
     --n_embd "$C" --vocab_size "$V" --max_seq_len "$T" --batch_size "$B" --seq_len "$T" \
     --steps $((WARM + STEPS)) --lr 1e-3 --schedule constant --eval_every $((WARM + STEPS)) --eval_batches "$EVAL" \
     --checkpoint_every 0 --sample_every 0 --precision "$prec" --train_data "$SHARD" --val_data "$SHARD" \
-    --classifier_chunk "$chunk" "${flags[@]}" --run_dir "$dir" 2>&1 | while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >"$dir.out"
+    "${flags[@]}" --run_dir "$dir" 2>&1 | while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >"$dir.out"
   local rc=${PIPESTATUS[0]}
   local row
   row=$("$PY" - "$dir" "$WARM" "$EVAL" "$B" "$T" <<'EOF'
@@ -551,28 +553,32 @@ print("%.1f | %.0f | %.0f" % (r["ms_per_step"], r["tokens_per_s"], r["peak_mem_m
   part torch pass
 fi
 
-# ---------------------------------------------------------------- 5b. classifier chunk sweep
+# ---------------------------------------------------------------- 5b. classifier sweep (tiles, chunks)
 # Tuning figures after the goal figures (benchmark, PyTorch): when the budget runs short, these
 # and the lab are what it cuts.
-section "classifier chunk sweep"
+section "classifier sweep"
 if skipping chunks; then part chunks skip "--skip chunks"; else
 {
   echo
-  echo "Classifier chunk sweep (--classifier_chunk: rows of B*T per LM head GEMM + loss + backward GEMMs):"
+  echo "Classifier sweep: --classifier_tile (vocabulary columns per tile over all B*T rows, two passes) and"
+  echo "--classifier_chunk (rows of B*T per LM head GEMM + loss + backward GEMMs):"
   echo
   bench_header
 } >>"$OUT/bench.md"
-# The benchmark rows use the trainer's choice (4096 rows on the GPU); these, the paper setting,
-# rope, at other sizes: bf16 first (the goal's precision), down to chunks whose logits stay in
-# the L2 cache (512 rows of bf16 logits are 51 MB; each chunk adds a pass over wte's gradient),
-# then fp32. One chunk of all B*T rows is the unfused path (the whole batch's logits at once).
+# The benchmark rows use the trainer's choice (row chunks of 4096 on the GPU); these, the paper
+# setting, rope, other heads: bf16 first (the goal's precision), vocabulary tiles first (a tile of
+# 1024 columns of bf16 logits, 32 MB, can stay in the L2 cache from its GEMM to its kernels, at the
+# price of the forward GEMM twice), then row chunks down to those whose logits stay in the L2
+# cache (512 rows of bf16 logits are 51 MB; each chunk adds a pass over wte's gradient), then
+# fp32. One chunk of all B*T rows is the unfused path (the whole batch's logits at once).
 IFS=: read -r key label L H C <<<"${SETTINGS[0]}"
 for prec in bf16 fp32; do
-  if [ $EMU = 1 ]; then chunks=$([ $prec = bf16 ] && echo 16 || echo "16 $((B * T))")
-  elif [ $prec = bf16 ]; then chunks="256 512 1024 2048 8192 $((B * T))"
-  else chunks="1024 2048 8192 $((B * T))"; fi
-  for chunk in $chunks; do
-    bench_row "$key" "$label, classifier_chunk $chunk" "$L" "$H" "$C" rope "$prec" graph "$chunk"
+  if [ $EMU = 1 ]; then heads=$([ $prec = bf16 ] && echo "tile128 chunk16" || echo "tile128 chunk16 chunk$((B * T))")
+  elif [ $prec = bf16 ]; then heads="tile1024 tile4096 tile512 tile2048 chunk256 chunk512 chunk1024 chunk2048 chunk8192 chunk$((B * T))"
+  else heads="tile1024 tile4096 chunk1024 chunk2048 chunk8192 chunk$((B * T))"; fi
+  for head in $heads; do
+    kind=${head%%[0-9]*}  # tile or chunk
+    bench_row "$key" "$label, classifier_$kind ${head#"$kind"}" "$L" "$H" "$C" rope "$prec" graph "$head"
   done
 done
 fi

@@ -104,6 +104,29 @@ elif ! $EMU_TRAIN $args --n_embd 48 --device cuda --precision bf16 --attention c
     >"$tmp/bf16_d24.txt" 2>&1; then
   fail emu_train_bf16_cublas_head_size_24 "emulated cuda run failed: $(tail -1 "$tmp/bf16_d24.txt")"
 else compare emu_train_bf16_cublas_head_size_24 "$tmp/bf16_d24" "$tmp/cpu_d24" 2e-2 2e-4; fi
+# the classifier over vocabulary tiles (--classifier_tile 128; V = 300 padded to 384: three tiles,
+# padding in the last) against the CPU's row chunks: on the CPU, emulated (a CUDA graph, and
+# deferred), and in bf16
+targs="$args --vocab_size 300"
+# tiles_run NAME TOL MIN [ENV=VALUE...] BINARY ARGS...: a tiled run compared with the CPU rows
+tiles_run() {
+  local name=$1 tol=$2 min=$3
+  shift 3
+  if env "$@" $targs --classifier_tile 128 --run_dir "$tmp/$name" >"$tmp/$name.txt" 2>&1; then
+    compare "$name" "$tmp/$name" "$tmp/cpu_v300" "$tol" "$min"
+  else
+    fail "$name" "run failed: $(tail -2 "$tmp/$name.txt")"
+  fi
+}
+if $TRAIN $targs --device cpu --run_dir "$tmp/cpu_v300" >"$tmp/cpu_v300.txt" 2>&1; then
+  tiles_run emu_train_tiles_cpu 1e-5 0 "$TRAIN" --device cpu
+  tiles_run emu_train_tiles 1e-4 0 NVIDIA_TF32_OVERRIDE=0 "$EMU_TRAIN" --device cuda
+  tiles_run emu_train_tiles_deferred 1e-4 0 CUDA_EMU_DEFER=1 NVIDIA_TF32_OVERRIDE=0 "$EMU_TRAIN" --device cuda \
+    --eval_every 2 --checkpoint_every 4
+  tiles_run emu_train_tiles_bf16 2e-2 2e-4 "$EMU_TRAIN" --device cuda --precision bf16
+else
+  fail emu_train_tiles "cpu run failed: $(tail -1 "$tmp/cpu_v300.txt")"
+fi
 # the GPU reads each step's loss one step late (step 3 is queued when step 2's is read): a
 # diverged run still stops at the step whose loss is not finite, and writes no checkpoint
 expect_fail emu_train_diverged_loss "^error: loss is -?(nan|inf) at step 1 " -- \

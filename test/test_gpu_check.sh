@@ -86,8 +86,10 @@ else
   grep -q '^| paper_rope_fp32_profile | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* |' "$o/bench.md" 2>/dev/null ||
     why+="no per-phase row (profiling mode) for paper_rope_fp32 in bench.md; "
   for prec in bf16 fp32; do
-    grep -q "^| emulated tiny .*, classifier_chunk 16 | rope | $prec | graph | [0-9.]* | " "$o/bench.md" 2>/dev/null ||
-      why+="no $prec classifier_chunk row in bench.md; "
+    for head in "chunk 16" "tile 128"; do
+      grep -q "^| emulated tiny .*, classifier_$head | rope | $prec | graph | [0-9.]* | " "$o/bench.md" 2>/dev/null ||
+        why+="no $prec classifier_$head row in bench.md; "
+    done
   done
   grep -q '^| GPT-2 124M, rope, bf16 | 550,000 | - | - |' "$o/report.md" 2>/dev/null ||
     why+="report.md has no goals table (or it claims a measurement the emulated run cannot make); "
