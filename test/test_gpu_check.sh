@@ -91,6 +91,8 @@ else
         why+="no $prec classifier_$head row in bench.md; "
     done
   done
+  grep -q '^| paper setting, rope, bf16, fastest of the classifier sweep | 5,500,000 | - | - |' "$o/report.md" 2>/dev/null ||
+    why+="report.md has no goal row for the classifier sweep's fastest (or it claims one emulated); "
   grep -q '^| GPT-2 124M, rope, bf16 | 550,000 | - | - |' "$o/report.md" 2>/dev/null ||
     why+="report.md has no goals table (or it claims a measurement the emulated run cannot make); "
   grep -q 'not meaningful' "$o/bench.md" 2>/dev/null || why+="bench.md does not say the timings are not meaningful; "
