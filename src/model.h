@@ -229,6 +229,19 @@ struct GPT {
     AdamWConfig graph_opt;   // the settings the graph was captured with (kernel arguments in it)
     size_t graph_nodes = 0;  // nodes of the last graph captured (kernels, GEMMs, memsets, copies)
     int eager_steps = 0;     // train steps run eagerly since the graph was last dropped
+    // Evaluation batches queued without waiting (eval_queue): each batch's per-token losses copied
+    // into its own pinned buffer, an event after the last copy; eval_read() waits once. With
+    // use_graph the evaluation forward replays its own CUDA graph, captured at the second batch
+    // of a shape (the first, eager, sizes the scratch buffers).
+    struct EvalSlot {
+        T* losses = nullptr;
+        size_t n = 0, cap = 0;
+    };
+    std::vector<EvalSlot> eval_slots;
+    size_t eval_queued = 0;  // batches queued since the last eval_read
+    typename BK::Event eval_done{};
+    typename BK::Graph eval_graph{};
+    bool eval_eager = false;  // an eager batch ran at eval_acts' shape since eval_graph was dropped
     // Profiling mode: the training step marks its phases (BK::profile_mark: the time from one mark
     // to the next counts to the first one's phase); profile_read() ends the step's timeline.
     bool profile = false;
@@ -263,6 +276,7 @@ struct GPT {
             r.scalars = static_cast<StepScalars*>(BK::alloc_pinned(sizeof(StepScalars)));
             r.done = BK::event_create();
         }
+        eval_done = BK::event_create();
     }
     ~GPT() {
         drop_graph();
@@ -272,6 +286,8 @@ struct GPT {
             BK::free_pinned(r.scalars);
             BK::event_destroy(r.done);
         }
+        for (EvalSlot& e : eval_slots) BK::free_pinned(e.losses);
+        BK::event_destroy(eval_done);
         BK::free_scalars(scalars);
         for (T* p : {params, grads, m, v, dqkv_w, pos_table, rope_cos, rope_sin})
             if (p) BK::free(p);
@@ -442,6 +458,7 @@ struct GPT {
             drop_graph();                                // it reads the buffers freed here
             if (eval_acts.borrowed) eval_acts = Acts();  // a view of them
         }
+        if (&a == &eval_acts) drop_eval_graph();  // it reads the buffers replaced here
         free_acts(a);
         if (!train && eval_fits_train(B, Tn)) {
             a = train_acts;
@@ -501,6 +518,11 @@ struct GPT {
     // with grad, also zeroes the gradients and runs the classifier's backward (d wte and d lnf in
     // a.dln, for backward()). Without targets it stops at the final LayerNorm (logits() reads it).
     double forward(const int* inputs, const int* targets, int B, int Tn, bool grad) {
+        if (targets && !grad) {  // evaluation: the queued path, read at once
+            if (eval_queued) throw std::logic_error("forward: evaluation batches are queued (eval_read)");
+            eval_queue(inputs, targets, B, Tn);
+            return eval_read().front();
+        }
         if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
         Acts& a = grad ? train_acts : eval_acts;
         ensure_acts(a, B, Tn, grad);
@@ -513,6 +535,50 @@ struct GPT {
         BK::copy_to_host(host_losses.data(), a.losses, N);
         return mean(host_losses.data(), N);
     }
+    // One evaluation batch over inputs and targets (B,T) (host ids), queued without waiting for the
+    // device: the uploads, the forward pass and the loss, and an asynchronous copy of the per-token
+    // losses into pinned memory. eval_read() returns the queued batches' mean losses.
+    void eval_queue(const int* inputs, const int* targets, int B, int Tn) {
+        if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
+        Acts& a = eval_acts;
+        ensure_acts(a, B, Tn, false);
+        const size_t N = (size_t)B * Tn;
+        BK::copy_ints_from_host(a.inputs, inputs, N);
+        BK::copy_ints_from_host(a.targets, targets, N);
+        eval_forward(a);
+        if (eval_queued == eval_slots.size()) eval_slots.emplace_back();
+        EvalSlot& e = eval_slots[eval_queued++];
+        if (N > e.cap) {  // read at the last eval_read: no copy into it is on its way
+            BK::free_pinned(e.losses);
+            e.losses = static_cast<T*>(BK::alloc_pinned(N * sizeof(T)));
+            e.cap = N;
+        }
+        e.n = N;
+        BK::copy_to_host_async(e.losses, a.losses, N * sizeof(T));
+        BK::event_record(eval_done);
+    }
+    // The mean loss of each batch queued by eval_queue since the last call, in order; waits for them.
+    std::vector<double> eval_read() {
+        std::vector<double> means;
+        if (eval_queued) BK::event_wait(eval_done);
+        for (size_t i = 0; i < eval_queued; i++) means.push_back(mean(eval_slots[i].losses, eval_slots[i].n));
+        eval_queued = 0;
+        return means;
+    }
+    // The evaluation forward (with the loss) of a: eagerly, or with use_graph as the replay of
+    // eval_graph, captured when a second batch of the same shape comes.
+    void eval_forward(Acts& a) {
+        if constexpr (BK::graphs) {
+            if (graph_step(use_graph, profile) && eval_eager) {
+                if (!eval_graph) eval_graph = BK::capture([&] { forward_pass(a, true); }, nullptr);
+                BK::graph_launch(eval_graph);
+                return;
+            }
+        }
+        forward_pass(a, true);
+        eval_eager = true;
+    }
+
     // The mean of n per-token losses, summed in order in double (the same on every backend).
     static double mean(const T* losses, size_t n) {
         double sum = 0;
@@ -864,10 +930,17 @@ struct GPT {
         return false;
     }
 
-    // Frees the graph: before the buffers it reads are freed, or when the settings it holds change.
+    // Frees the graphs: before the buffers they read are freed, or when the settings the training
+    // step's holds change.
     void drop_graph() {
         if constexpr (BK::graphs)
             if (graph) BK::graph_free(graph), graph = {};
         eager_steps = 0;
+        drop_eval_graph();
+    }
+    void drop_eval_graph() {
+        if constexpr (BK::graphs)
+            if (eval_graph) BK::graph_free(eval_graph), eval_graph = {};
+        eval_eager = false;
     }
 };

@@ -232,11 +232,19 @@ struct Trainer {
             std::vector<int> in((size_t)rows * Te), tg((size_t)rows * Te);
             double sum = 0;
             size_t hits = 0, counted = 0;
+            // the batches are queued and read at once at the end, unless the accuracy needs each
+            // batch's logits before the next batch overwrites them
+            const bool per_batch = !cfg.accuracy_tokens.empty();
             for (size_t i = 0; i < batches; i++) {
                 val->next_batch(in.data(), tg.data(), row0, rows);
+                if (!per_batch) {
+                    model.eval_queue(in.data(), tg.data(), rows, Te);
+                    continue;
+                }
                 sum += model.forward(in.data(), tg.data(), rows, Te, false);
                 count_hits(in, tg, hits, counted);
             }
+            for (double batch_loss : model.eval_read()) sum += batch_loss;
             // every rank saw its rows of each batch: the mean of the ranks' means is the batch mean
             double loss = dist::sum(sum) / dg.world / batches;
             hits = (size_t)dist::sum((long long)hits);

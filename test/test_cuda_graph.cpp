@@ -300,6 +300,51 @@ std::string test_scratch_growth() {
     return why;
 }
 
+// Evaluation batches queued and read at once (GPT::eval_queue, eval_read), after two training
+// steps: three batches at kT, three at kT2, three at kT again. With use_graph the evaluation
+// forward replays its own CUDA graph from the second batch of each shape. Returns the batches'
+// losses; *graphed: whether a graph existed after every shape's batches.
+template <class BK>
+std::vector<double> eval_batches(Pos pos, bool use_graph, bool* graphed) {
+    GPT<BK> g(small_model(pos));
+    g.init(7);
+    g.use_graph = use_graph;
+    for (int t = 1; t <= 2; t++) {
+        std::vector<int> in = tokens(kB * kT, 100 + t), tg = tokens(kB * kT, 200 + t);
+        g.train_step(in.data(), tg.data(), kB, kT, kOpt, lr_of(t), t);
+        g.read_step();
+    }
+    std::vector<double> losses;
+    *graphed = true;
+    int seed = 500;
+    for (int Tn : {kT, kT2, kT}) {
+        for (int i = 0; i < 3; i++, seed++) {
+            std::vector<int> in = tokens(kB * Tn, seed), tg = tokens(kB * Tn, seed + 1000);
+            g.eval_queue(in.data(), tg.data(), kB, Tn);
+        }
+        std::vector<double> m = g.eval_read();
+        if (m.size() != 3) throw std::runtime_error("eval_read returned " + std::to_string(m.size()) + " losses for 3");
+        losses.insert(losses.end(), m.begin(), m.end());
+        if constexpr (BK::graphs) *graphed = *graphed && g.eval_graph;
+        else *graphed = false;
+    }
+    return losses;
+}
+
+std::string test_eval_graph(Pos pos) {
+    bool graphed = false, eager_graphed = true, cpu_graphed = true;
+    std::vector<double> graph = eval_batches<CB>(pos, true, &graphed);
+    std::vector<double> eager = eval_batches<CB>(pos, false, &eager_graphed);
+    std::vector<double> cpu = eval_batches<K>(pos, true, &cpu_graphed);
+    std::string why;
+    if (!graphed) append(why, "no evaluation graph after a shape's batches with use_graph");
+    if (eager_graphed) append(why, "an evaluation graph without use_graph");
+    if (!same_bits(graph, eager)) append(why, "graph losses differ from the eager ones");
+    for (size_t i = 0; i < cpu.size(); i++)
+        expect_near(why, "batch " + std::to_string(i) + " gpu vs cpu", graph[i], cpu[i], 1e-5);
+    return why;
+}
+
 }  // namespace
 #endif  // HAVE_CUDA
 
@@ -315,6 +360,7 @@ static std::vector<TestCase> all_tests() {
         t.push_back({"cuda_graph_vs_eager_bf16_" + n, CUDA_FN([p] { return test_graph_vs_eager_bf16(p); })});
         t.push_back({"cuda_step_queued_vs_sync_" + n, CUDA_FN([p] { return test_queued_vs_sync(p); })});
         t.push_back({"cuda_eval_borrows_training_buffers_" + n, CUDA_FN([p] { return test_eval_borrows(p); })});
+        t.push_back({"cuda_eval_graph_vs_eager_" + n, CUDA_FN([p] { return test_eval_graph(p); })});
     }
     return t;
 }
