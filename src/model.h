@@ -210,12 +210,29 @@ struct GPT {
     std::vector<T> host_losses;
     // The training step's scalars that change from step to step (src/step.h), in backend memory.
     StepScalars* scalars = nullptr;
+    // Per-token losses on their way to the host: pinned memory, grown as needed, filled by an
+    // asynchronous copy; read only once an event recorded after the copy has passed.
+    struct HostLosses {
+        T* p = nullptr;
+        size_t n = 0, cap = 0;
+        // Queues the copy of n losses from backend memory (the last copy into it has been read).
+        void fetch(const T* src, size_t count) {
+            if (count > cap) {
+                BK::free_pinned(p);
+                p = static_cast<T*>(BK::alloc_pinned(count * sizeof(T)));
+                cap = count;
+            }
+            n = count;
+            BK::copy_to_host_async(p, src, count * sizeof(T));
+        }
+        double mean() const { return GPT::mean(p, n); }
+        void release() { BK::free_pinned(p), p = nullptr, n = cap = 0; }
+    };
     // train_step's results on their way to the host: pinned memory filled by asynchronous copies,
     // an event when they are there. Two, used in turn: step k+1 is queued before step k is read.
     struct Readback {
-        T* losses = nullptr;  // (B*T) per-token losses
+        HostLosses losses;  // (B*T) per-token losses
         StepScalars* scalars = nullptr;
-        size_t n = 0, cap = 0;
         double comm_ms = 0;
         typename BK::Event done{};
     };
@@ -233,11 +250,7 @@ struct GPT {
     // into its own pinned buffer, an event after the last copy; eval_read() waits once. With
     // use_graph the evaluation forward replays its own CUDA graph, captured at the second batch
     // of a shape (the first, eager, sizes the scratch buffers).
-    struct EvalSlot {
-        T* losses = nullptr;
-        size_t n = 0, cap = 0;
-    };
-    std::vector<EvalSlot> eval_slots;
+    std::vector<HostLosses> eval_losses;
     size_t eval_queued = 0;  // batches queued since the last eval_read
     typename BK::Event eval_done{};
     typename BK::Graph eval_graph{};
@@ -282,11 +295,11 @@ struct GPT {
         drop_graph();
         BK::synchronize();  // no copy into the readback buffers is still on its way
         for (Readback& r : readback) {
-            BK::free_pinned(r.losses);
+            r.losses.release();
             BK::free_pinned(r.scalars);
             BK::event_destroy(r.done);
         }
-        for (EvalSlot& e : eval_slots) BK::free_pinned(e.losses);
+        for (HostLosses& e : eval_losses) e.release();
         BK::event_destroy(eval_done);
         BK::free_scalars(scalars);
         for (T* p : {params, grads, m, v, dqkv_w, pos_table, rope_cos, rope_sin})
@@ -514,9 +527,10 @@ struct GPT {
         return cfg.classifier_tile > 0 ? N * tile_cols() : classifier_rows(N) * cfg.Vp();
     }
 
-    // Forward pass over inputs (B,T) (host ids). With targets, returns the mean cross-entropy;
-    // with grad, also zeroes the gradients and runs the classifier's backward (d wte and d lnf in
-    // a.dln, for backward()). Without targets it stops at the final LayerNorm (logits() reads it).
+    // Forward pass over inputs (B,T) (host ids). With targets, returns the mean cross-entropy
+    // (without grad: one evaluation batch through eval_queue, read at once); with grad, also
+    // zeroes the gradients and runs the classifier's backward (d wte and d lnf in a.dln, for
+    // backward()). Without targets it stops at the final LayerNorm (logits() reads it).
     double forward(const int* inputs, const int* targets, int B, int Tn, bool grad) {
         if (targets && !grad) {  // evaluation: the queued path, read at once
             if (eval_queued) throw std::logic_error("forward: evaluation batches are queued (eval_read)");
@@ -546,22 +560,15 @@ struct GPT {
         BK::copy_ints_from_host(a.inputs, inputs, N);
         BK::copy_ints_from_host(a.targets, targets, N);
         eval_forward(a);
-        if (eval_queued == eval_slots.size()) eval_slots.emplace_back();
-        EvalSlot& e = eval_slots[eval_queued++];
-        if (N > e.cap) {  // read at the last eval_read: no copy into it is on its way
-            BK::free_pinned(e.losses);
-            e.losses = static_cast<T*>(BK::alloc_pinned(N * sizeof(T)));
-            e.cap = N;
-        }
-        e.n = N;
-        BK::copy_to_host_async(e.losses, a.losses, N * sizeof(T));
+        if (eval_queued == eval_losses.size()) eval_losses.emplace_back();
+        eval_losses[eval_queued++].fetch(a.losses, N);  // read at the last eval_read
         BK::event_record(eval_done);
     }
     // The mean loss of each batch queued by eval_queue since the last call, in order; waits for them.
     std::vector<double> eval_read() {
         std::vector<double> means;
         if (eval_queued) BK::event_wait(eval_done);
-        for (size_t i = 0; i < eval_queued; i++) means.push_back(mean(eval_slots[i].losses, eval_slots[i].n));
+        for (size_t i = 0; i < eval_queued; i++) means.push_back(eval_losses[i].mean());
         eval_queued = 0;
         return means;
     }
@@ -888,13 +895,7 @@ struct GPT {
             adamw(opt);
         };
         if (!replay(step, opt)) step(), eager_steps++;
-        if (N > r.cap) {  // its last step was read: no copy into it is on its way
-            BK::free_pinned(r.losses);
-            r.losses = static_cast<T*>(BK::alloc_pinned(N * sizeof(T)));
-            r.cap = N;
-        }
-        r.n = N;
-        BK::copy_to_host_async(r.losses, a.losses, N * sizeof(T));
+        r.losses.fetch(a.losses, N);  // its last step was read
         BK::copy_to_host_async(r.scalars, scalars, sizeof(StepScalars));
         BK::event_record(r.done);
         unread.push_back(&r);
@@ -906,7 +907,7 @@ struct GPT {
         Readback& r = *unread.front();
         unread.pop_front();
         BK::event_wait(r.done);
-        return {mean(r.losses, r.n), std::sqrt(r.scalars->sumsq), r.comm_ms};
+        return {r.losses.mean(), std::sqrt(r.scalars->sumsq), r.comm_ms};
     }
 
     // Whether train_step replays a CUDA graph: a backend with graphs, use_graph on, one process,
