@@ -83,6 +83,7 @@ void matmul_backward(D* dinp, float* dw, float* dbias, const A* dout, const A* i
 template <class A>
 void rope_forward(A* out, const A* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
                   cudaStream_t stream);
+// The backwards of RoPE and GELU overwrite dinp (no zeroed buffer needed).
 template <class A>
 void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
                    cudaStream_t stream);

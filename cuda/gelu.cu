@@ -16,7 +16,7 @@ __global__ void gelu_forward_kernel(E* __restrict__ out, const E* __restrict__ i
     }
 }
 
-// dinp += dout * gelu'(x)
+// dinp = dout * gelu'(x) (overwritten)
 template <class E>
 __global__ void gelu_backward_kernel(E* __restrict__ dinp, const E* __restrict__ inp, const E* __restrict__ dout,
                                      size_t n) {
@@ -25,7 +25,7 @@ __global__ void gelu_backward_kernel(E* __restrict__ dinp, const E* __restrict__
         float th = tanhf(kGeluK * (x + 0.044715f * x * x * x));
         float du = kGeluK * (1.0f + 3.0f * 0.044715f * x * x);
         float sech2 = 1.0f - th * th;
-        dinp[i] = from_f32<E>(f32(dinp[i]) + f32(dout[i]) * (0.5f * (1.0f + th) + 0.5f * x * sech2 * du));
+        dinp[i] = from_f32<E>(f32(dout[i]) * (0.5f * (1.0f + th) + 0.5f * x * sech2 * du));
     }
 }
 

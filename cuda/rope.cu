@@ -9,7 +9,7 @@ namespace gpu {
 namespace {
 
 // One thread per channel pair of a row: pairs 0..C-1 are q,k; pairs C..3C/2-1 are v.
-// FORWARD: out = R x (overwrite). !FORWARD: out += R^T x (the backward, accumulating).
+// FORWARD: out = R x. !FORWARD: out = R^T x (the backward). Both overwrite.
 // E: the element type of out and inp (fp32 arithmetic).
 template <bool FORWARD, class E>
 __global__ void rope_kernel(E* __restrict__ out, const E* __restrict__ inp, const float* __restrict__ cos_t,
@@ -41,13 +41,7 @@ __global__ void rope_kernel(E* __restrict__ out, const E* __restrict__ inp, cons
         } else {
             y = x;
         }
-        Pair* o = reinterpret_cast<Pair*>(out + idx);
-        if (!FORWARD) {
-            const Pair a = *o;
-            y.x += f32(a.a);
-            y.y += f32(a.b);
-        }
-        *o = Pair{from_f32<E>(y.x), from_f32<E>(y.y)};
+        *reinterpret_cast<Pair*>(out + idx) = Pair{from_f32<E>(y.x), from_f32<E>(y.y)};
     }
 }
 

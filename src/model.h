@@ -740,7 +740,6 @@ struct GPT {
             BK::zero(a.dfch_gelu, N * 4 * C);
             BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, g.fc2b + l * C, a.dres, a.fch_gelu + l * N * 4 * C,
                                 wa.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
-            BK::zero(a.dfch, N * 4 * C);
             BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, a.dfch_gelu, N * 4 * C);
             BK::zero(a.dln, N * C);
             BK::matmul_backward(a.dln, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, a.dfch, a.ln2 + l * N * C,
@@ -762,7 +761,6 @@ struct GPT {
                                        H);
             mark(Phase::rest);
             if (a.dqkv != a.dqkvr) {
-                BK::zero(a.dqkv, N * 3 * C);
                 BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, Tn, (int)C, H);
             }
             BK::zero(a.dln, N * C);

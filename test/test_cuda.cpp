@@ -207,7 +207,7 @@ std::string test_rope_backward() {
     Rng r(12);
     RopeSetup s;
     size_t n = (size_t)s.B * s.T * 3 * s.C;
-    Vec d = randn(n, r), dx0 = randn(n, r), dx = dx0;
+    Vec d = randn(n, r), dx0 = randn(n, r), dx = dx0;  // dx0: what the backward must overwrite
     cpu::rope_backward(dx.data(), d.data(), s.cos_t.data(), s.sin_t.data(), s.B, s.T, s.C, s.H);
     DBuf gd(d), gdx(dx0), gc(s.cos_t), gs(s.sin_t);
     gpu::rope_backward(gdx.p, gd.p, gc.p, gs.p, s.B, s.T, s.C, s.H, gpu::main_stream());
@@ -319,7 +319,7 @@ std::string test_gelu_forward() {
 std::string test_gelu_backward() {
     Rng r(51);
     const size_t n = 10007;
-    Vec x = randn(n, r, 2.0), d = randn(n, r), dx0 = randn(n, r), dx = dx0;
+    Vec x = randn(n, r, 2.0), d = randn(n, r), dx0 = randn(n, r), dx = dx0;  // dx0: to be overwritten
     cpu::gelu_backward(dx.data(), x.data(), d.data(), n);
     DBuf gx(x), gd(d), gdx(dx0);
     gpu::gelu_backward(gdx.p, gx.p, gd.p, n, gpu::main_stream());

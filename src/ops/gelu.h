@@ -19,6 +19,7 @@ void gelu_forward(T* out, const T* inp, size_t n) {
     }
 }
 
+// dinp = dout * gelu'(inp) (overwritten: the backward needs no zeroed buffer)
 template <class T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) {
 #pragma omp parallel for simd
@@ -28,7 +29,7 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) {
         T th = std::tanh(u);
         T du = gelu_k<T>() * (T(1) + T(3 * 0.044715) * x * x);
         T sech2 = T(1) - th * th;
-        dinp[i] += dout[i] * (T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * du);
+        dinp[i] = dout[i] * (T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * du);
     }
 }
 

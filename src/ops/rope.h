@@ -6,7 +6,8 @@
 
 namespace cpu {
 
-// Rotates pair (x0, x1) by +angle (sgn = 1) or -angle (sgn = -1, the transpose).
+// out = inp with each pair (x0, x1) of q and k rotated by +angle (sgn = 1) or -angle (sgn = -1,
+// the transpose); v copied.
 template <class T>
 void rope_rotate(T* out, const T* inp, const T* cos_t, const T* sin_t, int B, int Tn, int C, int H, T sgn) {
     int D = C / H;
@@ -19,21 +20,20 @@ void rope_rotate(T* out, const T* inp, const T* cos_t, const T* sin_t, int B, in
         for (int i = 0; i < 2 * C; i += 2) {  // q and k: the first 2C channels
             int j = (i % D) / 2;
             T x0 = x[i], x1 = x[i + 1];
-            y[i] += x0 * c[j] - sgn * x1 * s[j];
-            y[i + 1] += sgn * x0 * s[j] + x1 * c[j];
+            y[i] = x0 * c[j] - sgn * x1 * s[j];
+            y[i + 1] = sgn * x0 * s[j] + x1 * c[j];
         }
-        for (int i = 2 * C; i < 3 * C; i++) y[i] += x[i];  // v is not rotated
+        for (int i = 2 * C; i < 3 * C; i++) y[i] = x[i];  // v is not rotated
     }
 }
 
 // out (B,T,3C) = rotated inp (B,T,3C); tables (n, D/2) indexed by position t
 template <class T>
 void rope_forward(T* out, const T* inp, const T* cos_t, const T* sin_t, int B, int Tn, int C, int H) {
-    for (size_t i = 0; i < (size_t)B * Tn * 3 * C; i++) out[i] = 0;
     rope_rotate(out, inp, cos_t, sin_t, B, Tn, C, H, T(1));
 }
 
-// dinp += R^T dout
+// dinp (B,T,3C) = R^T dout (overwritten: the backward needs no zeroed buffer)
 template <class T>
 void rope_backward(T* dinp, const T* dout, const T* cos_t, const T* sin_t, int B, int Tn, int C, int H) {
     rope_rotate(dinp, dout, cos_t, sin_t, B, Tn, C, H, T(-1));
