@@ -72,13 +72,16 @@ template <class A>
 void layernorm_backward(A* dinp, float* dw, float* db, const A* dout, const A* inp, const float* w, const float* mean,
                         const float* rstd, int N, int C, cudaStream_t stream);
 
-// bf16: bf16 tensor-core GEMMs with fp32 accumulation; dw, dbias fp32. dinp (D) is A, or fp32
-// over bf16 operands (a sum kept in fp32 over several GEMMs: the classifier's tiles).
+// bf16: bf16 tensor-core GEMMs with fp32 accumulation; dw, dbias fp32. matmul_backward
+// overwrites dinp and adds to dw, dbias (src/ops/matmul.h); matmul_dinp_add adds to dinp, in A
+// or in fp32 over bf16 operands (a sum kept in fp32 over several GEMMs: the classifier's tiles).
 template <class A>
 void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, int IC, int OC, cudaStream_t stream);
-template <class A, class D>
-void matmul_backward(D* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N, int IC, int OC,
+template <class A>
+void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N, int IC, int OC,
                      cudaStream_t stream);
+template <class A, class D>
+void matmul_dinp_add(D* dinp, const A* dout, const A* w, int N, int IC, int OC, cudaStream_t stream);
 
 template <class A>
 void rope_forward(A* out, const A* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
@@ -252,6 +255,7 @@ struct CudaBackend {
     CUDA_BACKEND_OP(layernorm_backward);
     CUDA_BACKEND_OP(matmul_forward);
     CUDA_BACKEND_OP(matmul_backward);
+    CUDA_BACKEND_OP(matmul_dinp_add);
     CUDA_BACKEND_OP(rope_forward);
     CUDA_BACKEND_OP(rope_backward);
     CUDA_BACKEND_OP(crope_expand);

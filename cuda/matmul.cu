@@ -151,16 +151,31 @@ void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, 
     }
 }
 
-// dinp (N,IC) += dout (N,OC) . w (OC,IC) ; dw (OC,IC) += dout^T . inp ; dbias (OC) += column sums of dout
+namespace {
+// dinp (N,IC) = dout (N,OC) . w (OC,IC) + beta dinp. Column-major: dinp^T (IC,N) = W^T (IC,OC)
+// [stored as is] . dout^T (OC,N) [stored as is] + beta dinp^T.
 template <class A, class D>
-void matmul_backward(D* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N, int IC, int OC,
+void dinp_gemm(D* dinp, const A* dout, const A* w, int N, int IC, int OC, float beta, cudaStream_t stream) {
+    gemm_cm(false, false, IC, N, OC, 1.0f, w, IC, dout, OC, beta, dinp, IC, stream);
+}
+}  // namespace
+
+// dinp (N,IC) = dout (N,OC) . w (OC,IC) (overwritten) ; dw (OC,IC) += dout^T . inp ; dbias (OC) +=
+// column sums of dout
+template <class A>
+void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N, int IC, int OC,
                      cudaStream_t stream) {
     if (N <= 0 || IC <= 0 || OC <= 0) return;
-    // column-major: dinp^T (IC,N) += W^T (IC,OC) [stored as is] . dout^T (OC,N) [stored as is]
-    if (dinp) gemm_cm(false, false, IC, N, OC, 1.0f, w, IC, dout, OC, 1.0f, dinp, IC, stream);
+    if (dinp) dinp_gemm(dinp, dout, w, N, IC, OC, 0.0f, stream);
     // column-major: dw^T (IC,OC) += inp^T (IC,N) [stored as is] . dout (N,OC) [stored as dout^T, op = T]
     if (dw) gemm_cm(false, true, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, IC, stream);
     if (dbias) column_sum_accumulate(dbias, dout, N, OC, stream);
+}
+
+// dinp (N,IC) += dout (N,OC) . w (OC,IC)
+template <class A, class D>
+void matmul_dinp_add(D* dinp, const A* dout, const A* w, int N, int IC, int OC, cudaStream_t stream) {
+    if (N > 0 && IC > 0 && OC > 0) dinp_gemm(dinp, dout, w, N, IC, OC, 1.0f, stream);
 }
 
 #define INSTANTIATE(A)                                                                               \
@@ -170,7 +185,7 @@ void matmul_backward(D* dinp, float* dw, float* dbias, const A* dout, const A* i
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE
-template void matmul_backward(float*, float*, float*, const bf16_t*, const bf16_t*, const bf16_t*, int, int, int,
-                              cudaStream_t);
+template void matmul_dinp_add(float*, const float*, const float*, int, int, int, cudaStream_t);
+template void matmul_dinp_add(float*, const bf16_t*, const bf16_t*, int, int, int, cudaStream_t);
 
 }  // namespace gpu

@@ -81,6 +81,7 @@ struct CpuBackend {
     static constexpr auto layernorm_backward = cpu::layernorm_backward<T>;
     static constexpr auto matmul_forward = cpu::matmul_forward<T>;
     static constexpr auto matmul_backward = cpu::matmul_backward<T>;
+    static constexpr auto matmul_dinp_add = cpu::matmul_dinp_add<T>;
     static constexpr auto rope_forward = cpu::rope_forward<T>;
     static constexpr auto rope_backward = cpu::rope_backward<T>;
     static constexpr auto crope_expand = cpu::crope_expand<T>;

@@ -656,7 +656,6 @@ struct GPT {
     void classifier(Acts& a, size_t N, T dscale) {
         if (cfg.classifier_tile > 0) return classifier_tiles(a, N, dscale);
         size_t C = cfg.C, Vp = cfg.Vp(), chunk = classifier_rows(N);
-        if (dscale != T(0)) BK::zero(a.dln, N * C);
         for (size_t r = 0; r < N; r += chunk) {
             int n = (int)std::min(chunk, N - r);
             BK::matmul_forward(a.logits, a.lnf + r * C, wa.wte, nullptr, n, (int)C, (int)Vp);  // (n, Vp)
@@ -693,9 +692,10 @@ struct GPT {
             dx = a.dln;
         BK::zero(dx, N * C);
         tiles([&](int v0, int w) {
+            const A* wt = wa.wte + (size_t)v0 * C;
             BK::classifier_tile_dlogits(a.logits, a.head_max, a.targets, (int)N, w, v0, cfg.V, dscale);
-            BK::matmul_backward(dx, g.wte + (size_t)v0 * C, nullptr, a.logits, a.lnf, wa.wte + (size_t)v0 * C, (int)N,
-                                (int)C, w);
+            BK::matmul_dinp_add(dx, a.logits, wt, (int)N, (int)C, w);
+            BK::matmul_backward((A*)nullptr, g.wte + (size_t)v0 * C, nullptr, a.logits, a.lnf, wt, (int)N, (int)C, w);
         });
         if constexpr (kActCopy) BK::to_bf16(a.dln, dx, N * C);
     }
@@ -737,17 +737,14 @@ struct GPT {
         for (int l = cfg.L - 1; l >= 0; l--) {
             // a.dres holds d(res3[l]); the residual passes it on unchanged.
             const A* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
-            BK::zero(a.dfch_gelu, N * 4 * C);
             BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, g.fc2b + l * C, a.dres, a.fch_gelu + l * N * 4 * C,
                                 wa.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
             BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, a.dfch_gelu, N * 4 * C);
-            BK::zero(a.dln, N * C);
             BK::matmul_backward(a.dln, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, a.dfch, a.ln2 + l * N * C,
                                 wa.fcw + l * 4 * C * C, (int)N, (int)C, (int)(4 * C));
             BK::layernorm_backward(a.dres, g.ln2w + l * C, g.ln2b + l * C, a.dln, a.res2 + l * N * C, w.ln2w + l * C,
                                    a.ln2_mean + l * N, a.ln2_rstd + l * N, (int)N, (int)C);
             // a.dres now holds d(res2[l])
-            BK::zero(a.datty, N * C);
             BK::matmul_backward(a.datty, g.projw + l * C * C, g.projb + l * C, a.dres, a.atty + l * N * C,
                                 wa.projw + l * C * C, (int)N, (int)C, (int)C);
             BK::zero(a.dqkvr, N * 3 * C);
@@ -763,7 +760,6 @@ struct GPT {
             if (a.dqkv != a.dqkvr) {
                 BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, Tn, (int)C, H);
             }
-            BK::zero(a.dln, N * C);
             if (pt.complex_qkv) {
                 BK::zero(dqkv_w, 3 * C * C);
                 BK::matmul_backward(a.dln, dqkv_w, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C, qkv_weight(l), (int)N,

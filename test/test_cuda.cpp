@@ -165,6 +165,12 @@ std::string matmul_backward_cases(double tol) {
             expect_close(why, "dw", gdw.get(), dw, tol);
             expect_close(why, "dbias", gdb.get(), db, with_bias ? 1e-5 : 0.0);
         }
+        // dinp added to (matmul_backward overwrites it: dx0 above is garbage to be overwritten)
+        Vec dx = dx0;
+        cpu::matmul_dinp_add(dx.data(), d.data(), w.data(), N, IC, OC);
+        DBuf gw(w), gd(d), gdx(dx0);
+        gpu::matmul_dinp_add(gdx.p, gd.p, gw.p, N, IC, OC, gpu::main_stream());
+        expect_close(why, "dinp added", gdx.get(), dx, tol);
     }
     return why;
 }

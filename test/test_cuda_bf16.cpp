@@ -137,6 +137,12 @@ std::string test_matmul() {
         expect_close(why, "dinp" + tag, gdx.get(), dx, kOut);
         expect_close(why, "dw" + tag, gdw.get(), dw, 1e-5);
         expect_close(why, "dbias" + tag, gdb.get(), db, 1e-5);
+        // dinp added to in fp32 (the classifier's tiles under bf16): no rounding of the sum
+        Vec dx32 = randn((size_t)N * IC, r), dx_add = dx32;
+        cpu::matmul_dinp_add(dx_add.data(), d.data(), w.data(), N, IC, OC);
+        DBuf gdx32(dx32);
+        gpu::matmul_dinp_add(gdx32.p, gd.p, gw.p, N, IC, OC, gpu::main_stream());
+        expect_close(why, "dinp added in fp32" + tag, gdx32.get(), dx_add, 1e-5);
     }
     return why;
 }

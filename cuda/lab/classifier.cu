@@ -214,7 +214,8 @@ void vocab_tiles(TileBufs& b, const Shape& sh) {
     tiles([&](int v0, int w) {
         gpu::classifier_tile_dlogits(b.logits.p, b.m.p, b.targets.p, N, w, v0, sh.V, 1.0f / N, st);
         const size_t o = (size_t)v0 * C;
-        gpu::matmul_backward(b.dx32.p, b.dwte.p + o, nullptr, b.logits.p, b.x.p, b.wte.p + o, N, C, w, st);
+        gpu::matmul_dinp_add(b.dx32.p, b.logits.p, b.wte.p + o, N, C, w, st);
+        gpu::matmul_backward<bf16_t>(nullptr, b.dwte.p + o, nullptr, b.logits.p, b.x.p, b.wte.p + o, N, C, w, st);
     });
     gpu::to_bf16(b.dx.p, b.dx32.p, b.dx.n, st);
 }

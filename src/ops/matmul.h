@@ -49,11 +49,12 @@ void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int 
     gemm(false, true, N, OC, IC, T(1), inp, IC, w, IC, bias ? T(1) : T(0), out, OC);
 }
 
-// dinp (N,IC) += dout . w ; dw (OC,IC) += dout^T . inp ; dbias (OC) += column sums of dout
+// dinp (N,IC) = dout . w (overwritten: no zeroed buffer needed) ; dw (OC,IC) += dout^T . inp ;
+// dbias (OC) += column sums of dout (the weights' gradients add up over a step). Any may be null.
 template <class T>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC, int OC) {
-    gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(1), dinp, IC);
-    gemm(true, false, OC, IC, N, T(1), dout, OC, inp, IC, T(1), dw, IC);
+    if (dinp) gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(0), dinp, IC);
+    if (dw) gemm(true, false, OC, IC, N, T(1), dout, OC, inp, IC, T(1), dw, IC);
     if (dbias) {
 #pragma omp parallel for
         for (int o = 0; o < OC; o++) {
@@ -62,6 +63,13 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
             dbias[o] += s;
         }
     }
+}
+
+// dinp (N,IC) += dout (N,OC) . w (OC,IC): an input gradient summed over several GEMMs (the
+// classifier's vocabulary tiles)
+template <class T>
+void matmul_dinp_add(T* dinp, const T* dout, const T* w, int N, int IC, int OC) {
+    gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(1), dinp, IC);
 }
 
 }  // namespace cpu
