@@ -83,9 +83,11 @@ void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* i
 template <class A, class D>
 void matmul_dinp_add(D* dinp, const A* dout, const A* w, int N, int IC, int OC, cudaStream_t stream);
 
+// rope_forward, gelu_forward/backward and residual_forward add the fp32 bias (may be null) of the
+// linear layer whose output they read: that layer's GEMM writes none (src/ops/ says how).
 template <class A>
-void rope_forward(A* out, const A* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
-                  cudaStream_t stream);
+void rope_forward(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
+                  int H, cudaStream_t stream);
 // The backwards of RoPE and GELU overwrite dinp (no zeroed buffer needed).
 template <class A>
 void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
@@ -120,12 +122,12 @@ bool flash_supports_head_size(int D);
 void check_flash_head_size(int D);
 
 template <class A>
-void gelu_forward(A* out, const A* inp, size_t n, cudaStream_t stream);
+void gelu_forward(A* out, const A* inp, const float* bias, int N, int C, cudaStream_t stream);
 template <class A>
-void gelu_backward(A* dinp, const A* inp, const A* dout, size_t n, cudaStream_t stream);
+void gelu_backward(A* dinp, const A* inp, const float* bias, const A* dout, int N, int C, cudaStream_t stream);
 
 template <class A>
-void residual_forward(A* out, const A* a, const A* b, size_t n, cudaStream_t stream);
+void residual_forward(A* out, const A* a, const A* b, const float* bias, int N, int C, cudaStream_t stream);
 
 template <class A>
 void softmax_crossentropy(A* logits, float* losses, const int* targets, int N, int V, float dscale,

@@ -1,4 +1,5 @@
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), of x = inp + bias:
+// the fc layer's GEMM writes its output without the bias and GELU adds it, forward and backward.
 #include "backend_cuda.h"
 #include "common.cuh"
 
@@ -8,20 +9,27 @@ namespace {
 
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
 
+// inp[i] + bias (C) broadcast over rows (bias may be null), in fp32
 template <class E>
-__global__ void gelu_forward_kernel(E* __restrict__ out, const E* __restrict__ inp, size_t n) {
+__device__ inline float biased(const E* inp, const float* bias, size_t i, int C) {
+    return f32(inp[i]) + (bias ? bias[i % C] : 0.0f);
+}
+
+template <class E>
+__global__ void gelu_forward_kernel(E* __restrict__ out, const E* __restrict__ inp, const float* __restrict__ bias,
+                                    int C, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float x = f32(inp[i]);
+        float x = biased(inp, bias, i, C);
         out[i] = from_f32<E>(0.5f * x * (1.0f + tanhf(kGeluK * (x + 0.044715f * x * x * x))));
     }
 }
 
 // dinp = dout * gelu'(x) (overwritten)
 template <class E>
-__global__ void gelu_backward_kernel(E* __restrict__ dinp, const E* __restrict__ inp, const E* __restrict__ dout,
-                                     size_t n) {
+__global__ void gelu_backward_kernel(E* __restrict__ dinp, const E* __restrict__ inp, const float* __restrict__ bias,
+                                     const E* __restrict__ dout, int C, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float x = f32(inp[i]);
+        float x = biased(inp, bias, i, C);
         float th = tanhf(kGeluK * (x + 0.044715f * x * x * x));
         float du = kGeluK * (1.0f + 3.0f * 0.044715f * x * x);
         float sech2 = 1.0f - th * th;
@@ -32,22 +40,26 @@ __global__ void gelu_backward_kernel(E* __restrict__ dinp, const E* __restrict__
 }  // namespace
 
 template <class A>
-void gelu_forward(A* out, const A* inp, size_t n, cudaStream_t stream) {
+void gelu_forward(A* out, const A* inp, const float* bias, int N, int C, cudaStream_t stream) {
+    const size_t n = (size_t)N * C;
     if (n == 0) return;
-    gelu_forward_kernel<dev_t<A>><<<grid_for(n, 256), 256, 0, stream>>>(dev(out), dev(inp), n);
+    gelu_forward_kernel<dev_t<A>><<<grid_for(n, 256), 256, 0, stream>>>(dev(out), dev(inp), bias, C, n);
     cudaCheckLaunch();
 }
 
 template <class A>
-void gelu_backward(A* dinp, const A* inp, const A* dout, size_t n, cudaStream_t stream) {
+void gelu_backward(A* dinp, const A* inp, const float* bias, const A* dout, int N, int C, cudaStream_t stream) {
+    const size_t n = (size_t)N * C;
     if (n == 0) return;
-    gelu_backward_kernel<dev_t<A>><<<grid_for(n, 256), 256, 0, stream>>>(dev(dinp), dev(inp), dev(dout), n);
+    gelu_backward_kernel<dev_t<A>><<<grid_for(n, 256), 256, 0, stream>>>(dev(dinp), dev(inp), bias, dev(dout), C, n);
     cudaCheckLaunch();
 }
 
-template void gelu_forward(float*, const float*, size_t, cudaStream_t);
-template void gelu_forward(bf16_t*, const bf16_t*, size_t, cudaStream_t);
-template void gelu_backward(float*, const float*, const float*, size_t, cudaStream_t);
-template void gelu_backward(bf16_t*, const bf16_t*, const bf16_t*, size_t, cudaStream_t);
+#define INSTANTIATE(A)                                                                                \
+    template void gelu_forward(A*, const A*, const float*, int, int, cudaStream_t);                  \
+    template void gelu_backward(A*, const A*, const float*, const A*, int, int, cudaStream_t);
+INSTANTIATE(float)
+INSTANTIATE(bf16_t)
+#undef INSTANTIATE
 
 }  // namespace gpu

@@ -9,11 +9,13 @@ namespace gpu {
 namespace {
 
 // One thread per channel pair of a row: pairs 0..C-1 are q,k; pairs C..3C/2-1 are v.
-// FORWARD: out = R x. !FORWARD: out = R^T x (the backward). Both overwrite.
-// E: the element type of out and inp (fp32 arithmetic).
+// FORWARD: out = R (x + bias) (the qkv GEMM writes no bias; bias (3C) may be null).
+// !FORWARD: out = R^T x (the backward). Both overwrite. E: the element type of out and inp (fp32
+// arithmetic).
 template <bool FORWARD, class E>
-__global__ void rope_kernel(E* __restrict__ out, const E* __restrict__ inp, const float* __restrict__ cos_t,
-                            const float* __restrict__ sin_t, int T, int C, int D, size_t total_pairs) {
+__global__ void rope_kernel(E* __restrict__ out, const E* __restrict__ inp, const float* __restrict__ bias,
+                            const float* __restrict__ cos_t, const float* __restrict__ sin_t, int T, int C, int D,
+                            size_t total_pairs) {
     struct alignas(2 * sizeof(E)) Pair {
         E a, b;
     };
@@ -26,6 +28,7 @@ __global__ void rope_kernel(E* __restrict__ out, const E* __restrict__ inp, cons
         // e even, 3C even: the pair is aligned to its size (one vector access)
         const Pair p = *reinterpret_cast<const Pair*>(inp + idx);
         float2 x = {f32(p.a), f32(p.b)}, y;
+        if (FORWARD && bias) x.x += bias[e], x.y += bias[e + 1];
         if (e < 2 * C) {
             int t = (int)(bt % T);
             int j = (e % D) / 2;
@@ -48,11 +51,12 @@ __global__ void rope_kernel(E* __restrict__ out, const E* __restrict__ inp, cons
 }  // namespace
 
 template <class A>
-void rope_forward(A* out, const A* inp, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
-                  cudaStream_t stream) {
+void rope_forward(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
+                  int H, cudaStream_t stream) {
     size_t total = (size_t)B * T * 3 * C / 2;
     if (total == 0) return;
-    rope_kernel<true, dev_t<A>><<<grid_for(total, 256), 256, 0, stream>>>(dev(out), dev(inp), cos_t, sin_t, T, C, C / H, total);
+    rope_kernel<true, dev_t<A>>
+        <<<grid_for(total, 256), 256, 0, stream>>>(dev(out), dev(inp), bias, cos_t, sin_t, T, C, C / H, total);
     cudaCheckLaunch();
 }
 
@@ -61,12 +65,14 @@ void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_
                    cudaStream_t stream) {
     size_t total = (size_t)B * T * 3 * C / 2;
     if (total == 0) return;
-    rope_kernel<false, dev_t<A>><<<grid_for(total, 256), 256, 0, stream>>>(dev(dinp), dev(dout), cos_t, sin_t, T, C, C / H, total);
+    rope_kernel<false, dev_t<A>>
+        <<<grid_for(total, 256), 256, 0, stream>>>(dev(dinp), dev(dout), nullptr, cos_t, sin_t, T, C, C / H, total);
     cudaCheckLaunch();
 }
 
 #define INSTANTIATE(A)                                                                                             \
-    template void rope_forward(A*, const A*, const float*, const float*, int, int, int, int, cudaStream_t);         \
+    template void rope_forward(A*, const A*, const float*, const float*, const float*, int, int, int, int,          \
+                               cudaStream_t);                                                                   \
     template void rope_backward(A*, const A*, const float*, const float*, int, int, int, int, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)

@@ -176,7 +176,8 @@ struct GPT {
         bool train = false;
         bool borrowed = false;  // a view of the training activations' buffers (GPT::ensure_acts)
         // per layer: att, the attention probabilities (B,H,T,T), or with cfg.flash lse, the
-        // log-sum-exps (B,H,T) (the other one is null)
+        // log-sum-exps (B,H,T) (the other one is null). With RoPE, qkv is the GEMM's output without
+        // its bias (RoPE adds it into qkvr); fch is always without its bias (GELU adds it).
         A *encoded, *ln1, *qkv, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3, *proj, *lnf, *logits;
         T *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
         // classifier tiles: each row's running max and sum of exp (N), and with kActCopy d lnf
@@ -621,22 +622,25 @@ struct GPT {
             A* res3 = a.res3 + s * N * C;
             BK::layernorm_forward(ln1, a.ln1_mean + s * N, a.ln1_rstd + s * N, x, w.ln1w + l * C, w.ln1b + l * C,
                                   (int)N, (int)C);
-            BK::matmul_forward(qkv, ln1, qkv_weight(l), w.qkvb + l * 3 * C, (int)N, (int)C, (int)(3 * C));  // (B,T,3C)
-            if (qkvr != qkv) BK::rope_forward(qkvr, qkv, rope_cos, rope_sin, B, Tn, (int)C, H);
+            // The biases go in with the elementwise op after each GEMM (RoPE, the residual adds,
+            // GELU), not in a pass of their own; without RoPE the qkv GEMM adds its bias itself.
+            const T* qkvb = w.qkvb + l * 3 * C;
+            BK::matmul_forward(qkv, ln1, qkv_weight(l), pt.rotary ? nullptr : qkvb, (int)N, (int)C, (int)(3 * C));
+            if (pt.rotary) BK::rope_forward(qkvr, qkv, qkvb, rope_cos, rope_sin, B, Tn, (int)C, H);  // (B,T,3C)
             mark(Phase::attention, grad);
             if (cfg.flash)
                 BK::attention_forward_lse(atty, a.lse + s * att_size(B, Tn), qkvr, B, Tn, (int)C, H);  // (B,T,C)
             else
                 BK::attention_forward(atty, a.att + s * att_size(B, Tn), qkvr, B, Tn, (int)C, H);
             mark(Phase::rest, grad);
-            BK::matmul_forward(a.proj, atty, wa.projw + l * C * C, w.projb + l * C, (int)N, (int)C, (int)C);
-            BK::residual_forward(res2, x, a.proj, N * C);
+            BK::matmul_forward(a.proj, atty, wa.projw + l * C * C, nullptr, (int)N, (int)C, (int)C);
+            BK::residual_forward(res2, x, a.proj, w.projb + l * C, (int)N, (int)C);
             BK::layernorm_forward(ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, res2, w.ln2w + l * C, w.ln2b + l * C,
                                   (int)N, (int)C);
-            BK::matmul_forward(fch, ln2, wa.fcw + l * 4 * C * C, w.fcb + l * 4 * C, (int)N, (int)C, (int)(4 * C));
-            BK::gelu_forward(fch_gelu, fch, N * 4 * C);
-            BK::matmul_forward(a.proj, fch_gelu, wa.fc2w + l * 4 * C * C, w.fc2b + l * C, (int)N, (int)(4 * C), (int)C);
-            BK::residual_forward(res3, res2, a.proj, N * C);
+            BK::matmul_forward(fch, ln2, wa.fcw + l * 4 * C * C, nullptr, (int)N, (int)C, (int)(4 * C));
+            BK::gelu_forward(fch_gelu, fch, w.fcb + l * 4 * C, (int)N, (int)(4 * C));
+            BK::matmul_forward(a.proj, fch_gelu, wa.fc2w + l * 4 * C * C, nullptr, (int)N, (int)(4 * C), (int)C);
+            BK::residual_forward(res3, res2, a.proj, w.fc2b + l * C, (int)N, (int)C);
         }
         const A* xL = a.res3 + (a.train ? cfg.L - 1 : 0) * N * C;
         BK::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xL, w.lnfw, w.lnfb, (int)N, (int)C);
@@ -739,7 +743,7 @@ struct GPT {
             const A* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
             BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, g.fc2b + l * C, a.dres, a.fch_gelu + l * N * 4 * C,
                                 wa.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
-            BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, a.dfch_gelu, N * 4 * C);
+            BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, w.fcb + l * 4 * C, a.dfch_gelu, (int)N, (int)(4 * C));
             BK::matmul_backward(a.dln, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, a.dfch, a.ln2 + l * N * C,
                                 wa.fcw + l * 4 * C * C, (int)N, (int)C, (int)(4 * C));
             BK::layernorm_backward(a.dres, g.ln2w + l * C, g.ln2b + l * C, a.dln, a.res2 + l * N * C, w.ln2w + l * C,

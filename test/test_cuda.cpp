@@ -200,12 +200,16 @@ std::string test_rope_forward() {
     Rng r(11);
     RopeSetup s;
     size_t n = (size_t)s.B * s.T * 3 * s.C;
-    Vec x = randn(n, r), ref(n);
-    cpu::rope_forward(ref.data(), x.data(), s.cos_t.data(), s.sin_t.data(), s.B, s.T, s.C, s.H);
-    DBuf gx(x), go(randn(n, r)), gc(s.cos_t), gs(s.sin_t);
-    gpu::rope_forward(go.p, gx.p, gc.p, gs.p, s.B, s.T, s.C, s.H, gpu::main_stream());
+    Vec x = randn(n, r), bias = randn((size_t)3 * s.C, r);
+    DBuf gx(x), go(randn(n, r)), gc(s.cos_t), gs(s.sin_t), gb(bias);
     std::string why;
-    expect_close(why, "out", go.get(), ref, 1e-6);
+    for (bool with_bias : {false, true}) {  // the qkv bias added before the rotation, or none
+        Vec ref(n);
+        cpu::rope_forward(ref.data(), x.data(), with_bias ? bias.data() : nullptr, s.cos_t.data(), s.sin_t.data(), s.B,
+                          s.T, s.C, s.H);
+        gpu::rope_forward(go.p, gx.p, with_bias ? gb.p : nullptr, gc.p, gs.p, s.B, s.T, s.C, s.H, gpu::main_stream());
+        expect_close(why, with_bias ? "out (bias)" : "out", go.get(), ref, 1e-6);
+    }
     return why;
 }
 
@@ -310,41 +314,57 @@ std::string test_attention_long() {
 }
 
 // ---------------------------------------------------------------- elementwise
+// Rows of kEwC channels (an odd count: the bias index wraps mid-vector), with the bias of the
+// linear layer before the op (fp32, broadcast over rows) or none.
+constexpr int kEwN = 303, kEwC = 33;
+
 std::string test_gelu_forward() {
     Rng r(50);
-    const size_t n = 10007;
-    Vec x = randn(n, r, 2.0), ref(n);
-    cpu::gelu_forward(ref.data(), x.data(), n);
-    DBuf gx(x), go(n);
-    gpu::gelu_forward(go.p, gx.p, n, gpu::main_stream());
+    const size_t n = (size_t)kEwN * kEwC;
+    Vec x = randn(n, r, 2.0), bias = randn(kEwC, r);
+    DBuf gx(x), go(n), gb(bias);
     std::string why;
-    expect_close(why, "out", go.get(), ref, 1e-6);
+    for (bool with_bias : {false, true}) {
+        Vec ref(n);
+        cpu::gelu_forward(ref.data(), x.data(), with_bias ? bias.data() : nullptr, kEwN, kEwC);
+        gpu::gelu_forward(go.p, gx.p, with_bias ? gb.p : nullptr, kEwN, kEwC, gpu::main_stream());
+        expect_close(why, with_bias ? "out (bias)" : "out", go.get(), ref, 1e-6);
+    }
     return why;
 }
 
 std::string test_gelu_backward() {
     Rng r(51);
-    const size_t n = 10007;
-    Vec x = randn(n, r, 2.0), d = randn(n, r), dx0 = randn(n, r), dx = dx0;  // dx0: to be overwritten
-    cpu::gelu_backward(dx.data(), x.data(), d.data(), n);
-    DBuf gx(x), gd(d), gdx(dx0);
-    gpu::gelu_backward(gdx.p, gx.p, gd.p, n, gpu::main_stream());
+    const size_t n = (size_t)kEwN * kEwC;
+    Vec x = randn(n, r, 2.0), d = randn(n, r), dx0 = randn(n, r), bias = randn(kEwC, r);  // dx0: to be overwritten
+    DBuf gx(x), gd(d), gb(bias);
     std::string why;
-    expect_close(why, "dinp", gdx.get(), dx, 1e-6);
+    for (bool with_bias : {false, true}) {
+        Vec dx = dx0;
+        cpu::gelu_backward(dx.data(), x.data(), with_bias ? bias.data() : nullptr, d.data(), kEwN, kEwC);
+        DBuf gdx(dx0);
+        gpu::gelu_backward(gdx.p, gx.p, with_bias ? gb.p : nullptr, gd.p, kEwN, kEwC, gpu::main_stream());
+        expect_close(why, with_bias ? "dinp (bias)" : "dinp", gdx.get(), dx, 1e-6);
+    }
     return why;
 }
 
 std::string test_residual_forward() {
     Rng r(52);
-    const size_t n = 10007;
-    Vec a = randn(n, r), b = randn(n, r), ref(n);
-    cpu::residual_forward(ref.data(), a.data(), b.data(), n);
-    DBuf ga(a), gb(b), go(n);
-    gpu::residual_forward(go.p, ga.p, gb.p, n, gpu::main_stream());
+    const size_t n = (size_t)kEwN * kEwC;
+    Vec a = randn(n, r), b = randn(n, r), bias = randn(kEwC, r);
     std::string why;
-    expect_close(why, "out", go.get(), ref, 0.0);
-    gpu::residual_forward(ga.p, ga.p, gb.p, n, gpu::main_stream());  // in place, as the model may call it
-    expect_close(why, "out (in place)", ga.get(), ref, 0.0);
+    for (bool with_bias : {false, true}) {
+        const float* hb = with_bias ? bias.data() : nullptr;
+        Vec ref(n);
+        cpu::residual_forward(ref.data(), a.data(), b.data(), hb, kEwN, kEwC);
+        DBuf ga(a), gb(b), go(n), gbias(bias);
+        const float* db = with_bias ? gbias.p : nullptr;
+        gpu::residual_forward(go.p, ga.p, gb.p, db, kEwN, kEwC, gpu::main_stream());
+        expect_close(why, with_bias ? "out (bias)" : "out", go.get(), ref, 0.0);
+        gpu::residual_forward(ga.p, ga.p, gb.p, db, kEwN, kEwC, gpu::main_stream());  // in place, as the model may
+        expect_close(why, with_bias ? "out (bias, in place)" : "out (in place)", ga.get(), ref, 0.0);
+    }
     return why;
 }
 

@@ -155,12 +155,12 @@ std::string test_rope() {
     rope_tables(cd, sd, T, C / H, 10000.0);
     Vec cs(cd.begin(), cd.end()), sn(sd.begin(), sd.end());
     size_t n = (size_t)B * T * 3 * C;
-    Vec x = bf16_round(randn(n, r)), out(n), d0 = bf16_round(randn(n, r)), d = d0;
-    cpu::rope_forward(out.data(), x.data(), cs.data(), sn.data(), B, T, C, H);
+    Vec x = bf16_round(randn(n, r)), out(n), d0 = bf16_round(randn(n, r)), d = d0, bias = randn((size_t)3 * C, r);
+    cpu::rope_forward(out.data(), x.data(), bias.data(), cs.data(), sn.data(), B, T, C, H);  // with the qkv bias
     cpu::rope_backward(d.data(), x.data(), cs.data(), sn.data(), B, T, C, H);  // x as the gradient
     DBf16 gx(x), go(n), gd(d0);
-    DBuf gc(cs), gs(sn);
-    gpu::rope_forward(go.p, gx.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
+    DBuf gc(cs), gs(sn), gb(bias);
+    gpu::rope_forward(go.p, gx.p, gb.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
     gpu::rope_backward(gd.p, gx.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
     std::string why;
     expect_close(why, "out", go.get(), out, kOut);
@@ -183,23 +183,27 @@ std::string test_crope_expand() {
 }
 
 // ---------------------------------------------------------------- elementwise
+// with the fp32 bias of the linear layer before each op, as the model calls them (rows of an odd
+// channel count: the bias index wraps mid-vector)
 std::string test_gelu_residual() {
     Rng r(7);
-    const size_t n = 10007;
-    Vec x = bf16_round(randn(n, r, 2.0)), y = bf16_round(randn(n, r)), out(n), sum(n);
+    const int N = 303, C = 33;
+    const size_t n = (size_t)N * C;
+    Vec x = bf16_round(randn(n, r, 2.0)), y = bf16_round(randn(n, r)), out(n), sum(n), bias = randn(C, r);
     Vec d = bf16_round(randn(n, r)), dx0 = bf16_round(randn(n, r)), dx = dx0;
-    cpu::gelu_forward(out.data(), x.data(), n);
-    cpu::gelu_backward(dx.data(), x.data(), d.data(), n);
-    cpu::residual_forward(sum.data(), x.data(), y.data(), n);
+    cpu::gelu_forward(out.data(), x.data(), bias.data(), N, C);
+    cpu::gelu_backward(dx.data(), x.data(), bias.data(), d.data(), N, C);
+    cpu::residual_forward(sum.data(), x.data(), y.data(), bias.data(), N, C);
     DBf16 gx(x), gy(y), go(n), gd(d), gdx(dx0), gs(n);
-    gpu::gelu_forward(go.p, gx.p, n, gpu::main_stream());
-    gpu::gelu_backward(gdx.p, gx.p, gd.p, n, gpu::main_stream());
-    gpu::residual_forward(gs.p, gx.p, gy.p, n, gpu::main_stream());
+    DBuf gb(bias);
+    gpu::gelu_forward(go.p, gx.p, gb.p, N, C, gpu::main_stream());
+    gpu::gelu_backward(gdx.p, gx.p, gb.p, gd.p, N, C, gpu::main_stream());
+    gpu::residual_forward(gs.p, gx.p, gy.p, gb.p, N, C, gpu::main_stream());
     std::string why;
     expect_close(why, "gelu out", go.get(), out, kOut);
     expect_close(why, "gelu dinp", gdx.get(), dx, kOut);
     expect_close(why, "residual out", gs.get(), sum, kOut);
-    gpu::residual_forward(gx.p, gx.p, gy.p, n, gpu::main_stream());  // in place, as the model may call it
+    gpu::residual_forward(gx.p, gx.p, gy.p, gb.p, N, C, gpu::main_stream());  // in place, as the model may call it
     expect_close(why, "residual in place", gx.get(), sum, kOut);
     return why;
 }

@@ -187,18 +187,25 @@ static void op_checks(Rng& rng) {
 
     Vec rc, rs;
     rope_tables(rc, rs, T, D, 10000.0);
-    Vec rin = randn(N * 3 * C, rng);
+    // the bias of the layer before RoPE or GELU goes in with it: its gradient is the column sums
+    // of the input gradient (what the linear layer's backward computes from it)
+    auto column_sums = [](const Vec& x, size_t cols) {
+        Vec s(cols, 0.0);
+        for (size_t i = 0; i < x.size(); i++) s[i % cols] += x[i];
+        return s;
+    };
+    Vec rin = randn(N * 3 * C, rng), rb = randn(3 * C, rng);
     OpCheck{"rope",
-            {{"qkv", &rin}},
+            {{"qkv", &rin}, {"bias", &rb}},
             [&] {
                 Vec o(N * 3 * C);
-                K::rope_forward(o.data(), rin.data(), rc.data(), rs.data(), B, T, C, H);
+                K::rope_forward(o.data(), rin.data(), rb.data(), rc.data(), rs.data(), B, T, C, H);
                 return o;
             },
             [&](const Vec& d) {
                 Vec di(N * 3 * C);
                 K::rope_backward(di.data(), d.data(), rc.data(), rs.data(), B, T, C, H);
-                return std::vector<Vec>{di};
+                return std::vector<Vec>{di, column_sums(di, 3 * C)};
             }}
         .run(rng);
 
@@ -221,18 +228,18 @@ static void op_checks(Rng& rng) {
             }}
         .run(rng);
 
-    Vec gx = randn(N * 4 * C, rng, 2.0);
+    Vec gx = randn(N * 4 * C, rng, 2.0), gb = randn(4 * C, rng);
     OpCheck{"gelu",
-            {{"inp", &gx}},
+            {{"inp", &gx}, {"bias", &gb}},
             [&] {
                 Vec o(gx.size());
-                K::gelu_forward(o.data(), gx.data(), gx.size());
+                K::gelu_forward(o.data(), gx.data(), gb.data(), N, 4 * C);
                 return o;
             },
             [&](const Vec& d) {
                 Vec dx(gx.size());
-                K::gelu_backward(dx.data(), gx.data(), d.data(), gx.size());
-                return std::vector<Vec>{dx};
+                K::gelu_backward(dx.data(), gx.data(), gb.data(), d.data(), N, 4 * C);
+                return std::vector<Vec>{dx, column_sums(dx, 4 * C)};
             }}
         .run(rng);
 
@@ -396,8 +403,9 @@ static void rope_relative(Rng& rng) {
     Vec cs, sn;
     rope_tables(cs, sn, T + shift, D, 10000.0);
     Vec in = randn(T * 3 * C, rng), a(T * 3 * C), b(T * 3 * C), c(T * 3 * C);
-    cpu::rope_forward(a.data(), in.data(), cs.data(), sn.data(), 1, T, C, H);
-    cpu::rope_forward(b.data(), in.data(), cs.data() + shift * D / 2, sn.data() + shift * D / 2, 1, T, C, H);
+    cpu::rope_forward(a.data(), in.data(), (const double*)nullptr, cs.data(), sn.data(), 1, T, C, H);
+    cpu::rope_forward(b.data(), in.data(), (const double*)nullptr, cs.data() + shift * D / 2, sn.data() + shift * D / 2,
+                      1, T, C, H);
     auto score = [&](const Vec& x, int t, int t2, int h) {
         double s = 0;
         for (int d = 0; d < D; d++) s += x[t * 3 * C + h * D + d] * x[t2 * 3 * C + C + h * D + d];

@@ -167,7 +167,7 @@ void forward(const Case& v, Buffers<A>& b, const Shape& s) {
             gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kRopeThenFlash:
-            gpu::rope_forward(b.qkvr.p, b.qkv.p, b.cos_t.p, b.sin_t.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::rope_forward(b.qkvr.p, b.qkv.p, nullptr, b.cos_t.p, b.sin_t.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkvr.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kFlashRopeLoad:  // fp32 only (kCases)
@@ -203,7 +203,9 @@ bool check(const Case& v, const Shape& s) {
     std::vector<float> cos_t, sin_t, out(s.nout()), att(s.natt()), scratch(s.natt()), dqkv(s.nqkv(), 0.0f);
     rope_tables_f(cos_t, sin_t, s);
     std::vector<float> qkvr = qkv;
-    if (uses_rope(v)) cpu::rope_forward(qkvr.data(), qkv.data(), cos_t.data(), sin_t.data(), s.B, s.T, s.C(), s.H);
+    if (uses_rope(v))
+        cpu::rope_forward(qkvr.data(), qkv.data(), (const float*)nullptr, cos_t.data(), sin_t.data(), s.B, s.T, s.C(),
+                          s.H);
     cpu::attention_forward(out.data(), att.data(), qkvr.data(), s.B, s.T, s.C(), s.H);
     Buffers<A> b(s, v, qkv, dout, cos_t, sin_t);
     forward(v, b, s);
