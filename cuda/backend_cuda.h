@@ -143,8 +143,8 @@ void classifier_loss(A* logits, float* losses, const int* targets, int N, int V,
 // the running max m and sum of exp s, and the target's logit into losses; then the losses, and m
 // becomes the log-sum-exp; then per tile, dlogits over z from it.
 template <class A>
-void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0,
-                         int V, cudaStream_t stream);
+void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V,
+                         cudaStream_t stream);
 void classifier_tile_loss(float* losses, float* m, const float* s, int N, cudaStream_t stream);
 template <class A>
 void classifier_tile_dlogits(A* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale,

@@ -55,8 +55,8 @@ void gelu_backward(A* dinp, const A* inp, const float* bias, const A* dout, int 
     cudaCheckLaunch();
 }
 
-#define INSTANTIATE(A)                                                                                \
-    template void gelu_forward(A*, const A*, const float*, int, int, cudaStream_t);                  \
+#define INSTANTIATE(A)                                                              \
+    template void gelu_forward(A*, const A*, const float*, int, int, cudaStream_t); \
     template void gelu_backward(A*, const A*, const float*, const A*, int, int, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)

@@ -161,8 +161,8 @@ bool tile_packs(const void* z, int w) {
 }  // namespace
 
 template <class A>
-void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0,
-                         int V, cudaStream_t stream) {
+void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V,
+                         cudaStream_t stream) {
     if (N <= 0 || w <= 0) return;
     using E = dev_t<A>;
     const int blocks = ceil_div(N, kTileWarps), threads = 32 * kTileWarps;
@@ -216,11 +216,10 @@ void softmax_crossentropy(A* logits, float* losses, const int* targets, int N, i
     classifier_loss(logits, losses, targets, N, V, V, dscale, stream);
 }
 
-#define INSTANTIATE(A)                                                                                   \
-    template void classifier_loss(A*, float*, const int*, int, int, int, float, cudaStream_t);          \
-    template void softmax_crossentropy(A*, float*, const int*, int, int, float, cudaStream_t);                \
-    template void classifier_tile_lse(const A*, float*, float*, float*, const int*, int, int, int, int,    \
-                                      cudaStream_t);                                                      \
+#define INSTANTIATE(A)                                                                                                 \
+    template void classifier_loss(A*, float*, const int*, int, int, int, float, cudaStream_t);                         \
+    template void softmax_crossentropy(A*, float*, const int*, int, int, float, cudaStream_t);                         \
+    template void classifier_tile_lse(const A*, float*, float*, float*, const int*, int, int, int, int, cudaStream_t); \
     template void classifier_tile_dlogits(A*, const float*, const int*, int, int, int, int, float, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)

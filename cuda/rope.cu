@@ -70,9 +70,9 @@ void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_
     cudaCheckLaunch();
 }
 
-#define INSTANTIATE(A)                                                                                             \
-    template void rope_forward(A*, const A*, const float*, const float*, const float*, int, int, int, int,          \
-                               cudaStream_t);                                                                   \
+#define INSTANTIATE(A)                                                                                     \
+    template void rope_forward(A*, const A*, const float*, const float*, const float*, int, int, int, int, \
+                               cudaStream_t);                                                              \
     template void rope_backward(A*, const A*, const float*, const float*, int, int, int, int, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)

@@ -510,7 +510,7 @@ double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int ac
     // see GPT::ensure_acts: activations (act_bytes each) and the fp32 buffers beside them
     double acts = N * C * 3 + logits + (train ? L : 1) * (N * C * (16 + rot) + probs);
     double f32 = N * 3 + (train ? L : 1) * (N * 4 + lse);                   // LayerNorm stats, losses, lse
-    if (tile > 0) f32 += 2 * N + (train && act_bytes != 4 ? N * C : 0);   // each row's max and sum; d lnf in fp32
+    if (tile > 0) f32 += 2 * N + (train && act_bytes != 4 ? N * C : 0);     // each row's max and sum; d lnf in fp32
     if (train) acts += N * C * (3 + 3 + rot + 8) + probs;                   // backward buffers (+ dscores)
     double crope_w = cq ? L * 3 * C * C : 0, crope_g = cq ? 3 * C * C : 0;  // expanded weights (act), their grad
     double copy = act_bytes != 4 ? params : 0;  // the GEMMs' copy of the weights (model.h: GPT::wc)

@@ -157,7 +157,7 @@ std::string test_rope() {
     size_t n = (size_t)B * T * 3 * C;
     Vec x = bf16_round(randn(n, r)), out(n), d0 = bf16_round(randn(n, r)), d = d0, bias = randn((size_t)3 * C, r);
     cpu::rope_forward(out.data(), x.data(), bias.data(), cs.data(), sn.data(), B, T, C, H);  // with the qkv bias
-    cpu::rope_backward(d.data(), x.data(), cs.data(), sn.data(), B, T, C, H);  // x as the gradient
+    cpu::rope_backward(d.data(), x.data(), cs.data(), sn.data(), B, T, C, H);                // x as the gradient
     DBf16 gx(x), go(n), gd(d0);
     DBuf gc(cs), gs(sn), gb(bias);
     gpu::rope_forward(go.p, gx.p, gb.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
@@ -374,10 +374,12 @@ std::string test_memory_tiles() {
         using BK = decltype(backend);
         for (int warm = 0; warm < 2; warm++) step_bytes<BK>(rows, B, T), step_bytes<BK>(tiles, B, T);
         double got = (double)step_bytes<BK>(tiles, B, T) - (double)step_bytes<BK>(rows, B, T);
-        double want = model_memory_bytes(tiles, B, T, true, act_bytes) - model_memory_bytes(rows, B, T, true, act_bytes);
+        double want =
+            model_memory_bytes(tiles, B, T, true, act_bytes) - model_memory_bytes(rows, B, T, true, act_bytes);
         if (got != want)
             append(why, std::to_string(act_bytes * 8) + "-bit activations: tiles change the memory by " +
-                            std::to_string((long long)got) + " bytes, the estimate by " + std::to_string((long long)want));
+                            std::to_string((long long)got) + " bytes, the estimate by " +
+                            std::to_string((long long)want));
     };
     check(CudaBackend{}, 4);
     check(CB16{}, 2);

@@ -325,8 +325,10 @@ std::vector<double> eval_batches(Pos pos, bool use_graph, bool* graphed) {
         std::vector<double> m = g.eval_read();
         if (m.size() != 3) throw std::runtime_error("eval_read returned " + std::to_string(m.size()) + " losses for 3");
         losses.insert(losses.end(), m.begin(), m.end());
-        if constexpr (BK::graphs) *graphed = *graphed && g.eval_graph;
-        else *graphed = false;
+        if constexpr (BK::graphs)
+            *graphed = *graphed && g.eval_graph;
+        else
+            *graphed = false;
     }
     return losses;
 }

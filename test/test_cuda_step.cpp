@@ -134,8 +134,8 @@ std::string tile_case(int N, int V, int Vp, int tile, float dscale, uint64_t see
             }
         });
 
-    std::string why, tag = std::string(bf16 ? "bf16" : "fp32") + " N=" + std::to_string(N) + " V=" +
-                           std::to_string(V) + " Vp=" + std::to_string(Vp) + " tile=" + std::to_string(tile);
+    std::string why, tag = std::string(bf16 ? "bf16" : "fp32") + " N=" + std::to_string(N) + " V=" + std::to_string(V) +
+                           " Vp=" + std::to_string(Vp) + " tile=" + std::to_string(tile);
     expect_close(why, tag + " losses", glosses, losses, 1e-5);
     expect_close(why, tag + " log-sum-exps", gm, m, 1e-5);
     Vec rows = z, row_losses(N);  // the row kernel's twin on the whole rows
@@ -158,11 +158,11 @@ template <class E>
 std::string test_classifier_tiles() {
     std::string why;
     for (float dscale : {1.0f / 13, 0.0f}) {
-        append(why, tile_case<E>(13, 300, 384, 128, dscale, 1));   // 3 tiles, padding in the last: vector loads
-        append(why, tile_case<E>(13, 300, 300, 100, dscale, 2));   // unpadded; bf16: 100 % 8 != 0, scalar
-        append(why, tile_case<E>(5, 97, 97, 33, dscale, 3));       // odd width: scalar, partial last tile
-        append(why, tile_case<E>(7, 97, 128, 16, dscale, 4));      // the last tile is all padding
-        append(why, tile_case<E>(3, 1100, 1152, 1152, dscale, 5)); // one tile, more columns than a warp's loads
+        append(why, tile_case<E>(13, 300, 384, 128, dscale, 1));    // 3 tiles, padding in the last: vector loads
+        append(why, tile_case<E>(13, 300, 300, 100, dscale, 2));    // unpadded; bf16: 100 % 8 != 0, scalar
+        append(why, tile_case<E>(5, 97, 97, 33, dscale, 3));        // odd width: scalar, partial last tile
+        append(why, tile_case<E>(7, 97, 128, 16, dscale, 4));       // the last tile is all padding
+        append(why, tile_case<E>(3, 1100, 1152, 1152, dscale, 5));  // one tile, more columns than a warp's loads
     }
     return why;
 }

@@ -326,8 +326,8 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
             num[i] = (fp - fm) / (2 * h);
         }
         double e = rel_err(a, num);
-        table_row(std::string(flash ? "model_flash_" : tile ? "model_tiles_" : "model_") + pos_name(pos), t.name, e,
-                  t.numel);
+        const char* check = flash ? "model_flash_" : tile ? "model_tiles_" : "model_";
+        table_row(check + std::string(pos_name(pos)), t.name, e, t.numel);
         if (!(e < kTol)) {
             ok = false;
             worst = t.name + " rel err " + fmt(e);

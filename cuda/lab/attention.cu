@@ -167,7 +167,8 @@ void forward(const Case& v, Buffers<A>& b, const Shape& s) {
             gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kRopeThenFlash:
-            gpu::rope_forward(b.qkvr.p, b.qkv.p, nullptr, b.cos_t.p, b.sin_t.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::rope_forward(b.qkvr.p, b.qkv.p, nullptr, b.cos_t.p, b.sin_t.p, s.B, s.T, s.C(), s.H,
+                              gpu::main_stream());
             gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkvr.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kFlashRopeLoad:  // fp32 only (kCases)
