@@ -6,8 +6,8 @@
 // for k, +2C for v), so consecutive heads are D floats apart and rows are 3C apart); then a
 // causal softmax kernel writes the probabilities P into att (B,H,T,T) with exact zeros
 // above the diagonal; then out = P V (GEMM), written straight into (B,T,C).
-// Backward: dP = dO V^T ; dV += P^T dO ; dS = P * (dP - rowsum(P * dP)) ; dQ += scale dS K ;
-// dK += scale dS^T Q. dP and dS live in `scratch` (B,H,T,T).
+// Backward: dP = dO V^T ; dV = P^T dO ; dS = P * (dP - rowsum(P * dP)) ; dQ = scale dS K ;
+// dK = scale dS^T Q. dP and dS live in `scratch` (B,H,T,T). Every backward here overwrites dqkv.
 //
 // The GEMMs compute the full T x T squares (the upper triangle is wasted work, its P and dS
 // entries are exactly 0). A fused flash-style kernel would avoid that and the (B,H,T,T)
@@ -124,13 +124,13 @@ void dqkv_gemms(A* dqkv, const A* dout, const A* qkv, const A* att, const A* ds,
         const A* att_b = att + (size_t)b * H * TT;
         const A* s_b = ds + (size_t)b * H * TT;
         A* dq = dqkv + (size_t)b * T * C3;
-        // dV[t2] += sum_t1 P[t1,t2] dO_t1 : column-major dV^T (D x T) += dO^T P
-        gemm_cm_strided_batched(false, true, D, T, T, 1.0f, dout_b, C, D, att_b, T, TT, 1.0f, dq + 2 * C, C3, D, H,
+        // dV[t2] = sum_t1 P[t1,t2] dO_t1 : column-major dV^T (D x T) = dO^T P
+        gemm_cm_strided_batched(false, true, D, T, T, 1.0f, dout_b, C, D, att_b, T, TT, 0.0f, dq + 2 * C, C3, D, H,
                                 stream);
-        // dQ[t1] += scale sum_t2 dS[t1,t2] k_t2 : column-major dQ^T (D x T) += K^T dS^T
-        gemm_cm_strided_batched(false, false, D, T, T, sc, q + C, C3, D, s_b, T, TT, 1.0f, dq, C3, D, H, stream);
-        // dK[t2] += scale sum_t1 dS[t1,t2] q_t1 : column-major dK^T (D x T) += Q^T dS
-        gemm_cm_strided_batched(false, true, D, T, T, sc, q, C3, D, s_b, T, TT, 1.0f, dq + C, C3, D, H, stream);
+        // dQ[t1] = scale sum_t2 dS[t1,t2] k_t2 : column-major dQ^T (D x T) = K^T dS^T
+        gemm_cm_strided_batched(false, false, D, T, T, sc, q + C, C3, D, s_b, T, TT, 0.0f, dq, C3, D, H, stream);
+        // dK[t2] = scale sum_t1 dS[t1,t2] q_t1 : column-major dK^T (D x T) = Q^T dS
+        gemm_cm_strided_batched(false, true, D, T, T, sc, q, C3, D, s_b, T, TT, 0.0f, dq + C, C3, D, H, stream);
     }
 }
 
@@ -233,7 +233,7 @@ __global__ void flash_delta_kernel(float* __restrict__ delta, const X* __restric
 
 // dK and dV: a block owns kRows keys and walks the query tiles from its diagonal to T.
 // Per (query i, key j): p = exp(s - lse_i), dv_j += p dO_i, ds = p (dO_i . v_j - delta_i),
-// dk_j += scale ds q_i. grid (B*H, ceil(T/kRows)).
+// dk_j += scale ds q_i; the sums written over dqkv's k and v. grid (B*H, ceil(T/kRows)).
 template <int D, class X>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_backward_dkdv_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
@@ -285,13 +285,13 @@ __global__ void __launch_bounds__(kFlashThreads)
     for (int e = 0; e < E; e++) {
         X& gk = g[C + r + kQuad * e];
         X& gv = g[2 * C + r + kQuad * e];
-        gk = from_f32<X>(f32(gk) + scale * dk[e]);
-        gv = from_f32<X>(f32(gv) + dv[e]);
+        gk = from_f32<X>(scale * dk[e]);
+        gv = from_f32<X>(dv[e]);
     }
 }
 
 // dQ: a block owns kRows queries and walks the key tiles up to its diagonal:
-// dq_i += scale sum_j p (dO_i . v_j - delta_i) k_j. grid (B*H, ceil(T/kRows)).
+// dq_i = scale sum_j p (dO_i . v_j - delta_i) k_j, written over dqkv's q. grid (B*H, ceil(T/kRows)).
 template <int D, class X>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_backward_dq_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     }
     if (t >= T) return;
     X* g = dqkv + ((size_t)b * T + t) * C3 + h * D;
-    for (int e = 0; e < E; e++) g[r + kQuad * e] = from_f32<X>(f32(g[r + kQuad * e]) + scale * dq[e]);
+    for (int e = 0; e < E; e++) g[r + kQuad * e] = from_f32<X>(scale * dq[e]);
 }
 
 // ---- flash attention, bf16 tensor cores (WMMA) ------------------------------------------------
@@ -527,8 +527,8 @@ __global__ void __launch_bounds__(kWmmaThreads)
     if (j >= T) return;
     bf16* g = dqkv + ((size_t)b * T + j) * C3 + h * D + half * D / 2;
     for (int i = 0; i < D / 2; i++) {
-        g[C + i] = __float2bfloat16_rn(__bfloat162float(g[C + i]) + scale * dk[i]);
-        g[2 * C + i] = __float2bfloat16_rn(__bfloat162float(g[2 * C + i]) + dv[i]);
+        g[C + i] = __float2bfloat16_rn(scale * dk[i]);
+        g[2 * C + i] = __float2bfloat16_rn(dv[i]);
     }
 }
 
@@ -576,7 +576,7 @@ __global__ void __launch_bounds__(kWmmaThreads)
     }
     if (t >= T) return;
     bf16* g = dqkv + ((size_t)b * T + t) * C3 + h * D + half * D / 2;
-    for (int i = 0; i < D / 2; i++) g[i] = __float2bfloat16_rn(__bfloat162float(g[i]) + scale * dq[i]);
+    for (int i = 0; i < D / 2; i++) g[i] = __float2bfloat16_rn(scale * dq[i]);
 }
 
 // Calls f(std::integral_constant<int, D>) when the kernels are instantiated for head size D
@@ -640,7 +640,7 @@ void attention_forward(A* out, A* att, const A* qkv, int B, int T, int C, int H,
     pv_gemm(out, att, qkv, B, T, C, H, stream);
 }
 
-// dqkv (B,T,3C) += gradient; scratch (B,H,T,T) is overwritten (holds dP, then dS)
+// dqkv (B,T,3C) = gradient (overwritten); scratch (B,H,T,T) is overwritten (holds dP, then dS)
 template <class A>
 void attention_backward(A* dqkv, A* scratch, const A* dout, const A* qkv, const A* att, int B, int T, int C, int H,
                         cudaStream_t stream) {
@@ -672,7 +672,7 @@ void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C
     cudaCheckLaunch();
 }
 
-// dqkv (B,T,3C) += gradient; out (B,T,C) and lse (B,H,T) from attention_forward_lse
+// dqkv (B,T,3C) = gradient (overwritten); out (B,T,C) and lse (B,H,T) from attention_forward_lse
 template <class A>
 void attention_backward_lse(A* dqkv, const A* dout, const A* qkv, const A* out, const float* lse, int B, int T, int C,
                             int H, cudaStream_t stream) {

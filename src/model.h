@@ -751,7 +751,6 @@ struct GPT {
             // a.dres now holds d(res2[l])
             BK::matmul_backward(a.datty, g.projw + l * C * C, g.projb + l * C, a.dres, a.atty + l * N * C,
                                 wa.projw + l * C * C, (int)N, (int)C, (int)C);
-            BK::zero(a.dqkvr, N * 3 * C);
             const size_t at = l * att_size(B, Tn);
             mark(Phase::attention);
             if (cfg.flash)

@@ -6,6 +6,7 @@
 // Both run the same per-row code below, so they differ only where backward rebuilds a
 // probability as exp(s - lse) instead of reading the stored exp(s - max) / sum.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -90,15 +91,27 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H
         }
 }
 
-// dqkv (B,T,3C) += gradient; scratch (B,H,T,T) holds d(scores).
+// Zeroes the q, k and v channels of head h in every row of batch b of dqkv (B,T,3C): the
+// backward overwrites its gradient, and the rows add into these.
+template <class T>
+void zero_head_grads(T* dqkv, int b, int h, int Tn, int C, int H) {
+    const int D = C / H;
+    for (int t = 0; t < Tn; t++)
+        for (int part = 0; part < 3; part++)
+            std::fill_n(dqkv + ((size_t)b * Tn + t) * 3 * C + part * C + h * D, D, T(0));
+}
+
+// dqkv (B,T,3C) = gradient (overwritten); scratch (B,H,T,T) holds d(scores).
 // Parallel over (b,h) only: dk and dv of one head sum over all query rows t.
 template <class T>
 void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int B, int Tn, int C, int H) {
 #pragma omp parallel for
-    for (int bh = 0; bh < B * H; bh++)
+    for (int bh = 0; bh < B * H; bh++) {
+        zero_head_grads(dqkv, bh / H, bh % H, Tn, C, H);
         for (int t = 0; t < Tn; t++)
             attention_row_backward(dqkv, scratch + ((size_t)bh * Tn + t) * Tn, att + ((size_t)bh * Tn + t) * Tn, dout,
                                    qkv, bh / H, bh % H, t, Tn, C, H);
+    }
 }
 
 // out (B,T,C), lse (B,H,T): the same output as attention_forward, keeping only each row's
@@ -119,7 +132,7 @@ void attention_forward_lse(T* out, T* lse, const T* qkv, int B, int Tn, int C, i
     }
 }
 
-// dqkv (B,T,3C) += gradient, from the row log-sum-exps of attention_forward_lse: each row's
+// dqkv (B,T,3C) = gradient (overwritten), from the row log-sum-exps of attention_forward_lse: each row's
 // probabilities are rebuilt as exp(q.k / sqrt(D) - lse). The forward output (B,T,C) is part
 // of the signature for the GPU kernels (they take rowsum(dO * out)); this loop does not need it.
 template <class T>
@@ -133,6 +146,7 @@ void attention_backward_lse(T* dqkv, const T* dout, const T* qkv, const T* /*out
 #pragma omp for
         for (int bh = 0; bh < B * H; bh++) {
             int b = bh / H, h = bh % H;
+            zero_head_grads(dqkv, b, h, Tn, C, H);
             for (int t = 0; t < Tn; t++) {
                 const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * D;
                 for (int t2 = 0; t2 <= t; t2++) {
