@@ -841,18 +841,32 @@ struct GPT {
     // `scalars`. With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
     // kActCopy: AdamW writes the compute copy in the same pass; with ZeRO-1 the gathered weights
     // of the other ranks' shards are rounded afterwards.
+    // The update is elementwise, so each run of adjacent tensors with the same weight decay is one
+    // call (with decay=all, the whole buffer: one kernel, not one per tensor).
     void adamw(const AdamWConfig& o) {
         mark(Phase::adamw);
-        for (const auto& p : buf_layout) {
-            size_t b = std::max(p.offset, shard.begin), e = std::min(p.offset + p.numel, shard.end);
-            if (b >= e) continue;
+        size_t b = 0, e = 0;  // the run [b, e) of this rank's shard
+        float wd = 0;
+        auto update_run = [&] {
+            if (b >= e) return;
             T *pb = params + b, *gb = grads + b, *mb = m + (b - shard.begin), *vb = v + (b - shard.begin);
-            float wd = (o.decay_all || p.matrix) ? o.wd : 0.0f;
             if constexpr (kActCopy)
                 BK::adamw_update(pb, gb, mb, vb, wc + b, e - b, scalars, o.beta1, o.beta2, o.eps, wd);
             else
                 BK::adamw_update(pb, gb, mb, vb, e - b, scalars, o.beta1, o.beta2, o.eps, wd);
+        };
+        for (const auto& p : buf_layout) {
+            const size_t pb = std::max(p.offset, shard.begin), pe = std::min(p.offset + p.numel, shard.end);
+            const float pwd = (o.decay_all || p.matrix) ? o.wd : 0.0f;
+            if (pb >= pe) continue;
+            if (pb == e && pwd == wd) {
+                e = pe;  // the run goes on
+                continue;
+            }
+            update_run();
+            b = pb, e = pe, wd = pwd;
         }
+        update_run();
         if (shard.zero) {
             BK::allgather(params, shard.block);
             refresh_compute_copy();
