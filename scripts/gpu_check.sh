@@ -494,6 +494,8 @@ IFS=: read -r key label L H C <<<"${SETTINGS[0]}"
 for head in $TILES_MAIN; do
   bench_row "$key" "$label, classifier_tile ${head#tile}" "$L" "$H" "$C" rope bf16 graph "$head"
 done
+head=${TILES_MAIN%% *}  # the first tile width profiled too: the per-phase table's head with tiles
+bench_row "$key" "$label, classifier_tile ${head#tile}" "$L" "$H" "$C" rope bf16 profile "$head"
 # What the graph gains (the same step launched op by op), and the per-phase breakdown (profiling
 # runs eagerly: the events sit between the ops)
 for setting in "${SETTINGS[@]}"; do
