@@ -63,11 +63,12 @@ bool same_bits(const Vec& a, const Vec& b) {
 }
 
 // kSteps queued steps, read one step late (step k+1 is queued before step k is read), with an
-// evaluation at kEvalT after the second step.
+// evaluation at kEvalT after the second step. tile > 0: the classifier over vocabulary tiles.
 template <class BK>
-Run queued_steps(Pos pos, bool use_graph) {
+Run queued_steps(Pos pos, bool use_graph, int tile = 0) {
     ModelConfig mc = small_model(pos);
     mc.flash = std::is_same<BK, CudaBackendBf16>::value;  // fp32: the cublas attention; bf16: flash
+    mc.classifier_tile = tile;
     GPT<BK> g(mc);
     g.init(7);
     g.use_graph = use_graph;
@@ -134,7 +135,7 @@ std::string test_graph_vs_eager(Pos pos) {
     Run eager = queued_steps<CB>(pos, false);
     std::string why = identical("graph vs eager", graph, eager);
     if (graph.graphs != 1) append(why, "graph run: " + std::to_string(graph.graphs) + " graphs alive, want 1");
-    // at least every layer's forward and backward kernels and AdamW's launches (one per tensor)
+    // at least every layer's forward and backward kernels and AdamW's launch
     if (graph.nodes < 50) append(why, "graph run: " + std::to_string(graph.nodes) + " nodes, want 50 or more");
     if (eager.nodes != 0) append(why, "eager run: a graph of " + std::to_string(eager.nodes) + " nodes");
     if (eager.graphs != 0) append(why, "eager run: " + std::to_string(eager.graphs) + " graphs alive, want 0");
@@ -145,6 +146,17 @@ std::string test_graph_vs_eager(Pos pos) {
 std::string test_graph_vs_eager_bf16(Pos pos) {
     using BB = CudaBackendBf16;
     return identical("bf16 graph vs eager", queued_steps<BB>(pos, true), queued_steps<BB>(pos, false));
+}
+
+// The classifier over vocabulary tiles (32 columns: four tiles of V = 97 padded to 128) in the
+// graph, in fp32 and bf16.
+std::string test_graph_vs_eager_tiles() {
+    std::string why = identical("tiles graph vs eager", queued_steps<CB>(Pos::rope, true, 32),
+                                queued_steps<CB>(Pos::rope, false, 32));
+    using BB = CudaBackendBf16;
+    append(why, identical("bf16 tiles graph vs eager", queued_steps<BB>(Pos::rope, true, 32),
+                          queued_steps<BB>(Pos::rope, false, 32)));
+    return why;
 }
 
 std::string test_queued_vs_sync(Pos pos) {
@@ -354,7 +366,8 @@ static std::vector<TestCase> all_tests() {
     std::vector<TestCase> t = {{"cuda_sum_squares_to", CUDA_FN(test_sum_squares_to)},
                                {"cuda_clip_grad", CUDA_FN(test_clip_grad)},
                                {"cuda_graph_capture_refuses_sync", CUDA_FN(test_capture_refuses_sync)},
-                               {"cuda_graph_scratch_growth", CUDA_FN(test_scratch_growth)}};
+                               {"cuda_graph_scratch_growth", CUDA_FN(test_scratch_growth)},
+                               {"cuda_graph_vs_eager_tiles_rope", CUDA_FN(test_graph_vs_eager_tiles)}};
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
         std::string n = scheme.name;
