@@ -244,7 +244,7 @@ struct GPT {
     // at the first step after an eager one (which sized every scratch buffer).
     bool use_graph = false;
     typename BK::Graph graph{};
-    AdamWConfig graph_opt;   // the settings the graph was captured with (kernel arguments in it)
+    AdamWConfig graph_opt;   // the settings of the graph (its kernel arguments: it is dropped when they change)
     size_t graph_nodes = 0;  // nodes of the last graph captured (kernels, GEMMs, memsets, copies)
     int eager_steps = 0;     // train steps run eagerly since the graph was last dropped
     // Evaluation batches queued without waiting (eval_queue): each batch's per-token losses copied
@@ -538,12 +538,8 @@ struct GPT {
             eval_queue(inputs, targets, B, Tn);
             return eval_read().front();
         }
-        if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
-        Acts& a = grad ? train_acts : eval_acts;
-        ensure_acts(a, B, Tn, grad);
-        size_t N = (size_t)B * Tn;
-        BK::copy_ints_from_host(a.inputs, inputs, N);
-        if (targets) BK::copy_ints_from_host(a.targets, targets, N);
+        Acts& a = upload(inputs, targets, B, Tn, grad);
+        const size_t N = (size_t)B * Tn;
         forward_pass(a, targets != nullptr);
         if (!targets) return 0.0;
         host_losses.resize(N);
@@ -554,15 +550,12 @@ struct GPT {
     // device: the uploads, the forward pass and the loss, and an asynchronous copy of the per-token
     // losses into pinned memory. eval_read() returns the queued batches' mean losses.
     void eval_queue(const int* inputs, const int* targets, int B, int Tn) {
-        if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
-        Acts& a = eval_acts;
-        ensure_acts(a, B, Tn, false);
-        const size_t N = (size_t)B * Tn;
-        BK::copy_ints_from_host(a.inputs, inputs, N);
-        BK::copy_ints_from_host(a.targets, targets, N);
-        eval_forward(a);
+        Acts& a = upload(inputs, targets, B, Tn, false);
+        // with use_graph the replay of eval_graph, captured when a second batch of this shape comes
+        auto forward = [&] { forward_pass(a, true); };
+        if (!replay(eval_graph, eval_eager, forward)) forward(), eval_eager = true;
         if (eval_queued == eval_losses.size()) eval_losses.emplace_back();
-        eval_losses[eval_queued++].fetch(a.losses, N);  // read at the last eval_read
+        eval_losses[eval_queued++].fetch(a.losses, (size_t)B * Tn);  // read at the last eval_read
         BK::event_record(eval_done);
     }
     // The mean loss of each batch queued by eval_queue since the last call, in order; waits for them.
@@ -573,18 +566,16 @@ struct GPT {
         eval_queued = 0;
         return means;
     }
-    // The evaluation forward (with the loss) of a: eagerly, or with use_graph as the replay of
-    // eval_graph, captured when a second batch of the same shape comes.
-    void eval_forward(Acts& a) {
-        if constexpr (BK::graphs) {
-            if (graph_step(use_graph, profile) && eval_eager) {
-                if (!eval_graph) eval_graph = BK::capture([&] { forward_pass(a, true); }, nullptr);
-                BK::graph_launch(eval_graph);
-                return;
-            }
-        }
-        forward_pass(a, true);
-        eval_eager = true;
+    // The activations for (B, Tn) (training's or evaluation's) with inputs and, if given, targets
+    // (host ids) uploaded into them.
+    Acts& upload(const int* inputs, const int* targets, int B, int Tn, bool train) {
+        if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
+        Acts& a = train ? train_acts : eval_acts;
+        ensure_acts(a, B, Tn, train);
+        const size_t N = (size_t)B * Tn;
+        BK::copy_ints_from_host(a.inputs, inputs, N);
+        if (targets) BK::copy_ints_from_host(a.targets, targets, N);
+        return a;
     }
 
     // The mean of n per-token losses, summed in order in double (the same on every backend).
@@ -888,13 +879,9 @@ struct GPT {
     // after an eager one is captured as a CUDA graph and every later step replays it: all that
     // changes from step to step is read from device memory (a.inputs, a.targets, scalars).
     void train_step(const int* inputs, const int* targets, int B, int Tn, const AdamWConfig& opt, float lr, int t) {
-        if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
         if (unread.size() == 2) throw std::logic_error("train_step: two steps are unread (read_step)");
-        Acts& a = train_acts;
-        ensure_acts(a, B, Tn, true);
-        size_t N = (size_t)B * Tn;
-        BK::copy_ints_from_host(a.inputs, inputs, N);
-        BK::copy_ints_from_host(a.targets, targets, N);
+        Acts& a = upload(inputs, targets, B, Tn, true);
+        const size_t N = (size_t)B * Tn;
         BK::copy_scalars_from_host(scalars, adamw_scalars(lr, opt.beta1, opt.beta2, t));
         Readback& r = readback[next_readback];
         next_readback ^= 1;
@@ -905,7 +892,9 @@ struct GPT {
             BK::clip_grad(scalars, opt.grad_clip);
             adamw(opt);
         };
-        if (!replay(step, opt)) step(), eager_steps++;
+        if (graph && !(opt == graph_opt)) drop_graph();  // its kernels hold the old settings
+        graph_opt = opt;
+        if (!replay(graph, eager_steps > 0, step, &graph_nodes)) step(), eager_steps++;
         r.losses.fetch(a.losses, N);  // its last step was read
         BK::copy_to_host_async(r.scalars, scalars, sizeof(StepScalars));
         BK::event_record(r.done);
@@ -927,16 +916,16 @@ struct GPT {
         return BK::graphs && use_graph && !profile && !dist::group().mpi;
     }
 
-    // Runs `step` as the replay of its CUDA graph (captured now if there is none); false when the
-    // step is to run eagerly: not graph_step, or no eager step yet since the graph was dropped
-    // (the first sizes the grow-only scratch buffers).
+    // Runs `work` as the replay of graph g (captured now if there is none; *nodes: its size); false
+    // when the work is to run eagerly: not graph_step, or not warm (no eager run since g was
+    // dropped: the first sizes the grow-only scratch buffers). The training step's graph and
+    // evaluation's.
     template <class F>
-    bool replay(const F& step, const AdamWConfig& opt) {
+    bool replay(typename BK::Graph& g, bool warm, const F& work, size_t* nodes = nullptr) {
         if constexpr (BK::graphs) {
-            if (graph && !(opt == graph_opt)) drop_graph();  // its kernels hold the old settings
-            if (!graph_step(use_graph, profile) || eager_steps == 0) return false;
-            if (!graph) graph = BK::capture(step, &graph_nodes), graph_opt = opt;
-            BK::graph_launch(graph);
+            if (!graph_step(use_graph, profile) || !warm) return false;
+            if (!g) g = BK::capture(work, nodes);
+            BK::graph_launch(g);
             return true;
         }
         return false;
