@@ -195,6 +195,13 @@ __device__ inline E from_f32(float x) {
         return __float2bfloat16_rn(x);
 }
 
+// x[i] plus the bias (C) of a linear layer broadcast over rows of C (bias may be null), in fp32:
+// the elementwise op after a GEMM adds its bias (gelu.cu, residual.cu)
+template <class E>
+__device__ inline float biased(const E* x, const float* bias, size_t i, int C) {
+    return f32(x[i]) + (bias ? bias[i % C] : 0.0f);
+}
+
 // ---- warp / block reductions ------------------------------------------------------------
 // Butterfly reductions: every lane ends with the full result; the order of operations is
 // fixed, so results are bitwise reproducible.

@@ -9,12 +9,6 @@ namespace {
 
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
 
-// inp[i] + bias (C) broadcast over rows (bias may be null), in fp32
-template <class E>
-__device__ inline float biased(const E* inp, const float* bias, size_t i, int C) {
-    return f32(inp[i]) + (bias ? bias[i % C] : 0.0f);
-}
-
 template <class E>
 __global__ void gelu_forward_kernel(E* __restrict__ out, const E* __restrict__ inp, const float* __restrict__ bias,
                                     int C, size_t n) {

@@ -13,7 +13,7 @@ namespace {
 template <class E>
 __global__ void residual_forward_kernel(E* out, const E* a, const E* b, const float* bias, int C, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = from_f32<E>(f32(a[i]) + (f32(b[i]) + (bias ? bias[i % C] : 0.0f)));
+        out[i] = from_f32<E>(f32(a[i]) + biased(b, bias, i, C));
 }
 
 }  // namespace
