@@ -326,7 +326,7 @@ std::string test_model_copy(Pos pos) {
 }
 
 // What a training step of GPT<BK> allocates: the model and its activations (the kernels'
-// scratch buffers have grown to this shape in an earlier run of both backends).
+// scratch buffers have grown to this shape in an earlier run: step_difference).
 template <class BK>
 size_t step_bytes(const ModelConfig& mc, int B, int T) {
     Rng r(14);
@@ -340,22 +340,39 @@ size_t step_bytes(const ModelConfig& mc, int B, int T) {
     return CB::current_memory() - before;
 }
 
-// bf16 saves what the estimate (train --memory: model_memory_bytes) says it saves, to the byte:
-// 2 bytes of each activation (with the cublas attention, of its probabilities and their
-// gradient too), less the bf16 copy of the weights.
-std::string test_memory(Pos pos, bool flash) {
+// What a training step of config b on backend BB allocates minus one of config a on BA, and
+// what the estimate (train --memory: model_memory_bytes) says the difference is, with each
+// backend's activation bytes. Each step runs once first: the kernels' scratch buffers grow to
+// its shape before it is measured.
+struct Difference {
+    double got, want;
+};
+template <class BA, class BB>
+Difference step_difference(const ModelConfig& a, const ModelConfig& b) {
+    const int B = 2, T = 33;
+    auto act_bytes = [](auto backend) { return (int)sizeof(typename decltype(backend)::act); };
+    step_bytes<BA>(a, B, T), step_bytes<BB>(b, B, T);
+    return {(double)step_bytes<BB>(b, B, T) - (double)step_bytes<BA>(a, B, T),
+            model_memory_bytes(b, B, T, true, act_bytes(BB{})) - model_memory_bytes(a, B, T, true, act_bytes(BA{}))};
+}
+
+ModelConfig memory_model(Pos pos, bool flash, int V) {
     ModelConfig mc;
     mc.pos = pos;
-    mc.L = 2, mc.H = 4, mc.C = 32, mc.V = 97, mc.maxT = 48, mc.flash = flash, mc.classifier_chunk = 40;
-    const int B = 2, T = 33;
-    step_bytes<CudaBackend>(mc, B, T);
-    step_bytes<CB16>(mc, B, T);
-    double saved = (double)step_bytes<CudaBackend>(mc, B, T) - (double)step_bytes<CB16>(mc, B, T);
-    double want = model_memory_bytes(mc, B, T, true, 4) - model_memory_bytes(mc, B, T, true, 2);
-    if (saved != want)
-        return "bf16 saves " + std::to_string((long long)saved) + " bytes, the estimate says " +
-               std::to_string((long long)want);
-    if (!(want > 0)) return "the estimate saves nothing: " + fmt(want);
+    mc.L = 2, mc.H = 4, mc.C = 32, mc.V = V, mc.maxT = 48, mc.flash = flash, mc.classifier_chunk = 40;
+    return mc;
+}
+
+// bf16 saves what the estimate says it saves, to the byte: 2 bytes of each activation (with the
+// cublas attention, of its probabilities and their gradient too), less the bf16 copy of the
+// weights.
+std::string test_memory(Pos pos, bool flash) {
+    const ModelConfig mc = memory_model(pos, flash, 97);
+    const Difference d = step_difference<CudaBackend, CB16>(mc, mc);
+    if (d.got != d.want)
+        return "bf16 saves " + std::to_string((long long)-d.got) + " bytes, the estimate says " +
+               std::to_string((long long)-d.want);
+    if (!(d.want < 0)) return "the estimate saves nothing: " + fmt(-d.want);
     return "";
 }
 
@@ -363,26 +380,18 @@ std::string test_memory(Pos pos, bool flash) {
 // says, to the byte, in fp32 and bf16: the logits of one (N, tile) tile instead of one chunk of
 // rows, each row's max and sum, and in bf16 d lnf summed in fp32.
 std::string test_memory_tiles() {
-    ModelConfig rows;
-    rows.pos = Pos::rope;
-    rows.L = 2, rows.H = 4, rows.C = 32, rows.V = 300, rows.maxT = 48, rows.flash = true, rows.classifier_chunk = 40;
+    const ModelConfig rows = memory_model(Pos::rope, true, 300);
     ModelConfig tiles = rows;
     tiles.classifier_tile = 128;
-    const int B = 2, T = 33;
     std::string why;
-    auto check = [&](auto backend, int act_bytes) {
-        using BK = decltype(backend);
-        for (int warm = 0; warm < 2; warm++) step_bytes<BK>(rows, B, T), step_bytes<BK>(tiles, B, T);
-        double got = (double)step_bytes<BK>(tiles, B, T) - (double)step_bytes<BK>(rows, B, T);
-        double want =
-            model_memory_bytes(tiles, B, T, true, act_bytes) - model_memory_bytes(rows, B, T, true, act_bytes);
-        if (got != want)
-            append(why, std::to_string(act_bytes * 8) + "-bit activations: tiles change the memory by " +
-                            std::to_string((long long)got) + " bytes, the estimate by " +
-                            std::to_string((long long)want));
+    auto check = [&](const char* what, const Difference& d) {
+        if (d.got != d.want)
+            append(why, std::string(what) + " activations: tiles change the memory by " +
+                            std::to_string((long long)d.got) + " bytes, the estimate by " +
+                            std::to_string((long long)d.want));
     };
-    check(CudaBackend{}, 4);
-    check(CB16{}, 2);
+    check("fp32", step_difference<CudaBackend, CudaBackend>(rows, tiles));
+    check("bf16", step_difference<CB16, CB16>(rows, tiles));
     return why;
 }
 
