@@ -283,10 +283,8 @@ __global__ void __launch_bounds__(kFlashThreads)
     if (j >= T) return;
     X* g = dqkv + ((size_t)b * T + j) * C3 + h * D;
     for (int e = 0; e < E; e++) {
-        X& gk = g[C + r + kQuad * e];
-        X& gv = g[2 * C + r + kQuad * e];
-        gk = from_f32<X>(scale * dk[e]);
-        gv = from_f32<X>(dv[e]);
+        g[C + r + kQuad * e] = from_f32<X>(scale * dk[e]);
+        g[2 * C + r + kQuad * e] = from_f32<X>(dv[e]);
     }
 }
 
