@@ -359,6 +359,42 @@ std::string test_eval_graph(Pos pos) {
     return why;
 }
 
+// Calls out of order are refused with a logic_error naming the call (GPU and CPU): a third
+// training step while two are unread, a read with none queued, and a synchronous evaluation
+// while evaluation batches are queued.
+template <class BK>
+std::string call_order(const char* what) {
+    GPT<BK> g(small_model(Pos::rope));
+    g.init(7);
+    std::vector<int> in = tokens(kB * kT, 1), tg = tokens(kB * kT, 2);
+    std::string why;
+    auto expect_refused = [&](const char* call, const std::string& message, const std::function<void()>& f) {
+        try {
+            f();
+            append(why, std::string(what) + ": " + call + " was not refused");
+        } catch (const std::logic_error& e) {
+            if (std::string(e.what()).find(message) == std::string::npos)
+                append(why, std::string(what) + ": " + call + " refused with '" + e.what() + "'");
+        }
+    };
+    auto step = [&](int t) { g.train_step(in.data(), tg.data(), kB, kT, kOpt, lr_of(t), t); };
+    step(1), step(2);
+    expect_refused("a third unread step", "two steps are unread", [&] { step(3); });
+    g.read_step(), g.read_step();
+    expect_refused("read_step with none queued", "no step queued", [&] { g.read_step(); });
+    g.eval_queue(in.data(), tg.data(), kB, kT);
+    expect_refused("forward while evaluation batches are queued", "evaluation batches are queued",
+                   [&] { g.forward(in.data(), tg.data(), kB, kT, false); });
+    if (g.eval_read().size() != 1) append(why, std::string(what) + ": the queued batch was lost");
+    return why;
+}
+
+std::string test_call_order() {
+    std::string why = call_order<CB>("gpu");
+    append(why, call_order<K>("cpu"));
+    return why;
+}
+
 }  // namespace
 #endif  // HAVE_CUDA
 
@@ -367,7 +403,8 @@ static std::vector<TestCase> all_tests() {
                                {"cuda_clip_grad", CUDA_FN(test_clip_grad)},
                                {"cuda_graph_capture_refuses_sync", CUDA_FN(test_capture_refuses_sync)},
                                {"cuda_graph_scratch_growth", CUDA_FN(test_scratch_growth)},
-                               {"cuda_graph_vs_eager_tiles_rope", CUDA_FN(test_graph_vs_eager_tiles)}};
+                               {"cuda_graph_vs_eager_tiles_rope", CUDA_FN(test_graph_vs_eager_tiles)},
+                               {"cuda_step_call_order_refused", CUDA_FN(test_call_order)}};
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
         std::string n = scheme.name;
