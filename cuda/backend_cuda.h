@@ -68,9 +68,10 @@ void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, i
 template <class A>
 void layernorm_forward(A* out, float* mean, float* rstd, const A* inp, const float* w, const float* b, int N, int C,
                        cudaStream_t stream);
+// dsum, when given, adds the column sums of dinp as updated (src/ops/layernorm.h says why).
 template <class A>
-void layernorm_backward(A* dinp, float* dw, float* db, const A* dout, const A* inp, const float* w, const float* mean,
-                        const float* rstd, int N, int C, cudaStream_t stream);
+void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dout, const A* inp, const float* w,
+                        const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
 
 // bf16: bf16 tensor-core GEMMs with fp32 accumulation; dw, dbias fp32. matmul_backward
 // overwrites dinp and adds to dw, dbias (src/ops/matmul.h); matmul_dinp_add adds to dinp, in A

@@ -231,6 +231,41 @@ __device__ inline T block_sum(T v, T* shared) {
     return r;
 }
 
+// ---- sums over rows in one launch -----------------------------------------------------------
+// A column sum over N rows, deterministic and in one kernel: each block writes the sums of its
+// own fixed rows (its partial), takes a ticket, and the block that finishes last adds the
+// partials in block order. The bits do not depend on the order the blocks ran in.
+
+// True, in all its threads, in the block that finishes last: the other blocks' partials are
+// written and visible then. count (zero before the launch) is zero again after it, ready for
+// the next launch or graph replay. One count per kernel: kernels on one stream run one at a time.
+__device__ inline bool last_block(unsigned* count) {
+    __shared__ bool last;
+    const unsigned blocks = gridDim.x * gridDim.y;
+    __threadfence();  // this block's partial, before its ticket
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        last = atomicInc(count, blocks - 1) == blocks - 1;  // wraps to 0
+        // the ticket, before the block reads the partials
+        __threadfence();
+    }
+    __syncthreads();
+    return last;
+}
+
+// dst(c) += the sum over k < nparts of partial[k * ncols + c], in k order, by the block's threads.
+// L2 loads (__ldcg): the partials were written by other blocks during this launch.
+template <class Dst>
+__device__ inline void add_partials(Dst dst, const float* partial, int nparts, int ncols) {
+    const int nthreads = blockDim.x * blockDim.y;
+    for (int c = threadIdx.y * blockDim.x + threadIdx.x; c < ncols; c += nthreads) {
+        float t = 0.0f;
+#pragma unroll 8
+        for (int k = 0; k < nparts; k++) t += __ldcg(partial + (size_t)k * ncols + c);
+        dst(c) += t;
+    }
+}
+
 // Online log-sum-exp: merge (m, s) with (m2, s2), where s = sum of exp(x - m) over a set of
 // x with max m. An empty set is (-inf, 0); it is guarded so exp(-inf - -inf) = NaN never
 // appears.

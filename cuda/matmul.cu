@@ -81,11 +81,14 @@ __global__ void add_bias_kernel(E* __restrict__ out, const float* __restrict__ b
     }
 }
 
-// Deterministic column sums, stage 1: block (cx, chunk) sums rows of one chunk for 32 columns.
+// Deterministic column sums in one kernel: block (cx, chunk) sums the rows of one chunk for 32
+// columns into partial (nchunks, C); the last block to finish adds the chunks in order (common.cuh).
 constexpr int kColY = 8;
+__device__ unsigned g_column_sum_count;  // last_block's ticket counter
+
 template <class E>
-__global__ void column_sum_partial_kernel(float* __restrict__ partial, const E* __restrict__ x, int N, int C,
-                                          int rows_per_chunk) {
+__global__ void column_sum_kernel(float* __restrict__ dst, float* __restrict__ partial, const E* __restrict__ x, int N,
+                                  int C, int rows_per_chunk) {
     __shared__ float s[kColY][33];
     int c = blockIdx.x * 32 + threadIdx.x;
     int r0 = blockIdx.y * rows_per_chunk;
@@ -100,16 +103,7 @@ __global__ void column_sum_partial_kernel(float* __restrict__ partial, const E* 
         for (int y = 0; y < kColY; y++) t += s[y][threadIdx.x];
         partial[(size_t)blockIdx.y * C + c] = t;
     }
-}
-
-// stage 2: dst[c] += sum over chunks in order
-__global__ void column_sum_final_kernel(float* __restrict__ dst, const float* __restrict__ partial, int nchunks,
-                                        int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float t = 0.0f;
-    for (int k = 0; k < nchunks; k++) t += partial[(size_t)k * C + c];
-    dst[c] += t;
+    if (last_block(&g_column_sum_count)) add_partials([&](int k) -> float& { return dst[k]; }, partial, gridDim.y, C);
 }
 
 bool aligned16(const void* p) {
@@ -126,10 +120,8 @@ void column_sum_accumulate(float* dst, const A* x, int N, int C, cudaStream_t st
     const int nchunks = ceil_div(N, rows_per_chunk);
     static Scratch<float> s_partial;
     float* partial = s_partial.get((size_t)nchunks * C);
-    column_sum_partial_kernel<dev_t<A>>
-        <<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY), 0, stream>>>(partial, dev(x), N, C, rows_per_chunk);
-    cudaCheckLaunch();
-    column_sum_final_kernel<<<ceil_div(C, 256), 256, 0, stream>>>(dst, partial, nchunks, C);
+    column_sum_kernel<dev_t<A>>
+        <<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY), 0, stream>>>(dst, partial, dev(x), N, C, rows_per_chunk);
     cudaCheckLaunch();
 }
 

@@ -10,8 +10,12 @@ namespace {
 constexpr int kNormBlocks = 512;  // fixed (not device-dependent), so the bits never change
 constexpr int kNormThreads = 256;
 
-// partial[block] = sum over this block's grid-stride share of x[i]^2, in double
-__global__ void sum_squares_kernel(double* __restrict__ partial, const float* __restrict__ x, size_t n) {
+// partial[block] = sum over this block's grid-stride share of x[i]^2, in double; the block that
+// finishes last sums the partials one after another in block order into *out (one thread: 512
+// additions, the same order and bits as the host loop this replaces)
+__device__ unsigned g_sum_squares_count;  // last_block's ticket counter
+__global__ void sum_squares_kernel(double* __restrict__ out, double* __restrict__ partial, const float* __restrict__ x,
+                                   size_t n) {
     __shared__ double sh[32];
     double s = 0.0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -20,13 +24,9 @@ __global__ void sum_squares_kernel(double* __restrict__ partial, const float* __
     }
     s = block_sum(s, sh);
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
-}
-
-// *out = the partials summed one after another in block order (one thread: 512 additions, the
-// same order and bits as the host loop this replaces)
-__global__ void sum_partials_kernel(double* out, const double* partial, int n) {
+    if (!last_block(&g_sum_squares_count) || threadIdx.x != 0) return;
     double total = 0.0;
-    for (int i = 0; i < n; i++) total += partial[i];
+    for (unsigned b = 0; b < gridDim.x; b++) total += __ldcg(partial + b);
     *out = total;
 }
 
@@ -43,9 +43,7 @@ void sum_squares_to(double* out, const float* x, size_t n, cudaStream_t stream) 
         cudaCheck(cudaMemsetAsync(out, 0, sizeof(double), stream));
         return;
     }
-    sum_squares_kernel<<<kNormBlocks, kNormThreads, 0, stream>>>(partial, x, n);
-    cudaCheckLaunch();
-    sum_partials_kernel<<<1, 1, 0, stream>>>(out, partial, kNormBlocks);
+    sum_squares_kernel<<<kNormBlocks, kNormThreads, 0, stream>>>(out, partial, x, n);
     cudaCheckLaunch();
 }
 

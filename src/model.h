@@ -727,21 +727,24 @@ struct GPT {
         size_t N = (size_t)B * Tn, C = cfg.C;
         // forward() zeroed the gradients and left d lnf in a.dln (classifier)
         BK::zero(a.dres, N * C);
-        BK::layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dln, a.res3 + (cfg.L - 1) * N * C, w.lnfw, a.lnf_mean,
-                               a.lnf_rstd, (int)N, (int)C);
+        // Each LayerNorm backward adds into the residual stream's gradient, and also sums what it
+        // leaves there over the rows: the gradient of the bias of the branch added to the stream
+        // just before (res3 = res2 + fc2 out + fc2b, res2 = res3[l-1] + proj out + projb).
+        BK::layernorm_backward(a.dres, g.lnfw, g.lnfb, g.fc2b + (cfg.L - 1) * C, a.dln, a.res3 + (cfg.L - 1) * N * C,
+                               w.lnfw, a.lnf_mean, a.lnf_rstd, (int)N, (int)C);
         for (int l = cfg.L - 1; l >= 0; l--) {
             // a.dres holds d(res3[l]); the residual passes it on unchanged.
             const A* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
-            BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, g.fc2b + l * C, a.dres, a.fch_gelu + l * N * 4 * C,
+            BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, nullptr, a.dres, a.fch_gelu + l * N * 4 * C,
                                 wa.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
             BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, w.fcb + l * 4 * C, a.dfch_gelu, (int)N, (int)(4 * C));
             BK::matmul_backward(a.dln, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, a.dfch, a.ln2 + l * N * C,
                                 wa.fcw + l * 4 * C * C, (int)N, (int)C, (int)(4 * C));
-            BK::layernorm_backward(a.dres, g.ln2w + l * C, g.ln2b + l * C, a.dln, a.res2 + l * N * C, w.ln2w + l * C,
-                                   a.ln2_mean + l * N, a.ln2_rstd + l * N, (int)N, (int)C);
+            BK::layernorm_backward(a.dres, g.ln2w + l * C, g.ln2b + l * C, g.projb + l * C, a.dln, a.res2 + l * N * C,
+                                   w.ln2w + l * C, a.ln2_mean + l * N, a.ln2_rstd + l * N, (int)N, (int)C);
             // a.dres now holds d(res2[l])
-            BK::matmul_backward(a.datty, g.projw + l * C * C, g.projb + l * C, a.dres, a.atty + l * N * C,
-                                wa.projw + l * C * C, (int)N, (int)C, (int)C);
+            BK::matmul_backward(a.datty, g.projw + l * C * C, nullptr, a.dres, a.atty + l * N * C, wa.projw + l * C * C,
+                                (int)N, (int)C, (int)C);
             const size_t at = l * att_size(B, Tn);
             mark(Phase::attention);
             if (cfg.flash)
@@ -763,8 +766,8 @@ struct GPT {
                 BK::matmul_backward(a.dln, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C,
                                     wa.qkvw + l * 3 * C * C, (int)N, (int)C, (int)(3 * C));
             }
-            BK::layernorm_backward(a.dres, g.ln1w + l * C, g.ln1b + l * C, a.dln, x, w.ln1w + l * C, a.ln1_mean + l * N,
-                                   a.ln1_rstd + l * N, (int)N, (int)C);
+            BK::layernorm_backward(a.dres, g.ln1w + l * C, g.ln1b + l * C, l > 0 ? g.fc2b + (l - 1) * C : nullptr,
+                                   a.dln, x, w.ln1w + l * C, a.ln1_mean + l * N, a.ln1_rstd + l * N, (int)N, (int)C);
             // a.dres now holds d(x) = d(res3[l-1])
             start_grad_sum(l);  // layer l's gradients are final
         }

@@ -105,22 +105,28 @@ std::string test_layernorm_forward() {
     return why;
 }
 
+// With and without dsum (the residual branch's bias gradient: the column sums of dinp as
+// updated); N = 1100 spans 9 blocks of rows, the last one partial.
 std::string test_layernorm_backward() {
     Rng r(5);
     std::string why;
     for (auto [N, C] : std::vector<std::pair<int, int>>{{37, 48}, {1100, 72}, {64, 768}}) {
         Vec x = randn((size_t)N * C, r, 2.0), w = randn(C, r), b = randn(C, r), d = randn((size_t)N * C, r);
-        Vec dx0 = randn((size_t)N * C, r), dw0 = randn(C, r), db0 = randn(C, r);
+        Vec dx0 = randn((size_t)N * C, r), dw0 = randn(C, r), db0 = randn(C, r), ds0 = randn(C, r);
         Vec out((size_t)N * C), mean(N), rstd(N);
         cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-        Vec dx = dx0, dw = dw0, db = db0;
-        cpu::layernorm_backward(dx.data(), dw.data(), db.data(), d.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                                N, C);
-        DBuf gx(x), gw(w), gd(d), gm(mean), gr(rstd), gdx(dx0), gdw(dw0), gdb(db0);
-        gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C, gpu::main_stream());
-        expect_close(why, "dinp", gdx.get(), dx, 1e-5);
-        expect_close(why, "dw", gdw.get(), dw, 1e-4);
-        expect_close(why, "db", gdb.get(), db, 1e-4);
+        for (bool sum : {false, true}) {
+            Vec dx = dx0, dw = dw0, db = db0, ds = ds0;
+            cpu::layernorm_backward(dx.data(), dw.data(), db.data(), sum ? ds.data() : nullptr, d.data(), x.data(),
+                                    w.data(), mean.data(), rstd.data(), N, C);
+            DBuf gx(x), gw(w), gd(d), gm(mean), gr(rstd), gdx(dx0), gdw(dw0), gdb(db0), gds(ds0);
+            gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, sum ? gds.p : nullptr, gd.p, gx.p, gw.p, gm.p, gr.p, N, C,
+                                    gpu::main_stream());
+            expect_close(why, "dinp", gdx.get(), dx, 1e-5);
+            expect_close(why, "dw", gdw.get(), dw, 1e-4);
+            expect_close(why, "db", gdb.get(), db, 1e-4);
+            expect_close(why, sum ? "dsum" : "dsum (not asked for)", gds.get(), ds, sum ? 1e-4 : 0.0);
+        }
     }
     return why;
 }

@@ -100,15 +100,20 @@ std::string test_layernorm() {
     expect_close(why, "rstd", gr.get(), rstd, 1e-5);
 
     Vec dout = bf16_round(randn((size_t)N * C, r)), dx0 = bf16_round(randn((size_t)N * C, r));
-    Vec dw0 = randn(C, r), db0 = randn(C, r), dx = dx0, dw = dw0, db = db0;
-    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                            N, C);
+    Vec dw0 = randn(C, r), db0 = randn(C, r), ds0 = randn(C, r), dx = dx0, dw = dw0, db = db0;
+    cpu::layernorm_backward<float>(dx.data(), dw.data(), db.data(), nullptr, dout.data(), x.data(), w.data(),
+                                   mean.data(), rstd.data(), N, C);
     DBf16 gd(dout), gdx(dx0);
-    DBuf gdw(dw0), gdb(db0);
-    gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C, gpu::main_stream());
+    DBuf gdw(dw0), gdb(db0), gds(ds0);
+    gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gds.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C, gpu::main_stream());
     expect_close(why, "dinp", gdx.get(), dx, kOut);
     expect_close(why, "dw", gdw.get(), dw, 1e-4);
     expect_close(why, "db", gdb.get(), db, 1e-4);
+    // dsum: the column sums of dinp as stored, in bf16
+    Vec ds = ds0, gdx_host = gdx.get();
+    for (int i = 0; i < N; i++)
+        for (int c = 0; c < C; c++) ds[c] += gdx_host[(size_t)i * C + c];
+    expect_close(why, "dsum", gds.get(), ds, 1e-5);
     return why;
 }
 

@@ -116,8 +116,8 @@ static void op_checks(Rng& rng) {
             [&](const Vec& d) {
                 Vec o(N * C), m(N), r(N), dx(N * C), dw(C), db(C);
                 K::layernorm_forward(o.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
-                K::layernorm_backward(dx.data(), dw.data(), db.data(), d.data(), x.data(), w.data(), m.data(), r.data(),
-                                      N, C);
+                K::layernorm_backward(dx.data(), dw.data(), db.data(), nullptr, d.data(), x.data(), w.data(), m.data(),
+                                      r.data(), N, C);
                 return std::vector<Vec>{dx, dw, db};
             }}
         .run(rng);

@@ -1,6 +1,7 @@
 // Kernel lab: LayerNorm over the last dimension (eps 1e-5), forward and backward.
 //   1 trainer   cuda/layernorm.cu: one warp per row reading the row three times (mean, variance,
-//               output); backward dinp one warp per row, dw/db a separate two-stage column sum
+//               output); backward one kernel: dinp one warp per row, then the block's dw/db sums
+//               over its rows (read again, from cache), the last block adding the blocks' sums
 //   2 regs      one warp per row with the row held in registers: forward reads x once; backward
 //               fused: dinp and the block's dw/db partial sums from one read of x and dout
 //   3 regs-vec4 version 2 with float4 loads and stores
@@ -204,8 +205,8 @@ void forward(int vec, Bufs& q, int N, int C) {
 
 void backward(int vec, Bufs& q, int N, int C) {
     if (vec == 0)
-        return gpu::layernorm_backward(q.dinp.p, q.dw.p, q.db.p, q.dout.p, q.x.p, q.w.p, q.mean.p, q.rstd.p, N, C,
-                                       gpu::main_stream());
+        return gpu::layernorm_backward(q.dinp.p, q.dw.p, q.db.p, nullptr, q.dout.p, q.x.p, q.w.p, q.mean.p, q.rstd.p, N,
+                                       C, gpu::main_stream());
     const int blocks = gpu::ceil_div(N, kWarps * kRowsPerWarp);
     with_channels(C, [&](auto p) {
         constexpr int P = p.value;
@@ -226,8 +227,8 @@ bool check(const char* name, int vec, int N, int C) {
     auto x = q.x.host(), w = q.w.host(), b = q.b.host(), dout = q.dout.host();
     std::vector<float> out((size_t)N * C), mean(N), rstd(N), dinp((size_t)N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
     cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-    cpu::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
-                            rstd.data(), N, C);
+    cpu::layernorm_backward<float>(dinp.data(), dw.data(), db.data(), nullptr, dout.data(), x.data(), w.data(),
+                                   mean.data(), rstd.data(), N, C);
     forward(vec, q, N, C);
     backward(vec, q, N, C);
     return lab::report(name,

@@ -24,9 +24,13 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
     }
 }
 
+// dinp (N,C) += d inp; dw, db (C) += their gradients. dsum (C), when given, += the column sums
+// of dinp as updated: where dinp is the residual stream's gradient, the gradient of the bias of
+// the residual branch whose sum with the stream this LayerNorm reads (model.h), fused here to
+// save a pass over dinp.
 template <class T>
-void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean, const T* rstd,
-                        int N, int C) {
+void layernorm_backward(T* dinp, T* dw, T* db, T* dsum, const T* dout, const T* inp, const T* w, const T* mean,
+                        const T* rstd, int N, int C) {
     // dinp rows are independent; dw and db sum over rows, kept serial for a fixed order.
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
@@ -57,6 +61,9 @@ void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, cons
             db[c] += d[c];
         }
     }
+    if (dsum)
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < C; c++) dsum[c] += dinp[(size_t)i * C + c];
 }
 
 }  // namespace cpu

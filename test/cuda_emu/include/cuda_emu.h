@@ -316,6 +316,10 @@ template <class T>
 inline T __ldg(const T* p) {
     return *p;
 }
+template <class T>
+inline T __ldcg(const T* p) {
+    return *p;
+}
 long long clock64();
 inline void __nanosleep(unsigned) {}
 
