@@ -1,6 +1,6 @@
 // LayerNorm over the last dimension (eps 1e-5, biased variance), forward and backward.
-// Forward: one warp per row. Backward: one kernel, a warp per row for dinp, and dw, db (sums
-// over rows) by blocks of fixed rows whose partials the last block adds in order (common.cuh).
+// Forward and the dinp part of backward: one warp per row. dw, db (sums over rows) in a second
+// kernel: blocks of fixed rows, whose partial sums the last block adds in order (common.cuh).
 #include "backend_cuda.h"
 #include "common.cuh"
 
@@ -37,63 +37,78 @@ __global__ void layernorm_forward_kernel(E* __restrict__ out, float* __restrict_
     }
 }
 
-// One kernel for the whole backward. Block k takes rows [k * kBackRows, ...): its warps add
-//   dinp (N,C) += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * w
-// one row each at a time, then its threads sum the rows' dw and db terms (and dinp, for dsum)
-// channel by channel into its partial (nq, C); the last block to finish adds the partials in
-// block order into dw, db (and dsum): deterministic, one pass over dout and inp from DRAM.
-constexpr int kBackRows = 128;
-__device__ unsigned g_backward_count;  // last_block's ticket counter
+// dinp (N,C) += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * w;
+// one warp per row, every row in flight at once.
+template <class E>
+__global__ void layernorm_backward_dinp_kernel(E* __restrict__ dinp, const E* __restrict__ dout,
+                                               const E* __restrict__ inp, const float* __restrict__ w,
+                                               const float* __restrict__ mean, const float* __restrict__ rstd, int N,
+                                               int C) {
+    int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const E* x = inp + (size_t)row * C;
+    const E* d = dout + (size_t)row * C;
+    E* dx = dinp + (size_t)row * C;
+    float m = mean[row], r = rstd[row];
+    float sd = 0.0f, sdx = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float xhat = (f32(x[c]) - m) * r;
+        float dxhat = f32(d[c]) * w[c];
+        sd += dxhat;
+        sdx += dxhat * xhat;
+    }
+    sd = warp_sum(sd) / C;
+    sdx = warp_sum(sdx) / C;
+    for (int c = lane; c < C; c += 32) {
+        float xhat = (f32(x[c]) - m) * r;
+        dx[c] = from_f32<E>(f32(dx[c]) + r * (f32(d[c]) * w[c] - sd - xhat * sdx));
+    }
+}
+
+// The sums over rows, after dinp: dw (C) += sum dout * xhat, db += sum dout, and (dsum given)
+// dsum += sum dinp. Block (cx, chunk) sums the rows of one chunk for 32 channels into partial
+// (nchunks, nq, C) (threadIdx.x = channel, threadIdx.y = row phase); the last block to finish
+// adds the chunks in order (common.cuh). Few chunks: that last sum is short.
+constexpr int kColY = 8;
+__device__ unsigned g_sums_count;  // last_block's ticket counter
 
 template <class E>
-__global__ void layernorm_backward_kernel(E* __restrict__ dinp, float* __restrict__ dw, float* __restrict__ db,
-                                          float* __restrict__ dsum, float* __restrict__ partial,
-                                          const E* __restrict__ dout, const E* __restrict__ inp,
-                                          const float* __restrict__ w, const float* __restrict__ mean,
-                                          const float* __restrict__ rstd, int N, int C) {
-    const int r0 = blockIdx.x * kBackRows, r1 = min(N, r0 + kBackRows);
-    const int lane = threadIdx.x & 31;
-    for (int row = r0 + (threadIdx.x >> 5); row < r1; row += kWarpsPerBlock) {  // whole warps
-        const E* x = inp + (size_t)row * C;
-        const E* d = dout + (size_t)row * C;
-        E* dx = dinp + (size_t)row * C;
-        float m = mean[row], r = rstd[row];
-        float sd = 0.0f, sdx = 0.0f;
-        for (int c = lane; c < C; c += 32) {
-            float xhat = (f32(x[c]) - m) * r;
-            float dxhat = f32(d[c]) * w[c];
-            sd += dxhat;
-            sdx += dxhat * xhat;
-        }
-        sd = warp_sum(sd) / C;
-        sdx = warp_sum(sdx) / C;
-        for (int c = lane; c < C; c += 32) {
-            float xhat = (f32(x[c]) - m) * r;
-            dx[c] = from_f32<E>(f32(dx[c]) + r * (f32(d[c]) * w[c] - sd - xhat * sdx));
-        }
-    }
-    __syncthreads();  // dsum reads the block's dinp rows, written by other warps
+__global__ void layernorm_backward_sums_kernel(float* __restrict__ dw, float* __restrict__ db, float* __restrict__ dsum,
+                                               float* __restrict__ partial, const E* __restrict__ dinp,
+                                               const E* __restrict__ dout, const E* __restrict__ inp,
+                                               const float* __restrict__ mean, const float* __restrict__ rstd, int N,
+                                               int C, int rows_per_chunk) {
+    __shared__ float s[3][kColY][33];
     const int nq = dsum ? 3 : 2;
-    float* part = partial + (size_t)blockIdx.x * nq * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float aw = 0.0f, ab = 0.0f, as = 0.0f;
-        for (int row = r0; row < r1; row++) {
-            const size_t i = (size_t)row * C + c;
+    int c = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * rows_per_chunk;
+    int r1 = min(N, r0 + rows_per_chunk);
+    float a[3] = {0.0f, 0.0f, 0.0f};
+    if (c < C) {
+        for (int r = r0 + threadIdx.y; r < r1; r += kColY) {
+            const size_t i = (size_t)r * C + c;
             float d = f32(dout[i]);
-            aw += d * (f32(inp[i]) - mean[row]) * rstd[row];
-            ab += d;
-            if (dsum) as += f32(dinp[i]);
+            a[0] += d * (f32(inp[i]) - mean[r]) * rstd[r];
+            a[1] += d;
+            if (dsum) a[2] += f32(dinp[i]);
         }
-        part[c] = aw;
-        part[C + c] = ab;
-        if (dsum) part[2 * C + c] = as;
     }
-    if (!last_block(&g_backward_count)) return;
+    for (int q = 0; q < 3; q++) s[q][threadIdx.y][threadIdx.x] = a[q];
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        for (int q = 0; q < nq; q++) {
+            float t = 0.0f;
+            for (int y = 0; y < kColY; y++) t += s[q][y][threadIdx.x];
+            partial[((size_t)blockIdx.y * nq + q) * C + c] = t;
+        }
+    }
+    if (!last_block(&g_sums_count)) return;
     auto dst = [&](int k) -> float& {  // the partials' rows are dw, db, dsum
         if (k < C) return dw[k];
         return k < 2 * C ? db[k - C] : dsum[k - 2 * C];
     };
-    add_partials(dst, partial, gridDim.x, nq * C);
+    add_partials(dst, partial, gridDim.y, nq * C);
 }
 
 }  // namespace
@@ -111,12 +126,19 @@ template <class A>
 void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dout, const A* inp, const float* w,
                         const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
-    // The row blocks depend only on N (never on the device): the bits are the same on any GPU.
-    const int blocks = ceil_div(N, kBackRows);
+    layernorm_backward_dinp_kernel<dev_t<A>><<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream>>>(
+        dev(dinp), dev(dout), dev(inp), w, mean, rstd, N, C);
+    cudaCheckLaunch();
+
+    // Chunk count depends only on N (never on the device), so the bits are reproducible
+    // across GPUs too. ~64 rows per thread-row keeps enough blocks in flight.
+    const int rows_per_chunk = 512;
+    const int nchunks = ceil_div(N, rows_per_chunk);
+    const int nq = dsum ? 3 : 2;
     static Scratch<float> s_partial;
-    float* partial = s_partial.get((size_t)blocks * (dsum ? 3 : 2) * C);
-    layernorm_backward_kernel<dev_t<A>><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(
-        dev(dinp), dw, db, dsum, partial, dev(dout), dev(inp), w, mean, rstd, N, C);
+    float* partial = s_partial.get((size_t)nchunks * nq * C);
+    layernorm_backward_sums_kernel<dev_t<A>><<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY), 0, stream>>>(
+        dw, db, dsum, partial, dev(dinp), dev(dout), dev(inp), mean, rstd, N, C, rows_per_chunk);
     cudaCheckLaunch();
 }
 
