@@ -1,7 +1,7 @@
 // Kernel lab: LayerNorm over the last dimension (eps 1e-5), forward and backward.
 //   1 trainer   cuda/layernorm.cu: one warp per row reading the row three times (mean, variance,
-//               output); backward one kernel: dinp one warp per row, then the block's dw/db sums
-//               over its rows (read again, from cache), the last block adding the blocks' sums
+//               output); backward dinp one warp per row, then dw/db in a second kernel (row
+//               chunks' sums, added by the last block to finish)
 //   2 regs      one warp per row with the row held in registers: forward reads x once; backward
 //               fused: dinp and the block's dw/db partial sums from one read of x and dout
 //   3 regs-vec4 version 2 with float4 loads and stores
