@@ -68,6 +68,11 @@ void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, i
 template <class A>
 void layernorm_forward(A* out, float* mean, float* rstd, const A* inp, const float* w, const float* b, int N, int C,
                        cudaStream_t stream);
+// res = x + (y + ybias) (ybias may be null; res may be x), then out = the LayerNorm of res
+// (src/ops/layernorm.h)
+template <class A>
+void residual_layernorm_forward(A* res, A* out, float* mean, float* rstd, const A* x, const A* y, const float* ybias,
+                                const float* w, const float* b, int N, int C, cudaStream_t stream);
 // dsum, when given, adds the column sums of dinp as updated (src/ops/layernorm.h says why).
 template <class A>
 void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dout, const A* inp, const float* w,
@@ -84,7 +89,7 @@ void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* i
 template <class A, class D>
 void matmul_dinp_add(D* dinp, const A* dout, const A* w, int N, int IC, int OC, cudaStream_t stream);
 
-// rope_forward, gelu_forward/backward and residual_forward add the fp32 bias (may be null) of the
+// rope_forward, gelu_forward/backward and residual_layernorm_forward add the fp32 bias (may be null) of the
 // linear layer whose output they read: that layer's GEMM writes none (src/ops/ says how).
 template <class A>
 void rope_forward(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
@@ -126,9 +131,6 @@ template <class A>
 void gelu_forward(A* out, const A* inp, const float* bias, int N, int C, cudaStream_t stream);
 template <class A>
 void gelu_backward(A* dinp, const A* inp, const float* bias, const A* dout, int N, int C, cudaStream_t stream);
-
-template <class A>
-void residual_forward(A* out, const A* a, const A* b, const float* bias, int N, int C, cudaStream_t stream);
 
 template <class A>
 void softmax_crossentropy(A* logits, float* losses, const int* targets, int N, int V, float dscale,
@@ -255,6 +257,7 @@ struct CudaBackend {
     CUDA_BACKEND_OP(encoder_forward);
     CUDA_BACKEND_OP(encoder_backward);
     CUDA_BACKEND_OP(layernorm_forward);
+    CUDA_BACKEND_OP(residual_layernorm_forward);
     CUDA_BACKEND_OP(layernorm_backward);
     CUDA_BACKEND_OP(matmul_forward);
     CUDA_BACKEND_OP(matmul_backward);
@@ -269,7 +272,6 @@ struct CudaBackend {
     CUDA_BACKEND_OP(attention_backward_lse);
     CUDA_BACKEND_OP(gelu_forward);
     CUDA_BACKEND_OP(gelu_backward);
-    CUDA_BACKEND_OP(residual_forward);
     CUDA_BACKEND_OP(softmax_crossentropy);
     CUDA_BACKEND_OP(classifier_loss);
     CUDA_BACKEND_OP(classifier_tile_lse);

@@ -1,6 +1,6 @@
-// LayerNorm over the last dimension (eps 1e-5, biased variance), forward and backward.
-// Forward and the dinp part of backward: one warp per row. dw, db (sums over rows) in a second
-// kernel: blocks of fixed rows, whose partial sums the last block adds in order (common.cuh).
+// LayerNorm over the last dimension (eps 1e-5, biased variance), forward (alone, or with the
+// residual add before it) and backward. Forward and the dinp part of backward: one warp per row. dw, db (sums over
+// rows) in a second kernel: blocks of fixed rows, whose partial sums the last block adds in order (common.cuh).
 #include "backend_cuda.h"
 #include "common.cuh"
 
@@ -10,16 +10,25 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-// out (N,C) = (inp - mean) * rstd * w + b ; mean, rstd (N) saved (either may be nullptr).
-// E: the element type of out and inp; statistics and arithmetic in fp32.
+// out (N,C) = (x - mean) * rstd * w + b, with x = inp, or (y given) x = inp + (y + ybias): the
+// residual add before the LayerNorm, fused with it and stored in res (as rounded to E, which
+// the statistics then read). mean, rstd (N) saved (either may be nullptr). E: the element type
+// of the activations; statistics and arithmetic in fp32. (No __restrict__ on res and inp: the
+// add may run in place.)
 template <class E>
 __global__ void layernorm_forward_kernel(E* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
-                                         const E* __restrict__ inp, const float* __restrict__ w,
-                                         const float* __restrict__ b, int N, int C) {
+                                         E* res, const E* inp, const E* __restrict__ y, const float* __restrict__ ybias,
+                                         const float* __restrict__ w, const float* __restrict__ b, int N, int C) {
     int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= N) return;  // whole warp leaves together
     const E* x = inp + (size_t)row * C;
+    if (y) {  // each lane reads back below only the elements it writes here
+        E* rr = res + (size_t)row * C;
+        const E* yr = y + (size_t)row * C;
+        for (int c = lane; c < C; c += 32) rr[c] = from_f32<E>(f32(x[c]) + biased(yr, ybias, c, C));
+        x = rr;
+    }
     float s = 0.0f;
     for (int c = lane; c < C; c += 32) s += f32(x[c]);
     float m = warp_sum(s) / C;
@@ -114,12 +123,18 @@ __global__ void layernorm_backward_sums_kernel(float* __restrict__ dw, float* __
 }  // namespace
 
 template <class A>
+void residual_layernorm_forward(A* res, A* out, float* mean, float* rstd, const A* x, const A* y, const float* ybias,
+                                const float* w, const float* b, int N, int C, cudaStream_t stream) {
+    if (N <= 0 || C <= 0) return;
+    layernorm_forward_kernel<dev_t<A>><<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream>>>(
+        dev(out), mean, rstd, dev(res), dev(x), dev(y), ybias, w, b, N, C);
+    cudaCheckLaunch();
+}
+
+template <class A>
 void layernorm_forward(A* out, float* mean, float* rstd, const A* inp, const float* w, const float* b, int N, int C,
                        cudaStream_t stream) {
-    if (N <= 0 || C <= 0) return;
-    layernorm_forward_kernel<dev_t<A>><<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream>>>(dev(out), mean, rstd, dev(inp), w,
-                                                                                              b, N, C);
-    cudaCheckLaunch();
+    residual_layernorm_forward<A>(nullptr, out, mean, rstd, inp, nullptr, nullptr, w, b, N, C, stream);
 }
 
 template <class A>
@@ -144,6 +159,8 @@ void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dou
 
 #define INSTANTIATE(A)                                                                                                 \
     template void layernorm_forward(A*, float*, float*, const A*, const float*, const float*, int, int, cudaStream_t); \
+    template void residual_layernorm_forward(A*, A*, float*, float*, const A*, const A*, const float*, const float*,   \
+                                             const float*, int, int, cudaStream_t);                                    \
     template void layernorm_backward(A*, float*, float*, float*, const A*, const A*, const float*, const float*,       \
                                      const float*, int, int, cudaStream_t);
 INSTANTIATE(float)

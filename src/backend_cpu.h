@@ -18,7 +18,6 @@
 #include "ops/layernorm.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
-#include "ops/residual.h"
 #include "ops/rope.h"
 
 template <class T>
@@ -78,6 +77,7 @@ struct CpuBackend {
     static constexpr auto encoder_forward = cpu::encoder_forward<T>;
     static constexpr auto encoder_backward = cpu::encoder_backward<T>;
     static constexpr auto layernorm_forward = cpu::layernorm_forward<T>;
+    static constexpr auto residual_layernorm_forward = cpu::residual_layernorm_forward<T>;
     static constexpr auto layernorm_backward = cpu::layernorm_backward<T>;
     static constexpr auto matmul_forward = cpu::matmul_forward<T>;
     static constexpr auto matmul_backward = cpu::matmul_backward<T>;
@@ -92,7 +92,6 @@ struct CpuBackend {
     static constexpr auto attention_backward_lse = cpu::attention_backward_lse<T>;
     static constexpr auto gelu_forward = cpu::gelu_forward<T>;
     static constexpr auto gelu_backward = cpu::gelu_backward<T>;
-    static constexpr auto residual_forward = cpu::residual_forward<T>;
     static constexpr auto softmax_crossentropy = cpu::softmax_crossentropy<T>;
     static constexpr auto classifier_loss = cpu::classifier_loss<T>;
     static constexpr auto classifier_tile_lse = cpu::classifier_tile_lse<T>;

@@ -599,10 +599,24 @@ struct GPT {
 
         const T* add_pos = pt.learned_table ? w.wpe : pt.fixed_table ? pos_table : nullptr;  // fp32, as wte
         BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos, B, Tn, (int)C);
+        // The LayerNorm before layer l (l = L: the final one) and where it writes. Each one after
+        // the first comes with the residual add before it (residual_layernorm_forward).
+        struct Norm {
+            A* out;
+            T *mean, *rstd;
+            const T *w, *b;
+        };
+        auto norm = [&](int l) -> Norm {
+            if (l == cfg.L) return {a.lnf, a.lnf_mean, a.lnf_rstd, w.lnfw, w.lnfb};
+            size_t s = a.train ? l : 0;  // slot of this layer's activations
+            return {a.ln1 + s * N * C, a.ln1_mean + s * N, a.ln1_rstd + s * N, w.ln1w + l * C, w.ln1b + l * C};
+        };
+        Norm n0 = norm(0);
+        BK::layernorm_forward(n0.out, n0.mean, n0.rstd, a.encoded, n0.w, n0.b, (int)N, (int)C);
         for (int l = 0; l < cfg.L; l++) {
             size_t s = a.train ? l : 0;  // slot of this layer's activations
             const A* x = l == 0 ? a.encoded : a.res3 + (a.train ? l - 1 : 0) * N * C;  // (B,T,C)
-            A* ln1 = a.ln1 + s * N * C;
+            const A* ln1 = norm(l).out;
             A* qkv = a.qkv + s * N * 3 * C;
             A* qkvr = a.qkvr + s * N * 3 * C;
             A* atty = a.atty + s * N * C;
@@ -611,8 +625,6 @@ struct GPT {
             A* fch = a.fch + s * N * 4 * C;
             A* fch_gelu = a.fch_gelu + s * N * 4 * C;
             A* res3 = a.res3 + s * N * C;
-            BK::layernorm_forward(ln1, a.ln1_mean + s * N, a.ln1_rstd + s * N, x, w.ln1w + l * C, w.ln1b + l * C,
-                                  (int)N, (int)C);
             // The biases go in with the elementwise op after each GEMM (RoPE, the residual adds,
             // GELU), not in a pass of their own; without RoPE the qkv GEMM adds its bias itself.
             const T* qkvb = w.qkvb + l * 3 * C;
@@ -625,16 +637,15 @@ struct GPT {
                 BK::attention_forward(atty, a.att + s * att_size(B, Tn), qkvr, B, Tn, (int)C, H);
             mark(Phase::rest, grad);
             BK::matmul_forward(a.proj, atty, wa.projw + l * C * C, nullptr, (int)N, (int)C, (int)C);
-            BK::residual_forward(res2, x, a.proj, w.projb + l * C, (int)N, (int)C);
-            BK::layernorm_forward(ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, res2, w.ln2w + l * C, w.ln2b + l * C,
-                                  (int)N, (int)C);
+            BK::residual_layernorm_forward(res2, ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, x, a.proj,
+                                           w.projb + l * C, w.ln2w + l * C, w.ln2b + l * C, (int)N, (int)C);
             BK::matmul_forward(fch, ln2, wa.fcw + l * 4 * C * C, nullptr, (int)N, (int)C, (int)(4 * C));
             BK::gelu_forward(fch_gelu, fch, w.fcb + l * 4 * C, (int)N, (int)(4 * C));
             BK::matmul_forward(a.proj, fch_gelu, wa.fc2w + l * 4 * C * C, nullptr, (int)N, (int)(4 * C), (int)C);
-            BK::residual_forward(res3, res2, a.proj, w.fc2b + l * C, (int)N, (int)C);
+            Norm next = norm(l + 1);
+            BK::residual_layernorm_forward(res3, next.out, next.mean, next.rstd, res2, a.proj, w.fc2b + l * C, next.w,
+                                           next.b, (int)N, (int)C);
         }
-        const A* xL = a.res3 + (a.train ? cfg.L - 1 : 0) * N * C;
-        BK::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, xL, w.lnfw, w.lnfb, (int)N, (int)C);
         if (!loss) return;
         if (grad) BK::zero(grads, num_params);
         // the loss gradient is scaled by 1 / (tokens of all ranks): summed over ranks, it is the global mean's

@@ -355,22 +355,29 @@ std::string test_gelu_backward() {
     return why;
 }
 
-std::string test_residual_forward() {
+// The residual add (with the branch's bias, or none) and the LayerNorm after it, in one kernel:
+// the sum as stored, the LayerNorm's output and statistics; in place (res = x) as well.
+std::string test_residual_layernorm_forward() {
     Rng r(52);
     const size_t n = (size_t)kEwN * kEwC;
-    Vec a = randn(n, r), b = randn(n, r), bias = randn(kEwC, r);
+    Vec x = randn(n, r), y = randn(n, r), bias = randn(kEwC, r), w = randn(kEwC, r), b = randn(kEwC, r);
+    DBuf gy(y), gbias(bias), gw(w), gb(b);
     std::string why;
-    for (bool with_bias : {false, true}) {
-        const float* hb = with_bias ? bias.data() : nullptr;
-        Vec ref(n);
-        cpu::residual_forward(ref.data(), a.data(), b.data(), hb, kEwN, kEwC);
-        DBuf ga(a), gb(b), go(n), gbias(bias);
-        const float* db = with_bias ? gbias.p : nullptr;
-        gpu::residual_forward(go.p, ga.p, gb.p, db, kEwN, kEwC, gpu::main_stream());
-        expect_close(why, with_bias ? "out (bias)" : "out", go.get(), ref, 0.0);
-        gpu::residual_forward(ga.p, ga.p, gb.p, db, kEwN, kEwC, gpu::main_stream());  // in place, as the model may
-        expect_close(why, with_bias ? "out (bias, in place)" : "out (in place)", ga.get(), ref, 0.0);
-    }
+    for (bool with_bias : {false, true})
+        for (bool in_place : {false, true}) {
+            const std::string tag = std::string(with_bias ? " (bias" : " (no bias") + (in_place ? ", in place)" : ")");
+            Vec res(n), out(n), mean(kEwN), rstd(kEwN);
+            cpu::residual_layernorm_forward(res.data(), out.data(), mean.data(), rstd.data(), x.data(), y.data(),
+                                            with_bias ? bias.data() : nullptr, w.data(), b.data(), kEwN, kEwC);
+            DBuf gx(x), gres(n), go(n), gm((size_t)kEwN), gr((size_t)kEwN);
+            float* dres = in_place ? gx.p : gres.p;
+            gpu::residual_layernorm_forward(dres, go.p, gm.p, gr.p, gx.p, gy.p, with_bias ? gbias.p : nullptr, gw.p,
+                                            gb.p, kEwN, kEwC, gpu::main_stream());
+            expect_close(why, "res" + tag, in_place ? gx.get() : gres.get(), res, 0.0);
+            expect_close(why, "out" + tag, go.get(), out, 1e-5);
+            expect_close(why, "mean" + tag, gm.get(), mean, 1e-5);
+            expect_close(why, "rstd" + tag, gr.get(), rstd, 1e-5);
+        }
     return why;
 }
 
@@ -627,7 +634,7 @@ static std::vector<TestCase> all_tests() {
         {"cuda_attention_long", CUDA_FN(test_attention_long)},
         {"cuda_gelu_forward", CUDA_FN(test_gelu_forward)},
         {"cuda_gelu_backward", CUDA_FN(test_gelu_backward)},
-        {"cuda_residual_forward", CUDA_FN(test_residual_forward)},
+        {"cuda_residual_layernorm_forward", CUDA_FN(test_residual_layernorm_forward)},
         {"cuda_softmax_crossentropy_loss", CUDA_FN(test_softmax_crossentropy_loss)},
         {"cuda_softmax_crossentropy_grad", CUDA_FN(test_softmax_crossentropy_grad)},
         {"cuda_adamw_update", CUDA_FN(test_adamw_update)},

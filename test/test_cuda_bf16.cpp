@@ -194,22 +194,37 @@ std::string test_gelu_residual() {
     Rng r(7);
     const int N = 303, C = 33;
     const size_t n = (size_t)N * C;
-    Vec x = bf16_round(randn(n, r, 2.0)), y = bf16_round(randn(n, r)), out(n), sum(n), bias = randn(C, r);
+    Vec x = bf16_round(randn(n, r, 2.0)), y = bf16_round(randn(n, r)), out(n), bias = randn(C, r);
     Vec d = bf16_round(randn(n, r)), dx0 = bf16_round(randn(n, r)), dx = dx0;
     cpu::gelu_forward(out.data(), x.data(), bias.data(), N, C);
     cpu::gelu_backward(dx.data(), x.data(), bias.data(), d.data(), N, C);
-    cpu::residual_forward(sum.data(), x.data(), y.data(), bias.data(), N, C);
-    DBf16 gx(x), gy(y), go(n), gd(d), gdx(dx0), gs(n);
+    DBf16 gx(x), gy(y), go(n), gd(d), gdx(dx0);
     DBuf gb(bias);
     gpu::gelu_forward(go.p, gx.p, gb.p, N, C, gpu::main_stream());
     gpu::gelu_backward(gdx.p, gx.p, gb.p, gd.p, N, C, gpu::main_stream());
-    gpu::residual_forward(gs.p, gx.p, gy.p, gb.p, N, C, gpu::main_stream());
     std::string why;
     expect_close(why, "gelu out", go.get(), out, kOut);
     expect_close(why, "gelu dinp", gdx.get(), dx, kOut);
-    expect_close(why, "residual out", gs.get(), sum, kOut);
-    gpu::residual_forward(gx.p, gx.p, gy.p, gb.p, N, C, gpu::main_stream());  // in place, as the model may call it
-    expect_close(why, "residual in place", gx.get(), sum, kOut);
+
+    // the residual add, stored in bf16, and the LayerNorm after it, of the sum as stored: the
+    // CPU's LayerNorm takes the GPU's sum, so that both see the same rounded input
+    Vec w = randn(C, r), lb = randn(C, r), sum(n), ln(n), mean(N), rstd(N);
+    cpu::residual_layernorm_forward(sum.data(), ln.data(), mean.data(), rstd.data(), x.data(), y.data(), bias.data(),
+                                    w.data(), lb.data(), N, C);
+    DBf16 gs(n), gln(n);
+    DBuf gw(w), glb(lb), gm((size_t)N), gr((size_t)N);
+    for (bool in_place : {false, true}) {
+        const std::string tag = in_place ? " (in place)" : "";
+        bf16_t* dres = in_place ? gx.p : gs.p;
+        gpu::residual_layernorm_forward(dres, gln.p, gm.p, gr.p, gx.p, gy.p, gb.p, gw.p, glb.p, N, C,
+                                        gpu::main_stream());
+        const Vec got = in_place ? gx.get() : gs.get();
+        expect_close(why, "residual out" + tag, got, sum, kOut);
+        cpu::layernorm_forward(ln.data(), mean.data(), rstd.data(), got.data(), w.data(), lb.data(), N, C);
+        expect_close(why, "layernorm out" + tag, gln.get(), ln, kOut);
+        expect_close(why, "mean" + tag, gm.get(), mean, 1e-5);
+        expect_close(why, "rstd" + tag, gr.get(), rstd, 1e-5);
+    }
     return why;
 }
 
