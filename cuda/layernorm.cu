@@ -12,9 +12,9 @@ constexpr int kWarpsPerBlock = 8;
 
 // out (N,C) = (x - mean) * rstd * w + b, with x = inp, or (y given) x = inp + (y + ybias): the
 // residual add before the LayerNorm, fused with it and stored in res (as rounded to E, which
-// the statistics then read). mean, rstd (N) saved (either may be nullptr). E: the element type
-// of the activations; statistics and arithmetic in fp32. (No __restrict__ on res and inp: the
-// add may run in place.)
+// the statistics read: the mean's sum as the row is written, the other passes from cache).
+// mean, rstd (N) saved (either may be nullptr). E: the element type of the activations;
+// statistics and arithmetic in fp32. (No __restrict__ on res and inp: the add may run in place.)
 template <class E>
 __global__ void layernorm_forward_kernel(E* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
                                          E* res, const E* inp, const E* __restrict__ y, const float* __restrict__ ybias,
@@ -23,14 +23,19 @@ __global__ void layernorm_forward_kernel(E* __restrict__ out, float* __restrict_
     int lane = threadIdx.x & 31;
     if (row >= N) return;  // whole warp leaves together
     const E* x = inp + (size_t)row * C;
+    float s = 0.0f;
     if (y) {  // each lane reads back below only the elements it writes here
         E* rr = res + (size_t)row * C;
         const E* yr = y + (size_t)row * C;
-        for (int c = lane; c < C; c += 32) rr[c] = from_f32<E>(f32(x[c]) + biased(yr, ybias, c, C));
+        for (int c = lane; c < C; c += 32) {
+            const E e = from_f32<E>(f32(x[c]) + biased(yr, ybias, c, C));
+            rr[c] = e;
+            s += f32(e);
+        }
         x = rr;
+    } else {
+        for (int c = lane; c < C; c += 32) s += f32(x[c]);
     }
-    float s = 0.0f;
-    for (int c = lane; c < C; c += 32) s += f32(x[c]);
     float m = warp_sum(s) / C;
     float v = 0.0f;
     for (int c = lane; c < C; c += 32) {
