@@ -152,10 +152,6 @@ template <class X>
 void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const X* A, int lda, long long strideA,
                              const X* B, int ldb, long long strideB, float beta, X* C, int ldc, long long strideC,
                              int batch, cudaStream_t stream);
-// dst (C) += column sums of the row-major x (N, C), fp32 sums; deterministic (matmul.cu).
-template <class A>
-void column_sum_accumulate(float* dst, const A* x, int N, int C, cudaStream_t stream);
-
 // ---- activation element types -------------------------------------------------------------
 // The launchers take the host types (float, bf16_t: backend_cuda.h); the kernels the device
 // types (float, __nv_bfloat16) of the same bytes: dev() converts the pointers.
@@ -265,6 +261,84 @@ __device__ inline void add_partials(Dst dst, const float* partial, int nparts, i
         dst(c) += t;
     }
 }
+
+// Column sums over the N rows of a row-major (N, C) array, NQ at a time, deterministic:
+// value(i, r, c, v) writes the NQ values of element (r, c), i = r * C + c, into v (it may also
+// store: an elementwise op fused with the sum of its output, as GELU's backward with its bias
+// gradient), and dst(q, c) += the sum of the q-th over the rows. Block (cx, chunk) sums one
+// chunk of rows for 32 columns (threadIdx.x = column, threadIdx.y = row phase) into partial
+// (nchunks, NQ, C); the last block to finish adds the chunks in order.
+constexpr int kColY = 8;
+namespace {
+__device__ unsigned g_column_sums_count;  // last_block's ticket counter (one per .cu file)
+}
+template <int NQ, class F, class Dst>
+__global__ void column_sums_kernel(Dst dst, float* __restrict__ partial, int N, int C, int rows_per_chunk, F value) {
+    __shared__ float s[NQ][kColY][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * rows_per_chunk;
+    int r1 = min(N, r0 + rows_per_chunk);
+    float a[NQ] = {};
+    if (c < C)
+        for (int r = r0 + threadIdx.y; r < r1; r += kColY) {
+            float v[NQ];
+            value((size_t)r * C + c, r, c, v);
+            for (int q = 0; q < NQ; q++) a[q] += v[q];
+        }
+    for (int q = 0; q < NQ; q++) s[q][threadIdx.y][threadIdx.x] = a[q];
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C)
+        for (int q = 0; q < NQ; q++) {
+            float t = 0.0f;
+            for (int y = 0; y < kColY; y++) t += s[q][y][threadIdx.x];
+            partial[((size_t)blockIdx.y * NQ + q) * C + c] = t;
+        }
+    if (last_block(&g_column_sums_count))
+        add_partials([&](int k) -> float& { return dst(k / C, k % C); }, partial, gridDim.y, NQ* C);
+}
+
+// The launch: a fixed chunk of rows (never device-dependent), so the bits are the same on any GPU.
+template <int NQ, class F, class Dst>
+void column_sums(Dst dst, int N, int C, F value, cudaStream_t stream) {
+    if (N <= 0 || C <= 0) return;
+    const int rows_per_chunk = 512;
+    const int nchunks = ceil_div(N, rows_per_chunk);
+    static Scratch<float> s_partial;
+    float* partial = s_partial.get((size_t)nchunks * NQ * C);
+    column_sums_kernel<NQ, F, Dst>
+        <<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY), 0, stream>>>(dst, partial, N, C, rows_per_chunk, value);
+    cudaCheckLaunch();
+}
+
+// The store of an elementwise backward that sums its output for a bias gradient (column_sums):
+// dinp[i] = y rounded to E, and v[0] the value as stored.
+template <class E>
+__device__ inline void store_summed(E* dinp, size_t i, float y, float* v) {
+    const E d = from_f32<E>(y);
+    dinp[i] = d;
+    v[0] = f32(d);
+}
+
+// The op of a one-value column_sums over all N * C elements, when no sum is asked for.
+template <class F>
+__global__ void for_each_element_kernel(F op, size_t n, int C) {
+    float v[1];
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        op(i, (int)(i / C), (int)(i % C), v);
+}
+template <class F>
+void for_each_element(F op, int N, int C, cudaStream_t stream) {
+    const size_t n = (size_t)N * C;
+    if (n == 0) return;
+    for_each_element_kernel<F><<<grid_for(n, 256), 256, 0, stream>>>(op, n, C);
+    cudaCheckLaunch();
+}
+
+// dst for one sum: column c of p
+struct SumInto {
+    float* p;
+    __device__ float& operator()(int, int c) const { return p[c]; }
+};
 
 // Online log-sum-exp: merge (m, s) with (m2, s2), where s = sum of exp(x - m) over a set of
 // x with max m. An empty set is (-inf, 0); it is guarded so exp(-inf - -inf) = NaN never

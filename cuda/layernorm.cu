@@ -80,50 +80,23 @@ __global__ void layernorm_backward_dinp_kernel(E* __restrict__ dinp, const E* __
     }
 }
 
-// The sums over rows, after dinp: dw (C) += sum dout * xhat, db += sum dout, and (dsum given)
-// dsum += sum dinp. Block (cx, chunk) sums the rows of one chunk for 32 channels into partial
-// (nchunks, nq, C) (threadIdx.x = channel, threadIdx.y = row phase); the last block to finish
-// adds the chunks in order (common.cuh). Few chunks: that last sum is short.
-constexpr int kColY = 8;
-__device__ unsigned g_sums_count;  // last_block's ticket counter
-
-template <class E>
-__global__ void layernorm_backward_sums_kernel(float* __restrict__ dw, float* __restrict__ db, float* __restrict__ dsum,
-                                               float* __restrict__ partial, const E* __restrict__ dinp,
-                                               const E* __restrict__ dout, const E* __restrict__ inp,
-                                               const float* __restrict__ mean, const float* __restrict__ rstd, int N,
-                                               int C, int rows_per_chunk) {
-    __shared__ float s[3][kColY][33];
-    const int nq = dsum ? 3 : 2;
-    int c = blockIdx.x * 32 + threadIdx.x;
-    int r0 = blockIdx.y * rows_per_chunk;
-    int r1 = min(N, r0 + rows_per_chunk);
-    float a[3] = {0.0f, 0.0f, 0.0f};
-    if (c < C) {
-        for (int r = r0 + threadIdx.y; r < r1; r += kColY) {
-            const size_t i = (size_t)r * C + c;
-            float d = f32(dout[i]);
-            a[0] += d * (f32(inp[i]) - mean[r]) * rstd[r];
-            a[1] += d;
-            if (dsum) a[2] += f32(dinp[i]);
-        }
+// The sums over rows, after dinp (column_sums, common.cuh): dw (C) += sum dout * xhat,
+// db += sum dout and (NQ = 3) dsum += sum dinp.
+template <class E, int NQ>
+struct BackwardTerms {
+    const E *dinp, *dout, *inp;
+    const float *mean, *rstd;
+    __device__ void operator()(size_t i, int r, int, float* v) const {
+        const float d = f32(dout[i]);
+        v[0] = d * (f32(inp[i]) - mean[r]) * rstd[r];
+        v[1] = d;
+        if constexpr (NQ == 3) v[2] = f32(dinp[i]);
     }
-    for (int q = 0; q < 3; q++) s[q][threadIdx.y][threadIdx.x] = a[q];
-    __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        for (int q = 0; q < nq; q++) {
-            float t = 0.0f;
-            for (int y = 0; y < kColY; y++) t += s[q][y][threadIdx.x];
-            partial[((size_t)blockIdx.y * nq + q) * C + c] = t;
-        }
-    }
-    if (!last_block(&g_sums_count)) return;
-    auto dst = [&](int k) -> float& {  // the partials' rows are dw, db, dsum
-        if (k < C) return dw[k];
-        return k < 2 * C ? db[k - C] : dsum[k - 2 * C];
-    };
-    add_partials(dst, partial, gridDim.y, nq * C);
-}
+};
+struct BackwardSums {
+    float *dw, *db, *dsum;
+    __device__ float& operator()(int q, int c) const { return q == 0 ? dw[c] : q == 1 ? db[c] : dsum[c]; }
+};
 
 }  // namespace
 
@@ -150,16 +123,12 @@ void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dou
         dev(dinp), dev(dout), dev(inp), w, mean, rstd, N, C);
     cudaCheckLaunch();
 
-    // Chunk count depends only on N (never on the device), so the bits are reproducible
-    // across GPUs too. ~64 rows per thread-row keeps enough blocks in flight.
-    const int rows_per_chunk = 512;
-    const int nchunks = ceil_div(N, rows_per_chunk);
-    const int nq = dsum ? 3 : 2;
-    static Scratch<float> s_partial;
-    float* partial = s_partial.get((size_t)nchunks * nq * C);
-    layernorm_backward_sums_kernel<dev_t<A>><<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY), 0, stream>>>(
-        dw, db, dsum, partial, dev(dinp), dev(dout), dev(inp), mean, rstd, N, C, rows_per_chunk);
-    cudaCheckLaunch();
+    using E = dev_t<A>;
+    const BackwardSums sums{dw, db, dsum};
+    if (dsum)
+        column_sums<3>(sums, N, C, BackwardTerms<E, 3>{dev(dinp), dev(dout), dev(inp), mean, rstd}, stream);
+    else
+        column_sums<2>(sums, N, C, BackwardTerms<E, 2>{dev(dinp), dev(dout), dev(inp), mean, rstd}, stream);
 }
 
 #define INSTANTIATE(A)                                                                                                 \

@@ -81,49 +81,18 @@ __global__ void add_bias_kernel(E* __restrict__ out, const float* __restrict__ b
     }
 }
 
-// Deterministic column sums in one kernel: block (cx, chunk) sums the rows of one chunk for 32
-// columns into partial (nchunks, C); the last block to finish adds the chunks in order (common.cuh).
-constexpr int kColY = 8;
-__device__ unsigned g_column_sum_count;  // last_block's ticket counter
-
+// the stored element, for column_sums (common.cuh)
 template <class E>
-__global__ void column_sum_kernel(float* __restrict__ dst, float* __restrict__ partial, const E* __restrict__ x, int N,
-                                  int C, int rows_per_chunk) {
-    __shared__ float s[kColY][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
-    int r0 = blockIdx.y * rows_per_chunk;
-    int r1 = min(N, r0 + rows_per_chunk);
-    float a = 0.0f;
-    if (c < C)
-        for (int r = r0 + threadIdx.y; r < r1; r += kColY) a += f32(x[(size_t)r * C + c]);
-    s[threadIdx.y][threadIdx.x] = a;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float t = 0.0f;
-        for (int y = 0; y < kColY; y++) t += s[y][threadIdx.x];
-        partial[(size_t)blockIdx.y * C + c] = t;
-    }
-    if (last_block(&g_column_sum_count)) add_partials([&](int k) -> float& { return dst[k]; }, partial, gridDim.y, C);
-}
+struct Load {
+    const E* x;
+    __device__ void operator()(size_t i, int, int, float* v) const { v[0] = f32(x[i]); }
+};
 
 bool aligned16(const void* p) {
     return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
 
 }  // namespace
-
-// dst (C) += column sums of x (N, C); fixed chunking -> bitwise reproducible.
-template <class A>
-void column_sum_accumulate(float* dst, const A* x, int N, int C, cudaStream_t stream) {
-    if (N <= 0 || C <= 0) return;
-    const int rows_per_chunk = 512;
-    const int nchunks = ceil_div(N, rows_per_chunk);
-    static Scratch<float> s_partial;
-    float* partial = s_partial.get((size_t)nchunks * C);
-    column_sum_kernel<dev_t<A>>
-        <<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY), 0, stream>>>(dst, partial, dev(x), N, C, rows_per_chunk);
-    cudaCheckLaunch();
-}
 
 // out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
 template <class A>
@@ -161,7 +130,7 @@ void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* i
     if (dinp) dinp_gemm(dinp, dout, w, N, IC, OC, 0.0f, stream);
     // column-major: dw^T (IC,OC) += inp^T (IC,N) [stored as is] . dout (N,OC) [stored as dout^T, op = T]
     if (dw) gemm_cm(false, true, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, IC, stream);
-    if (dbias) column_sum_accumulate(dbias, dout, N, OC, stream);
+    if (dbias) column_sums<1>(SumInto{dbias}, N, OC, Load<dev_t<A>>{dev(dout)}, stream);
 }
 
 // dinp (N,IC) += dout (N,OC) . w (OC,IC)
@@ -171,7 +140,6 @@ void matmul_dinp_add(D* dinp, const A* dout, const A* w, int N, int IC, int OC, 
 }
 
 #define INSTANTIATE(A)                                                                               \
-    template void column_sum_accumulate(float*, const A*, int, int, cudaStream_t);                   \
     template void matmul_forward(A*, const A*, const A*, const float*, int, int, int, cudaStream_t); \
     template void matmul_backward(A*, float*, float*, const A*, const A*, const A*, int, int, int, cudaStream_t);
 INSTANTIATE(float)

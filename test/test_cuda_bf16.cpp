@@ -162,14 +162,20 @@ std::string test_rope() {
     size_t n = (size_t)B * T * 3 * C;
     Vec x = bf16_round(randn(n, r)), out(n), d0 = bf16_round(randn(n, r)), d = d0, bias = randn((size_t)3 * C, r);
     cpu::rope_forward(out.data(), x.data(), bias.data(), cs.data(), sn.data(), B, T, C, H);  // with the qkv bias
-    cpu::rope_backward(d.data(), x.data(), cs.data(), sn.data(), B, T, C, H);                // x as the gradient
+    cpu::rope_backward<float>(d.data(), nullptr, x.data(), cs.data(), sn.data(), B, T, C, H);  // x as the gradient
+    Vec db0 = randn((size_t)3 * C, r);
     DBf16 gx(x), go(n), gd(d0);
-    DBuf gc(cs), gs(sn), gb(bias);
+    DBuf gc(cs), gs(sn), gb(bias), gdb(db0);
     gpu::rope_forward(go.p, gx.p, gb.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
-    gpu::rope_backward(gd.p, gx.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
+    gpu::rope_backward(gd.p, gdb.p, gx.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
     std::string why;
     expect_close(why, "out", go.get(), out, kOut);
-    expect_close(why, "dinp", gd.get(), d, kOut);
+    const Vec gd_host = gd.get();
+    expect_close(why, "dinp", gd_host, d, kOut);
+    // the qkv bias's gradient: the column sums of dinp as stored, in bf16
+    Vec db = db0;
+    for (size_t i = 0; i < n; i++) db[i % (3 * C)] += gd_host[i];
+    expect_close(why, "dbias", gdb.get(), db, 1e-5);
     return why;
 }
 
@@ -195,16 +201,21 @@ std::string test_gelu_residual() {
     const int N = 303, C = 33;
     const size_t n = (size_t)N * C;
     Vec x = bf16_round(randn(n, r, 2.0)), y = bf16_round(randn(n, r)), out(n), bias = randn(C, r);
-    Vec d = bf16_round(randn(n, r)), dx0 = bf16_round(randn(n, r)), dx = dx0;
+    Vec d = bf16_round(randn(n, r)), dx0 = bf16_round(randn(n, r)), dx = dx0, db0 = randn(C, r);
     cpu::gelu_forward(out.data(), x.data(), bias.data(), N, C);
-    cpu::gelu_backward(dx.data(), x.data(), bias.data(), d.data(), N, C);
+    cpu::gelu_backward<float>(dx.data(), nullptr, x.data(), bias.data(), d.data(), N, C);
     DBf16 gx(x), gy(y), go(n), gd(d), gdx(dx0);
-    DBuf gb(bias);
+    DBuf gb(bias), gdb(db0);
     gpu::gelu_forward(go.p, gx.p, gb.p, N, C, gpu::main_stream());
-    gpu::gelu_backward(gdx.p, gx.p, gb.p, gd.p, N, C, gpu::main_stream());
+    gpu::gelu_backward(gdx.p, gdb.p, gx.p, gb.p, gd.p, N, C, gpu::main_stream());
     std::string why;
     expect_close(why, "gelu out", go.get(), out, kOut);
-    expect_close(why, "gelu dinp", gdx.get(), dx, kOut);
+    const Vec gdx_host = gdx.get();
+    expect_close(why, "gelu dinp", gdx_host, dx, kOut);
+    // the bias gradient: the column sums of dinp as stored, in bf16
+    Vec db = db0;
+    for (size_t i = 0; i < n; i++) db[i % C] += gdx_host[i];
+    expect_close(why, "gelu dbias", gdb.get(), db, 1e-5);
 
     // the residual add, stored in bf16, and the LayerNorm after it, of the sum as stored: the
     // CPU's LayerNorm takes the GPU's sum, so that both see the same rounded input
