@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -191,13 +192,6 @@ __device__ inline E from_f32(float x) {
         return __float2bfloat16_rn(x);
 }
 
-// x[i] plus the bias (C) of a linear layer broadcast over rows of C (bias may be null), in fp32:
-// the elementwise op after a GEMM adds its bias (gelu.cu, residual.cu)
-template <class E>
-__device__ inline float biased(const E* x, const float* bias, size_t i, int C) {
-    return f32(x[i]) + (bias ? bias[i % C] : 0.0f);
-}
-
 // ---- warp / block reductions ------------------------------------------------------------
 // Butterfly reductions: every lane ends with the full result; the order of operations is
 // fixed, so results are bitwise reproducible.
@@ -262,75 +256,124 @@ __device__ inline void add_partials(Dst dst, const float* partial, int nparts, i
     }
 }
 
-// Column sums over the N rows of a row-major (N, C) array, NQ at a time, deterministic:
-// value(i, r, c, v) writes the NQ values of element (r, c), i = r * C + c, into v (it may also
-// store: an elementwise op fused with the sum of its output, as GELU's backward with its bias
-// gradient), and dst(q, c) += the sum of the q-th over the rows. Block (cx, chunk) sums one
-// chunk of rows for 32 columns (threadIdx.x = column, threadIdx.y = row phase) into partial
-// (nchunks, NQ, C); the last block to finish adds the chunks in order.
+// W elements of E in one access: 16 bytes when W = 16 / sizeof(E).
+template <class E, int W>
+struct alignas(sizeof(E) * W) Pack {
+    E e[W];
+};
+
+// Whether rows of n elements of E, from every pointer given, go in 16-byte packs: n a multiple
+// of the pack and the pointers 16-byte aligned (null ones pass).
+template <class E>
+inline bool packs_fit(size_t n, std::initializer_list<const void*> ptrs) {
+    if (n % (16 / sizeof(E)) != 0) return false;
+    for (const void* p : ptrs)
+        if (reinterpret_cast<uintptr_t>(p) & 15u) return false;
+    return true;
+}
+
+// launch(std::integral_constant<int, W>{}): W = 16 bytes of E when packs_fit(n, ptrs), else MinW
+// (what an op needs at the least: RoPE's pairs).
+template <class E, int MinW = 1, class L>
+void with_pack(size_t n, std::initializer_list<const void*> ptrs, L launch) {
+    if (packs_fit<E>(n, ptrs))
+        launch(std::integral_constant<int, 16 / sizeof(E)>{});
+    else
+        launch(std::integral_constant<int, MinW>{});
+}
+
+template <class E, int W>
+__device__ inline Pack<E, W> load_pack(const E* x, size_t i) {
+    return *reinterpret_cast<const Pack<E, W>*>(x + i);
+}
+
+// The W elements x[i + k] of a row plus the bias of the linear layer that wrote them (columns
+// c + k; bias may be null), in fp32: the elementwise op after a GEMM adds its bias (GELU, RoPE,
+// the residual add).
+template <class E, int W>
+__device__ inline void biased_pack(float (&y)[W], const E* x, const float* bias, size_t i, int c) {
+    const Pack<E, W> p = load_pack<E, W>(x, i);
+    for (int k = 0; k < W; k++) y[k] = f32(p.e[k]) + (bias ? bias[c + k] : 0.0f);
+}
+
+// Column sums over the N rows of a row-major (N, C) array, NQ sums at a time, deterministic.
+// The op value(i, r, c, v) takes the W elements (r, c + k), k < W, i = r * C + c (C % W == 0,
+// one access when they are 16 bytes), and writes the NQ values to sum of each into v[q][k]; it
+// may store too: an elementwise op fused with the sum of its output, as GELU's backward with its
+// bias gradient. dst(q, c) += the sum of the q-th over the rows. Block (cx, chunk) sums one
+// chunk of rows for 32 packs of columns (threadIdx.x = pack, threadIdx.y = row phase) into
+// partial (nchunks, NQ, C); the last block to finish adds the chunks in order. Every column's
+// sum goes in the same order whatever W: the bits do not depend on it.
 constexpr int kColY = 8;
 namespace {
 __device__ unsigned g_column_sums_count;  // last_block's ticket counter (one per .cu file)
 }
-template <int NQ, class F, class Dst>
+template <int NQ, int W, class F, class Dst>
 __global__ void column_sums_kernel(Dst dst, float* __restrict__ partial, int N, int C, int rows_per_chunk, F value) {
-    __shared__ float s[NQ][kColY][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
-    int r0 = blockIdx.y * rows_per_chunk;
-    int r1 = min(N, r0 + rows_per_chunk);
-    float a[NQ] = {};
+    __shared__ float s[NQ][kColY][32 * W + 1];
+    const int x = threadIdx.x, c = (blockIdx.x * 32 + x) * W;
+    const int r0 = blockIdx.y * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
+    float a[NQ][W] = {};
     if (c < C)
         for (int r = r0 + threadIdx.y; r < r1; r += kColY) {
-            float v[NQ];
+            float v[NQ][W];
             value((size_t)r * C + c, r, c, v);
-            for (int q = 0; q < NQ; q++) a[q] += v[q];
+            for (int q = 0; q < NQ; q++)
+                for (int k = 0; k < W; k++) a[q][k] += v[q][k];
         }
-    for (int q = 0; q < NQ; q++) s[q][threadIdx.y][threadIdx.x] = a[q];
+    for (int q = 0; q < NQ; q++)
+        for (int k = 0; k < W; k++) s[q][threadIdx.y][x * W + k] = a[q][k];
     __syncthreads();
     if (threadIdx.y == 0 && c < C)
-        for (int q = 0; q < NQ; q++) {
-            float t = 0.0f;
-            for (int y = 0; y < kColY; y++) t += s[q][y][threadIdx.x];
-            partial[((size_t)blockIdx.y * NQ + q) * C + c] = t;
-        }
+        for (int q = 0; q < NQ; q++)
+            for (int k = 0; k < W; k++) {
+                float t = 0.0f;
+                for (int y = 0; y < kColY; y++) t += s[q][y][x * W + k];
+                partial[((size_t)blockIdx.y * NQ + q) * C + c + k] = t;
+            }
     if (last_block(&g_column_sums_count))
         add_partials([&](int k) -> float& { return dst(k / C, k % C); }, partial, gridDim.y, NQ* C);
 }
 
 // The launch: a fixed chunk of rows (never device-dependent), so the bits are the same on any GPU.
-template <int NQ, class F, class Dst>
+template <int NQ, int W, class F, class Dst>
 void column_sums(Dst dst, int N, int C, F value, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
     const int rows_per_chunk = 512;
     const int nchunks = ceil_div(N, rows_per_chunk);
     static Scratch<float> s_partial;
     float* partial = s_partial.get((size_t)nchunks * NQ * C);
-    column_sums_kernel<NQ, F, Dst>
-        <<<dim3(ceil_div(C, 32), nchunks), dim3(32, kColY), 0, stream>>>(dst, partial, N, C, rows_per_chunk, value);
+    column_sums_kernel<NQ, W, F, Dst>
+        <<<dim3(ceil_div(C / W, 32), nchunks), dim3(32, kColY), 0, stream>>>(dst, partial, N, C, rows_per_chunk, value);
     cudaCheckLaunch();
 }
 
-// The store of an elementwise backward that sums its output for a bias gradient (column_sums):
-// dinp[i] = y rounded to E, and v[0] the value as stored.
-template <class E>
-__device__ inline void store_summed(E* dinp, size_t i, float y, float* v) {
-    const E d = from_f32<E>(y);
-    dinp[i] = d;
-    v[0] = f32(d);
+// The store of an elementwise op whose output a bias gradient may sum: x[i + k] = y[k] rounded
+// to E, in one access, and v[0][k] the values as stored.
+template <class E, int W>
+__device__ inline void store_summed(E* x, size_t i, const float (&y)[W], float (&v)[1][W]) {
+    Pack<E, W> p;
+    for (int k = 0; k < W; k++) {
+        p.e[k] = from_f32<E>(y[k]);
+        v[0][k] = f32(p.e[k]);
+    }
+    *reinterpret_cast<Pack<E, W>*>(x + i) = p;
 }
 
-// The op of a one-value column_sums over all N * C elements, when no sum is asked for.
-template <class F>
-__global__ void for_each_element_kernel(F op, size_t n, int C) {
-    float v[1];
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+// The op of a one-value column_sums over all N * C elements, without the sums.
+template <int W, class F>
+__global__ void for_each_element_kernel(F op, size_t packs, int C) {
+    float v[1][W];
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < packs; p += (size_t)gridDim.x * blockDim.x) {
+        const size_t i = p * W;
         op(i, (int)(i / C), (int)(i % C), v);
+    }
 }
-template <class F>
+template <int W, class F>
 void for_each_element(F op, int N, int C, cudaStream_t stream) {
-    const size_t n = (size_t)N * C;
-    if (n == 0) return;
-    for_each_element_kernel<F><<<grid_for(n, 256), 256, 0, stream>>>(op, n, C);
+    const size_t packs = (size_t)N * C / W;
+    if (packs == 0) return;
+    for_each_element_kernel<W, F><<<grid_for(packs, 256), 256, 0, stream>>>(op, packs, C);
     cudaCheckLaunch();
 }
 

@@ -9,51 +9,67 @@ namespace {
 
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
 
-template <class E>
-__global__ void gelu_forward_kernel(E* __restrict__ out, const E* __restrict__ inp, const float* __restrict__ bias,
-                                    int C, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float x = biased(inp, bias, i, C);
-        out[i] = from_f32<E>(0.5f * x * (1.0f + tanhf(kGeluK * (x + 0.044715f * x * x * x))));
+// out = gelu(x), W elements at a time (for_each_element: v, the sums' values, unused)
+template <class E, int W>
+struct GeluForward {
+    E* out;
+    const E* inp;
+    const float* bias;
+    __device__ void operator()(size_t i, int, int c, float (&v)[1][W]) const {
+        float x[W], y[W];
+        biased_pack(x, inp, bias, i, c);
+        for (int k = 0; k < W; k++)
+            y[k] = 0.5f * x[k] * (1.0f + tanhf(kGeluK * (x[k] + 0.044715f * x[k] * x[k] * x[k])));
+        store_summed(out, i, y, v);
     }
-}
+};
 
-// dinp[i] = dout * gelu'(x) (overwritten), and v[0] = dinp[i] as stored: the term of the bias
-// gradient (column_sums, common.cuh; the row and column it passes are not needed here)
-template <class E>
+// dinp = dout * gelu'(x) (overwritten), and v[0] = dinp as stored: the terms of the bias
+// gradient (column_sums, common.cuh)
+template <class E, int W>
 struct GeluBackward {
-    E* __restrict__ dinp;
-    const E* __restrict__ inp;
-    const float* __restrict__ bias;
-    const E* __restrict__ dout;
-    int C;
-    __device__ void operator()(size_t i, int, int, float* v) const {
-        float x = biased(inp, bias, i, C);
-        float th = tanhf(kGeluK * (x + 0.044715f * x * x * x));
-        float du = kGeluK * (1.0f + 3.0f * 0.044715f * x * x);
-        float sech2 = 1.0f - th * th;
-        store_summed(dinp, i, f32(dout[i]) * (0.5f * (1.0f + th) + 0.5f * x * sech2 * du), v);
+    E* dinp;
+    const E* inp;
+    const float* bias;
+    const E* dout;
+    __device__ void operator()(size_t i, int, int c, float (&v)[1][W]) const {
+        float x[W], y[W];
+        biased_pack(x, inp, bias, i, c);
+        const Pack<E, W> d = load_pack<E, W>(dout, i);
+        for (int k = 0; k < W; k++) {
+            float th = tanhf(kGeluK * (x[k] + 0.044715f * x[k] * x[k] * x[k]));
+            float du = kGeluK * (1.0f + 3.0f * 0.044715f * x[k] * x[k]);
+            float sech2 = 1.0f - th * th;
+            y[k] = f32(d.e[k]) * (0.5f * (1.0f + th) + 0.5f * x[k] * sech2 * du);
+        }
+        store_summed(dinp, i, y, v);
     }
 };
 
 }  // namespace
 
+// 16-byte accesses when the rows and every pointer allow them (the bias is read per column)
 template <class A>
 void gelu_forward(A* out, const A* inp, const float* bias, int N, int C, cudaStream_t stream) {
-    const size_t n = (size_t)N * C;
-    if (n == 0) return;
-    gelu_forward_kernel<dev_t<A>><<<grid_for(n, 256), 256, 0, stream>>>(dev(out), dev(inp), bias, C, n);
-    cudaCheckLaunch();
+    using E = dev_t<A>;
+    with_pack<E>(C, {out, inp}, [&](auto w) {
+        constexpr int W = decltype(w)::value;
+        for_each_element<W>(GeluForward<E, W>{dev(out), dev(inp), bias}, N, C, stream);
+    });
 }
 
 template <class A>
 void gelu_backward(A* dinp, float* dbias, const A* inp, const float* bias, const A* dout, int N, int C,
                    cudaStream_t stream) {
-    const GeluBackward<dev_t<A>> op{dev(dinp), dev(inp), bias, dev(dout), C};
-    if (dbias)
-        column_sums<1>(SumInto{dbias}, N, C, op, stream);  // the fc bias gradient from the values as written
-    else
-        for_each_element(op, N, C, stream);
+    using E = dev_t<A>;
+    with_pack<E>(C, {dinp, inp, dout}, [&](auto w) {
+        constexpr int W = decltype(w)::value;
+        const GeluBackward<E, W> op{dev(dinp), dev(inp), bias, dev(dout)};
+        if (dbias)
+            column_sums<1, W>(SumInto{dbias}, N, C, op, stream);  // the fc bias gradient from the values as written
+        else
+            for_each_element<W>(op, N, C, stream);
+    });
 }
 
 #define INSTANTIATE(A)                                                              \

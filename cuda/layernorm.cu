@@ -28,7 +28,9 @@ __global__ void layernorm_forward_kernel(E* __restrict__ out, float* __restrict_
         E* rr = res + (size_t)row * C;
         const E* yr = y + (size_t)row * C;
         for (int c = lane; c < C; c += 32) {
-            const E e = from_f32<E>(f32(x[c]) + biased(yr, ybias, c, C));
+            float yb[1];
+            biased_pack(yb, yr, ybias, c, c);
+            const E e = from_f32<E>(f32(x[c]) + yb[0]);
             rr[c] = e;
             s += f32(e);
         }
@@ -86,11 +88,11 @@ template <class E, int NQ>
 struct BackwardTerms {
     const E *dinp, *dout, *inp;
     const float *mean, *rstd;
-    __device__ void operator()(size_t i, int r, int, float* v) const {
+    __device__ void operator()(size_t i, int r, int, float (&v)[NQ][1]) const {
         const float d = f32(dout[i]);
-        v[0] = d * (f32(inp[i]) - mean[r]) * rstd[r];
-        v[1] = d;
-        if constexpr (NQ == 3) v[2] = f32(dinp[i]);
+        v[0][0] = d * (f32(inp[i]) - mean[r]) * rstd[r];
+        v[1][0] = d;
+        if constexpr (NQ == 3) v[2][0] = f32(dinp[i]);
     }
 };
 struct BackwardSums {
@@ -126,9 +128,9 @@ void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dou
     using E = dev_t<A>;
     const BackwardSums sums{dw, db, dsum};
     if (dsum)
-        column_sums<3>(sums, N, C, BackwardTerms<E, 3>{dev(dinp), dev(dout), dev(inp), mean, rstd}, stream);
+        column_sums<3, 1>(sums, N, C, BackwardTerms<E, 3>{dev(dinp), dev(dout), dev(inp), mean, rstd}, stream);
     else
-        column_sums<2>(sums, N, C, BackwardTerms<E, 2>{dev(dinp), dev(dout), dev(inp), mean, rstd}, stream);
+        column_sums<2, 1>(sums, N, C, BackwardTerms<E, 2>{dev(dinp), dev(dout), dev(inp), mean, rstd}, stream);
 }
 
 #define INSTANTIATE(A)                                                                                                 \

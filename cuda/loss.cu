@@ -18,12 +18,6 @@ namespace {
 
 constexpr int kLossThreads = 512;
 
-// W elements of E in one 16-byte access (or W = 1).
-template <class E, int W>
-struct alignas(sizeof(E) * W) Pack {
-    E e[W];
-};
-
 // E: the logits' element type; W columns per load: 16 bytes (ld % W == 0 and 16-byte aligned
 // rows) or 1. Columns at or past V (the padding) are skipped by the reduction and written as
 // 0. The max, the sums and the loss are fp32.
@@ -152,12 +146,6 @@ __global__ void classifier_tile_dlogits_kernel(E* __restrict__ z, const float* _
     }
 }
 
-// 16-byte accesses when rows of w elements of E keep 16-byte alignment from an aligned z.
-template <class E>
-bool tile_packs(const void* z, int w) {
-    return w % (16 / sizeof(E)) == 0 && (reinterpret_cast<uintptr_t>(z) & 15u) == 0;
-}
-
 }  // namespace
 
 template <class A>
@@ -166,7 +154,7 @@ void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const in
     if (N <= 0 || w <= 0) return;
     using E = dev_t<A>;
     const int blocks = ceil_div(N, kTileWarps), threads = 32 * kTileWarps;
-    if (tile_packs<E>(z, w))
+    if (packs_fit<E>(w, {z}))
         classifier_tile_lse_kernel<E, 16 / sizeof(E)>
             <<<blocks, threads, 0, stream>>>(dev(z), m, s, losses, targets, N, w, v0, V);
     else
@@ -187,7 +175,7 @@ void classifier_tile_dlogits(A* z, const float* lse, const int* targets, int N, 
     using E = dev_t<A>;
     constexpr int W = 16 / sizeof(E);
     const size_t n = (size_t)N * w;
-    if (tile_packs<E>(z, w))
+    if (packs_fit<E>(w, {z}))
         classifier_tile_dlogits_kernel<E, W>
             <<<grid_for(n / W, 256), 256, 0, stream>>>(dev(z), lse, targets, w, v0, V, dscale, n / W);
     else
@@ -203,7 +191,7 @@ void classifier_loss(A* logits, float* losses, const int* targets, int N, int V,
     if (ld < V) throw std::logic_error("classifier_loss: row stride ld < V");
     using E = dev_t<A>;
     constexpr int W = 16 / sizeof(E);
-    if (ld % W == 0 && (reinterpret_cast<uintptr_t>(logits) & 15u) == 0)
+    if (packs_fit<E>(ld, {logits}))
         classifier_loss_kernel<E, W><<<N, kLossThreads, 0, stream>>>(dev(logits), losses, targets, V, ld, dscale);
     else
         classifier_loss_kernel<E, 1><<<N, kLossThreads, 0, stream>>>(dev(logits), losses, targets, V, ld, dscale);

@@ -68,9 +68,7 @@ namespace {
 // when OC % W == 0 and both pointers are 16-byte aligned: W = 16 bytes of E).
 template <class E, int W>
 __global__ void add_bias_kernel(E* __restrict__ out, const float* __restrict__ bias, int OC, size_t total) {
-    struct alignas(sizeof(E) * W) Pack {
-        E e[W];
-    };
+    using Pack = gpu::Pack<E, W>;
     Pack* o = reinterpret_cast<Pack*>(out);
     const size_t packs = total / W;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
@@ -81,16 +79,15 @@ __global__ void add_bias_kernel(E* __restrict__ out, const float* __restrict__ b
     }
 }
 
-// the stored element, for column_sums (common.cuh)
-template <class E>
+// the stored elements, for column_sums (common.cuh)
+template <class E, int W>
 struct Load {
     const E* x;
-    __device__ void operator()(size_t i, int, int, float* v) const { v[0] = f32(x[i]); }
+    __device__ void operator()(size_t i, int, int, float (&v)[1][W]) const {
+        const Pack<E, W> p = load_pack<E, W>(x, i);
+        for (int k = 0; k < W; k++) v[0][k] = f32(p.e[k]);
+    }
 };
-
-bool aligned16(const void* p) {
-    return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
-}
 
 }  // namespace
 
@@ -102,12 +99,11 @@ void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, 
     gemm_cm(true, false, OC, N, IC, 1.0f, w, IC, inp, IC, 0.0f, out, OC, stream);
     if (bias) {
         using E = dev_t<A>;
-        constexpr int W = 16 / sizeof(E);
-        size_t total = (size_t)N * OC;
-        if (OC % W == 0 && aligned16(out) && aligned16(bias))
+        const size_t total = (size_t)N * OC;
+        with_pack<E>(OC, {out, bias}, [&](auto w) {
+            constexpr int W = decltype(w)::value;
             add_bias_kernel<E, W><<<grid_for(total / W, 256), 256, 0, stream>>>(dev(out), bias, OC, total);
-        else
-            add_bias_kernel<E, 1><<<grid_for(total, 256), 256, 0, stream>>>(dev(out), bias, OC, total);
+        });
         cudaCheckLaunch();
     }
 }
@@ -130,7 +126,11 @@ void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* i
     if (dinp) dinp_gemm(dinp, dout, w, N, IC, OC, 0.0f, stream);
     // column-major: dw^T (IC,OC) += inp^T (IC,N) [stored as is] . dout (N,OC) [stored as dout^T, op = T]
     if (dw) gemm_cm(false, true, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, IC, stream);
-    if (dbias) column_sums<1>(SumInto{dbias}, N, OC, Load<dev_t<A>>{dev(dout)}, stream);
+    if (dbias)
+        with_pack<dev_t<A>>(OC, {dout}, [&](auto w) {
+            constexpr int W = decltype(w)::value;
+            column_sums<1, W>(SumInto{dbias}, N, OC, Load<dev_t<A>, W>{dev(dout)}, stream);
+        });
 }
 
 // dinp (N,IC) += dout (N,OC) . w (OC,IC)

@@ -8,82 +8,59 @@ namespace gpu {
 
 namespace {
 
-// out = R (x + bias) (the qkv GEMM writes no bias; bias (3C) may be null), overwritten. One
-// thread per channel pair of a row: pairs 0..C-1 are q,k; pairs C..3C/2-1 are v. E: the element
-// type of out and inp (fp32 arithmetic).
-template <class E>
-__global__ void rope_forward_kernel(E* __restrict__ out, const E* __restrict__ inp, const float* __restrict__ bias,
-                                    const float* __restrict__ cos_t, const float* __restrict__ sin_t, int T, int C,
-                                    int D, size_t total_pairs) {
-    struct alignas(2 * sizeof(E)) Pair {
-        E a, b;
-    };
-    const size_t pairs_per_row = (size_t)3 * C / 2;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total_pairs;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t bt = i / pairs_per_row;
-        int e = 2 * (int)(i % pairs_per_row);  // channel of the pair's first element, in [0, 3C)
-        size_t idx = bt * 3 * C + e;
-        // e even, 3C even: the pair is aligned to its size (one vector access)
-        const Pair p = *reinterpret_cast<const Pair*>(inp + idx);
-        float2 x = {f32(p.a), f32(p.b)}, y;
-        if (bias) x.x += bias[e], x.y += bias[e + 1];
-        if (e < 2 * C) {
-            int t = (int)(bt % T);
-            int j = (e % D) / 2;
-            float c = cos_t[(size_t)t * (D / 2) + j];
-            float s = sin_t[(size_t)t * (D / 2) + j];
-            y.x = x.x * c - x.y * s;
-            y.y = x.x * s + x.y * c;
-        } else {
-            y = x;
-        }
-        *reinterpret_cast<Pair*>(out + idx) = Pair{from_f32<E>(y.x), from_f32<E>(y.y)};
-    }
-}
-
-// The backward of element (r, c) of the (B*T, 3C) qkv: dinp = R^T dout (rotated by -angle; v
-// passed through), overwritten, and v[0] = dinp as stored, the term of the qkv bias's gradient
-// (column_sums, common.cuh). Each element reads both of its pair (the other one from cache).
-template <class E>
-struct RopeBackward {
-    E* __restrict__ dinp;
-    const E* __restrict__ dout;
-    const float* __restrict__ cos_t;
-    const float* __restrict__ sin_t;
+// out = R (inp + bias) with R the rotation by +angle (SGN = 1: forward; the qkv GEMM writes no
+// bias, bias (3C) may be null) or by -angle (SGN = -1: the backward, R^T, no bias), overwritten,
+// W elements (r, c..c+W-1) of the (B*T, 3C) qkv at a time, W even: whole pairs. v[0] = out as
+// stored: the terms of the qkv bias's gradient in the backward (column_sums, common.cuh).
+template <class E, int W, int SGN>
+struct Rope {
+    E* out;
+    const E* inp;
+    const float* bias;
+    const float* cos_t;
+    const float* sin_t;
     int T, C, D;
-    __device__ void operator()(size_t i, int r, int c, float* v) const {
-        float y = f32(dout[i]);
-        if (c < 2 * C) {
-            const int odd = c & 1, j = (c % D) / 2;
-            const float x0 = f32(dout[i - odd]), x1 = f32(dout[i - odd + 1]);
-            const float cs = cos_t[(size_t)(r % T) * (D / 2) + j], sn = sin_t[(size_t)(r % T) * (D / 2) + j];
-            y = odd ? -x0 * sn + x1 * cs : x0 * cs + x1 * sn;
+    __device__ void operator()(size_t i, int r, int c, float (&v)[1][W]) const {
+        static_assert(W % 2 == 0, "RoPE takes whole pairs");
+        float y[W];
+        biased_pack(y, inp, bias, i, c);
+        for (int k = 0; k < W && c + k < 2 * C; k += 2) {  // q and k rotate; v (from 2C) passes
+            const size_t j = (size_t)(r % T) * (D / 2) + ((c + k) % D) / 2;
+            const float cs = cos_t[j], sn = SGN * sin_t[j], x0 = y[k], x1 = y[k + 1];
+            y[k] = x0 * cs - x1 * sn;
+            y[k + 1] = x0 * sn + x1 * cs;
         }
-        store_summed(dinp, i, y, v);
+        store_summed(out, i, y, v);
     }
 };
+
+// W: 16 bytes of E when the row and the pointers allow, else one pair (always aligned to its size)
+template <int SGN, class A>
+void rope(A* out, float* dbias, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T,
+          int C, int H, cudaStream_t stream) {
+    using E = dev_t<A>;
+    with_pack<E, 2>((size_t)3 * C, {out, inp}, [&](auto w) {
+        constexpr int W = decltype(w)::value;
+        const Rope<E, W, SGN> op{dev(out), dev(inp), bias, cos_t, sin_t, T, C, C / H};
+        if (dbias)
+            column_sums<1, W>(SumInto{dbias}, B * T, 3 * C, op, stream);  // the qkv bias gradient, as written
+        else
+            for_each_element<W>(op, B * T, 3 * C, stream);
+    });
+}
 
 }  // namespace
 
 template <class A>
 void rope_forward(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
                   int H, cudaStream_t stream) {
-    size_t total = (size_t)B * T * 3 * C / 2;
-    if (total == 0) return;
-    rope_forward_kernel<dev_t<A>>
-        <<<grid_for(total, 256), 256, 0, stream>>>(dev(out), dev(inp), bias, cos_t, sin_t, T, C, C / H, total);
-    cudaCheckLaunch();
+    rope<1>(out, nullptr, inp, bias, cos_t, sin_t, B, T, C, H, stream);
 }
 
 template <class A>
 void rope_backward(A* dinp, float* dbias, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C,
                    int H, cudaStream_t stream) {
-    const RopeBackward<dev_t<A>> op{dev(dinp), dev(dout), cos_t, sin_t, T, C, C / H};
-    if (dbias)
-        column_sums<1>(SumInto{dbias}, B * T, 3 * C, op, stream);  // the qkv bias gradient, as written
-    else
-        for_each_element(op, B * T, 3 * C, stream);
+    rope<-1>(dinp, dbias, dout, nullptr, cos_t, sin_t, B, T, C, H, stream);
 }
 
 #define INSTANTIATE(A)                                                                                     \

@@ -191,10 +191,11 @@ std::string test_matmul_tf32() {
 }
 
 // ---------------------------------------------------------------- rope / crope
+// C = 48: rows of 3C = 144 go in 16-byte packs; C = 22 (H = 1): 66 do not, one pair per access.
 struct RopeSetup {
     int B = 2, T = 37, C = 48, H = 4, maxT = 64;
     Vec cos_t, sin_t;
-    RopeSetup() {
+    explicit RopeSetup(int C_ = 48, int H_ = 4) : C(C_), H(H_) {
         std::vector<double> c, s;
         rope_tables(c, s, maxT, C / H, 10000.0);
         cos_t.assign(c.begin(), c.end());
@@ -204,17 +205,20 @@ struct RopeSetup {
 
 std::string test_rope_forward() {
     Rng r(11);
-    RopeSetup s;
-    size_t n = (size_t)s.B * s.T * 3 * s.C;
-    Vec x = randn(n, r), bias = randn((size_t)3 * s.C, r);
-    DBuf gx(x), go(randn(n, r)), gc(s.cos_t), gs(s.sin_t), gb(bias);
     std::string why;
-    for (bool with_bias : {false, true}) {  // the qkv bias added before the rotation, or none
-        Vec ref(n);
-        cpu::rope_forward(ref.data(), x.data(), with_bias ? bias.data() : nullptr, s.cos_t.data(), s.sin_t.data(), s.B,
-                          s.T, s.C, s.H);
-        gpu::rope_forward(go.p, gx.p, with_bias ? gb.p : nullptr, gc.p, gs.p, s.B, s.T, s.C, s.H, gpu::main_stream());
-        expect_close(why, with_bias ? "out (bias)" : "out", go.get(), ref, 1e-6);
+    for (const RopeSetup& s : {RopeSetup(), RopeSetup(22, 1)}) {
+        size_t n = (size_t)s.B * s.T * 3 * s.C;
+        Vec x = randn(n, r), bias = randn((size_t)3 * s.C, r);
+        DBuf gx(x), go(randn(n, r)), gc(s.cos_t), gs(s.sin_t), gb(bias);
+        for (bool with_bias : {false, true}) {  // the qkv bias added before the rotation, or none
+            const std::string tag = " (C=" + std::to_string(s.C) + (with_bias ? ", bias)" : ")");
+            Vec ref(n);
+            cpu::rope_forward(ref.data(), x.data(), with_bias ? bias.data() : nullptr, s.cos_t.data(), s.sin_t.data(),
+                              s.B, s.T, s.C, s.H);
+            gpu::rope_forward(go.p, gx.p, with_bias ? gb.p : nullptr, gc.p, gs.p, s.B, s.T, s.C, s.H,
+                              gpu::main_stream());
+            expect_close(why, "out" + tag, go.get(), ref, 1e-6);
+        }
     }
     return why;
 }
@@ -223,21 +227,23 @@ std::string test_rope_forward() {
 // rows, two chunks of the sums.
 std::string test_rope_backward() {
     Rng r(12);
-    RopeSetup s;
     std::string why;
-    for (int B : {2, 16})
-        for (bool sum : {false, true}) {
-            const std::string tag = " (B=" + std::to_string(B) + (sum ? ", dbias)" : ")");
-            size_t n = (size_t)B * s.T * 3 * s.C;
-            Vec d = randn(n, r), dx0 = randn(n, r), dx = dx0;  // dx0: what the backward must overwrite
-            Vec db0 = randn((size_t)3 * s.C, r), db = db0;
-            cpu::rope_backward(dx.data(), sum ? db.data() : nullptr, d.data(), s.cos_t.data(), s.sin_t.data(), B, s.T,
-                               s.C, s.H);
-            DBuf gd(d), gdx(dx0), gc(s.cos_t), gs(s.sin_t), gdb(db0);
-            gpu::rope_backward(gdx.p, sum ? gdb.p : nullptr, gd.p, gc.p, gs.p, B, s.T, s.C, s.H, gpu::main_stream());
-            expect_close(why, "dinp" + tag, gdx.get(), dx, 1e-6);
-            expect_close(why, "dbias" + tag, gdb.get(), db, sum ? 1e-5 : 0.0);
-        }
+    for (const RopeSetup& s : {RopeSetup(), RopeSetup(22, 1)})
+        for (int B : {2, 16})
+            for (bool sum : {false, true}) {
+                const std::string tag =
+                    " (C=" + std::to_string(s.C) + " B=" + std::to_string(B) + (sum ? ", dbias)" : ")");
+                size_t n = (size_t)B * s.T * 3 * s.C;
+                Vec d = randn(n, r), dx0 = randn(n, r), dx = dx0;  // dx0: what the backward must overwrite
+                Vec db0 = randn((size_t)3 * s.C, r), db = db0;
+                cpu::rope_backward(dx.data(), sum ? db.data() : nullptr, d.data(), s.cos_t.data(), s.sin_t.data(), B,
+                                   s.T, s.C, s.H);
+                DBuf gd(d), gdx(dx0), gc(s.cos_t), gs(s.sin_t), gdb(db0);
+                gpu::rope_backward(gdx.p, sum ? gdb.p : nullptr, gd.p, gc.p, gs.p, B, s.T, s.C, s.H,
+                                   gpu::main_stream());
+                expect_close(why, "dinp" + tag, gdx.get(), dx, 1e-6);
+                expect_close(why, "dbias" + tag, gdb.get(), db, sum ? 1e-5 : 0.0);
+            }
     return why;
 }
 
@@ -329,21 +335,25 @@ std::string test_attention_long() {
 }
 
 // ---------------------------------------------------------------- elementwise
-// Rows of kEwC channels (an odd count: the bias index wraps mid-vector), with the bias of the
-// linear layer before the op (fp32, broadcast over rows) or none.
-constexpr int kEwN = 303, kEwC = 33;
+// Rows of kEwC channels (an odd count: the bias index wraps mid-vector, one element per access)
+// or kEwCPacked (16-byte packs of 4 floats), with the bias of the linear layer before the op
+// (fp32, broadcast over rows) or none.
+constexpr int kEwN = 303, kEwC = 33, kEwCPacked = 40;
 
 std::string test_gelu_forward() {
     Rng r(50);
-    const size_t n = (size_t)kEwN * kEwC;
-    Vec x = randn(n, r, 2.0), bias = randn(kEwC, r);
-    DBuf gx(x), go(n), gb(bias);
     std::string why;
-    for (bool with_bias : {false, true}) {
-        Vec ref(n);
-        cpu::gelu_forward(ref.data(), x.data(), with_bias ? bias.data() : nullptr, kEwN, kEwC);
-        gpu::gelu_forward(go.p, gx.p, with_bias ? gb.p : nullptr, kEwN, kEwC, gpu::main_stream());
-        expect_close(why, with_bias ? "out (bias)" : "out", go.get(), ref, 1e-6);
+    for (int C : {kEwC, kEwCPacked}) {
+        const size_t n = (size_t)kEwN * C;
+        Vec x = randn(n, r, 2.0), bias = randn(C, r);
+        DBuf gx(x), go(n), gb(bias);
+        for (bool with_bias : {false, true}) {
+            const std::string tag = " (C=" + std::to_string(C) + (with_bias ? ", bias)" : ")");
+            Vec ref(n);
+            cpu::gelu_forward(ref.data(), x.data(), with_bias ? bias.data() : nullptr, kEwN, C);
+            gpu::gelu_forward(go.p, gx.p, with_bias ? gb.p : nullptr, kEwN, C, gpu::main_stream());
+            expect_close(why, "out" + tag, go.get(), ref, 1e-6);
+        }
     }
     return why;
 }
@@ -351,23 +361,26 @@ std::string test_gelu_forward() {
 // With the bias gradient (the column sums of dinp as written, fused) and without.
 std::string test_gelu_backward() {
     Rng r(51);
-    const size_t n = (size_t)kEwN * kEwC;
-    Vec x = randn(n, r, 2.0), d = randn(n, r), dx0 = randn(n, r), bias = randn(kEwC, r);  // dx0: to be overwritten
-    Vec db0 = randn(kEwC, r);
-    DBuf gx(x), gd(d), gb(bias);
     std::string why;
-    for (bool with_bias : {false, true})
-        for (bool sum : {false, true}) {
-            const std::string tag = std::string(with_bias ? " (bias" : " (no bias") + (sum ? ", dbias)" : ")");
-            Vec dx = dx0, db = db0;
-            cpu::gelu_backward(dx.data(), sum ? db.data() : nullptr, x.data(), with_bias ? bias.data() : nullptr,
-                               d.data(), kEwN, kEwC);
-            DBuf gdx(dx0), gdb(db0);
-            gpu::gelu_backward(gdx.p, sum ? gdb.p : nullptr, gx.p, with_bias ? gb.p : nullptr, gd.p, kEwN, kEwC,
-                               gpu::main_stream());
-            expect_close(why, "dinp" + tag, gdx.get(), dx, 1e-6);
-            expect_close(why, "dbias" + tag, gdb.get(), db, sum ? 1e-5 : 0.0);
-        }
+    for (int C : {kEwC, kEwCPacked}) {
+        const size_t n = (size_t)kEwN * C;
+        Vec x = randn(n, r, 2.0), d = randn(n, r), dx0 = randn(n, r), bias = randn(C, r);  // dx0: overwritten
+        Vec db0 = randn(C, r);
+        DBuf gx(x), gd(d), gb(bias);
+        for (bool with_bias : {false, true})
+            for (bool sum : {false, true}) {
+                const std::string tag =
+                    " (C=" + std::to_string(C) + (with_bias ? ", bias" : "") + (sum ? ", dbias)" : ")");
+                Vec dx = dx0, db = db0;
+                cpu::gelu_backward(dx.data(), sum ? db.data() : nullptr, x.data(), with_bias ? bias.data() : nullptr,
+                                   d.data(), kEwN, C);
+                DBuf gdx(dx0), gdb(db0);
+                gpu::gelu_backward(gdx.p, sum ? gdb.p : nullptr, gx.p, with_bias ? gb.p : nullptr, gd.p, kEwN, C,
+                                   gpu::main_stream());
+                expect_close(why, "dinp" + tag, gdx.get(), dx, 1e-6);
+                expect_close(why, "dbias" + tag, gdb.get(), db, sum ? 1e-5 : 0.0);
+            }
+    }
     return why;
 }
 

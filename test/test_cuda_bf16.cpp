@@ -153,29 +153,33 @@ std::string test_matmul() {
 }
 
 // ---------------------------------------------------------------- rope, crope
+// 3C = 144: 16-byte packs; C = 22 (H = 1), 3C = 66: one pair per access.
 std::string test_rope() {
     Rng r(5);
-    const int B = 2, T = 37, C = 48, H = 4;
-    std::vector<double> cd, sd;
-    rope_tables(cd, sd, T, C / H, 10000.0);
-    Vec cs(cd.begin(), cd.end()), sn(sd.begin(), sd.end());
-    size_t n = (size_t)B * T * 3 * C;
-    Vec x = bf16_round(randn(n, r)), out(n), d0 = bf16_round(randn(n, r)), d = d0, bias = randn((size_t)3 * C, r);
-    cpu::rope_forward(out.data(), x.data(), bias.data(), cs.data(), sn.data(), B, T, C, H);  // with the qkv bias
-    cpu::rope_backward<float>(d.data(), nullptr, x.data(), cs.data(), sn.data(), B, T, C, H);  // x as the gradient
-    Vec db0 = randn((size_t)3 * C, r);
-    DBf16 gx(x), go(n), gd(d0);
-    DBuf gc(cs), gs(sn), gb(bias), gdb(db0);
-    gpu::rope_forward(go.p, gx.p, gb.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
-    gpu::rope_backward(gd.p, gdb.p, gx.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
     std::string why;
-    expect_close(why, "out", go.get(), out, kOut);
-    const Vec gd_host = gd.get();
-    expect_close(why, "dinp", gd_host, d, kOut);
-    // the qkv bias's gradient: the column sums of dinp as stored, in bf16
-    Vec db = db0;
-    for (size_t i = 0; i < n; i++) db[i % (3 * C)] += gd_host[i];
-    expect_close(why, "dbias", gdb.get(), db, 1e-5);
+    for (auto [C, H] : std::vector<std::pair<int, int>>{{48, 4}, {22, 1}}) {
+        const int B = 2, T = 37;
+        const std::string tag = " (C=" + std::to_string(C) + ")";
+        std::vector<double> cd, sd;
+        rope_tables(cd, sd, T, C / H, 10000.0);
+        Vec cs(cd.begin(), cd.end()), sn(sd.begin(), sd.end());
+        size_t n = (size_t)B * T * 3 * C;
+        Vec x = bf16_round(randn(n, r)), out(n), d0 = bf16_round(randn(n, r)), d = d0, bias = randn((size_t)3 * C, r);
+        cpu::rope_forward(out.data(), x.data(), bias.data(), cs.data(), sn.data(), B, T, C, H);    // with the qkv bias
+        cpu::rope_backward<float>(d.data(), nullptr, x.data(), cs.data(), sn.data(), B, T, C, H);  // x as the gradient
+        Vec db0 = randn((size_t)3 * C, r);
+        DBf16 gx(x), go(n), gd(d0);
+        DBuf gc(cs), gs(sn), gb(bias), gdb(db0);
+        gpu::rope_forward(go.p, gx.p, gb.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
+        gpu::rope_backward(gd.p, gdb.p, gx.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
+        expect_close(why, "out" + tag, go.get(), out, kOut);
+        const Vec gd_host = gd.get();
+        expect_close(why, "dinp" + tag, gd_host, d, kOut);
+        // the qkv bias's gradient: the column sums of dinp as stored, in bf16
+        Vec db = db0;
+        for (size_t i = 0; i < n; i++) db[i % (3 * C)] += gd_host[i];
+        expect_close(why, "dbias" + tag, gdb.get(), db, 1e-5);
+    }
     return why;
 }
 
@@ -195,28 +199,37 @@ std::string test_crope_expand() {
 
 // ---------------------------------------------------------------- elementwise
 // with the fp32 bias of the linear layer before each op, as the model calls them (rows of an odd
-// channel count: the bias index wraps mid-vector)
+// channel count: the bias index wraps mid-vector, one element per access; GELU also at C = 40:
+// 16-byte packs)
 std::string test_gelu_residual() {
     Rng r(7);
-    const int N = 303, C = 33;
-    const size_t n = (size_t)N * C;
-    Vec x = bf16_round(randn(n, r, 2.0)), y = bf16_round(randn(n, r)), out(n), bias = randn(C, r);
-    Vec d = bf16_round(randn(n, r)), dx0 = bf16_round(randn(n, r)), dx = dx0, db0 = randn(C, r);
-    cpu::gelu_forward(out.data(), x.data(), bias.data(), N, C);
-    cpu::gelu_backward<float>(dx.data(), nullptr, x.data(), bias.data(), d.data(), N, C);
-    DBf16 gx(x), gy(y), go(n), gd(d), gdx(dx0);
-    DBuf gb(bias), gdb(db0);
-    gpu::gelu_forward(go.p, gx.p, gb.p, N, C, gpu::main_stream());
-    gpu::gelu_backward(gdx.p, gdb.p, gx.p, gb.p, gd.p, N, C, gpu::main_stream());
+    const int N = 303;
     std::string why;
-    expect_close(why, "gelu out", go.get(), out, kOut);
-    const Vec gdx_host = gdx.get();
-    expect_close(why, "gelu dinp", gdx_host, dx, kOut);
-    // the bias gradient: the column sums of dinp as stored, in bf16
-    Vec db = db0;
-    for (size_t i = 0; i < n; i++) db[i % C] += gdx_host[i];
-    expect_close(why, "gelu dbias", gdb.get(), db, 1e-5);
+    for (int C : {40, 33}) {
+        const std::string tag = " (C=" + std::to_string(C) + ")";
+        const size_t n = (size_t)N * C;
+        Vec x = bf16_round(randn(n, r, 2.0)), out(n), bias = randn(C, r);
+        Vec d = bf16_round(randn(n, r)), dx0 = bf16_round(randn(n, r)), dx = dx0, db0 = randn(C, r);
+        cpu::gelu_forward(out.data(), x.data(), bias.data(), N, C);
+        cpu::gelu_backward<float>(dx.data(), nullptr, x.data(), bias.data(), d.data(), N, C);
+        DBf16 gx(x), go(n), gd(d), gdx(dx0);
+        DBuf gb(bias), gdb(db0);
+        gpu::gelu_forward(go.p, gx.p, gb.p, N, C, gpu::main_stream());
+        gpu::gelu_backward(gdx.p, gdb.p, gx.p, gb.p, gd.p, N, C, gpu::main_stream());
+        expect_close(why, "gelu out" + tag, go.get(), out, kOut);
+        const Vec gdx_host = gdx.get();
+        expect_close(why, "gelu dinp" + tag, gdx_host, dx, kOut);
+        // the bias gradient: the column sums of dinp as stored, in bf16
+        Vec db = db0;
+        for (size_t i = 0; i < n; i++) db[i % C] += gdx_host[i];
+        expect_close(why, "gelu dbias" + tag, gdb.get(), db, 1e-5);
+    }
 
+    const int C = 33;
+    const size_t n = (size_t)N * C;
+    Vec x = bf16_round(randn(n, r, 2.0)), y = bf16_round(randn(n, r)), bias = randn(C, r);
+    DBf16 gx(x), gy(y);
+    DBuf gb(bias);
     // the residual add, stored in bf16, and the LayerNorm after it, of the sum as stored: the
     // CPU's LayerNorm takes the GPU's sum, so that both see the same rounded input
     Vec w = randn(C, r), lb = randn(C, r), sum(n), ln(n), mean(N), rstd(N);
