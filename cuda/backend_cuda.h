@@ -94,12 +94,10 @@ void matmul_dinp_add(D* dinp, const A* dout, const A* w, int N, int IC, int OC, 
 template <class A>
 void rope_forward(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
                   int H, cudaStream_t stream);
-// The backwards of RoPE and GELU overwrite dinp (no zeroed buffer needed); dbias, when given,
-// += the column sums of dinp: the gradient of the bias they added (the one-kernel column sums,
-// common.cuh).
+// The backwards of RoPE and GELU overwrite dinp (no zeroed buffer needed).
 template <class A>
-void rope_backward(A* dinp, float* dbias, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C,
-                   int H, cudaStream_t stream);
+void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+                   cudaStream_t stream);
 
 // w: CRoPE's expanded (3C, C) weights, written in A from the fp32 A, B.
 template <class A>
@@ -132,8 +130,7 @@ void check_flash_head_size(int D);
 template <class A>
 void gelu_forward(A* out, const A* inp, const float* bias, int N, int C, cudaStream_t stream);
 template <class A>
-void gelu_backward(A* dinp, float* dbias, const A* inp, const float* bias, const A* dout, int N, int C,
-                   cudaStream_t stream);
+void gelu_backward(A* dinp, const A* inp, const float* bias, const A* dout, int N, int C, cudaStream_t stream);
 
 template <class A>
 void softmax_crossentropy(A* logits, float* losses, const int* targets, int N, int V, float dscale,

@@ -298,9 +298,10 @@ __device__ inline void biased_pack(float (&y)[W], const E* x, const float* bias,
 
 // Column sums over the N rows of a row-major (N, C) array, NQ sums at a time, deterministic.
 // The op value(i, r, c, v) takes the W elements (r, c + k), k < W, i = r * C + c (C % W == 0,
-// one access when they are 16 bytes), and writes the NQ values to sum of each into v[q][k]; it
-// may store too: an elementwise op fused with the sum of its output, as GELU's backward with its
-// bias gradient. dst(q, c) += the sum of the q-th over the rows. Block (cx, chunk) sums one
+// one access when they are 16 bytes), and writes the NQ values to sum of each into v[q][k]:
+// dst(q, c) += the sum of the q-th over the rows. (An elementwise op that also stored its output
+// here would sum its own bias gradient, but a store between the loads of one row and the next
+// keeps a thread to one row in flight: too few bytes in flight at the paper's size.) Block (cx, chunk) sums one
 // chunk of rows for 32 packs of columns (threadIdx.x = pack, threadIdx.y = row phase) into
 // partial (nchunks, NQ, C); the last block to finish adds the chunks in order. Every column's
 // sum goes in the same order whatever W: the bits do not depend on it.
@@ -348,25 +349,21 @@ void column_sums(Dst dst, int N, int C, F value, cudaStream_t stream) {
     cudaCheckLaunch();
 }
 
-// The store of an elementwise op whose output a bias gradient may sum: x[i + k] = y[k] rounded
-// to E, in one access, and v[0][k] the values as stored.
+// x[i + k] = y[k] rounded to E, k < W: one access when W elements are 16 bytes.
 template <class E, int W>
-__device__ inline void store_summed(E* x, size_t i, const float (&y)[W], float (&v)[1][W]) {
+__device__ inline void store_pack(E* x, size_t i, const float (&y)[W]) {
     Pack<E, W> p;
-    for (int k = 0; k < W; k++) {
-        p.e[k] = from_f32<E>(y[k]);
-        v[0][k] = f32(p.e[k]);
-    }
+    for (int k = 0; k < W; k++) p.e[k] = from_f32<E>(y[k]);
     *reinterpret_cast<Pack<E, W>*>(x + i) = p;
 }
 
-// The op of a one-value column_sums over all N * C elements, without the sums.
+// An elementwise op over the N * C elements of a row-major (N, C) array, W at a time (C % W ==
+// 0): op(i, r, c) takes the elements (r, c + k), k < W, i = r * C + c.
 template <int W, class F>
 __global__ void for_each_element_kernel(F op, size_t packs, int C) {
-    float v[1][W];
     for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < packs; p += (size_t)gridDim.x * blockDim.x) {
         const size_t i = p * W;
-        op(i, (int)(i / C), (int)(i % C), v);
+        op(i, (int)(i / C), (int)(i % C));
     }
 }
 template <int W, class F>

@@ -9,30 +9,29 @@ namespace {
 
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
 
-// out = gelu(x), W elements at a time (for_each_element: v, the sums' values, unused)
+// out = gelu(x), W elements at a time
 template <class E, int W>
 struct GeluForward {
     E* out;
     const E* inp;
     const float* bias;
-    __device__ void operator()(size_t i, int, int c, float (&v)[1][W]) const {
+    __device__ void operator()(size_t i, int, int c) const {
         float x[W], y[W];
         biased_pack(x, inp, bias, i, c);
         for (int k = 0; k < W; k++)
             y[k] = 0.5f * x[k] * (1.0f + tanhf(kGeluK * (x[k] + 0.044715f * x[k] * x[k] * x[k])));
-        store_summed(out, i, y, v);
+        store_pack(out, i, y);
     }
 };
 
-// dinp = dout * gelu'(x) (overwritten), and v[0] = dinp as stored: the terms of the bias
-// gradient (column_sums, common.cuh)
+// dinp = dout * gelu'(x) (overwritten)
 template <class E, int W>
 struct GeluBackward {
     E* dinp;
     const E* inp;
     const float* bias;
     const E* dout;
-    __device__ void operator()(size_t i, int, int c, float (&v)[1][W]) const {
+    __device__ void operator()(size_t i, int, int c) const {
         float x[W], y[W];
         biased_pack(x, inp, bias, i, c);
         const Pack<E, W> d = load_pack<E, W>(dout, i);
@@ -42,7 +41,7 @@ struct GeluBackward {
             float sech2 = 1.0f - th * th;
             y[k] = f32(d.e[k]) * (0.5f * (1.0f + th) + 0.5f * x[k] * sech2 * du);
         }
-        store_summed(dinp, i, y, v);
+        store_pack(dinp, i, y);
     }
 };
 
@@ -59,22 +58,17 @@ void gelu_forward(A* out, const A* inp, const float* bias, int N, int C, cudaStr
 }
 
 template <class A>
-void gelu_backward(A* dinp, float* dbias, const A* inp, const float* bias, const A* dout, int N, int C,
-                   cudaStream_t stream) {
+void gelu_backward(A* dinp, const A* inp, const float* bias, const A* dout, int N, int C, cudaStream_t stream) {
     using E = dev_t<A>;
     with_pack<E>(C, {dinp, inp, dout}, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        const GeluBackward<E, W> op{dev(dinp), dev(inp), bias, dev(dout)};
-        if (dbias)
-            column_sums<1, W>(SumInto{dbias}, N, C, op, stream);  // the fc bias gradient from the values as written
-        else
-            for_each_element<W>(op, N, C, stream);
+        for_each_element<W>(GeluBackward<E, W>{dev(dinp), dev(inp), bias, dev(dout)}, N, C, stream);
     });
 }
 
 #define INSTANTIATE(A)                                                              \
     template void gelu_forward(A*, const A*, const float*, int, int, cudaStream_t); \
-    template void gelu_backward(A*, float*, const A*, const float*, const A*, int, int, cudaStream_t);
+    template void gelu_backward(A*, const A*, const float*, const A*, int, int, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

@@ -10,8 +10,7 @@ namespace {
 
 // out = R (inp + bias) with R the rotation by +angle (SGN = 1: forward; the qkv GEMM writes no
 // bias, bias (3C) may be null) or by -angle (SGN = -1: the backward, R^T, no bias), overwritten,
-// W elements (r, c..c+W-1) of the (B*T, 3C) qkv at a time, W even: whole pairs. v[0] = out as
-// stored: the terms of the qkv bias's gradient in the backward (column_sums, common.cuh).
+// W elements (r, c..c+W-1) of the (B*T, 3C) qkv at a time, W even: whole pairs.
 template <class E, int W, int SGN>
 struct Rope {
     E* out;
@@ -20,7 +19,7 @@ struct Rope {
     const float* cos_t;
     const float* sin_t;
     int T, C, D;
-    __device__ void operator()(size_t i, int r, int c, float (&v)[1][W]) const {
+    __device__ void operator()(size_t i, int r, int c) const {
         static_assert(W % 2 == 0, "RoPE takes whole pairs");
         float y[W];
         biased_pack(y, inp, bias, i, c);
@@ -30,22 +29,18 @@ struct Rope {
             y[k] = x0 * cs - x1 * sn;
             y[k + 1] = x0 * sn + x1 * cs;
         }
-        store_summed(out, i, y, v);
+        store_pack(out, i, y);
     }
 };
 
 // W: 16 bytes of E when the row and the pointers allow, else one pair (always aligned to its size)
 template <int SGN, class A>
-void rope(A* out, float* dbias, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T,
-          int C, int H, cudaStream_t stream) {
+void rope(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+          cudaStream_t stream) {
     using E = dev_t<A>;
     with_pack<E, 2>((size_t)3 * C, {out, inp}, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        const Rope<E, W, SGN> op{dev(out), dev(inp), bias, cos_t, sin_t, T, C, C / H};
-        if (dbias)
-            column_sums<1, W>(SumInto{dbias}, B * T, 3 * C, op, stream);  // the qkv bias gradient, as written
-        else
-            for_each_element<W>(op, B * T, 3 * C, stream);
+        for_each_element<W>(Rope<E, W, SGN>{dev(out), dev(inp), bias, cos_t, sin_t, T, C, C / H}, B * T, 3 * C, stream);
     });
 }
 
@@ -54,19 +49,19 @@ void rope(A* out, float* dbias, const A* inp, const float* bias, const float* co
 template <class A>
 void rope_forward(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
                   int H, cudaStream_t stream) {
-    rope<1>(out, nullptr, inp, bias, cos_t, sin_t, B, T, C, H, stream);
+    rope<1>(out, inp, bias, cos_t, sin_t, B, T, C, H, stream);
 }
 
 template <class A>
-void rope_backward(A* dinp, float* dbias, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C,
-                   int H, cudaStream_t stream) {
-    rope<-1>(dinp, dbias, dout, nullptr, cos_t, sin_t, B, T, C, H, stream);
+void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+                   cudaStream_t stream) {
+    rope<-1>(dinp, dout, nullptr, cos_t, sin_t, B, T, C, H, stream);
 }
 
 #define INSTANTIATE(A)                                                                                     \
     template void rope_forward(A*, const A*, const float*, const float*, const float*, int, int, int, int, \
                                cudaStream_t);                                                              \
-    template void rope_backward(A*, float*, const A*, const float*, const float*, int, int, int, int, cudaStream_t);
+    template void rope_backward(A*, const A*, const float*, const float*, int, int, int, int, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

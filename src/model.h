@@ -748,9 +748,8 @@ struct GPT {
             const A* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
             BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, nullptr, a.dres, a.fch_gelu + l * N * 4 * C,
                                 wa.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
-            BK::gelu_backward(a.dfch, g.fcb + l * 4 * C, a.fch + l * N * 4 * C, w.fcb + l * 4 * C, a.dfch_gelu, (int)N,
-                              (int)(4 * C));  // with the fc bias's gradient
-            BK::matmul_backward(a.dln, g.fcw + l * 4 * C * C, nullptr, a.dfch, a.ln2 + l * N * C,
+            BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, w.fcb + l * 4 * C, a.dfch_gelu, (int)N, (int)(4 * C));
+            BK::matmul_backward(a.dln, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, a.dfch, a.ln2 + l * N * C,
                                 wa.fcw + l * 4 * C * C, (int)N, (int)C, (int)(4 * C));
             BK::layernorm_backward(a.dres, g.ln2w + l * C, g.ln2b + l * C, g.projb + l * C, a.dln, a.res2 + l * N * C,
                                    w.ln2w + l * C, a.ln2_mean + l * N, a.ln2_rstd + l * N, (int)N, (int)C);
@@ -766,19 +765,16 @@ struct GPT {
                 BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, a.att + at, B, Tn, (int)C,
                                        H);
             mark(Phase::rest);
-            // the qkv bias's gradient: from RoPE's backward (RoPE added the bias), else the GEMM's
-            T* dqkvb = g.qkvb + l * 3 * C;
             if (a.dqkv != a.dqkvr) {
-                BK::rope_backward(a.dqkv, dqkvb, a.dqkvr, rope_cos, rope_sin, B, Tn, (int)C, H);
-                dqkvb = nullptr;
+                BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, Tn, (int)C, H);
             }
             if (pt.complex_qkv) {
                 BK::zero(dqkv_w, 3 * C * C);
-                BK::matmul_backward(a.dln, dqkv_w, dqkvb, a.dqkv, a.ln1 + l * N * C, qkv_weight(l), (int)N, (int)C,
-                                    (int)(3 * C));
+                BK::matmul_backward(a.dln, dqkv_w, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C, qkv_weight(l), (int)N,
+                                    (int)C, (int)(3 * C));
                 BK::crope_fold(g.qkvA + l * 3 * C * C / 4, g.qkvB + l * 3 * C * C / 4, dqkv_w, (int)C);
             } else {
-                BK::matmul_backward(a.dln, g.qkvw + l * 3 * C * C, dqkvb, a.dqkv, a.ln1 + l * N * C,
+                BK::matmul_backward(a.dln, g.qkvw + l * 3 * C * C, g.qkvb + l * 3 * C, a.dqkv, a.ln1 + l * N * C,
                                     wa.qkvw + l * 3 * C * C, (int)N, (int)C, (int)(3 * C));
             }
             BK::layernorm_backward(a.dres, g.ln1w + l * C, g.ln1b + l * C, l > 0 ? g.fc2b + (l - 1) * C : nullptr,

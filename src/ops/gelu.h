@@ -23,11 +23,9 @@ void gelu_forward(T* out, const T* inp, const T* bias, int N, int C) {
         }
 }
 
-// dinp (N,C) = dout * gelu'(inp + bias) (overwritten: the backward needs no zeroed buffer);
-// dbias (C), when given, += the column sums of dinp: the gradient of that bias, summed here
-// (fused on a GPU: no second pass over dinp)
+// dinp (N,C) = dout * gelu'(inp + bias) (overwritten: the backward needs no zeroed buffer)
 template <class T>
-void gelu_backward(T* dinp, T* dbias, const T* inp, const T* bias, const T* dout, int N, int C) {
+void gelu_backward(T* dinp, const T* inp, const T* bias, const T* dout, int N, int C) {
 #pragma omp parallel for
     for (int r = 0; r < N; r++)
         for (int c = 0; c < C; c++) {
@@ -39,9 +37,6 @@ void gelu_backward(T* dinp, T* dbias, const T* inp, const T* bias, const T* dout
             T sech2 = T(1) - th * th;
             dinp[i] = dout[i] * (T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * du);
         }
-    if (dbias)
-        for (int r = 0; r < N; r++)
-            for (int c = 0; c < C; c++) dbias[c] += dinp[(size_t)r * C + c];
 }
 
 }  // namespace cpu

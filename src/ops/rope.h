@@ -36,15 +36,10 @@ void rope_forward(T* out, const T* inp, const T* bias, const T* cos_t, const T* 
     rope_rotate(out, inp, bias, cos_t, sin_t, B, Tn, C, H, T(1));
 }
 
-// dinp (B,T,3C) = R^T dout (overwritten: the backward needs no zeroed buffer); dbias (3C),
-// when given, += the column sums of dinp: the gradient of the bias added before the rotation
-// (fused on a GPU: no second pass over dinp)
+// dinp (B,T,3C) = R^T dout (overwritten: the backward needs no zeroed buffer)
 template <class T>
-void rope_backward(T* dinp, T* dbias, const T* dout, const T* cos_t, const T* sin_t, int B, int Tn, int C, int H) {
+void rope_backward(T* dinp, const T* dout, const T* cos_t, const T* sin_t, int B, int Tn, int C, int H) {
     rope_rotate(dinp, dout, (const T*)nullptr, cos_t, sin_t, B, Tn, C, H, T(-1));
-    if (dbias)
-        for (size_t r = 0; r < (size_t)B * Tn; r++)
-            for (int c = 0; c < 3 * C; c++) dbias[c] += dinp[r * 3 * C + c];
 }
 
 }  // namespace cpu
