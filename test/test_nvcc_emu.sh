@@ -2,7 +2,8 @@
 # test/cuda_emu/nvcc-emu as a build tool: the object and its dependency file (-MMD) name the real
 # source, never the temporary copy it compiles; a failed compile leaves the previous .d as it was;
 # and a compile cut off after g++ wrote its files (make interrupted, a killed job) leaves no .d
-# naming the deleted temporary file, which would stop the next make with "No rule to make target".
+# naming the deleted temporary file, which would stop the next make with "No rule to make target";
+# and a .cuh reached through -I is rewritten like one beside the file.
 cd "$(dirname "$0")/.." || exit 1
 . test/testlib.sh
 tmp=$(mktemp -d)
@@ -26,6 +27,17 @@ if TMPDIR="$tmp" $emu -MMD -MP -c "$tmp/bad.cu" -o "$tmp/bad.o" >"$tmp/bad.log" 
 elif [ -e "$tmp/bad.o" ] || ! cmp -s "$tmp/k.d" "$tmp/bad.d"; then
   fail nvcc_emu_failed_compile "it wrote bad.o or changed bad.d"
 else pass nvcc_emu_failed_compile; fi
+
+# a kernel launched in a .cuh that a header in another folder includes through -I (as
+# cuda/lab/lab.cuh includes cuda/common.cuh): found and rewritten, so the launch compiles
+mkdir -p "$tmp/inc" "$tmp/sub"
+printf '#pragma once\n__global__ void k2(float* x) { x[0] = 2.0f; }\ninline void go(float* x) { k2<<<1, 1>>>(x); }\n' \
+  >"$tmp/inc/launch.cuh"
+printf '#pragma once\n#include "launch.cuh"\n' >"$tmp/sub/mid.cuh"
+printf '#include "mid.cuh"\nvoid f(float* x) { go(x); }\n' >"$tmp/sub/user.cu"
+if TMPDIR="$tmp" $emu -I"$tmp/inc" -c "$tmp/sub/user.cu" -o "$tmp/user.o" >"$tmp/user.log" 2>&1 && [ -s "$tmp/user.o" ]; then
+  pass nvcc_emu_include_path
+else fail nvcc_emu_include_path "$(tail -n 3 "$tmp/user.log")"; fi
 
 # cut off: a stand-in for g++ writes what g++ writes (the object, and a .d naming the temporary
 # source it was given), then kills nvcc-emu before it can rewrite anything
