@@ -296,15 +296,15 @@ __device__ inline void biased_pack(float (&y)[W], const E* x, const float* bias,
     for (int k = 0; k < W; k++) y[k] = f32(p.e[k]) + (bias ? bias[c + k] : 0.0f);
 }
 
-// Column sums over the N rows of a row-major (N, C) array, NQ sums at a time, deterministic.
-// The op value(i, r, c, v) takes the W elements (r, c + k), k < W, i = r * C + c (C % W == 0,
-// one access when they are 16 bytes), and writes the NQ values to sum of each into v[q][k]:
-// dst(q, c) += the sum of the q-th over the rows. (An elementwise op that also stored its output
-// here would sum its own bias gradient, but a store between the loads of one row and the next
-// keeps a thread to one row in flight: too few bytes in flight at the paper's size.) Block (cx, chunk) sums one
-// chunk of rows for 32 packs of columns (threadIdx.x = pack, threadIdx.y = row phase) into
-// partial (nchunks, NQ, C); the last block to finish adds the chunks in order. Every column's
-// sum goes in the same order whatever W: the bits do not depend on it.
+// Column sums over the N rows of a row-major (N, C) array, NQ sums at a time, deterministic. The op
+// value(i, r, c, v) takes the W elements (r, c + k), k < W, i = r * C + c (C % W == 0, one access
+// when they are 16 bytes), and writes the NQ values to sum of each into v[q][k]: dst(q, c) += the
+// sum of the q-th over the rows. (An elementwise op that also stored its output here would sum its
+// own bias gradient, but a store between the loads of one row and the next keeps a thread to one
+// row in flight: too few bytes in flight at the paper's size.) Block (cx, chunk) sums one chunk of
+// rows for 32 packs of columns (threadIdx.x = pack, threadIdx.y = row phase) into partial (nchunks,
+// NQ, C); the last block to finish adds the chunks in order. Every column's sum goes in the same
+// order whatever W: the bits do not depend on it.
 constexpr int kColY = 8;
 namespace {
 __device__ unsigned g_column_sums_count;  // last_block's ticket counter (one per .cu file)
@@ -332,8 +332,9 @@ __global__ void column_sums_kernel(Dst dst, float* __restrict__ partial, int N, 
                 for (int y = 0; y < kColY; y++) t += s[q][y][x * W + k];
                 partial[((size_t)blockIdx.y * NQ + q) * C + c + k] = t;
             }
-    if (last_block(&g_column_sums_count))
-        add_partials([&](int k) -> float& { return dst(k / C, k % C); }, partial, gridDim.y, NQ* C);
+    if (!last_block(&g_column_sums_count)) return;
+    const int ncols = NQ * C;  // partial's rows: (q, c) at q * C + c
+    add_partials([&](int k) -> float& { return dst(k / C, k % C); }, partial, gridDim.y, ncols);
 }
 
 // The launch: a fixed chunk of rows (never device-dependent), so the bits are the same on any GPU.
