@@ -1,6 +1,7 @@
 // LayerNorm over the last dimension (eps 1e-5, biased variance), forward (alone, or with the
-// residual add before it) and backward. Forward and the dinp part of backward: one warp per row. dw, db (sums over
-// rows) in a second kernel: blocks of fixed rows, whose partial sums the last block adds in order (common.cuh).
+// residual add before it) and backward. Forward and the dinp part of backward: one warp per row.
+// dw, db (sums over rows) in a second kernel: blocks of fixed rows, whose partial sums the last
+// block adds in order (column_sums, common.cuh).
 #include "backend_cuda.h"
 #include "common.cuh"
 
