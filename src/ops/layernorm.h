@@ -24,14 +24,10 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
     }
 }
 
-// dinp (N,C) += d inp; dw, db (C) += their gradients. dsum (C), when given, += the column sums
-// of dinp as updated: where dinp is the residual stream's gradient, the gradient of the bias of
-// the residual branch whose sum with the stream this LayerNorm reads (model.h), fused here to
-// save a pass over dinp.
 // res (N,C) = x + (y + ybias), ybias (C) broadcast over rows (may be null; res may be x), then
 // out = the LayerNorm of res: the residual add of the branch before each LayerNorm, with the bias
 // of that branch's last linear layer (whose GEMM then adds none), fused with it so that a GPU
-// reads the sum from its registers, not from memory.
+// writes the sum and normalises it in one kernel, the row still in its cache.
 template <class T>
 void residual_layernorm_forward(T* res, T* out, T* mean, T* rstd, const T* x, const T* y, const T* ybias, const T* w,
                                 const T* b, int N, int C) {
@@ -44,6 +40,10 @@ void residual_layernorm_forward(T* res, T* out, T* mean, T* rstd, const T* x, co
     layernorm_forward(out, mean, rstd, res, w, b, N, C);
 }
 
+// dinp (N,C) += d inp; dw, db (C) += their gradients. dsum (C), when given, += the column sums
+// of dinp as updated: where dinp is the residual stream's gradient, the gradient of the bias of
+// the residual branch whose sum with the stream this LayerNorm reads (model.h), fused here to
+// save a pass over dinp.
 template <class T>
 void layernorm_backward(T* dinp, T* dw, T* db, T* dsum, const T* dout, const T* inp, const T* w, const T* mean,
                         const T* rstd, int N, int C) {
