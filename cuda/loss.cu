@@ -154,11 +154,10 @@ void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const in
     if (N <= 0 || w <= 0) return;
     using E = dev_t<A>;
     const int blocks = ceil_div(N, kTileWarps), threads = 32 * kTileWarps;
-    if (packs_fit<E>(w, {z}))
-        classifier_tile_lse_kernel<E, 16 / sizeof(E)>
+    with_pack<E>(w, {z}, [&](auto pw) {
+        classifier_tile_lse_kernel<E, decltype(pw)::value>
             <<<blocks, threads, 0, stream>>>(dev(z), m, s, losses, targets, N, w, v0, V);
-    else
-        classifier_tile_lse_kernel<E, 1><<<blocks, threads, 0, stream>>>(dev(z), m, s, losses, targets, N, w, v0, V);
+    });
     cudaCheckLaunch();
 }
 
@@ -173,14 +172,12 @@ void classifier_tile_dlogits(A* z, const float* lse, const int* targets, int N, 
                              cudaStream_t stream) {
     if (N <= 0 || w <= 0) return;
     using E = dev_t<A>;
-    constexpr int W = 16 / sizeof(E);
     const size_t n = (size_t)N * w;
-    if (packs_fit<E>(w, {z}))
+    with_pack<E>(w, {z}, [&](auto pw) {
+        constexpr int W = decltype(pw)::value;
         classifier_tile_dlogits_kernel<E, W>
             <<<grid_for(n / W, 256), 256, 0, stream>>>(dev(z), lse, targets, w, v0, V, dscale, n / W);
-    else
-        classifier_tile_dlogits_kernel<E, 1>
-            <<<grid_for(n, 256), 256, 0, stream>>>(dev(z), lse, targets, w, v0, V, dscale, n);
+    });
     cudaCheckLaunch();
 }
 
@@ -190,11 +187,10 @@ void classifier_loss(A* logits, float* losses, const int* targets, int N, int V,
     if (N <= 0 || V <= 0) return;
     if (ld < V) throw std::logic_error("classifier_loss: row stride ld < V");
     using E = dev_t<A>;
-    constexpr int W = 16 / sizeof(E);
-    if (packs_fit<E>(ld, {logits}))
-        classifier_loss_kernel<E, W><<<N, kLossThreads, 0, stream>>>(dev(logits), losses, targets, V, ld, dscale);
-    else
-        classifier_loss_kernel<E, 1><<<N, kLossThreads, 0, stream>>>(dev(logits), losses, targets, V, ld, dscale);
+    with_pack<E>(ld, {logits}, [&](auto pw) {
+        classifier_loss_kernel<E, decltype(pw)::value>
+            <<<N, kLossThreads, 0, stream>>>(dev(logits), losses, targets, V, ld, dscale);
+    });
     cudaCheckLaunch();
 }
 
