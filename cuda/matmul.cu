@@ -64,20 +64,17 @@ template void gemm_cm_strided_batched(bool, bool, int, int, int, float, const bf
 
 namespace {
 
-// out (N,OC) += bias (OC) broadcast over rows, in fp32; W elements per access (vectorised
-// when OC % W == 0 and both pointers are 16-byte aligned: W = 16 bytes of E).
+// out (N,OC) += bias (OC) broadcast over rows, in fp32, W elements at a time (for_each_element)
 template <class E, int W>
-__global__ void add_bias_kernel(E* __restrict__ out, const float* __restrict__ bias, int OC, size_t total) {
-    using Pack = gpu::Pack<E, W>;
-    Pack* o = reinterpret_cast<Pack*>(out);
-    const size_t packs = total / W;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x) {
-        Pack p = o[i];
-        const size_t c0 = (i * W) % OC;
-        for (int k = 0; k < W; k++) p.e[k] = from_f32<E>(f32(p.e[k]) + bias[c0 + k]);
-        o[i] = p;
+struct AddBias {
+    E* out;
+    const float* bias;
+    __device__ void operator()(size_t i, int, int c) const {
+        float y[W];
+        biased_pack(y, out, bias, i, c);
+        store_pack(out, i, y);
     }
-}
+};
 
 // the stored elements, for column_sums (common.cuh)
 template <class E, int W>
@@ -99,12 +96,10 @@ void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, 
     gemm_cm(true, false, OC, N, IC, 1.0f, w, IC, inp, IC, 0.0f, out, OC, stream);
     if (bias) {
         using E = dev_t<A>;
-        const size_t total = (size_t)N * OC;
-        with_pack<E>(OC, {out, bias}, [&](auto w) {
-            constexpr int W = decltype(w)::value;
-            add_bias_kernel<E, W><<<grid_for(total / W, 256), 256, 0, stream>>>(dev(out), bias, OC, total);
+        with_pack<E>(OC, {out, bias}, [&](auto pw) {
+            constexpr int W = decltype(pw)::value;
+            for_each_element<W>(AddBias<E, W>{dev(out), bias}, N, OC, stream);
         });
-        cudaCheckLaunch();
     }
 }
 
