@@ -16,14 +16,12 @@
 // In bf16 (--precision bf16) this cuBLAS path stores S, P, dP and dS in bf16 too (as PyTorch's
 // math attention does under bf16 autocast): bf16 GEMMs with fp32 accumulation, the softmax and
 // its backward in fp32 between them. The flash kernels below keep S and P in fp32 registers:
-// tensor-core (WMMA) kernels at head sizes 16, 32, 64, the fp32 kernels reading and writing
-// bf16 at the others; fp32 softmax, log-sum-exps and accumulators.
+// tensor-core (mma.sync) kernels at head sizes 16, 32, 64, the fp32 kernels reading and
+// writing bf16 at the others; fp32 softmax, log-sum-exps and accumulators.
 #include <cmath>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
-
-#include <mma.h>
 
 #include "backend_cuda.h"
 #include "common.cuh"
@@ -335,246 +333,304 @@ __global__ void __launch_bounds__(kFlashThreads)
     for (int e = 0; e < E; e++) g[r + kQuad * e] = from_f32<X>(scale * dq[e]);
 }
 
-// ---- flash attention, bf16 tensor cores (WMMA) ------------------------------------------------
-// bf16 activations with D = 16, 32 or 64. Each warp owns 16 rows; the products (S = Q K^T,
-// P V, dP = dO V^T, P^T dO, dS^T Q, dS K) are 16x16x16 bf16 WMMA tiles with fp32 accumulation
-// (fp32 softmax and accumulators; out and dqkv rounded to bf16 once, at the store; P and dS
-// rounded to bf16 as WMMA operands). The fragment layout is
-// opaque, so the softmax and the accumulators go through the warp's fp32 shared tiles:
-// lane pair (2r, 2r+1) owns row r, each lane half of its columns.
-namespace wmma = nvcuda::wmma;
+// ---- flash attention, bf16 tensor cores (mma.sync) -------------------------------------------
+// bf16 activations with D = 16, 32 or 64, FlashAttention-2 style on the m16n8k16 tensor-core
+// product (bf16 operands, fp32 accumulators). A warp owns 16 rows: of every 16 x 8 product
+// tile, lane holds rows g = lane / 4 and g + 8, columns 2t and 2t + 1 (t = lane % 4). So the
+// scores, the softmax and the accumulators stay in registers: a row's max and sum are joined
+// over its quad of lanes by two shuffles, and the probabilities (rounded to bf16) are already
+// laid out as the A operand of the next product. Tiles of kMmaRows rows stream through shared
+// memory in 16-byte loads, each row padded by kPad columns so that a warp's operand loads hit
+// 32 different banks. An operand whose rows are the sum's index (V in P V; Q and dO in the
+// dK, dV products; K in dS K) is stored transposed. fp32 softmax, log-sum-exps and
+// accumulators; P and dS rounded to bf16 as operands; out and dqkv rounded once, at the store.
 using bf16 = __nv_bfloat16;
-constexpr int kWarpRows = 16, kWmmaWarps = 4, kWmmaRows = kWarpRows * kWmmaWarps, kWmmaThreads = 32 * kWmmaWarps;
+constexpr int kMmaWarps = 4, kMmaRows = 16 * kMmaWarps, kMmaThreads = 32 * kMmaWarps;
+constexpr int kPad = 8;
+constexpr int kTiles8 = kMmaRows / 8;  // 8-column product tiles across a tile of rows
 
-// c (16 x N, ld ldc, fp32) = [c +] a (16 x K, row-major, ld lda) b, where b (K x N) is
-// row-major at b (ld ldb) or, with bt, the transpose of a row-major (N x K) matrix at b.
-template <int N, int K, bool bt>
-__device__ inline void warp_mma(float* c, int ldc, bool accumulate, const bf16* a, int lda, const bf16* b, int ldb) {
-    for (int n = 0; n < N; n += 16) {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-        if (accumulate)
-            wmma::load_matrix_sync(acc, c + n, ldc, wmma::mem_row_major);
-        else
-            wmma::fill_fragment(acc, 0.0f);
-        for (int k = 0; k < K; k += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
-            wmma::load_matrix_sync(fa, a + k, lda);
-            if constexpr (bt) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb;
-                wmma::load_matrix_sync(fb, b + (size_t)n * ldb + k, ldb);
-                wmma::mma_sync(acc, fa, fb, acc);
-            } else {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> fb;
-                wmma::load_matrix_sync(fb, b + (size_t)k * ldb + n, ldb);
-                wmma::mma_sync(acc, fa, fb, acc);
-            }
-        }
-        wmma::store_matrix_sync(c + n, acc, ldc, wmma::mem_row_major);
-    }
+// d (16 x 8, fp32) += a (16 x 16, row-major) b (16 x 8, column-major), bf16 operands: one
+// mma.sync, fragments laid out as above (the PTX ISA's "Matrix Fragments for mma.m16n8k16").
+// The CPU execution layer (test/cuda_emu) has its own, with the same layouts.
+__device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if CUDA_EMU
+    ::emu::mma_m16n8k16_bf16(d, a, b, __FILE__, __LINE__);
+#else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 
-// rows [t0, t0 + R) of one head's D columns (offset col of a (T, ld) matrix); zeros past T
-template <int R, int D>
-__device__ inline void load_tile_bf16(bf16 (*tile)[D], const bf16* base, int t0, int T, size_t ld, int col) {
-    for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
-        int j = i / D, d = i % D;
-        tile[j][d] = t0 + j < T ? base[(size_t)(t0 + j) * ld + col + d] : __float2bfloat16_rn(0.0f);
-    }
+__device__ inline uint32_t bf16_pair(const bf16* p) {
+    return *reinterpret_cast<const uint32_t*>(p);
 }
 
-// Shared memory of the kernels below: WMMA pointers must be 32-byte aligned (every array's
-// size is a multiple of 32 bytes).
+// A operand: rows [0, 16) x columns [0, 16) of a row-major shared tile with ld elements a row
+__device__ inline void load_a(uint32_t (&a)[4], const bf16* tile, int ld) {
+    const int lane = threadIdx.x % 32;
+    const bf16* p = tile + lane / 4 * ld + 2 * (lane % 4);
+    a[0] = bf16_pair(p), a[1] = bf16_pair(p + 8 * ld), a[2] = bf16_pair(p + 8), a[3] = bf16_pair(p + 8 * ld + 8);
+}
+
+// B operand (16 x 8) with B[k][n] = tile[n][k]: rows [0, 8) x columns [0, 16) of the tile
+__device__ inline void load_b(uint32_t (&b)[2], const bf16* tile, int ld) {
+    const int lane = threadIdx.x % 32;
+    const bf16* p = tile + lane / 4 * ld + 2 * (lane % 4);
+    b[0] = bf16_pair(p), b[1] = bf16_pair(p + 8);
+}
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16 |
+           __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+}
+
+// The A operand of a product summing over 16 columns that the lane holds as two accumulator
+// tiles (columns 0-7 and 8-15): the layouts match register for register.
+__device__ inline void acc_to_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
+    a[0] = pack_bf16(lo[0], lo[1]), a[1] = pack_bf16(lo[2], lo[3]);
+    a[2] = pack_bf16(hi[0], hi[1]), a[3] = pack_bf16(hi[2], hi[3]);
+}
+
+// s (16 x kMmaRows) += X Y^T: X (16 x D) the warp's A operands, Y (kMmaRows x D) a row-major
+// shared tile
 template <int D>
-struct alignas(32) ForwardTiles {
-    bf16 qs[kWmmaRows][D], ks[kTile][D], vs[kTile][D], ps[kWmmaWarps][kWarpRows][kTile];
-    float ss[kWmmaWarps][kWarpRows][kTile], os[kWmmaWarps][kWarpRows][D];
+__device__ inline void mma_xyt(float (&s)[kTiles8][4], const uint32_t (&x)[D / 16][4], const bf16 (*y)[D + kPad]) {
+    for (int n = 0; n < kTiles8; n++)
+        for (int k = 0; k < D / 16; k++) {
+            uint32_t yb[2];
+            load_b(yb, &y[8 * n][16 * k], D + kPad);
+            mma_bf16(s[n], x[k], yb);
+        }
+}
+
+// acc (16 x D) += X Y: X (16 x kMmaRows) the lane's accumulator tiles (rounded to bf16 here),
+// Y (kMmaRows x D) stored transposed, yt[d][j]
+template <int D>
+__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][4], const bf16 (*yt)[kMmaRows + kPad]) {
+    for (int j = 0; j < kTiles8 / 2; j++) {  // 16 of the summed index at a time
+        uint32_t xa[4];
+        acc_to_a(xa, x[2 * j], x[2 * j + 1]);
+        for (int n = 0; n < D / 8; n++) {
+            uint32_t yb[2];
+            load_b(yb, &yt[8 * n][16 * j], kMmaRows + kPad);
+            mma_bf16(acc[n], xa, yb);
+        }
+    }
+}
+
+// rows [t0, t0 + kMmaRows) of one head's D columns (rows ld elements apart from base) into
+// tile (row-major); rows past T are zeros. 16-byte loads: the launcher checks the alignment.
+template <int D>
+__device__ inline void load_rows(bf16 (*tile)[D + kPad], const bf16* base, int t0, int T, size_t ld) {
+    using P = Pack<bf16, 8>;
+    for (int i = threadIdx.x; i < kMmaRows * D / 8; i += kMmaThreads) {
+        const int j = i / (D / 8), c = i % (D / 8) * 8;
+        P v = {};
+        if (t0 + j < T) v = *reinterpret_cast<const P*>(base + (size_t)(t0 + j) * ld + c);
+        *reinterpret_cast<P*>(&tile[j][c]) = v;
+    }
+}
+
+// the same rows transposed: tile[d][j]. A thread takes two consecutive rows, so that each
+// store is a pair, and the lanes of a warp store consecutive pairs.
+template <int D>
+__device__ inline void load_rows_t(bf16 (*tile)[kMmaRows + kPad], const bf16* base, int t0, int T, size_t ld) {
+    using P = Pack<bf16, 8>;
+    for (int i = threadIdx.x; i < kMmaRows / 2 * D / 8; i += kMmaThreads) {
+        const int j = i % (kMmaRows / 2) * 2, c = i / (kMmaRows / 2) * 8;
+        P v[2] = {};
+        for (int k = 0; k < 2; k++)
+            if (t0 + j + k < T) v[k] = *reinterpret_cast<const P*>(base + (size_t)(t0 + j + k) * ld + c);
+        for (int e = 0; e < 8; e++) {
+            __nv_bfloat162 pair;
+            pair.x = v[0].e[e], pair.y = v[1].e[e];
+            *reinterpret_cast<__nv_bfloat162*>(&tile[c + e][j]) = pair;
+        }
+    }
+}
+
+// Stores row r (0: g, 1: g + 8) of the lane's accumulator tiles acc[D / 8], times mul, as bf16
+// pairs at dst (the row's column 0).
+template <int D>
+__device__ inline void store_row(bf16* dst, const float (&acc)[D / 8][4], int r, float mul) {
+    const int t = threadIdx.x % 4;
+    for (int n = 0; n < D / 8; n++)
+        *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n + 2 * t) =
+            __floats2bfloat162_rn(mul * acc[n][2 * r], mul * acc[n][2 * r + 1]);
+}
+
+template <int D>
+struct alignas(16) MmaForwardTiles {
+    bf16 q[kMmaRows][D + kPad], k[kMmaRows][D + kPad], vt[D][kMmaRows + kPad];
 };
 
-// grid (B*H, ceil(T/kWmmaRows)); kTile keys per step.
+// grid (B*H, ceil(T/kMmaRows)); key tiles up to the diagonal.
 template <int D>
-__global__ void __launch_bounds__(kWmmaThreads)
-    flash_forward_wmma_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int T,
-                              int C, int H, float scale) {
-    __shared__ ForwardTiles<D> sm;
-    auto& qs = sm.qs;
-    auto& ks = sm.ks;
-    auto& vs = sm.vs;
-    auto& ps = sm.ps;
-    auto& ss = sm.ss;
-    auto& os = sm.os;
+__global__ void __launch_bounds__(kMmaThreads)
+    flash_forward_mma_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int T,
+                             int C, int H, float scale) {
+    __shared__ MmaForwardTiles<D> sm;
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kWmmaRows;  // longest rows first
-    const int r = lane / 2, half = lane % 2, t = row0 + w * kWarpRows + r;
+    const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kMmaRows;  // longest rows first
+    const int rows[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
     const bf16* base = qkv + (size_t)b * T * C3 + h * D;
-    load_tile_bf16<kWmmaRows, D>(qs, base, row0, T, C3, 0);
-    for (int d = half * D / 2; d < (half + 1) * D / 2; d++) os[w][r][d] = 0.0f;
-    float m = -INFINITY, l = 0.0f;  // row r's running max and sum (both lanes of the pair)
-    const int kend = min(T, row0 + kWmmaRows);
-    for (int k0 = 0; k0 < kend; k0 += kTile) {
+    load_rows<D>(sm.q, base, row0, T, C3);
+    __syncthreads();
+    uint32_t qa[D / 16][4];
+    for (int k = 0; k < D / 16; k++) load_a(qa[k], &sm.q[16 * w][16 * k], D + kPad);
+    float o[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const int kend = min(T, row0 + kMmaRows);
+    for (int k0 = 0; k0 < kend; k0 += kMmaRows) {
+        __syncthreads();  // the previous tile is read
+        load_rows<D>(sm.k, base + C, k0, T, C3);
+        load_rows_t<D>(sm.vt, base + 2 * C, k0, T, C3);
         __syncthreads();
-        load_tile_bf16<kTile, D>(ks, base, k0, T, C3, C);
-        load_tile_bf16<kTile, D>(vs, base, k0, T, C3, 2 * C);
-        __syncthreads();
-        warp_mma<kTile, D, true>(&ss[w][0][0], kTile, false, &qs[w * kWarpRows][0], D, &ks[0][0], D);  // S = Q K^T
-        __syncwarp();
-        constexpr int kHalf = kTile / 2;
-        float mt = m;
-        for (int c = half * kHalf; c < (half + 1) * kHalf; c++) {
-            float x = k0 + c <= t ? ss[w][r][c] * scale : -INFINITY;
-            ss[w][r][c] = x;
-            mt = fmaxf(mt, x);
+        float s[kTiles8][4] = {};
+        mma_xyt<D>(s, qa, sm.k);  // S = Q K^T
+        float mt[2] = {m[0], m[1]};
+        for (int n = 0; n < kTiles8; n++)
+            for (int i = 0; i < 4; i++) {
+                s[n][i] = k0 + 8 * n + 2 * t + (i & 1) <= rows[i / 2] ? s[n][i] * scale : -INFINITY;
+                mt[i / 2] = fmaxf(mt[i / 2], s[n][i]);
+            }
+        for (int r = 0; r < 2; r++) {
+            mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
+            mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));  // finite: key 0 is in the first tile
+            const float alpha = expf(m[r] - mt[r]);
+            l[r] *= alpha;
+            for (int n = 0; n < D / 8; n++) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
+            m[r] = mt[r];
         }
-        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));  // finite: key 0 is in the first tile
-        float alpha = expf(m - mt), sum = 0.0f;
-        for (int c = half * kHalf; c < (half + 1) * kHalf; c++) {
-            float p = expf(ss[w][r][c] - mt);
-            sum += p;
-            ps[w][r][c] = __float2bfloat16(p);
-        }
-        l = l * alpha + sum + __shfl_xor_sync(0xffffffffu, sum, 1);
-        m = mt;
-        for (int d = half * D / 2; d < (half + 1) * D / 2; d++) os[w][r][d] *= alpha;
-        __syncwarp();
-        warp_mma<D, kTile, false>(&os[w][0][0], D, true, &ps[w][0][0], kTile, &vs[0][0], D);  // O += P V
-        __syncwarp();
+        for (int n = 0; n < kTiles8; n++)
+            for (int i = 0; i < 4; i++) {
+                s[n][i] = expf(s[n][i] - m[i / 2]);
+                l[i / 2] += s[n][i];  // the lane's share of the row sum, joined over the quad at the end
+            }
+        mma_xy<D>(o, s, sm.vt);  // O += P V
     }
-    if (t >= T) return;
-    bf16* o_t = out + ((size_t)b * T + t) * C + h * D;
-    for (int d = half * D / 2; d < (half + 1) * D / 2; d++) o_t[d] = __float2bfloat16_rn(os[w][r][d] / l);
-    if (half == 0) lse[(size_t)bh * T + t] = m + logf(l);
+    for (int r = 0; r < 2; r++) {
+        l[r] = quad_sum(l[r]);
+        if (rows[r] >= T) continue;
+        store_row<D>(out + ((size_t)b * T + rows[r]) * C + h * D, o, r, 1.0f / l[r]);
+        if (t == 0) lse[(size_t)bh * T + rows[r]] = m[r] + logf(l[r]);
+    }
 }
 
-// Backward tiles: a warp's 16 x 16 scores and dP share its fp32 scratch with the 16 x D
-// products that are added into the lanes' register accumulators.
 template <int D>
-constexpr int kScratchFloats = 16 * D > 2 * 256 ? 16 * D : 2 * 256;
-
-template <int D>
-struct alignas(32) DkdvTiles {
-    bf16 ks[kWmmaRows][D], vs[kWmmaRows][D], qs[16][D], dos[16][D], ps[kWmmaWarps][16][16], dss[kWmmaWarps][16][16];
-    float scratch[kWmmaWarps][kScratchFloats<D>], lse[16], delta[16];
+struct alignas(16) MmaDkdvTiles {
+    bf16 q[kMmaRows][D + kPad], dout[kMmaRows][D + kPad], qt[D][kMmaRows + kPad], doutt[D][kMmaRows + kPad];
+    float lse[kMmaRows], delta[kMmaRows];
 };
 
+// dK, dV: a warp owns 16 keys (the rows of its products); query tiles from the block's first
+// key to T. grid (B*H, ceil(T/kMmaRows)).
 template <int D>
-struct alignas(32) DqTiles {
-    bf16 qs[kWmmaRows][D], dos[kWmmaRows][D], ks[16][D], vs[16][D], dss[kWmmaWarps][16][16];
-    float scratch[kWmmaWarps][kScratchFloats<D>];
-};
-
-// Adds the warp's 16 x D fp32 tile into the lane pair's accumulators acc (D/2: its half of row r).
-template <int D>
-__device__ inline void accumulate_rows(float* acc, const float* tile, int r, int half) {
-    for (int i = 0; i < D / 2; i++) acc[i] += tile[r * D + half * D / 2 + i];
-}
-
-// dK, dV: a warp owns 16 keys; query tiles of 16 from the diagonal to T. grid (B*H, ceil(T/kWmmaRows)).
-template <int D>
-__global__ void __launch_bounds__(kWmmaThreads)
-    flash_backward_dkdv_wmma_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout,
-                                    const bf16* __restrict__ qkv, const float* __restrict__ lse,
-                                    const float* __restrict__ delta, int T, int C, int H, float scale) {
-    __shared__ DkdvTiles<D> sm;
-    auto& ks = sm.ks;
-    auto& vs = sm.vs;
-    auto& qs = sm.qs;
-    auto& dos = sm.dos;
-    auto& ps = sm.ps;
-    auto& dss = sm.dss;
-    auto& scratch = sm.scratch;
-    auto& lse_s = sm.lse;
-    auto& delta_s = sm.delta;
+__global__ void __launch_bounds__(kMmaThreads)
+    flash_backward_dkdv_mma_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout, const bf16* __restrict__ qkv,
+                                   const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
+                                   float scale) {
+    __shared__ MmaDkdvTiles<D> sm;
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int row0 = (int)blockIdx.y * kWmmaRows;                    // longest first: the first keys see every query
-    const int r = lane / 2, half = lane % 2, j = row0 + w * 16 + r;  // this lane pair's key
+    const int row0 = (int)blockIdx.y * kMmaRows;  // longest first: the first keys see every query
+    const int keys[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
     const bf16* base = qkv + (size_t)b * T * C3 + h * D;
     const bf16* dbase = dout + (size_t)b * T * C + h * D;
-    load_tile_bf16<kWmmaRows, D>(ks, base, row0, T, C3, C);
-    load_tile_bf16<kWmmaRows, D>(vs, base, row0, T, C3, 2 * C);
-    float dk[D / 2] = {}, dv[D / 2] = {};
-    float* sc = scratch[w];
-    for (int q0 = row0; q0 < T; q0 += 16) {
-        __syncthreads();
-        load_tile_bf16<16, D>(qs, base, q0, T, C3, 0);
-        load_tile_bf16<16, D>(dos, dbase, q0, T, C, 0);
-        if (threadIdx.x < 16) {
-            lse_s[threadIdx.x] = q0 + (int)threadIdx.x < T ? lse[(size_t)bh * T + q0 + threadIdx.x] : 0.0f;
-            delta_s[threadIdx.x] = q0 + (int)threadIdx.x < T ? delta[(size_t)bh * T + q0 + threadIdx.x] : 0.0f;
-        }
-        __syncthreads();
-        warp_mma<16, D, true>(sc, 16, false, &ks[w * 16][0], D, &qs[0][0], D);         // S^T = K Q^T
-        warp_mma<16, D, true>(sc + 256, 16, false, &vs[w * 16][0], D, &dos[0][0], D);  // dP^T = V dO^T
-        __syncwarp();
-        for (int c = half * 8; c < half * 8 + 8; c++) {
-            const int t = q0 + c;
-            float p = j <= t && t < T ? expf(sc[r * 16 + c] * scale - lse_s[c]) : 0.0f;
-            ps[w][r][c] = __float2bfloat16(p);
-            dss[w][r][c] = __float2bfloat16(p * (sc[256 + r * 16 + c] - delta_s[c]));
-        }
-        __syncwarp();
-        warp_mma<D, 16, false>(sc, D, false, &ps[w][0][0], 16, &dos[0][0], D);  // P^T dO
-        __syncwarp();
-        accumulate_rows<D>(dv, sc, r, half);
-        __syncwarp();
-        warp_mma<D, 16, false>(sc, D, false, &dss[w][0][0], 16, &qs[0][0], D);  // dS^T Q
-        __syncwarp();
-        accumulate_rows<D>(dk, sc, r, half);
-        __syncwarp();
+    load_rows<D>(sm.q, base + C, row0, T, C3);  // K and V, through the tiles the loop uses
+    load_rows<D>(sm.dout, base + 2 * C, row0, T, C3);
+    __syncthreads();
+    uint32_t ka[D / 16][4], va[D / 16][4];
+    for (int k = 0; k < D / 16; k++) {
+        load_a(ka[k], &sm.q[16 * w][16 * k], D + kPad);
+        load_a(va[k], &sm.dout[16 * w][16 * k], D + kPad);
     }
-    if (j >= T) return;
-    bf16* g = dqkv + ((size_t)b * T + j) * C3 + h * D + half * D / 2;
-    for (int i = 0; i < D / 2; i++) {
-        g[C + i] = __float2bfloat16_rn(scale * dk[i]);
-        g[2 * C + i] = __float2bfloat16_rn(dv[i]);
+    float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+    for (int q0 = row0; q0 < T; q0 += kMmaRows) {
+        __syncthreads();
+        load_rows<D>(sm.q, base, q0, T, C3);
+        load_rows<D>(sm.dout, dbase, q0, T, C);
+        load_rows_t<D>(sm.qt, base, q0, T, C3);
+        load_rows_t<D>(sm.doutt, dbase, q0, T, C);
+        for (int i = threadIdx.x; i < kMmaRows; i += kMmaThreads) {
+            sm.lse[i] = q0 + i < T ? lse[(size_t)bh * T + q0 + i] : 0.0f;
+            sm.delta[i] = q0 + i < T ? delta[(size_t)bh * T + q0 + i] : 0.0f;
+        }
+        __syncthreads();
+        float p[kTiles8][4] = {}, ds[kTiles8][4] = {};
+        mma_xyt<D>(p, ka, sm.q);      // S^T = K Q^T
+        mma_xyt<D>(ds, va, sm.dout);  // dP^T = V dO^T
+        for (int n = 0; n < kTiles8; n++)
+            for (int i = 0; i < 4; i++) {
+                const int c = 8 * n + 2 * t + (i & 1), q = q0 + c;  // query q is p's column c
+                p[n][i] = keys[i / 2] <= q && q < T ? expf(p[n][i] * scale - sm.lse[c]) : 0.0f;
+                ds[n][i] = p[n][i] * (ds[n][i] - sm.delta[c]);
+            }
+        mma_xy<D>(dv, p, sm.doutt);  // dV += P^T dO
+        mma_xy<D>(dk, ds, sm.qt);    // dK += dS^T Q
+    }
+    for (int r = 0; r < 2; r++) {
+        if (keys[r] >= T) continue;
+        bf16* g = dqkv + ((size_t)b * T + keys[r]) * C3 + h * D;
+        store_row<D>(g + C, dk, r, scale);
+        store_row<D>(g + 2 * C, dv, r, 1.0f);
     }
 }
 
-// dQ: a warp owns 16 queries; key tiles of 16 up to the diagonal. grid (B*H, ceil(T/kWmmaRows)).
 template <int D>
-__global__ void __launch_bounds__(kWmmaThreads)
-    flash_backward_dq_wmma_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout, const bf16* __restrict__ qkv,
-                                  const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
-                                  float scale) {
-    __shared__ DqTiles<D> sm;
-    auto& qs = sm.qs;
-    auto& dos = sm.dos;
-    auto& ks = sm.ks;
-    auto& vs = sm.vs;
-    auto& dss = sm.dss;
-    auto& scratch = sm.scratch;
+struct alignas(16) MmaDqTiles {
+    bf16 k[kMmaRows][D + kPad], v[kMmaRows][D + kPad], kt[D][kMmaRows + kPad];
+};
+
+// dQ: a warp owns 16 queries; key tiles up to the diagonal. grid (B*H, ceil(T/kMmaRows)).
+template <int D>
+__global__ void __launch_bounds__(kMmaThreads)
+    flash_backward_dq_mma_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout, const bf16* __restrict__ qkv,
+                                 const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
+                                 float scale) {
+    __shared__ MmaDqTiles<D> sm;
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kWmmaRows;
-    const int r = lane / 2, half = lane % 2, t = row0 + w * 16 + r;  // this lane pair's query
+    const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kMmaRows;
+    const int rows[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
     const bf16* base = qkv + (size_t)b * T * C3 + h * D;
-    load_tile_bf16<kWmmaRows, D>(qs, base, row0, T, C3, 0);
-    load_tile_bf16<kWmmaRows, D>(dos, dout + (size_t)b * T * C + h * D, row0, T, C, 0);
-    const float lse_t = t < T ? lse[(size_t)bh * T + t] : 0.0f, delta_t = t < T ? delta[(size_t)bh * T + t] : 0.0f;
-    float dq[D / 2] = {};
-    float* sc = scratch[w];
-    const int kend = min(T, row0 + kWmmaRows);
-    for (int k0 = 0; k0 < kend; k0 += 16) {
-        __syncthreads();
-        load_tile_bf16<16, D>(ks, base, k0, T, C3, C);
-        load_tile_bf16<16, D>(vs, base, k0, T, C3, 2 * C);
-        __syncthreads();
-        warp_mma<16, D, true>(sc, 16, false, &qs[w * 16][0], D, &ks[0][0], D);         // S = Q K^T
-        warp_mma<16, D, true>(sc + 256, 16, false, &dos[w * 16][0], D, &vs[0][0], D);  // dP = dO V^T
-        __syncwarp();
-        for (int c = half * 8; c < half * 8 + 8; c++) {
-            float p = k0 + c <= t ? expf(sc[r * 16 + c] * scale - lse_t) : 0.0f;
-            dss[w][r][c] = __float2bfloat16(p * (sc[256 + r * 16 + c] - delta_t));
-        }
-        __syncwarp();
-        warp_mma<D, 16, false>(sc, D, false, &dss[w][0][0], 16, &ks[0][0], D);  // dS K
-        __syncwarp();
-        accumulate_rows<D>(dq, sc, r, half);
-        __syncwarp();
+    load_rows<D>(sm.k, base, row0, T, C3);  // Q and dO, through the tiles the loop uses
+    load_rows<D>(sm.v, dout + (size_t)b * T * C + h * D, row0, T, C);
+    __syncthreads();
+    uint32_t qa[D / 16][4], oa[D / 16][4];
+    for (int k = 0; k < D / 16; k++) {
+        load_a(qa[k], &sm.k[16 * w][16 * k], D + kPad);
+        load_a(oa[k], &sm.v[16 * w][16 * k], D + kPad);
     }
-    if (t >= T) return;
-    bf16* g = dqkv + ((size_t)b * T + t) * C3 + h * D + half * D / 2;
-    for (int i = 0; i < D / 2; i++) g[i] = __float2bfloat16_rn(scale * dq[i]);
+    float lse_r[2], delta_r[2];
+    for (int r = 0; r < 2; r++) {
+        lse_r[r] = rows[r] < T ? lse[(size_t)bh * T + rows[r]] : 0.0f;
+        delta_r[r] = rows[r] < T ? delta[(size_t)bh * T + rows[r]] : 0.0f;
+    }
+    float dq[D / 8][4] = {};
+    const int kend = min(T, row0 + kMmaRows);
+    for (int k0 = 0; k0 < kend; k0 += kMmaRows) {
+        __syncthreads();
+        load_rows<D>(sm.k, base + C, k0, T, C3);
+        load_rows<D>(sm.v, base + 2 * C, k0, T, C3);
+        load_rows_t<D>(sm.kt, base + C, k0, T, C3);
+        __syncthreads();
+        float ds[kTiles8][4] = {}, dp[kTiles8][4] = {};
+        mma_xyt<D>(ds, qa, sm.k);  // S = Q K^T
+        mma_xyt<D>(dp, oa, sm.v);  // dP = dO V^T
+        for (int n = 0; n < kTiles8; n++)
+            for (int i = 0; i < 4; i++) {
+                const int r = i / 2;
+                const float p = k0 + 8 * n + 2 * t + (i & 1) <= rows[r] ? expf(ds[n][i] * scale - lse_r[r]) : 0.0f;
+                ds[n][i] = p * (dp[n][i] - delta_r[r]);
+            }
+        mma_xy<D>(dq, ds, sm.kt);  // dQ += dS K
+    }
+    for (int r = 0; r < 2; r++)
+        if (rows[r] < T) store_row<D>(dqkv + ((size_t)b * T + rows[r]) * C3 + h * D, dq, r, scale);
 }
 
 // Calls f(std::integral_constant<int, D>) when the kernels are instantiated for head size D
@@ -616,12 +672,15 @@ namespace {
 dim3 flash_grid(int B, int T, int H) {
     return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kRows));
 }
-dim3 wmma_grid(int B, int T, int H) {
-    return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kWmmaRows));
+dim3 mma_grid(int B, int T, int H) {
+    return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kMmaRows));
 }
-// bf16 activations run the tensor-core kernels at these head sizes, the fp32 kernels at the others
-constexpr bool has_wmma_kernel(int D) {
-    return D == 16 || D == 32 || D == 64;
+// bf16 activations run the tensor-core kernels at these head sizes (when every buffer is
+// 16-byte aligned, for their row loads: C = H D is then a multiple of 8), the fp32 kernels at
+// the others
+template <class A>
+constexpr bool has_mma_kernel(int D) {
+    return is_bf16<A> && (D == 16 || D == 32 || D == 64);
 }
 
 }  // namespace
@@ -660,12 +719,14 @@ void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C
     using X = dev_t<A>;
     with_head_size(C / H, [&](auto d) {
         constexpr int D = d.value;
-        if constexpr (is_bf16<A> && has_wmma_kernel(D))
-            flash_forward_wmma_kernel<D>
-                <<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(dev(out), lse, dev(qkv), T, C, H, scale);
-        else
-            flash_forward_kernel<D, X>
-                <<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(dev(out), lse, dev(qkv), T, C, H, scale);
+        if constexpr (has_mma_kernel<A>(D))
+            if (packs_fit<bf16>(C, {out, qkv})) {
+                flash_forward_mma_kernel<D>
+                    <<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(dev(out), lse, dev(qkv), T, C, H, scale);
+                return;
+            }
+        flash_forward_kernel<D, X>
+            <<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(dev(out), lse, dev(qkv), T, C, H, scale);
     });
     cudaCheckLaunch();
 }
@@ -685,19 +746,20 @@ void attention_backward_lse(A* dqkv, const A* dout, const A* qkv, const A* out, 
     check_flash_head_size(C / H);
     with_head_size(C / H, [&](auto d) {
         constexpr int D = d.value;
-        if constexpr (is_bf16<A> && has_wmma_kernel(D)) {
-            flash_backward_dkdv_wmma_kernel<D><<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(
-                dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
-            cudaCheckLaunch();
-            flash_backward_dq_wmma_kernel<D><<<wmma_grid(B, T, H), kWmmaThreads, 0, stream>>>(
-                dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
-        } else {
-            flash_backward_dkdv_kernel<D, X><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
-                dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
-            cudaCheckLaunch();
-            flash_backward_dq_kernel<D, X><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
-                dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
-        }
+        if constexpr (has_mma_kernel<A>(D))
+            if (packs_fit<bf16>(C, {dqkv, dout, qkv})) {
+                flash_backward_dkdv_mma_kernel<D><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
+                    dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
+                cudaCheckLaunch();
+                flash_backward_dq_mma_kernel<D><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
+                    dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
+                return;
+            }
+        flash_backward_dkdv_kernel<D, X><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
+            dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
+        cudaCheckLaunch();
+        flash_backward_dq_kernel<D, X><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
+            dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
     });
     cudaCheckLaunch();
 }

@@ -344,7 +344,7 @@ for tool in memcheck racecheck; do
   t=$(cap 60)
   if [ "$t" -lt 20 ]; then part "sanitizer_$tool" fail "not run: the time budget ran out"; continue; fi
   # the listed tests of test_cuda, then the flash kernels (shared-memory tiles; fp32 and bf16
-  # WMMA) at every head size, on small shapes
+  # tensor-core) at every head size, on small shapes
   # shellcheck disable=SC2086
   timeout -k 5 "$t" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
     "$BUILD/test/test_cuda" $SAN_SUBSET >"$OUT/$tool.log" 2>&1

@@ -243,6 +243,20 @@ void sync_combine(const uint64_t* in, const uint64_t* param, uint64_t* out, unsi
 void reduce_combine(const uint64_t* in, const uint64_t* param, uint64_t* out, unsigned mask);
 void match_combine(const uint64_t* in, const uint64_t* param, uint64_t* out, unsigned mask);
 
+// One warp-wide mma.sync.m16n8k16 (bf16 inputs, fp32 accumulators): d = a b + d, every lane
+// passing its own fragments; all 32 lanes must take part, as on the hardware.
+struct MmaOperands {
+    float* d;
+    const uint32_t* a;
+    const uint32_t* b;
+};
+void mma_combine(const uint64_t* in, const uint64_t* param, uint64_t* out, unsigned mask);
+inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const char* file,
+                              int line) {
+    MmaOperands o{d, a, b};
+    warp_collective(file, line, "mma.sync.m16n8k16", 0xffffffffu, reinterpret_cast<uintptr_t>(&o), 0, mma_combine);
+}
+
 template <class T>
 T shfl(const char* file, int line, const char* what, unsigned mask, T v, ShflKind kind, int operand, int width) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffle of a type wider than 64 bits");

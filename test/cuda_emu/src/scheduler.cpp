@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda_bf16.h"
 #include "cuda_runtime.h"
 #include "emu_internal.h"
 
@@ -509,6 +510,39 @@ void match_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned 
         for (int k = 0; k < 32; k++)
             if ((mask >> k & 1) && in[k] == in[l]) m |= 1ull << k;
         out[l] = m;
+    }
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: each lane posts a pointer to its
+// fragments (MmaOperands); the matrices are gathered with the PTX ISA's layouts
+// ("Matrix Fragments for mma.m16n8k16 with floating point type"; g = lane / 4, t = lane % 4):
+//   A 16x16: a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
+//   B 16x8:  b[0] = (2t..2t+1, g), b[1] = (2t+8.., g)
+//   C 16x8:  c[0..1] = (g, 2t..2t+1), c[2..3] = (g+8, 2t..)
+// each 32-bit register holding the lower column (A) or row (B) in its low half. Products are
+// exact in fp32 and summed in k order onto C.
+void mma_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned) {
+    float a[16][16], b[16][8], c[16][8];
+    auto half = [](uint32_t r, int hi) { return bf2f((unsigned short)(hi ? r >> 16 : r & 0xffffu)); };
+    for (int l = 0; l < 32; l++) {
+        const MmaOperands& o = *reinterpret_cast<const MmaOperands*>(in[l]);
+        const int g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; i++)
+            for (int h = 0; h < 2; h++) a[g + 8 * (i & 1)][2 * t + h + 8 * (i >> 1)] = half(o.a[i], h);
+        for (int i = 0; i < 2; i++)
+            for (int h = 0; h < 2; h++) b[2 * t + h + 8 * i][g] = half(o.b[i], h);
+        for (int i = 0; i < 4; i++) c[g + 8 * (i >> 1)][2 * t + (i & 1)] = o.d[i];
+    }
+    for (int l = 0; l < 32; l++) {
+        const MmaOperands& o = *reinterpret_cast<const MmaOperands*>(in[l]);
+        const int g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; i++) {
+            const int r = g + 8 * (i >> 1), n = 2 * t + (i & 1);
+            float s = c[r][n];
+            for (int k = 0; k < 16; k++) s += a[r][k] * b[k][n];
+            o.d[i] = s;
+        }
+        out[l] = 0;
     }
 }
 
