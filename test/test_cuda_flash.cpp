@@ -4,7 +4,8 @@
 // config check of the `attention` key.
 // CUDA (SKIPPED without a device): the flash kernels (gpu::attention_forward_lse /
 // _backward_lse) against the CPU reference for T in {1, 7, 64, 65, 1024}, head sizes 32 and
-// 64 (and 8, 16, 128), several B*H, in fp32 (tight) and bf16 (bf16 tolerance); bitwise
+// 64 (and 8, 16, 128), several B*H, in fp32 (tight) and bf16 (bf16 tolerance); bf16 buffers
+// not 16-byte aligned (the fp32 kernels instead of the tensor-core ones); bitwise
 // determinism; whole training steps flash vs cuBLAS attention for each pos mode (loss, grad
 // norm, weights after 5 steps); evaluation above the training length; the memory saved.
 #include <algorithm>
@@ -227,23 +228,30 @@ struct GpuResult {
     Vec out, lse, dqkv;
 };
 
-// Buf: DBuf (fp32 activations) or DBf16 (bf16)
+// Buf: DBuf (fp32 activations) or DBf16 (bf16); the activations start `off` elements into
+// their buffers (off = 1: not 16-byte aligned)
 template <class Buf>
-GpuResult gpu_flash(const Shape& s, const Reference& ref) {
-    Buf q(ref.qkv), out(s.nout()), dout(ref.dout), dq(ref.dqkv0);
+GpuResult gpu_flash(const Shape& s, const Reference& ref, size_t off = 0) {
+    auto shifted = [off](const Vec& v) {
+        Vec x(off, 0.0f);
+        x.insert(x.end(), v.begin(), v.end());
+        return x;
+    };
+    auto unshifted = [off](const Vec& v) { return Vec(v.begin() + (long)off, v.end()); };
+    Buf q(shifted(ref.qkv)), out(off + s.nout()), dout(shifted(ref.dout)), dq(shifted(ref.dqkv0));
     DBuf lse(s.nlse());
-    gpu::attention_forward_lse(out.p, lse.p, q.p, s.B, s.T, s.C, s.H, gpu::main_stream());
-    gpu::attention_backward_lse(dq.p, dout.p, q.p, out.p, lse.p, s.B, s.T, s.C, s.H, gpu::main_stream());
-    return {out.get(), lse.get(), dq.get()};
+    gpu::attention_forward_lse(out.p + off, lse.p, q.p + off, s.B, s.T, s.C, s.H, gpu::main_stream());
+    gpu::attention_backward_lse(dq.p + off, dout.p + off, q.p + off, out.p + off, lse.p, s.B, s.T, s.C, s.H,
+                                gpu::main_stream());
+    return {unshifted(out.get()), lse.get(), unshifted(dq.get())};
 }
 
 GpuResult gpu_flash(const Shape& s, const Reference& ref, bool bf16) {
     return bf16 ? gpu_flash<DBf16>(s, ref) : gpu_flash<DBuf>(s, ref);
 }
 
-std::string flash_case(const Shape& s, uint64_t seed, bool bf16) {
-    Reference ref = reference(s, seed, bf16);
-    GpuResult g = gpu_flash(s, ref, bf16);
+// g against the CPU: out, lse and the gradient
+std::string expect_reference(const Shape& s, const Reference& ref, const GpuResult& g, bool bf16) {
     std::string why;
     double tol = s.T > 100 ? 1e-4 : 1e-5;
     expect_close(why, "out" + s.tag(), g.out, ref.out, bf16 ? kBf16Tol : tol);
@@ -255,6 +263,26 @@ std::string flash_case(const Shape& s, uint64_t seed, bool bf16) {
         want[i] = ref.dqkv[i] - ref.dqkv0[i];
     }
     expect_close(why, "dqkv" + s.tag(), got, want, bf16 ? 2 * kBf16Tol : 10 * tol);
+    return why;
+}
+
+std::string flash_case(const Shape& s, uint64_t seed, bool bf16) {
+    Reference ref = reference(s, seed, bf16);
+    return expect_reference(s, ref, gpu_flash(s, ref, bf16), bf16);
+}
+
+// bf16 buffers that are not 16-byte aligned (one element in) cannot take the tensor-core
+// kernels' 16-byte loads: they run the fp32 kernels on bf16, as close to the CPU, and not
+// bit for bit the tensor-core result (which rounds P and dS to bf16), so the other path ran.
+std::string test_flash_unaligned_bf16() {
+    std::string why;
+    for (const Shape& s : {Shape{2, 65, 64, 2}, Shape{1, 40, 64, 4}}) {  // D = 32, 16
+        Reference ref = reference(s, 500, true);
+        GpuResult g = gpu_flash<DBf16>(s, ref, 1);
+        append(why, expect_reference(s, ref, g, true));
+        if (g.out == gpu_flash<DBf16>(s, ref).out)
+            append(why, "unaligned buffers gave the tensor-core kernels' output bit for bit" + s.tag());
+    }
     return why;
 }
 
@@ -362,6 +390,7 @@ std::vector<TestCase> all_tests() {
         {"head_sizes_bf16", CUDA_FN([] { return test_flash(kOtherD, 400, true); })},
         {"deterministic_fp32", CUDA_FN([] { return test_flash_deterministic(false); })},
         {"deterministic_bf16", CUDA_FN([] { return test_flash_deterministic(true); })},
+        {"unaligned_bf16", CUDA_FN(test_flash_unaligned_bf16)},
         {"bad_head_size", CUDA_FN(test_flash_bad_head_size)},
         {"memory", CUDA_FN(test_gpu_memory)},
     };
