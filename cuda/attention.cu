@@ -344,10 +344,13 @@ __global__ void __launch_bounds__(kFlashThreads)
 // 32 different banks. An operand whose rows are the sum's index (V in P V; Q and dO in the
 // dK, dV products; K in dS K) is stored transposed. fp32 softmax, log-sum-exps and
 // accumulators; P and dS rounded to bf16 as operands; out and dqkv rounded once, at the store.
+// The softmax works in base 2 (scores times scale * log2(e), exp2f: one multiply-add and the
+// hardware's exp2 per score); the log-sum-exps are stored in base e, as the fp32 kernels'.
 using bf16 = __nv_bfloat16;
 constexpr int kMmaWarps = 4, kMmaRows = 16 * kMmaWarps, kMmaThreads = 32 * kMmaWarps;
 constexpr int kPad = 8;
 constexpr int kTiles8 = kMmaRows / 8;  // 8-column product tiles across a tile of rows
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
 // d (16 x 8, fp32) += a (16 x 16, row-major) b (16 x 8, column-major), bf16 operands: one
 // mma.sync, fragments laid out as above (the PTX ISA's "Matrix Fragments for mma.m16n8k16").
@@ -482,7 +485,8 @@ __global__ void __launch_bounds__(kMmaThreads)
     __syncthreads();
     uint32_t qa[D / 16][4];
     for (int k = 0; k < D / 16; k++) load_a(qa[k], &sm.q[16 * w][16 * k], D + kPad);
-    float o[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: base 2
+    const float scale2 = scale * kLog2e;
     const int kend = min(T, row0 + kMmaRows);
     for (int k0 = 0; k0 < kend; k0 += kMmaRows) {
         __syncthreads();  // the previous tile is read
@@ -494,20 +498,20 @@ __global__ void __launch_bounds__(kMmaThreads)
         float mt[2] = {m[0], m[1]};
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++) {
-                s[n][i] = k0 + 8 * n + 2 * t + (i & 1) <= rows[i / 2] ? s[n][i] * scale : -INFINITY;
+                s[n][i] = k0 + 8 * n + 2 * t + (i & 1) <= rows[i / 2] ? s[n][i] * scale2 : -INFINITY;
                 mt[i / 2] = fmaxf(mt[i / 2], s[n][i]);
             }
         for (int r = 0; r < 2; r++) {
             mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
             mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));  // finite: key 0 is in the first tile
-            const float alpha = expf(m[r] - mt[r]);
+            const float alpha = exp2f(m[r] - mt[r]);
             l[r] *= alpha;
             for (int n = 0; n < D / 8; n++) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
             m[r] = mt[r];
         }
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++) {
-                s[n][i] = expf(s[n][i] - m[i / 2]);
+                s[n][i] = exp2f(s[n][i] - m[i / 2]);
                 l[i / 2] += s[n][i];  // the lane's share of the row sum, joined over the quad at the end
             }
         mma_xy<D>(o, s, sm.vt);  // O += P V
@@ -516,7 +520,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         l[r] = quad_sum(l[r]);
         if (rows[r] >= T) continue;
         store_row<D>(out + ((size_t)b * T + rows[r]) * C + h * D, o, r, 1.0f / l[r]);
-        if (t == 0) lse[(size_t)bh * T + rows[r]] = m[r] + logf(l[r]);
+        if (t == 0) lse[(size_t)bh * T + rows[r]] = (m[r] + log2f(l[r])) * kLn2;
     }
 }
 
@@ -549,6 +553,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         load_a(va[k], &sm.dout[16 * w][16 * k], D + kPad);
     }
     float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+    const float scale2 = scale * kLog2e;
     for (int q0 = row0; q0 < T; q0 += kMmaRows) {
         __syncthreads();
         load_rows<D>(sm.q, base, q0, T, C3);
@@ -556,7 +561,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         load_rows_t<D>(sm.qt, base, q0, T, C3);
         load_rows_t<D>(sm.doutt, dbase, q0, T, C);
         for (int i = threadIdx.x; i < kMmaRows; i += kMmaThreads) {
-            sm.lse[i] = q0 + i < T ? lse[(size_t)bh * T + q0 + i] : 0.0f;
+            sm.lse[i] = q0 + i < T ? lse[(size_t)bh * T + q0 + i] * kLog2e : 0.0f;  // base 2
             sm.delta[i] = q0 + i < T ? delta[(size_t)bh * T + q0 + i] : 0.0f;
         }
         __syncthreads();
@@ -566,7 +571,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++) {
                 const int c = 8 * n + 2 * t + (i & 1), q = q0 + c;  // query q is p's column c
-                p[n][i] = keys[i / 2] <= q && q < T ? expf(p[n][i] * scale - sm.lse[c]) : 0.0f;
+                p[n][i] = keys[i / 2] <= q && q < T ? exp2f(p[n][i] * scale2 - sm.lse[c]) : 0.0f;
                 ds[n][i] = p[n][i] * (ds[n][i] - sm.delta[c]);
             }
         mma_xy<D>(dv, p, sm.doutt);  // dV += P^T dO
@@ -607,10 +612,11 @@ __global__ void __launch_bounds__(kMmaThreads)
     }
     float lse_r[2], delta_r[2];
     for (int r = 0; r < 2; r++) {
-        lse_r[r] = rows[r] < T ? lse[(size_t)bh * T + rows[r]] : 0.0f;
+        lse_r[r] = rows[r] < T ? lse[(size_t)bh * T + rows[r]] * kLog2e : 0.0f;  // base 2
         delta_r[r] = rows[r] < T ? delta[(size_t)bh * T + rows[r]] : 0.0f;
     }
     float dq[D / 8][4] = {};
+    const float scale2 = scale * kLog2e;
     const int kend = min(T, row0 + kMmaRows);
     for (int k0 = 0; k0 < kend; k0 += kMmaRows) {
         __syncthreads();
@@ -624,7 +630,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++) {
                 const int r = i / 2;
-                const float p = k0 + 8 * n + 2 * t + (i & 1) <= rows[r] ? expf(ds[n][i] * scale - lse_r[r]) : 0.0f;
+                const float p = k0 + 8 * n + 2 * t + (i & 1) <= rows[r] ? exp2f(ds[n][i] * scale2 - lse_r[r]) : 0.0f;
                 ds[n][i] = p * (dp[n][i] - delta_r[r]);
             }
         mma_xy<D>(dq, ds, sm.kt);  // dQ += dS K
