@@ -49,7 +49,7 @@ done
 # inside a kernel, and every CUDA test under AddressSanitizer and UBSan (the kernels' shared and
 # global memory accesses, vector loads' alignment), reported as "asan:NAME". The flash tests leave
 # out the bf16 determinism test (the same kernels as forward_backward_bf16, a minute under asan).
-asan_flash="cpu_ config forward_backward head_sizes deterministic_fp32 bad_head_size memory model eval_longer"
+asan_flash="cpu_ config forward_backward head_sizes deterministic_fp32 unaligned bad_head_size memory model eval_longer"
 asan_build=${BUILD}_emu_asan/test
 if [ -x "$asan_build/test_emu_selftest" ]; then
   run_one "$asan_build/test_emu_selftest" run_renamed asan "$asan_build/test_emu_selftest"
