@@ -135,6 +135,28 @@ __global__ void wmma_kernel(float* out, const __nv_bfloat16* a, int off, unsigne
     wmma::store_matrix_sync(out, acc, 16, wmma::mem_row_major);
 }
 
+// d (16 x 8) = a (16 x 16) b (16 x 8) + c, row-major floats (bf16 values), by one
+// mma.sync.m16n8k16 (emu::mma_m16n8k16_bf16, what cuda/attention.cu runs): each lane builds its
+// fragments by the PTX ISA's formulas per element index i (g = lane / 4, t = lane % 4), element i
+// in register i / 2, the lower half holding the even i. Launched with `threads` lanes (32: all).
+__global__ void mma_ptx_kernel(float* d, const float* a, const float* b, const float* c) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    uint32_t fa[4] = {}, fb[2] = {};
+    float fc[4];
+    auto put = [](uint32_t* regs, int i, float v) {
+        regs[i / 2] |= (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(v)) << (16 * (i % 2));
+    };
+    for (int i = 0; i < 8; i++) {
+        const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8, col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+        put(fa, i, a[row * 16 + col]);
+    }
+    for (int i = 0; i < 4; i++) put(fb, i, b[(2 * t + (i & 1) + (i >= 2 ? 8 : 0)) * 8 + g]);
+    for (int i = 0; i < 4; i++) fc[i] = c[(i < 2 ? g : g + 8) * 8 + 2 * t + (i & 1)];
+    ::emu::mma_m16n8k16_bf16(fc, fa, fb, __FILE__, __LINE__);
+    for (int i = 0; i < 4; i++) d[(i < 2 ? g : g + 8) * 8 + 2 * t + (i & 1)] = fc[i];
+}
+constexpr int kMmaLine = __LINE__ - 3;
+
 __global__ void scale_add_kernel(float* y, const float* x, float a, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = a * x[i] + y[i];
@@ -193,6 +215,24 @@ int run_block_sum() {
 
 float* scratch(size_t n) {
     return dev(std::vector<float>(n));
+}
+
+// mma_ptx_kernel on small integers (exact in bf16 and in the fp32 sums) against the product
+int run_mma_ptx(int threads) {
+    std::vector<float> a(16 * 16), b(16 * 8), c(16 * 8);
+    for (int i = 0; i < 256; i++) a[i] = (float)(i * 7 % 11 - 5);
+    for (int i = 0; i < 128; i++) b[i] = (float)(i * 5 % 9 - 4), c[i] = (float)(i % 13);
+    float* d = scratch(16 * 8);
+    mma_ptx_kernel<<<1, threads>>>(d, dev(a), dev(b), dev(c));
+    CK(cudaGetLastError());
+    std::vector<float> got = host(d, 16 * 8);
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 8; n++) {
+            float want = c[r * 8 + n];
+            for (int k = 0; k < 16; k++) want += a[r * 16 + k] * b[k * 8 + n];
+            if (got[r * 8 + n] != want) return 1;
+        }
+    return 0;
 }
 
 int gemm(int m, int n, int k, int lda, int ldc, size_t a_elems, cublasComputeType_t ct, float* result) {
@@ -418,6 +458,9 @@ int main() {
     const bool asan = false;
 #endif
     expect_clean("correct_kernel_all_orders", [] { return run_neighbour(true) | run_block_sum(); });
+    expect_clean("mma_sync_ptx_layouts", [] { return run_mma_ptx(32); });
+    expect_report("mma_sync_partial_warp", {at(kMmaLine), "mma.sync", "names lane 16, which does not exist"},
+                  [] { return run_mma_ptx(16); });
 
     // a missing barrier reads unwritten (0xFF = NaN) shared memory in at least one order
     {
