@@ -80,10 +80,7 @@ struct AddBias {
 template <class E, int W>
 struct Load {
     const E* x;
-    __device__ void operator()(size_t i, int, int, float (&v)[1][W]) const {
-        const Pack<E, W> p = load_pack<E, W>(x, i);
-        for (int k = 0; k < W; k++) v[0][k] = f32(p.e[k]);
-    }
+    __device__ void operator()(size_t i, int, int c, float (&v)[1][W]) const { biased_pack(v[0], x, nullptr, i, c); }
 };
 
 }  // namespace
@@ -122,8 +119,8 @@ void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* i
     // column-major: dw^T (IC,OC) += inp^T (IC,N) [stored as is] . dout (N,OC) [stored as dout^T, op = T]
     if (dw) gemm_cm(false, true, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, IC, stream);
     if (dbias)
-        with_pack<dev_t<A>>(OC, {dout}, [&](auto w) {
-            constexpr int W = decltype(w)::value;
+        with_pack<dev_t<A>>(OC, {dout}, [&](auto pw) {
+            constexpr int W = decltype(pw)::value;
             column_sums<1, W>(SumInto{dbias}, N, OC, Load<dev_t<A>, W>{dev(dout)}, stream);
         });
 }
