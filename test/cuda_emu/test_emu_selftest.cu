@@ -157,6 +157,22 @@ __global__ void mma_ptx_kernel(float* d, const float* a, const float* b, const f
 }
 constexpr int kMmaLine = __LINE__ - 3;
 
+// ldmatrix.x4 as the PTX ISA describes it: lane 8j + r gives the address of row r of matrix j;
+// here matrix j, row r, column c holds 64 j + 8 r + c, and the registers go back to the host.
+// `offset` elements shift every row (4: 8 bytes, not 16-byte aligned); `global` reads device
+// memory instead of shared.
+__global__ void ldmatrix_kernel(uint32_t* out, const uint16_t* global, bool trans, int offset) {
+    __shared__ uint16_t s[4 * 64 + 8];
+    for (int i = threadIdx.x; i < 4 * 64; i += blockDim.x) s[offset + i] = (uint16_t)i;
+    __syncthreads();
+    const int lane = threadIdx.x;
+    const uint16_t* rows = global ? global : s + offset;
+    uint32_t r[4];
+    ::emu::ldmatrix_x4(r, rows + 64 * (lane / 8) + 8 * (lane % 8), trans, __FILE__, __LINE__);
+    for (int j = 0; j < 4; j++) out[4 * lane + j] = r[j];
+}
+constexpr int kLdmatrixLine = __LINE__ - 3;
+
 __global__ void scale_add_kernel(float* y, const float* x, float a, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = a * x[i] + y[i];
@@ -231,6 +247,26 @@ int run_mma_ptx(int threads) {
             float want = c[r * 8 + n];
             for (int k = 0; k < 16; k++) want += a[r * 16 + k] * b[k * 8 + n];
             if (got[r * 8 + n] != want) return 1;
+        }
+    return 0;
+}
+
+// ldmatrix_kernel against the ISA's register layout: lane l, register j holds matrix j's row
+// l / 4, columns 2 (l % 4) and + 1 (trans: column l / 4, rows 2 (l % 4) and + 1), the first low.
+int run_ldmatrix(bool trans, int offset, bool global, int threads) {
+    uint32_t* out = nullptr;
+    uint16_t* g = nullptr;
+    CK(cudaMalloc(&out, 128 * sizeof(uint32_t)));
+    if (global) CK(cudaMalloc(&g, 256 * sizeof(uint16_t)));
+    ldmatrix_kernel<<<1, threads>>>(out, g, trans, offset);
+    CK(cudaGetLastError());
+    std::vector<uint32_t> got(128);
+    CK(cudaMemcpy(got.data(), out, sizeof(uint32_t) * 128, cudaMemcpyDeviceToHost));
+    for (int l = 0; l < 32; l++)
+        for (int j = 0; j < 4; j++) {
+            const int row = trans ? 2 * (l % 4) : l / 4, col = trans ? l / 4 : 2 * (l % 4);
+            const uint32_t lo = 64 * j + 8 * row + col, hi = trans ? lo + 8 : lo + 1;
+            if (got[4 * l + j] != (hi << 16 | lo)) return 1;
         }
     return 0;
 }
@@ -459,6 +495,14 @@ int main() {
 #endif
     expect_clean("correct_kernel_all_orders", [] { return run_neighbour(true) | run_block_sum(); });
     expect_clean("mma_sync_ptx_layouts", [] { return run_mma_ptx(32); });
+    expect_clean("ldmatrix_ptx_layouts",
+                 [] { return run_ldmatrix(false, 0, false, 32) | run_ldmatrix(true, 0, false, 32); });
+    expect_report("ldmatrix_misaligned_row", {at(kLdmatrixLine), "ldmatrix", "not 16-byte aligned"},
+                  [] { return run_ldmatrix(false, 4, false, 32); });
+    expect_report("ldmatrix_global_address", {at(kLdmatrixLine), "ldmatrix", "not in the block's shared memory"},
+                  [] { return run_ldmatrix(true, 0, true, 32); });
+    expect_report("ldmatrix_partial_warp", {at(kLdmatrixLine), "ldmatrix", "names lane 16, which does not exist"},
+                  [] { return run_ldmatrix(false, 0, false, 16); });
     expect_report("mma_sync_partial_warp", {at(kMmaLine), "mma.sync", "names lane 16, which does not exist"},
                   [] { return run_mma_ptx(16); });
 

@@ -257,6 +257,22 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
     warp_collective(file, line, "mma.sync.m16n8k16", 0xffffffffu, reinterpret_cast<uintptr_t>(&o), 0, mma_combine);
 }
 
+// One warp-wide ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16: four 8 x 8 matrices of 16-bit
+// elements; lane 8j + r passes the address of row r of matrix j (16 bytes of shared memory,
+// 16-byte aligned), and lane l receives in r[j] two elements of matrix j: row l / 4, columns
+// 2 (l % 4) and 2 (l % 4) + 1, or with trans column l / 4, rows 2 (l % 4) and 2 (l % 4) + 1 (the
+// first in the low half). All 32 lanes must take part, as on the hardware.
+struct LdmatrixOperands {
+    uint32_t* r;
+    const void* row;
+};
+void ldmatrix_combine(const uint64_t* in, const uint64_t* param, uint64_t* out, unsigned mask);
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans, const char* file, int line) {
+    LdmatrixOperands o{r, row};
+    warp_collective(file, line, trans ? "ldmatrix.x4.trans" : "ldmatrix.x4", 0xffffffffu,
+                    reinterpret_cast<uintptr_t>(&o), trans, ldmatrix_combine);
+}
+
 template <class T>
 T shfl(const char* file, int line, const char* what, unsigned mask, T v, ShflKind kind, int operand, int width) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffle of a type wider than 64 bits");

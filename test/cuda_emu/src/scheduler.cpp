@@ -546,6 +546,34 @@ void mma_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned) {
     }
 }
 
+// ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 (the PTX ISA's "Warp-level matrix load
+// instruction: ldmatrix"): each lane posts its row address and its four destination registers
+// (LdmatrixOperands); the rows are read here, once every lane has arrived.
+void ldmatrix_combine(const uint64_t* in, const uint64_t* param, uint64_t* out, unsigned) {
+    uint16_t m[4][8][8];  // matrix, row, column
+    for (int l = 0; l < 32; l++) {
+        const auto* row = static_cast<const unsigned char*>(reinterpret_cast<const LdmatrixOperands*>(in[l])->row);
+        if (param[l] != param[0]) fail(L.coll_file, L.coll_line, "ldmatrix: lane %d and lane 0 disagree on .trans", l);
+        if (row < g_smem || row + 16 > g_smem + L.top)
+            fail(L.coll_file, L.coll_line, "ldmatrix: lane %d's row address %p is not in the block's shared memory", l,
+                 (const void*)row);
+        if ((row - g_smem) % 16)
+            fail(L.coll_file, L.coll_line, "ldmatrix: lane %d's row address %p is not 16-byte aligned", l,
+                 (const void*)row);
+        std::memcpy(m[l / 8][l % 8], row, 16);
+    }
+    const bool trans = param[0] != 0;
+    for (int l = 0; l < 32; l++) {
+        const LdmatrixOperands& o = *reinterpret_cast<const LdmatrixOperands*>(in[l]);
+        const int g = l / 4, c = 2 * (l % 4);
+        for (int j = 0; j < 4; j++) {
+            const uint16_t lo = trans ? m[j][c][g] : m[j][g][c], hi = trans ? m[j][c + 1][g] : m[j][g][c + 1];
+            o.r[j] = (uint32_t)hi << 16 | lo;
+        }
+        out[l] = 0;
+    }
+}
+
 // ---- shared memory ----------------------------------------------------------------------
 void* dynamic_shared() {
     return g_smem;
