@@ -340,10 +340,12 @@ __global__ void __launch_bounds__(kFlashThreads)
 // scores, the softmax and the accumulators stay in registers: a row's max and sum are joined
 // over its quad of lanes by two shuffles, and the probabilities (rounded to bf16) are already
 // laid out as the A operand of the next product. Tiles of kMmaRows rows stream through shared
-// memory in 16-byte loads, each row padded by kPad columns so that a warp's operand loads hit
-// 32 different banks. An operand whose rows are the sum's index (V in P V; Q and dO in the
-// dK, dV products; K in dS K) is stored transposed. fp32 softmax, log-sum-exps and
-// accumulators; P and dS rounded to bf16 as operands; out and dqkv rounded once, at the store.
+// memory in 16-byte loads, row-major, each row padded by kPad columns so that the eight rows an
+// ldmatrix reads at once hit 32 different banks. Operands come out of shared memory by ldmatrix,
+// four 8 x 8 matrices a warp instruction; one whose rows are the sum's index (V in P V; Q and dO
+// in dK, dV; K in dS K) by its transposing form, so each tile is stored once. fp32 softmax,
+// log-sum-exps and accumulators; P and dS rounded to bf16 as operands; out and dqkv rounded
+// once, at the store.
 // The softmax works in base 2 (scores times scale * log2(e), exp2f: one multiply-add and the
 // hardware's exp2 per score); the log-sum-exps are stored in base e, as the fp32 kernels'.
 using bf16 = __nv_bfloat16;
@@ -367,22 +369,44 @@ __device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uin
 #endif
 }
 
-__device__ inline uint32_t bf16_pair(const bf16* p) {
-    return *reinterpret_cast<const uint32_t*>(p);
+// Four 8 x 8 matrices from shared memory (ldmatrix.x4): lane 8j + r gives the address of row r
+// of matrix j; lane l gets in r[j] row l / 4, columns 2 (l % 4) and + 1 of matrix j, or with
+// Trans column l / 4, rows 2 (l % 4) and + 1. The CPU execution layer has its own, alike.
+template <bool Trans>
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const bf16* row) {
+#if CUDA_EMU
+    ::emu::ldmatrix_x4(r, row, Trans, __FILE__, __LINE__);
+#else
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(row);
+    if constexpr (Trans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr)
+                     : "memory");
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr)
+                     : "memory");
+#endif
 }
 
-// A operand: rows [0, 16) x columns [0, 16) of a row-major shared tile with ld elements a row
-__device__ inline void load_a(uint32_t (&a)[4], const bf16* tile, int ld) {
+// The 16 x 16 block at tile (row-major, ld elements a row) as four 8 x 8 matrices in the order
+// (rows 0-7, columns 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15): the A operand's registers
+// (Trans false), or the B operands of two 8-column product tiles when the block's rows are the
+// sum's index, B[k][n] = block[k][n] (Trans: r[0..1] columns 0-7, r[2..3] columns 8-15).
+template <bool Trans>
+__device__ inline void load_block(uint32_t (&r)[4], const bf16* tile, int ld) {
     const int lane = threadIdx.x % 32;
-    const bf16* p = tile + lane / 4 * ld + 2 * (lane % 4);
-    a[0] = bf16_pair(p), a[1] = bf16_pair(p + 8 * ld), a[2] = bf16_pair(p + 8), a[3] = bf16_pair(p + 8 * ld + 8);
+    ldmatrix_x4<Trans>(r, tile + lane % 16 * ld + lane / 16 * 8);
 }
 
-// B operand (16 x 8) with B[k][n] = tile[n][k]: rows [0, 8) x columns [0, 16) of the tile
-__device__ inline void load_b(uint32_t (&b)[2], const bf16* tile, int ld) {
+// The B operands of two 8-column product tiles with B[k][n] = tile[n][k], k < 16: r[0..1] from
+// rows 0-7 of the tile, r[2..3] from rows 8-15; matrices (rows 0-7, columns 0-7), (0-7, 8-15),
+// (8-15, 0-7), (8-15, 8-15).
+__device__ inline void load_b_pair(uint32_t (&r)[4], const bf16* tile, int ld) {
     const int lane = threadIdx.x % 32;
-    const bf16* p = tile + lane / 4 * ld + 2 * (lane % 4);
-    b[0] = bf16_pair(p), b[1] = bf16_pair(p + 8);
+    ldmatrix_x4<false>(r, tile + (lane % 8 + lane / 16 * 8) * ld + lane / 8 % 2 * 8);
 }
 
 __device__ inline uint32_t pack_bf16(float lo, float hi) {
@@ -401,25 +425,27 @@ __device__ inline void acc_to_a(uint32_t (&a)[4], const float (&lo)[4], const fl
 // shared tile
 template <int D>
 __device__ inline void mma_xyt(float (&s)[kTiles8][4], const uint32_t (&x)[D / 16][4], const bf16 (*y)[D + kPad]) {
-    for (int n = 0; n < kTiles8; n++)
+    for (int n = 0; n < kTiles8; n += 2)
         for (int k = 0; k < D / 16; k++) {
-            uint32_t yb[2];
-            load_b(yb, &y[8 * n][16 * k], D + kPad);
-            mma_bf16(s[n], x[k], yb);
+            uint32_t yb[4];
+            load_b_pair(yb, &y[8 * n][16 * k], D + kPad);
+            mma_bf16(s[n], x[k], {yb[0], yb[1]});
+            mma_bf16(s[n + 1], x[k], {yb[2], yb[3]});
         }
 }
 
 // acc (16 x D) += X Y: X (16 x kMmaRows) the lane's accumulator tiles (rounded to bf16 here),
-// Y (kMmaRows x D) stored transposed, yt[d][j]
+// Y (kMmaRows x D) a row-major shared tile
 template <int D>
-__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][4], const bf16 (*yt)[kMmaRows + kPad]) {
+__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][4], const bf16 (*y)[D + kPad]) {
     for (int j = 0; j < kTiles8 / 2; j++) {  // 16 of the summed index at a time
         uint32_t xa[4];
         acc_to_a(xa, x[2 * j], x[2 * j + 1]);
-        for (int n = 0; n < D / 8; n++) {
-            uint32_t yb[2];
-            load_b(yb, &yt[8 * n][16 * j], kMmaRows + kPad);
-            mma_bf16(acc[n], xa, yb);
+        for (int n = 0; n < D / 8; n += 2) {
+            uint32_t yb[4];
+            load_block<true>(yb, &y[16 * j][8 * n], D + kPad);
+            mma_bf16(acc[n], xa, {yb[0], yb[1]});
+            mma_bf16(acc[n + 1], xa, {yb[2], yb[3]});
         }
     }
 }
@@ -437,24 +463,6 @@ __device__ inline void load_rows(bf16 (*tile)[D + kPad], const bf16* base, int t
     }
 }
 
-// the same rows transposed: tile[d][j]. A thread takes two consecutive rows, so that each
-// store is a pair, and the lanes of a warp store consecutive pairs.
-template <int D>
-__device__ inline void load_rows_t(bf16 (*tile)[kMmaRows + kPad], const bf16* base, int t0, int T, size_t ld) {
-    using P = Pack<bf16, 8>;
-    for (int i = threadIdx.x; i < kMmaRows / 2 * D / 8; i += kMmaThreads) {
-        const int j = i % (kMmaRows / 2) * 2, c = i / (kMmaRows / 2) * 8;
-        P v[2] = {};
-        for (int k = 0; k < 2; k++)
-            if (t0 + j + k < T) v[k] = *reinterpret_cast<const P*>(base + (size_t)(t0 + j + k) * ld + c);
-        for (int e = 0; e < 8; e++) {
-            __nv_bfloat162 pair;
-            pair.x = v[0].e[e], pair.y = v[1].e[e];
-            *reinterpret_cast<__nv_bfloat162*>(&tile[c + e][j]) = pair;
-        }
-    }
-}
-
 // Stores row r (0: g, 1: g + 8) of the lane's accumulator tiles acc[D / 8], times mul, as bf16
 // pairs at dst (the row's column 0).
 template <int D>
@@ -467,7 +475,7 @@ __device__ inline void store_row(bf16* dst, const float (&acc)[D / 8][4], int r,
 
 template <int D>
 struct alignas(16) MmaForwardTiles {
-    bf16 q[kMmaRows][D + kPad], k[kMmaRows][D + kPad], vt[D][kMmaRows + kPad];
+    bf16 q[kMmaRows][D + kPad], k[kMmaRows][D + kPad], v[kMmaRows][D + kPad];
 };
 
 // grid (B*H, ceil(T/kMmaRows)); key tiles up to the diagonal.
@@ -484,14 +492,14 @@ __global__ void __launch_bounds__(kMmaThreads)
     load_rows<D>(sm.q, base, row0, T, C3);
     __syncthreads();
     uint32_t qa[D / 16][4];
-    for (int k = 0; k < D / 16; k++) load_a(qa[k], &sm.q[16 * w][16 * k], D + kPad);
+    for (int k = 0; k < D / 16; k++) load_block<false>(qa[k], &sm.q[16 * w][16 * k], D + kPad);
     float o[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: base 2
     const float scale2 = scale * kLog2e;
     const int kend = min(T, row0 + kMmaRows);
     for (int k0 = 0; k0 < kend; k0 += kMmaRows) {
         __syncthreads();  // the previous tile is read
         load_rows<D>(sm.k, base + C, k0, T, C3);
-        load_rows_t<D>(sm.vt, base + 2 * C, k0, T, C3);
+        load_rows<D>(sm.v, base + 2 * C, k0, T, C3);
         __syncthreads();
         float s[kTiles8][4] = {};
         mma_xyt<D>(s, qa, sm.k);  // S = Q K^T
@@ -514,7 +522,7 @@ __global__ void __launch_bounds__(kMmaThreads)
                 s[n][i] = exp2f(s[n][i] - m[i / 2]);
                 l[i / 2] += s[n][i];  // the lane's share of the row sum, joined over the quad at the end
             }
-        mma_xy<D>(o, s, sm.vt);  // O += P V
+        mma_xy<D>(o, s, sm.v);  // O += P V
     }
     for (int r = 0; r < 2; r++) {
         l[r] = quad_sum(l[r]);
@@ -526,7 +534,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 
 template <int D>
 struct alignas(16) MmaDkdvTiles {
-    bf16 q[kMmaRows][D + kPad], dout[kMmaRows][D + kPad], qt[D][kMmaRows + kPad], doutt[D][kMmaRows + kPad];
+    bf16 q[kMmaRows][D + kPad], dout[kMmaRows][D + kPad];
     float lse[kMmaRows], delta[kMmaRows];
 };
 
@@ -549,8 +557,8 @@ __global__ void __launch_bounds__(kMmaThreads)
     __syncthreads();
     uint32_t ka[D / 16][4], va[D / 16][4];
     for (int k = 0; k < D / 16; k++) {
-        load_a(ka[k], &sm.q[16 * w][16 * k], D + kPad);
-        load_a(va[k], &sm.dout[16 * w][16 * k], D + kPad);
+        load_block<false>(ka[k], &sm.q[16 * w][16 * k], D + kPad);
+        load_block<false>(va[k], &sm.dout[16 * w][16 * k], D + kPad);
     }
     float dk[D / 8][4] = {}, dv[D / 8][4] = {};
     const float scale2 = scale * kLog2e;
@@ -558,8 +566,6 @@ __global__ void __launch_bounds__(kMmaThreads)
         __syncthreads();
         load_rows<D>(sm.q, base, q0, T, C3);
         load_rows<D>(sm.dout, dbase, q0, T, C);
-        load_rows_t<D>(sm.qt, base, q0, T, C3);
-        load_rows_t<D>(sm.doutt, dbase, q0, T, C);
         for (int i = threadIdx.x; i < kMmaRows; i += kMmaThreads) {
             sm.lse[i] = q0 + i < T ? lse[(size_t)bh * T + q0 + i] * kLog2e : 0.0f;  // base 2
             sm.delta[i] = q0 + i < T ? delta[(size_t)bh * T + q0 + i] : 0.0f;
@@ -574,8 +580,8 @@ __global__ void __launch_bounds__(kMmaThreads)
                 p[n][i] = keys[i / 2] <= q && q < T ? exp2f(p[n][i] * scale2 - sm.lse[c]) : 0.0f;
                 ds[n][i] = p[n][i] * (ds[n][i] - sm.delta[c]);
             }
-        mma_xy<D>(dv, p, sm.doutt);  // dV += P^T dO
-        mma_xy<D>(dk, ds, sm.qt);    // dK += dS^T Q
+        mma_xy<D>(dv, p, sm.dout);  // dV += P^T dO
+        mma_xy<D>(dk, ds, sm.q);    // dK += dS^T Q
     }
     for (int r = 0; r < 2; r++) {
         if (keys[r] >= T) continue;
@@ -587,7 +593,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 
 template <int D>
 struct alignas(16) MmaDqTiles {
-    bf16 k[kMmaRows][D + kPad], v[kMmaRows][D + kPad], kt[D][kMmaRows + kPad];
+    bf16 k[kMmaRows][D + kPad], v[kMmaRows][D + kPad];
 };
 
 // dQ: a warp owns 16 queries; key tiles up to the diagonal. grid (B*H, ceil(T/kMmaRows)).
@@ -607,8 +613,8 @@ __global__ void __launch_bounds__(kMmaThreads)
     __syncthreads();
     uint32_t qa[D / 16][4], oa[D / 16][4];
     for (int k = 0; k < D / 16; k++) {
-        load_a(qa[k], &sm.k[16 * w][16 * k], D + kPad);
-        load_a(oa[k], &sm.v[16 * w][16 * k], D + kPad);
+        load_block<false>(qa[k], &sm.k[16 * w][16 * k], D + kPad);
+        load_block<false>(oa[k], &sm.v[16 * w][16 * k], D + kPad);
     }
     float lse_r[2], delta_r[2];
     for (int r = 0; r < 2; r++) {
@@ -622,7 +628,6 @@ __global__ void __launch_bounds__(kMmaThreads)
         __syncthreads();
         load_rows<D>(sm.k, base + C, k0, T, C3);
         load_rows<D>(sm.v, base + 2 * C, k0, T, C3);
-        load_rows_t<D>(sm.kt, base + C, k0, T, C3);
         __syncthreads();
         float ds[kTiles8][4] = {}, dp[kTiles8][4] = {};
         mma_xyt<D>(ds, qa, sm.k);  // S = Q K^T
@@ -633,7 +638,7 @@ __global__ void __launch_bounds__(kMmaThreads)
                 const float p = k0 + 8 * n + 2 * t + (i & 1) <= rows[r] ? exp2f(ds[n][i] * scale2 - lse_r[r]) : 0.0f;
                 ds[n][i] = p * (dp[n][i] - delta_r[r]);
             }
-        mma_xy<D>(dq, ds, sm.kt);  // dQ += dS K
+        mma_xy<D>(dq, ds, sm.k);  // dQ += dS K
     }
     for (int r = 0; r < 2; r++)
         if (rows[r] < T) store_row<D>(dqkv + ((size_t)b * T + rows[r]) * C3 + h * D, dq, r, scale);
