@@ -17,7 +17,8 @@
 #   5b. tuning: a sweep of the classifier's vocabulary tiles and row chunks -> OUT/bench.md
 #   5c. the kernel lab: every version of every cuda/lab/ program checked against the CPU and
 #      timed (TFLOP/s or GB/s) at the paper's and 124M's shapes              -> OUT/lab.md
-#   (--paper-grid: as many of the paper's nine runs as the time left allows)
+#   (--paper-grid: as many of the paper's nine runs as the time left allows, in bf16 unless
+#   --grid-precision fp32)
 #   6. the report, with the goals table                              -> OUT/report.md
 # Every part prints PASS / FAIL / SKIPPED gpu_check_<part>; the exit status is 0 only if every
 # required part passed. No GPU is a failure. --emulated accepts the CPU execution layer
@@ -26,7 +27,8 @@ set -u
 
 usage() {
   cat <<'EOF'
-usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper-grid] [--skip PARTS]
+usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper-grid]
+                            [--grid-precision fp32|bf16] [--skip PARTS]
   --out DIR         results folder (default build_gpu/gpu_check; build_emu/gpu_check with
                     --emulated): gpu_check.log, test_cuda.log, bench.md, report.md, ...
   --budget SECONDS  keep the whole check within this time (default 420); optional parts
@@ -36,6 +38,8 @@ usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper
   --paper-grid      at the end, as many of the paper's nine runs (scripts/paper_grid.sh) as the
                     time left allows, skipping those committed under scripts/results/paper/;
                     each finished run's log in OUT/paper_grid/ (the shards are checked first)
+  --grid-precision P  the paper grid's precision: bf16 (default: the precision of the
+                    30-second goal, so more runs fit) or fp32 (TF32 GEMMs)
   --skip PARTS      comma-separated parts not to run, each reported SKIPPED: tests, sanitizer,
                     dist, bench, torch, chunks, lab (a second, targeted run after a full one:
                     e.g. --skip tests,sanitizer,dist,bench to spend its time on the rest)
@@ -43,7 +47,7 @@ usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper
 EOF
 }
 
-OUT="" BUDGET=420 EMU=0 GRID=0 SKIP=","
+OUT="" BUDGET=420 EMU=0 GRID=0 GRID_PREC=bf16 SKIP=","
 PARTS=",tests,sanitizer,dist,bench,torch,chunks,lab,"
 while [ $# -gt 0 ]; do
   case $1 in
@@ -53,6 +57,8 @@ while [ $# -gt 0 ]; do
     --budget=*) BUDGET=${1#--budget=}; shift ;;
     --emulated) EMU=1; shift ;;
     --paper-grid) GRID=1; shift ;;
+    --grid-precision) [ $# -ge 2 ] || { echo "error: --grid-precision needs fp32 or bf16" >&2; exit 2; }; GRID_PREC=$2; shift 2 ;;
+    --grid-precision=*) GRID_PREC=${1#--grid-precision=}; shift ;;
     --skip) [ $# -ge 2 ] || { echo "error: --skip needs a list of parts" >&2; exit 2; }; SKIP+="$2,"; shift 2 ;;
     --skip=*) SKIP+="${1#--skip=},"; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -63,6 +69,7 @@ for p in ${SKIP//,/ }; do
   [[ $PARTS == *",$p,"* ]] || { echo "error: --skip: no part '$p' (parts: ${PARTS:1:-1})" >&2; exit 2; }
 done
 skipping() { [[ $SKIP == *",$1,"* ]]; }
+[[ $GRID_PREC == fp32 || $GRID_PREC == bf16 ]] || { echo "error: --grid-precision must be fp32 or bf16, got '$GRID_PREC'" >&2; exit 2; }
 [[ $BUDGET =~ ^[0-9]+$ ]] && [ "$BUDGET" -gt 0 ] || { echo "error: --budget must be a positive number of seconds, got '$BUDGET'" >&2; exit 2; }
 # Output folders: build_gpu/ on a GPU; emulated, the Makefile's emu folder (BUILD_emu, or EMU_BUILD
 # as make test sets it). Both follow BUILD when it is set.
@@ -651,7 +658,7 @@ if [ $GRID = 1 ]; then
     part paper_grid skip "emulated: the paper's runs need a GPU (test/test_paper_grid.sh runs the script on the CPU)"
   elif [ "$(left)" -lt 60 ]; then
     part paper_grid skip "under a minute left"
-  elif bash scripts/paper_grid.sh --out "$OUT/paper_grid" --budget $(($(left) - 15)) -- --device cuda; then
+  elif bash scripts/paper_grid.sh --out "$OUT/paper_grid" --budget $(($(left) - 15)) -- --device cuda --precision "$GRID_PREC"; then
     part paper_grid pass
   else
     part paper_grid fail "a run failed or no dataset has its shards (see above)"

@@ -14,6 +14,7 @@ if [ $? -eq 0 ] && grep -q -- '--emulated' <<<"$out" && grep -q -- '--budget' <<
 else fail gpu_check_help "-h did not print the usage: $out"; fi
 expect_fail gpu_check_bad_option "^error: unknown argument '--bogus'" -- bash $gc --bogus
 expect_fail gpu_check_bad_budget "^error: --budget must be a positive number" -- bash $gc --budget 7m
+expect_fail gpu_check_bad_grid_precision "^error: --grid-precision must be fp32 or bf16, got 'fp16'" -- bash $gc --grid-precision fp16
 expect_fail gpu_check_bad_skip "^error: --skip: no part 'bogus'" -- bash $gc --skip tests,bogus
 
 # test_cuda NAME...: the subsets the script names must all exist (a stale name would waste the
