@@ -310,11 +310,14 @@ def differing_keys(g, ref, diffs):
 
 
 def setting_text(runs):
-    """'300 steps, B=8, T=64, seeds 1,2' (values that differ joined by '/')."""
-    def vals(key):
-        return "/".join(sorted({str(r.config.get(key, "?")) for r in runs}, key=lambda v: (len(v), v)))
+    """'300 steps, B=8, T=64, seeds 1,2' (values that differ joined by '/'), with the precision
+    after T unless every run is fp32 (logs older than the precision key were fp32)."""
+    def vals(key, default="?"):
+        return "/".join(sorted({str(r.config.get(key, default)) for r in runs}, key=lambda v: (len(v), v)))
     seeds = sorted({str(r.seed) for r in runs}, key=lambda v: (len(v), v))
+    prec = vals("precision", "fp32")
     return (f"{vals('steps')} steps, B={vals('batch_size')}, T={vals('seq_len')}, "
+            f"{'' if prec == 'fp32' else prec + ', '}"
             f"{'seed' if len(seeds) == 1 else 'seeds'} {','.join(seeds)}")
 
 

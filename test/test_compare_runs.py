@@ -184,6 +184,12 @@ def main():
     check("config_mismatch_warned_in_figure", "WARNING: the wikitext2 runs differ in seq_len, steps, val_data" in svg)
     check("figure_setting_shows_both_values", "20/300 steps" in svg and "T=64/128" in svg)
 
+    # bf16 runs: the precision in the setting (fp32, the default, is not named)
+    bf = [write_run(tmp, f"b-{p}-s1", "ptb", p, 1, [6.0, 5.5], cfg_extra={"precision": "bf16"})
+          for p in ("rope", "crope")]
+    rc, so, se = run(bf + ["--out", os.path.join(tmp, "out8", "cmp")])
+    check("setting_names_bf16", rc == 0 and "ptb: 100 steps, B=8, T=64, bf16, seed 1" in so, so[:300] + se[-300:])
+
     # dataset names by the shard rule, and a (gzipped) log file given directly
     tr = write_run(tmp, "t-rope-s1", "x", "rope", 1, [5.0], cfg_extra={"train_data": "sh/my_val_set_train_*.bin"})
     gz = os.path.join(tmp, "t-rope-s1.jsonl.gz")
