@@ -38,6 +38,25 @@ else
   expect_fail test_cuda_unknown_name "^error: no test name contains 'no_such_test'" -- "$tc" cuda_layernorm no_such_test
 fi
 
+# The bf16 paper grid's gate (its block, as the script has it): test programs whose bf16 tests
+# all pass keep bf16; a FAIL, a failing exit or no bf16 test passed (no GPU) falls back to fp32.
+gate=$(sed -n '/if \[ "\$GRID_PREC" = bf16 \]; then/,/^    fi$/p' $gc)
+fake() { printf '#!/bin/sh\n%s\n' "$2" >"$tmp/$1" && chmod +x "$tmp/$1"; }
+fake ok "echo 'PASS cuda_a_bf16'; echo 'PASS cuda_b_bf16'"
+fake bad "echo 'PASS cuda_a_bf16'; echo 'FAIL cuda_flash_x_bf16: rel err 1'; exit 1"
+fake none "echo 'SKIPPED cuda_a_bf16: no GPU'"
+why=""
+for case in "ok ok:bf16" "ok bad:fp32" "none:fp32"; do
+  bins=${case%:*} want=${case#*:}
+  # shellcheck disable=SC2034  # TEST_BINS is read by the gate
+  out=$(TEST_BINS=$(for b in $bins; do echo "$tmp/$b"; done); GRID_PREC=bf16; eval "$gate"; echo "-> $GRID_PREC")
+  grep -q -- "-> $want\$" <<<"$out" || why+="[$bins] expected $want: $out; "
+done
+grep -q "cuda_flash_x_bf16" <<<"$(TEST_BINS=$tmp/bad; GRID_PREC=bf16; eval "$gate")" || why+="the failed test is not named; "
+if [ -z "$gate" ]; then fail gpu_check_grid_bf16_gate "the gate's block was not found in $gc"
+elif [ -n "$why" ]; then fail gpu_check_grid_bf16_gate "$why"
+else pass gpu_check_grid_bf16_gate; fi
+
 # A PATH without nvcc (and no CUDA_HOME): one line names it, and the check fails.
 nonvcc=""
 IFS=: read -ra dirs <<<"$PATH"
