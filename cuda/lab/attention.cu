@@ -31,7 +31,7 @@ struct Shape {
     size_t natt() const { return (size_t)B * H * T * T; }
 };
 
-// ---- version 6: flash forward with RoPE applied at load ----------------------------------
+// ---- version 5: flash forward with RoPE applied at load ----------------------------------
 // The fp32 flash forward of cuda/attention.cu (same tiling: kQuad threads per query row,
 // kRows rows per block, key/value tiles of kTile rows up to the diagonal), reading q and k
 // from the unrotated qkv and rotating each element as it is loaded: element d of a pair
