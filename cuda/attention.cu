@@ -504,11 +504,18 @@ __global__ void __launch_bounds__(kMmaThreads)
         float s[kTiles8][4] = {};
         mma_xyt<D>(s, qa, sm.k);  // S = Q K^T
         float mt[2] = {m[0], m[1]};
-        for (int n = 0; n < kTiles8; n++)
-            for (int i = 0; i < 4; i++) {
-                s[n][i] = k0 + 8 * n + 2 * t + (i & 1) <= rows[i / 2] ? s[n][i] * scale2 : -INFINITY;
-                mt[i / 2] = fmaxf(mt[i / 2], s[n][i]);
-            }
+        auto scale_max = [&](auto causal) {  // the causal mask on the diagonal tile only
+            for (int n = 0; n < kTiles8; n++)
+                for (int i = 0; i < 4; i++) {
+                    const bool keep = !decltype(causal)::value || k0 + 8 * n + 2 * t + (i & 1) <= rows[i / 2];
+                    s[n][i] = keep ? s[n][i] * scale2 : -INFINITY;
+                    mt[i / 2] = fmaxf(mt[i / 2], s[n][i]);
+                }
+        };
+        if (k0 == row0)
+            scale_max(std::true_type{});
+        else
+            scale_max(std::false_type{});
         for (int r = 0; r < 2; r++) {
             mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
             mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));  // finite: key 0 is in the first tile
