@@ -503,30 +503,31 @@ __global__ void __launch_bounds__(kMmaThreads)
         __syncthreads();
         float s[kTiles8][4] = {};
         mma_xyt<D>(s, qa, sm.k);  // S = Q K^T
-        float mt[2] = {m[0], m[1]};
-        auto scale_max = [&](auto causal) {  // the causal mask on the diagonal tile only
+        // The row max on the raw scores (the scale is positive), so that each score then costs
+        // one multiply-add before its exp2: p = 2^(s * scale2 - m), m in base 2.
+        float mt[2] = {-INFINITY, -INFINITY};
+        auto row_max = [&](auto causal) {  // the causal mask on the diagonal tile only
             for (int n = 0; n < kTiles8; n++)
                 for (int i = 0; i < 4; i++) {
-                    const bool keep = !decltype(causal)::value || k0 + 8 * n + 2 * t + (i & 1) <= rows[i / 2];
-                    s[n][i] = keep ? s[n][i] * scale2 : -INFINITY;
+                    if (decltype(causal)::value && k0 + 8 * n + 2 * t + (i & 1) > rows[i / 2]) s[n][i] = -INFINITY;
                     mt[i / 2] = fmaxf(mt[i / 2], s[n][i]);
                 }
         };
         if (k0 == row0)
-            scale_max(std::true_type{});
+            row_max(std::true_type{});
         else
-            scale_max(std::false_type{});
+            row_max(std::false_type{});
         for (int r = 0; r < 2; r++) {
             mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
             mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));  // finite: key 0 is in the first tile
-            const float alpha = exp2f(m[r] - mt[r]);
+            const float mn = fmaxf(m[r], mt[r] * scale2), alpha = exp2f(m[r] - mn);
             l[r] *= alpha;
             for (int n = 0; n < D / 8; n++) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
-            m[r] = mt[r];
+            m[r] = mn;
         }
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++) {
-                s[n][i] = exp2f(s[n][i] - m[i / 2]);
+                s[n][i] = exp2f(fmaf(s[n][i], scale2, -m[i / 2]));
                 l[i / 2] += s[n][i];  // the lane's share of the row sum, joined over the quad at the end
             }
         mma_xy<D>(o, s, sm.v);  // O += P V
