@@ -157,6 +157,20 @@ __global__ void mma_ptx_kernel(float* d, const float* a, const float* b, const f
 }
 constexpr int kMmaLine = __LINE__ - 3;
 
+// d (16 x 8) = a (16 x 8) b (8 x 8) + c by one mma.sync.m16n8k8 with tf32 operands
+// (emu::mma_m16n8k8_tf32), fragments built by the PTX ISA's formulas per register i:
+// A (g + 8 (i % 2), t + 4 (i / 2)), B (t + 4 i, g). The operands go in as they are, not rounded.
+__global__ void mma_tf32_kernel(float* d, const float* a, const float* b, const float* c) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    uint32_t fa[4], fb[2];
+    float fc[4];
+    for (int i = 0; i < 4; i++) memcpy(&fa[i], &a[(g + 8 * (i % 2)) * 8 + t + 4 * (i / 2)], 4);
+    for (int i = 0; i < 2; i++) memcpy(&fb[i], &b[(t + 4 * i) * 8 + g], 4);
+    for (int i = 0; i < 4; i++) fc[i] = c[(i < 2 ? g : g + 8) * 8 + 2 * t + (i & 1)];
+    ::emu::mma_m16n8k8_tf32(fc, fa, fb, __FILE__, __LINE__);
+    for (int i = 0; i < 4; i++) d[(i < 2 ? g : g + 8) * 8 + 2 * t + (i & 1)] = fc[i];
+}
+
 // ldmatrix.x4 as the PTX ISA describes it: lane 8j + r gives the address of row r of matrix j;
 // here matrix j, row r, column c holds 64 j + 8 r + c, and the registers go back to the host.
 // `offset` elements shift every row (4: 8 bytes, not 16-byte aligned); `global` reads device
@@ -249,6 +263,42 @@ int run_mma_ptx(int threads) {
             if (got[r * 8 + n] != want) return 1;
         }
     return 0;
+}
+
+// mma_tf32_kernel on small integers times (1 + 2^-12) (less than a tf32 mantissa's last bit,
+// so the hardware's operands are the integers) against the integer product
+int run_mma_tf32() {
+    std::vector<float> a(16 * 8), b(8 * 8), c(16 * 8), ia(a.size()), ib(b.size());
+    for (int i = 0; i < 128; i++) ia[i] = (float)(i * 7 % 11 - 5), c[i] = (float)(i % 13);
+    for (int i = 0; i < 64; i++) ib[i] = (float)(i * 5 % 9 - 4);
+    for (size_t i = 0; i < a.size(); i++) a[i] = ia[i] * (1 + 0x1p-12f);
+    for (size_t i = 0; i < b.size(); i++) b[i] = ib[i] * (1 + 0x1p-12f);
+    float* d = scratch(16 * 8);
+    mma_tf32_kernel<<<1, 32>>>(d, dev(a), dev(b), dev(c));
+    CK(cudaGetLastError());
+    std::vector<float> got = host(d, 16 * 8);
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 8; n++) {
+            float want = c[r * 8 + n];
+            for (int k = 0; k < 8; k++) want += ia[r * 8 + k] * ib[k * 8 + n];
+            if (got[r * 8 + n] != want) return 1;
+        }
+    return 0;
+}
+
+// cvt.rna.tf32.f32 on ties (away from zero), below and above half an ulp, and inf / NaN
+int run_cvt_tf32() {
+    auto tf32 = [](float x) {
+        uint32_t u = ::emu::cvt_rna_tf32(x);
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    };
+    const float ulp = 0x1p-10f;
+    const bool ok = tf32(1 + ulp / 2) == 1 + ulp && tf32(-(1 + ulp / 2)) == -(1 + ulp) &&
+                    tf32(1 + ulp / 2 - 0x1p-23f) == 1 && tf32(1 + ulp * 0.75f) == 1 + ulp && tf32(3.0f) == 3.0f &&
+                    std::isinf(tf32(INFINITY)) && std::isnan(tf32(NAN));
+    return ok ? 0 : 1;
 }
 
 // ldmatrix_kernel against the ISA's register layout: lane l, register j holds matrix j's row
@@ -495,6 +545,8 @@ int main() {
 #endif
     expect_clean("correct_kernel_all_orders", [] { return run_neighbour(true) | run_block_sum(); });
     expect_clean("mma_sync_ptx_layouts", [] { return run_mma_ptx(32); });
+    expect_clean("mma_tf32_ptx_layouts", [] { return run_mma_tf32(); });
+    expect_clean("cvt_rna_tf32_rounding", [] { return run_cvt_tf32(); });
     expect_clean("ldmatrix_ptx_layouts",
                  [] { return run_ldmatrix(false, 0, false, 32) | run_ldmatrix(true, 0, false, 32); });
     expect_report("ldmatrix_misaligned_row", {at(kLdmatrixLine), "ldmatrix", "not 16-byte aligned"},

@@ -257,6 +257,24 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
     warp_collective(file, line, "mma.sync.m16n8k16", 0xffffffffu, reinterpret_cast<uintptr_t>(&o), 0, mma_combine);
 }
 
+// One warp-wide mma.sync.m16n8k8 (tf32 inputs, fp32 accumulators): d = a b + d, every lane
+// passing its own fragments, the tf32 operands as fp32 bit patterns; all 32 lanes must take part.
+void mma_tf32_combine(const uint64_t* in, const uint64_t* param, uint64_t* out, unsigned mask);
+inline void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const char* file,
+                             int line) {
+    MmaOperands o{d, a, b};
+    warp_collective(file, line, "mma.sync.m16n8k8.tf32", 0xffffffffu, reinterpret_cast<uintptr_t>(&o), 0,
+                    mma_tf32_combine);
+}
+
+// cvt.rna.tf32.f32: x rounded to tf32 (10 mantissa bits; to nearest, ties away from zero),
+// returned as its fp32 bit pattern (the low 13 bits zero); infinities and NaNs pass through.
+inline uint32_t cvt_rna_tf32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (u & 0x7f800000u) == 0x7f800000u ? u : (u + 0x1000u) & 0xffffe000u;
+}
+
 // One warp-wide ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16: four 8 x 8 matrices of 16-bit
 // elements; lane 8j + r passes the address of row r of matrix j (16 bytes of shared memory,
 // 16-byte aligned), and lane l receives in r[j] two elements of matrix j: row l / 4, columns

@@ -46,9 +46,7 @@ bool tf32_override_off() {
 }
 
 float round_tf32(float x) {
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // nearest, ties away; inf/NaN kept
+    const uint32_t u = emu::cvt_rna_tf32(x);
     std::memcpy(&x, &u, 4);
     return x;
 }

@@ -513,16 +513,37 @@ void match_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned 
     }
 }
 
+// d = a b + c for the fragments the lanes posted (MmaOperands), a and b already gathered:
+// the C and D layouts are the same for every shape (c[0..1] = (g, 2t..2t+1), c[2..3] = (g+8, 2t..));
+// products exact in fp32, summed in k order onto C.
+template <int K>
+void mma_accumulate(const uint64_t* in, uint64_t* out, const float (&a)[16][K], const float (&b)[K][8]) {
+    float c[16][8];
+    for (int l = 0; l < 32; l++) {
+        const MmaOperands& o = *reinterpret_cast<const MmaOperands*>(in[l]);
+        for (int i = 0; i < 4; i++) c[l / 4 + 8 * (i >> 1)][2 * (l % 4) + (i & 1)] = o.d[i];
+    }
+    for (int l = 0; l < 32; l++) {
+        const MmaOperands& o = *reinterpret_cast<const MmaOperands*>(in[l]);
+        for (int i = 0; i < 4; i++) {
+            const int r = l / 4 + 8 * (i >> 1), n = 2 * (l % 4) + (i & 1);
+            float s = c[r][n];
+            for (int k = 0; k < K; k++) s += a[r][k] * b[k][n];
+            o.d[i] = s;
+        }
+        out[l] = 0;
+    }
+}
+
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: each lane posts a pointer to its
 // fragments (MmaOperands); the matrices are gathered with the PTX ISA's layouts
 // ("Matrix Fragments for mma.m16n8k16 with floating point type"; g = lane / 4, t = lane % 4):
 //   A 16x16: a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
 //   B 16x8:  b[0] = (2t..2t+1, g), b[1] = (2t+8.., g)
 //   C 16x8:  c[0..1] = (g, 2t..2t+1), c[2..3] = (g+8, 2t..)
-// each 32-bit register holding the lower column (A) or row (B) in its low half. Products are
-// exact in fp32 and summed in k order onto C.
+// each 32-bit register holding the lower column (A) or row (B) in its low half.
 void mma_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned) {
-    float a[16][16], b[16][8], c[16][8];
+    float a[16][16], b[16][8];
     auto half = [](uint32_t r, int hi) { return bf2f((unsigned short)(hi ? r >> 16 : r & 0xffffu)); };
     for (int l = 0; l < 32; l++) {
         const MmaOperands& o = *reinterpret_cast<const MmaOperands*>(in[l]);
@@ -531,19 +552,32 @@ void mma_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned) {
             for (int h = 0; h < 2; h++) a[g + 8 * (i & 1)][2 * t + h + 8 * (i >> 1)] = half(o.a[i], h);
         for (int i = 0; i < 2; i++)
             for (int h = 0; h < 2; h++) b[2 * t + h + 8 * i][g] = half(o.b[i], h);
-        for (int i = 0; i < 4; i++) c[g + 8 * (i >> 1)][2 * t + (i & 1)] = o.d[i];
     }
+    mma_accumulate(in, out, a, b);
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, the layouts of the PTX ISA's "Matrix
+// Fragments for mma.m16n8k8" for .tf32 (g = lane / 4, t = lane % 4):
+//   A 16x8: a[0] = (g, t), a[1] = (g+8, t), a[2] = (g, t+4), a[3] = (g+8, t+4)
+//   B 8x8:  b[0] = (t, g), b[1] = (t+4, g)
+//   C 16x8: as m16n8k16's
+// An operand's 13 low mantissa bits are ignored (the hardware reads tf32 only: a kernel that
+// does not round its operands with cvt.rna.tf32 gets them truncated).
+void mma_tf32_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned) {
+    float a[16][8], b[8][8];
+    auto tf32 = [](uint32_t r) {
+        r &= 0xffffe000u;
+        float f;
+        std::memcpy(&f, &r, 4);
+        return f;
+    };
     for (int l = 0; l < 32; l++) {
         const MmaOperands& o = *reinterpret_cast<const MmaOperands*>(in[l]);
         const int g = l / 4, t = l % 4;
-        for (int i = 0; i < 4; i++) {
-            const int r = g + 8 * (i >> 1), n = 2 * t + (i & 1);
-            float s = c[r][n];
-            for (int k = 0; k < 16; k++) s += a[r][k] * b[k][n];
-            o.d[i] = s;
-        }
-        out[l] = 0;
+        for (int i = 0; i < 4; i++) a[g + 8 * (i & 1)][t + 4 * (i >> 1)] = tf32(o.a[i]);
+        for (int i = 0; i < 2; i++) b[t + 4 * i][g] = tf32(o.b[i]);
     }
+    mma_accumulate(in, out, a, b);
 }
 
 // ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 (the PTX ISA's "Warp-level matrix load
