@@ -39,6 +39,13 @@ if TMPDIR="$tmp" $emu -I"$tmp/inc" -c "$tmp/sub/user.cu" -o "$tmp/user.o" >"$tmp
   pass nvcc_emu_include_path
 else fail nvcc_emu_include_path "$(tail -n 3 "$tmp/user.log")"; fi
 
+# a __shared__ declaration whose type has template arguments (a comma inside <>), and a second
+# name after it: both slots declared, the kernel compiles
+printf 'template <int N, class T> struct Two { T x[N]; };\n__global__ void k3(float* o) {\n  __shared__ Two<2, float> a, b[2];\n  a.x[1] = b[1].x[0] = 1.0f;\n  o[0] = a.x[1] + b[1].x[0];\n}\n' >"$tmp/tmpl.cu"
+if TMPDIR="$tmp" $emu -c "$tmp/tmpl.cu" -o "$tmp/tmpl.o" >"$tmp/tmpl.log" 2>&1 && [ -s "$tmp/tmpl.o" ]; then
+  pass nvcc_emu_shared_template_type
+else fail nvcc_emu_shared_template_type "$(tail -n 3 "$tmp/tmpl.log")"; fi
+
 # cut off: a stand-in for g++ writes what g++ writes (the object, and a .d naming the temporary
 # source it was given), then kills nvcc-emu before it can rewrite anything
 cat >"$tmp/cxx" <<'EOF'
