@@ -138,8 +138,9 @@ void dqkv_gemms(A* dqkv, const A* dout, const A* qkv, const A* att, const A* ds,
 // reads consecutive shared-memory words, no bank conflicts). A dot product over D is kQuad
 // partial sums joined by two shuffles. The other operand streams through shared memory in
 // tiles of kTile rows, only up to the diagonal. Exact fp32 arithmetic; the scores of a tile
-// stay in registers, never in memory. X: the element type of qkv, out and their gradients
-// (float, or __nv_bfloat16 at the head sizes without a tensor-core kernel), read into fp32.
+// stay in registers, never in memory. X: the element type of qkv, out and their gradients,
+// read into fp32: float (with TF32 off, or where the tensor-core kernels do not run: other head
+// sizes, buffers not 16-byte aligned), or __nv_bfloat16 where they do not run.
 constexpr int kQuad = 4, kRows = 64, kTile = 32, kFlashThreads = kRows * kQuad;
 
 // sum of x over the quad (lanes 4i .. 4i+3); every lane of the quad gets it
@@ -333,19 +334,22 @@ __global__ void __launch_bounds__(kFlashThreads)
     for (int e = 0; e < E; e++) g[r + kQuad * e] = from_f32<X>(scale * dq[e]);
 }
 
-// ---- flash attention, bf16 tensor cores (mma.sync) -------------------------------------------
-// bf16 activations with D = 16, 32 or 64, FlashAttention-2 style on the m16n8k16 tensor-core
-// product (bf16 operands, fp32 accumulators). A warp owns 16 rows: of every 16 x 8 product
-// tile, lane holds rows g = lane / 4 and g + 8, columns 2t and 2t + 1 (t = lane % 4). So the
-// scores, the softmax and the accumulators stay in registers: a row's max and sum are joined
-// over its quad of lanes by two shuffles, and the probabilities (rounded to bf16) are already
-// laid out as the A operand of the next product. Tiles of kMmaRows rows stream through shared
-// memory in 16-byte loads, row-major, each row padded by kPad columns so that the eight rows an
-// ldmatrix reads at once hit 32 different banks. Operands come out of shared memory by ldmatrix,
-// four 8 x 8 matrices a warp instruction; one whose rows are the sum's index (V in P V; Q and dO
-// in dK, dV; K in dS K) by its transposing form, so each tile is stored once. fp32 softmax,
-// log-sum-exps and accumulators; P and dS rounded to bf16 as operands; out and dqkv rounded
-// once, at the store.
+// ---- flash attention, tensor cores (mma.sync) ------------------------------------------------
+// bf16 activations, or fp32 ones with TF32 on (set_tf32, the trainer's fp32 default, as for its
+// GEMMs), at D = 16, 32 or 64: FlashAttention-2 style on tensor-core products with fp32
+// accumulators, m16n8k16 on bf16 operands or m16n8k8 on tf32 ones (fp32 rounded to 10 mantissa
+// bits). A warp owns 16 rows: of every 16 x 8 product tile, lane holds rows g = lane / 4 and
+// g + 8, columns 2t and 2t + 1 (t = lane % 4). So the scores, the softmax and the accumulators
+// stay in registers: a row's max and sum are joined over its quad of lanes by two shuffles, and
+// the probabilities (rounded to the operand type) are already laid out as the A operand of the
+// next product. Tiles of kMmaRows rows stream through shared memory in 16-byte loads, row-major,
+// each row padded by kPad elements so that the rows one operand load reads at once hit 32
+// different banks. bf16 operands come out of shared memory by ldmatrix, four 8 x 8 matrices a
+// warp instruction; one whose rows are the sum's index (V in P V; Q and dO in dK, dV; K in dS K)
+// by its transposing form, so each tile is stored once. tf32 operands by plain loads (see
+// mma_xyt); fp32 tiles are rounded to tf32 once, as they enter shared memory. fp32 softmax,
+// log-sum-exps and accumulators; P and dS rounded to the operand type; out and dqkv rounded
+// once, at the store (bf16) or not at all (fp32).
 // The softmax works in base 2 (scores times scale * log2(e), exp2f: one multiply-add and the
 // hardware's exp2 per score); the log-sum-exps are stored in base e, as the fp32 kernels'.
 using bf16 = __nv_bfloat16;
@@ -353,6 +357,8 @@ constexpr int kMmaWarps = 4, kMmaRows = 16 * kMmaWarps, kMmaThreads = 32 * kMmaW
 constexpr int kPad = 8;
 constexpr int kTiles8 = kMmaRows / 8;  // 8-column product tiles across a tile of rows
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+template <class X>
+constexpr int kMmaK = is_bf16<X> ? 16 : 8;  // the summed index of one product
 
 // d (16 x 8, fp32) += a (16 x 16, row-major) b (16 x 8, column-major), bf16 operands: one
 // mma.sync, fragments laid out as above (the PTX ISA's "Matrix Fragments for mma.m16n8k16").
@@ -366,6 +372,32 @@ __device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uin
         "{%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// d (16 x 8, fp32) += a (16 x 8) b (8 x 8), tf32 operands (fp32 bit patterns): one mma.sync
+// ("Matrix Fragments for mma.m16n8k8", .tf32): a[i] = (g + 8 (i % 2), t + 4 (i / 2)),
+// b[i] = (t + 4 i, g), d as above.
+__device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if CUDA_EMU
+    ::emu::mma_m16n8k8_tf32(d, a, b, __FILE__, __LINE__);
+#else
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// x rounded to tf32 (nearest, ties away from zero), as the bit pattern of an fp32
+__device__ inline uint32_t tf32_bits(float x) {
+#if CUDA_EMU
+    return ::emu::cvt_rna_tf32(x);
+#else
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
 #endif
 }
 
@@ -414,11 +446,23 @@ __device__ inline uint32_t pack_bf16(float lo, float hi) {
            __bfloat16_as_ushort(__float2bfloat16_rn(lo));
 }
 
-// The A operand of a product summing over 16 columns that the lane holds as two accumulator
-// tiles (columns 0-7 and 8-15): the layouts match register for register.
-__device__ inline void acc_to_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
-    a[0] = pack_bf16(lo[0], lo[1]), a[1] = pack_bf16(lo[2], lo[3]);
-    a[2] = pack_bf16(hi[0], hi[1]), a[3] = pack_bf16(hi[2], hi[3]);
+// tf32 products sum over their 8 columns in a permuted order, the same for A and B (so the sum is
+// unchanged): operand column t holds the tile's column 2t, column t + 4 holds 2t + 1. A lane's
+// two values of a row are then adjacent: one 8-byte load from a tile, and an accumulator tile
+// is already the A operand (below). With rows D + kPad = 8 (mod 32) floats apart, the quarter
+// warp's rows g of an 8-byte load hit 32 different banks.
+
+// The A operand of a product whose 16 rows and K summed columns start at tile (row-major, ld
+// elements a row).
+__device__ inline void load_a(uint32_t (&a)[4], const bf16* tile, int ld) {
+    load_block<false>(a, tile, ld);
+}
+__device__ inline void load_a(uint32_t (&a)[4], const float* tile, int ld) {
+    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    const float2 lo = *reinterpret_cast<const float2*>(tile + g * ld + 2 * t);
+    const float2 hi = *reinterpret_cast<const float2*>(tile + (g + 8) * ld + 2 * t);
+    a[0] = __float_as_uint(lo.x), a[1] = __float_as_uint(hi.x), a[2] = __float_as_uint(lo.y),
+    a[3] = __float_as_uint(hi.y);
 }
 
 // s (16 x kMmaRows) += X Y^T: X (16 x D) the warp's A operands, Y (kMmaRows x D) a row-major
@@ -433,14 +477,24 @@ __device__ inline void mma_xyt(float (&s)[kTiles8][4], const uint32_t (&x)[D / 1
             mma_bf16(s[n + 1], x[k], {yb[2], yb[3]});
         }
 }
+template <int D>
+__device__ inline void mma_xyt(float (&s)[kTiles8][4], const uint32_t (&x)[D / 8][4], const float (*y)[D + kPad]) {
+    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    for (int n = 0; n < kTiles8; n++)
+        for (int k = 0; k < D / 8; k++) {
+            const float2 yb = *reinterpret_cast<const float2*>(&y[8 * n + g][8 * k + 2 * t]);
+            mma_tf32(s[n], x[k], {__float_as_uint(yb.x), __float_as_uint(yb.y)});
+        }
+}
 
-// acc (16 x D) += X Y: X (16 x kMmaRows) the lane's accumulator tiles (rounded to bf16 here),
-// Y (kMmaRows x D) a row-major shared tile
+// acc (16 x D) += X Y: X (16 x kMmaRows) the lane's accumulator tiles (rounded to the operand
+// type here), Y (kMmaRows x D) a row-major shared tile
 template <int D>
 __device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][4], const bf16 (*y)[D + kPad]) {
     for (int j = 0; j < kTiles8 / 2; j++) {  // 16 of the summed index at a time
-        uint32_t xa[4];
-        acc_to_a(xa, x[2 * j], x[2 * j + 1]);
+        const uint32_t xa[4] = {pack_bf16(x[2 * j][0], x[2 * j][1]), pack_bf16(x[2 * j][2], x[2 * j][3]),
+                                pack_bf16(x[2 * j + 1][0], x[2 * j + 1][1]),
+                                pack_bf16(x[2 * j + 1][2], x[2 * j + 1][3])};
         for (int n = 0; n < D / 8; n += 2) {
             uint32_t yb[4];
             load_block<true>(yb, &y[16 * j][8 * n], D + kPad);
@@ -449,60 +503,79 @@ __device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][
         }
     }
 }
+template <int D>
+__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][4], const float (*y)[D + kPad]) {
+    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    for (int j = 0; j < kTiles8; j++) {  // 8 of the summed index at a time
+        const uint32_t xa[4] = {tf32_bits(x[j][0]), tf32_bits(x[j][2]), tf32_bits(x[j][1]), tf32_bits(x[j][3])};
+        for (int n = 0; n < D / 8; n++)
+            mma_tf32(acc[n], xa,
+                     {__float_as_uint(y[8 * j + 2 * t][8 * n + g]), __float_as_uint(y[8 * j + 2 * t + 1][8 * n + g])});
+    }
+}
 
 // rows [t0, t0 + kMmaRows) of one head's D columns (rows ld elements apart from base) into
-// tile (row-major); rows past T are zeros. 16-byte loads: the launcher checks the alignment.
-template <int D>
-__device__ inline void load_rows(bf16 (*tile)[D + kPad], const bf16* base, int t0, int T, size_t ld) {
-    using P = Pack<bf16, 8>;
-    for (int i = threadIdx.x; i < kMmaRows * D / 8; i += kMmaThreads) {
-        const int j = i / (D / 8), c = i % (D / 8) * 8;
+// tile (row-major; fp32 rounded to tf32); rows past T are zeros. 16-byte loads: the launcher
+// checks the alignment.
+template <int D, class X>
+__device__ inline void load_rows(X (*tile)[D + kPad], const X* base, int t0, int T, size_t ld) {
+    constexpr int W = 16 / sizeof(X);
+    using P = Pack<X, W>;
+    for (int i = threadIdx.x; i < kMmaRows * D / W; i += kMmaThreads) {
+        const int j = i / (D / W), c = i % (D / W) * W;
         P v = {};
         if (t0 + j < T) v = *reinterpret_cast<const P*>(base + (size_t)(t0 + j) * ld + c);
+        if constexpr (!is_bf16<X>)
+            for (int e = 0; e < W; e++) v.e[e] = __uint_as_float(tf32_bits(v.e[e]));
         *reinterpret_cast<P*>(&tile[j][c]) = v;
     }
 }
 
-// Stores row r (0: g, 1: g + 8) of the lane's accumulator tiles acc[D / 8], times mul, as bf16
+// Stores row r (0: g, 1: g + 8) of the lane's accumulator tiles acc[D / 8], times mul, as
 // pairs at dst (the row's column 0).
-template <int D>
-__device__ inline void store_row(bf16* dst, const float (&acc)[D / 8][4], int r, float mul) {
+template <int D, class X>
+__device__ inline void store_row(X* dst, const float (&acc)[D / 8][4], int r, float mul) {
     const int t = threadIdx.x % 4;
-    for (int n = 0; n < D / 8; n++)
-        *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n + 2 * t) =
-            __floats2bfloat162_rn(mul * acc[n][2 * r], mul * acc[n][2 * r + 1]);
+    for (int n = 0; n < D / 8; n++) {
+        const float lo = mul * acc[n][2 * r], hi = mul * acc[n][2 * r + 1];
+        if constexpr (is_bf16<X>)
+            *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n + 2 * t) = __floats2bfloat162_rn(lo, hi);
+        else
+            *reinterpret_cast<float2*>(dst + 8 * n + 2 * t) = make_float2(lo, hi);
+    }
 }
 
-template <int D>
-struct alignas(16) MmaForwardTiles {
-    bf16 q[kMmaRows][D + kPad], k[kMmaRows][D + kPad], v[kMmaRows][D + kPad];
+template <int D, class X>
+struct alignas(16) MmaTiles {
+    X a[kMmaRows][D + kPad], b[kMmaRows][D + kPad];
 };
 
 // grid (B*H, ceil(T/kMmaRows)); key tiles up to the diagonal.
-template <int D>
-__global__ void __launch_bounds__(kMmaThreads)
-    flash_forward_mma_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int T,
-                             int C, int H, float scale) {
-    __shared__ MmaForwardTiles<D> sm;
+template <int D, class X>
+__global__ void __launch_bounds__(kMmaThreads, 3)
+    flash_forward_mma_kernel(X* __restrict__ out, float* __restrict__ lse, const X* __restrict__ qkv, int T, int C,
+                             int H, float scale) {
+    constexpr int K = kMmaK<X>;
+    __shared__ MmaTiles<D, X> sm;  // K and V
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kMmaRows;  // longest rows first
     const int rows[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
-    const bf16* base = qkv + (size_t)b * T * C3 + h * D;
-    load_rows<D>(sm.q, base, row0, T, C3);
+    const X* base = qkv + (size_t)b * T * C3 + h * D;
+    load_rows<D>(sm.a, base, row0, T, C3);  // Q, through K's tile (the loop's first barrier frees it)
     __syncthreads();
-    uint32_t qa[D / 16][4];
-    for (int k = 0; k < D / 16; k++) load_block<false>(qa[k], &sm.q[16 * w][16 * k], D + kPad);
+    uint32_t qa[D / K][4];
+    for (int k = 0; k < D / K; k++) load_a(qa[k], &sm.a[16 * w][K * k], D + kPad);
     float o[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: base 2
     const float scale2 = scale * kLog2e;
     const int kend = min(T, row0 + kMmaRows);
     for (int k0 = 0; k0 < kend; k0 += kMmaRows) {
         __syncthreads();  // the previous tile is read
-        load_rows<D>(sm.k, base + C, k0, T, C3);
-        load_rows<D>(sm.v, base + 2 * C, k0, T, C3);
+        load_rows<D>(sm.a, base + C, k0, T, C3);
+        load_rows<D>(sm.b, base + 2 * C, k0, T, C3);
         __syncthreads();
         float s[kTiles8][4] = {};
-        mma_xyt<D>(s, qa, sm.k);  // S = Q K^T
+        mma_xyt<D>(s, qa, sm.a);  // S = Q K^T
         // The row max on the raw scores (the scale is positive), so that each score then costs
         // one multiply-add before its exp2: p = 2^(s * scale2 - m), m in base 2.
         float mt[2] = {-INFINITY, -INFINITY};
@@ -530,7 +603,7 @@ __global__ void __launch_bounds__(kMmaThreads)
                 s[n][i] = exp2f(fmaf(s[n][i], scale2, -m[i / 2]));
                 l[i / 2] += s[n][i];  // the lane's share of the row sum, joined over the quad at the end
             }
-        mma_xy<D>(o, s, sm.v);  // O += P V
+        mma_xy<D>(o, s, sm.b);  // O += P V
     }
     for (int r = 0; r < 2; r++) {
         l[r] = quad_sum(l[r]);
@@ -540,33 +613,34 @@ __global__ void __launch_bounds__(kMmaThreads)
     }
 }
 
-template <int D>
+template <int D, class X>
 struct alignas(16) MmaDkdvTiles {
-    bf16 q[kMmaRows][D + kPad], dout[kMmaRows][D + kPad];
+    X q[kMmaRows][D + kPad], dout[kMmaRows][D + kPad];
     float lse[kMmaRows], delta[kMmaRows];
 };
 
 // dK, dV: a warp owns 16 keys (the rows of its products); query tiles from the block's first
 // key to T. grid (B*H, ceil(T/kMmaRows)).
-template <int D>
+template <int D, class X>
 __global__ void __launch_bounds__(kMmaThreads)
-    flash_backward_dkdv_mma_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout, const bf16* __restrict__ qkv,
+    flash_backward_dkdv_mma_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
                                    const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
                                    float scale) {
-    __shared__ MmaDkdvTiles<D> sm;
+    constexpr int K = kMmaK<X>;
+    __shared__ MmaDkdvTiles<D, X> sm;
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row0 = (int)blockIdx.y * kMmaRows;  // longest first: the first keys see every query
     const int keys[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
-    const bf16* base = qkv + (size_t)b * T * C3 + h * D;
-    const bf16* dbase = dout + (size_t)b * T * C + h * D;
+    const X* base = qkv + (size_t)b * T * C3 + h * D;
+    const X* dbase = dout + (size_t)b * T * C + h * D;
     load_rows<D>(sm.q, base + C, row0, T, C3);  // K and V, through the tiles the loop uses
     load_rows<D>(sm.dout, base + 2 * C, row0, T, C3);
     __syncthreads();
-    uint32_t ka[D / 16][4], va[D / 16][4];
-    for (int k = 0; k < D / 16; k++) {
-        load_block<false>(ka[k], &sm.q[16 * w][16 * k], D + kPad);
-        load_block<false>(va[k], &sm.dout[16 * w][16 * k], D + kPad);
+    uint32_t ka[D / K][4], va[D / K][4];
+    for (int k = 0; k < D / K; k++) {
+        load_a(ka[k], &sm.q[16 * w][K * k], D + kPad);
+        load_a(va[k], &sm.dout[16 * w][K * k], D + kPad);
     }
     float dk[D / 8][4] = {}, dv[D / 8][4] = {};
     const float scale2 = scale * kLog2e;
@@ -593,36 +667,32 @@ __global__ void __launch_bounds__(kMmaThreads)
     }
     for (int r = 0; r < 2; r++) {
         if (keys[r] >= T) continue;
-        bf16* g = dqkv + ((size_t)b * T + keys[r]) * C3 + h * D;
+        X* g = dqkv + ((size_t)b * T + keys[r]) * C3 + h * D;
         store_row<D>(g + C, dk, r, scale);
         store_row<D>(g + 2 * C, dv, r, 1.0f);
     }
 }
 
-template <int D>
-struct alignas(16) MmaDqTiles {
-    bf16 k[kMmaRows][D + kPad], v[kMmaRows][D + kPad];
-};
-
 // dQ: a warp owns 16 queries; key tiles up to the diagonal. grid (B*H, ceil(T/kMmaRows)).
-template <int D>
+template <int D, class X>
 __global__ void __launch_bounds__(kMmaThreads)
-    flash_backward_dq_mma_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout, const bf16* __restrict__ qkv,
+    flash_backward_dq_mma_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
                                  const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
                                  float scale) {
-    __shared__ MmaDqTiles<D> sm;
+    constexpr int K = kMmaK<X>;
+    __shared__ MmaTiles<D, X> sm;  // K and V
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kMmaRows;
     const int rows[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
-    const bf16* base = qkv + (size_t)b * T * C3 + h * D;
-    load_rows<D>(sm.k, base, row0, T, C3);  // Q and dO, through the tiles the loop uses
-    load_rows<D>(sm.v, dout + (size_t)b * T * C + h * D, row0, T, C);
+    const X* base = qkv + (size_t)b * T * C3 + h * D;
+    load_rows<D>(sm.a, base, row0, T, C3);  // Q and dO, through the tiles the loop uses
+    load_rows<D>(sm.b, dout + (size_t)b * T * C + h * D, row0, T, C);
     __syncthreads();
-    uint32_t qa[D / 16][4], oa[D / 16][4];
-    for (int k = 0; k < D / 16; k++) {
-        load_block<false>(qa[k], &sm.k[16 * w][16 * k], D + kPad);
-        load_block<false>(oa[k], &sm.v[16 * w][16 * k], D + kPad);
+    uint32_t qa[D / K][4], oa[D / K][4];
+    for (int k = 0; k < D / K; k++) {
+        load_a(qa[k], &sm.a[16 * w][K * k], D + kPad);
+        load_a(oa[k], &sm.b[16 * w][K * k], D + kPad);
     }
     float lse_r[2], delta_r[2];
     for (int r = 0; r < 2; r++) {
@@ -634,19 +704,19 @@ __global__ void __launch_bounds__(kMmaThreads)
     const int kend = min(T, row0 + kMmaRows);
     for (int k0 = 0; k0 < kend; k0 += kMmaRows) {
         __syncthreads();
-        load_rows<D>(sm.k, base + C, k0, T, C3);
-        load_rows<D>(sm.v, base + 2 * C, k0, T, C3);
+        load_rows<D>(sm.a, base + C, k0, T, C3);
+        load_rows<D>(sm.b, base + 2 * C, k0, T, C3);
         __syncthreads();
         float ds[kTiles8][4] = {}, dp[kTiles8][4] = {};
-        mma_xyt<D>(ds, qa, sm.k);  // S = Q K^T
-        mma_xyt<D>(dp, oa, sm.v);  // dP = dO V^T
+        mma_xyt<D>(ds, qa, sm.a);  // S = Q K^T
+        mma_xyt<D>(dp, oa, sm.b);  // dP = dO V^T
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++) {
                 const int r = i / 2;
                 const float p = k0 + 8 * n + 2 * t + (i & 1) <= rows[r] ? exp2f(ds[n][i] * scale2 - lse_r[r]) : 0.0f;
                 ds[n][i] = p * (dp[n][i] - delta_r[r]);
             }
-        mma_xy<D>(dq, ds, sm.k);  // dQ += dS K
+        mma_xy<D>(dq, ds, sm.a);  // dQ += dS K
     }
     for (int r = 0; r < 2; r++)
         if (rows[r] < T) store_row<D>(dqkv + ((size_t)b * T + rows[r]) * C3 + h * D, dq, r, scale);
@@ -694,12 +764,15 @@ dim3 flash_grid(int B, int T, int H) {
 dim3 mma_grid(int B, int T, int H) {
     return dim3((unsigned)(B * H), (unsigned)ceil_div(T, kMmaRows));
 }
-// bf16 activations run the tensor-core kernels at these head sizes (when every buffer is
-// 16-byte aligned, for their row loads: C = H D is then a multiple of 8), the fp32 kernels at
-// the others
-template <class A>
-constexpr bool has_mma_kernel(int D) {
-    return is_bf16<A> && (D == 16 || D == 32 || D == 64);
+// The tensor-core kernels' head sizes. bf16 activations always run them, fp32 ones with TF32
+// on; either only when every buffer is 16-byte aligned and C is a whole number of 16-byte
+// packs (their row loads). The fp32 kernels run the rest.
+constexpr bool mma_head_size(int D) {
+    return D == 16 || D == 32 || D == 64;
+}
+template <class X>
+bool use_mma(int C, std::initializer_list<const void*> ptrs) {
+    return (is_bf16<X> || tf32_enabled()) && packs_fit<X>(C, ptrs);
 }
 
 }  // namespace
@@ -738,9 +811,9 @@ void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C
     using X = dev_t<A>;
     with_head_size(C / H, [&](auto d) {
         constexpr int D = d.value;
-        if constexpr (has_mma_kernel<A>(D))
-            if (packs_fit<bf16>(C, {out, qkv})) {
-                flash_forward_mma_kernel<D>
+        if constexpr (mma_head_size(D))
+            if (use_mma<X>(C, {out, qkv})) {
+                flash_forward_mma_kernel<D, X>
                     <<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(dev(out), lse, dev(qkv), T, C, H, scale);
                 return;
             }
@@ -765,12 +838,12 @@ void attention_backward_lse(A* dqkv, const A* dout, const A* qkv, const A* out, 
     check_flash_head_size(C / H);
     with_head_size(C / H, [&](auto d) {
         constexpr int D = d.value;
-        if constexpr (has_mma_kernel<A>(D))
-            if (packs_fit<bf16>(C, {dqkv, dout, qkv})) {
-                flash_backward_dkdv_mma_kernel<D><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
+        if constexpr (mma_head_size(D))
+            if (use_mma<X>(C, {dqkv, dout, qkv})) {
+                flash_backward_dkdv_mma_kernel<D, X><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
                     dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
                 cudaCheckLaunch();
-                flash_backward_dq_mma_kernel<D><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
+                flash_backward_dq_mma_kernel<D, X><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
                     dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
                 return;
             }

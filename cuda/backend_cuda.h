@@ -179,9 +179,11 @@ void graph_launch(cudaGraphExec_t graph, cudaStream_t stream);
 void graph_free(cudaGraphExec_t graph);
 size_t graph_count();  // graphs instantiated and not freed
 
-// TF32 tensor cores for the fp32 GEMMs (matmul and attention). On by default (speed);
-// tests comparing against the CPU turn it off. bf16 GEMMs are bf16 whatever this says.
+// TF32 tensor cores for the fp32 GEMMs (matmul and attention) and the fp32 flash attention
+// kernels. On by default (speed); tests comparing against the CPU turn it off. bf16 products
+// are bf16 whatever this says.
 void set_tf32(bool on);
+bool tf32_enabled();
 
 }  // namespace gpu
 

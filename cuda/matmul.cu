@@ -7,6 +7,9 @@
 // bf16 activations: x, W (the model's bf16 copy of the weights), y, dy and dx are bf16; the
 // GEMMs accumulate in fp32 and round once at the store; dW and the bias stay fp32, and the
 // bias add and the dbias column sums compute in fp32.
+#include <cstdlib>
+#include <string>
+
 #include "backend_cuda.h"
 #include "common.cuh"
 
@@ -30,6 +33,15 @@ cublasComputeType_t compute_type() {
 
 void set_tf32(bool on) {
     g_tf32 = on;
+}
+// NVIDIA_TF32_OVERRIDE=0, which turns TF32 off in cuBLAS, turns it off in the flash kernels too,
+// so that it gives plain fp32 throughout
+bool tf32_enabled() {
+    static const bool override_off = [] {
+        const char* e = std::getenv("NVIDIA_TF32_OVERRIDE");
+        return e && std::string(e) == "0";
+    }();
+    return g_tf32 && !override_off;
 }
 
 // Column-major C (m,n) = alpha op(A) op(B) + beta C: fp32 inputs on TF32 tensor cores if

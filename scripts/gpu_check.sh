@@ -350,8 +350,8 @@ for tool in memcheck racecheck; do
   if [ -z "$SANITIZER" ]; then part "sanitizer_$tool" skip "compute-sanitizer not found"; continue; fi
   t=$(cap 60)
   if [ "$t" -lt 20 ]; then part "sanitizer_$tool" fail "not run: the time budget ran out"; continue; fi
-  # the listed tests of test_cuda, then the flash kernels (shared-memory tiles; fp32 and bf16
-  # tensor-core) at every head size, on small shapes
+  # the listed tests of test_cuda, then the flash kernels (shared-memory tiles; fp32, and the
+  # tf32 and bf16 tensor-core ones) at every head size, on small shapes
   # shellcheck disable=SC2086
   timeout -k 5 "$t" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
     "$BUILD/test/test_cuda" $SAN_SUBSET >"$OUT/$tool.log" 2>&1
@@ -659,20 +659,39 @@ if [ $GRID = 1 ]; then
   elif [ "$(left)" -lt 60 ]; then
     part paper_grid skip "under a minute left"
   else
-    # Science only from kernels that pass on this GPU: a bf16 grid first runs the bf16 tests
-    # (again: seconds, and a run with --skip tests has none of its own); a failure falls back to fp32.
-    if [ "$GRID_PREC" = bf16 ]; then
-      bad=""
+    # Science only from kernels that pass on this GPU: the grid first reruns the GPU tests of its
+    # precision (seconds; a run with --skip tests has none of its own). A bf16 failure falls back
+    # to fp32; an fp32 grid runs TF32 (GEMMs and the tensor-core flash kernels), and a TF32
+    # failure falls back to the cuBLAS attention.
+    # grid gate: begin
+    # gate_tests NAME: the tests whose name contains NAME, in every GPU test program that has
+    # some; prints the failures (or that none passed) and fails if there are any
+    gate_tests() {
+      local bad="" passed=0 t o rc
       for t in $TEST_BINS; do
-        o=$(timeout -k 5 60 "$t" bf16 2>&1)
+        o=$(timeout -k 5 60 "$t" "$1" 2>&1)
         rc=$?
+        grep -q '^error: no test name contains' <<<"$o" && continue
         [ $rc = 0 ] || bad+=" $(basename "$t") (exit status $rc)"
         bad+=$(grep '^FAIL ' <<<"$o" | cut -d: -f1 | sed 's/^FAIL / /' | tr -d '\n')
-        grep -q '^PASS ' <<<"$o" || bad+=" $(basename "$t") (no bf16 test passed)"
+        passed=$((passed + $(grep -c '^PASS ' <<<"$o")))
       done
-      [ -z "$bad" ] || { echo "paper grid: bf16 tests failed on this GPU:$bad; the grid runs in fp32"; GRID_PREC=fp32; }
+      [ $passed -gt 0 ] || bad+=" (no $1 test passed)"
+      echo "$bad"
+      [ -z "$bad" ]
+    }
+    GRID_ATT=flash
+    if [ "$GRID_PREC" = bf16 ] && ! bad=$(gate_tests bf16); then
+      echo "paper grid: bf16 tests failed on this GPU:$bad; the grid runs in fp32"
+      GRID_PREC=fp32
     fi
-    if bash scripts/paper_grid.sh --out "$OUT/paper_grid" --budget $(($(left) - 15)) -- --device cuda --precision "$GRID_PREC"; then
+    if [ "$GRID_PREC" = fp32 ] && ! bad=$(gate_tests tf32); then
+      echo "paper grid: TF32 tests failed on this GPU:$bad; the grid runs in fp32 with --attention cublas"
+      GRID_ATT=cublas
+    fi
+    # grid gate: end
+    if bash scripts/paper_grid.sh --out "$OUT/paper_grid" --budget $(($(left) - 15)) -- --device cuda --precision "$GRID_PREC" \
+      --attention "$GRID_ATT"; then
       part paper_grid pass
     else
       part paper_grid fail "a run failed or no dataset has its shards (see above)"

@@ -85,7 +85,7 @@ inline void expect_close(std::string& why, const std::string& what, const Vec& g
     if (!(e <= tol))
         append(why, what + ": rel err " + fmt(e) + " > " + fmt(tol));
     else if (e < min_err)
-        append(why, what + ": rel err " + fmt(e) + " < " + fmt(min_err) + " (bf16 path not taken?)");
+        append(why, what + ": rel err " + fmt(e) + " < " + fmt(min_err) + " (the reduced-precision path not taken?)");
 }
 
 // A scalar within tol relative to ref.

@@ -128,10 +128,10 @@ struct ModelRun {
 
 // Five AdamW steps of a small model on fixed random tokens, then one more forward.
 template <class BK>
-ModelRun run_model(Pos pos, bool flash) {
+ModelRun run_model(Pos pos, bool flash, int C = 32) {
     ModelConfig mc;
     mc.pos = pos;
-    mc.L = 2, mc.H = 4, mc.C = 32, mc.V = 97, mc.maxT = 48;
+    mc.L = 2, mc.H = 4, mc.C = C, mc.V = 97, mc.maxT = 48;
     mc.flash = flash;
     const int B = 2, T = 33;
     Rng r(80 + (int)pos);
@@ -218,11 +218,20 @@ std::string test_config_attention() {
 }
 
 #ifdef HAVE_CUDA
-// bf16 activations, on the same (bf16) inputs as the CPU: out and dqkv are rounded to bf16
-// once (2^-9 relative); the tensor-core kernels (head sizes 16, 32, 64) also round P and dS
-// to bf16 as GEMM operands, a few 1e-3 of the scale in all. The log-sum-exps are fp32 sums of
-// the same inputs (1e-5; 1e-4 at T = 1024).
-constexpr double kBf16Tol = 2e-2;
+// The precisions the kernels run in. fp32: TF32 off, the fp32 kernels, exact arithmetic.
+// tf32: fp32 activations with TF32 on; the tensor-core kernels (head sizes 16, 32, 64) round
+// q, k, v, dO, P and dS to tf32 as operands (2^-11 relative each), the others stay exact.
+// bf16: bf16 activations, on the same (bf16) inputs as the CPU: out and dqkv are rounded to
+// bf16 once (2^-9 relative); the tensor-core kernels also round P and dS to bf16 as GEMM
+// operands, a few 1e-3 of the scale in all. The log-sum-exps are fp32 sums of the same inputs
+// (1e-5; 1e-4 at T = 1024) except in tf32, whose scores are products of rounded operands.
+enum class Prec { fp32, tf32, bf16 };
+constexpr double kBf16Tol = 2e-2, kTf32Tol = 2e-3;
+
+bool tensor_cores(const Shape& s, Prec p) {
+    const int D = s.C / s.H;
+    return p != Prec::fp32 && (D == 16 || D == 32 || D == 64);
+}
 
 struct GpuResult {
     Vec out, lse, dqkv;
@@ -246,58 +255,66 @@ GpuResult gpu_flash(const Shape& s, const Reference& ref, size_t off = 0) {
     return {unshifted(out.get()), lse.get(), unshifted(dq.get())};
 }
 
-GpuResult gpu_flash(const Shape& s, const Reference& ref, bool bf16) {
-    return bf16 ? gpu_flash<DBf16>(s, ref) : gpu_flash<DBuf>(s, ref);
+GpuResult gpu_flash(const Shape& s, const Reference& ref, Prec p, size_t off = 0) {
+    if (p == Prec::bf16) return gpu_flash<DBf16>(s, ref, off);
+    if (p == Prec::tf32) {
+        Tf32On on;
+        return gpu_flash<DBuf>(s, ref, off);
+    }
+    return gpu_flash<DBuf>(s, ref, off);
 }
 
-// g against the CPU: out, lse and the gradient
-std::string expect_reference(const Shape& s, const Reference& ref, const GpuResult& g, bool bf16) {
+// g against the CPU: out, lse and the gradient. The tf32 tensor-core path must also show its
+// rounding (errors above the exact kernels' 1e-6), or it did not run.
+std::string expect_reference(const Shape& s, const Reference& ref, const GpuResult& g, Prec p) {
     std::string why;
-    double tol = s.T > 100 ? 1e-4 : 1e-5;
-    expect_close(why, "out" + s.tag(), g.out, ref.out, bf16 ? kBf16Tol : tol);
-    expect_close(why, "lse" + s.tag(), g.lse, ref.lse, tol);
+    const double tol = s.T > 100 ? 1e-4 : 1e-5;
+    const bool tf32 = p == Prec::tf32 && tensor_cores(s, p), exact = p == Prec::fp32 || (p == Prec::tf32 && !tf32);
+    const double out_tol = p == Prec::bf16 ? kBf16Tol : tf32 ? kTf32Tol : tol, min_err = tf32 ? 1e-5 : 0;
+    expect_close(why, "out" + s.tag(), g.out, ref.out, out_tol, min_err);
+    expect_close(why, "lse" + s.tag(), g.lse, ref.lse, tf32 ? kTf32Tol : tol);
     // dqkv accumulates onto dqkv0: compare the gradient itself
     Vec got(g.dqkv.size()), want(g.dqkv.size());
     for (size_t i = 0; i < got.size(); i++) {
         got[i] = g.dqkv[i] - ref.dqkv0[i];
         want[i] = ref.dqkv[i] - ref.dqkv0[i];
     }
-    expect_close(why, "dqkv" + s.tag(), got, want, bf16 ? 2 * kBf16Tol : 10 * tol);
+    expect_close(why, "dqkv" + s.tag(), got, want, exact ? 10 * tol : 2 * out_tol, min_err);
     return why;
 }
 
-std::string flash_case(const Shape& s, uint64_t seed, bool bf16) {
-    Reference ref = reference(s, seed, bf16);
-    return expect_reference(s, ref, gpu_flash(s, ref, bf16), bf16);
+std::string flash_case(const Shape& s, uint64_t seed, Prec p) {
+    Reference ref = reference(s, seed, p == Prec::bf16);
+    return expect_reference(s, ref, gpu_flash(s, ref, p), p);
 }
 
-// bf16 buffers that are not 16-byte aligned (one element in) cannot take the tensor-core
-// kernels' 16-byte loads: they run the fp32 kernels on bf16, as close to the CPU, and not
-// bit for bit the tensor-core result (which rounds P and dS to bf16), so the other path ran.
-std::string test_flash_unaligned_bf16() {
+// Buffers that are not 16-byte aligned (one element in) cannot take the tensor-core kernels'
+// 16-byte loads: they run the fp32 kernels, as close to the CPU as fp32 activations with TF32
+// off (bf16: on bf16), and not bit for bit the tensor-core result, so the other path ran.
+std::string test_flash_unaligned(Prec p) {
     std::string why;
     for (const Shape& s : {Shape{2, 65, 64, 2}, Shape{1, 40, 64, 4}}) {  // D = 32, 16
-        Reference ref = reference(s, 500, true);
-        GpuResult g = gpu_flash<DBf16>(s, ref, 1);
-        append(why, expect_reference(s, ref, g, true));
-        if (g.out == gpu_flash<DBf16>(s, ref).out)
+        Reference ref = reference(s, 500, p == Prec::bf16);
+        GpuResult g = gpu_flash(s, ref, p, 1);
+        append(why, expect_reference(s, ref, g, p == Prec::tf32 ? Prec::fp32 : p));
+        if (g.out == gpu_flash(s, ref, p).out)
             append(why, "unaligned buffers gave the tensor-core kernels' output bit for bit" + s.tag());
     }
     return why;
 }
 
-std::string test_flash(const std::vector<Shape>& shapes, uint64_t seed, bool bf16) {
+std::string test_flash(const std::vector<Shape>& shapes, uint64_t seed, Prec p) {
     std::string why;
-    for (const auto& s : shapes) append(why, flash_case(s, seed++, bf16));
+    for (const auto& s : shapes) append(why, flash_case(s, seed++, p));
     return why;
 }
 
 // Two runs give bitwise identical outputs and gradients.
-std::string test_flash_deterministic(bool bf16) {
+std::string test_flash_deterministic(Prec p) {
     std::string why;
     for (const Shape& s : {Shape{2, 65, 64, 2}, Shape{1, 1024, 64, 1}}) {
-        Reference ref = reference(s, 77, bf16);
-        GpuResult a = gpu_flash(s, ref, bf16), b = gpu_flash(s, ref, bf16);
+        Reference ref = reference(s, 77, p == Prec::bf16);
+        GpuResult a = gpu_flash(s, ref, p), b = gpu_flash(s, ref, p);
         if (a.out != b.out || a.lse != b.lse) append(why, "forward differs between runs" + s.tag());
         if (std::memcmp(a.dqkv.data(), b.dqkv.data(), a.dqkv.size() * sizeof(float)) != 0)
             append(why, "backward differs between runs" + s.tag());
@@ -316,11 +333,20 @@ std::string test_flash_bad_head_size() {
     return "";
 }
 
-ModelRun& gpu_model(Pos pos, bool flash) {
+// tf32: TF32 on for the whole run (the GEMMs and, with flash, the tensor-core attention
+// kernels: the model's D = 8 has none, so its C = 64, D = 16)
+ModelRun& gpu_model(Pos pos, bool flash, bool tf32 = false) {
     static std::map<int, ModelRun> cache;
-    int key = 2 * (int)pos + flash;
+    int key = 4 * (int)pos + 2 * tf32 + flash;
     auto it = cache.find(key);
-    if (it == cache.end()) it = cache.emplace(key, run_model<CB>(pos, flash)).first;
+    if (it == cache.end()) {
+        if (tf32) {
+            Tf32On on;
+            it = cache.emplace(key, run_model<CB>(pos, flash, 64)).first;
+        } else {
+            it = cache.emplace(key, run_model<CB>(pos, flash)).first;
+        }
+    }
     return it->second;
 }
 
@@ -384,19 +410,26 @@ std::vector<TestCase> all_tests() {
     for (Pos p : all_pos)
         t.push_back({std::string("flash_cpu_model_") + pos_name(p), [p] { return test_cpu_model(p); }, false});
     std::vector<std::pair<std::string, std::function<std::string()>>> gpu = {
-        {"forward_backward_fp32", CUDA_FN([] { return test_flash(kShapes, 100, false); })},
-        {"head_sizes_fp32", CUDA_FN([] { return test_flash(kOtherD, 200, false); })},
-        {"forward_backward_bf16", CUDA_FN([] { return test_flash(kShapes, 300, true); })},
-        {"head_sizes_bf16", CUDA_FN([] { return test_flash(kOtherD, 400, true); })},
-        {"deterministic_fp32", CUDA_FN([] { return test_flash_deterministic(false); })},
-        {"deterministic_bf16", CUDA_FN([] { return test_flash_deterministic(true); })},
-        {"unaligned_bf16", CUDA_FN(test_flash_unaligned_bf16)},
+        {"forward_backward_fp32", CUDA_FN([] { return test_flash(kShapes, 100, Prec::fp32); })},
+        {"head_sizes_fp32", CUDA_FN([] { return test_flash(kOtherD, 200, Prec::fp32); })},
+        {"forward_backward_tf32", CUDA_FN([] { return test_flash(kShapes, 100, Prec::tf32); })},
+        {"head_sizes_tf32", CUDA_FN([] { return test_flash(kOtherD, 200, Prec::tf32); })},
+        {"forward_backward_bf16", CUDA_FN([] { return test_flash(kShapes, 300, Prec::bf16); })},
+        {"head_sizes_bf16", CUDA_FN([] { return test_flash(kOtherD, 400, Prec::bf16); })},
+        {"deterministic_fp32", CUDA_FN([] { return test_flash_deterministic(Prec::fp32); })},
+        {"deterministic_tf32", CUDA_FN([] { return test_flash_deterministic(Prec::tf32); })},
+        {"deterministic_bf16", CUDA_FN([] { return test_flash_deterministic(Prec::bf16); })},
+        {"unaligned_tf32", CUDA_FN([] { return test_flash_unaligned(Prec::tf32); })},
+        {"unaligned_bf16", CUDA_FN([] { return test_flash_unaligned(Prec::bf16); })},
         {"bad_head_size", CUDA_FN(test_flash_bad_head_size)},
         {"memory", CUDA_FN(test_gpu_memory)},
     };
     for (Pos p : all_pos) {
         std::string n = std::string("model_") + pos_name(p);
         gpu.push_back({n, CUDA_FN([p] { return compare_runs(gpu_model(p, true), gpu_model(p, false), 1e-5); })});
+        gpu.push_back({n + "_tf32", CUDA_FN([p] {
+                           return compare_runs(gpu_model(p, true, true), gpu_model(p, false, true), 1e-5);
+                       })});
     }
     for (Pos p : {Pos::sinusoidal, Pos::rope, Pos::crope})
         gpu.push_back({std::string("eval_longer_") + pos_name(p), CUDA_FN([p] { return test_gpu_eval_longer(p); })});

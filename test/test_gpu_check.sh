@@ -38,24 +38,35 @@ else
   expect_fail test_cuda_unknown_name "^error: no test name contains 'no_such_test'" -- "$tc" cuda_layernorm no_such_test
 fi
 
-# The bf16 paper grid's gate (its block, as the script has it): test programs whose bf16 tests
-# all pass keep bf16; a FAIL, a failing exit or no bf16 test passed (no GPU) falls back to fp32.
-gate=$(sed -n '/if \[ "\$GRID_PREC" = bf16 \]; then/,/^    fi$/p' $gc)
+# The paper grid's gate (its block, as the script has it), on fake test programs that print
+# what their tests named by the argument did: a bf16 grid whose bf16 tests all pass keeps bf16;
+# a FAIL, a failing exit or no bf16 test passed (no GPU) falls back to fp32, which runs the tf32
+# tests the same way and falls back to --attention cublas; programs without such tests are left
+# out; the failed tests are named.
+gate=$(sed -n '/# grid gate: begin/,/# grid gate: end/p' $gc)
 fake() { printf '#!/bin/sh\n%s\n' "$2" >"$tmp/$1" && chmod +x "$tmp/$1"; }
-fake ok "echo 'PASS cuda_a_bf16'; echo 'PASS cuda_b_bf16'"
-fake bad "echo 'PASS cuda_a_bf16'; echo 'FAIL cuda_flash_x_bf16: rel err 1'; exit 1"
-fake none "echo 'SKIPPED cuda_a_bf16: no GPU'"
+nomatch='echo "error: no test name contains '"'"'$1'"'"'" >&2; exit 2'
+fake ok 'echo "PASS cuda_a_$1"; echo "PASS cuda_b_$1"'
+fake bad 'echo "PASS cuda_a_$1"; echo "FAIL cuda_flash_x_$1: rel err 1"; exit 1'
+fake none 'echo "SKIPPED cuda_a_$1: no GPU"'
+fake badbf16 '[ "$1" = bf16 ] && { echo "FAIL cuda_flash_x_bf16: rel err 1"; exit 1; }; echo "PASS cuda_a_$1"'
+fake onlybf16 '[ "$1" = bf16 ] || { '"$nomatch"'; }; echo "PASS cuda_a_bf16"'
 why=""
-for case in "ok ok:bf16" "ok bad:fp32" "none:fp32"; do
-  bins=${case%:*} want=${case#*:}
+for case in "ok ok:bf16:bf16 flash" "ok bad:bf16:fp32 cublas" "none:bf16:fp32 cublas" "badbf16:bf16:fp32 flash" \
+  "ok onlybf16:bf16:bf16 flash" "ok onlybf16:fp32:fp32 flash" "onlybf16:fp32:fp32 cublas" "ok:fp32:fp32 flash" \
+  "bad:fp32:fp32 cublas"; do
+  IFS=: read -r bins prec want <<<"$case"
   # shellcheck disable=SC2034  # TEST_BINS is read by the gate
-  out=$(TEST_BINS=$(for b in $bins; do echo "$tmp/$b"; done); GRID_PREC=bf16; eval "$gate"; echo "-> $GRID_PREC")
-  grep -q -- "-> $want\$" <<<"$out" || why+="[$bins] expected $want: $out; "
+  out=$(TEST_BINS=$(for b in $bins; do echo "$tmp/$b"; done); GRID_PREC=$prec; eval "$gate"; echo "-> $GRID_PREC $GRID_ATT")
+  grep -q -- "-> $want\$" <<<"$out" || why+="[$bins, $prec] expected $want: $out; "
 done
-grep -q "cuda_flash_x_bf16" <<<"$(TEST_BINS=$tmp/bad; GRID_PREC=bf16; eval "$gate")" || why+="the failed test is not named; "
-if [ -z "$gate" ]; then fail gpu_check_grid_bf16_gate "the gate's block was not found in $gc"
-elif [ -n "$why" ]; then fail gpu_check_grid_bf16_gate "$why"
-else pass gpu_check_grid_bf16_gate; fi
+out=$(TEST_BINS=$tmp/badbf16; GRID_PREC=bf16; eval "$gate")
+grep -q "bf16 tests failed on this GPU:.*cuda_flash_x_bf16" <<<"$out" || why+="the failed bf16 test is not named: $out; "
+out=$(TEST_BINS="$tmp/ok $tmp/bad"; GRID_PREC=fp32; eval "$gate")
+grep -q "TF32 tests failed on this GPU:.*cuda_flash_x_tf32" <<<"$out" || why+="the failed tf32 test is not named: $out; "
+if [ -z "$gate" ]; then fail gpu_check_grid_gate "the gate's block was not found in $gc"
+elif [ -n "$why" ]; then fail gpu_check_grid_gate "$why"
+else pass gpu_check_grid_gate; fi
 
 # A PATH without nvcc (and no CUDA_HOME): one line names it, and the check fails.
 nonvcc=""

@@ -1,6 +1,7 @@
 // Kernel lab: causal attention, forward and backward, every version side by side.
 //   1 cublas           the reference: cuBLAS GEMMs + softmax kernels, (B,H,T,T) probabilities (TF32)
-//   2 flash            fused fp32 flash kernels, log-sum-exp saved (cuda/attention.cu; the trainer's default)
+//   2 flash            fused fp32 flash kernels, log-sum-exp saved (cuda/attention.cu; the trainer's fp32
+//                      kernels with TF32 off, and at the head sizes without a tensor-core kernel)
 //   3 flash-bf16       --precision bf16: qkv, out and their gradients in bf16, mma.sync tensor-core
 //                      flash kernels (head sizes 16, 32, 64; others run version 2's kernels on bf16)
 //   4 rope+flash       forward with RoPE as the trainer runs it: the rope kernel over qkv, then version 2
@@ -10,6 +11,8 @@
 //                      (against version 3, what flash saves in bf16)
 //   7 flash-bf16-wmma  version 3's earlier kernels: WMMA tiles, the softmax and the accumulators
 //                      through shared memory (against version 3, what keeping them in registers gains)
+//   8 flash-tf32       fp32 activations with TF32 on (the trainer's fp32 default): version 3's kernels on
+//                      tf32 operands, mma.sync m16n8k8 (head sizes 16, 32, 64; others run version 2)
 // Versions 4 and 5 are forward only (the backward would rotate dq and dk back as they are stored).
 // TFLOP/s counts the causal half only: forward 2 GEMMs of B*H*T*T/2*D multiply-adds,
 // backward 2.5 times that (FlashAttention's convention).
@@ -425,15 +428,16 @@ enum Kind { kCublas, kFlash, kRopeThenFlash, kFlashRopeLoad, kFlashWmma };
 struct Case {
     const char* name;
     Kind kind;
-    bool bf16;
+    bool bf16, tf32;  // tf32: TF32 on (fp32 GEMMs and flash kernels on tf32 tensor cores)
 };
-const Case kCases[] = {{"cublas", kCublas, false},
-                       {"flash", kFlash, false},
-                       {"flash-bf16", kFlash, true},
-                       {"rope+flash", kRopeThenFlash, false},
-                       {"flash-rope-load", kFlashRopeLoad, false},
-                       {"cublas-bf16", kCublas, true},
-                       {"flash-bf16-wmma", kFlashWmma, true}};
+const Case kCases[] = {{"cublas", kCublas, false, true},
+                       {"flash", kFlash, false, false},
+                       {"flash-bf16", kFlash, true, false},
+                       {"rope+flash", kRopeThenFlash, false, false},
+                       {"flash-rope-load", kFlashRopeLoad, false, false},
+                       {"cublas-bf16", kCublas, true, false},
+                       {"flash-bf16-wmma", kFlashWmma, true, false},
+                       {"flash-tf32", kFlash, false, true}};
 
 bool uses_rope(const Case& v) {
     return v.kind == kRopeThenFlash || v.kind == kFlashRopeLoad;
@@ -518,7 +522,7 @@ bool check(const Case& v, const Shape& s) {
     cpu::attention_forward(out.data(), att.data(), qkvr.data(), s.B, s.T, s.C(), s.H);
     Buffers<A> b(s, v, qkv, dout, cos_t, sin_t);
     forward(v, b, s);
-    const double tol = v.bf16 ? 2e-2 : 1e-3;
+    const double tol = v.bf16 ? 2e-2 : v.tf32 ? 2e-3 : 1e-3;
     const auto got_out = lab::to_float(b.out.host());
     if (uses_rope(v)) return lab::report(v.name, {{"out", lab::rel_max_err(got_out, out)}}, tol);
     cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C(), s.H);
@@ -547,8 +551,15 @@ int main(int argc, char** argv) {
         const int reps = a["reps"];
         std::vector<lab::Version> vs;
         for (const Case& c : kCases)
-            vs.push_back({c.name, [&c, small] { return c.bf16 ? check<bf16_t>(c, small) : check<float>(c, small); },
-                          [&c, s, reps] { c.bf16 ? time_case<bf16_t>(c, s, reps) : time_case<float>(c, s, reps); }});
+            vs.push_back({c.name,
+                          [&c, small] {
+                              gpu::set_tf32(c.tf32);
+                              return c.bf16 ? check<bf16_t>(c, small) : check<float>(c, small);
+                          },
+                          [&c, s, reps] {
+                              gpu::set_tf32(c.tf32);
+                              c.bf16 ? time_case<bf16_t>(c, s, reps) : time_case<float>(c, s, reps);
+                          }});
         return vs;
     });
 }
