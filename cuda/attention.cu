@@ -552,7 +552,7 @@ struct alignas(16) MmaTiles {
 
 // grid (B*H, ceil(T/kMmaRows)); key tiles up to the diagonal.
 template <int D, class X>
-__global__ void __launch_bounds__(kMmaThreads, 3)
+__global__ void __launch_bounds__(kMmaThreads)
     flash_forward_mma_kernel(X* __restrict__ out, float* __restrict__ lse, const X* __restrict__ qkv, int T, int C,
                              int H, float scale) {
     constexpr int K = kMmaK<X>;
