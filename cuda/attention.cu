@@ -354,7 +354,9 @@ __global__ void __launch_bounds__(kFlashThreads)
 // hardware's exp2 per score); the log-sum-exps are stored in base e, as the fp32 kernels'.
 using bf16 = __nv_bfloat16;
 constexpr int kMmaWarps = 4, kMmaRows = 16 * kMmaWarps, kMmaThreads = 32 * kMmaWarps;
-constexpr int kPad = 8;
+// Row padding of the shared tiles, in elements (see load_block and the tf32 products)
+template <class X>
+constexpr int kPad = is_bf16<X> ? 8 : 4;
 constexpr int kTiles8 = kMmaRows / 8;  // 8-column product tiles across a tile of rows
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 template <class X>
@@ -446,11 +448,10 @@ __device__ inline uint32_t pack_bf16(float lo, float hi) {
            __bfloat16_as_ushort(__float2bfloat16_rn(lo));
 }
 
-// tf32 products sum over their 8 columns in a permuted order, the same for A and B (so the sum is
-// unchanged): operand column t holds the tile's column 2t, column t + 4 holds 2t + 1. A lane's
-// two values of a row are then adjacent: one 8-byte load from a tile, and an accumulator tile
-// is already the A operand (below). With rows D + kPad = 8 (mod 32) floats apart, the quarter
-// warp's rows g of an 8-byte load hit 32 different banks.
+// tf32 operands come from shared memory one float each: ldmatrix moves 16-bit elements (its
+// transposing form would split a float). Rows D + kPad = 4 (mod 8) floats apart put every
+// such load of a warp on 32 different banks: lane (g, t) reads row g, column t (+ 4) of an A or
+// X Y^T B operand (banks 4g + t), or row 2t (+ 1), column g of an X Y one (banks 8t + g).
 
 // The A operand of a product whose 16 rows and K summed columns start at tile (row-major, ld
 // elements a row).
@@ -459,52 +460,53 @@ __device__ inline void load_a(uint32_t (&a)[4], const bf16* tile, int ld) {
 }
 __device__ inline void load_a(uint32_t (&a)[4], const float* tile, int ld) {
     const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-    const float2 lo = *reinterpret_cast<const float2*>(tile + g * ld + 2 * t);
-    const float2 hi = *reinterpret_cast<const float2*>(tile + (g + 8) * ld + 2 * t);
-    a[0] = __float_as_uint(lo.x), a[1] = __float_as_uint(hi.x), a[2] = __float_as_uint(lo.y),
-    a[3] = __float_as_uint(hi.y);
+    for (int i = 0; i < 4; i++) a[i] = __float_as_uint(tile[(g + 8 * (i % 2)) * ld + t + 4 * (i / 2)]);
 }
 
 // s (16 x kMmaRows) += X Y^T: X (16 x D) the warp's A operands, Y (kMmaRows x D) a row-major
 // shared tile
 template <int D>
-__device__ inline void mma_xyt(float (&s)[kTiles8][4], const uint32_t (&x)[D / 16][4], const bf16 (*y)[D + kPad]) {
+__device__ inline void mma_xyt(float (&s)[kTiles8][4], const uint32_t (&x)[D / 16][4],
+                               const bf16 (*y)[D + kPad<bf16>]) {
     for (int n = 0; n < kTiles8; n += 2)
         for (int k = 0; k < D / 16; k++) {
             uint32_t yb[4];
-            load_b_pair(yb, &y[8 * n][16 * k], D + kPad);
+            load_b_pair(yb, &y[8 * n][16 * k], D + kPad<bf16>);
             mma_bf16(s[n], x[k], {yb[0], yb[1]});
             mma_bf16(s[n + 1], x[k], {yb[2], yb[3]});
         }
 }
 template <int D>
-__device__ inline void mma_xyt(float (&s)[kTiles8][4], const uint32_t (&x)[D / 8][4], const float (*y)[D + kPad]) {
+__device__ inline void mma_xyt(float (&s)[kTiles8][4], const uint32_t (&x)[D / 8][4],
+                               const float (*y)[D + kPad<float>]) {
     const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     for (int n = 0; n < kTiles8; n++)
-        for (int k = 0; k < D / 8; k++) {
-            const float2 yb = *reinterpret_cast<const float2*>(&y[8 * n + g][8 * k + 2 * t]);
-            mma_tf32(s[n], x[k], {__float_as_uint(yb.x), __float_as_uint(yb.y)});
-        }
+        for (int k = 0; k < D / 8; k++)
+            mma_tf32(s[n], x[k],
+                     {__float_as_uint(y[8 * n + g][8 * k + t]), __float_as_uint(y[8 * n + g][8 * k + t + 4])});
 }
 
 // acc (16 x D) += X Y: X (16 x kMmaRows) the lane's accumulator tiles (rounded to the operand
 // type here), Y (kMmaRows x D) a row-major shared tile
 template <int D>
-__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][4], const bf16 (*y)[D + kPad]) {
+__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][4], const bf16 (*y)[D + kPad<bf16>]) {
     for (int j = 0; j < kTiles8 / 2; j++) {  // 16 of the summed index at a time
         const uint32_t xa[4] = {pack_bf16(x[2 * j][0], x[2 * j][1]), pack_bf16(x[2 * j][2], x[2 * j][3]),
                                 pack_bf16(x[2 * j + 1][0], x[2 * j + 1][1]),
                                 pack_bf16(x[2 * j + 1][2], x[2 * j + 1][3])};
         for (int n = 0; n < D / 8; n += 2) {
             uint32_t yb[4];
-            load_block<true>(yb, &y[16 * j][8 * n], D + kPad);
+            load_block<true>(yb, &y[16 * j][8 * n], D + kPad<bf16>);
             mma_bf16(acc[n], xa, {yb[0], yb[1]});
             mma_bf16(acc[n + 1], xa, {yb[2], yb[3]});
         }
     }
 }
+// tf32: the 8 summed columns of a product in the order the accumulator tile holds them, the same
+// for A and B (so the sum is unchanged): A's column t is the tile's column 2t, column t + 4 is
+// 2t + 1, so the lane's accumulators are its A operand as they are.
 template <int D>
-__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][4], const float (*y)[D + kPad]) {
+__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][4], const float (*y)[D + kPad<float>]) {
     const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     for (int j = 0; j < kTiles8; j++) {  // 8 of the summed index at a time
         const uint32_t xa[4] = {tf32_bits(x[j][0]), tf32_bits(x[j][2]), tf32_bits(x[j][1]), tf32_bits(x[j][3])};
@@ -518,7 +520,7 @@ __device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][
 // tile (row-major; fp32 rounded to tf32); rows past T are zeros. 16-byte loads: the launcher
 // checks the alignment.
 template <int D, class X>
-__device__ inline void load_rows(X (*tile)[D + kPad], const X* base, int t0, int T, size_t ld) {
+__device__ inline void load_rows(X (*tile)[D + kPad<X>], const X* base, int t0, int T, size_t ld) {
     constexpr int W = 16 / sizeof(X);
     using P = Pack<X, W>;
     for (int i = threadIdx.x; i < kMmaRows * D / W; i += kMmaThreads) {
@@ -547,7 +549,7 @@ __device__ inline void store_row(X* dst, const float (&acc)[D / 8][4], int r, fl
 
 template <int D, class X>
 struct alignas(16) MmaTiles {
-    X a[kMmaRows][D + kPad], b[kMmaRows][D + kPad];
+    X a[kMmaRows][D + kPad<X>], b[kMmaRows][D + kPad<X>];
 };
 
 // grid (B*H, ceil(T/kMmaRows)); key tiles up to the diagonal.
@@ -565,7 +567,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     load_rows<D>(sm.a, base, row0, T, C3);  // Q, through K's tile (the loop's first barrier frees it)
     __syncthreads();
     uint32_t qa[D / K][4];
-    for (int k = 0; k < D / K; k++) load_a(qa[k], &sm.a[16 * w][K * k], D + kPad);
+    for (int k = 0; k < D / K; k++) load_a(qa[k], &sm.a[16 * w][K * k], D + kPad<X>);
     float o[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: base 2
     const float scale2 = scale * kLog2e;
     const int kend = min(T, row0 + kMmaRows);
@@ -615,7 +617,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 
 template <int D, class X>
 struct alignas(16) MmaDkdvTiles {
-    X q[kMmaRows][D + kPad], dout[kMmaRows][D + kPad];
+    X q[kMmaRows][D + kPad<X>], dout[kMmaRows][D + kPad<X>];
     float lse[kMmaRows], delta[kMmaRows];
 };
 
@@ -639,8 +641,8 @@ __global__ void __launch_bounds__(kMmaThreads)
     __syncthreads();
     uint32_t ka[D / K][4], va[D / K][4];
     for (int k = 0; k < D / K; k++) {
-        load_a(ka[k], &sm.q[16 * w][K * k], D + kPad);
-        load_a(va[k], &sm.dout[16 * w][K * k], D + kPad);
+        load_a(ka[k], &sm.q[16 * w][K * k], D + kPad<X>);
+        load_a(va[k], &sm.dout[16 * w][K * k], D + kPad<X>);
     }
     float dk[D / 8][4] = {}, dv[D / 8][4] = {};
     const float scale2 = scale * kLog2e;
@@ -691,8 +693,8 @@ __global__ void __launch_bounds__(kMmaThreads)
     __syncthreads();
     uint32_t qa[D / K][4], oa[D / K][4];
     for (int k = 0; k < D / K; k++) {
-        load_a(qa[k], &sm.a[16 * w][K * k], D + kPad);
-        load_a(oa[k], &sm.b[16 * w][K * k], D + kPad);
+        load_a(qa[k], &sm.a[16 * w][K * k], D + kPad<X>);
+        load_a(oa[k], &sm.b[16 * w][K * k], D + kPad<X>);
     }
     float lse_r[2], delta_r[2];
     for (int r = 0; r < 2; r++) {
