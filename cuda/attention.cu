@@ -10,14 +10,15 @@
 // dK = scale dS^T Q. dP and dS live in `scratch` (B,H,T,T). Every backward here overwrites dqkv.
 //
 // The GEMMs compute the full T x T squares (the upper triangle is wasted work, its P and dS
-// entries are exactly 0). A fused flash-style kernel would avoid that and the (B,H,T,T)
-// buffers; it can replace this file behind the same signatures.
+// entries are exactly 0). The flash kernels further down (attention_forward_lse and
+// attention_backward_lse, --attention flash, the default) avoid that and the (B,H,T,T) buffers.
 //
 // In bf16 (--precision bf16) this cuBLAS path stores S, P, dP and dS in bf16 too (as PyTorch's
 // math attention does under bf16 autocast): bf16 GEMMs with fp32 accumulation, the softmax and
-// its backward in fp32 between them. The flash kernels below keep S and P in fp32 registers:
-// tensor-core (mma.sync) kernels at head sizes 16, 32, 64, the fp32 kernels reading and
-// writing bf16 at the others; fp32 softmax, log-sum-exps and accumulators.
+// its backward in fp32 between them. The flash kernels keep S and P in fp32 registers:
+// tensor-core (mma.sync) kernels at head sizes 16, 32, 64 (bf16 operands, or tf32 ones for fp32
+// activations with TF32 on), exact fp32 kernels at the others (reading and writing bf16 in
+// bf16); fp32 softmax, log-sum-exps and accumulators.
 #include <cmath>
 #include <stdexcept>
 #include <string>
