@@ -8,7 +8,7 @@
 #   3a. compute-sanitizer memcheck and racecheck over a short subset of the GPU tests
 #   3b. data parallel: the NCCL path on 1 rank (and 2/4/8 with that many GPUs) -> OUT/dist.log
 #   4. benchmark rows: learned/rope/crope at the CRoPE paper's setting (V=50257 C=128 L=4 H=4
-#      B=16 T=1024) and at GPT-2 124M (C=768 L=12 H=12), fp32 (TF32 GEMMs) and bf16, the step
+#      B=16 T=1024) and at GPT-2 124M (C=768 L=12 H=12), fp32 (TF32) and bf16, the step
 #      as one CUDA graph: ms/step, tokens/s, peak memory, evaluation ms per batch and the
 #      projected 10k-step wall time with and without the paper config's evaluation (20 batches
 #      every 20 steps); rope again eagerly and profiled (per-phase table)   -> OUT/bench.md
@@ -18,7 +18,8 @@
 #   5c. the kernel lab: every version of every cuda/lab/ program checked against the CPU and
 #      timed (TFLOP/s or GB/s) at the paper's and 124M's shapes              -> OUT/lab.md
 #   (--paper-grid: as many of the paper's nine runs as the time left allows, in bf16 unless
-#   --grid-precision fp32)
+#   --grid-precision fp32; its precision's GPU tests first, falling back to fp32, then to the
+#   cuBLAS attention, when they fail)
 #   6. the report, with the goals table                              -> OUT/report.md
 # Every part prints PASS / FAIL / SKIPPED gpu_check_<part>; the exit status is 0 only if every
 # required part passed. No GPU is a failure. --emulated accepts the CPU execution layer
@@ -39,7 +40,7 @@ usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper
                     time left allows, skipping those committed under scripts/results/paper/;
                     each finished run's log in OUT/paper_grid/ (the shards are checked first)
   --grid-precision P  the paper grid's precision: bf16 (default: the precision of the
-                    30-second goal, so more runs fit) or fp32 (TF32 GEMMs)
+                    30-second goal, so more runs fit) or fp32 (TF32 GEMMs and attention)
   --skip PARTS      comma-separated parts not to run, each reported SKIPPED: tests, sanitizer,
                     dist, bench, torch, chunks, lab (a second, targeted run after a full one:
                     e.g. --skip tests,sanitizer,dist,bench to spend its time on the rest)
