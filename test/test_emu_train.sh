@@ -89,6 +89,16 @@ for pos in learned sinusoidal rope crope; do
   else
     fail "emu_train_tf32_$pos" "emulated cuda run failed: $(tail -1 "$tmp/tf32_$pos.txt")"
   fi
+  # TF32 (tensor-core flash kernels too): the graph replays the eager step bit for bit (rope only,
+  # for time)
+  if [ "$pos" = rope ]; then
+    if $EMU_TRAIN $args --pos "$pos" --device cuda --cuda_graph 0 --run_dir "$tmp/tf32_eager_$pos" \
+        >"$tmp/tf32_eager_$pos.txt" 2>&1; then
+      compare "emu_train_tf32_graph_vs_eager_$pos" "$tmp/tf32_$pos" "$tmp/tf32_eager_$pos" 0 0
+    else
+      fail "emu_train_tf32_graph_vs_eager_$pos" "emulated cuda run failed: $(tail -1 "$tmp/tf32_eager_$pos.txt")"
+    fi
+  fi
   for att in flash cublas; do
     name=emu_train_bf16_$pos$([ $att = cublas ] && echo _cublas)
     if $EMU_TRAIN $args --pos "$pos" --device cuda --precision bf16 --attention $att --run_dir "$tmp/$name" \
