@@ -477,8 +477,14 @@ static int memory_device_chunk(const Config& c) {
 static void print_model(const Config& c, const std::string& device, size_t bytes_per_param, int chunk) {
     ModelConfig mc = model_config(c);
     ParamCounts pc = param_counts(mc);
+    std::string precision = c.precision;
+#ifdef HAVE_CUDA
+    // fp32 on the GPU multiplies on TF32 tensor cores unless NVIDIA_TF32_OVERRIDE=0
+    if (device.rfind("cuda", 0) == 0 && precision == "fp32")
+        precision += gpu::tf32_enabled() ? " (TF32 tensor cores)" : " (TF32 off: plain fp32)";
+#endif
     printf("model: pos=%s L=%d H=%d C=%d V=%d maxT=%d | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H, mc.C,
-           mc.V, mc.maxT, device.c_str(), c.precision.c_str());
+           mc.V, mc.maxT, device.c_str(), precision.c_str());
     printf("parameters: total %s | embeddings %s | attention block %s\n", with_commas(pc.total).c_str(),
            with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str());
     printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
