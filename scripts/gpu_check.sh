@@ -18,8 +18,8 @@
 #   5c. the kernel lab: every version of every cuda/lab/ program checked against the CPU and
 #      timed (TFLOP/s or GB/s) at the paper's and 124M's shapes              -> OUT/lab.md
 #   (--paper-grid: as many of the paper's nine runs as the time left allows, in bf16 unless
-#   --grid-precision fp32; its precision's GPU tests first, falling back to fp32, then to the
-#   cuBLAS attention, when they fail)
+#   --grid-precision fp32; its precision's GPU tests first, falling back to fp32, then to plain
+#   fp32 without TF32, when they fail)
 #   6. the report, with the goals table                              -> OUT/report.md
 # Every part prints PASS / FAIL / SKIPPED gpu_check_<part>; the exit status is 0 only if every
 # required part passed. No GPU is a failure. --emulated accepts the CPU execution layer
@@ -663,7 +663,7 @@ if [ $GRID = 1 ]; then
     # Science only from kernels that pass on this GPU: the grid first reruns the GPU tests of its
     # precision (seconds; a run with --skip tests has none of its own). A bf16 failure falls back
     # to fp32; an fp32 grid runs TF32 (GEMMs and the tensor-core flash kernels), and a TF32
-    # failure falls back to the cuBLAS attention.
+    # failure falls back to plain fp32 (NVIDIA_TF32_OVERRIDE=0: the exact kernels).
     # grid gate: begin
     # gate_tests NAME: the tests whose name contains NAME, in every GPU test program that has
     # some; prints the failures (or that none passed) and fails if there are any
@@ -681,18 +681,20 @@ if [ $GRID = 1 ]; then
       echo "$bad"
       [ -z "$bad" ]
     }
-    GRID_ATT=flash
+    GRID_TF32=1
     if [ "$GRID_PREC" = bf16 ] && ! bad=$(gate_tests bf16); then
       echo "paper grid: bf16 tests failed on this GPU:$bad; the grid runs in fp32"
       GRID_PREC=fp32
     fi
     if [ "$GRID_PREC" = fp32 ] && ! bad=$(gate_tests tf32); then
-      echo "paper grid: TF32 tests failed on this GPU:$bad; the grid runs in fp32 with --attention cublas"
-      GRID_ATT=cublas
+      echo "paper grid: TF32 tests failed on this GPU:$bad; the grid runs in plain fp32 (NVIDIA_TF32_OVERRIDE=0)"
+      GRID_TF32=0
     fi
     # grid gate: end
-    if bash scripts/paper_grid.sh --out "$OUT/paper_grid" --budget $(($(left) - 15)) -- --device cuda --precision "$GRID_PREC" \
-      --attention "$GRID_ATT"; then
+    grid_env=()
+    [ $GRID_TF32 = 0 ] && grid_env=(NVIDIA_TF32_OVERRIDE=0)
+    if env "${grid_env[@]}" bash scripts/paper_grid.sh --out "$OUT/paper_grid" --budget $(($(left) - 15)) -- \
+      --device cuda --precision "$GRID_PREC"; then
       part paper_grid pass
     else
       part paper_grid fail "a run failed or no dataset has its shards (see above)"

@@ -41,7 +41,7 @@ fi
 # The paper grid's gate (its block, as the script has it), on fake test programs that print
 # what their tests named by the argument did: a bf16 grid whose bf16 tests all pass keeps bf16;
 # a FAIL, a failing exit or no bf16 test passed (no GPU) falls back to fp32, which runs the tf32
-# tests the same way and falls back to --attention cublas; programs without such tests are left
+# tests the same way and falls back to plain fp32 (TF32 off); programs without such tests are left
 # out; the failed tests are named.
 gate=$(sed -n '/# grid gate: begin/,/# grid gate: end/p' $gc)
 fake() { printf '#!/bin/sh\n%s\n' "$2" >"$tmp/$1" && chmod +x "$tmp/$1"; }
@@ -52,12 +52,12 @@ fake none 'echo "SKIPPED cuda_a_$1: no GPU"'
 fake badbf16 '[ "$1" = bf16 ] && { echo "FAIL cuda_flash_x_bf16: rel err 1"; exit 1; }; echo "PASS cuda_a_$1"'
 fake onlybf16 '[ "$1" = bf16 ] || { '"$nomatch"'; }; echo "PASS cuda_a_bf16"'
 why=""
-for case in "ok ok:bf16:bf16 flash" "ok bad:bf16:fp32 cublas" "none:bf16:fp32 cublas" "badbf16:bf16:fp32 flash" \
-  "ok onlybf16:bf16:bf16 flash" "ok onlybf16:fp32:fp32 flash" "onlybf16:fp32:fp32 cublas" "ok:fp32:fp32 flash" \
-  "bad:fp32:fp32 cublas"; do
+for case in "ok ok:bf16:bf16 1" "ok bad:bf16:fp32 0" "none:bf16:fp32 0" "badbf16:bf16:fp32 1" \
+  "ok onlybf16:bf16:bf16 1" "ok onlybf16:fp32:fp32 1" "onlybf16:fp32:fp32 0" "ok:fp32:fp32 1" \
+  "bad:fp32:fp32 0"; do
   IFS=: read -r bins prec want <<<"$case"
   # shellcheck disable=SC2034  # TEST_BINS is read by the gate
-  out=$(TEST_BINS=$(for b in $bins; do echo "$tmp/$b"; done); GRID_PREC=$prec; eval "$gate"; echo "-> $GRID_PREC $GRID_ATT")
+  out=$(TEST_BINS=$(for b in $bins; do echo "$tmp/$b"; done); GRID_PREC=$prec; eval "$gate"; echo "-> $GRID_PREC $GRID_TF32")
   grep -q -- "-> $want\$" <<<"$out" || why+="[$bins, $prec] expected $want: $out; "
 done
 out=$(TEST_BINS=$tmp/badbf16; GRID_PREC=bf16; eval "$gate")
