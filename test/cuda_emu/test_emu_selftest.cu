@@ -247,43 +247,48 @@ float* scratch(size_t n) {
     return dev(std::vector<float>(n));
 }
 
-// mma_ptx_kernel on small integers (exact in bf16 and in the fp32 sums) against the product
+// Small integers for a (16 x K) and b (K x 8), exact in bf16 and tf32 and in the fp32 sums, and
+// c (16 x 8); whether d, the kernel's result, is c + a b exactly.
+struct MmaCase {
+    int K;
+    std::vector<float> a, b, c;
+    explicit MmaCase(int k) : K(k), a(16 * k), b(k * 8), c(16 * 8) {
+        for (size_t i = 0; i < a.size(); i++) a[i] = (float)(i * 7 % 11) - 5;
+        for (size_t i = 0; i < b.size(); i++) b[i] = (float)(i * 5 % 9) - 4;
+        for (size_t i = 0; i < c.size(); i++) c[i] = (float)(i % 13);
+    }
+    bool matches(const float* d) const {
+        std::vector<float> got = host(d, 16 * 8);
+        for (int r = 0; r < 16; r++)
+            for (int n = 0; n < 8; n++) {
+                float want = c[r * 8 + n];
+                for (int k = 0; k < K; k++) want += a[r * K + k] * b[k * 8 + n];
+                if (got[r * 8 + n] != want) return false;
+            }
+        return true;
+    }
+};
+
+// mma_ptx_kernel against the product
 int run_mma_ptx(int threads) {
-    std::vector<float> a(16 * 16), b(16 * 8), c(16 * 8);
-    for (int i = 0; i < 256; i++) a[i] = (float)(i * 7 % 11 - 5);
-    for (int i = 0; i < 128; i++) b[i] = (float)(i * 5 % 9 - 4), c[i] = (float)(i % 13);
+    const MmaCase m(16);
     float* d = scratch(16 * 8);
-    mma_ptx_kernel<<<1, threads>>>(d, dev(a), dev(b), dev(c));
+    mma_ptx_kernel<<<1, threads>>>(d, dev(m.a), dev(m.b), dev(m.c));
     CK(cudaGetLastError());
-    std::vector<float> got = host(d, 16 * 8);
-    for (int r = 0; r < 16; r++)
-        for (int n = 0; n < 8; n++) {
-            float want = c[r * 8 + n];
-            for (int k = 0; k < 16; k++) want += a[r * 16 + k] * b[k * 8 + n];
-            if (got[r * 8 + n] != want) return 1;
-        }
-    return 0;
+    return m.matches(d) ? 0 : 1;
 }
 
-// mma_tf32_kernel on small integers times (1 + 2^-12) (less than a tf32 mantissa's last bit,
-// so the hardware's operands are the integers) against the integer product
+// mma_tf32_kernel with every operand times (1 + 2^-12), less than a tf32 mantissa's last bit
+// at these magnitudes: the hardware's operands are still the integers, so is the product
 int run_mma_tf32() {
-    std::vector<float> a(16 * 8), b(8 * 8), c(16 * 8), ia(a.size()), ib(b.size());
-    for (int i = 0; i < 128; i++) ia[i] = (float)(i * 7 % 11 - 5), c[i] = (float)(i % 13);
-    for (int i = 0; i < 64; i++) ib[i] = (float)(i * 5 % 9 - 4);
-    for (size_t i = 0; i < a.size(); i++) a[i] = ia[i] * (1 + 0x1p-12f);
-    for (size_t i = 0; i < b.size(); i++) b[i] = ib[i] * (1 + 0x1p-12f);
+    const MmaCase m(8);
+    std::vector<float> a = m.a, b = m.b;
+    for (float& x : a) x *= 1 + 0x1p-12f;
+    for (float& x : b) x *= 1 + 0x1p-12f;
     float* d = scratch(16 * 8);
-    mma_tf32_kernel<<<1, 32>>>(d, dev(a), dev(b), dev(c));
+    mma_tf32_kernel<<<1, 32>>>(d, dev(a), dev(b), dev(m.c));
     CK(cudaGetLastError());
-    std::vector<float> got = host(d, 16 * 8);
-    for (int r = 0; r < 16; r++)
-        for (int n = 0; n < 8; n++) {
-            float want = c[r * 8 + n];
-            for (int k = 0; k < 8; k++) want += ia[r * 8 + k] * ib[k * 8 + n];
-            if (got[r * 8 + n] != want) return 1;
-        }
-    return 0;
+    return m.matches(d) ? 0 : 1;
 }
 
 // cvt.rna.tf32.f32 on ties (away from zero), below and above half an ulp, and inf / NaN
