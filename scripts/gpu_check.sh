@@ -330,7 +330,9 @@ done
 np=$(grep -c '^PASS ' "$OUT/test_cuda.log") nf=$(grep -c '^FAIL ' "$OUT/test_cuda.log")
 ns=$(grep -c '^SKIPPED ' "$OUT/test_cuda.log")
 bp=$(grep -c '^PASS .*bf16' "$OUT/test_cuda.log") bfail=$(grep -c '^FAIL .*bf16' "$OUT/test_cuda.log")
-TEST_SUMMARY="$np passed, $nf failed, $ns skipped; bf16: $bp passed, $bfail failed$([ $EMU = 1 ] && echo ' (emulated subset)')"
+tp=$(grep -c '^PASS .*tf32' "$OUT/test_cuda.log") tfail=$(grep -c '^FAIL .*tf32' "$OUT/test_cuda.log")
+TEST_SUMMARY="$np passed, $nf failed, $ns skipped; bf16: $bp passed, $bfail failed; tf32: $tp passed, $tfail failed"
+TEST_SUMMARY+=$([ $EMU = 1 ] && echo ' (emulated subset)')
 echo "$TEST_SUMMARY"
 if [ "$nf" -gt 0 ] || [ "$ns" -gt 0 ] || [ "$np" -eq 0 ]; then
   part tests fail "$TEST_SUMMARY (a skipped GPU test means no usable GPU)"
