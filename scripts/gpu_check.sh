@@ -419,7 +419,7 @@ bench_header() {
 {
   echo "Benchmark: $BUILD/train, B=$B, T=$T, V=$V, random tokens; median of $STEPS steps after $WARM warm-up steps;"
   echo "evaluation: ms per batch of $B x $T (forward only), from the $EVAL-batch evaluation at the end."
-  echo "fp32 = TF32 GEMMs (the trainer's default); bf16 = bf16 activations and GEMMs, fp32 accumulation and master weights."
+  echo "fp32 = TF32 GEMMs and flash attention (the trainer's default); bf16 = bf16 activations and GEMMs, fp32 accumulation and master weights."
   echo "10k steps: ms/step x 10,000; + eval adds the paper config's evaluation (20 batches every 20 steps)."
   [ $EMU = 1 ] && echo "EMULATED: the CPU execution layer at tiny sizes; timings are not meaningful."
   echo
