@@ -561,8 +561,8 @@ void mma_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned) {
 //   A 16x8: a[0] = (g, t), a[1] = (g+8, t), a[2] = (g, t+4), a[3] = (g+8, t+4)
 //   B 8x8:  b[0] = (t, g), b[1] = (t+4, g)
 //   C 16x8: as m16n8k16's
-// An operand's 13 low mantissa bits are ignored (the hardware reads tf32 only: a kernel that
-// does not round its operands with cvt.rna.tf32 gets them truncated).
+// Only an operand's tf32 bits count (its 13 low mantissa bits are ignored). The kernels round
+// their operands with cvt.rna.tf32 first, so what a GPU does with the low bits is no matter.
 void mma_tf32_combine(const uint64_t* in, const uint64_t*, uint64_t* out, unsigned) {
     float a[16][8], b[8][8];
     auto tf32 = [](uint32_t r) {
