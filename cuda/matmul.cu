@@ -27,7 +27,7 @@ constexpr cudaDataType_t cuda_type() {
 // Accumulation is fp32 either way.
 template <class In>
 cublasComputeType_t compute_type() {
-    return !is_bf16<In> && g_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    return !is_bf16<In> && tf32_enabled() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 }  // namespace
 
@@ -35,7 +35,7 @@ void set_tf32(bool on) {
     g_tf32 = on;
 }
 // NVIDIA_TF32_OVERRIDE=0, which turns TF32 off in cuBLAS, turns it off in the flash kernels too,
-// so that it gives plain fp32 throughout
+// so that it gives plain fp32 throughout; the GEMMs ask this too, so one switch decides for all
 bool tf32_enabled() {
     static const bool override_off = [] {
         const char* e = std::getenv("NVIDIA_TF32_OVERRIDE");
