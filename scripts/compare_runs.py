@@ -152,6 +152,14 @@ class Run:
             raise InputError(f"{self.log}: config is not a JSON object")
         self.config = config
         self.params = params
+        # the arithmetic of each stretch of the run (the first record's, then each resume's);
+        # empty in logs written before the trainer recorded it
+        self.arithmetic = []
+        for r in records:
+            on = r.get("run_on") if r.get("type") in ("config", "resumed") else None
+            a = str(on.get("arithmetic")) if isinstance(on, dict) and "arithmetic" in on else None
+            if a is not None and a not in self.arithmetic:
+                self.arithmetic.append(a)
         self.pos = str(config.get("pos", "?"))
         self.dataset = dataset_of(config)
         self.seed = config.get("seed")
@@ -273,23 +281,31 @@ def who(runs):
 
 
 def config_value(run, key):
+    """A warned key's value as text; None for "arithmetic" (not a config key: the log's
+    run_on records) in logs written before the trainer recorded it."""
+    if key == "arithmetic":
+        return " then ".join(run.arithmetic) or None
     return json.dumps(run.config[key], sort_keys=True) if key in run.config else "unset"
 
 
 def config_differences(runs):
     """{dataset: [(key, [(value, runs)...])...]}: every config key, other than
     NOT_WARNED_KEYS, on which runs of the same dataset disagree (a key a run
-    does not record counts as "unset"). Values with the most runs come first."""
+    does not record counts as "unset"), and the arithmetic the runs recorded
+    (fp32 on a GPU: with or without TF32; runs that did not record it are left
+    out of that one). Values with the most runs come first."""
     by_ds = {}
     for r in runs:
         by_ds.setdefault(r.dataset, []).append(r)
     out = {}
     for ds, rs in by_ds.items():
         diffs = []
-        for k in sorted({k for r in rs for k in r.config} - NOT_WARNED_KEYS):
+        for k in sorted({k for r in rs for k in r.config} - NOT_WARNED_KEYS) + ["arithmetic"]:
             vals = {}
             for r in rs:
-                vals.setdefault(config_value(r, k), []).append(r)
+                v = config_value(r, k)
+                if v is not None:
+                    vals.setdefault(v, []).append(r)
             if len(vals) > 1:
                 diffs.append((k, sorted(vals.items(), key=lambda kv: -len(kv[1]))))
         if diffs:
@@ -306,7 +322,7 @@ def differing_keys(g, ref, diffs):
     """The warned keys on which the runs of group g and of its reference differ."""
     runs = g.runs + (ref.runs if ref is not None else [])
     return [k for k, _ in diffs.get(g.dataset, [])
-            if len({config_value(r, k) for r in runs}) > 1]
+            if len({config_value(r, k) for r in runs} - {None}) > 1]
 
 
 def setting_text(runs):

@@ -119,8 +119,10 @@ struct Trainer {
     const dist::Group& dg = dist::group();
     int rows = cfg.batch_size / dg.world, row0 = dg.rank * rows;
 
-    explicit Trainer(const Config& c)
-        : cfg(c), mc(model_config(c)), model(mc), train(c.train_data, "train", c.vocab_size) {
+    const json run_on;  // {"device", "arithmetic"}: where and how this run computes, for its log
+
+    Trainer(const Config& c, json on)
+        : cfg(c), mc(model_config(c)), model(mc), train(c.train_data, "train", c.vocab_size), run_on(std::move(on)) {
         train.start(cfg.batch_size, cfg.seq_len, cfg.data_order == "shuffle", cfg.seed);
         if (!cfg.val_data.empty()) val = std::make_unique<DataLoader>(cfg.val_data, "val", cfg.vocab_size);
         printf("data: train %s tokens in %zu shard(s)", with_commas(train.num_tokens()).c_str(), train.num_shards());
@@ -323,6 +325,7 @@ struct Trainer {
             if (root) log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", true);
             if (root) log->truncate_after(step);
             printf("resumed %s at step %d\n", cfg.run_dir.c_str(), step);
+            record({{"type", "resumed"}, {"step", step}, {"run_on", run_on}});  // this machine may not be the first's
         } else {
             if (!cfg.init_from.empty())
                 load_init_weights();
@@ -335,7 +338,8 @@ struct Trainer {
         if (!resume)
             record({{"type", "config"},
                     {"config", config_to_json(cfg)},
-                    {"params", {{"total", pc.total}, {"embeddings", pc.embeddings}, {"attention", pc.attention}}}});
+                    {"params", {{"total", pc.total}, {"embeddings", pc.embeddings}, {"attention", pc.attention}}},
+                    {"run_on", run_on}});
 
         const int Tn = cfg.seq_len;
         model.reserve_training(rows, Tn);  // evaluation borrows these buffers
@@ -474,17 +478,25 @@ static int memory_device_chunk(const Config& c) {
     return CpuBackend<float>::classifier_chunk;
 }
 
-static void print_model(const Config& c, const std::string& device, size_t bytes_per_param, int chunk) {
-    ModelConfig mc = model_config(c);
-    ParamCounts pc = param_counts(mc);
+// The arithmetic a run computes in: its precision, and on the GPU for fp32 whether the GEMMs and
+// flash attention multiply on TF32 tensor cores (unless NVIDIA_TF32_OVERRIDE=0).
+static std::string arithmetic(const Config& c, const std::string& device) {
     std::string precision = c.precision;
 #ifdef HAVE_CUDA
-    // fp32 on the GPU multiplies on TF32 tensor cores unless NVIDIA_TF32_OVERRIDE=0
     if (device.rfind("cuda", 0) == 0 && precision == "fp32")
         precision += gpu::tf32_enabled() ? " (TF32 tensor cores)" : " (TF32 off: plain fp32)";
+#else
+    (void)device;
 #endif
+    return precision;
+}
+
+static void print_model(const Config& c, const std::string& device, const std::string& arith, size_t bytes_per_param,
+                        int chunk) {
+    ModelConfig mc = model_config(c);
+    ParamCounts pc = param_counts(mc);
     printf("model: pos=%s L=%d H=%d C=%d V=%d maxT=%d | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H, mc.C,
-           mc.V, mc.maxT, device.c_str(), precision.c_str());
+           mc.V, mc.maxT, device.c_str(), arith.c_str());
     printf("parameters: total %s | embeddings %s | attention block %s\n", with_commas(pc.total).c_str(),
            with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str());
     printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
@@ -499,8 +511,9 @@ static int train_with(const Config& cfg, bool resume, std::string device) {
             " x " + std::to_string(dg.world) + (dg.world > 1 ? " ranks" : " rank") + (cfg.zero ? " (ZeRO-1)" : "");
     if constexpr (BK::graphs)
         device += GPT<BK>::graph_step(cfg.cuda_graph == 1, cfg.profile) ? " | step: CUDA graph" : " | step: eager";
-    print_model(cfg, device, sizeof(typename BK::real), BK::classifier_chunk);
-    Trainer<BK> t(cfg);
+    const std::string arith = arithmetic(cfg, device);
+    print_model(cfg, device, arith, sizeof(typename BK::real), BK::classifier_chunk);
+    Trainer<BK> t(cfg, {{"device", device}, {"arithmetic", arith}});
     return t.run(resume);
 }
 

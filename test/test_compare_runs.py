@@ -24,9 +24,10 @@ PARAMS = {
 
 def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=None,
               one_based=False, tps=1000.0, extra_lens=None, truncate_tail=False,
-              config_in_log=True, accuracy=None, cfg_extra=None):
+              config_in_log=True, accuracy=None, cfg_extra=None, arithmetic=()):
     """A run whose val loss (at seq_len 64) every 20 steps follows `finals`
-    (list of values, the last one is the final loss)."""
+    (list of values, the last one is the final loss); `arithmetic`: what the
+    first record's run_on says, then a "resumed" record mid-run for each further value."""
     d = os.path.join(root, name)
     os.makedirs(d)
     cfg = {"pos": pos, "seed": seed, "steps": steps, "seq_len": 64, "batch_size": 8,
@@ -37,6 +38,8 @@ def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=No
     recs = []
     if config_in_log:
         recs.append({"type": "config", "config": cfg, "params": PARAMS[pos]})
+        if arithmetic:
+            recs[-1]["run_on"] = {"device": "cuda (GPU)", "arithmetic": arithmetic[0]}
     else:
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(cfg, f)
@@ -46,6 +49,9 @@ def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=No
     val_steps = val_steps[-len(finals):]
     vals = dict(zip(val_steps, finals))
     for s in range(first, last + 1):
+        if s == last // 2:
+            recs += [{"type": "resumed", "step": s, "run_on": {"device": "cuda", "arithmetic": a}}
+                     for a in arithmetic[1:]]
         recs.append({"type": "train", "step": s, "loss": 6.0 - s * 0.005 + 0.05 * math.sin(s),
                      "lr": 1e-3, "grad_norm": 1.0, "step_ms": 10.0,
                      "tokens_per_s": tps + s if isinstance(tps, float) else tps})
@@ -189,6 +195,21 @@ def main():
           for p in ("rope", "crope")]
     rc, so, se = run(bf + ["--out", os.path.join(tmp, "out8", "cmp")])
     check("setting_names_bf16", rc == 0 and "ptb: 100 steps, B=8, T=64, bf16, seed 1" in so, so[:300] + se[-300:])
+
+    # The arithmetic the logs record (fp32 on a GPU with TF32 or without; older logs say
+    # nothing): a difference is warned about, as a config key's; a resume that changed it
+    # shows both; unrecorded logs are not counted as differing.
+    tf, plain = "fp32 (TF32 tensor cores)", "fp32 (TF32 off: plain fp32)"
+    ar = [write_run(tmp, "a-rope-s1", "pg19", "rope", 1, [6.0, 5.5], arithmetic=[tf]),
+          write_run(tmp, "a-crope-s1", "pg19", "crope", 1, [6.0, 5.5], arithmetic=[tf, plain]),
+          write_run(tmp, "a-learned-s1", "pg19", "learned", 1, [6.0, 5.5])]
+    rc, so, se = run(ar + ["--out", os.path.join(tmp, "out9", "cmp")])
+    cr = parse_table(so.split("Setting:")[-1]).get(("pg19", "crope"), {}) if rc == 0 else {}
+    check("arithmetic_difference_warned", rc == 0 and f"warning: pg19: the runs differ in arithmetic: {tf} (rope s1); "
+          f"{tf} then {plain} (crope s1)" in se and "config differs (arithmetic)" in cr.get("notes", "")
+          and se.count("warning:") == 1, se[-500:] + str(cr))
+    rc, so, se = run(ar[:1] + ar[2:] + ["--out", os.path.join(tmp, "out10", "cmp")])
+    check("arithmetic_unrecorded_not_warned", rc == 0 and "warning" not in se and "WARNING" not in so, se[-300:])
 
     # dataset names by the shard rule, and a (gzipped) log file given directly
     tr = write_run(tmp, "t-rope-s1", "x", "rope", 1, [5.0], cfg_extra={"train_data": "sh/my_val_set_train_*.bin"})

@@ -90,13 +90,19 @@ for pos in learned sinusoidal rope crope; do
     fail "emu_train_tf32_$pos" "emulated cuda run failed: $(tail -1 "$tmp/tf32_$pos.txt")"
   fi
   # TF32 (tensor-core flash kernels too): the graph replays the eager step bit for bit (rope only,
-  # for time); the run headers say whether TF32 was on
+  # for time); the run headers and the logs' first records say whether TF32 was on
   if [ "$pos" = rope ]; then
     if grep -q '| precision fp32 (TF32 tensor cores)$' "$tmp/tf32_$pos.txt" &&
         grep -q '| precision fp32 (TF32 off: plain fp32)$' "$tmp/emu_$pos.txt"; then
       pass emu_train_tf32_header
     else
       fail emu_train_tf32_header "headers: $(grep -h -m1 '| precision' "$tmp/tf32_$pos.txt" "$tmp/emu_$pos.txt" | tr '\n' ';')"
+    fi
+    if head -1 "$tmp/tf32_$pos/log.jsonl" | grep -q '"arithmetic":"fp32 (TF32 tensor cores)","device":"cuda (' &&
+        head -1 "$tmp/emu_$pos/log.jsonl" | grep -q '"arithmetic":"fp32 (TF32 off: plain fp32)","device":"cuda ('; then
+      pass emu_train_tf32_logged
+    else
+      fail emu_train_tf32_logged "$(head -1 "$tmp/tf32_$pos/log.jsonl" | grep -o '"run_on":{[^}]*}')"
     fi
     if $EMU_TRAIN $args --pos "$pos" --device cuda --cuda_graph 0 --run_dir "$tmp/tf32_eager_$pos" \
         >"$tmp/tf32_eager_$pos.txt" 2>&1; then

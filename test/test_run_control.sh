@@ -99,6 +99,12 @@ then pass sigterm_resume_bit_identical
 else fail sigterm_resume_bit_identical "$(tail -c 300 "$tmp/sig_resume.txt")"; fi
 if [ -n "$k" ] && grep -q "\"signal\":\"SIGTERM\",\"step\":$k,\"type\":\"stopped\"" "$s/log.jsonl"; then pass stopped_record_kept_on_resume
 else fail stopped_record_kept_on_resume "no stopped record at step '$k' after resuming"; fi
+# where and how the run computed: in the first record, and again in a "resumed" record (the
+# resuming machine may differ from the first)
+on='"run_on":{"arithmetic":"fp32","device":"cpu"}'
+if head -1 "$s/log.jsonl" | grep -q "$on" && grep -q "^{\"run_on\":{\"arithmetic\":\"fp32\",\"device\":\"cpu\"},\"step\":$k,\"type\":\"resumed\"}$" "$s/log.jsonl"
+then pass run_on_logged_and_on_resume
+else fail run_on_logged_and_on_resume "$(head -1 "$s/log.jsonl" | grep -o '"run_on":{[^}]*}'); $(grep '"resumed"' "$s/log.jsonl")"; fi
 
 # --- the ETA counts the whole wall time of a step, evaluation included: with an evaluation
 # far longer than a step, the ETA after step 1 is far more than the remaining steps' step_ms
