@@ -51,6 +51,15 @@ NON_GROUP_KEYS = {
 NOT_WARNED_KEYS = {"pos", "seed", "run_dir", "checkpoint_every", "sample_every", "encoder_json"}
 # The synthetic task counts as solved above this marker accuracy.
 SOLVED = 0.99
+# --paper: the final validation losses the CRoPE paper reports (arXiv 2601.02728, Table 1),
+# at its setting: GPT-2 L=4 H=4 C=128, B=16, T=1024, 10,000 AdamW steps. Only RoPE's and
+# CRoPE's figures are quoted here; learned positions' are left out ("not quoted").
+PAPER_FINAL = {
+    ("wikitext2", "rope"): 5.364, ("wikitext2", "crope"): 5.373,
+    ("ptb", "rope"): 4.021, ("ptb", "crope"): 4.016,
+    ("pg19", "rope"): 6.581, ("pg19", "crope"): 6.584,
+}
+PAPER_SETTING = {"n_layer": 4, "n_head": 4, "n_embd": 128, "batch_size": 16, "seq_len": 1024, "steps": 10000}
 
 
 class InputError(Exception):
@@ -403,10 +412,19 @@ def reference_group(g, groups):
     return ropes[0]
 
 
-def build_table(groups, stats, diffs):
+def paper_cells(g):
+    """--paper: the paper's final validation loss for g's (dataset, pos) and its difference to
+    the paper's RoPE, or "not quoted"."""
+    mine, rope = PAPER_FINAL.get((g.dataset, g.pos)), PAPER_FINAL.get((g.dataset, "rope"))
+    if mine is None:
+        return ["not quoted", "not quoted"]
+    return [f"{mine:.3f}", "ref" if g.pos == "rope" else f"{mine - rope:+.3f}"]
+
+
+def build_table(groups, stats, diffs, paper=False):
     head = ["dataset", "pos", "seeds", "params", "attention params",
             "final val loss", "best val loss", "val ppl", "tokens/s",
-            "Δ final vs rope", "notes"]
+            "Δ final vs rope"] + (["paper: final val loss", "paper: Δ vs rope"] if paper else []) + ["notes"]
     # the synthetic task's marker accuracy, when the runs measured it
     with_acc = any(stats[id(g)]["n_acc"] for g in groups)
     if with_acc:
@@ -434,7 +452,7 @@ def build_table(groups, stats, diffs):
             fmt_int(st["params_total"]), fmt_int(st["params_attention"]),
             fmt_ms(*st["final"], nv), fmt_ms(*st["best"], nv),
             "n/a" if st["ppl"] is None else f"{st['ppl']:.2f}",
-            fmt_int(st["tokens_per_s"]), diff, " ".join(notes)])
+            fmt_int(st["tokens_per_s"]), diff] + (paper_cells(g) if paper else []) + [" ".join(notes)])
         if with_acc:
             rows[-1].insert(8, fmt_ms(*st["accuracy"], st["n_acc"]))
     lines = ["| " + " | ".join(head) + " |",
@@ -582,7 +600,20 @@ def delta_curves(g, groups):
     return [[(st, v - at[st]) for st, v in r.val_curve if st in at] for r in g.runs]
 
 
-def plot_curves(groups, prefix, smooth_n, diffs):
+def paper_marks(ax, gs, runs, delta):
+    """--paper: the paper's final validation loss of each group's (dataset, pos), or with delta
+    its difference to the paper's RoPE, as a dashed line over the last tenth of the steps."""
+    last = max((st for r in runs for st, _ in r.val_curve), default=0)
+    for g in gs:
+        v, rope = PAPER_FINAL.get((g.dataset, g.pos)), PAPER_FINAL.get((g.dataset, "rope"))
+        if v is None or last <= 0 or (delta and g.pos == "rope"):
+            continue
+        v = v - rope if delta else v
+        ax.plot([0.9 * last, last], [v, v], "--", color=colour(g), lw=1.6,
+                label=f"paper: {g.pos} {v:+.3f}" if delta else f"paper: {g.pos} {v:.3f}")
+
+
+def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
     """Panels (rows; a single dataset lays them out in a row): marker accuracy
     (when measured), validation loss, its difference to RoPE (when there is
     RoPE and something to compare it with, and no accuracy panel), training
@@ -624,10 +655,14 @@ def plot_curves(groups, prefix, smooth_n, diffs):
             elif row == "val":
                 for g in gs:
                     draw(ax, g, [r.val_curve for r in g.runs], per_seed=has_acc)
+                if paper:
+                    paper_marks(ax, gs, ds_runs, False)
                 ax.set_ylabel(f"validation loss (T={'/'.join(seq)})")
             elif row == "delta":
                 for g in gs:
                     draw(ax, g, delta_curves(g, groups))
+                if paper:
+                    paper_marks(ax, gs, ds_runs, True)
                 ax.axhline(0, color="#444444", lw=0.8)
                 zoom(ax, keep=0.0)
                 ax.set_ylabel("validation loss minus RoPE's mean")
@@ -722,6 +757,19 @@ def save_logs(runs, folder):
     return written
 
 
+def paper_note(runs):
+    """What the paper columns are, and whether these runs were trained at the paper's setting."""
+    text = ("Paper: the final validation losses of the CRoPE paper (arXiv 2601.02728, Table 1) at "
+            "its setting, GPT-2 L=4 H=4 C=128, B=16, T=1024, 10,000 steps; learned positions' "
+            "figures are not quoted here.")
+    off = [f"{k} {'/'.join(sorted({str(r.config.get(k, '?')) for r in runs}))}"
+           for k, v in PAPER_SETTING.items() if any(r.config.get(k) != v for r in runs)]
+    if off:
+        return text + (" **These runs are not at that setting** (" + ", ".join(off) +
+                       "): compare the differences to RoPE, not the losses.\n")
+    return text + " These runs are at that setting.\n"
+
+
 def status(paths):
     for p in paths:
         try:
@@ -751,6 +799,9 @@ def main(argv):
     ap.add_argument("--save-logs", metavar="DIR",
                     help="also write a small gzipped copy of each log to DIR/NAME.jsonl.gz, "
                          "enough to redraw the table and figures without the runs")
+    ap.add_argument("--paper", action="store_true",
+                    help="beside the runs' numbers, the CRoPE paper's final validation losses "
+                         "(Table 1; RoPE and CRoPE) in the table and as dashed lines in the figure")
     ap.add_argument("--status", action="store_true",
                     help="only print complete / partial DONE/STEPS / missing per RUN_DIR")
     a = ap.parse_args(argv)
@@ -767,7 +818,7 @@ def main(argv):
     warnings = warning_lines(diffs)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    table = build_table(groups, stats, diffs)
+    table = build_table(groups, stats, diffs, a.paper)
     md = "## Final losses\n\n"
     if warnings:
         md += ("**WARNING: these runs differ in more than the position scheme and the seed**, "
@@ -779,6 +830,8 @@ def main(argv):
         "Final/best: validation loss at the training seq_len, mean ± sample std over seeds; " \
         "val ppl = exp(mean final); tokens/s = median over train records; " \
         "Δ = mean final minus the RoPE group of the same dataset.\n"
+    if a.paper:
+        md += "\n" + paper_note(runs)
     all_lens = sorted({t for r in runs for t in r.val_lens})
     lengths = a.eval_lengths or len(all_lens) > 1
     if lengths:
@@ -791,7 +844,7 @@ def main(argv):
     with open(a.out + ".md", "w", encoding="utf-8") as f:
         f.write(md)
     print(md, end="")
-    plot_curves(groups, a.out, smooth_n, diffs)
+    plot_curves(groups, a.out, smooth_n, diffs, a.paper)
     written = [a.out + ".png", a.out + ".svg", a.out + ".md"]
     if lengths:
         plot_lengths(groups, a.out + "_lengths", diffs)

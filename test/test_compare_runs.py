@@ -196,6 +196,27 @@ def main():
     rc, so, se = run(bf + ["--out", os.path.join(tmp, "out8", "cmp")])
     check("setting_names_bf16", rc == 0 and "ptb: 100 steps, B=8, T=64, bf16, seed 1" in so, so[:300] + se[-300:])
 
+    # --paper: the paper's final losses and differences to RoPE beside ours (learned: not quoted),
+    # dashed in the figure's validation and difference panels; runs off the paper's setting are
+    # said to be so, and runs at it are said to be at it.
+    rc, so, se = run(runs[:4] + ["--paper", "--out", os.path.join(tmp, "out11", "cmp")])
+    pr = parse_table(so.split("Setting:")[-1]) if rc == 0 else {}
+    pc, pl = pr.get(("wikitext2", "crope"), {}), pr.get(("wikitext2", "learned"), {})
+    check("paper_columns", rc == 0 and pc.get("paper: final val loss") == "5.373" and pc.get("paper: Δ vs rope") == "+0.009"
+          and pr.get(("wikitext2", "rope"), {}).get("paper: Δ vs rope") == "ref"
+          and pl.get("paper: final val loss") == "not quoted", str(pc) + se[-300:])
+    svg = open(os.path.join(tmp, "out11", "cmp.svg"), encoding="utf-8").read() if rc == 0 else ""
+    check("paper_in_figure", "paper: crope 5.373" in svg and "paper: crope +0.009" in svg and "paper: rope 5.364" in svg)
+    check("paper_setting_differs_said", "**These runs are not at that setting** (batch_size 8, seq_len 64, steps 100)" in so,
+          so[-600:])
+    at = {"batch_size": 16, "seq_len": 1024}
+    pp = [write_run(tmp, f"pp-{p}-s1", "ptb", p, 1, [4.5, 4.02], steps=10000, cfg_extra=at) for p in ("rope", "crope")]
+    rc, so, se = run(pp + ["--paper", "--out", os.path.join(tmp, "out12", "cmp")])
+    check("paper_setting_met_said", rc == 0 and "These runs are at that setting." in so
+          and "| ptb | crope |" in so and "| 4.016 | -0.005 |" in so, so[-900:] + se[-300:])
+    rc, so, se = run(pp + ["--out", os.path.join(tmp, "out13", "cmp")])
+    check("paper_only_when_asked", rc == 0 and "paper" not in so.lower(), so[:600])
+
     # The arithmetic the logs record (fp32 on a GPU with TF32 or without; older logs say
     # nothing): a difference is warned about, as a config key's; a resume that changed it
     # shows both; unrecorded logs are not counted as differing.
