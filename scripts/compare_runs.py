@@ -27,7 +27,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data"))
-from shards import dataset_of_pattern  # noqa: E402  (the shard name rule of every tool)
+try:
+    from shards import dataset_of_pattern  # noqa: E402  (the shard name rule of every tool)
+except ImportError as e:  # numpy, which the shard module needs: a clear line, not a traceback
+    sys.exit(f"error: {e.name} is not installed (Debian: python3-{e.name}); "
+             "scripts/pick_python.sh names a python3 that has what the scripts need")
 
 # Fixed colour per position scheme so every figure of the project reads alike.
 POS_COLOURS = {
@@ -572,7 +576,11 @@ def save(fig, prefix, n_warnings=0):
 
 
 def pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the table is written by now; say what is missing, not a traceback
+        raise InputError("matplotlib is not installed (Debian: python3-matplotlib; pip: matplotlib): "
+                         "the table is written, the figures are not")
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text: smaller, searchable
     import matplotlib.pyplot as plt

@@ -232,6 +232,21 @@ def main():
     rc, so, se = run(ar[:1] + ar[2:] + ["--out", os.path.join(tmp, "out10", "cmp")])
     check("arithmetic_unrecorded_not_warned", rc == 0 and "warning" not in se and "WARNING" not in so, se[-300:])
 
+    # A python without matplotlib or numpy: one error line and exit status 1, no traceback;
+    # without matplotlib the table is still written.
+    def run_without(module, args):
+        code = (f"import runpy, sys; sys.modules[{module!r}] = None; sys.argv = {[SCRIPT] + args!r}; "
+                f"runpy.run_path({SCRIPT!r}, run_name='__main__')")
+        p = subprocess.run([PY, "-c", code], capture_output=True, text=True)
+        return p.returncode, p.stderr
+    nm = os.path.join(tmp, "out14", "cmp")
+    rc, se = run_without("matplotlib", ar[:1] + ["--out", nm])
+    check("no_matplotlib_clear_error", rc == 1 and se.startswith("error: matplotlib is not installed")
+          and "Traceback" not in se and os.path.exists(nm + ".md"), se[-300:])
+    rc, se = run_without("numpy", ar[:1] + ["--out", nm])
+    check("no_numpy_clear_error", rc == 1 and se.startswith("error: numpy is not installed (Debian: python3-numpy)")
+          and "Traceback" not in se, se[-300:])
+
     # dataset names by the shard rule, and a (gzipped) log file given directly
     tr = write_run(tmp, "t-rope-s1", "x", "rope", 1, [5.0], cfg_extra={"train_data": "sh/my_val_set_train_*.bin"})
     gz = os.path.join(tmp, "t-rope-s1.jsonl.gz")
