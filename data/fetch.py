@@ -5,6 +5,7 @@ Every failure raises DataError with a message meant to be printed as
 """
 import argparse
 import hashlib
+import importlib
 import os
 import sys
 import urllib.request
@@ -15,6 +16,16 @@ DATA_ROOT = os.path.join(REPO_ROOT, "data")
 
 class DataError(Exception):
     """Bad or missing input data: the scripts print it as `error: ...` and exit 1."""
+
+
+def require(name):
+    """The module `name`; if this python3 lacks it (the one on PATH may reach no package
+    registry), exit with one line naming its Debian package instead of a traceback."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        sys.exit(f"error: {sys.executable} has no module {name!r} (Debian: apt-get install python3-{name}); "
+                 "scripts/pick_python.sh names a python3 that has what the scripts need")
 
 
 class ArgParser(argparse.ArgumentParser):

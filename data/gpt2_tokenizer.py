@@ -39,9 +39,9 @@ import json
 import os
 import sys
 
-import regex
+from fetch import DATA_ROOT, ArgParser, DataError, check_sha256, download, require, sha256_file
 
-from fetch import DATA_ROOT, ArgParser, DataError, check_sha256, download, sha256_file
+regex = require("regex")
 
 EOT = 50256
 EOT_STRING = "<|endoftext|>"

@@ -8,11 +8,11 @@ download); without it the ids are printed alone, with a note.
 """
 import sys
 
-import numpy as np
-
-from fetch import ArgParser, DataError
+from fetch import ArgParser, DataError, require
 from gpt2_tokenizer import EOT, GPT2Tokenizer
 from shards import HEADER_INTS, read_header, read_shard
+
+np = require("numpy")
 
 
 def main(argv=None):

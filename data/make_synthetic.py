@@ -38,12 +38,12 @@ import json
 import os
 import sys
 
-import numpy as np
-
 # Shards are written by the project's shard module (data/shards.py).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fetch import DataError, require  # noqa: E402
 from shards import shard_name, write_shard  # noqa: E402
-from fetch import DataError  # noqa: E402
+
+np = require("numpy")
 
 
 def generate(n_tokens, rng, n_content, offsets, doc_len, marker_prob):

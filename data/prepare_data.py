@@ -57,11 +57,11 @@ import tarfile
 import time
 import zipfile
 
-import numpy as np
-
-from fetch import DATA_ROOT, ArgParser, DataError, check_sha256, download, read_sha256sums, read_url, sha256_bytes
+from fetch import DATA_ROOT, ArgParser, DataError, check_sha256, download, read_sha256sums, read_url, require, sha256_bytes
 from gpt2_tokenizer import EOT, VOCAB_CACHE, GPT2Tokenizer, decode_utf8, install_vocab, split_text, tiktoken_encoding
 from shards import DEFAULT_SHARD_TOKENS, SPLITS, ShardWriter
+
+np = require("numpy")
 
 RAW_ROOT = os.path.join(DATA_ROOT, "raw")
 

@@ -17,9 +17,9 @@ import glob
 import os
 import re
 
-import numpy as np
+from fetch import DataError, require
 
-from fetch import DataError
+np = require("numpy")
 
 MAGIC = 20240520
 VERSION = 1

@@ -27,11 +27,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data"))
-try:
-    from shards import dataset_of_pattern  # noqa: E402  (the shard name rule of every tool)
-except ImportError as e:  # numpy, which the shard module needs: a clear line, not a traceback
-    sys.exit(f"error: {e.name} is not installed (Debian: python3-{e.name}); "
-             "scripts/pick_python.sh names a python3 that has what the scripts need")
+from shards import dataset_of_pattern  # noqa: E402  (the shard name rule of every tool)
 
 # Fixed colour per position scheme so every figure of the project reads alike.
 POS_COLOURS = {

@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
-from testlib import check, finish  # noqa: E402
+from testlib import check, finish, run_without  # noqa: E402
 
 SCRIPT = os.path.join("scripts", "compare_runs.py")
 PY = sys.executable
@@ -234,18 +234,13 @@ def main():
 
     # A python without matplotlib or numpy: one error line and exit status 1, no traceback;
     # without matplotlib the table is still written.
-    def run_without(module, args):
-        code = (f"import runpy, sys; sys.modules[{module!r}] = None; sys.argv = {[SCRIPT] + args!r}; "
-                f"runpy.run_path({SCRIPT!r}, run_name='__main__')")
-        p = subprocess.run([PY, "-c", code], capture_output=True, text=True)
-        return p.returncode, p.stderr
     nm = os.path.join(tmp, "out14", "cmp")
-    rc, se = run_without("matplotlib", ar[:1] + ["--out", nm])
+    rc, se = run_without("matplotlib", SCRIPT, ar[:1] + ["--out", nm])
     check("no_matplotlib_clear_error", rc == 1 and se.startswith("error: matplotlib is not installed")
           and "Traceback" not in se and os.path.exists(nm + ".md"), se[-300:])
-    rc, se = run_without("numpy", ar[:1] + ["--out", nm])
-    check("no_numpy_clear_error", rc == 1 and se.startswith("error: numpy is not installed (Debian: python3-numpy)")
-          and "Traceback" not in se, se[-300:])
+    rc, se = run_without("numpy", SCRIPT, ar[:1] + ["--out", nm])
+    check("no_numpy_clear_error", rc == 1 and "has no module 'numpy' (Debian: apt-get install python3-numpy)" in se
+          and se.startswith("error: ") and "Traceback" not in se, se[-300:])
 
     # dataset names by the shard rule, and a (gzipped) log file given directly
     tr = write_run(tmp, "t-rope-s1", "x", "rope", 1, [5.0], cfg_extra={"train_data": "sh/my_val_set_train_*.bin"})

@@ -26,7 +26,7 @@ SCRIPTS = os.path.join(ROOT, "data")
 sys.path.insert(0, SCRIPTS)
 sys.path.insert(0, os.path.join(ROOT, "test"))
 
-from testlib import check, finish, skip  # noqa: E402
+from testlib import check, finish, run_without, skip  # noqa: E402
 from fetch import DataError  # noqa: E402
 import gpt2_tokenizer as gt  # noqa: E402
 from vocab import load_tokenizer  # noqa: E402
@@ -353,6 +353,14 @@ try:
 
     rc, o, e = run("inspect_shard.py", os.path.join(o2, "ptb_val_000000.bin"), "--mirror", m)
     check("inspect_shard_decodes", rc == 0 and repr("<|endoftext|>" + ptb_text) in o, o + e)
+
+    # A python3 without numpy (or, for the tokenizer, regex): every data script says which Debian
+    # package is missing in one error line and exits 1; no traceback.
+    for script, module in [("prepare_data.py", "numpy"), ("check_dataset.py", "numpy"), ("inspect_shard.py", "numpy"),
+                           ("make_synthetic.py", "numpy"), ("gpt2_tokenizer.py", "regex")]:
+        rc, e = run_without(module, os.path.join(SCRIPTS, script), ["--help"])
+        check(f"no_{module}_clear_error_{script[:-3]}", rc == 1 and e.startswith("error: ") and e.count("\n") == 1
+              and f"has no module '{module}' (Debian: apt-get install python3-{module})" in e, e[-300:])
 
     # The real WikiText-2 from the mirror: 600/60/60 articles and the token counts recorded in
     # the README (a regression check of tokenizer + joining policy on the whole corpus).
