@@ -5,6 +5,8 @@
 #                 (the CUDA tests also run on the CPU under emulation: build_emu/, below)
 #   make emu      the CUDA backend built for the CPU emulation (test/cuda_emu) into build_emu/
 #   make emu-asan the same with -fsanitize=address,undefined, into build_emu_asan/
+#   make emu-tsan-tests  the race detector over the emulated kernels (-fsanitize=thread), into
+#                 build_emu_tsan/
 #   make lab      the kernel lab (cuda/lab/: attention, classifier, layernorm, adamw; every
 #                 version of a kernel checked against the CPU and timed); make lab-emu builds
 #                 it for the emulation (checks only; make test runs them there)
@@ -56,9 +58,9 @@ EMU       := $(filter nvcc-emu,$(notdir $(NVCC)))
 ifneq ($(EMU),)
 EMU_OBJ   := $(patsubst test/cuda_emu/src/%.cpp,$(BUILD)/cuda_emu/%.o,$(wildcard test/cuda_emu/src/*.cpp))
 NVCCFLAGS ?= -O2
-NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra $(EMU_SAN)
+NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra $(EMU_SAN) $(EMU_KSAN)
 CXXFLAGS  += -DHAVE_CUDA $(EMU_SAN)
-LDLIBS    += $(EMU_SAN)
+LDLIBS    += $(EMU_SAN) $(EMU_KSAN)
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu)) $(EMU_OBJ)
 TESTS     := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_cuda*.cpp)) $(BUILD)/test/test_emu_selftest
 else ifneq ($(NVCC),)
@@ -86,7 +88,7 @@ endif
 BINS     := $(patsubst src/%.cpp,$(BUILD)/%,$(MAINS))
 LIB_OBJ  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
 
-.PHONY: all test run bench deps clean emu emu-asan emu-asan-selftest emu-asan-tests lab lab-emu
+.PHONY: all test run bench deps clean emu emu-asan emu-asan-selftest emu-asan-tests emu-tsan-tests lab lab-emu
 .SECONDARY:  # keep the objects make would see as intermediate
 all: $(BUILD)/.deps $(BINS) $(TESTS)
 
@@ -131,7 +133,7 @@ ifneq ($(EMU),)
 $(BUILD)/cuda/%.o: $(EMU_NVCC)
 $(BUILD)/cuda_emu/%.o: test/cuda_emu/src/%.cpp | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) -Itest/cuda_emu/include -c $< -o $@
+	$(CXX) $(CXXFLAGS) $(EMU_RT_FLAGS) -Itest/cuda_emu/include -c $< -o $@
 
 # the emulator's self-tests: kernels with known defects (test/cuda_emu/test_emu_selftest.cu)
 $(BUILD)/test/test_emu_selftest.o: test/cuda_emu/test_emu_selftest.cu $(EMU_NVCC)
@@ -148,21 +150,30 @@ emu:
 ASAN_MAKE = NVCCFLAGS="-O1 -g" CXXFLAGS="-O1 -g -fno-omit-frame-pointer" $(MAKE) --no-print-directory \
 	  BUILD=$(BUILD)_emu_asan NVCC=$(EMU_NVCC) EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
 emu-asan:
-	@$(ASAN_MAKE) all
+	+@$(ASAN_MAKE) all
 # only the emulator's self-tests in the sanitizer build (their out-of-bounds and misaligned-access
 # cases need it): the emulator and one .cu, not the whole backend
 emu-asan-selftest:
-	@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest
+	+@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest
 # the self-tests and the CUDA tests in the sanitizer build (make test runs them as asan:NAME):
 # out-of-bounds and misaligned accesses inside every kernel of cuda/, at the exact line
 emu-asan-tests:
-	@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest \
+	+@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest \
 	  $(patsubst test/%.cpp,$(BUILD)_emu_asan/test/%,$(wildcard test/test_cuda*.cpp))
+
+# The race detector (make test runs these as tsan:NAME): the kernels' code (EMU_KSAN) built with
+# -fsanitize=thread, the emulator told what orders CUDA threads (EMU_RT_FLAGS) and itself not
+# instrumented, the host code neither; the self-tests, the kernel tests and the flash tests.
+TSAN_MAKE = NVCCFLAGS="-O1 -g" CXXFLAGS="-O2 -g" $(MAKE) --no-print-directory BUILD=$(BUILD)_emu_tsan \
+	  NVCC=$(EMU_NVCC) EMU_KSAN=-fsanitize=thread EMU_RT_FLAGS=-DCUDA_EMU_TSAN
+emu-tsan-tests:
+	+@$(TSAN_MAKE) $(addprefix $(BUILD)_emu_tsan/test/,test_emu_selftest test_cuda test_cuda_flash)
 
 test: all
 	@$(if $(EMU),,$(MAKE) --no-print-directory emu)
 	@$(MAKE) --no-print-directory lab-emu  # test/test_lab.sh runs the lab under the emulation
 	@$(MAKE) --no-print-directory emu-asan-tests
+	@$(MAKE) --no-print-directory emu-tsan-tests
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh
 
 run: all
@@ -176,6 +187,6 @@ deps:
 	scripts/install_deps.sh
 
 clean:
-	rm -rf $(BUILD) $(EMU_BUILD) $(BUILD)_emu_asan
+	rm -rf $(BUILD) $(EMU_BUILD) $(BUILD)_emu_asan $(BUILD)_emu_tsan
 
 -include $(wildcard $(BUILD)/*/*.d)

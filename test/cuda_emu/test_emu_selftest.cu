@@ -31,6 +31,32 @@ __global__ void neighbour_kernel(float* out, const float* in, bool sync) {
     out[i] = s[i] + s[(i + 1) % 64];
 }
 
+// Two rounds through one tile, out[i] = 2 (in[(i+1) % 64]); `sync` false drops the barrier
+// after the reads, so round 2 overwrites s[i] while thread i - 1 may still be reading round 1's.
+// Both rounds store the same values, so every thread order gives the right sums: only the race
+// detector (make emu-tsan-tests) sees the race.
+__global__ void two_rounds_kernel(float* out, const float* in, bool sync) {
+    __shared__ float s[64];
+    const int i = threadIdx.x;
+    float sum = 0.0f;
+    for (int round = 0; round < 2; round++) {
+        s[i] = in[i];
+        __syncthreads();
+        sum += s[(i + 1) % 64];
+        if (sync) __syncthreads();
+    }
+    out[i] = sum;
+}
+
+// Lane 0 hands a value to the other lanes through shared memory; `sync` false drops the
+// __syncwarp in between (forward order hides it; reverse order and the race detector do not).
+__global__ void warp_handoff_kernel(float* out, bool sync) {
+    __shared__ float v;
+    if (threadIdx.x == 0) v = 7.0f;
+    if (sync) __syncwarp();
+    out[threadIdx.x] = v;
+}
+
 // Correct reduction: warp shuffles, static and dynamic shared memory, two barriers.
 __global__ void block_sum_kernel(float* out, const float* in, int n) {
     extern __shared__ float partial[];  // one per warp
@@ -214,17 +240,24 @@ std::vector<float> host(const float* p, size_t n) {
     return h;
 }
 
-// 0 if neighbour_kernel computed out[i] = in[i] + in[i+1] for every i, else 1
-int run_neighbour(bool sync) {
+// Runs kernel<<<1, 64>>>(out, in, sync) on in[i] = i: 0 if out[i] == want(i) for every i, else 1.
+template <class Want>
+int run_64(void (*kernel)(float*, const float*, bool), bool sync, Want want) {
     std::vector<float> in(64);
     for (int i = 0; i < 64; i++) in[i] = (float)i;
     float *din = dev(in), *dout = dev(std::vector<float>(64));
-    neighbour_kernel<<<1, 64>>>(dout, din, sync);
+    kernel<<<1, 64>>>(dout, din, sync);
     CK(cudaGetLastError());
     std::vector<float> out = host(dout, 64);
     for (int i = 0; i < 64; i++)
-        if (out[i] != in[i] + in[(i + 1) % 64]) return 1;
+        if (out[i] != want(i)) return 1;
     return 0;
+}
+int run_neighbour(bool sync) {
+    return run_64(neighbour_kernel, sync, [](int i) { return (float)(i + (i + 1) % 64); });
+}
+int run_two_rounds(bool sync) {
+    return run_64(two_rounds_kernel, sync, [](int i) { return (float)(2 * ((i + 1) % 64)); });
 }
 
 int run_block_sum() {
@@ -245,6 +278,16 @@ int run_block_sum() {
 
 float* scratch(size_t n) {
     return dev(std::vector<float>(n));
+}
+
+int run_warp_handoff(bool sync) {
+    float* o = scratch(32);
+    warp_handoff_kernel<<<1, 32>>>(o, sync);
+    CK(cudaGetLastError());
+    std::vector<float> out = host(o, 32);
+    for (float x : out)
+        if (x != 7.0f) return 1;
+    return 0;
 }
 
 // Small integers for a (16 x K) and b (K x 8), exact in bf16 and tf32 and in the fp32 sums, and
@@ -547,6 +590,11 @@ int main() {
     const bool asan = true;
 #else
     const bool asan = false;
+#endif
+#if defined(__SANITIZE_THREAD__)
+    const bool tsan = true;
+#else
+    const bool tsan = false;
 #endif
     expect_clean("correct_kernel_all_orders", [] { return run_neighbour(true) | run_block_sum(); });
     expect_clean("mma_sync_ptx_layouts", [] { return run_mma_ptx(32); });
@@ -954,6 +1002,26 @@ int main() {
         write_kernel<<<1, 32>>>(scratch(32), 32);
         return 0;
     });
+    // races that no thread order shows, and one that an order shows: the race detector's job
+    expect_clean("barriers_and_syncwarp_race_free", [] { return run_two_rounds(true) | run_warp_handoff(true); });
+    if (tsan) {
+        for (const char* order : {"forward", "reverse"}) {
+            expect_report(
+                std::string("race_detected_missing_syncthreads_") + order,
+                {"ThreadSanitizer: data race", "two_rounds_kernel", "test_emu_selftest.cu:"},
+                [] { return run_two_rounds(false); }, order);
+            expect_report(
+                std::string("race_detected_missing_syncwarp_") + order,
+                {"ThreadSanitizer: data race", "warp_handoff_kernel", "test_emu_selftest.cu:"},
+                [] { return run_warp_handoff(false); }, order);
+        }
+    } else {
+        expect_clean("race_unseen_by_thread_orders", [] { return run_two_rounds(false); });
+        for (const char* c : {"missing_syncthreads_forward", "missing_syncwarp_forward", "missing_syncthreads_reverse",
+                              "missing_syncwarp_reverse"})
+            std::printf("SKIPPED emu_selftest_race_detected_%s: needs the race detector build (make emu-tsan-tests)\n",
+                        c);
+    }
     // inside a kernel, out-of-bounds and misaligned accesses are the sanitizer build's job
     if (asan) {
         expect_report("oob_write_in_kernel", {"heap-buffer-overflow", "test_emu_selftest.cu:"}, [] {

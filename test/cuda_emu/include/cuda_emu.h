@@ -116,11 +116,14 @@ unsigned active_lanes();  // lanes of the caller's warp that exist and have not 
 void* dynamic_shared();
 void* shared_alloc(size_t bytes, size_t align, const char* file, int line);
 extern unsigned long long g_block_serial;  // changes at every block: slots re-bind
+// The emulator's own bookkeeping inside kernel code, which every thread shares on purpose: not
+// watched by make emu-tsan's race detector.
+#define EMU_BOOKKEEPING __attribute__((no_sanitize("thread")))
 template <class T>
 struct Shared {
     unsigned long long serial = ~0ull;
     T* p = nullptr;
-    T& get(const char* file, int line) {
+    EMU_BOOKKEEPING T& get(const char* file, int line) {
         if (serial != g_block_serial) {
             p = static_cast<T*>(shared_alloc(sizeof(T), alignof(T), file, line));
             serial = g_block_serial;
@@ -372,11 +375,31 @@ long long clock64();
 inline void __nanosleep(unsigned) {}
 
 // ---- atomics (plain read-modify-write: see the top of this file) ------------------------
-#define EMU_ATOMIC(name, T, expr) \
-    inline T name(T* a, T v) {    \
-        T old = *a;               \
-        *a = (expr);              \
-        return old;               \
+// In make emu-tsan's kernels the load and the store are atomic ones, so that the race detector
+// does not take atomics for races; acquire and release, as the fences around them would order.
+template <class T>
+inline T emu_atomic_load(const T* a) {
+#if defined(__SANITIZE_THREAD__)
+    T v;
+    __atomic_load(a, &v, __ATOMIC_ACQUIRE);
+    return v;
+#else
+    return *a;
+#endif
+}
+template <class T>
+inline void emu_atomic_store(T* a, T v) {
+#if defined(__SANITIZE_THREAD__)
+    __atomic_store(a, &v, __ATOMIC_RELEASE);
+#else
+    *a = v;
+#endif
+}
+#define EMU_ATOMIC(name, T, expr)       \
+    inline T name(T* a, T v) {          \
+        T old = emu_atomic_load(a);     \
+        emu_atomic_store(a, (T)(expr)); \
+        return old;                     \
     }
 #define EMU_ATOMIC_ALL(T)                       \
     EMU_ATOMIC(atomicAdd, T, old + v)           \
@@ -400,13 +423,13 @@ EMU_ATOMIC(atomicXor, unsigned int, old ^ v)
 #undef EMU_ATOMIC
 template <class T>
 inline T atomicCAS(T* a, T compare, T v) {
-    T old = *a;
-    if (old == compare) *a = v;
+    T old = emu_atomic_load(a);
+    if (old == compare) emu_atomic_store(a, v);
     return old;
 }
 inline unsigned atomicInc(unsigned* a, unsigned v) {
-    unsigned old = *a;
-    *a = old >= v ? 0 : old + 1;
+    unsigned old = emu_atomic_load(a);
+    emu_atomic_store(a, old >= v ? 0u : old + 1);
     return old;
 }
 

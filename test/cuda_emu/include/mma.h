@@ -90,9 +90,12 @@ inline void load_matrix_sync(fragment<accumulator, M, N, K, T>& f, const T* p, u
         for (int c = 0; c < f.cols; c++) f.x[r * f.cols + c] = detail::at(p, r, c, ldm, layout == mem_row_major);
 }
 
+// Every lane stores the whole tile (each holds all of it here), the same values to the same
+// places: not a race, so make emu-tsan does not watch it (nor, then, races with these stores).
 template <int M, int N, int K, class T>
-inline void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout,
-                              const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+EMU_BOOKKEEPING inline void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm,
+                                              layout_t layout, const char* file = __builtin_FILE(),
+                                              int line = __builtin_LINE()) {
     detail::check_matrix_ptr(p, ldm, "store_matrix_sync", file, line);
     for (int r = 0; r < f.rows; r++)
         for (int c = 0; c < f.cols; c++) detail::at(p, r, c, ldm, layout == mem_row_major) = f.x[r * f.cols + c];

@@ -27,6 +27,24 @@
 #define EMU_ASAN 0
 #endif
 
+// make emu-tsan: the kernels are built with -fsanitize=thread and this file without (its
+// bookkeeping is shared by every fiber on purpose). Each CUDA thread is a ThreadSanitizer fiber
+// and switching fibers orders nothing; only what orders CUDA threads on a GPU does (tsan_* below):
+// a block's start (after the host's earlier work), __syncthreads, warp collectives, and the
+// kernel's end (before the host's later work). An access to shared or global memory that none of
+// these orders against another thread's write is then reported as a data race, in whatever order
+// the fibers happened to run.
+#if defined(CUDA_EMU_TSAN)
+#include <sanitizer/tsan_interface.h>
+// the first race ends the program, with the report, as the emulator's own checks do
+extern "C" const char* __tsan_default_options() {
+    return "halt_on_error=1";
+}
+#define EMU_TSAN 1
+#else
+#define EMU_TSAN 0
+#endif
+
 namespace emu {
 
 ThreadHead* g_thread = nullptr;
@@ -52,10 +70,21 @@ struct ThreadState : ThreadHead {
     unsigned mask = 0;
     uint64_t in = 0, param = 0, out = 0;
     WarpCombine combine = nullptr;
+    // make emu-tsan: this thread's fiber, its release at a collective's arrival, the collective's
+    // slot (Warp::tsan_done) and the barrier object (Launch::tsan_bar) it leaves through
+    void* tsan_fiber = nullptr;
+    char tsan_arrive = 0;
+    unsigned tsan_slot = 0, tsan_bar = 0;
 };
 
+// make emu-tsan: each warp collective gets its own slot, which its last lane releases into and
+// every lane acquires on leaving; a slot is reused 16 collectives later (by then the lanes of the
+// first have left, unless a mask left one waiting, which can only hide a race, never invent one).
+constexpr unsigned kTsanSlots = 16;
 struct Warp {
     unsigned exists = 0, arrived = 0, done = 0;
+    unsigned tsan_next = 0;
+    char tsan_done[kTsanSlots] = {};
 };
 
 constexpr int kMaxThreads = 1024;
@@ -84,6 +113,10 @@ struct Launch {
     size_t dyn = 0, top = 0, dirty = 0;
     const char* coll_file = "";  // the warp collective being combined (for reports)
     int coll_line = 0;
+    // make emu-tsan: __syncthreads' two objects, used in turn, so that a thread already at the
+    // next barrier cannot order the threads still leaving this one; the barrier count picks one
+    char tsan_bar[2] = {};
+    unsigned bar_serial = 0;
 };
 Launch L;
 bool g_in_kernel = false;
@@ -139,6 +172,45 @@ ThreadState& cur() {
     return *static_cast<ThreadState*>(g_thread);
 }
 
+// ---- make emu-tsan: what orders CUDA threads, told to ThreadSanitizer (no-ops otherwise) ---
+char g_tsan_block = 0, g_tsan_thread_end = 0;  // released by the host at a block's start; by each thread at its end
+void* g_tsan_host = nullptr;                   // the OS thread's own context: the host's code
+#if EMU_TSAN
+void tsan_acquire(const void* a) {
+    __tsan_acquire(const_cast<void*>(a));
+}
+void tsan_release(const void* a) {
+    __tsan_release(const_cast<void*>(a));
+}
+void tsan_switch(void* fiber) {
+    __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync);
+}
+void tsan_new_fiber(ThreadState& t) {
+    static char names[kMaxThreads][24];
+    if (t.tsan_fiber) return;  // kept for the thread of the same index in the next block
+    t.tsan_fiber = __tsan_create_fiber(0);
+    std::snprintf(names[t.linear], sizeof names[0], "CUDA thread %d", t.linear);
+    __tsan_set_fiber_name(t.tsan_fiber, names[t.linear]);
+}
+// A block starts after the host's work and the blocks before it (the host acquires what their
+// threads released at their end, refills the shared memory, then releases to the new block's
+// threads): blocks, which the emulator runs one after another, are not checked against each other.
+void tsan_block_begin() {
+    if (!g_tsan_host) g_tsan_host = __tsan_get_current_fiber();
+    tsan_acquire(&g_tsan_thread_end);
+}
+void tsan_block_ready() {
+    tsan_release(&g_tsan_block);
+}
+#else
+void tsan_acquire(const void*) {}
+void tsan_release(const void*) {}
+void tsan_switch(void*) {}
+void tsan_new_fiber(ThreadState&) {}
+void tsan_block_begin() {}
+void tsan_block_ready() {}
+#endif
+
 std::string thread_name(const ThreadState& t) {
     char b[64];
     std::snprintf(b, sizeof b, "(%u,%u,%u)", t.idx.x, t.idx.y, t.idx.z);
@@ -188,6 +260,7 @@ emu_trampoline:
 
 void to_fiber(ThreadState& t) {
     g_thread = &t;
+    tsan_switch(t.tsan_fiber);
 #if EMU_ASAN
     __sanitizer_start_switch_fiber(&g_sched_fake, t.stack + kGuardBytes, kStackBytes);
 #endif
@@ -203,6 +276,7 @@ void to_scheduler(ThreadState& t, bool finished) {
 #else
     (void)finished;
 #endif
+    tsan_switch(g_tsan_host);
     emu_switch(&t.sp, g_sched_sp);
 #if EMU_ASAN
     __sanitizer_finish_switch_fiber(t.asan_fake, nullptr, nullptr);
@@ -229,6 +303,7 @@ void fiber_start(ThreadState& t) {
     sp[6] = reinterpret_cast<void*>(&emu_trampoline);
     t.sp = sp;
     t.asan_fake = nullptr;
+    tsan_new_fiber(t);
 }
 
 void thread_exit(ThreadState& t);
@@ -239,11 +314,13 @@ extern "C" void emu_fiber_main(ThreadState* t) {
 #if EMU_ASAN
     __sanitizer_finish_switch_fiber(nullptr, &g_main_stack_bottom, &g_main_stack_size);
 #endif
+    tsan_acquire(&g_tsan_block);  // the host's work and the blocks before this one
     try {
         L.run(L.ctx);
     } catch (const LaunchRejected&) {
         L.rejected = true;
     }
+    tsan_release(&g_tsan_thread_end);  // before the next block and the host's work after the kernel
     if (!L.rejected) thread_exit(*t);
     to_scheduler(*t, true);
     __builtin_unreachable();
@@ -294,9 +371,11 @@ void run_block() {
 #if EMU_ASAN
     ASAN_UNPOISON_MEMORY_REGION(g_smem, sizeof g_smem);
 #endif
+    tsan_block_begin();
     static const bool filled = (std::memset(g_smem, 0xFF, sizeof g_smem), true);  // once; then what was used
     (void)filled;
     std::memset(g_smem, 0xFF, L.dirty);
+    tsan_block_ready();
     L.top = L.dirty = L.dyn;
 #if EMU_ASAN
     ASAN_POISON_MEMORY_REGION(g_smem + L.dyn, sizeof g_smem - L.dyn);
@@ -392,15 +471,19 @@ int block_barrier(const char* file, int line, int pred) {
     L.bar_count += pred;
     t.state = kBarrier;
     t.file = file, t.line = line;
+    t.tsan_bar = L.bar_serial & 1;
+    tsan_release(&L.tsan_bar[t.tsan_bar]);
     if (++L.at_barrier == L.nthreads) {
         for (int i = 0; i < L.nthreads; i++) {
             L.threads[i].state = kRunnable;
             L.threads[i].barrier_result = L.bar_count;
         }
         L.at_barrier = 0;
+        L.bar_serial++;
     } else {
         yield();
     }
+    tsan_acquire(&L.tsan_bar[t.tsan_bar]);  // every thread's work before the barrier
     return t.barrier_result;
 }
 
@@ -429,8 +512,10 @@ uint64_t warp_collective(const char* file, int line, const char* what, unsigned 
     t.file = file, t.line = line, t.what = what;
     t.mask = mask, t.in = in, t.param = param, t.combine = combine;
     w.arrived |= 1u << lane;
+    tsan_release(&t.tsan_arrive);
     if ((w.arrived & mask) != mask) {
         yield();
+        tsan_acquire(&w.tsan_done[t.tsan_slot]);  // the other lanes' work before the collective
         return t.out;
     }
     // every named lane has arrived: they must all be in this same collective
@@ -443,7 +528,12 @@ uint64_t warp_collective(const char* file, int line, const char* what, unsigned 
                  u.mask, u.file, u.line);
         ins[l] = u.in;
         params[l] = u.param;
+        tsan_acquire(&u.tsan_arrive);
     }
+    const unsigned slot = w.tsan_next++ % kTsanSlots;
+    tsan_release(&w.tsan_done[slot]);
+    for (int l = 0; l < 32; l++)
+        if (mask >> l & 1) L.threads[base + l].tsan_slot = slot;
     L.coll_file = file, L.coll_line = line;
     combine(ins, params, outs, mask);
     for (int l = 0; l < 32; l++) {
@@ -720,6 +810,7 @@ void run_kernel(const LaunchCfg& cfg, void (*run)(void*), void* ctx) {
     }
     g_in_kernel = false;
     g_thread = nullptr;
+    tsan_acquire(&g_tsan_thread_end);  // every thread's work, before the host goes on
 }
 
 }  // namespace
