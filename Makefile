@@ -163,11 +163,12 @@ emu-asan-tests:
 
 # The race detector (make test runs these as tsan:NAME): the kernels' code (EMU_KSAN) built with
 # -fsanitize=thread, the emulator told what orders CUDA threads (EMU_RT_FLAGS) and itself not
-# instrumented, the host code neither; the self-tests, the kernel tests and the flash tests.
+# instrumented, the host code neither; the self-tests and the CUDA tests.
 TSAN_MAKE = NVCCFLAGS="-O1 -g" CXXFLAGS="-O2 -g" $(MAKE) --no-print-directory BUILD=$(BUILD)_emu_tsan \
 	  NVCC=$(EMU_NVCC) EMU_KSAN=-fsanitize=thread EMU_RT_FLAGS=-DCUDA_EMU_TSAN
 emu-tsan-tests:
-	+@$(TSAN_MAKE) $(addprefix $(BUILD)_emu_tsan/test/,test_emu_selftest test_cuda test_cuda_flash)
+	+@$(TSAN_MAKE) $(BUILD)_emu_tsan/test/test_emu_selftest \
+	  $(patsubst test/%.cpp,$(BUILD)_emu_tsan/test/%,$(wildcard test/test_cuda*.cpp))
 
 test: all
 	@$(if $(EMU),,$(MAKE) --no-print-directory emu)

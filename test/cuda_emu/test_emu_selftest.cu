@@ -48,13 +48,18 @@ __global__ void two_rounds_kernel(float* out, const float* in, bool sync) {
     out[i] = sum;
 }
 
-// Lane 0 hands a value to the other lanes through shared memory; `sync` false drops the
-// __syncwarp in between (forward order hides it; reverse order and the race detector do not).
-__global__ void warp_handoff_kernel(float* out, bool sync) {
+// Lane 0 hands a value to the other lanes through shared memory, with `order` between the write
+// and the reads: kSyncwarp, or kNone (forward order hides the race; reverse order and the race
+// detector do not), or kShuffle, which orders no memory on a GPU but here stops every lane until
+// all arrive: every thread order is right, and only the race detector sees the race.
+enum Handoff { kNone, kSyncwarp, kShuffle };
+__global__ void warp_handoff_kernel(float* out, int order) {
     __shared__ float v;
     if (threadIdx.x == 0) v = 7.0f;
-    if (sync) __syncwarp();
-    out[threadIdx.x] = v;
+    float one = 1.0f;
+    if (order == kSyncwarp) __syncwarp();
+    if (order == kShuffle) one = __shfl_sync(0xffffffffu, one, 0);
+    out[threadIdx.x] = v * one;
 }
 
 // Correct reduction: warp shuffles, static and dynamic shared memory, two barriers.
@@ -280,9 +285,9 @@ float* scratch(size_t n) {
     return dev(std::vector<float>(n));
 }
 
-int run_warp_handoff(bool sync) {
+int run_warp_handoff(Handoff order) {
     float* o = scratch(32);
-    warp_handoff_kernel<<<1, 32>>>(o, sync);
+    warp_handoff_kernel<<<1, 32>>>(o, order);
     CK(cudaGetLastError());
     std::vector<float> out = host(o, 32);
     for (float x : out)
@@ -1003,7 +1008,7 @@ int main() {
         return 0;
     });
     // races that no thread order shows, and one that an order shows: the race detector's job
-    expect_clean("barriers_and_syncwarp_race_free", [] { return run_two_rounds(true) | run_warp_handoff(true); });
+    expect_clean("barriers_and_syncwarp_race_free", [] { return run_two_rounds(true) | run_warp_handoff(kSyncwarp); });
     if (tsan) {
         for (const char* order : {"forward", "reverse"}) {
             expect_report(
@@ -1013,14 +1018,20 @@ int main() {
             expect_report(
                 std::string("race_detected_missing_syncwarp_") + order,
                 {"ThreadSanitizer: data race", "warp_handoff_kernel", "test_emu_selftest.cu:"},
-                [] { return run_warp_handoff(false); }, order);
+                [] { return run_warp_handoff(kNone); }, order);
+            expect_report(
+                std::string("race_detected_shuffle_is_no_syncwarp_") + order,
+                {"ThreadSanitizer: data race", "warp_handoff_kernel", "test_emu_selftest.cu:"},
+                [] { return run_warp_handoff(kShuffle); }, order);
         }
     } else {
-        expect_clean("race_unseen_by_thread_orders", [] { return run_two_rounds(false); });
-        for (const char* c : {"missing_syncthreads_forward", "missing_syncwarp_forward", "missing_syncthreads_reverse",
-                              "missing_syncwarp_reverse"})
-            std::printf("SKIPPED emu_selftest_race_detected_%s: needs the race detector build (make emu-tsan-tests)\n",
-                        c);
+        expect_clean("race_unseen_by_thread_orders", [] { return run_two_rounds(false) | run_warp_handoff(kShuffle); });
+        for (const char* c : {"missing_syncthreads", "missing_syncwarp", "shuffle_is_no_syncwarp"})
+            for (const char* order : {"forward", "reverse"})
+                std::printf(
+                    "SKIPPED emu_selftest_race_detected_%s_%s: needs the race detector build "
+                    "(make emu-tsan-tests)\n",
+                    c, order);
     }
     // inside a kernel, out-of-bounds and misaligned accesses are the sanitizer build's job
     if (asan) {

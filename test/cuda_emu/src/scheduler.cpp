@@ -77,9 +77,9 @@ struct ThreadState : ThreadHead {
     unsigned tsan_slot = 0, tsan_bar = 0;
 };
 
-// make emu-tsan: each warp collective gets its own slot, which its last lane releases into and
-// every lane acquires on leaving; a slot is reused 16 collectives later (by then the lanes of the
-// first have left, unless a mask left one waiting, which can only hide a race, never invent one).
+// make emu-tsan: each __syncwarp gets its own slot, which its last lane releases into and every
+// lane acquires on leaving; a slot is reused 16 __syncwarps later (by then the lanes of the first
+// have left, unless a mask left one waiting, which can only hide a race, never invent one).
 constexpr unsigned kTsanSlots = 16;
 struct Warp {
     unsigned exists = 0, arrived = 0, done = 0;
@@ -512,10 +512,13 @@ uint64_t warp_collective(const char* file, int line, const char* what, unsigned 
     t.file = file, t.line = line, t.what = what;
     t.mask = mask, t.in = in, t.param = param, t.combine = combine;
     w.arrived |= 1u << lane;
-    tsan_release(&t.tsan_arrive);
+    // Of the warp collectives only __syncwarp orders the lanes' memory accesses (CUDA's
+    // programming guide); shuffles, votes, ldmatrix and mma.sync exchange registers only.
+    const bool orders = combine == sync_combine;
+    if (orders) tsan_release(&t.tsan_arrive);
     if ((w.arrived & mask) != mask) {
         yield();
-        tsan_acquire(&w.tsan_done[t.tsan_slot]);  // the other lanes' work before the collective
+        if (orders) tsan_acquire(&w.tsan_done[t.tsan_slot]);  // the other lanes' work before it
         return t.out;
     }
     // every named lane has arrived: they must all be in this same collective
@@ -528,12 +531,14 @@ uint64_t warp_collective(const char* file, int line, const char* what, unsigned 
                  u.mask, u.file, u.line);
         ins[l] = u.in;
         params[l] = u.param;
-        tsan_acquire(&u.tsan_arrive);
+        if (orders) tsan_acquire(&u.tsan_arrive);
     }
-    const unsigned slot = w.tsan_next++ % kTsanSlots;
-    tsan_release(&w.tsan_done[slot]);
-    for (int l = 0; l < 32; l++)
-        if (mask >> l & 1) L.threads[base + l].tsan_slot = slot;
+    if (orders) {
+        const unsigned slot = w.tsan_next++ % kTsanSlots;
+        tsan_release(&w.tsan_done[slot]);
+        for (int l = 0; l < 32; l++)
+            if (mask >> l & 1) L.threads[base + l].tsan_slot = slot;
+    }
     L.coll_file = file, L.coll_line = line;
     combine(ins, params, outs, mask);
     for (int l = 0; l < 32; l++) {
