@@ -512,8 +512,9 @@ uint64_t warp_collective(const char* file, int line, const char* what, unsigned 
     t.file = file, t.line = line, t.what = what;
     t.mask = mask, t.in = in, t.param = param, t.combine = combine;
     w.arrived |= 1u << lane;
-    // Of the warp collectives only __syncwarp orders the lanes' memory accesses (CUDA's
-    // programming guide); shuffles, votes, ldmatrix and mma.sync exchange registers only.
+    // Of the warp collectives only __syncwarp orders the lanes' memory accesses (the one CUDA's
+    // programming guide promises memory ordering for); shuffles, votes, ldmatrix and mma.sync
+    // exchange registers.
     const bool orders = combine == sync_combine;
     if (orders) tsan_release(&t.tsan_arrive);
     if ((w.arrived & mask) != mask) {
