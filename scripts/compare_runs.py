@@ -26,7 +26,8 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data"))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "data"))
 from shards import dataset_of_pattern  # noqa: E402  (the shard name rule of every tool)
 
 # Fixed colour per position scheme so every figure of the project reads alike.
@@ -52,14 +53,15 @@ NOT_WARNED_KEYS = {"pos", "seed", "run_dir", "checkpoint_every", "sample_every",
 # The synthetic task counts as solved above this marker accuracy.
 SOLVED = 0.99
 # --paper: the final validation losses the CRoPE paper reports (arXiv 2601.02728, Table 1),
-# at its setting: GPT-2 L=4 H=4 C=128, B=16, T=1024, 10,000 AdamW steps. Only RoPE's and
-# CRoPE's figures are quoted here; learned positions' are left out ("not quoted").
+# at its setting (configs/paper.json: GPT-2 L=4 H=4 C=128, B=16, T=1024, 10,000 AdamW steps).
+# Only RoPE's and CRoPE's figures are quoted here; learned positions' are left out ("not quoted").
 PAPER_FINAL = {
     ("wikitext2", "rope"): 5.364, ("wikitext2", "crope"): 5.373,
     ("ptb", "rope"): 4.021, ("ptb", "crope"): 4.016,
     ("pg19", "rope"): 6.581, ("pg19", "crope"): 6.584,
 }
-PAPER_SETTING = {"n_layer": 4, "n_head": 4, "n_embd": 128, "batch_size": 16, "seq_len": 1024, "steps": 10000}
+# the keys of configs/paper.json that make a run one at the paper's setting
+PAPER_SETTING_KEYS = ("n_layer", "n_head", "n_embd", "batch_size", "seq_len", "steps")
 
 
 class InputError(Exception):
@@ -412,13 +414,21 @@ def reference_group(g, groups):
     return ropes[0]
 
 
+def paper_value(g, delta):
+    """The paper's final validation loss for g's (dataset, pos), or with delta its difference
+    to the paper's RoPE; None where the paper's figure is not quoted."""
+    v = PAPER_FINAL.get((g.dataset, g.pos))
+    if v is None or not delta:
+        return v
+    return v - PAPER_FINAL[(g.dataset, "rope")]
+
+
 def paper_cells(g):
-    """--paper: the paper's final validation loss for g's (dataset, pos) and its difference to
-    the paper's RoPE, or "not quoted"."""
-    mine, rope = PAPER_FINAL.get((g.dataset, g.pos)), PAPER_FINAL.get((g.dataset, "rope"))
-    if mine is None:
+    """--paper: the table's two cells, the paper's final loss and its difference to RoPE."""
+    v = paper_value(g, False)
+    if v is None:
         return ["not quoted", "not quoted"]
-    return [f"{mine:.3f}", "ref" if g.pos == "rope" else f"{mine - rope:+.3f}"]
+    return [f"{v:.3f}", "ref" if g.pos == "rope" else f"{paper_value(g, True):+.3f}"]
 
 
 def build_table(groups, stats, diffs, paper=False):
@@ -609,10 +619,9 @@ def paper_marks(ax, gs, runs, delta):
     its difference to the paper's RoPE, as a dashed line over the last tenth of the steps."""
     last = max((st for r in runs for st, _ in r.val_curve), default=0)
     for g in gs:
-        v, rope = PAPER_FINAL.get((g.dataset, g.pos)), PAPER_FINAL.get((g.dataset, "rope"))
+        v = paper_value(g, delta)
         if v is None or last <= 0 or (delta and g.pos == "rope"):
             continue
-        v = v - rope if delta else v
         ax.plot([0.9 * last, last], [v, v], "--", color=colour(g), lw=1.6,
                 label=f"paper: {g.pos} {v:+.3f}" if delta else f"paper: {g.pos} {v:.3f}")
 
@@ -766,8 +775,10 @@ def paper_note(runs):
     text = ("Paper: the final validation losses of the CRoPE paper (arXiv 2601.02728, Table 1) at "
             "its setting, GPT-2 L=4 H=4 C=128, B=16, T=1024, 10,000 steps; learned positions' "
             "figures are not quoted here.")
+    with open(os.path.join(ROOT, "configs", "paper.json"), encoding="utf-8") as f:
+        paper = json.load(f)
     off = [f"{k} {'/'.join(sorted({str(r.config.get(k, '?')) for r in runs}))}"
-           for k, v in PAPER_SETTING.items() if any(r.config.get(k) != v for r in runs)]
+           for k in PAPER_SETTING_KEYS if any(r.config.get(k) != paper[k] for r in runs)]
     if off:
         return text + (" **These runs are not at that setting** (" + ", ".join(off) +
                        "): compare the differences to RoPE, not the losses.\n")
