@@ -45,45 +45,50 @@ for t in "$EMU_BUILD"/test/test_cuda*; do
   run_one "$t (emulated, reverse order, deferred work)" run_emu emu-rev-defer reverse 1 "$t"
 done
 [ -x "$EMU_BUILD/test/test_emu_selftest" ] && run_one "$EMU_BUILD/test/test_emu_selftest" "$EMU_BUILD/test/test_emu_selftest"
+# sanitizer_suite TAG WHAT DIR TARGET: the self-tests and every test_cuda* of a sanitizer build
+# DIR, through run_TAG, each with the test names TAG_args NAME prints (failing: not run); SKIPPED
+# when DIR was not built (make TARGET builds it).
+sanitizer_suite() {
+  local tag=$1 what=$2 dir=$3 target=$4 t args
+  if [ ! -x "$dir/test_emu_selftest" ]; then
+    echo "SKIPPED $tag: no $what build of the emulated CUDA tests (make $target)"; skipped=$((skipped + 1))
+    return
+  fi
+  run_one "$dir/test_emu_selftest" "run_$tag" "$dir/test_emu_selftest"
+  for t in "$dir"/test_cuda*; do
+    [ -x "$t" ] || continue
+    args=$("${tag}_args" "${t##*/}") || continue
+    # shellcheck disable=SC2086
+    run_one "$t (emulated, $what)" "run_$tag" "$t" $args
+  done
+}
 # the sanitizer build (make emu-asan-tests): the self-tests' out-of-bounds and misaligned accesses
 # inside a kernel, and every CUDA test under AddressSanitizer and UBSan (the kernels' shared and
 # global memory accesses, vector loads' alignment), reported as "asan:NAME". The flash tests leave
 # out the bf16 determinism test (the same kernels as forward_backward_bf16, a minute under asan).
-asan_flash="cpu_ config forward_backward head_sizes deterministic_fp32 unaligned bad_head_size memory model eval_longer"
-asan_build=${BUILD}_emu_asan/test
-if [ -x "$asan_build/test_emu_selftest" ]; then
-  run_one "$asan_build/test_emu_selftest" run_renamed asan "$asan_build/test_emu_selftest"
-  for t in "$asan_build"/test_cuda*; do
-    [ -x "$t" ] || continue
-    # shellcheck disable=SC2086
-    run_one "$t (emulated, sanitizers)" run_renamed asan "$t" $([ "${t##*/}" = test_cuda_flash ] && echo $asan_flash)
-  done
-else echo "SKIPPED asan: no sanitizer build of the emulated CUDA tests (make emu-asan-tests)"; skipped=$((skipped + 1)); fi
+run_asan() { run_renamed asan "$@"; }
+asan_args() {
+  [ "$1" != test_cuda_flash ] ||
+    echo "cpu_ config forward_backward head_sizes deterministic_fp32 unaligned bad_head_size memory model eval_longer"
+}
+sanitizer_suite asan sanitizer "${BUILD}_emu_asan/test" emu-asan-tests
 # the race detector build (make emu-tsan-tests): the self-tests' races that no thread order shows,
 # and the CUDA tests under ThreadSanitizer, which reports any shared or global memory access that
 # no barrier or __syncwarp orders against another thread's write ("tsan:NAME"). For time, test_cuda
 # runs its kernel tests and a model per precision, test_cuda_flash every head size and precision,
 # and test_cuda_graph not at all (its kernels are test_cuda_step's; in full they all pass, in 8
 # minutes). One OpenMP thread: the host's OpenBLAS threads are not what it checks.
-tsan_cuda="cuda_encoder cuda_layernorm cuda_rope cuda_crope cuda_attention cuda_gelu cuda_residual cuda_softmax
-  cuda_adamw cuda_sum_squares cuda_model_crope_loss cuda_tf32_model_learned_loss cuda_bf16_model_rope_loss"
-tsan_flash="forward_backward head_sizes unaligned"
-tsan_build=${BUILD}_emu_tsan/test
 run_tsan() { OMP_NUM_THREADS=1 run_renamed tsan "$@"; }
-if [ -x "$tsan_build/test_emu_selftest" ]; then
-  run_one "$tsan_build/test_emu_selftest" run_tsan "$tsan_build/test_emu_selftest"
-  for t in "$tsan_build"/test_cuda*; do
-    [ -x "$t" ] || continue
-    case ${t##*/} in
-      test_cuda) args=$tsan_cuda ;;
-      test_cuda_flash) args=$tsan_flash ;;
-      test_cuda_graph) continue ;;
-      *) args="" ;;
-    esac
-    # shellcheck disable=SC2086
-    run_one "$t (emulated, race detector)" run_tsan "$t" $args
-  done
-else echo "SKIPPED tsan: no race detector build of the emulated CUDA tests (make emu-tsan-tests)"; skipped=$((skipped + 1)); fi
+tsan_args() {
+  case $1 in
+    test_cuda) echo "cuda_encoder cuda_layernorm cuda_rope cuda_crope cuda_attention cuda_gelu cuda_residual" \
+      "cuda_softmax cuda_adamw cuda_sum_squares cuda_model_crope_loss cuda_tf32_model_learned_loss" \
+      "cuda_bf16_model_rope_loss" ;;
+    test_cuda_flash) echo "forward_backward head_sizes unaligned" ;;
+    test_cuda_graph) return 1 ;;
+  esac
+}
+sanitizer_suite tsan "race detector" "${BUILD}_emu_tsan/test" emu-tsan-tests
 for t in test/test_*.sh; do [ -f "$t" ] && run_one "$t" bash "$t"; done
 for t in test/test_*.py; do [ -f "$t" ] && run_one "$t" "$PYTHON" "$t"; done
 echo
