@@ -1,21 +1,12 @@
-# GPT-2 trainer: learned, sinusoidal, RoPE or CRoPE positions; CPU reference
-# backend (OpenBLAS + OpenMP) and, when nvcc is found, the CUDA backend.
-#   make          build build/train and the test binaries (installs missing Debian packages)
-#   make test     build and run every test; last line "N passed, N failed, N skipped"
-#                 (the CUDA tests also run on the CPU under emulation: build_emu/, below)
-#   make emu      the CUDA backend built for the CPU emulation (test/cuda_emu) into build_emu/
-#   make emu-asan the same with -fsanitize=address,undefined, into build_emu_asan/
-#   make emu-tsan-tests  the race detector over the emulated kernels (-fsanitize=thread), into
-#                 build_emu_tsan/
-#   make lab      the kernel lab (cuda/lab/: attention, classifier, layernorm, adamw; every
-#                 version of a kernel checked against the CPU and timed); make lab-emu builds
-#                 it for the emulation (checks only; make test runs them there)
-#   make run      the main job: the synthetic position task, learned vs rope vs crope
-#   make bench    CPU training throughput table (PyTorch beside it when python3-torch is installed)
-#   make deps     install the missing Debian packages (make does it once by itself)
-#   make clean
+# GPT-2 trainer: learned, sinusoidal, RoPE or CRoPE positions; CPU reference backend
+# (OpenBLAS + OpenMP) and, when nvcc is found, the CUDA backend. `make help` lists the targets.
 
 comma    := ,
+.DEFAULT_GOAL := all
+# Every core by default (a -j on the command line wins; sub-makes share the top one's jobs).
+ifeq ($(MAKELEVEL),0)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 CXX      ?= g++
 NVCC     ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 PYTHON   ?= $(shell scripts/pick_python.sh)
@@ -49,21 +40,13 @@ endif
 
 MAINS    := src/train.cpp src/sample.cpp
 TESTS    := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_*.cpp))
-# CPU emulation of CUDA (test/cuda_emu/README.md): the same rules with NVCC=nvcc-emu compile
-# the unchanged cuda/*.cu with g++; the emulator's runtime, cuBLAS and cub stand in for the
-# libraries, and only the binaries that use CUDA are built. EMU_BUILD is its output folder.
-EMU_NVCC  := $(CURDIR)/test/cuda_emu/nvcc-emu
-EMU_BUILD ?= $(BUILD)_emu
-EMU       := $(filter nvcc-emu,$(notdir $(NVCC)))
-ifneq ($(EMU),)
-EMU_OBJ   := $(patsubst test/cuda_emu/src/%.cpp,$(BUILD)/cuda_emu/%.o,$(wildcard test/cuda_emu/src/*.cpp))
-NVCCFLAGS ?= -O2
-NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra $(EMU_SAN) $(EMU_KSAN)
-CXXFLAGS  += -DHAVE_CUDA $(EMU_SAN)
-LDLIBS    += $(EMU_SAN) $(EMU_KSAN)
-CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu)) $(EMU_OBJ)
-TESTS     := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_cuda*.cpp)) $(BUILD)/test/test_emu_selftest
-else ifneq ($(NVCC),)
+
+# The CUDA backend (cuda/*.cu). With NVCC=nvcc-emu the same rules build it for the CPU
+# emulation of CUDA instead: test/cuda_emu/emu.mk says how (and holds its sanitizer builds).
+EMU      := $(filter nvcc-emu,$(notdir $(NVCC)))
+include test/cuda_emu/emu.mk
+ifeq ($(EMU),)
+ifneq ($(NVCC),)
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
 # sm_80 and sm_90 machine code, plus PTX for newer cards
 NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -72,23 +55,21 @@ NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra
 CXXFLAGS  += -DHAVE_CUDA -I$(CUDA_HOME)/include
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu))
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
-endif
-
-# NCCL, the CUDA backend's collectives across ranks (cuda/nccl.cu), with MPI to launch: the
-# toolkit's nccl.h, or under the emulation its stand-in over MPI (test/cuda_emu/src/nccl.cpp)
-ifneq ($(HAVE_MPI),)
-ifneq ($(EMU),)
-NVCCFLAGS += -DHAVE_NCCL
-else ifneq ($(and $(NVCC),$(wildcard $(CUDA_HOME)/include/nccl.h)),)
+# NCCL, the CUDA backend's collectives across ranks (cuda/nccl.cu), with MPI to launch
+ifneq ($(and $(HAVE_MPI),$(wildcard $(CUDA_HOME)/include/nccl.h)),)
 NVCCFLAGS += -DHAVE_NCCL
 LDLIBS    += -lnccl
+endif
+else
+# no CUDA backend to test on a GPU: the CUDA tests run under the emulation (make emu) only
+TESTS     := $(filter-out $(BUILD)/test/test_cuda%,$(TESTS))
 endif
 endif
 
 BINS     := $(patsubst src/%.cpp,$(BUILD)/%,$(MAINS))
 LIB_OBJ  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
 
-.PHONY: all test run bench deps clean emu emu-asan emu-asan-selftest emu-asan-tests emu-tsan-tests lab lab-emu
+.PHONY: all test test-all run bench deps clean help
 .SECONDARY:  # keep the objects make would see as intermediate
 all: $(BUILD)/.deps $(BINS) $(TESTS)
 
@@ -114,68 +95,19 @@ $(BINS): $(BUILD)/%: $(BUILD)/src/%.o $(LIB_OBJ) $(CUDA_OBJ)
 $(BUILD)/test/%: $(BUILD)/test/%.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
-# kernel lab: one program per kernel family (cuda/lab/*.cu), linked as the tests are
-LABS := $(patsubst cuda/lab/%.cu,$(BUILD)/lab/%,$(wildcard cuda/lab/*.cu))
-lab: $(BUILD)/.deps $(if $(NVCC),$(LABS))
-	@$(if $(NVCC),,echo "error: make lab needs nvcc (or make lab-emu)" && exit 1)
+# the kernel lab (test/lab/): make lab, make lab-emu
+include test/lab/lab.mk
 
-lab-emu:
-	@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) NVCC=$(EMU_NVCC) lab
-
-$(BUILD)/lab/%.o: cuda/lab/%.cu
-	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Xcompiler -fopenmp -c $< -o $@  # the CPU reference is OpenMP
-
-$(BUILD)/lab/%: $(BUILD)/lab/%.o $(LIB_OBJ) $(CUDA_OBJ)
-	$(CXX) $^ -o $@ $(LDLIBS)
-
-ifneq ($(EMU),)
-$(BUILD)/cuda/%.o: $(EMU_NVCC)
-$(BUILD)/cuda_emu/%.o: test/cuda_emu/src/%.cpp | $(BUILD)/.deps
-	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) $(EMU_RT_FLAGS) -Itest/cuda_emu/include -c $< -o $@
-
-# the emulator's self-tests: kernels with known defects (test/cuda_emu/test_emu_selftest.cu)
-$(BUILD)/test/test_emu_selftest.o: test/cuda_emu/test_emu_selftest.cu $(EMU_NVCC)
-	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-
-$(BUILD)/test/test_emu_selftest: $(BUILD)/test/test_emu_selftest.o $(EMU_OBJ)
-	$(CXX) $^ -o $@ $(LDLIBS)
-endif
-
-emu:
-	@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) NVCC=$(EMU_NVCC) all
-
-ASAN_MAKE = NVCCFLAGS="-O1 -g" CXXFLAGS="-O1 -g -fno-omit-frame-pointer" $(MAKE) --no-print-directory \
-	  BUILD=$(BUILD)_emu_asan NVCC=$(EMU_NVCC) EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
-emu-asan:
-	+@$(ASAN_MAKE) all
-# only the emulator's self-tests in the sanitizer build (their out-of-bounds and misaligned-access
-# cases need it): the emulator and one .cu, not the whole backend
-emu-asan-selftest:
-	+@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest
-# the self-tests and the CUDA tests in the sanitizer build (make test runs them as asan:NAME):
-# out-of-bounds and misaligned accesses inside every kernel of cuda/, at the exact line
-emu-asan-tests:
-	+@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest \
-	  $(patsubst test/%.cpp,$(BUILD)_emu_asan/test/%,$(wildcard test/test_cuda*.cpp))
-
-# The race detector (make test runs these as tsan:NAME): the kernels' code (EMU_KSAN) built with
-# -fsanitize=thread, the emulator told what orders CUDA threads (EMU_RT_FLAGS) and itself not
-# instrumented, the host code neither; the self-tests and the CUDA tests.
-TSAN_MAKE = NVCCFLAGS="-O1 -g" CXXFLAGS="-O2 -g" $(MAKE) --no-print-directory BUILD=$(BUILD)_emu_tsan \
-	  NVCC=$(EMU_NVCC) EMU_KSAN=-fsanitize=thread EMU_RT_FLAGS=-DCUDA_EMU_TSAN
-emu-tsan-tests:
-	+@$(TSAN_MAKE) $(BUILD)_emu_tsan/test/test_emu_selftest \
-	  $(patsubst test/%.cpp,$(BUILD)_emu_tsan/test/%,$(wildcard test/test_cuda*.cpp))
-
+# The test tiers (test/README.md): `make test` every CPU test, the gradient check and every
+# CUDA test once under the emulation; `make test-all` adds the second thread order with
+# deferred work, the sanitizer builds and the long cases. The emulated build comes before the
+# lab's, which links its objects.
 test: all
-	@$(if $(EMU),,$(MAKE) --no-print-directory emu)
-	@$(MAKE) --no-print-directory lab-emu  # test/test_lab.sh runs the lab under the emulation
-	@$(MAKE) --no-print-directory emu-asan-tests
-	@$(MAKE) --no-print-directory emu-tsan-tests
+	@$(MAKE) --no-print-directory emu && $(MAKE) --no-print-directory lab-emu
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh
+test-all: all
+	@$(MAKE) --no-print-directory emu && $(MAKE) --no-print-directory lab-emu emu-asan-tests emu-tsan-tests
+	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh --all
 
 run: all
 	TRAIN=$(BUILD)/train PYTHON=$(PYTHON) scripts/run_synthetic.sh
@@ -189,5 +121,18 @@ deps:
 
 clean:
 	rm -rf $(BUILD) $(EMU_BUILD) $(BUILD)_emu_asan $(BUILD)_emu_tsan
+
+help:
+	@echo "make           build build/train, build/sample and the test programs (installs missing"
+	@echo "               Debian packages; the CUDA backend too when nvcc is found)"
+	@echo "make run       the main job: the synthetic position task, learned vs rope vs crope"
+	@echo "make test      every CPU test, the gradient check, the CUDA tests once under the CPU"
+	@echo "               emulation; last line \"N passed, N failed, N skipped\""
+	@echo "make test-all  make test, and the second thread order, the sanitizers, the long cases"
+	@echo "make bench     CPU training throughput beside PyTorch (ARGS=\"--quick --no-torch\")"
+	@echo "make emu       the CUDA backend built for the CPU emulation, into $(EMU_BUILD)/"
+	@echo "make lab       the kernel lab (test/lab/; make lab-emu: for the emulation)"
+	@echo "make deps      install the missing Debian packages (make does it once by itself)"
+	@echo "make clean     remove the build folders"
 
 -include $(wildcard $(BUILD)/*/*.d)

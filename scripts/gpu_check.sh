@@ -15,7 +15,7 @@
 #   5. PyTorch (scripts/torch_reference.py) at the paper's setting, optional and bounded:
 #      torch.compile only while 2 minutes are left                   -> OUT/torch.md
 #   5b. tuning: a sweep of the classifier's vocabulary tiles and row chunks -> OUT/bench.md
-#   5c. the kernel lab: every version of every cuda/lab/ program checked against the CPU and
+#   5c. the kernel lab: every version of every test/lab/ program checked against the CPU and
 #      timed (TFLOP/s or GB/s) at the paper's and 124M's shapes              -> OUT/lab.md
 #   (--paper-grid: as many of the paper's nine runs as the time left allows, in bf16 unless
 #   --grid-precision fp32; its precision's GPU tests first, falling back to fp32, then to plain
@@ -609,7 +609,7 @@ done
 fi
 
 # ---------------------------------------------------------------- 5c. kernel lab
-# Every program of cuda/lab/ (attention, classifier, layernorm, adamw): each version checked
+# Every program of test/lab/ (attention, classifier, layernorm, adamw): each version checked
 # against the CPU, then timed at the paper's shapes (C=128: H=4 D=32, L=4) and GPT-2 124M's
 # (C=768: H=12 D=64, L=12), B=16 T=1024 (N=16384 rows), V=50257; TFLOP/s or GB/s per version,
 # so the first GPU run tells which version to keep. Each run's lines go into lab.md as they
@@ -630,7 +630,7 @@ LAB_RUNS=(
   "adamw 124M --L 12 --C 768 --V 50257 --maxT 1024"
 )
 {
-  echo "Kernel lab (cuda/lab/*.cu; median of 20 runs after 3 warm-ups; attention FLOPs count the causal half):"
+  echo "Kernel lab (test/lab/*.cu; median of 20 runs after 3 warm-ups; attention FLOPs count the causal half):"
   echo
 } >"$OUT/lab.md"
 if [ $EMU = 1 ]; then lab_make="BUILD=$BASE EMU_BUILD=$BUILD lab-emu"

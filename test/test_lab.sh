@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The kernel lab (cuda/lab/*.cu) under the CPU emulation of CUDA: every program runs at a tiny
+# The kernel lab (test/lab/*.cu) under the CPU emulation of CUDA: every program runs at a tiny
 # size, in both thread orders, and must report every one of its versions as matching the CPU
 # reference (timings read "emulated: not timed"); bad arguments give one "error: ..." line and a
 # non-zero exit.
@@ -16,7 +16,7 @@ if ! make --no-print-directory -j2 BUILD="$BUILD" EMU_BUILD="$EMU_BUILD" lab-emu
   finish
 fi
 
-# tiny arguments per program; every program of cuda/lab/ must have a line here
+# tiny arguments per program; every program of test/lab/ must have a line here
 declare -A ARGS=(
   [attention]="--B 1 --T 16 --H 2 --D 16"
   [classifier]="--N 8 --C 32 --V 100"
@@ -24,7 +24,7 @@ declare -A ARGS=(
   [adamw]="--L 1 --C 64 --V 100 --maxT 16"
 )
 # each program in both thread orders (a missing barrier in a lab kernel shows in one of them)
-for src in cuda/lab/*.cu; do
+for src in test/lab/*.cu; do
   name=$(basename "$src" .cu)
   bin=$EMU_BUILD/lab/$name
   if [ -z "${ARGS[$name]+x}" ]; then fail "lab_$name" "no tiny arguments for $src in test/test_lab.sh"; continue; fi

@@ -29,7 +29,7 @@ elif [ -e "$tmp/bad.o" ] || ! cmp -s "$tmp/k.d" "$tmp/bad.d"; then
 else pass nvcc_emu_failed_compile; fi
 
 # a kernel launched in a .cuh that a header in another folder includes through -I (as
-# cuda/lab/lab.cuh includes cuda/common.cuh): found and rewritten, so the launch compiles
+# test/lab/lab.cuh includes cuda/common.cuh): found and rewritten, so the launch compiles
 mkdir -p "$tmp/inc" "$tmp/sub"
 printf '#pragma once\n__global__ void k2(float* x) { x[0] = 2.0f; }\ninline void go(float* x) { k2<<<1, 1>>>(x); }\n' \
   >"$tmp/inc/launch.cuh"

@@ -1,4 +1,4 @@
-// The kernel lab's shared code (cuda/lab/*.cu, after llm.c's dev/cuda): argument parsing,
+// The kernel lab's shared code (test/lab/*.cu, after llm.c's dev/cuda): argument parsing,
 // device buffers, random inputs, the check against a CPU reference, CUDA-event timing and
 // the loop over numbered versions. A lab program lists its versions (version 1 = the kernel
 // the trainer uses today) and lab::run checks each one on a small shape, then times it at

@@ -1,0 +1,58 @@
+# The CPU emulation of CUDA (README.md here), included by the Makefile. With NVCC=nvcc-emu the
+# Makefile's rules compile the unchanged cuda/*.cu with g++; the emulator's runtime, cuBLAS, cub
+# and NCCL (over MPI) stand in for the libraries, and only the binaries that use CUDA are built.
+# EMU_SAN / EMU_KSAN / EMU_RT_FLAGS: the sanitizer builds' flags (below).
+EMU_NVCC  := $(CURDIR)/test/cuda_emu/nvcc-emu
+EMU_BUILD ?= $(BUILD)_emu
+.PHONY: emu emu-asan emu-asan-selftest emu-asan-tests emu-tsan-tests
+
+ifneq ($(EMU),)
+EMU_OBJ   := $(patsubst test/cuda_emu/src/%.cpp,$(BUILD)/cuda_emu/%.o,$(wildcard test/cuda_emu/src/*.cpp))
+NVCCFLAGS ?= -O2
+NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra $(EMU_SAN) $(EMU_KSAN)
+NVCCFLAGS += $(if $(HAVE_MPI),-DHAVE_NCCL)
+CXXFLAGS  += -DHAVE_CUDA $(EMU_SAN)
+LDLIBS    += $(EMU_SAN) $(EMU_KSAN)
+CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu)) $(EMU_OBJ)
+TESTS     := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_cuda*.cpp)) $(BUILD)/test/test_emu_selftest
+
+$(BUILD)/cuda/%.o: $(EMU_NVCC)
+$(BUILD)/cuda_emu/%.o: test/cuda_emu/src/%.cpp | $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $(EMU_RT_FLAGS) -Itest/cuda_emu/include -c $< -o $@
+
+# the emulator's self-tests: kernels with known defects (test_emu_selftest.cu)
+$(BUILD)/test/test_emu_selftest.o: test/cuda_emu/test_emu_selftest.cu $(EMU_NVCC)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/test/test_emu_selftest: $(BUILD)/test/test_emu_selftest.o $(EMU_OBJ)
+	$(CXX) $^ -o $@ $(LDLIBS)
+endif
+
+emu:
+	+@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) NVCC=$(EMU_NVCC) all
+
+# AddressSanitizer and UBSan over the kernels and the emulator, into $(BUILD)_emu_asan/
+ASAN_MAKE = NVCCFLAGS="-O1 -g" CXXFLAGS="-O1 -g -fno-omit-frame-pointer" $(MAKE) --no-print-directory \
+	  BUILD=$(BUILD)_emu_asan NVCC=$(EMU_NVCC) EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
+emu-asan:
+	+@$(ASAN_MAKE) all
+# only the self-tests (their out-of-bounds and misaligned-access cases need it): the emulator
+# and one .cu, not the whole backend
+emu-asan-selftest:
+	+@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest
+# the self-tests and the CUDA tests (make test-all runs them as asan:NAME): out-of-bounds and
+# misaligned accesses inside every kernel of cuda/, at the exact line
+emu-asan-tests:
+	+@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest \
+	  $(patsubst test/%.cpp,$(BUILD)_emu_asan/test/%,$(wildcard test/test_cuda*.cpp))
+
+# The race detector (make test-all runs it as tsan:NAME): the kernels' code (EMU_KSAN) built with
+# -fsanitize=thread, the emulator told what orders CUDA threads (EMU_RT_FLAGS) and itself not
+# instrumented, the host code neither; the self-tests and the CUDA tests.
+TSAN_MAKE = NVCCFLAGS="-O1 -g" CXXFLAGS="-O2 -g" $(MAKE) --no-print-directory BUILD=$(BUILD)_emu_tsan \
+	  NVCC=$(EMU_NVCC) EMU_KSAN=-fsanitize=thread EMU_RT_FLAGS=-DCUDA_EMU_TSAN
+emu-tsan-tests:
+	+@$(TSAN_MAKE) $(BUILD)_emu_tsan/test/test_emu_selftest \
+	  $(patsubst test/%.cpp,$(BUILD)_emu_tsan/test/%,$(wildcard test/test_cuda*.cpp))
