@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "dist.h"
-#include "model.h"
+#include "params.h"
 #include "ops/adamw.h"
 #include "ops/attention.h"
 #include "ops/crope.h"

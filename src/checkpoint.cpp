@@ -10,10 +10,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string errno_text() {
-    return std::strerror(errno);
-}
-
 // Names a run puts in its folder (see checkpoint.h and train.cpp), with their .tmp/.old siblings.
 bool is_run_entry(const std::string& name) {
     std::string base = name;

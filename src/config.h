@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
-#include "model.h"
+#include "params.h"
 
 struct Config {
     // model

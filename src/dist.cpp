@@ -32,20 +32,6 @@ std::string rank_prefix() {
     return g_group.world > 1 ? "rank " + std::to_string(g_group.rank) + "/" + std::to_string(g_group.world) + ": " : "";
 }
 
-Shard shard_of(size_t n, bool zero) {
-    Shard s;
-    s.zero = zero && g_group.mpi;
-    if (!s.zero) {
-        s.end = s.block = n;
-        return s;
-    }
-    size_t w = g_group.world;
-    s.block = ((n + w - 1) / w + 31) / 32 * 32;
-    s.begin = std::min(n, g_group.rank * s.block);
-    s.end = std::min(n, s.begin + s.block);
-    return s;
-}
-
 static int64_t now_ms() {
     using namespace std::chrono;
     return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();

@@ -32,14 +32,6 @@ void finalize();
 // "rank r/N: " in a multi-rank run, "" otherwise (a prefix for messages).
 std::string rank_prefix();
 
-// ZeRO-1 split of a flat buffer of n elements: rank r owns [r*block, min((r+1)*block, n)).
-// block is a multiple of 32 elements so a shard starts aligned; buffers hold block*world.
-struct Shard {
-    bool zero = false;  // optimiser state sharded (--zero 1 under a launcher)
-    size_t begin = 0, end = 0, block = 0;
-};
-Shard shard_of(size_t n, bool zero);
-
 // Host collectives (float and double; no-ops without a launcher).
 void allreduce_sum(float* x, size_t n);
 void allreduce_sum(double* x, size_t n);

@@ -12,16 +12,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string errno_text() {
-    return std::strerror(errno);
-}
-
 // Some files (character devices, pipes) and file systems cannot be fsynced; that is not a write error.
 bool fsync_unsupported(int err) {
     return err == EINVAL || err == ENOTSUP || err == EROFS;
 }
 
 }  // namespace
+
+std::string errno_text() {
+    return std::strerror(errno);
+}
 
 void fsync_dir(const std::string& dir) {
     int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);

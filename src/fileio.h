@@ -36,5 +36,7 @@ std::string read_text_file(const std::string& path);
 void write_text_file_atomic(const std::string& path, const std::string& text);
 // fsync a folder so the names created or renamed in it survive a crash.
 void fsync_dir(const std::string& dir);
+// strerror(errno): the reason of the last failed call, for error messages.
+std::string errno_text();
 // Lowercase hex SHA-256 of a file's bytes (FIPS 180-4).
 std::string sha256_file(const std::string& path);

@@ -1,4 +1,4 @@
-// GPT-2 ids back to text from OpenAI's encoder.json (declared in sample.h).
+// GPT-2 ids back to text from OpenAI's encoder.json (gpt2_decoder.h).
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "fileio.h"
-#include "sample.h"
+#include "gpt2_decoder.h"
 
 using json = nlohmann::json;
 

@@ -1,5 +1,5 @@
-// Parameter buffers <-> safetensors tensors, by the layout of model.h
-// (names, shapes and order in the README's checkpoint table).
+// Parameter buffers <-> safetensors tensors, by the layout of params.h
+// (names, shapes and order in MODEL.md's checkpoint table).
 #pragma once
 #include <cmath>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model.h"
+#include "params.h"
 #include "safetensors.h"
 
 template <class T>

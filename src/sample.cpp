@@ -15,7 +15,8 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "model_io.h"
-#include "sample.h"
+#include "generate.h"
+#include "gpt2_decoder.h"
 
 using json = nlohmann::json;
 

@@ -20,6 +20,19 @@ struct StepScalars {
     float gscale = 1;  // the clip scale the gradient is multiplied by in AdamW
 };
 
+// AdamW's settings that stay fixed over a run (the learning rate and the step count are the
+// step's). torch.optim.AdamW semantics; clipping as torch's clip_grad_norm_.
+struct AdamWConfig {
+    double beta1 = 0.9, beta2 = 0.999;
+    float eps = 1e-8f, wd = 0.0f;
+    bool decay_all = true;  // every tensor decays, else only weight matrices and embeddings
+    double grad_clip = 0;   // clip the global gradient norm to this (0 = off)
+    bool operator==(const AdamWConfig& o) const {
+        return beta1 == o.beta1 && beta2 == o.beta2 && eps == o.eps && wd == o.wd && decay_all == o.decay_all &&
+               grad_clip == o.grad_clip;
+    }
+};
+
 // The host's part of step t (1-based).
 inline StepScalars adamw_scalars(float lr, double beta1, double beta2, int t, float gscale = 1) {
     StepScalars s;

@@ -27,7 +27,8 @@
 #include "log.h"
 #include "model.h"
 #include "model_io.h"
-#include "sample.h"
+#include "generate.h"
+#include "gpt2_decoder.h"
 #ifdef HAVE_CUDA
 #include "backend_cuda.h"
 #endif
@@ -122,7 +123,7 @@ struct Trainer {
     const json run_on;  // {"device", "arithmetic"}: where and how this run computes, for its log
 
     Trainer(const Config& c, json on)
-        : cfg(c), mc(model_config(c)), model(mc), train(c.train_data, "train", c.vocab_size), run_on(std::move(on)) {
+        : cfg(c), mc(model_config(c)), model(mc, dist::group()), train(c.train_data, "train", c.vocab_size), run_on(std::move(on)) {
         train.start(cfg.batch_size, cfg.seq_len, cfg.data_order == "shuffle", cfg.seed);
         if (!cfg.val_data.empty()) val = std::make_unique<DataLoader>(cfg.val_data, "val", cfg.vocab_size);
         printf("data: train %s tokens in %zu shard(s)", with_commas(train.num_tokens()).c_str(), train.num_shards());
@@ -176,7 +177,7 @@ struct Trainer {
     }
     // The AdamW moments of the whole model on rank 0 (ZeRO-1: gathered from every rank's shard).
     std::vector<T> moments(const T* buf) const {
-        const dist::Shard& s = model.shard;
+        const Shard& s = model.sync.shard;
         if (!s.zero) return model.get(buf);
         std::vector<T> mine(s.block), all(s.block * dg.world);
         BK::copy_to_host(mine.data(), buf, s.end - s.begin);
@@ -189,7 +190,7 @@ struct Trainer {
     void load_checkpoint(const std::string& dir) {
         model.set_params(weights_of_this_model(dir + "/model.safetensors"));
         StFile opt = safetensors_read(dir + "/optim.safetensors");
-        const dist::Shard& s = model.shard;
+        const Shard& s = model.sync.shard;
         BK::copy_from_host(model.m, model.padded(flat_from(opt, "m.")).data() + s.begin, s.end - s.begin);
         BK::copy_from_host(model.v, model.padded(flat_from(opt, "v.")).data() + s.begin, s.end - s.begin);
         const std::string path = dir + "/state.json";
@@ -345,8 +346,8 @@ struct Trainer {
         model.reserve_training(rows, Tn);  // evaluation borrows these buffers
         std::vector<int> in((size_t)rows * Tn), tg((size_t)rows * Tn);
         clock = StepClock(std::max(20, cfg.eval_every));  // a window that always holds an evaluation
-        model.profile = cfg.profile;
-        model.use_graph = cfg.cuda_graph == 1;
+        model.queue.profile = cfg.profile;
+        model.queue.use_graph = cfg.cuda_graph == 1;
         const AdamWConfig opt{cfg.beta1,          cfg.beta2,    (float)cfg.eps, (float)cfg.weight_decay,
                               cfg.decay == "all", cfg.grad_clip};
         // On the GPU step k+1 is queued before step k is read (printed, logged, checked), so the
@@ -367,9 +368,9 @@ struct Trainer {
             queued.push_back({step + 1, lr_at(cfg, step), std::chrono::steady_clock::now()});
             train.next_batch(in.data(), tg.data(), row0, rows);
             model.train_step(in.data(), tg.data(), rows, Tn, opt, (float)queued.back().lr, step + 1);
-            if (model.graph_nodes && !graph_said) {  // captured at the second step
+            if (model.queue.graph_nodes && !graph_said) {  // captured at the second step
                 printf("step: one CUDA graph of %zu nodes (kernels, GEMMs, memsets) replayed per step\n",
-                       model.graph_nodes);
+                       model.queue.graph_nodes);
                 graph_said = true;
             }
             step++;
@@ -423,7 +424,7 @@ struct Trainer {
                     {"grad_norm", r.norm}, {"step_ms", ms},  {"tokens_per_s", tps}, {"eta_s", eta}};
         if (dg.mpi) rec["comm_ms"] = r.comm_ms;  // the gradient all-reduce / reduce-scatter and the norm
         if (cfg.profile) {                       // the step's time per phase (GPU: CUDA events), in the log as phase_ms
-            std::vector<double> ph = model.profile_read();
+            std::vector<double> ph = model.queue.profile_read();
             std::string line;
             for (int i = 0; i < kPhases; i++) {
                 rec["phase_ms"][kPhaseNames[i]] = ph[i];
@@ -510,7 +511,7 @@ static int train_with(const Config& cfg, bool resume, std::string device) {
         device +=
             " x " + std::to_string(dg.world) + (dg.world > 1 ? " ranks" : " rank") + (cfg.zero ? " (ZeRO-1)" : "");
     if constexpr (BK::graphs)
-        device += GPT<BK>::graph_step(cfg.cuda_graph == 1, cfg.profile) ? " | step: CUDA graph" : " | step: eager";
+        device += graph_step<BK>(cfg.cuda_graph == 1, cfg.profile, dg.mpi) ? " | step: CUDA graph" : " | step: eager";
     const std::string arith = arithmetic(cfg, device);
     print_model(cfg, device, arith, sizeof(typename BK::real), BK::classifier_chunk);
     Trainer<BK> t(cfg, {{"device", device}, {"arithmetic", arith}});

@@ -71,7 +71,7 @@ Run queued_steps(Pos pos, bool use_graph, int tile = 0) {
     mc.classifier_tile = tile;
     GPT<BK> g(mc);
     g.init(7);
-    g.use_graph = use_graph;
+    g.queue.use_graph = use_graph;
     Run r;
     auto read = [&] {
         StepResult s = g.read_step();
@@ -81,7 +81,7 @@ Run queued_steps(Pos pos, bool use_graph, int tile = 0) {
         int Tn = t <= kSteps / 2 ? kT : kT2;
         std::vector<int> in = tokens(kB * Tn, 100 + t), tg = tokens(kB * Tn, 200 + t);
         g.train_step(in.data(), tg.data(), kB, Tn, kOpt, lr_of(t), t);
-        if (g.unread.size() == 2) read();  // the step before this one
+        if (g.queue.unread.size() == 2) read();  // the step before this one
         if (t == 2) {
             read();
             std::vector<int> ein = tokens(kB * kEvalT, 300), etg = tokens(kB * kEvalT, 301);
@@ -90,7 +90,7 @@ Run queued_steps(Pos pos, bool use_graph, int tile = 0) {
     }
     read();
     if constexpr (BK::graphs) r.graphs = gpu::graph_count();
-    r.nodes = g.graph_nodes;
+    r.nodes = g.queue.graph_nodes;
     r.params = g.get(g.params), r.m = g.get(g.m), r.v = g.get(g.v);
     return r;
 }
@@ -178,7 +178,7 @@ std::string eval_borrows(Pos pos, bool use_graph) {
         return m.read_step().loss;
     };
     g.init(7), plain.init(7);
-    g.use_graph = plain.use_graph = use_graph;
+    g.queue.use_graph = plain.queue.use_graph = use_graph;
     for (int t = 1; t <= 2; t++) step(g, t), step(plain, t);
     GPT<BK> fresh(small_model(pos));  // the same weights, no training buffers: its own evaluation set
     fresh.set_params(g.get(g.params));
@@ -191,9 +191,9 @@ std::string eval_borrows(Pos pos, bool use_graph) {
             if (CB::current_memory() != before)
                 append(why, "T=" + std::to_string(Tn) + ": the evaluation allocated " +
                                 std::to_string((long long)CB::current_memory() - (long long)before) + " bytes");
-        if (!g.eval_acts.borrowed) append(why, "T=" + std::to_string(Tn) + ": the evaluation did not borrow");
+        if (!g.acts.eval.borrowed) append(why, "T=" + std::to_string(Tn) + ": the evaluation did not borrow");
         double own = fresh.forward(in.data(), tg.data(), kB, Tn, false);
-        if (fresh.eval_acts.borrowed) append(why, "a model that never trained borrowed");
+        if (fresh.acts.eval.borrowed) append(why, "a model that never trained borrowed");
         if (!same_bits(std::vector<double>{borrowed}, std::vector<double>{own}))
             append(why, "T=" + std::to_string(Tn) + ": borrowed " + fmt(borrowed) + " vs own " + fmt(own));
     }
@@ -320,7 +320,7 @@ template <class BK>
 std::vector<double> eval_batches(Pos pos, bool use_graph, bool* graphed) {
     GPT<BK> g(small_model(pos));
     g.init(7);
-    g.use_graph = use_graph;
+    g.queue.use_graph = use_graph;
     for (int t = 1; t <= 2; t++) {
         std::vector<int> in = tokens(kB * kT, 100 + t), tg = tokens(kB * kT, 200 + t);
         g.train_step(in.data(), tg.data(), kB, kT, kOpt, lr_of(t), t);
@@ -338,7 +338,7 @@ std::vector<double> eval_batches(Pos pos, bool use_graph, bool* graphed) {
         if (m.size() != 3) throw std::runtime_error("eval_read returned " + std::to_string(m.size()) + " losses for 3");
         losses.insert(losses.end(), m.begin(), m.end());
         if constexpr (BK::graphs)
-            *graphed = *graphed && g.eval_graph;
+            *graphed = *graphed && g.queue.eval_graph;
         else
             *graphed = false;
     }

@@ -357,7 +357,7 @@ std::string profile_case(const char* what) {
     Batch b = batch(Pos::rope);
     GPT<BK> g(small_model(Pos::rope, 128, kChunk));
     g.init(1);
-    g.profile = true;
+    g.queue.profile = true;
     std::string why;
     for (int step = 0; step < 2; step++) {
         BK::synchronize();
@@ -365,7 +365,7 @@ std::string profile_case(const char* what) {
         g.forward(b.in.data(), b.tg.data(), kB, kT, true);
         g.backward();
         g.update(1e-3f, 0.9, 0.999, 1e-8f, 0.0f, true, step + 1, 1.0f);
-        std::vector<double> ms = g.profile_read();
+        std::vector<double> ms = g.queue.profile_read();
         double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         double sum = 0;
         for (int i = 0; i < kPhases; i++) {
@@ -376,7 +376,7 @@ std::string profile_case(const char* what) {
         if (!(sum <= wall * 1.01 + 0.01))
             append(why, std::string(what) + ": phases sum to " + fmt(sum) + " ms, the step took " + fmt(wall));
         g.forward(b.val_in.data(), b.val_tg.data(), kB, kT, false);  // evaluation: no marks
-        std::vector<double> none = g.profile_read();
+        std::vector<double> none = g.queue.profile_read();
         for (int i = 0; i < kPhases; i++)
             if (none[i] != 0)
                 append(why, std::string(what) + ": evaluation added " + fmt(none[i]) + " ms to " + kPhaseNames[i]);

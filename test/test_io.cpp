@@ -19,7 +19,7 @@
 #include "dataloader.h"
 #include "log.h"
 #include "safetensors.h"
-#include "sample.h"
+#include "gpt2_decoder.h"
 #include "ops/adamw.h"
 
 namespace fs = std::filesystem;
