@@ -26,7 +26,7 @@ Runs go to OUT/NAME-POS-sSEED; their console output to OUT/NAME-POS-sSEED.txt.
 options:
   --seeds N            seeds 1..N per (dataset, pos)          (default 1)
   --datasets "A B"     datasets                               (default "wikitext2 ptb pg19")
-  --pos "A B"          position schemes: learned sinusoidal rope crope
+  --pos "A B"          position schemes, of those build/train --list-pos names
                                                               (default "learned rope crope")
   --scale paper|cpu    paper: configs/paper.json (10,000 steps of 16 x 1024 tokens; a GPU job)
                        cpu: configs/cpu_small.json (the same model, 300 steps of 8 x 64
@@ -85,9 +85,6 @@ case "$SCALE" in
   cpu) SCALE_CONFIG=configs/cpu_small.json; SMOOTH=${SMOOTH:-$CPU_SMOOTH} ;;
   *) die "--scale must be paper or cpu, got '$SCALE'" ;;
 esac
-for p in $POS_LIST; do
-  case "$p" in learned|sinusoidal|rope|crope) ;; *) die "unknown pos '$p' (learned|sinusoidal|rope|crope)" ;; esac
-done
 [ -n "$DATASETS" ] || die "--datasets is empty"
 [ -n "$POS_LIST" ] || die "--pos is empty"
 for d in $DATASETS; do [[ "$d" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad dataset name '$d'"; done
@@ -104,6 +101,19 @@ run() {
   [ "$DRY" = 1 ] || "$@"
 }
 
+# --- build, then the schemes asked for: those src/pos.h defines (build/train --list-pos)
+if [ "$BUILD" = 1 ]; then
+  run make BUILD="$(dirname "$TRAIN")" || die "build failed"
+fi
+if [ -x "$TRAIN" ]; then
+  known=$("$TRAIN" --list-pos) || die "$TRAIN --list-pos failed"
+  for p in $POS_LIST; do
+    grep -qx -- "$p" <<<"$known" || die "unknown pos '$p' (one of: $(echo $known))"
+  done
+elif [ "$DRY" = 0 ]; then
+  die "$TRAIN not found or not executable"
+fi
+
 # --- data
 for d in $DATASETS; do
   if compgen -G "data/$d/${d}_train_*.bin" >/dev/null && compgen -G "data/$d/${d}_val_*.bin" >/dev/null; then
@@ -116,12 +126,6 @@ for d in $DATASETS; do
     run "$PYTHON" data/prepare_data.py "$d" --out "data/$d" || die "preparing $d failed"
   fi
 done
-
-# --- build
-if [ "$BUILD" = 1 ]; then
-  run make BUILD="$(dirname "$TRAIN")" || die "build failed"
-fi
-[ "$DRY" = 1 ] || [ -x "$TRAIN" ] || die "$TRAIN not found or not executable"
 
 # --- runs: seed outermost, so every comparison has one seed before any has two
 [ "$DRY" = 1 ] || mkdir -p "$OUT" || die "cannot create $OUT"

@@ -153,9 +153,14 @@ struct Tf32On {
 
 // PROGRAM [NAME...]: with arguments, only the tests whose name contains one of them (for a
 // quick subset, e.g. under compute-sanitizer; an argument that matches no test is an error).
+// PROGRAM --list: the tests' names, one a line, running nothing (test_pos_coverage reads them).
 // GPU tests are SKIPPED without a device, and run with plain fp32 GEMMs (TF32 off) so they
 // compare with the CPU at tight tolerances. Returns the exit status.
 inline int run_tests(const std::vector<TestCase>& all, int argc, char** argv) {
+    if (argc == 2 && std::string(argv[1]) == "--list") {
+        for (const auto& t : all) std::printf("%s\n", t.name.c_str());
+        return 0;
+    }
     std::vector<TestCase> tests;
     for (const auto& t : all) {
         bool keep = argc < 2;

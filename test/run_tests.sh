@@ -1,28 +1,30 @@
 #!/usr/bin/env bash
-# Runs every test program and counts its PASS / FAIL / SKIPPED lines.
+# Runs the test programs of a tier and counts their PASS / FAIL / SKIPPED lines (test/README.md).
+#   test/run_tests.sh [--all] [-j N] [NAME...]
+#   (default)  every CPU test, the gradient check, every CUDA test once under the emulation
+#   --all      also the CUDA tests in reverse thread order with deferred work, the sanitizer
+#              builds' runs, and the long cases of the test scripts (TEST_ALL=1)
+#   -j N       programs run at once (default: the number of cores); each one's output is kept
+#              apart and printed whole when it ends, with its time
+#   NAME...    only the programs whose name contains one of these (e.g. test_io datasets)
 # Last line: "N passed, N failed, N skipped".
 cd "$(dirname "$0")/.." || exit 1
+ALL=0 JOBS=$(nproc 2>/dev/null || echo 2) FILTERS=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --all) ALL=1; shift ;;
+    -j) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "error: -j needs a positive number" >&2; exit 2; }; JOBS=$2; shift 2 ;;
+    -h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) FILTERS+=("$1"); shift ;;
+  esac
+done
 export PYTHON=${PYTHON:-$(scripts/pick_python.sh)} BUILD=${BUILD:-build}
-# the CUDA backend built for the CPU emulation (make emu); its tests run in two thread orders, the
-# second with the streams' work deferred until the host waits for it (CUDA_EMU_DEFER=1)
+# the CUDA backend built for the CPU emulation (make emu)
 export EMU_BUILD=${EMU_BUILD:-${BUILD}_emu}
 export TRAIN=${TRAIN:-$BUILD/train} SAMPLE=${SAMPLE:-$BUILD/sample}
-passed=0 failed=0 skipped=0
-run_one() {
-  local name=$1; shift
-  local log; log=$(mktemp)
-  echo "== $name"
-  "$@" >"$log" 2>&1
-  local rc=$?
-  cat "$log"
-  local p f s
-  p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIPPED ' "$log")
-  if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
-    echo "FAIL $name: exited with status $rc without reporting a failure"; f=1
-  fi
-  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
-  rm -f "$log"
-}
+export TEST_ALL=$ALL
+
 # A test program with its lines renamed "PASS $1:name" (so an emulated pass never reads as a
 # GPU pass).
 run_renamed() {
@@ -35,49 +37,19 @@ run_emu() {
   local tag=$1 order=$2 defer=$3; shift 3
   CUDA_EMU_ORDER=$order CUDA_EMU_DEFER=$defer run_renamed "$tag" "$@"
 }
-for t in "$BUILD"/test/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
-if [ ! -x "$EMU_BUILD/test/test_cuda" ]; then
-  echo "SKIPPED emu: no emulated CUDA build in $EMU_BUILD (make emu BUILD=$BUILD builds it)"; skipped=$((skipped + 1))
-fi
-for t in "$EMU_BUILD"/test/test_cuda*; do
-  [ -x "$t" ] || continue
-  run_one "$t (emulated, forward order)" run_emu emu forward 0 "$t"
-  run_one "$t (emulated, reverse order, deferred work)" run_emu emu-rev-defer reverse 1 "$t"
-done
-[ -x "$EMU_BUILD/test/test_emu_selftest" ] && run_one "$EMU_BUILD/test/test_emu_selftest" "$EMU_BUILD/test/test_emu_selftest"
-# sanitizer_suite TAG WHAT DIR TARGET: the self-tests and every test_cuda* of a sanitizer build
-# DIR, through run_TAG, each with the test names TAG_args NAME prints (failing: not run); SKIPPED
-# when DIR was not built (make TARGET builds it).
-sanitizer_suite() {
-  local tag=$1 what=$2 dir=$3 target=$4 t args
-  if [ ! -x "$dir/test_emu_selftest" ]; then
-    echo "SKIPPED $tag: no $what build of the emulated CUDA tests (make $target)"; skipped=$((skipped + 1))
-    return
-  fi
-  run_one "$dir/test_emu_selftest" "run_$tag" "$dir/test_emu_selftest"
-  for t in "$dir"/test_cuda*; do
-    [ -x "$t" ] || continue
-    args=$("${tag}_args" "${t##*/}") || continue
-    # shellcheck disable=SC2086
-    run_one "$t (emulated, $what)" "run_$tag" "$t" $args
-  done
-}
-# the sanitizer build (make emu-asan-tests): the self-tests' out-of-bounds and misaligned accesses
-# inside a kernel, and every CUDA test under AddressSanitizer and UBSan (the kernels' shared and
-# global memory accesses, vector loads' alignment), reported as "asan:NAME". The flash tests leave
-# out the bf16 determinism test (the same kernels as forward_backward_bf16, a minute under asan).
+# The sanitizer builds (test-all): AddressSanitizer and UBSan (make emu-asan-tests: out-of-bounds
+# and misaligned accesses inside a kernel) and the race detector (make emu-tsan-tests: any shared
+# or global memory access no barrier or __syncwarp orders against another thread's write). Under
+# AddressSanitizer the flash tests leave out the bf16 determinism test (the kernels of
+# forward_backward_bf16, a minute there). For time, the race detector runs test_cuda's kernel
+# tests and a model per precision, test_cuda_flash every head size and precision, and
+# test_cuda_graph not at all (its kernels are test_cuda_step's); one OpenMP thread, as the host's
+# OpenBLAS threads are not what it checks.
 run_asan() { run_renamed asan "$@"; }
 asan_args() {
   [ "$1" != test_cuda_flash ] ||
     echo "cpu_ config forward_backward head_sizes deterministic_fp32 unaligned bad_head_size memory model eval_longer"
 }
-sanitizer_suite asan sanitizer "${BUILD}_emu_asan/test" emu-asan-tests
-# the race detector build (make emu-tsan-tests): the self-tests' races that no thread order shows,
-# and the CUDA tests under ThreadSanitizer, which reports any shared or global memory access that
-# no barrier or __syncwarp orders against another thread's write ("tsan:NAME"). For time, test_cuda
-# runs its kernel tests and a model per precision, test_cuda_flash every head size and precision,
-# and test_cuda_graph not at all (its kernels are test_cuda_step's; in full they all pass, in 8
-# minutes). One OpenMP thread: the host's OpenBLAS threads are not what it checks.
 run_tsan() { OMP_NUM_THREADS=1 run_renamed tsan "$@"; }
 tsan_args() {
   case $1 in
@@ -88,9 +60,99 @@ tsan_args() {
     test_cuda_graph) return 1 ;;
   esac
 }
-sanitizer_suite tsan "race detector" "${BUILD}_emu_tsan/test" emu-tsan-tests
-for t in test/test_*.sh; do [ -f "$t" ] && run_one "$t" bash "$t"; done
-for t in test/test_*.py; do [ -f "$t" ] && run_one "$t" "$PYTHON" "$t"; done
+
+# --- the programs of the tier: NAMES[i] runs CMDS[i] (words of a command line)
+NAMES=() CMDS=() NOTES=()
+add() {
+  local name=$1; shift
+  if [ ${#FILTERS[@]} -gt 0 ]; then
+    local f keep=0
+    for f in "${FILTERS[@]}"; do [[ $name == *"$f"* ]] && keep=1; done
+    [ $keep = 1 ] || return 0
+  fi
+  NAMES+=("$name") CMDS+=("$(printf '%q ' "$@")")
+}
+# note: a SKIPPED line of the runner's own (a build it did not find)
+note() { NOTES+=("SKIPPED $1"); }
+
+for t in "$BUILD"/test/test_*; do [ -x "$t" ] && add "$t" "$t"; done
+if [ -x "$EMU_BUILD/test/test_cuda" ]; then
+  for t in "$EMU_BUILD"/test/test_cuda*; do
+    [ -x "$t" ] || continue
+    add "$t (emulated, forward order)" run_emu emu forward 0 "$t"
+    [ $ALL = 1 ] && add "$t (emulated, reverse order, deferred work)" run_emu emu-rev-defer reverse 1 "$t"
+  done
+  [ -x "$EMU_BUILD/test/test_emu_selftest" ] && add "$EMU_BUILD/test/test_emu_selftest" "$EMU_BUILD/test/test_emu_selftest"
+else
+  note "emu: no emulated CUDA build in $EMU_BUILD (make emu BUILD=$BUILD builds it)"
+fi
+# sanitizer_suite TAG WHAT DIR TARGET: the self-tests and every test_cuda* of a sanitizer build
+# DIR, through run_TAG, each with the test names TAG_args NAME prints (failing: not run); SKIPPED
+# when DIR was not built (make TARGET builds it).
+sanitizer_suite() {
+  local tag=$1 what=$2 dir=$3 target=$4 t args
+  if [ ! -x "$dir/test_emu_selftest" ]; then
+    note "$tag: no $what build of the emulated CUDA tests (make $target)"
+    return
+  fi
+  add "$dir/test_emu_selftest" "run_$tag" "$dir/test_emu_selftest"
+  for t in "$dir"/test_cuda*; do
+    [ -x "$t" ] || continue
+    args=$("${tag}_args" "${t##*/}") || continue
+    # shellcheck disable=SC2086
+    add "$t (emulated, $what)" "run_$tag" "$t" $args
+  done
+}
+if [ $ALL = 1 ]; then
+  sanitizer_suite asan sanitizer "${BUILD}_emu_asan/test" emu-asan-tests
+  sanitizer_suite tsan "race detector" "${BUILD}_emu_tsan/test" emu-tsan-tests
+fi
+for t in test/test_*.sh; do [ -f "$t" ] && add "$t" bash "$t"; done
+for t in test/test_*.py; do [ -f "$t" ] && add "$t" "$PYTHON" "$t"; done
+if [ ${#FILTERS[@]} -gt 0 ] && [ ${#NAMES[@]} -eq 0 ]; then
+  echo "error: no test program's name contains: ${FILTERS[*]}" >&2
+  exit 2
+fi
+
+# --- run them, JOBS at a time; each one's output goes to its own log, printed when it ends
+tmp=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
+passed=0 failed=0 skipped=0
+declare -A JOB START
+# the CPU seconds (user + system) of a job's processes, from the `times` it wrote
+cpu_seconds() {
+  tail -1 "$1" 2>/dev/null | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] }
+                                    printf "%.0f", t }'
+}
+report() {  # report I: the finished program I's output and counts
+  local i=$1 log=$tmp/$1.log rc p f s
+  rc=$(cat "$tmp/$i.rc")
+  echo "== ${NAMES[$i]} ($(($(date +%s) - START[$i])) s, $(cpu_seconds "$tmp/$i.times") s CPU)"
+  cat "$log"
+  p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIPPED ' "$log")
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    echo "FAIL ${NAMES[$i]}: exited with status $rc without reporting a failure"; f=1
+  fi
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+}
+t0=$(date +%s)
+for i in "${!NAMES[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do
+    wait -n -p done_pid
+    report "${JOB[$done_pid]}"
+    unset "JOB[$done_pid]"
+  done
+  START[$i]=$(date +%s)
+  (eval "${CMDS[$i]}" >"$tmp/$i.log" 2>&1; echo $? >"$tmp/$i.rc"; times >"$tmp/$i.times") &
+  JOB[$!]=$i
+done
+while [ ${#JOB[@]} -gt 0 ]; do
+  wait -n -p done_pid
+  report "${JOB[$done_pid]}"
+  unset "JOB[$done_pid]"
+done
+for n in "${NOTES[@]}"; do echo "$n"; skipped=$((skipped + 1)); done
 echo
+echo "$(basename "$0")$([ $ALL = 1 ] && echo " --all"), $JOBS at a time: $(($(date +%s) - t0)) s"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

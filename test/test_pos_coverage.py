@@ -1,6 +1,6 @@
 """Every position scheme of src/pos.h (as build/train --list-pos prints them) is covered:
-by the gradient check (test_gradcheck --list), by the CPU-vs-CUDA model tests (the names
-test_cuda reports, run without a device so nothing is computed), by the PyTorch reference
+by the gradient check (test_gradcheck --list), by the CPU-vs-CUDA model tests (test_cuda
+--list, the emulated build's unless only a GPU build exists), by the PyTorch reference
 (scripts/torch_reference.py --pos accepts it; test_torch_reference runs each listed scheme),
 and by the comparison scripts (compare_runs.py orders and colours it, reproduce_paper.sh
 offers it). A fifth scheme added to pos.h fails here until each of them knows it."""
@@ -15,6 +15,7 @@ sys.path.insert(0, HERE)
 from testlib import check, finish  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
+EMU_BUILD = os.environ.get("EMU_BUILD", BUILD + "_emu")
 TRAIN = os.environ.get("TRAIN", os.path.join(BUILD, "train"))
 
 
@@ -62,9 +63,11 @@ have = set(out.split())
 gaps = [n for p in names for n in (f"gradcheck_model_{p}", f"float_vs_double_{p}") if n not in have]
 check("pos_covered_by_gradcheck", rc == 0 and names and not gaps, f"status {rc}, missing {gaps}")
 
-# an empty CUDA_VISIBLE_DEVICES hides any GPU: test_cuda then only names its tests (SKIPPED)
-rc, out = run([os.path.join(BUILD, "test", "test_cuda")], CUDA_VISIBLE_DEVICES="")
-have = {line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("SKIPPED ")}
+test_cuda = os.path.join(EMU_BUILD, "test", "test_cuda")
+if not os.path.exists(os.path.join(ROOT, test_cuda)):
+    test_cuda = os.path.join(BUILD, "test", "test_cuda")
+rc, out = run([test_cuda, "--list"])
+have = set(out.split())
 gaps = [n for p in names for n in (f"cuda_model_{p}_loss", f"cuda_model_{p}_grads", f"cuda_model_{p}_adamw5")
         if n not in have]
 check("pos_covered_by_cuda_tests", rc == 0 and names and not gaps, f"status {rc}, missing {gaps}")
@@ -78,9 +81,10 @@ order, colours = cr.get("POS_ORDER", []), cr.get("POS_COLOURS", {})
 check("pos_covered_by_compare_runs", names and list(order) == names and not missing(names, colours),
       f"compare_runs.py POS_ORDER {order}, no colour for {missing(names, colours)}; schemes {names}")
 
-rc, out = run(["bash", "scripts/reproduce_paper.sh", "--help"])
-pos_help = " ".join(line for line in out.splitlines() if "position schemes" in line).split()
-check("pos_covered_by_reproduce_paper", rc == 0 and names and not missing(names, pos_help),
-      f"reproduce_paper.sh --help does not offer {missing(names, pos_help)}")
+rc, out = run(["bash", "scripts/reproduce_paper.sh", "--dry-run", "--no-build", "--datasets", "wikitext2",
+               "--pos", " ".join(names), "--out", "/nonexistent/grid"], TRAIN=TRAIN)
+trained = " ".join(line for line in out.splitlines() if line.startswith("+ ") and "--pos" in line).split()
+check("pos_covered_by_reproduce_paper", rc == 0 and names and not missing(names, trained),
+      f"status {rc}, reproduce_paper.sh --dry-run trains no {missing(names, trained)}: {out[-300:]}")
 
 finish()

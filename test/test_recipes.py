@@ -4,7 +4,9 @@
 - one definition of the CPU scale: reproduce_paper.sh --scale cpu trains with
   configs/cpu_small.json and nothing else, and the README describes that config;
 - make bench passes ARGS on to bench_cpu.sh; the README mentions --quick and --dry-run;
-- the README's inspect_shard example reads a dataset its preceding lines prepare.
+- data/README.md's inspect_shard example reads a dataset its preceding lines prepare;
+- the README's example of a training run is what that command prints: its header lines word
+  for word, every other line with its numbers masked (the data and the timings differ here).
 Needs $BUILD/train and $BUILD/sample (test/run_tests.sh builds them)."""
 import json
 import os
@@ -25,6 +27,7 @@ from vocab import find_mirror  # noqa: E402
 
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 README = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+DATA_README = open(os.path.join(ROOT, "data", "README.md"), encoding="utf-8").read()
 
 
 def sh(cmd, cwd=ROOT, timeout=600):
@@ -33,13 +36,18 @@ def sh(cmd, cwd=ROOT, timeout=600):
     return p.returncode, p.stdout, p.stderr
 
 
-def code_block_after(marker):
-    """The lines of the first ```bash block after marker in the README."""
-    i = README.find(marker)
+def code_block_after(marker, text=README, fence="```bash\n"):
+    """The lines of the first code block (opened by fence) after marker in text."""
+    i = text.find(marker)
     if i < 0:
         return None
-    block = README[i:].split("```bash\n", 1)[1].split("```", 1)[0]
+    block = text[i:].split(fence, 1)[1].split("```", 1)[0]
     return [l for l in block.splitlines() if l.strip()]
+
+
+def masked(line):
+    """A line of the trainer's output with its numbers (and the spaces that pad them) as #."""
+    return re.sub(r" *[0-9][0-9.,e+-]*", "#", line)
 
 
 # ---- one definition of the CPU scale --------------------------------------------------------
@@ -57,6 +65,8 @@ try:
     rc, out, err = sh(f"scripts/reproduce_paper.sh --dry-run --no-build --datasets ptb --pos crope --out {tmp}/g2")
     check("paper_scale_is_paper_json", rc == 0 and f"+ {os.environ.get('TRAIN', 'build/train')} --config configs/paper.json --pos crope" in out,
           out[-400:] + err[-300:])
+    rc, out, err = sh("scripts/reproduce_paper.sh --dry-run --no-build --datasets ptb --pos 'rope bogus'")
+    check("reproduce_paper_unknown_pos", rc == 1 and "error: unknown pos 'bogus' (one of: " in err, err[-300:])
     desc = (f"{cfg['steps']} AdamW steps of {cfg['batch_size']} x {cfg['seq_len']} tokens, lr {cfg['lr']:g} "
             f"x{cfg['gamma']:g} every {cfg['step_size']} steps")
     check("readme_cpu_scale_is_the_config", desc in README, f"README does not say {desc!r}")
@@ -69,7 +79,7 @@ try:
     check("readme_mentions_quick_and_dry_run", "ARGS=--quick" in README and "--dry-run" in README)
 
     # ---- the Datasets block inspects a dataset that it prepares -----------------------------
-    lines = code_block_after("## Datasets") or []
+    lines = code_block_after("# Datasets", DATA_README) or []
     prepared = {m.group(1) for l in lines for m in [re.search(r"prepare_data\.py (\w+)", l)] if m}
     inspected = [m.group(1) for l in lines for m in [re.search(r"inspect_shard\.py data/(\w+)/", l)] if m]
     check("readme_inspects_a_prepared_dataset", inspected and all(d in prepared for d in inspected),
@@ -127,6 +137,22 @@ try:
             check("cpu_recipe_sample_prints_text", rc == 0 and "The history of" in out, out[-400:])
         else:
             skip("cpu_recipe_sample_prints_text", "no GPT-2 vocabulary here (no mirror)")
+
+    # ---- the example of a training run: the command, on tiny shards of the same names --------
+    example = code_block_after("<!-- run-example", fence="```\n") or []
+    if not example or not example[0].startswith("$ build/train "):
+        check("run_example_matches", False, "no <!-- run-example --> block starting with '$ build/train'")
+    else:
+        # the recipe's clone has data/wikitext2 and the config's paths; a fresh run folder
+        cmd = example[0][2:].replace("/tmp/example_run", os.path.join(tmp, "example_run"))
+        rc, out, err = sh(cmd, cwd=os.path.join(tmp, "clone"))
+        got = [l for l in out.splitlines() if l.strip()]
+        header = 4  # model, parameters, memory: the config's alone, so word for word
+        why = [f"line {i + 1}: README {w!r} vs {g!r}" for i, (w, g) in enumerate(zip(example[1:], got))
+               if (w != g if i < header else masked(w) != masked(g))]
+        if len(got) != len(example) - 1:
+            why.append(f"{len(example) - 1} lines in the README, {len(got)} printed")
+        check("run_example_matches", rc == 0 and not why, f"rc={rc} " + "; ".join(why)[:900] + err[-300:])
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
