@@ -349,7 +349,7 @@ def positive_int(s):
 
 def parse_args(argv):
     ap = ArgParser(description="Tokenize WikiText-2, PTB or PG-19 into GPT-2 token shards.",
-                                 epilog="See the module docstring (or the README) for how documents are joined.")
+                                 epilog="See the module docstring (or data/README.md) for how documents are joined.")
     ap.add_argument("dataset", choices=sorted(DATASETS))
     ap.add_argument("--mirror", metavar="DIR", help="read the upstream files from DIR (laid out as upstream) "
                     "instead of downloading; DIR/gpt2/ also supplies the vocabulary")

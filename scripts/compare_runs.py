@@ -6,7 +6,7 @@ usage: compare_runs.py RUN_DIR... [--out PREFIX] [--smooth N] [--eval-lengths]
        compare_runs.py --status RUN_DIR...
 
 Each RUN_DIR holds log.jsonl (first record {"type":"config",...}, then "train"
-and "val" records; see the README). Runs are grouped by dataset, pos and the
+and "val" records; see MODEL.md). Runs are grouped by dataset, pos and the
 rest of their config; runs that differ only in seed form one group and are
 drawn as a mean line with a min-max band, and summarised as mean +- std.
 

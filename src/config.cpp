@@ -562,7 +562,7 @@ void setup_process(char** argv) {
     // Idle OpenMP threads spin for a long while by default; on a machine busy with other jobs they
     // take the cores from the threads with work, and steps get 3-70x slower. A short spin (1000
     // rounds, then sleep) is as fast as passive waiting under load and faster than both the default
-    // and passive on free cores (README, Performance). libgomp reads its variables when it loads,
+    // and passive on free cores (scripts/README.md, CPU throughput). libgomp reads its variables when it loads,
     // before main: set it and start again. A user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins
     // (set one to run under valgrind, whose /proc/self/exe is not the program).
     if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT") && setenv("GOMP_SPINCOUNT", "1000", 1) == 0)

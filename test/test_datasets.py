@@ -363,7 +363,7 @@ try:
               and f"has no module '{module}' (Debian: apt-get install python3-{module})" in e, e[-300:])
 
     # The real WikiText-2 from the mirror: 600/60/60 articles and the token counts recorded in
-    # the README (a regression check of tokenizer + joining policy on the whole corpus).
+    # data/README.md (a regression check of tokenizer + joining policy on the whole corpus).
     real = mirror and os.path.isdir(os.path.join(mirror, "wikitext-2"))
     if not real:
         skip("prepare_real_wikitext2_counts", "no local mirror with wikitext-2/")

@@ -55,7 +55,7 @@ pid=$!
 pids+=("$pid")
 if wait_for "$tmp/fifo.txt" "^parameters: total" 20 && kill -0 "$pid" 2>/dev/null; then pass output_line_buffered
 else fail output_line_buffered "no header line in the redirected output while the run was alive: '$(cat "$tmp/fifo.txt")'"; fi
-# OpenMP threads spin briefly, then sleep, unless the user says otherwise (README, Performance)
+# OpenMP threads spin briefly, then sleep, unless the user says otherwise (scripts/README.md, CPU throughput)
 if tr '\0' '\n' <"/proc/$pid/environ" | grep -qx GOMP_SPINCOUNT=1000; then pass openmp_short_spin_by_default
 else fail openmp_short_spin_by_default "OpenMP settings of the running trainer: $(tr '\0' '\n' <"/proc/$pid/environ" | grep OMP_)"; fi
 env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active "$TRAIN" "${tiny[@]}" --train_data "$tmp/fifo_train_000000.bin" --run_dir "$tmp/fifo_run2" \
