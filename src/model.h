@@ -361,7 +361,6 @@ struct GPT {
         return (pt.complex_qkv ? qkv_expanded : wa.qkvw) + (size_t)l * 3 * C * C;
     }
 
-
     // Backward pass of the last forward(…, grad=true): fills grads.
     void backward() {
         Acts& a = acts.train;
@@ -419,7 +418,6 @@ struct GPT {
 
     // Data parallel without ZeRO-1, on a backend whose collectives run beside its compute (CUDA:
 
-
     // AdamW over every tensor with the learning rate, bias corrections and clip scale of
     // `scalars`. With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
     // kActCopy: AdamW writes the compute copy in the same pass; with ZeRO-1 the gathered weights
@@ -462,7 +460,6 @@ struct GPT {
         BK::copy_scalars_from_host(scalars, adamw_scalars(lr, beta1, beta2, t, gscale));
         adamw({beta1, beta2, eps, wd, decay_all, 0});
     }
-
 
     // One training step over inputs and targets (B,T) (host ids), queued without waiting for the
     // device: the uploads, forward, backward, the gradient sum over ranks and its norm, the clip

@@ -123,7 +123,11 @@ struct Trainer {
     const json run_on;  // {"device", "arithmetic"}: where and how this run computes, for its log
 
     Trainer(const Config& c, json on)
-        : cfg(c), mc(model_config(c)), model(mc, dist::group()), train(c.train_data, "train", c.vocab_size), run_on(std::move(on)) {
+        : cfg(c),
+          mc(model_config(c)),
+          model(mc, dist::group()),
+          train(c.train_data, "train", c.vocab_size),
+          run_on(std::move(on)) {
         train.start(cfg.batch_size, cfg.seq_len, cfg.data_order == "shuffle", cfg.seed);
         if (!cfg.val_data.empty()) val = std::make_unique<DataLoader>(cfg.val_data, "val", cfg.vocab_size);
         printf("data: train %s tokens in %zu shard(s)", with_commas(train.num_tokens()).c_str(), train.num_shards());
