@@ -78,7 +78,8 @@ template <class A>
 void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dout, const A* inp, const float* w,
                         const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
 
-// bf16: bf16 tensor-core GEMMs with fp32 accumulation; dw, dbias fp32. matmul_backward
+// bf16: bf16 tensor-core GEMMs with fp32 accumulation (split-K partials included), the output
+// rounded once; dw, dbias fp32. matmul_backward
 // overwrites dinp and adds to dw, dbias (src/ops/matmul.h); matmul_dinp_add adds to dinp, in A
 // or in fp32 over bf16 operands (a sum kept in fp32 over several GEMMs: the classifier's tiles).
 template <class A>
@@ -116,7 +117,7 @@ void attention_backward(A* dqkv, A* scratch, const A* dout, const A* qkv, const 
 // log-sum-exp of each query row's scaled scores; nothing of size T x T is stored. Backward
 // recomputes the scores from qkv and lse and reads the forward's out; deterministic (no
 // atomics). Head sizes D = C/H of 8, 16, 32, 64 or 128; others throw. bf16: tensor-core
-// (WMMA) kernels at D = 16, 32, 64, the fp32 kernels reading bf16 at the others.
+// (mma.sync) kernels at D = 16, 32, 64, the fp32 kernels reading bf16 at the others.
 template <class A>
 void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C, int H, cudaStream_t stream);
 template <class A>

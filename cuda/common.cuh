@@ -130,10 +130,14 @@ constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 // GEMMs run in order with that op's kernels (and are captured with them in a CUDA graph).
 // cublasSetStream also puts cuBLAS back on its own workspace pool, so the workspace is given
 // again each time: its memory stays counted, and a captured GEMM allocates nothing.
+// Its math mode disallows reduced-precision reductions: a GEMM with bf16 output that splits K
+// (the classifier's input gradient: K = 50304 into a rows x C output) then sums its partials in
+// fp32, the compute type, not in bf16.
 inline cublasHandle_t cublas_on(cudaStream_t stream) {
     static cublasHandle_t h = [] {
         cublasHandle_t hh;
         cublasCheck(cublasCreate(&hh));
+        cublasCheck(cublasSetMathMode(hh, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
         return hh;
     }();
     static void* workspace = device_malloc(kCublasWorkspaceBytes);
