@@ -235,7 +235,9 @@ struct CudaBackend {
     }
     static void graph_launch(Graph g) { gpu::graph_launch(g, gpu::main_stream()); }
     static void graph_free(Graph g) { gpu::graph_free(g); }
-    static bool available();  // a CUDA device is usable; never throws
+    // A CUDA device is usable. Throws (one line: the driver's and the runtime's CUDA versions)
+    // only when the driver is older than the runtime this program was built with.
+    static bool available();
     static std::string device_name();
     static size_t peak_memory();         // bytes, all allocations of this backend (incl. kernel scratch)
     static size_t current_memory();      // bytes now allocated

@@ -163,6 +163,19 @@ expect_fail emu_train_diverged_loss "^error: loss is -?(nan|inf) at step 1 " -- 
   $EMU_TRAIN $args --device cuda --lr 1e39 --steps 4 --checkpoint_every 2 --run_dir "$tmp/nan"
 if [ ! -e "$tmp/nan/latest" ]; then pass emu_train_diverged_no_checkpoint
 else fail emu_train_diverged_no_checkpoint "latest names $(cat "$tmp/nan/latest")"; fi
+# A driver older than the CUDA runtime (CUDA_EMU_DRIVER pretends one): one line with both
+# versions, whether the GPU was asked for or found (--device auto), and every GPU test of a test
+# program SKIPPED with that line
+old_driver="^error: cudaErrorInsufficientDriver: the NVIDIA driver supports CUDA 12\.4, this build's runtime is CUDA 13\.0: update the driver or build with an older CUDA toolkit$"
+for dev in cuda auto; do
+  expect_fail "emu_train_old_driver_$dev" "$old_driver" -- \
+    env CUDA_EMU_DRIVER=12.4 $EMU_TRAIN $args --device $dev --run_dir "$tmp/old_driver_$dev"
+done
+out=$(CUDA_EMU_DRIVER=12.4 "$(dirname "$EMU_TRAIN")/test/test_cuda" cuda_layernorm 2>&1)
+if [ "$(grep -c '^SKIPPED cuda_layernorm.*: cudaErrorInsufficientDriver: the NVIDIA driver supports CUDA 12.4' <<<"$out")" -ge 2 ] &&
+    ! grep -q '^PASS\|^FAIL' <<<"$out"; then
+  pass emu_test_cuda_old_driver
+else fail emu_test_cuda_old_driver "expected every test SKIPPED with the driver's line: $(head -c 300 <<<"$out")"; fi
 # flash attention's GPU kernels take only some head sizes: the trainer says so before it starts
 # (n_embd 48 / n_head 2 = 24)
 expect_fail emu_train_flash_head_size "^error: flash attention on the GPU supports head sizes 8, 16, 32, 64, 128, got n_embd/n_head = 24 \(use --attention cublas\)" -- \

@@ -772,6 +772,24 @@ int main() {
             const float want = std::strcmp(mode, "truncate") ? 1.0f + 1.0f / (1 << 10) : 1.0f;
             return host(C, 1)[0] == want ? 0 : 1;
         });
+    // CUDA_EMU_DRIVER=12.4: older than the runtime's 13.0, the device and memory calls fail
+    expect_clean("old_driver_insufficient", [] {
+        setenv("CUDA_EMU_DRIVER", "12.4", 1);
+        int n = -1, driver = 0, runtime = 0;
+        void* p = nullptr;
+        const bool refused = cudaGetDeviceCount(&n) == cudaErrorInsufficientDriver && n == 0 &&
+                             cudaMalloc(&p, 16) == cudaErrorInsufficientDriver &&
+                             cudaGetLastError() == cudaErrorInsufficientDriver;
+        cudaDriverGetVersion(&driver);
+        cudaRuntimeGetVersion(&runtime);
+        return refused && driver == 12040 && runtime == 13000 ? 0 : 1;
+    });
+    expect_report("bad_driver_variable", {"error: CUDA_EMU_DRIVER=r580: expected a driver version X.Y"}, [] {
+        setenv("CUDA_EMU_DRIVER", "r580", 1);
+        int n;
+        cudaGetDeviceCount(&n);
+        return 0;
+    });
     expect_report("bad_tf32_variable", {"error: CUDA_EMU_TF32=sometimes: expected nearest or truncate"}, [] {
         setenv("CUDA_EMU_TF32", "sometimes", 1);
         cublasHandle_t h;
