@@ -106,11 +106,12 @@ std::string test_layernorm_forward() {
 }
 
 // With and without dsum (the residual branch's bias gradient: the column sums of dinp as
-// updated); N = 1100 spans 9 blocks of rows, the last one partial.
+// updated); N = 1100 spans many chunks of rows, the last one partial; C = 72: 16-byte loads; C = 50:
+// one column at a time; N = 4096, C = 128: the paper's width, 512 chunks of 8 rows.
 std::string test_layernorm_backward() {
     Rng r(5);
     std::string why;
-    for (auto [N, C] : std::vector<std::pair<int, int>>{{37, 48}, {1100, 72}, {64, 768}}) {
+    for (auto [N, C] : std::vector<std::pair<int, int>>{{37, 48}, {1100, 72}, {300, 50}, {64, 768}, {4096, 128}}) {
         Vec x = randn((size_t)N * C, r, 2.0), w = randn(C, r), b = randn(C, r), d = randn((size_t)N * C, r);
         Vec dx0 = randn((size_t)N * C, r), dw0 = randn(C, r), db0 = randn(C, r), ds0 = randn(C, r);
         Vec out((size_t)N * C), mean(N), rstd(N);
