@@ -60,7 +60,8 @@ cudaStream_t main_stream();
 template <class A>
 void encoder_forward(A* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
                      cudaStream_t stream);
-// Deterministic: every (token, channel) sums its positions in increasing position order.
+// Deterministic: every (token, channel) sums its positions in increasing position order, a
+// long run of one token in pieces of consecutive positions added in order (encoder.cu).
 template <class A>
 void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C,
                       cudaStream_t stream);
