@@ -366,8 +366,10 @@ constexpr int kColBlocks = 2 * 132;  // two waves of an H100's or H200's 132 SMs
 namespace {
 __device__ unsigned g_column_sums_count;  // last_block's ticket counter (one per .cu file)
 }
+// At least 2 blocks an SM: a budget of 128 registers a thread (they take 56-67); with the block size
+// alone ptxas aimed at 32 and spilled (scripts/check_spills.sh).
 template <int NQ, int W, class F, class Dst>
-__global__ void __launch_bounds__(kColThreads)
+__global__ void __launch_bounds__(kColThreads, 2)
     column_sums_kernel(Dst dst, float* __restrict__ partial, int N, int C, int rows_per_chunk, F value) {
     __shared__ float s[NQ * (kColThreads * W + kColThreads)];  // (q, y, column), rows X W + 1 apart
     const int X = blockDim.x, Y = blockDim.y, x = threadIdx.x, y = threadIdx.y, L = X * W + 1;

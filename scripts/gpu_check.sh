@@ -350,7 +350,7 @@ fi
 if [ $EMU = 1 ]; then
   PLAN="build:60 tests:10 paper:8 gpt2:8 profile:8 head:15 sanitizer:1 dist:1 rest:20 torch:1 lab:40 grid:1"
 else
-  PLAN="build:150 tests:60 paper:25 gpt2:20 profile:20 head:70 sanitizer:60 dist:25 rest:50 torch:100 lab:70 grid:60"
+  PLAN="build:120 tests:60 paper:25 gpt2:20 profile:20 head:60 sanitizer:60 dist:20 rest:45 torch:70 lab:60 grid:60"
 fi
 PLAN+=" ${GPU_CHECK_COSTS:-}"  # PART:SECONDS ... in the environment: a plan to try (the tests' too)
 OPTIONAL=" torch lab grid "  # cut by the budget: SKIPPED; any other part cut: FAIL
@@ -766,24 +766,25 @@ SAN_SUBSET="cuda_encoder_backward cuda_layernorm cuda_rope cuda_crope cuda_atten
   cuda_gelu cuda_softmax_crossentropy cuda_adamw_update cuda_sum_squares cuda_bf16_layernorm cuda_bf16_matmul"
 SAN_FLASH="cuda_flash_forward_backward cuda_flash_head_sizes"  # test_cuda_flash: every head size, small shapes
 part_sanitizer() {
-  local tool t rc
+  local tool prog names rc
   for tool in memcheck racecheck; do
     if [ $EMU = 1 ]; then part "sanitizer_$tool" skip "emulated (the emulation has its own checks)"; continue; fi
     if [ -z "$SANITIZER" ]; then part "sanitizer_$tool" skip "compute-sanitizer not found"; continue; fi
     carry "sanitizer_$tool" && continue
-    t=$(pcap 60)
-    if [ "$t" -lt 10 ]; then part "sanitizer_$tool" fail "not run: the time budget ran out"; continue; fi
+    if [ "$(pcap 60)" -lt 10 ]; then part "sanitizer_$tool" fail "not run: the time budget ran out"; continue; fi
     # the listed tests of test_cuda and test_cuda_bf16, then the flash kernels (shared-memory
     # tiles; fp32, and the tf32 and bf16 tensor-core ones) at every head size
     : >"$OUT/$tool.log"
     rc=0
-    for t in test_cuda test_cuda_bf16 test_cuda_flash; do
-      local names
-      names=$([ $t = test_cuda_flash ] && echo "$SAN_FLASH" || tr ' ' '\n' <<<"$SAN_SUBSET" | grep -v '^$' |
-        grep "$([ $t = test_cuda_bf16 ] && echo '^cuda_bf16_' || echo '^cuda_[^b]')" | tr '\n' ' ')
+    for prog in test_cuda test_cuda_bf16 test_cuda_flash; do
+      case $prog in
+        test_cuda_flash) names=$SAN_FLASH ;;
+        test_cuda_bf16) names=$(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_bf16_' | tr '\n' ' ') ;;
+        *) names=$(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_' | grep -v '^cuda_bf16_' | tr '\n' ' ') ;;
+      esac
       # shellcheck disable=SC2086
       timeout -k 5 "$(pcap 40)" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
-        "$BUILD/test/$t" $names >>"$OUT/$tool.log" 2>&1
+        "$BUILD/test/$prog" $names >>"$OUT/$tool.log" 2>&1
       rc=$?
       [ $rc = 0 ] || break
     done

@@ -52,13 +52,7 @@ bool tf32_override_off() {
 
 // CUDA_EMU_TF32: nearest (cvt.rna, the default) or truncate (the 13 low mantissa bits dropped)
 bool tf32_truncates() {
-    static const bool trunc = [] {
-        const char* e = std::getenv("CUDA_EMU_TF32");
-        if (!e || !std::strcmp(e, "nearest")) return false;
-        if (!std::strcmp(e, "truncate")) return true;
-        std::fprintf(stderr, "error: CUDA_EMU_TF32=%s: expected nearest or truncate\n", e);
-        std::exit(1);
-    }();
+    static const bool trunc = emu::env_switch("CUDA_EMU_TF32", "nearest", "truncate");
     return trunc;
 }
 

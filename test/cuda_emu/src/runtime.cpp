@@ -99,6 +99,14 @@ uint64_t parse_env_u64(const char* name, const char* value) {
     return v;
 }
 
+bool env_switch(const char* name, const char* off, const char* on) {
+    const char* e = std::getenv(name);
+    if (!e || !std::strcmp(e, off)) return false;
+    if (!std::strcmp(e, on)) return true;
+    std::fprintf(stderr, "error: %s=%s: expected %s or %s\n", name, e, off, on);
+    std::exit(1);
+}
+
 void set_last_error(cudaError_t err) {
     g_last = err;
 }
