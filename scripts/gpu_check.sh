@@ -52,6 +52,8 @@ usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper
                     run again (reported SKIPPED, its rows copied from DIR), and the parts are
                     sized from the costs DIR measured
   -h, --help        this text
+Environment: DATA (where prepared shards are looked for, default data), GPU_CHECK_COSTS
+("PART:SECONDS ...": costs to plan with instead of the estimates).
 EOF
 }
 
