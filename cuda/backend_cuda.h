@@ -283,7 +283,8 @@ struct CudaBackend {
     CUDA_BACKEND_OP(classifier_tile_lse);
     CUDA_BACKEND_OP(classifier_tile_loss);
     CUDA_BACKEND_OP(classifier_tile_dlogits);
-    // rows per classifier chunk: 4096 x 50304 fp32 logits (786 MiB, a quarter of the paper batch's)
+    // rows per classifier chunk: 4096 x 50304 fp32 logits (786 MiB, a quarter of the paper batch's);
+    // until scripts/gpu_check.sh's LM head sweep measures the others (its head.md names the fastest)
     static constexpr int classifier_chunk = 4096;
     CUDA_BACKEND_OP(adamw_update);
     CUDA_BACKEND_OP(sum_squares);
