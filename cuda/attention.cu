@@ -464,12 +464,11 @@ __device__ inline void load_a(uint32_t (&a)[4], const float* tile, int ld) {
     for (int i = 0; i < 4; i++) a[i] = __float_as_uint(tile[(g + 8 * (i % 2)) * ld + t + 4 * (i / 2)]);
 }
 
-// s (16 x kMmaRows) += X Y^T: X (16 x D) the warp's A operands, Y (kMmaRows x D) a row-major
-// shared tile
-template <int D>
-__device__ inline void mma_xyt(float (&s)[kTiles8][4], const uint32_t (&x)[D / 16][4],
-                               const bf16 (*y)[D + kPad<bf16>]) {
-    for (int n = 0; n < kTiles8; n += 2)
+// s (16 x N) += X Y^T: X (16 x D) the warp's A operands, Y (N x D) N rows of a row-major shared
+// tile (N a multiple of 16)
+template <int D, int N = kMmaRows>
+__device__ inline void mma_xyt(float (&s)[N / 8][4], const uint32_t (&x)[D / 16][4], const bf16 (*y)[D + kPad<bf16>]) {
+    for (int n = 0; n < N / 8; n += 2)
         for (int k = 0; k < D / 16; k++) {
             uint32_t yb[4];
             load_b_pair(yb, &y[8 * n][16 * k], D + kPad<bf16>);
@@ -477,21 +476,20 @@ __device__ inline void mma_xyt(float (&s)[kTiles8][4], const uint32_t (&x)[D / 1
             mma_bf16(s[n + 1], x[k], {yb[2], yb[3]});
         }
 }
-template <int D>
-__device__ inline void mma_xyt(float (&s)[kTiles8][4], const uint32_t (&x)[D / 8][4],
-                               const float (*y)[D + kPad<float>]) {
+template <int D, int N = kMmaRows>
+__device__ inline void mma_xyt(float (&s)[N / 8][4], const uint32_t (&x)[D / 8][4], const float (*y)[D + kPad<float>]) {
     const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-    for (int n = 0; n < kTiles8; n++)
+    for (int n = 0; n < N / 8; n++)
         for (int k = 0; k < D / 8; k++)
             mma_tf32(s[n], x[k],
                      {__float_as_uint(y[8 * n + g][8 * k + t]), __float_as_uint(y[8 * n + g][8 * k + t + 4])});
 }
 
-// acc (16 x D) += X Y: X (16 x kMmaRows) the lane's accumulator tiles (rounded to the operand
-// type here), Y (kMmaRows x D) a row-major shared tile
-template <int D>
-__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][4], const bf16 (*y)[D + kPad<bf16>]) {
-    for (int j = 0; j < kTiles8 / 2; j++) {  // 16 of the summed index at a time
+// acc (16 x D) += X Y: X (16 x N) the lane's accumulator tiles (rounded to the operand type
+// here), Y (N x D) N rows of a row-major shared tile
+template <int D, int N = kMmaRows>
+__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[N / 8][4], const bf16 (*y)[D + kPad<bf16>]) {
+    for (int j = 0; j < N / 16; j++) {  // 16 of the summed index at a time
         const uint32_t xa[4] = {pack_bf16(x[2 * j][0], x[2 * j][1]), pack_bf16(x[2 * j][2], x[2 * j][3]),
                                 pack_bf16(x[2 * j + 1][0], x[2 * j + 1][1]),
                                 pack_bf16(x[2 * j + 1][2], x[2 * j + 1][3])};
@@ -506,10 +504,10 @@ __device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][
 // tf32: the 8 summed columns of a product in the order the accumulator tile holds them, the same
 // for A and B (so the sum is unchanged): A's column t is the tile's column 2t, column t + 4 is
 // 2t + 1, so the lane's accumulators are its A operand as they are.
-template <int D>
-__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[kTiles8][4], const float (*y)[D + kPad<float>]) {
+template <int D, int N = kMmaRows>
+__device__ inline void mma_xy(float (&acc)[D / 8][4], const float (&x)[N / 8][4], const float (*y)[D + kPad<float>]) {
     const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-    for (int j = 0; j < kTiles8; j++) {  // 8 of the summed index at a time
+    for (int j = 0; j < N / 8; j++) {  // 8 of the summed index at a time
         const uint32_t xa[4] = {tf32_bits(x[j][0]), tf32_bits(x[j][2]), tf32_bits(x[j][1]), tf32_bits(x[j][3])};
         for (int n = 0; n < D / 8; n++)
             mma_tf32(acc[n], xa,
@@ -553,9 +551,11 @@ struct alignas(16) MmaTiles {
     X a[kMmaRows][D + kPad<X>], b[kMmaRows][D + kPad<X>];
 };
 
-// grid (B*H, ceil(T/kMmaRows)); key tiles up to the diagonal.
+// grid (B*H, ceil(T/kMmaRows)); key tiles up to the diagonal. At least one block per SM: so
+// ptxas's register budget is the hardware's 255; given the block size alone it picked a tighter
+// one of its own, and spilled the fp32 kernels at D = 16 and 32 (scripts/check_spills.sh).
 template <int D, class X>
-__global__ void __launch_bounds__(kMmaThreads)
+__global__ void __launch_bounds__(kMmaThreads, 1)
     flash_forward_mma_kernel(X* __restrict__ out, float* __restrict__ lse, const X* __restrict__ qkv, int T, int C,
                              int H, float scale) {
     constexpr int K = kMmaK<X>;
@@ -623,7 +623,11 @@ struct alignas(16) MmaDkdvTiles {
 };
 
 // dK, dV: a warp owns 16 keys (the rows of its products); query tiles from the block's first
-// key to T. grid (B*H, ceil(T/kMmaRows)).
+// key to T, each in parts of kDkdvCols queries: P and dS, live beside K, V, dK and dV, take
+// registers for one part only (at D = 64 in fp32 the whole tile took 252 of 255 registers, parts
+// of 32 queries 236, of 16 216: scripts/check_spills.sh). The sums run in the same order.
+// grid (B*H, ceil(T/kMmaRows)).
+constexpr int kDkdvCols = 16;
 template <int D, class X>
 __global__ void __launch_bounds__(kMmaThreads)
     flash_backward_dkdv_mma_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
@@ -656,17 +660,21 @@ __global__ void __launch_bounds__(kMmaThreads)
             sm.delta[i] = q0 + i < T ? delta[(size_t)bh * T + q0 + i] : 0.0f;
         }
         __syncthreads();
-        float p[kTiles8][4] = {}, ds[kTiles8][4] = {};
-        mma_xyt<D>(p, ka, sm.q);      // S^T = K Q^T
-        mma_xyt<D>(ds, va, sm.dout);  // dP^T = V dO^T
-        for (int n = 0; n < kTiles8; n++)
-            for (int i = 0; i < 4; i++) {
-                const int c = 8 * n + 2 * t + (i & 1), q = q0 + c;  // query q is p's column c
-                p[n][i] = keys[i / 2] <= q && q < T ? exp2f(p[n][i] * scale2 - sm.lse[c]) : 0.0f;
-                ds[n][i] = p[n][i] * (ds[n][i] - sm.delta[c]);
-            }
-        mma_xy<D>(dv, p, sm.dout);  // dV += P^T dO
-        mma_xy<D>(dk, ds, sm.q);    // dK += dS^T Q
+#pragma unroll 1  // one part's P and dS live at a time
+        for (int c0 = 0; c0 < kMmaRows; c0 += kDkdvCols) {
+            constexpr int N = kDkdvCols;
+            float p[N / 8][4] = {}, ds[N / 8][4] = {};
+            mma_xyt<D, N>(p, ka, sm.q + c0);      // S^T = K Q^T
+            mma_xyt<D, N>(ds, va, sm.dout + c0);  // dP^T = V dO^T
+            for (int n = 0; n < N / 8; n++)
+                for (int i = 0; i < 4; i++) {
+                    const int c = c0 + 8 * n + 2 * t + (i & 1), q = q0 + c;  // query q is the tile's column c
+                    p[n][i] = keys[i / 2] <= q && q < T ? exp2f(p[n][i] * scale2 - sm.lse[c]) : 0.0f;
+                    ds[n][i] = p[n][i] * (ds[n][i] - sm.delta[c]);
+                }
+            mma_xy<D, N>(dv, p, sm.dout + c0);  // dV += P^T dO
+            mma_xy<D, N>(dk, ds, sm.q + c0);    // dK += dS^T Q
+        }
     }
     for (int r = 0; r < 2; r++) {
         if (keys[r] >= T) continue;

@@ -60,7 +60,8 @@ cudaStream_t main_stream();
 template <class A>
 void encoder_forward(A* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
                      cudaStream_t stream);
-// Deterministic: every (token, channel) sums its positions in increasing position order.
+// Deterministic: every (token, channel) sums its positions in increasing position order, a
+// long run of one token in pieces of consecutive positions added in order (encoder.cu).
 template <class A>
 void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C,
                       cudaStream_t stream);
@@ -78,7 +79,8 @@ template <class A>
 void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dout, const A* inp, const float* w,
                         const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
 
-// bf16: bf16 tensor-core GEMMs with fp32 accumulation; dw, dbias fp32. matmul_backward
+// bf16: bf16 tensor-core GEMMs with fp32 accumulation (split-K partials included), the output
+// rounded once; dw, dbias fp32. matmul_backward
 // overwrites dinp and adds to dw, dbias (src/ops/matmul.h); matmul_dinp_add adds to dinp, in A
 // or in fp32 over bf16 operands (a sum kept in fp32 over several GEMMs: the classifier's tiles).
 template <class A>
@@ -116,7 +118,7 @@ void attention_backward(A* dqkv, A* scratch, const A* dout, const A* qkv, const 
 // log-sum-exp of each query row's scaled scores; nothing of size T x T is stored. Backward
 // recomputes the scores from qkv and lse and reads the forward's out; deterministic (no
 // atomics). Head sizes D = C/H of 8, 16, 32, 64 or 128; others throw. bf16: tensor-core
-// (WMMA) kernels at D = 16, 32, 64, the fp32 kernels reading bf16 at the others.
+// (mma.sync) kernels at D = 16, 32, 64, the fp32 kernels reading bf16 at the others.
 template <class A>
 void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C, int H, cudaStream_t stream);
 template <class A>
@@ -234,7 +236,9 @@ struct CudaBackend {
     }
     static void graph_launch(Graph g) { gpu::graph_launch(g, gpu::main_stream()); }
     static void graph_free(Graph g) { gpu::graph_free(g); }
-    static bool available();  // a CUDA device is usable; never throws
+    // A CUDA device is usable. Throws (one line: the driver's and the runtime's CUDA versions)
+    // only when the driver is older than the runtime this program was built with.
+    static bool available();
     static std::string device_name();
     static size_t peak_memory();         // bytes, all allocations of this backend (incl. kernel scratch)
     static size_t current_memory();      // bytes now allocated
@@ -279,7 +283,8 @@ struct CudaBackend {
     CUDA_BACKEND_OP(classifier_tile_lse);
     CUDA_BACKEND_OP(classifier_tile_loss);
     CUDA_BACKEND_OP(classifier_tile_dlogits);
-    // rows per classifier chunk: 4096 x 50304 fp32 logits (786 MiB, a quarter of the paper batch's)
+    // rows per classifier chunk: 4096 x 50304 fp32 logits (786 MiB, a quarter of the paper batch's);
+    // until scripts/gpu_check.sh's LM head sweep measures the others (its head.md names the fastest)
     static constexpr int classifier_chunk = 4096;
     CUDA_BACKEND_OP(adamw_update);
     CUDA_BACKEND_OP(sum_squares);

@@ -11,6 +11,7 @@
 
 #include "backend_cuda.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -130,10 +131,14 @@ constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 // GEMMs run in order with that op's kernels (and are captured with them in a CUDA graph).
 // cublasSetStream also puts cuBLAS back on its own workspace pool, so the workspace is given
 // again each time: its memory stays counted, and a captured GEMM allocates nothing.
+// Its math mode disallows reduced-precision reductions: a GEMM with bf16 output that splits K
+// (the classifier's input gradient: K = 50304 into a rows x C output) then sums its partials in
+// fp32, the compute type, not in bf16.
 inline cublasHandle_t cublas_on(cudaStream_t stream) {
     static cublasHandle_t h = [] {
         cublasHandle_t hh;
         cublasCheck(cublasCreate(&hh));
+        cublasCheck(cublasSetMathMode(hh, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
         return hh;
     }();
     static void* workspace = device_malloc(kCublasWorkspaceBytes);
@@ -243,19 +248,6 @@ __device__ inline bool last_block(unsigned* count) {
     return last;
 }
 
-// dst(c) += the sum over k < nparts of partial[k * ncols + c], in k order, by the block's threads.
-// L2 loads (__ldcg): the partials were written by other blocks during this launch.
-template <class Dst>
-__device__ inline void add_partials(Dst dst, const float* partial, int nparts, int ncols) {
-    const int nthreads = blockDim.x * blockDim.y;
-    for (int c = threadIdx.y * blockDim.x + threadIdx.x; c < ncols; c += nthreads) {
-        float t = 0.0f;
-#pragma unroll 8
-        for (int k = 0; k < nparts; k++) t += __ldcg(partial + (size_t)k * ncols + c);
-        dst(c) += t;
-    }
-}
-
 // W elements of E in one access: 16 bytes when W = 16 / sizeof(E).
 template <class E, int W>
 struct alignas(sizeof(E) * W) Pack {
@@ -296,57 +288,132 @@ __device__ inline void biased_pack(float (&y)[W], const E* x, const float* bias,
     for (int k = 0; k < W; k++) y[k] = f32(p.e[k]) + (bias ? bias[c + k] : 0.0f);
 }
 
+// V floats of partials that other blocks wrote during this launch: L2 loads (__ldcg), 16 bytes
+// at once when V = 4
+template <int V>
+__device__ inline Pack<float, V> ldcg_pack(const float* p) {
+    Pack<float, V> r;
+    if constexpr (V == 4) {
+        const float4 q = __ldcg(reinterpret_cast<const float4*>(p));
+        r.e[0] = q.x, r.e[1] = q.y, r.e[2] = q.z, r.e[3] = q.w;
+    } else {
+        for (int e = 0; e < V; e++) r.e[e] = __ldcg(p + e);
+    }
+    return r;
+}
+
+// The parts k = k0, k0 + dk, ... < nparts of columns [V col, V col + V) of partial (nparts, ncols),
+// summed in k order.
+template <int V>
+__device__ inline Pack<float, V> sum_parts(const float* partial, int col, int k0, int dk, int nparts, int ncols) {
+    Pack<float, V> t = {};
+#pragma unroll 8
+    for (int k = k0; k < nparts; k += dk) {
+        const Pack<float, V> p = ldcg_pack<V>(partial + (size_t)k * ncols + (size_t)col * V);
+        for (int e = 0; e < V; e++) t.e[e] += p.e[e];
+    }
+    return t;
+}
+
+// dst(c) += the sum over k < nparts of partial[k * ncols + c], c < ncols, by the block's threads
+// (at most kColThreads), V columns a thread, in a fixed order: with a thread per V columns and
+// threads to spare, G groups of threads each sum the parts k = g, g + G, ... and the G sums are
+// added in g order; else every part in order.
+constexpr int kColThreads = 256;
+template <int V, class Dst>
+__device__ inline void add_partials_v(Dst dst, const float* partial, int nparts, int ncols) {
+    __shared__ Pack<float, V> group_sum[kColThreads];
+    const int nthreads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+    const int nvec = ncols / V;
+    if (2 * nvec > nthreads) {
+        for (int col = tid; col < nvec; col += nthreads) {
+            const Pack<float, V> t = sum_parts<V>(partial, col, 0, 1, nparts, ncols);
+            for (int e = 0; e < V; e++) dst(col * V + e) += t.e[e];
+        }
+        return;
+    }
+    const int G = nthreads / nvec, col = tid % nvec, g = tid / nvec;
+    if (g < G) group_sum[tid] = sum_parts<V>(partial, col, g, G, nparts, ncols);
+    __syncthreads();
+    if (g != 0) return;
+    Pack<float, V> t = group_sum[col];
+    for (int h = 1; h < G; h++)
+        for (int e = 0; e < V; e++) t.e[e] += group_sum[h * nvec + col].e[e];
+    for (int e = 0; e < V; e++) dst(col * V + e) += t.e[e];
+}
+template <class Dst>
+__device__ inline void add_partials(Dst dst, const float* partial, int nparts, int ncols) {
+    if (ncols % 4 == 0)
+        add_partials_v<4>(dst, partial, nparts, ncols);
+    else
+        add_partials_v<1>(dst, partial, nparts, ncols);
+}
+
 // Column sums over the N rows of a row-major (N, C) array, NQ sums at a time, deterministic. The op
 // value(i, r, c, v) takes the W elements (r, c + k), k < W, i = r * C + c (C % W == 0, one access
 // when they are 16 bytes), and writes the NQ values to sum of each into v[q][k]: dst(q, c) += the
 // sum of the q-th over the rows. (An elementwise op that also stored its output here would sum its
 // own bias gradient, but a store between the loads of one row and the next keeps a thread to one
-// row in flight: too few bytes in flight at the paper's size.) Block (cx, chunk) sums one chunk of
-// rows for 32 packs of columns (threadIdx.x = pack, threadIdx.y = row phase) into partial (nchunks,
-// NQ, C); the last block to finish adds the chunks in order. Every column's sum goes in the same
-// order whatever W: the bits do not depend on it.
-constexpr int kColY = 8;
+// row in flight: too few bytes in flight at the paper's size.)
+// A block has kColThreads threads: X across packs of W columns (the row's packs rounded up to a
+// power of 2, at most 32), Y = kColThreads / X row phases. Block (cx, chunk) sums the rows
+// [chunk R, chunk R + R) of X packs: thread (x, y) its rows y, y + Y, ... in order, then the Y
+// phases in order, into partial (nchunks, NQ, C); the last block to finish adds the chunks
+// (add_partials). R, a multiple of Y, gives at least kColBlocks blocks where N allows (at C = 128:
+// 342 blocks of 48 rows in bf16, 293 of 56 in fp32, for 16K rows). The order of the sums depends
+// on N, C and W only: the same bits on any GPU, whatever order the blocks run in.
+constexpr int kColBlocks = 2 * 132;  // two waves of an H100's or H200's 132 SMs
 namespace {
 __device__ unsigned g_column_sums_count;  // last_block's ticket counter (one per .cu file)
 }
+// At least 2 blocks an SM: a budget of 128 registers a thread (they take 56-67); with the block size
+// alone ptxas aimed at 32 and spilled (scripts/check_spills.sh).
 template <int NQ, int W, class F, class Dst>
-__global__ void column_sums_kernel(Dst dst, float* __restrict__ partial, int N, int C, int rows_per_chunk, F value) {
-    __shared__ float s[NQ][kColY][32 * W + 1];
-    const int x = threadIdx.x, c = (blockIdx.x * 32 + x) * W;
+__global__ void __launch_bounds__(kColThreads, 2)
+    column_sums_kernel(Dst dst, float* __restrict__ partial, int N, int C, int rows_per_chunk, F value) {
+    __shared__ float s[NQ * (kColThreads * W + kColThreads)];  // (q, y, column), rows X W + 1 apart
+    const int X = blockDim.x, Y = blockDim.y, x = threadIdx.x, y = threadIdx.y, L = X * W + 1;
+    const int c = (blockIdx.x * X + x) * W;
     const int r0 = blockIdx.y * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
     float a[NQ][W] = {};
     if (c < C)
-        for (int r = r0 + threadIdx.y; r < r1; r += kColY) {
+        for (int r = r0 + y; r < r1; r += Y) {
             float v[NQ][W];
             value((size_t)r * C + c, r, c, v);
             for (int q = 0; q < NQ; q++)
                 for (int k = 0; k < W; k++) a[q][k] += v[q][k];
         }
     for (int q = 0; q < NQ; q++)
-        for (int k = 0; k < W; k++) s[q][threadIdx.y][x * W + k] = a[q][k];
+        for (int k = 0; k < W; k++) s[(q * Y + y) * L + x * W + k] = a[q][k];
     __syncthreads();
-    if (threadIdx.y == 0 && c < C)
-        for (int q = 0; q < NQ; q++)
-            for (int k = 0; k < W; k++) {
-                float t = 0.0f;
-                for (int y = 0; y < kColY; y++) t += s[q][y][x * W + k];
-                partial[((size_t)blockIdx.y * NQ + q) * C + c + k] = t;
-            }
+    // the block's NQ x (X W) sums over its Y phases, in phase order, by all its threads
+    for (int j = y * X + x; j < NQ * X * W; j += kColThreads) {
+        const int q = j / (X * W), col = j % (X * W), cc = blockIdx.x * X * W + col;
+        if (cc >= C) continue;
+        float t = 0.0f;
+        for (int p = 0; p < Y; p++) t += s[(q * Y + p) * L + col];
+        partial[((size_t)blockIdx.y * NQ + q) * C + cc] = t;
+    }
     if (!last_block(&g_column_sums_count)) return;
     const int ncols = NQ * C;  // partial's rows: (q, c) at q * C + c
     add_partials([&](int k) -> float& { return dst(k / C, k % C); }, partial, gridDim.y, ncols);
 }
 
-// The launch: a fixed chunk of rows (never device-dependent), so the bits are the same on any GPU.
+// The launch: the shape of the blocks and the chunk of rows from N, C and W alone (never from the
+// device), so the bits are the same on any GPU.
 template <int NQ, int W, class F, class Dst>
 void column_sums(Dst dst, int N, int C, F value, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
-    const int rows_per_chunk = 512;
+    const int packs = C / W;
+    int X = 1;
+    while (X < packs && X < 32) X *= 2;
+    const int Y = kColThreads / X, colblocks = ceil_div(packs, X);
+    const int rows_per_chunk = std::max(1, N / ceil_div(kColBlocks, colblocks) / Y) * Y;
     const int nchunks = ceil_div(N, rows_per_chunk);
     static Scratch<float> s_partial;
     float* partial = s_partial.get((size_t)nchunks * NQ * C);
     column_sums_kernel<NQ, W, F, Dst>
-        <<<dim3(ceil_div(C / W, 32), nchunks), dim3(32, kColY), 0, stream>>>(dst, partial, N, C, rows_per_chunk, value);
+        <<<dim3(colblocks, nchunks), dim3(X, Y), 0, stream>>>(dst, partial, N, C, rows_per_chunk, value);
     cudaCheckLaunch();
 }
 

@@ -1,7 +1,7 @@
 // LayerNorm over the last dimension (eps 1e-5, biased variance), forward (alone, or with the
 // residual add before it) and backward. Forward and the dinp part of backward: one warp per row.
-// dw, db (sums over rows) in a second kernel: blocks of fixed rows, whose partial sums the last
-// block adds in order (column_sums, common.cuh).
+// dw, db (sums over rows) in a second kernel: blocks of fixed rows, 16-byte loads where the rows
+// allow, whose partial sums the last block adds in a fixed order (column_sums, common.cuh).
 #include "backend_cuda.h"
 #include "common.cuh"
 
@@ -84,16 +84,22 @@ __global__ void layernorm_backward_dinp_kernel(E* __restrict__ dinp, const E* __
 }
 
 // The sums over rows, after dinp (column_sums, common.cuh): dw (C) += sum dout * xhat,
-// db += sum dout and (NQ = 3) dsum += sum dinp.
-template <class E, int NQ>
+// db += sum dout and (NQ = 3) dsum += sum dinp; W columns at a time.
+template <class E, int NQ, int W>
 struct BackwardTerms {
     const E *dinp, *dout, *inp;
     const float *mean, *rstd;
-    __device__ void operator()(size_t i, int r, int, float (&v)[NQ][1]) const {
-        const float d = f32(dout[i]);
-        v[0][0] = d * (f32(inp[i]) - mean[r]) * rstd[r];
-        v[1][0] = d;
-        if constexpr (NQ == 3) v[2][0] = f32(dinp[i]);
+    __device__ void operator()(size_t i, int r, int, float (&v)[NQ][W]) const {
+        const Pack<E, W> d = load_pack<E, W>(dout, i), x = load_pack<E, W>(inp, i);
+        const float m = mean[r], s = rstd[r];
+        for (int k = 0; k < W; k++) {
+            v[0][k] = f32(d.e[k]) * (f32(x.e[k]) - m) * s;
+            v[1][k] = f32(d.e[k]);
+        }
+        if constexpr (NQ == 3) {
+            const Pack<E, W> g = load_pack<E, W>(dinp, i);
+            for (int k = 0; k < W; k++) v[2][k] = f32(g.e[k]);
+        }
     }
 };
 struct BackwardSums {
@@ -127,11 +133,14 @@ void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dou
     cudaCheckLaunch();
 
     using E = dev_t<A>;
-    const BackwardSums sums{dw, db, dsum};
-    if (dsum)
-        column_sums<3, 1>(sums, N, C, BackwardTerms<E, 3>{dev(dinp), dev(dout), dev(inp), mean, rstd}, stream);
-    else
-        column_sums<2, 1>(sums, N, C, BackwardTerms<E, 2>{dev(dinp), dev(dout), dev(inp), mean, rstd}, stream);
+    with_pack<E>(C, {dinp, dout, inp}, [&](auto pw) {
+        constexpr int W = decltype(pw)::value;
+        const BackwardSums sums{dw, db, dsum};
+        if (dsum)
+            column_sums<3, W>(sums, N, C, BackwardTerms<E, 3, W>{dev(dinp), dev(dout), dev(inp), mean, rstd}, stream);
+        else
+            column_sums<2, W>(sums, N, C, BackwardTerms<E, 2, W>{dev(dinp), dev(dout), dev(inp), mean, rstd}, stream);
+    });
 }
 
 #define INSTANTIATE(A)                                                                                                 \

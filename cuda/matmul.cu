@@ -5,8 +5,9 @@
 // row-major product Y = X W^T is computed as the column-major product Y^T = W X^T.
 //
 // bf16 activations: x, W (the model's bf16 copy of the weights), y, dy and dx are bf16; the
-// GEMMs accumulate in fp32 and round once at the store; dW and the bias stay fp32, and the
-// bias add and the dbias column sums compute in fp32.
+// GEMMs accumulate in fp32 and round once at the store (a split K's partials are summed in fp32
+// too: cublas_on's math mode, common.cuh); dW and the bias stay fp32, and the bias add and the
+// dbias column sums compute in fp32.
 #include <cstdlib>
 #include <string>
 
@@ -45,7 +46,7 @@ bool tf32_enabled() {
 }
 
 // Column-major C (m,n) = alpha op(A) op(B) + beta C: fp32 inputs on TF32 tensor cores if
-// enabled, bf16 inputs on bf16 ones; fp32 accumulation.
+// enabled, bf16 inputs on bf16 ones; fp32 accumulation, bf16 output rounded once.
 template <class In, class Out>
 void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const In* A, int lda, const In* B, int ldb, float beta,
              Out* C, int ldc, cudaStream_t stream) {

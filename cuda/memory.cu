@@ -214,9 +214,22 @@ void CudaBackend::synchronize() {
     cudaCheck(cudaDeviceSynchronize());
 }
 
+// The CUDA runtime this program was built with needs a driver at least as new (CUDA 13: R580);
+// an older one fails the first call. Said in one line, with both versions (X.Y).
 bool CudaBackend::available() {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
+    if (err == cudaErrorInsufficientDriver) {
+        int driver = 0, runtime = 0;
+        (void)cudaDriverGetVersion(&driver);
+        (void)cudaRuntimeGetVersion(&runtime);
+        (void)cudaGetLastError();
+        if (driver == 0) return false;  // no driver installed: no GPU here
+        auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+        throw std::runtime_error("cudaErrorInsufficientDriver: the NVIDIA driver supports CUDA " + version(driver) +
+                                 ", this build's runtime is CUDA " + version(runtime) +
+                                 ": update the driver or build with an older CUDA toolkit");
+    }
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         return false;

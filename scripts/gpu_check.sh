@@ -1,39 +1,44 @@
 #!/usr/bin/env bash
-# The one call to make on a GPU machine; everything in one run within a time budget, and
-# nothing lost if the run is cut short (results are written as they come):
-#   1. prerequisites, one line each (make, g++, nvcc, cuBLAS, nlohmann/json, python3, a GPU,
-#      compute-sanitizer, PyTorch); never apt (such a machine has no network)
-#   2. build (only the trainer and the GPU test programs; the Debian package step is skipped)
-#   3. the GPU tests (every build/test/test_cuda*), bf16 included   -> OUT/test_cuda.log
-#   3a. compute-sanitizer memcheck and racecheck over a short subset of the GPU tests
-#   3b. data parallel: the NCCL path on 1 rank (and 2/4/8 with that many GPUs) -> OUT/dist.log
-#   4. benchmark rows: learned/rope/crope at the CRoPE paper's setting (V=50257 C=128 L=4 H=4
-#      B=16 T=1024) and at GPT-2 124M (C=768 L=12 H=12), fp32 (TF32) and bf16, the step
-#      as one CUDA graph: ms/step, tokens/s, peak memory, evaluation ms per batch and the
-#      projected 10k-step wall time with and without the paper config's evaluation (20 batches
-#      every 20 steps); rope again eagerly and profiled (per-phase table)   -> OUT/bench.md
-#   5. PyTorch (scripts/torch_reference.py) at the paper's setting, optional and bounded:
-#      torch.compile only while 2 minutes are left                   -> OUT/torch.md
-#   5b. tuning: a sweep of the classifier's vocabulary tiles and row chunks -> OUT/bench.md
-#   5c. the kernel lab: every version of every test/lab/ program checked against the CPU and
-#      timed (TFLOP/s or GB/s) at the paper's and 124M's shapes              -> OUT/lab.md
-#   (--paper-grid: as many of the paper's nine runs as the time left allows, in bf16 unless
-#   --grid-precision fp32; its precision's GPU tests first, falling back to fp32, then to plain
-#   fp32 without TF32, when they fail)
-#   6. the report, with the goals table                              -> OUT/report.md
-# Every part prints PASS / FAIL / SKIPPED gpu_check_<part>; the exit status is 0 only if every
-# required part passed. No GPU is a failure. --emulated accepts the CPU execution layer
-# (test/cuda_emu, `make emu`) as the device, for a dry run of this script at tiny sizes.
+# The one call to make on a GPU machine: every figure in one run of at most 9 minutes, build
+# included (--budget, default 540 s), nothing lost when it is cut short (each result is written as
+# it comes, the report on any exit), and a second run that does only what the first did not
+# (--skip-done DIR). The parts run in the order of what matters most, each sized from its cost:
+#   prerequisites   one line each (make, g++, nvcc, cuBLAS, nlohmann/json, python3, a GPU,
+#                   compute-sanitizer, PyTorch); never apt (such a machine has no network)
+#   build           the trainer and the GPU test programs, for this GPU's architecture only
+#   tests           every build/test/test_cuda*, bf16 and tf32 included      -> OUT/test_cuda.log
+#   paper           the CRoPE paper's setting (V=50257 C=128 L=4 H=4 B=16 T=1024), rope and crope,
+#                   bf16 and fp32 (TF32), the step as one CUDA graph          -> OUT/bench.md
+#   gpt2            GPT-2 124M (C=768 L=12 H=12), rope and crope, bf16, graph -> OUT/bench.md
+#   profile         per-phase times (CUDA events): paper rope bf16 and fp32, 124M rope bf16
+#                                                                             -> OUT/phases.md
+#   head            the LM head sweep at the paper setting: row chunks whose bf16 logits fit the
+#                   50 MB L2 (256, 512 rows), the default 4096, all rows, vocabulary tiles; the
+#                   head's ms, TFLOP/s and GB/s, and the fastest                -> OUT/head.md
+#   sanitizer       compute-sanitizer memcheck and racecheck, small shapes    -> OUT/memcheck.log, ...
+#   dist            the NCCL path on 1 rank (and 2/4/8 with that many GPUs)   -> OUT/dist.log
+#   rest            the other benchmark rows: learned, 124M fp32, the eager step -> OUT/bench.md
+#   torch           PyTorch at the paper's setting (optional)                 -> OUT/torch.md
+#   lab             every version of every test/lab/ program (optional)       -> OUT/lab.md
+#   grid            --paper-grid: as many of the paper's nine runs as the time left allows
+#                   (optional; its precision's GPU tests first, falling back to fp32, then to
+#                   plain fp32 without TF32, when they fail)                  -> OUT/paper_grid/
+#   report          the parts, every table, the goals                          -> OUT/report.md
+# Every part prints PASS / FAIL / SKIPPED gpu_check_<part> (a benchmark row, a lab program: one
+# each); the exit status is 0 only if every required part passed. No GPU is a failure.
+# --emulated accepts the CPU execution layer (test/cuda_emu, `make emu`) as the device, for a dry
+# run of this script at tiny sizes.
 set -u
 
 usage() {
   cat <<'EOF'
 usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper-grid]
-                            [--grid-precision fp32|bf16] [--skip PARTS]
+                            [--grid-precision fp32|bf16] [--skip PARTS] [--skip-done DIR]
   --out DIR         results folder (default build_gpu/gpu_check; build_emu/gpu_check with
-                    --emulated): gpu_check.log, test_cuda.log, bench.md, report.md, ...
-  --budget SECONDS  keep the whole check within this time (default 420); optional parts
-                    are skipped when time runs short
+                    --emulated): gpu_check.log, parts.txt, costs.tsv, test_cuda.log, bench.md,
+                    phases.md, head.md, report.md, ...
+  --budget SECONDS  the whole check, build included, within this time (default 540); a part
+                    starts only while its cost fits in what is left
   --emulated        dry run on the CPU execution layer (no GPU): builds with `make emu`,
                     tiny sizes, timings not meaningful
   --paper-grid      at the end, as many of the paper's nine runs (scripts/paper_grid.sh) as the
@@ -41,46 +46,65 @@ usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper
                     each finished run's log in OUT/paper_grid/ (the shards are checked first)
   --grid-precision P  the paper grid's precision: bf16 (default: the precision of the
                     30-second goal, so more runs fit) or fp32 (TF32 GEMMs and attention)
-  --skip PARTS      comma-separated parts not to run, each reported SKIPPED: tests, sanitizer,
-                    dist, bench, torch, chunks, lab (a second, targeted run after a full one:
-                    e.g. --skip tests,sanitizer,dist,bench to spend its time on the rest)
+  --skip PARTS      comma-separated parts not to run, each reported SKIPPED: tests, paper,
+                    gpt2, profile, head, sanitizer, dist, rest, torch, lab
+  --skip-done DIR   DIR: the --out of an earlier run on this machine. What passed there is not
+                    run again (reported SKIPPED, its rows copied from DIR), and the parts are
+                    sized from the costs DIR measured
   -h, --help        this text
+Environment: DATA (where prepared shards are looked for, default data), GPU_CHECK_COSTS
+("PART:SECONDS ...": costs to plan with instead of the estimates).
 EOF
 }
 
-OUT="" BUDGET=420 EMU=0 GRID=0 GRID_PREC=bf16 SKIP=","
-PARTS=",tests,sanitizer,dist,bench,torch,chunks,lab,"
+die() { echo "error: $*" >&2; exit 2; }
+OUT="" BUDGET=540 EMU=0 GRID=0 GRID_PREC=bf16 SKIP="," DONE=""
+PARTS=",tests,paper,gpt2,profile,head,sanitizer,dist,rest,torch,lab,"
 while [ $# -gt 0 ]; do
   case $1 in
-    --out) [ $# -ge 2 ] || { echo "error: --out needs a folder" >&2; exit 2; }; OUT=$2; shift 2 ;;
+    --out) [ $# -ge 2 ] || die "--out needs a folder"; OUT=$2; shift 2 ;;
     --out=*) OUT=${1#--out=}; shift ;;
-    --budget) [ $# -ge 2 ] || { echo "error: --budget needs a number of seconds" >&2; exit 2; }; BUDGET=$2; shift 2 ;;
+    --budget) [ $# -ge 2 ] || die "--budget needs a number of seconds"; BUDGET=$2; shift 2 ;;
     --budget=*) BUDGET=${1#--budget=}; shift ;;
     --emulated) EMU=1; shift ;;
     --paper-grid) GRID=1; shift ;;
-    --grid-precision) [ $# -ge 2 ] || { echo "error: --grid-precision needs fp32 or bf16" >&2; exit 2; }; GRID_PREC=$2; shift 2 ;;
+    --grid-precision) [ $# -ge 2 ] || die "--grid-precision needs fp32 or bf16"; GRID_PREC=$2; shift 2 ;;
     --grid-precision=*) GRID_PREC=${1#--grid-precision=}; shift ;;
-    --skip) [ $# -ge 2 ] || { echo "error: --skip needs a list of parts" >&2; exit 2; }; SKIP+="$2,"; shift 2 ;;
+    --skip) [ $# -ge 2 ] || die "--skip needs a list of parts"; SKIP+="$2,"; shift 2 ;;
     --skip=*) SKIP+="${1#--skip=},"; shift ;;
+    --skip-done) [ $# -ge 2 ] || die "--skip-done needs the folder of an earlier run"; DONE=$2; shift 2 ;;
+    --skip-done=*) DONE=${1#--skip-done=}; shift ;;
     -h | --help) usage; exit 0 ;;
-    *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 for p in ${SKIP//,/ }; do
-  [[ $PARTS == *",$p,"* ]] || { echo "error: --skip: no part '$p' (parts: ${PARTS:1:-1})" >&2; exit 2; }
+  [[ $PARTS == *",$p,"* ]] || die "--skip: no part '$p' (parts: ${PARTS:1:-1})"
 done
 skipping() { [[ $SKIP == *",$1,"* ]]; }
-[[ $GRID_PREC == fp32 || $GRID_PREC == bf16 ]] || { echo "error: --grid-precision must be fp32 or bf16, got '$GRID_PREC'" >&2; exit 2; }
-[[ $BUDGET =~ ^[0-9]+$ ]] && [ "$BUDGET" -gt 0 ] || { echo "error: --budget must be a positive number of seconds, got '$BUDGET'" >&2; exit 2; }
+[[ $GRID_PREC == fp32 || $GRID_PREC == bf16 ]] || die "--grid-precision must be fp32 or bf16, got '$GRID_PREC'"
+[[ $BUDGET =~ ^[0-9]+$ ]] && [ "$BUDGET" -gt 0 ] || die "--budget must be a positive number of seconds, got '$BUDGET'"
+if [ -n "$DONE" ]; then
+  [ -f "$DONE/parts.txt" ] || die "--skip-done: no parts.txt in '$DONE' (the --out folder of an earlier run)"
+  DONE=$(cd "$DONE" && pwd)
+fi
 # Output folders: build_gpu/ on a GPU; emulated, the Makefile's emu folder (BUILD_emu, or EMU_BUILD
 # as make test sets it). Both follow BUILD when it is set.
 if [ $EMU = 1 ]; then BASE=${BUILD:-build}; BUILD=${EMU_BUILD:-${BASE}_emu}; else BUILD=${BUILD:-build_gpu}; fi
 [ -n "$OUT" ] || OUT="$(cd "$(dirname "$0")/.." && pwd)/$BUILD/gpu_check"
-mkdir -p "$OUT" || { echo "error: cannot create the results folder '$OUT'" >&2; exit 2; }
+mkdir -p "$OUT" || die "cannot create the results folder '$OUT'"
 OUT=$(cd "$OUT" && pwd)
+[ "$OUT" != "$DONE" ] || die "--skip-done: give the new run another --out than '$DONE'"
 cd "$(dirname "$0")/.." || exit 1
-rm -f "$OUT"/{gpu_check.log,parts.txt,build.log,test_cuda.log,memcheck.log,racecheck.log,bench.md,torch.md,lab.md,report.md}
-exec > >(tee -a "$OUT/gpu_check.log") 2>&1  # everything printed is also kept, line by line
+rm -rf "$OUT"/{gpu_check.log,parts.txt,costs.tsv,build.log,test_cuda.log,memcheck.log,racecheck.log,dist.log} \
+  "$OUT"/{bench.md,phases.md,head.md,torch.md,lab.md,report.md,rows}
+mkdir -p "$OUT/rows"
+# Everything printed goes to gpu_check.log, which a follower copies to the console: a signal to the
+# whole process group (a timeout's, a GPU slot's end) that kills the follower leaves the script
+# writing to its file, on to its report.
+: >"$OUT/gpu_check.log"
+tail -n +1 -s 0.2 -f --pid=$$ "$OUT/gpu_check.log" 2>/dev/null &
+exec >>"$OUT/gpu_check.log" 2>&1
 
 T0=$SECONDS
 left() { echo $((BUDGET - (SECONDS - T0))); }
@@ -100,18 +124,39 @@ part() {
   echo "$line"
   echo "$line" >>"$OUT/parts.txt"
 }
+# done_before NAME: NAME passed in the --skip-done run (then it is reported SKIPPED, not run)
+done_before() { [ -n "$DONE" ] && grep -qx "PASS gpu_check_$1" "$DONE/parts.txt"; }
+
+# Results come as table rows: row FILE NAME LINE appends LINE to OUT/FILE (its header first, from
+# the header_FILE function, when the file is new) and keeps it in OUT/rows/NAME, so that a later
+# --skip-done run copies it (carry NAME) instead of measuring it again.
+row() {
+  local file=$1 name=$2 line=$3
+  [ -s "$OUT/$file" ] || "header_${file%.md}" >"$OUT/$file"
+  echo "$line" >>"$OUT/$file"
+  printf '%s\t%s\n' "$file" "$line" >>"$OUT/rows/$name"
+}
+# carry NAME: NAME's rows from the --skip-done run, and its SKIPPED line; false if it did not pass there
+carry() {
+  done_before "$1" || return 1
+  local file line
+  if [ -f "$DONE/rows/$1" ]; then
+    while IFS=$'\t' read -r file line; do row "$file" "$1" "$line"; done <"$DONE/rows/$1"
+  fi
+  part "$1" skip "done in $DONE"
+}
 
 MODE="GPU"
 [ $EMU = 1 ] && MODE="EMULATED (CPU execution layer test/cuda_emu, no GPU; timings not meaningful)"
 DEVICE="unknown"
 TEST_SUMMARY="not run"
 
-# The speed goals, from the rows of bench.md and torch.md that exist: the paper setting at 5.5M
-# tokens/s (10k steps in 30 s; with the trainer's default classifier, and with the classifier
-# sweep's fastest) and GPT-2 124M at 550K tokens/s, both bf16 with the graph; the
-# paper setting's fp32 (TF32) graph step against PyTorch's (TF32) eager (3x) and torch.compile (1.5x).
+# The speed goals, from the rows of bench.md, head.md and torch.md that exist: the paper setting
+# at 5.5M tokens/s (10k steps in 30 s; with the trainer's default LM head, and with the head
+# sweep's fastest) and GPT-2 124M at 550K tokens/s, both bf16 with the graph; the paper setting's
+# fp32 (TF32) graph step against PyTorch's (TF32) eager (3x) and torch.compile (1.5x).
 goals() {
-  "${PY:-python3}" - "$OUT/bench.md" "$OUT/torch.md" <<'EOF'
+  "${PY:-python3}" - "$OUT/bench.md" "$OUT/torch.md" "$OUT/head.md" "$EMU" <<'EOF'
 import sys
 def rows(path, ncols):
     try:
@@ -121,7 +166,7 @@ def rows(path, ncols):
     out = []
     for l in lines:
         c = [x.strip() for x in l.strip().strip("|").split("|")]
-        if len(c) == ncols and c[0] not in ("setting", "mode") and not c[0].startswith("---"):
+        if len(c) == ncols and c[0] not in ("setting", "mode", "LM head") and not c[0].startswith("---"):
             out.append(c)
     return out
 def tps(x):
@@ -129,9 +174,11 @@ def tps(x):
         return float(x.replace(",", ""))
     except ValueError:
         return None
-bench, torch = rows(sys.argv[1], 11), rows(sys.argv[2], 5)
+bench, torch, head = rows(sys.argv[1], 11), rows(sys.argv[2], 5), rows(sys.argv[3], 9)
+if sys.argv[4] == "1":  # emulated: nothing here measures a GPU
+    bench = torch = head = []
 def ours(prefix, pos, prec):
-    return next((tps(r[5]) for r in bench if r[0].startswith(prefix) and "," not in r[0] and r[1:4] == [pos, prec, "graph"]), None)
+    return next((tps(r[5]) for r in bench if r[0].startswith(prefix) and r[1:4] == [pos, prec, "graph"]), None)
 print("Goals (tokens/s or speed-up against the target; - = not measured in this run):")
 print()
 print("| goal | target | measured | met |")
@@ -143,11 +190,9 @@ num = lambda x: f"{x:,.0f}"
 ratio = lambda x: f"{x:.2f}x"
 for pos in ("rope", "crope"):
     line(f"paper setting, {pos}, bf16 (10k steps in 30 s)", 5.5e6, ours("paper", pos, "bf16"), num)
-# the classifier sweep's fastest head (vocabulary tiles or row chunks) at the paper setting
-swept = [(tps(r[5]), r[0].split(", ", 1)[1]) for r in bench if r[0].startswith("paper") and ", classifier_" in r[0]
-         and r[1:4] == ["rope", "bf16", "graph"] and tps(r[5])]
-got, head = max(swept) if swept else (None, "")
-line("paper setting, rope, bf16, fastest of the classifier sweep" + (f" ({head})" if head else ""), 5.5e6, got, num)
+swept = [(tps(r[3]), r[0]) for r in head if r[1] == "bf16" and tps(r[3])]
+got, best = max(swept) if swept else (None, "")
+line("paper setting, rope, bf16, fastest LM head of the sweep" + (f" ({best})" if best else ""), 5.5e6, got, num)
 line("GPT-2 124M, rope, bf16", 550e3, ours("GPT-2", "rope", "bf16"), num)
 for mode, target in (("eager", 3.0), ("compile", 1.5)):
     for pos in ("learned", "rope", "crope"):
@@ -157,7 +202,8 @@ for mode, target in (("eager", 3.0), ("compile", 1.5)):
 EOF
 }
 
-# The report is written on any exit, so a run cut short (SIGTERM) still leaves it.
+# The report is written on any exit, so a run cut short (SIGTERM) still leaves it; and before each
+# part (report PART), so that even a run killed outright leaves the parts before.
 report() {
   {
     echo "# GPU check: $MODE"
@@ -166,16 +212,23 @@ report() {
     echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
     echo "- GPU tests: $TEST_SUMMARY"
     echo "- time: $((SECONDS - T0)) s of a $BUDGET s budget"
+    [ -n "$DONE" ] && echo "- what passed in $DONE was not run again (its rows are copied)"
     echo
     echo "Parts:"
     echo
     sed 's/^/    /' "$OUT/parts.txt" 2>/dev/null
-    if [ -s "$OUT/bench.md" ]; then echo; cat "$OUT/bench.md"; fi
-    if [ -s "$OUT/torch.md" ]; then echo; cat "$OUT/torch.md"; fi
-    if [ -s "$OUT/bench.md" ]; then echo; goals; fi
+    if [ -s "$OUT/costs.tsv" ]; then
+      echo
+      echo "Measured cost of each part, seconds (for the PLAN table of scripts/gpu_check.sh):"
+      echo
+      sed 's/^/    /' "$OUT/costs.tsv"
+    fi
+    for f in bench phases head torch; do [ -s "$OUT/$f.md" ] && { echo; cat "$OUT/$f.md"; }; done
+    if [ -s "$OUT/bench.md" ] || [ -s "$OUT/head.md" ]; then echo; goals; fi
     if [ -s "$OUT/lab.md" ]; then echo; cat "$OUT/lab.md"; fi
     echo
-    if [ $STATUS = 0 ]; then echo "Result: every required part passed."
+    if [ -n "${1:-}" ]; then echo "Result: not finished (this report is of the parts before $1)."
+    elif [ $STATUS = 0 ]; then echo "Result: every required part passed."
     else echo "Result: FAILED (see the FAIL lines above)."; fi
   } >"$OUT/report.md"
 }
@@ -192,9 +245,16 @@ finish() {
   exit $STATUS
 }
 trap finish EXIT
-trap 'echo "gpu_check: interrupted"; STATUS=1; exit 1' TERM INT
+# Killed (SIGTERM, SIGINT): said, and the report written on the way out.
+interrupted() {
+  [ "$BASHPID" = $$ ] || exit 1  # a subshell (a pipeline's loop): the script itself reports
+  echo "gpu_check: interrupted"
+  STATUS=1
+  exit 1
+}
+trap interrupted TERM INT
 
-# ---------------------------------------------------------------- 1. prerequisites
+# ---------------------------------------------------------------- prerequisites
 section "prerequisites"
 missing=()
 need() {  # need NAME WHAT-IS-MISSING: a required prerequisite is missing
@@ -283,169 +343,229 @@ if [ $GRID = 1 ]; then  # the paper grid's shards (they travel with the check), 
   done
 fi
 
-# ---------------------------------------------------------------- 2. build
-section "build ($BUILD)"
-# The Makefile's $(BUILD)/.deps stamp runs scripts/install_deps.sh (apt); this machine may have
-# no network, so mark the step done and build with what is here.
-mkdir -p "$BUILD" && touch "$BUILD/.deps"
-if [ $EMU = 1 ]; then
-  timeout -k 5 "$(cap 300)" make -j"$(nproc)" BUILD="$BASE" EMU_BUILD="$BUILD" emu >"$OUT/build.log" 2>&1
-else
-  targets="$BUILD/train $(ls test/test_cuda*.cpp | sed "s|^test/\(.*\)\.cpp$|$BUILD/test/\1|")"
-  # shellcheck disable=SC2086
-  env ${CC_FLAGS:+"NVCCFLAGS=$CC_FLAGS"} timeout -k 5 "$(cap 300)" make -j"$(nproc)" BUILD="$BUILD" NVCC="$NVCC" \
-    $targets >"$OUT/build.log" 2>&1
-fi
-rc=$?
-TEST_BINS=$(ls "$BUILD"/test/test_cuda* 2>/dev/null | grep -v '\.[od]$')
-if [ $rc -ne 0 ] || [ ! -x "$BUILD/train" ] || [ ! -x "$BUILD/test/test_cuda" ]; then
-  tail -n 15 "$OUT/build.log"
-  why="make exited with $rc$([ $rc = 124 ] && echo ' (time budget)')"
-  [ $rc = 0 ] && why="$BUILD/train or $BUILD/test/test_cuda missing after make"
-  part build fail "$why (see build.log)"
-  exit 1
-fi
-part build pass
 
-# ---------------------------------------------------------------- 3. GPU tests
-section "GPU tests"
+# ---------------------------------------------------------------- the plan
+# Each part's cost in seconds, in the order the parts run: ESTIMATES until a GPU measures them
+# (an H200, 16 cores; no GPU has run this script yet). Every run writes what each part took to
+# OUT/costs.tsv and to the report: put a GPU run's figures here. A run with --skip-done DIR plans
+# with DIR's measured costs instead. Emulated: this machine's dry run at tiny sizes.
+if [ $EMU = 1 ]; then
+  PLAN="build:60 tests:10 paper:8 gpt2:8 profile:8 head:15 sanitizer:1 dist:1 rest:20 torch:1 lab:40 grid:1"
+else
+  PLAN="build:120 tests:60 paper:25 gpt2:20 profile:20 head:60 sanitizer:60 dist:20 rest:45 torch:70 lab:60 grid:60"
+fi
+PLAN+=" ${GPU_CHECK_COSTS:-}"  # PART:SECONDS ... in the environment: a plan to try (the tests' too)
+OPTIONAL=" torch lab grid "  # cut by the budget: SKIPPED; any other part cut: FAIL
+# cost PART: its seconds, measured in the --skip-done run or else the estimate above
+cost() {
+  local c=""
+  [ -n "$DONE" ] && c=$(awk -F'\t' -v p="$1" '$1 == p { c = $2 } END { print c }' "$DONE/costs.tsv" 2>/dev/null)
+  [ -n "$c" ] || c=$(tr ' ' '\n' <<<"$PLAN" | sed -n "s/^$1://p" | tail -n 1)
+  echo "${c:-30}"
+}
+cost_source() {
+  if [ -n "$DONE" ] && awk -F'\t' -v p="$1" '$1 == p { f = 1 } END { exit !f }' "$DONE/costs.tsv" 2>/dev/null; then
+    echo "measured in $DONE"
+  elif tr ' ' '\n' <<<"${GPU_CHECK_COSTS:-}" | grep -q "^$1:"; then
+    echo "GPU_CHECK_COSTS"
+  else
+    echo "estimate"
+  fi
+}
+# run_part NAME FUNCTION: runs the part if it is not skipped and its cost fits in the time left
+# (10 s kept for the report); it may then take twice its cost plus 20 s (pcap bounds each command
+# of it), and what it took goes to costs.tsv, "complete" when none of its lines failed. A part that
+# completed in the --skip-done run always runs (its rows are copied, in no time).
+run_part() {
+  local name=$1 fn=$2 c start fails
+  report "$name"
+  section "$name"
+  if skipping "$name"; then part "$name" skip "--skip $name"; return; fi
+  c=$(cost "$name")
+  if [ "$(left)" -lt $((c + 10)) ] && ! awk -F'\t' -v p="$name" '$1 == p && $3 == "complete" { f = 1 } END { exit !f }' \
+    "${DONE:-/nonexistent}/costs.tsv" 2>/dev/null; then
+    local why="not run: needs ~$c s ($(cost_source "$name")), $(left) s of the $BUDGET s budget left"
+    if [[ $OPTIONAL == *" $name "* ]]; then part "$name" skip "$why"; else part "$name" fail "$why (time budget)"; fi
+    return
+  fi
+  echo "(~$c s, $(cost_source "$name"))"
+  PART_END=$((SECONDS + 2 * c + 20))
+  start=$SECONDS fails=$(grep -c '^FAIL ' "$OUT/parts.txt" 2>/dev/null)
+  "$fn"
+  printf '%s\t%s\t%s\n' "$name" $((SECONDS - start)) \
+    "$([ "$(grep -c '^FAIL ' "$OUT/parts.txt" 2>/dev/null)" = "$fails" ] && echo complete || echo partial)" >>"$OUT/costs.tsv"
+}
+# pcap N: a timeout of at most N seconds within the running part's allowance and the budget
+pcap() {
+  local p=$((PART_END - SECONDS)) c
+  c=$(cap "$1")
+  echo $((p < c ? (p > 1 ? p : 1) : c))
+}
+section "plan"
+total=0
+for p in $PLAN; do
+  n=${p%%:*}
+  [ "$n" = grid ] && [ $GRID = 0 ] && continue
+  c=$(cost "$n") total=$((total + c))
+  printf '  %-10s %4s s  (%s)\n' "$n" "$c" "$(cost_source "$n")"
+done
+echo "  total      $total s of a $BUDGET s budget (each part starts only while its cost fits)"
+
+
+# ---------------------------------------------------------------- build
+# The Makefile's $(BUILD)/.deps stamp runs scripts/install_deps.sh (apt); this machine may have
+# no network, so mark the step done and build with what is here. Always run: make does only what
+# an earlier run left undone.
+part_build() {
+  mkdir -p "$BUILD" && touch "$BUILD/.deps"
+  if [ $EMU = 1 ]; then
+    timeout -k 5 "$(pcap 300)" make -j"$(nproc)" BUILD="$BASE" EMU_BUILD="$BUILD" emu >"$OUT/build.log" 2>&1
+  else
+    local targets
+    targets="$BUILD/train $(ls test/test_cuda*.cpp | sed "s|^test/\(.*\)\.cpp$|$BUILD/test/\1|")"
+    # shellcheck disable=SC2086
+    env ${CC_FLAGS:+"NVCCFLAGS=$CC_FLAGS"} timeout -k 5 "$(pcap 300)" make -j"$(nproc)" BUILD="$BUILD" NVCC="$NVCC" \
+      $targets >"$OUT/build.log" 2>&1
+  fi
+  local rc=$?
+  if [ $rc -ne 0 ] || [ ! -x "$BUILD/train" ] || [ ! -x "$BUILD/test/test_cuda" ]; then
+    tail -n 15 "$OUT/build.log"
+    local why="make exited with $rc$([ $rc = 124 ] && echo ' (time budget)')"
+    [ $rc = 0 ] && why="$BUILD/train or $BUILD/test/test_cuda missing after make"
+    part build fail "$why (see build.log)"
+    exit 1
+  fi
+  part build pass
+}
+run_part build part_build
+[ -x "$BUILD/train" ] || exit 1  # --skip-done cannot skip the build: it is what every part runs
+TEST_BINS=$(ls "$BUILD"/test/test_cuda* 2>/dev/null | grep -v '\.[od]$')
+
+# ---------------------------------------------------------------- GPU tests
 # Emulated, the dry run takes a quick subset (make test runs them all under the emulation).
 EMU_SUBSET="cuda_layernorm_forward cuda_softmax_crossentropy_loss cuda_model_rope_loss"
-SAN_SUBSET="cuda_encoder_backward cuda_layernorm cuda_bf16_model_rope_loss cuda_rope cuda_crope cuda_attention_forward
-  cuda_attention_backward cuda_gelu cuda_softmax_crossentropy cuda_adamw_update cuda_sum_squares cuda_model_crope_loss"
-SAN_FLASH="cuda_flash_forward_backward cuda_flash_head_sizes"  # test_cuda_flash: every head size, small shapes
 [ $EMU = 1 ] && TEST_BINS="$BUILD/test/test_cuda"
-if skipping tests; then
-  part tests skip "--skip tests"
-  TEST_SUMMARY="not run (--skip tests)"
-else
-for t in $TEST_BINS; do
-  echo "== $t" >>"$OUT/test_cuda.log"
-  # shellcheck disable=SC2086
-  timeout -k 5 "$(cap 200)" "$t" $([ $EMU = 1 ] && echo $EMU_SUBSET) 2>&1 | tee -a "$OUT/test_cuda.log"
-  rc=${PIPESTATUS[0]}
-  [ $rc -ne 0 ] && echo "FAIL $(basename "$t"): exited with status $rc$([ $rc = 124 ] && echo ' (time budget)')" |
-    tee -a "$OUT/test_cuda.log"
-done
-np=$(grep -c '^PASS ' "$OUT/test_cuda.log") nf=$(grep -c '^FAIL ' "$OUT/test_cuda.log")
-ns=$(grep -c '^SKIPPED ' "$OUT/test_cuda.log")
-bp=$(grep -c '^PASS .*bf16' "$OUT/test_cuda.log") bfail=$(grep -c '^FAIL .*bf16' "$OUT/test_cuda.log")
-tp=$(grep -c '^PASS .*tf32' "$OUT/test_cuda.log") tfail=$(grep -c '^FAIL .*tf32' "$OUT/test_cuda.log")
-TEST_SUMMARY="$np passed, $nf failed, $ns skipped; bf16: $bp passed, $bfail failed; tf32: $tp passed, $tfail failed"
-TEST_SUMMARY+=$([ $EMU = 1 ] && echo ' (emulated subset)')
-echo "$TEST_SUMMARY"
-if [ "$nf" -gt 0 ] || [ "$ns" -gt 0 ] || [ "$np" -eq 0 ]; then
-  part tests fail "$TEST_SUMMARY (a skipped GPU test means no usable GPU)"
-else
-  part tests pass
-fi
-if [ $EMU = 1 ]; then part tests_bf16 skip "the emulated subset has no bf16 test (make test runs them)"
-elif [ "$bfail" -gt 0 ] || [ "$bp" -eq 0 ]; then part tests_bf16 fail "bf16: $bp passed, $bfail failed"
-else part tests_bf16 pass; fi
-fi
-
-# ---------------------------------------------------------------- 3a. compute-sanitizer
-# Right after the tests: the bug classes only a GPU shows come before the benchmarks.
-section "compute-sanitizer"
-for tool in memcheck racecheck; do
-  if skipping sanitizer; then part "sanitizer_$tool" skip "--skip sanitizer"; continue; fi
-  if [ $EMU = 1 ]; then part "sanitizer_$tool" skip "emulated (the emulation has its own checks)"; continue; fi
-  if [ -z "$SANITIZER" ]; then part "sanitizer_$tool" skip "compute-sanitizer not found"; continue; fi
-  t=$(cap 60)
-  if [ "$t" -lt 20 ]; then part "sanitizer_$tool" fail "not run: the time budget ran out"; continue; fi
-  # the listed tests of test_cuda, then the flash kernels (shared-memory tiles; fp32, and the
-  # tf32 and bf16 tensor-core ones) at every head size, on small shapes
-  # shellcheck disable=SC2086
-  timeout -k 5 "$t" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
-    "$BUILD/test/test_cuda" $SAN_SUBSET >"$OUT/$tool.log" 2>&1
-  rc=$?
-  if [ $rc = 0 ]; then
-    t=$(cap 60)
-    # shellcheck disable=SC2086
-    timeout -k 5 "$t" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
-      "$BUILD/test/test_cuda_flash" $SAN_FLASH >>"$OUT/$tool.log" 2>&1
-    rc=$?
+part_tests() {
+  if carry tests; then
+    carry tests_bf16
+    TEST_SUMMARY="done in $DONE"
+    return
   fi
-  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL ' "$OUT/$tool.log" | head -n 5
-  if [ $rc = 0 ]; then part "sanitizer_$tool" pass
-  elif [ $rc = 124 ]; then part "sanitizer_$tool" fail "timed out after $t s (see $tool.log)"
-  else part "sanitizer_$tool" fail "exit $rc (see $tool.log)"; fi
-done
+  local t rc
+  for t in $TEST_BINS; do
+    echo "== $t" >>"$OUT/test_cuda.log"
+    # shellcheck disable=SC2086
+    timeout -k 5 "$(pcap 200)" "$t" $([ $EMU = 1 ] && echo $EMU_SUBSET) 2>&1 | tee -a "$OUT/test_cuda.log"
+    rc=${PIPESTATUS[0]}
+    [ $rc -ne 0 ] && echo "FAIL $(basename "$t"): exited with status $rc$([ $rc = 124 ] && echo ' (time budget)')" |
+      tee -a "$OUT/test_cuda.log"
+  done
+  local np nf ns bp bfail tp tfail
+  np=$(grep -c '^PASS ' "$OUT/test_cuda.log") nf=$(grep -c '^FAIL ' "$OUT/test_cuda.log")
+  ns=$(grep -c '^SKIPPED ' "$OUT/test_cuda.log")
+  bp=$(grep -c '^PASS .*bf16' "$OUT/test_cuda.log") bfail=$(grep -c '^FAIL .*bf16' "$OUT/test_cuda.log")
+  tp=$(grep -c '^PASS .*tf32' "$OUT/test_cuda.log") tfail=$(grep -c '^FAIL .*tf32' "$OUT/test_cuda.log")
+  TEST_SUMMARY="$np passed, $nf failed, $ns skipped; bf16: $bp passed, $bfail failed; tf32: $tp passed, $tfail failed"
+  TEST_SUMMARY+=$([ $EMU = 1 ] && echo ' (emulated subset)')
+  echo "$TEST_SUMMARY"
+  if [ "$nf" -gt 0 ] || [ "$ns" -gt 0 ] || [ "$np" -eq 0 ]; then
+    part tests fail "$TEST_SUMMARY (a skipped GPU test means no usable GPU: $(grep -m1 '^SKIPPED ' "$OUT/test_cuda.log" | cut -d: -f2-))"
+  else
+    part tests pass
+  fi
+  if [ $EMU = 1 ]; then part tests_bf16 skip "the emulated subset has no bf16 test (make test runs them)"
+  elif [ "$bfail" -gt 0 ] || [ "$bp" -eq 0 ]; then part tests_bf16 fail "bf16: $bp passed, $bfail failed"
+  else part tests_bf16 pass; fi
+}
+run_part tests part_tests
 
-# ---------------------------------------------------------------- 3b. data parallel (NCCL)
-# test/test_dist.sh --device: one rank under mpirun runs every NCCL call (all-reduce, ZeRO-1's
-# reduce-scatter and all-gather) and must log the plain run's losses bit for bit; with several
-# GPUs, 2, 4 or 8 ranks agree with it to rounding.
-section "data parallel"
-if skipping dist; then part nccl skip "--skip dist"
-elif [ $EMU = 1 ]; then part nccl skip "emulated: make test runs test/test_dist.sh (NCCL emulated over MPI)"
-elif ! command -v mpirun >/dev/null; then part nccl skip "mpirun not found (openmpi-bin, libopenmpi-dev; then rebuild)"
-else
-  TRAIN="$BUILD/train" PYTHON="$PY" timeout -k 5 "$(cap 120)" bash test/test_dist.sh --device >"$OUT/dist.log" 2>&1
-  dp=$(grep -c '^PASS ' "$OUT/dist.log") df=$(grep -c '^FAIL ' "$OUT/dist.log")
-  if [ "$df" -gt 0 ] || [ "$dp" -eq 0 ]; then part nccl fail "$dp passed, $df failed (see dist.log)"
-  else part nccl pass; fi
-fi
-
-# ---------------------------------------------------------------- 4. benchmark
-section "benchmark"
+# ---------------------------------------------------------------- the benchmark's runs
 if [ $EMU = 1 ]; then  # tiny sizes: the emulation runs every CUDA thread in turn
-  B=2 T=32 V=512 WARM=1 STEPS=1 EVAL=1 ROW_MAX=60 TILES_MAIN=tile128
-  SETTINGS=("paper:emulated tiny (C=32 L=1 H=2):1:2:32" "gpt2:emulated tiny (C=64 L=2 H=2):2:2:64")
+  B=2 T=32 V=512 WARM=1 STEPS=1 EVAL=1
+  PAPER="paper:emulated tiny (C=32 L=1 H=2):1:2:32" GPT2="gpt2:emulated tiny (C=64 L=2 H=2):2:2:64"
 else
-  B=16 T=1024 V=50257 WARM=5 STEPS=20 EVAL=20 ROW_MAX=90 TILES_MAIN="tile1024 tile4096"
-  SETTINGS=("paper:paper (C=128 L=4 H=4):4:4:128" "gpt2:GPT-2 124M (C=768 L=12 H=12):12:12:768")
+  B=16 T=1024 V=50257 WARM=5 STEPS=20 EVAL=20
+  PAPER="paper:paper (C=128 L=4 H=4):4:4:128" GPT2="gpt2:GPT-2 124M (C=768 L=12 H=12):12:12:768"
 fi
+VP=$(((V + 127) / 128 * 128))  # the padded vocabulary (the trainer pads to 128)
+DEFAULT_CHUNK=$(sed -n 's/.*static constexpr int classifier_chunk = \([0-9]*\);.*/\1/p' cuda/backend_cuda.h)
 WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)
-SHARD="$WORK/synth_train_000000.bin"
-# random tokens, enough for every training step and the evaluation batches without wrapping
-"$PY" - "$SHARD" $(((WARM + STEPS + EVAL + 2) * B * (T + 1))) "$V" <<'EOF' || { part bench_data fail "could not write the token shard"; exit 1; }
-import random, struct, sys
+# The tokens: a prepared shard (data/prepare_data.py: GPT-2 tokens of real text, whose most
+# frequent token is 4-5 % of the positions) when there is one whose ids fit V and that holds
+# every step and the evaluation; else a Zipf-like draw (p(rank k) ~ 1/(k + 1), the ranks a fixed
+# shuffle of the ids: the top id is ~5 % at V = 50257). Said in bench.md's header.
+DATA=${DATA:-data}
+SHARD="$WORK/bench_train_000000.bin"
+TOKENS=$("$PY" - "$SHARD" $(((WARM + STEPS + EVAL + 2) * B * (T + 1))) "$V" "$DATA"/{wikitext2,pg19,ptb}/*_train_*.bin <<'EOF'
+import glob, random, struct, sys
 from array import array
-path, n, V = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+path, n, V, candidates = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+for c in candidates:
+    if "*" in c:
+        continue
+    try:
+        with open(c, "rb") as f:
+            head = struct.unpack("<256i", f.read(1024))
+            toks = array("H")
+            toks.frombytes(f.read())
+    except (OSError, struct.error, ValueError):
+        continue
+    if sys.byteorder != "little":
+        toks.byteswap()
+    if head[0] == 20240520 and head[2] == len(toks) >= n and max(toks) < V:
+        print(f"a prepared shard of real text, {c}")
+        sys.exit(0)
 rng = random.Random(1234)
-toks = array("H", (rng.randrange(V) for _ in range(n)))
+ids = list(range(V))
+rng.shuffle(ids)
+weights = [1.0 / (k + 2) for k in range(V)]  # rank k = 0, 1, ...: 1/(k + 1) of 1-based ranks, + 1
+toks = array("H", rng.choices(ids, weights=weights, k=n))
 if sys.byteorder != "little":
     toks.byteswap()
 with open(path, "wb") as f:
     f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)) + toks.tobytes())
+print(f"Zipf-like (no prepared shard under {sys.argv[4].split('/')[0]}/ with enough tokens below V = {V}): p(rank k) ~ 1/(k + 1)")
 EOF
+) || { part bench_data fail "could not write the token shard"; exit 1; }
+case $TOKENS in "a prepared shard of real text, "*) SHARD=${TOKENS#a prepared shard of real text, } ;; esac
+echo "benchmark tokens: $TOKENS"
 
-# The header of bench.md's tables (the benchmark's and the classifier sweep's; bench_row writes rows).
-bench_header() {
-  echo "| setting | pos | precision | step | ms/step | tokens/s | peak MiB | eval ms/batch | 10k steps | 10k steps + eval | loss (last) |"
-  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-}
-{
-  echo "Benchmark: $BUILD/train, B=$B, T=$T, V=$V, random tokens; median of $STEPS steps after $WARM warm-up steps;"
+header_bench() {
+  echo "Benchmark: $BUILD/train, B=$B, T=$T, V=$V; tokens: $TOKENS; median of $STEPS steps after $WARM warm-up steps;"
   echo "evaluation: ms per batch of $B x $T (forward only), from the $EVAL-batch evaluation at the end."
   echo "fp32 = TF32 GEMMs and flash attention (the trainer's default); bf16 = bf16 activations and GEMMs, fp32 accumulation and master weights."
   echo "10k steps: ms/step x 10,000; + eval adds the paper config's evaluation (20 batches every 20 steps)."
   [ $EMU = 1 ] && echo "EMULATED: the CPU execution layer at tiny sizes; timings are not meaningful."
   echo
   echo "step: graph = the whole step replayed as one CUDA graph (the trainer's default); eager = --cuda_graph 0;"
-  echo "profile = --profile 1 (eager, a CUDA event at each phase boundary: the per-phase table below)."
+  echo "profile = --profile 1 (eager, a CUDA event at each phase boundary: phases.md)."
   echo
-  bench_header
-} >"$OUT/bench.md"
+  echo "| setting | pos | precision | step | ms/step | tokens/s | peak MiB | eval ms/batch | 10k steps | 10k steps + eval | loss (last) |"
+  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+}
+header_phases() {
+  echo "Per phase: median ms per step from CUDA events (--profile 1; rest = embeddings, LayerNorms, the linear"
+  echo "layers, GELU, residuals, RoPE, the gradient norm); device MiB = used as the driver counts it."
+  echo
+  echo "| run | LM head + loss | attention | rest | AdamW | sum | device MiB |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+}
 
-# bench_row KEY LABEL L H C POS PREC STEP [HEAD]: one training run; appends its row to bench.md at
-# once. STEP: graph (the default step), eager (--cuda_graph 0) or profile (--profile 1, eager).
-# HEAD: chunkN (--classifier_chunk N, rows per LM head + loss chunk) or tileN (--classifier_tile N,
-# vocabulary columns per tile over all rows); none = the trainer's choice (row chunks of 4096).
-bench_row() {
-  local key=$1 label=$2 L=$3 H=$4 C=$5 pos=$6 prec=$7 mode=$8 head=${9:-}
-  local id="${key}_${pos}_${prec}_${mode}${head:+_$head}" t
-  local name="bench_$id" dir="$WORK/run_$id" flags=()
+# train_run ID L H C POS PREC MODE [HEAD]: one training run (MODE graph: the default step; eager:
+# --cuda_graph 0; profile: --profile 1, eager; HEAD chunkN: --classifier_chunk N, tileN:
+# --classifier_tile N, none: the trainer's choice). Sets RUN (ms/step, tokens/s, peak MiB, eval
+# ms/batch, 10k steps, with eval, last loss, then with profile the median phase ms: head_loss,
+# attention, rest, adamw, and the device's MiB at the end; |-separated) or, failing, RUN_WHY.
+# A run with the same ID earlier in this check is not run again.
+train_run() {
+  local id=$1 L=$2 H=$3 C=$4 pos=$5 prec=$6 mode=$7 head=${8:-} dir="$WORK/run_$1" flags=() t
+  RUN="" RUN_WHY=""
+  if [ -s "$dir.stats" ]; then RUN=$(cat "$dir.stats"); return 0; fi
   case $mode in eager) flags=(--cuda_graph 0) ;; profile) flags=(--profile 1) ;; esac
   case $head in chunk*) flags+=(--classifier_chunk "${head#chunk}") ;; tile*) flags+=(--classifier_tile "${head#tile}") ;; esac
-  t=$(cap $ROW_MAX)
-  if [ "$t" -lt $((EMU == 1 ? 5 : 20)) ]; then
-    echo "| $label | $pos | $prec | $mode | not run (time budget) | | | | | | |" >>"$OUT/bench.md"
-    part "$name" fail "not run: the time budget ran out"
-    return
-  fi
-  echo "-- $label $pos $prec"
+  t=$(pcap 90)
+  if [ "$t" -lt $((EMU == 1 ? 5 : 20)) ]; then RUN_WHY="not run: the time budget ran out"; return 1; fi
+  echo "-- $id"
   # line-buffered output, each line stamped on arrival: the final evaluation's time is the gap
   # between the last step's line and the last val line (eval_every = the step count: one
   # evaluation before the first step, which also warms the evaluation up, one after the last)
@@ -455,8 +575,7 @@ bench_row() {
     --checkpoint_every 0 --sample_every 0 --precision "$prec" --train_data "$SHARD" --val_data "$SHARD" \
     "${flags[@]}" --run_dir "$dir" 2>&1 | while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >"$dir.out"
   local rc=${PIPESTATUS[0]}
-  local row
-  row=$("$PY" - "$dir" "$WARM" "$EVAL" "$B" "$T" <<'EOF'
+  RUN=$("$PY" - "$dir" "$WARM" "$EVAL" "$B" "$T" <<'EOF'
 import json, re, statistics, sys
 d, warm, nev, B, T = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 lines = [l.rstrip("\n").split(" ", 1) for l in open(d + ".out")]
@@ -475,148 +594,277 @@ ev = (val[-1] - last_step[-1]) * 1000 / nev if val and last_step and val[-1] > l
 def hours(ms_step):
     s = ms_step * 10000 / 1000
     return f"{s / 3600:.2f} h" if s >= 3600 else f"{s / 60:.1f} min"
-print(" | ".join([f"{ms:.1f}", f"{B * T / ms * 1000:,.0f}", peak, f"{ev:.1f}" if ev else "-", hours(ms),
-                  hours(ms + ev) if ev else "-", f"{train[-1]['loss']:.4f}"]))
-EOF
-  )
-  if [ $rc -ne 0 ] || [ -z "$row" ]; then
-    local why
-    why=$(sed 's/^[0-9.]* //' "$dir.out" | grep -m1 'error' || sed 's/^[0-9.]* //' "$dir.out" | tail -n 1)
-    [ $rc = 124 ] && why="timed out after $t s"
-    echo "| $label | $pos | $prec | $mode | FAIL: exit $rc | | | | | | |" >>"$OUT/bench.md"
-    part "$name" fail "exit $rc: $why"
-    return
-  fi
-  echo "| $label | $pos | $prec | $mode | $row |" >>"$OUT/bench.md"
-  echo "   $row"
-  part "$name" pass
-}
-if skipping bench; then part bench skip "--skip bench"; else
-for setting in "${SETTINGS[@]}"; do
-  IFS=: read -r key label L H C <<<"$setting"
-  for prec in fp32 bf16; do  # the bf16 column always runs: a bf16 failure is a failure
-    for pos in learned rope crope; do bench_row "$key" "$label" "$L" "$H" "$C" "$pos" "$prec" graph; done
-  done
-done
-# The classifier over vocabulary tiles at the paper setting (rope, bf16: the 5.5M tokens/s goal),
-# here rather than in the sweep below, which a short budget cuts first
-IFS=: read -r key label L H C <<<"${SETTINGS[0]}"
-for head in $TILES_MAIN; do
-  bench_row "$key" "$label, classifier_tile ${head#tile}" "$L" "$H" "$C" rope bf16 graph "$head"
-done
-head=${TILES_MAIN%% *}  # the first tile width profiled too: the per-phase table's head with tiles
-bench_row "$key" "$label, classifier_tile ${head#tile}" "$L" "$H" "$C" rope bf16 profile "$head"
-# What the graph gains (the same step launched op by op), and the per-phase breakdown (profiling
-# runs eagerly: the events sit between the ops)
-for setting in "${SETTINGS[@]}"; do
-  IFS=: read -r key label L H C <<<"$setting"
-  for prec in fp32 bf16; do
-    for mode in eager profile; do bench_row "$key" "$label" "$L" "$H" "$C" rope "$prec" "$mode"; done
-  done
-done
-# The profile runs above (a CUDA event at each phase boundary of the step): the median ms per
-# timed step of each phase, and the device's own count of used memory at the end.
-{
-  echo
-  echo "Per phase: median ms per step from CUDA events (rest = embeddings, LayerNorms, the linear"
-  echo "layers, GELU, residuals, RoPE, the gradient norm); device MiB = used as the driver counts it."
-  echo
-  echo "| run | LM head + loss | attention | rest | AdamW | sum | device MiB |"
-  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-  "$PY" - "$WORK" "$WARM" <<'EOF'
-import glob, json, os, re, statistics, sys
-work, warm = sys.argv[1], int(sys.argv[2])
-for d in sorted(glob.glob(work + "/run_*/"), key=os.path.getmtime):
-    d = d.rstrip("/")
-    try:
-        train = [r for r in map(json.loads, open(d + "/log.jsonl")) if r.get("type") == "train"][warm:]
-    except (OSError, ValueError):
-        continue
-    ph = [r["phase_ms"] for r in train if "phase_ms" in r]
-    if not ph:
-        continue
-    med = [statistics.median(p[k] for p in ph) for k in ("head_loss", "attention", "rest", "adamw")]
+cells = [f"{ms:.1f}", f"{B * T / ms * 1000:,.0f}", peak, f"{ev:.1f}" if ev else "-", hours(ms),
+         hours(ms + ev) if ev else "-", f"{train[-1]['loss']:.4f}"]
+ph = [r["phase_ms"] for r in train if "phase_ms" in r]
+if ph:
+    cells += ["%.3f" % statistics.median(p[k] for p in ph) for k in ("head_loss", "attention", "rest", "adamw")]
     used = "-"
-    for l in open(d + ".out"):
+    for _, l in lines:
         m = re.search(r"device used at the end: ([0-9.]+) MiB", l)
         used = m.group(1) if m else used
-    print("| %s | %s | %.1f | %s |" % (os.path.basename(d)[4:], " | ".join("%.2f" % x for x in med), sum(med), used))
+    cells.append(used)
+print("|".join(cells))
 EOF
-} >>"$OUT/bench.md"
-fi
+  )
+  if [ $rc -ne 0 ] || [ -z "$RUN" ]; then
+    RUN_WHY=$(sed 's/^[0-9.]* //' "$dir.out" | grep -m1 'error' || sed 's/^[0-9.]* //' "$dir.out" | tail -n 1)
+    RUN_WHY="exit $rc: ${RUN_WHY}"
+    [ $rc = 124 ] && RUN_WHY="exit 124: timed out after $t s"
+    RUN=""
+    return 1
+  fi
+  echo "$RUN" >"$dir.stats"
+  echo "   $RUN"
+}
 
-# ---------------------------------------------------------------- 5. PyTorch (optional)
-section "PyTorch"
-if skipping torch; then
-  part torch skip "--skip torch"
-elif [ $TORCH = 0 ]; then
-  part torch skip "$([ $EMU = 1 ] && echo emulated || echo 'no torch with CUDA') (optional)"
-else
-  {
-    echo "PyTorch $("$PY" -c 'import torch; print(torch.__version__)') at the paper's setting (scripts/torch_reference.py, TF32):"
-    echo
-    echo "| mode | pos | ms/step | tokens/s | peak MiB |"
-    echo "| --- | --- | ---: | ---: | ---: |"
-  } >"$OUT/torch.md"
+# bench_row SETTING POS PREC MODE: a run of SETTING (key:label:L:H:C) with the trainer's LM head;
+# its row in bench.md, with MODE profile its phases in phases.md too (part bench_KEY_POS_PREC_MODE)
+bench_row() {
+  local key label L H C pos=$2 prec=$3 mode=$4
+  IFS=: read -r key label L H C <<<"$1"
+  local id="${key}_${pos}_${prec}_${mode}" name="bench_${key}_${pos}_${prec}_${mode}"
+  carry "$name" && return
+  if ! train_run "$id" "$L" "$H" "$C" "$pos" "$prec" "$mode"; then
+    row bench.md "$name" "| $label | $pos | $prec | $mode | ${RUN_WHY%%:*} | | | | | | |"
+    part "$name" fail "$RUN_WHY"
+    return
+  fi
+  local r
+  IFS='|' read -ra r <<<"$RUN"
+  row bench.md "$name" "| $label | $pos | $prec | $mode | ${r[0]} | ${r[1]} | ${r[2]} | ${r[3]} | ${r[4]} | ${r[5]} | ${r[6]} |"
+  if [ "$mode" = profile ]; then
+    local sum
+    sum=$(awk -v a="${r[7]}" -v b="${r[8]}" -v c="${r[9]}" -v d="${r[10]}" 'BEGIN { printf "%.2f", a + b + c + d }')
+    row phases.md "$name" "| $id | ${r[7]} | ${r[8]} | ${r[9]} | ${r[10]} | $sum | ${r[11]} |"
+  fi
+  part "$name" pass
+}
+
+# ---------------------------------------------------------------- paper, 124M, profile
+part_paper() {
+  local prec pos
+  for prec in bf16 fp32; do
+    for pos in rope crope; do bench_row "$PAPER" $pos $prec graph; done
+  done
+}
+run_part paper part_paper
+part_gpt2() {
+  local pos
+  for pos in rope crope; do bench_row "$GPT2" $pos bf16 graph; done
+}
+run_part gpt2 part_gpt2
+part_profile() {
+  bench_row "$PAPER" rope bf16 profile
+  bench_row "$PAPER" rope fp32 profile
+  bench_row "$GPT2" rope bf16 profile
+}
+run_part profile part_profile
+
+# ---------------------------------------------------------------- the LM head sweep
+# At the paper setting, rope: each head configuration's step (graph) and, from a profiled run, the
+# head's own time (its phase: the LM head GEMMs and the loss). bf16 first (the goal's precision):
+# row chunks of 256 and 512 rows, whose bf16 logits (26 and 51 MB) can stay in the H200's 50 MB
+# L2 cache from the GEMM through the loss to the backward GEMMs (each chunk adds a pass over wte
+# and its gradient), the default chunk, all rows at once (the unfused path), vocabulary tiles (a
+# tile of 1024 columns of all rows' bf16 logits is 32 MB; the forward GEMM runs twice); then fp32.
+# The default configuration's runs are the paper and profile parts' own.
+header_head() {
+  echo "LM head sweep at the paper setting (rope, B*T = $((B * T)) rows, Vp = $VP): the step (graph) with each"
+  echo "head, and the head's own time from a profiled run (the LM head + loss phase; eager, CUDA events)."
+  echo "TFLOP/s: 6 N C Vp per step (tiles 8: the forward GEMM twice). GB/s: the logits' bytes moved (N Vp"
+  echo "elements, 6 passes with row chunks: GEMM write, loss reads and write, two backward GEMM reads; 7 with"
+  echo "tiles) plus wte's per chunk (3 reads, its fp32 gradient read and written), over the head's ms: past"
+  echo "the HBM's 4.8 TB/s the logits stayed in the L2 cache."
+  [ $EMU = 1 ] && echo "EMULATED: timings are not meaningful."
+  echo
+  echo "| LM head | precision | step ms (graph) | tokens/s | head ms | head TFLOP/s | head GB/s | loss (last) | note |"
+  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+}
+# head_row PREC HEAD: the paper setting with HEAD (chunkN, tileN or default), graph and profile
+head_row() {
+  local prec=$1 head=$2 key label L H C
+  IFS=: read -r key label L H C <<<"$PAPER"
+  local name="head_${prec}_$head" arg=$head what note=""
+  [ "$head" = default ] && arg="" note="the default (cuda/backend_cuda.h)"
+  case $head in
+    default) what="chunk $DEFAULT_CHUNK" ;;
+    chunk*) what="chunk ${head#chunk}" ;;
+    tile*) what="tile ${head#tile}" ;;
+  esac
+  [ "${head#chunk}" = $((B * T)) ] && note="all rows at once"
+  carry "$name" && return
+  local tag=$([ "$head" = default ] || echo "_$head") g p
+  if ! train_run "${key}_rope_${prec}_graph$tag" "$L" "$H" "$C" rope "$prec" graph "$arg"; then
+    row head.md "$name" "| $what | $prec | ${RUN_WHY%%:*} | | | | | | $note |"
+    part "$name" fail "$RUN_WHY"
+    return
+  fi
+  IFS='|' read -ra g <<<"$RUN"
+  if ! train_run "${key}_rope_${prec}_profile$tag" "$L" "$H" "$C" rope "$prec" profile "$arg"; then
+    row head.md "$name" "| $what | $prec | ${g[0]} | ${g[1]} | ${RUN_WHY%%:*} | | | ${g[6]} | $note |"
+    part "$name" fail "profile run: $RUN_WHY"
+    return
+  fi
+  IFS='|' read -ra p <<<"$RUN"
+  local rates
+  rates=$(awk -v ms="${p[7]}" -v N=$((B * T)) -v C="$C" -v Vp=$VP -v e=$([ "$prec" = bf16 ] && echo 2 || echo 4) \
+    -v head="$head" -v chunk="$DEFAULT_CHUNK" 'BEGIN {
+      tile = head ~ /^tile/
+      if (head ~ /^chunk/) chunk = substr(head, 6) + 0
+      chunks = tile ? 1 : int((N + chunk - 1) / chunk)
+      flop = (tile ? 8 : 6) * N * C * Vp
+      bytes = (tile ? 7 : 6) * N * Vp * e + chunks * Vp * C * (3 * e + 8)
+      if (ms > 0) printf "%.1f %.0f", flop / ms / 1e9, bytes / ms / 1e6; else printf "- -" }')
+  row head.md "$name" "| $what | $prec | ${g[0]} | ${g[1]} | ${p[7]} | ${rates% *} | ${rates#* } | ${g[6]} | $note |"
+  part "$name" pass
+}
+# The fastest measured head of each precision, and how to make it the default.
+fastest_head() {
+  "$PY" - "$OUT/head.md" "$EMU" <<'EOF'
+import sys
+rows = [[x.strip() for x in l.strip().strip("|").split("|")] for l in open(sys.argv[1]) if l.startswith("| ")]
+rows = [r for r in rows if len(r) == 9 and r[0] != "LM head" and not r[0].startswith("---")]
+def tps(x):
+    try:
+        return float(x.replace(",", ""))
+    except ValueError:
+        return None
+print()
+if sys.argv[2] == "1":
+    print("Fastest head: none (emulated timings are not meaningful; the default stays).")
+    sys.exit(0)
+for prec in ("bf16", "fp32"):
+    got = [(tps(r[3]), r[0], r[8]) for r in rows if r[1] == prec and tps(r[3])]
+    if not got:
+        continue
+    best, what, note = max(got)
+    default = next((t for t, w, n in got if n.startswith("the default")), None)
+    vs = f"; the default: {default:,.0f}" if default else ""
+    if note.startswith("the default"):
+        print(f"Fastest {prec} head: {what}, the default ({best:,.0f} tokens/s).")
+    elif what.startswith("chunk"):
+        print(f"Fastest {prec} head: {what} ({best:,.0f} tokens/s{vs}). To make it the default: "
+              f"`static constexpr int classifier_chunk = {what.split()[1]};` in cuda/backend_cuda.h (CudaBackend).")
+    else:
+        print(f"Fastest {prec} head: {what} ({best:,.0f} tokens/s{vs}). To make it the default: "
+              f"--classifier_tile {what.split()[1]} (configs/paper.json, or a device default beside "
+              f"classifier_chunk in cuda/backend_cuda.h that src/activations.h reads).")
+EOF
+}
+part_head() {
+  local heads_bf16 heads_fp32 h
+  if [ $EMU = 1 ]; then heads_bf16="chunk16 chunk32 default tile128" heads_fp32="chunk16 default tile128"
+  else heads_bf16="chunk256 chunk512 default chunk$((B * T)) tile1024 tile4096" heads_fp32="chunk512 default tile1024"; fi
+  for h in $heads_bf16; do head_row bf16 "$h"; done
+  for h in $heads_fp32; do head_row fp32 "$h"; done
+  [ -s "$OUT/head.md" ] && fastest_head | tee -a "$OUT/head.md"
+}
+run_part head part_head
+
+# ---------------------------------------------------------------- compute-sanitizer
+# Kernel tests on small shapes only: the sanitizer slows a kernel 10-100x, so no model test.
+SAN_SUBSET="cuda_encoder_backward cuda_layernorm cuda_rope cuda_crope cuda_attention_forward cuda_attention_backward
+  cuda_gelu cuda_softmax_crossentropy cuda_adamw_update cuda_sum_squares cuda_bf16_layernorm cuda_bf16_matmul"
+SAN_FLASH="cuda_flash_forward_backward cuda_flash_head_sizes"  # test_cuda_flash: every head size, small shapes
+part_sanitizer() {
+  local tool prog names rc
+  for tool in memcheck racecheck; do
+    if [ $EMU = 1 ]; then part "sanitizer_$tool" skip "emulated (the emulation has its own checks)"; continue; fi
+    if [ -z "$SANITIZER" ]; then part "sanitizer_$tool" skip "compute-sanitizer not found"; continue; fi
+    carry "sanitizer_$tool" && continue
+    if [ "$(pcap 60)" -lt 10 ]; then part "sanitizer_$tool" fail "not run: the time budget ran out"; continue; fi
+    # the listed tests of test_cuda and test_cuda_bf16, then the flash kernels (shared-memory
+    # tiles; fp32, and the tf32 and bf16 tensor-core ones) at every head size
+    : >"$OUT/$tool.log"
+    rc=0
+    for prog in test_cuda test_cuda_bf16 test_cuda_flash; do
+      case $prog in
+        test_cuda_flash) names=$SAN_FLASH ;;
+        test_cuda_bf16) names=$(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_bf16_' | tr '\n' ' ') ;;
+        *) names=$(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_' | grep -v '^cuda_bf16_' | tr '\n' ' ') ;;
+      esac
+      # shellcheck disable=SC2086
+      timeout -k 5 "$(pcap 40)" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
+        "$BUILD/test/$prog" $names >>"$OUT/$tool.log" 2>&1
+      rc=$?
+      [ $rc = 0 ] || break
+    done
+    grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL ' "$OUT/$tool.log" | head -n 5
+    if [ $rc = 0 ]; then part "sanitizer_$tool" pass
+    elif [ $rc = 124 ]; then part "sanitizer_$tool" fail "timed out (see $tool.log)"
+    else part "sanitizer_$tool" fail "exit $rc (see $tool.log)"; fi
+  done
+}
+run_part sanitizer part_sanitizer
+
+# ---------------------------------------------------------------- data parallel (NCCL)
+# test/test_dist.sh --device: one rank under mpirun runs every NCCL call (all-reduce, ZeRO-1's
+# reduce-scatter and all-gather) and must log the plain run's losses bit for bit; with several
+# GPUs, 2, 4 or 8 ranks agree with it to rounding.
+part_dist() {
+  if [ $EMU = 1 ]; then part nccl skip "emulated: make test runs test/test_dist.sh (NCCL emulated over MPI)"; return; fi
+  if ! command -v mpirun >/dev/null; then part nccl skip "mpirun not found (openmpi-bin, libopenmpi-dev; then rebuild)"; return; fi
+  carry nccl && return
+  TRAIN="$BUILD/train" PYTHON="$PY" timeout -k 5 "$(pcap 120)" bash test/test_dist.sh --device >"$OUT/dist.log" 2>&1
+  local dp df
+  dp=$(grep -c '^PASS ' "$OUT/dist.log") df=$(grep -c '^FAIL ' "$OUT/dist.log")
+  if [ "$df" -gt 0 ] || [ "$dp" -eq 0 ]; then part nccl fail "$dp passed, $df failed (see dist.log)"
+  else part nccl pass; fi
+}
+run_part dist part_dist
+
+# ---------------------------------------------------------------- the other benchmark rows
+# learned positions, 124M in fp32 and with learned positions, and what the graph gains (the same
+# step launched op by op)
+part_rest() {
+  local prec pos
+  for prec in bf16 fp32; do bench_row "$PAPER" learned $prec graph; done
+  bench_row "$GPT2" learned bf16 graph
+  for pos in learned rope crope; do bench_row "$GPT2" $pos fp32 graph; done
+  for prec in bf16 fp32; do bench_row "$PAPER" rope $prec eager; done
+  bench_row "$GPT2" rope bf16 eager
+}
+run_part rest part_rest
+
+# ---------------------------------------------------------------- PyTorch (optional)
+header_torch() {
+  echo "PyTorch $("$PY" -c 'import torch; print(torch.__version__)') at the paper's setting (scripts/torch_reference.py, TF32):"
+  echo
+  echo "| mode | pos | ms/step | tokens/s | peak MiB |"
+  echo "| --- | --- | ---: | ---: | ---: |"
+}
+part_torch() {
+  if [ $TORCH = 0 ]; then part torch skip "$([ $EMU = 1 ] && echo emulated || echo 'no torch with CUDA') (optional)"; return; fi
+  carry torch && return
+  local mode pos line r
   for mode in eager compile; do
     for pos in learned rope crope; do
-      # optional: only while time is left, torch.compile only with 2 minutes to spare
+      # torch.compile only while 2 minutes are left
       if [ "$(left)" -lt $([ $mode = compile ] && echo 120 || echo 40) ]; then
-        echo "| $mode | $pos | skipped (time budget) | | |" >>"$OUT/torch.md"
+        row torch.md torch "| $mode | $pos | skipped (time budget) | | |"
         continue
       fi
-      line=$(timeout -k 5 "$(cap 100)" "$PY" scripts/torch_reference.py --pos $pos \
+      line=$(timeout -k 5 "$(pcap 100)" "$PY" scripts/torch_reference.py --pos $pos \
         $([ $mode = compile ] && echo --compile) --steps 20 --warmup 5 2>"$WORK/torch.err" | tail -n 1)
-      row=$("$PY" -c 'import json, sys
+      r=$("$PY" -c 'import json, sys
 r = json.loads(sys.argv[1])
 print("%.1f | %.0f | %.0f" % (r["ms_per_step"], r["tokens_per_s"], r["peak_mem_mib"]))' "$line" 2>/dev/null) ||
-        row="failed: $(tail -n 1 "$WORK/torch.err") | |"
-      echo "| $mode | $pos | $row |" | tee -a "$OUT/torch.md"
+        r="failed: $(tail -n 1 "$WORK/torch.err") | |"
+      row torch.md torch "| $mode | $pos | $r |"
+      echo "| $mode | $pos | $r |"
     done
   done
   part torch pass
-fi
+}
+run_part torch part_torch
 
-# ---------------------------------------------------------------- 5b. classifier sweep (tiles, chunks)
-# Tuning figures after the goal figures (benchmark, PyTorch): when the budget runs short, these
-# and the lab are what it cuts.
-section "classifier sweep"
-if skipping chunks; then part chunks skip "--skip chunks"; else
-{
-  echo
-  echo "Classifier sweep: --classifier_tile (vocabulary columns per tile over all B*T rows, two passes) and"
-  echo "--classifier_chunk (rows of B*T per LM head GEMM + loss + backward GEMMs):"
-  echo
-  bench_header
-} >>"$OUT/bench.md"
-# The benchmark rows use the trainer's choice (row chunks of 4096 on the GPU); these, the paper
-# setting, rope, other heads: bf16 first (the goal's precision), vocabulary tiles first (a tile of
-# 1024 columns of bf16 logits, 32 MB, can stay in the L2 cache from its GEMM to its kernels, at the
-# price of the forward GEMM twice and more graph nodes), then row chunks down to those whose logits stay in the L2
-# cache (512 rows of bf16 logits are 51 MB; each chunk adds a pass over wte's gradient), then
-# fp32. One chunk of all B*T rows is the unfused path (the whole batch's logits at once).
-IFS=: read -r key label L H C <<<"${SETTINGS[0]}"
-for prec in bf16 fp32; do
-  # (bf16 tiles of TILES_MAIN ran with the benchmark)
-  if [ $EMU = 1 ]; then heads=$([ $prec = bf16 ] && echo "chunk16" || echo "tile128 chunk16 chunk$((B * T))")
-  elif [ $prec = bf16 ]; then heads="tile512 tile2048 chunk256 chunk512 chunk1024 chunk2048 chunk8192 chunk$((B * T))"
-  else heads="tile1024 tile4096 chunk1024 chunk2048 chunk8192 chunk$((B * T))"; fi
-  for head in $heads; do
-    kind=${head%%[0-9]*}  # tile or chunk
-    bench_row "$key" "$label, classifier_$kind ${head#"$kind"}" "$L" "$H" "$C" rope "$prec" graph "$head"
-  done
-done
-fi
-
-# ---------------------------------------------------------------- 5c. kernel lab
+# ---------------------------------------------------------------- kernel lab (optional)
 # Every program of test/lab/ (attention, classifier, layernorm, adamw): each version checked
 # against the CPU, then timed at the paper's shapes (C=128: H=4 D=32, L=4) and GPT-2 124M's
 # (C=768: H=12 D=64, L=12), B=16 T=1024 (N=16384 rows), V=50257; TFLOP/s or GB/s per version,
-# so the first GPU run tells which version to keep. Each run's lines go into lab.md as they
-# come. Reference point: FlashAttention-2 runs the causal forward at about 230 TFLOP/s on an
-# H100 (D=64, T=1024, bf16).
-section "kernel lab"
-if skipping lab; then part lab skip "--skip lab"; else
+# so the first GPU run tells which version to keep. Reference point: FlashAttention-2 runs the
+# causal forward at about 230 TFLOP/s on an H100 (D=64, T=1024, bf16).
 LAB_RUNS=(
   "attention paper --B 16 --T 1024 --H 4 --D 32"
   "attention 124M --B 16 --T 1024 --H 12 --D 64"
@@ -629,77 +877,82 @@ LAB_RUNS=(
   "adamw paper --L 4 --C 128 --V 50257 --maxT 1024"
   "adamw 124M --L 12 --C 768 --V 50257 --maxT 1024"
 )
-{
+header_lab() {
   echo "Kernel lab (test/lab/*.cu; median of 20 runs after 3 warm-ups; attention FLOPs count the causal half):"
   echo
-} >"$OUT/lab.md"
-if [ $EMU = 1 ]; then lab_make="BUILD=$BASE EMU_BUILD=$BUILD lab-emu"
-else lab_make="BUILD=$BUILD NVCC=$NVCC $(printf '%s\n' "${LAB_RUNS[@]}" | cut -d' ' -f1 | sort -u | sed "s|^|$BUILD/lab/|")"; fi
-# shellcheck disable=SC2086
-if env ${CC_FLAGS:+"NVCCFLAGS=$CC_FLAGS"} timeout -k 5 "$(cap 150)" make -j"$(nproc)" $lab_make >>"$OUT/build.log" 2>&1; then
+}
+part_lab() {
+  local lab_make run prog label args t rc
+  if [ $EMU = 1 ]; then lab_make="BUILD=$BASE EMU_BUILD=$BUILD lab-emu"
+  else lab_make="BUILD=$BUILD NVCC=$NVCC $(printf '%s\n' "${LAB_RUNS[@]}" | cut -d' ' -f1 | sort -u | sed "s|^|$BUILD/lab/|")"; fi
+  # shellcheck disable=SC2086
+  if ! env ${CC_FLAGS:+"NVCCFLAGS=$CC_FLAGS"} timeout -k 5 "$(pcap 150)" make -j"$(nproc)" $lab_make >>"$OUT/build.log" 2>&1; then
+    part lab fail "make lab failed (see build.log)"
+    return
+  fi
   for run in "${LAB_RUNS[@]}"; do
     read -r prog label args <<<"$run"
-    t=$(cap 60)
+    carry "lab_${prog}_$label" && continue
+    t=$(pcap 60)
     if [ "$t" -lt 10 ]; then part "lab_${prog}_$label" fail "not run: the time budget ran out"; continue; fi
-    echo "    $prog, $label:" >>"$OUT/lab.md"
+    row lab.md "lab_${prog}_$label" "    $prog, $label:"
     # shellcheck disable=SC2086
-    timeout -k 5 "$t" "$BUILD/lab/$prog" $args 2>&1 | sed -u 's/^/    /' | tee -a "$OUT/lab.md"
-    rc=${PIPESTATUS[0]}
+    timeout -k 5 "$t" "$BUILD/lab/$prog" $args >"$WORK/lab.out" 2>&1
+    rc=$?
+    while IFS= read -r line; do row lab.md "lab_${prog}_$label" "    $line"; done <"$WORK/lab.out"
+    sed 's/^/    /' "$WORK/lab.out"
     if [ "$rc" = 0 ]; then part "lab_${prog}_$label" pass
     elif [ "$rc" = 124 ]; then part "lab_${prog}_$label" fail "timed out after $t s"
     else part "lab_${prog}_$label" fail "exit $rc"; fi
   done
-else
-  part lab fail "make lab failed (see build.log)"
-fi
-fi
+}
+run_part lab part_lab
 
-# ---------------------------------------------------------------- 6. the paper grid (--paper-grid)
-if [ $GRID = 1 ]; then
-  section "paper grid"
+# ---------------------------------------------------------------- the paper grid (--paper-grid)
+part_grid() {
   if [ $EMU = 1 ]; then
     part paper_grid skip "emulated: the paper's runs need a GPU (test/test_paper_grid.sh runs the script on the CPU)"
-  elif [ "$(left)" -lt 60 ]; then
-    part paper_grid skip "under a minute left"
-  else
-    # Science only from kernels that pass on this GPU: the grid first reruns the GPU tests of its
-    # precision (seconds; a run with --skip tests has none of its own). A bf16 failure falls back
-    # to fp32; an fp32 grid runs TF32 (GEMMs and the tensor-core flash kernels), and a TF32
-    # failure falls back to plain fp32 (NVIDIA_TF32_OVERRIDE=0: the exact kernels).
-    # grid gate: begin
-    # gate_tests NAME: the tests whose name contains NAME, in every GPU test program that has
-    # some; prints the failures (or that none passed) and fails if there are any
-    gate_tests() {
-      local bad="" passed=0 t o rc
-      for t in $TEST_BINS; do
-        o=$(timeout -k 5 60 "$t" "$1" 2>&1)
-        rc=$?
-        grep -q '^error: no test name contains' <<<"$o" && continue
-        [ $rc = 0 ] || bad+=" $(basename "$t") (exit status $rc)"
-        bad+=$(grep '^FAIL ' <<<"$o" | cut -d: -f1 | sed 's/^FAIL / /' | tr -d '\n')
-        passed=$((passed + $(grep -c '^PASS ' <<<"$o")))
-      done
-      [ $passed -gt 0 ] || bad+=" (no $1 test passed)"
-      echo "$bad"
-      [ -z "$bad" ]
-    }
-    GRID_TF32=1
-    if [ "$GRID_PREC" = bf16 ] && ! bad=$(gate_tests bf16); then
-      echo "paper grid: bf16 tests failed on this GPU:$bad; the grid runs in fp32"
-      GRID_PREC=fp32
-    fi
-    if [ "$GRID_PREC" = fp32 ] && ! bad=$(gate_tests tf32); then
-      echo "paper grid: TF32 tests failed on this GPU:$bad; the grid runs in plain fp32 (NVIDIA_TF32_OVERRIDE=0)"
-      GRID_TF32=0
-    fi
-    # grid gate: end
-    grid_env=()
-    [ $GRID_TF32 = 0 ] && grid_env=(NVIDIA_TF32_OVERRIDE=0)
-    if env "${grid_env[@]}" bash scripts/paper_grid.sh --out "$OUT/paper_grid" --budget $(($(left) - 15)) -- \
-      --device cuda --precision "$GRID_PREC"; then
-      part paper_grid pass
-    else
-      part paper_grid fail "a run failed or no dataset has its shards (see above)"
-    fi
+    return
   fi
-fi
+  # Science only from kernels that pass on this GPU: the grid first reruns the GPU tests of its
+  # precision (seconds; a run with --skip tests has none of its own). A bf16 failure falls back
+  # to fp32; an fp32 grid runs TF32 (GEMMs and the tensor-core flash kernels), and a TF32
+  # failure falls back to plain fp32 (NVIDIA_TF32_OVERRIDE=0: the exact kernels).
+  # grid gate: begin
+  # gate_tests NAME: the tests whose name contains NAME, in every GPU test program that has
+  # some; prints the failures (or that none passed) and fails if there are any
+  gate_tests() {
+    local bad="" passed=0 t o rc
+    for t in $TEST_BINS; do
+      o=$(timeout -k 5 60 "$t" "$1" 2>&1)
+      rc=$?
+      grep -q '^error: no test name contains' <<<"$o" && continue
+      [ $rc = 0 ] || bad+=" $(basename "$t") (exit status $rc)"
+      bad+=$(grep '^FAIL ' <<<"$o" | cut -d: -f1 | sed 's/^FAIL / /' | tr -d '\n')
+      passed=$((passed + $(grep -c '^PASS ' <<<"$o")))
+    done
+    [ $passed -gt 0 ] || bad+=" (no $1 test passed)"
+    echo "$bad"
+    [ -z "$bad" ]
+  }
+  GRID_TF32=1
+  if [ "$GRID_PREC" = bf16 ] && ! bad=$(gate_tests bf16); then
+    echo "paper grid: bf16 tests failed on this GPU:$bad; the grid runs in fp32"
+    GRID_PREC=fp32
+  fi
+  if [ "$GRID_PREC" = fp32 ] && ! bad=$(gate_tests tf32); then
+    echo "paper grid: TF32 tests failed on this GPU:$bad; the grid runs in plain fp32 (NVIDIA_TF32_OVERRIDE=0)"
+    GRID_TF32=0
+  fi
+  # grid gate: end
+  grid_env=()
+  [ $GRID_TF32 = 0 ] && grid_env=(NVIDIA_TF32_OVERRIDE=0)
+  if env "${grid_env[@]}" bash scripts/paper_grid.sh --out "$OUT/paper_grid" --budget $(($(left) - 15)) -- \
+    --device cuda --precision "$GRID_PREC"; then
+    part paper_grid pass
+  else
+    part paper_grid fail "a run failed or no dataset has its shards (see above)"
+  fi
+}
+[ $GRID = 1 ] && run_part grid part_grid
+exit 0

@@ -67,6 +67,32 @@ std::string test_encoder_backward() {
     return why;
 }
 
+// Skewed tokens against the CPU: runs of one token across many of the sorted segments (32 slots)
+// that the kernel sums in pieces. One token at 5 % of the positions (real text's most frequent),
+// at 40 %, at every position; runs of exactly 32 and 64 (ending on segment boundaries) and of 33.
+std::string test_encoder_backward_skewed() {
+    Rng r(12);
+    const int B = 8, T = 512, C = 64, V = 1000, N = B * T;
+    std::string why;
+    for (const char* dist : {"5%", "40%", "one token", "runs of 32", "runs of 64", "runs of 33"}) {
+        std::vector<int> tok = randint((size_t)N, V, r);
+        const std::string d = dist;
+        for (int i = 0; i < N; i++) {
+            if (d == "5%" && r.below(100) < 5) tok[i] = 3;
+            if (d == "40%" && r.below(100) < 40) tok[i] = 999;
+            if (d == "one token") tok[i] = 17;
+            if (d.rfind("runs of ", 0) == 0) tok[i] = (i / std::stoi(d.substr(8)) * 7) % V;
+        }
+        Vec dout = randn((size_t)N * C, r), dwte = randn((size_t)V * C, r), ref = dwte;
+        cpu::encoder_backward<float>(ref.data(), nullptr, dout.data(), tok.data(), B, T, C);
+        DInts dtok(tok);
+        DBuf gw(dwte), gd(dout);
+        gpu::encoder_backward(gw.p, nullptr, gd.p, dtok.p, B, T, C, gpu::main_stream());
+        expect_close(why, std::string("dwte, ") + dist, gw.get(), ref, 1e-5);
+    }
+    return why;
+}
+
 std::string test_encoder_backward_deterministic() {
     Rng r(3);
     const int B = 8, T = 256, C = 96, V = 500;
@@ -106,11 +132,12 @@ std::string test_layernorm_forward() {
 }
 
 // With and without dsum (the residual branch's bias gradient: the column sums of dinp as
-// updated); N = 1100 spans 9 blocks of rows, the last one partial.
+// updated); N = 1100 spans many chunks of rows, the last one partial; C = 72: 16-byte loads; C = 50:
+// one column at a time; N = 4096, C = 128: the paper's width, 512 chunks of 8 rows.
 std::string test_layernorm_backward() {
     Rng r(5);
     std::string why;
-    for (auto [N, C] : std::vector<std::pair<int, int>>{{37, 48}, {1100, 72}, {64, 768}}) {
+    for (auto [N, C] : std::vector<std::pair<int, int>>{{37, 48}, {1100, 72}, {300, 50}, {64, 768}, {4096, 128}}) {
         Vec x = randn((size_t)N * C, r, 2.0), w = randn(C, r), b = randn(C, r), d = randn((size_t)N * C, r);
         Vec dx0 = randn((size_t)N * C, r), dw0 = randn(C, r), db0 = randn(C, r), ds0 = randn(C, r);
         Vec out((size_t)N * C), mean(N), rstd(N);
@@ -188,6 +215,56 @@ std::string test_matmul_backward() {
 std::string test_matmul_tf32() {
     Tf32On on;
     return matmul_forward_case(256, 128, 96, true, 1e-2, 10);
+}
+
+// ---------------------------------------------------------------- reductions, bit for bit
+// The sums over rows that cross blocks (LayerNorm's dw, db and dsum, a linear layer's dbias, at
+// 16-byte and 4-byte packs; the embedding's long runs of one token) at sizes of many blocks,
+// against the CPU, and a digest of their bits: test/test_emu_orders.sh runs this in every thread
+// and block order of the emulation, which must give the same digest.
+std::string test_reduction_bits() {
+    Rng r(13);
+    const int N = 4096, C = 128, V = 500;
+    std::string why;
+    std::vector<Vec> results;
+    Vec x = randn((size_t)N * C, r), w = randn(C, r), b = randn(C, r), d = randn((size_t)N * C, r);
+    Vec out((size_t)N * C), mean(N), rstd(N), dx((size_t)N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f), ds(C, 0.0f);
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), ds.data(), d.data(), x.data(), w.data(), mean.data(),
+                            rstd.data(), N, C);
+    DBuf gx(x), gw(w), gd(d), gm(mean), gr(rstd), gdx(Vec((size_t)N * C, 0.0f)), gdw(Vec(C, 0.0f)), gdb(Vec(C, 0.0f)),
+        gds(Vec(C, 0.0f));
+    gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gds.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C, gpu::main_stream());
+    results = {gdw.get(), gdb.get(), gds.get()};
+    expect_close(why, "layernorm dw", results[0], dw, 1e-4);
+    expect_close(why, "layernorm dsum", results[2], ds, 1e-4);
+    for (int OC : {128, 50}) {  // 16-byte packs; one column at a time
+        Vec dout = randn((size_t)N * OC, r), dbias(OC, 0.0f);
+        cpu::matmul_backward<float>(nullptr, nullptr, dbias.data(), dout.data(), nullptr, nullptr, N, C, OC);
+        DBuf go(dout), gb(Vec(OC, 0.0f));
+        gpu::matmul_backward<float>(nullptr, nullptr, gb.p, go.p, nullptr, nullptr, N, C, OC, gpu::main_stream());
+        results.push_back(gb.get());
+        expect_close(why, "dbias OC=" + std::to_string(OC), results.back(), dbias, 1e-4);
+    }
+    std::vector<int> tok = randint((size_t)N, V, r);
+    for (auto& t : tok)
+        if (r.below(100) < 30) t = 42;  // a run over 38 sorted segments
+    Vec dwte(V * C, 0.0f);
+    cpu::encoder_backward<float>(dwte.data(), nullptr, d.data(), tok.data(), 1, N, C);
+    DInts dtok(tok);
+    DBuf gwte(Vec(V * C, 0.0f));
+    gpu::encoder_backward(gwte.p, nullptr, gd.p, dtok.p, 1, N, C, gpu::main_stream());
+    results.push_back(gwte.get());
+    expect_close(why, "dwte", results.back(), dwte, 1e-5);
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the bits
+    for (const Vec& v : results)
+        for (float f : v) {
+            uint32_t u;
+            std::memcpy(&u, &f, 4);
+            for (int k = 0; k < 4; k++) h = (h ^ ((u >> (8 * k)) & 0xffu)) * 1099511628211ull;
+        }
+    std::printf("# cuda_reduction_bits digest %016llx\n", (unsigned long long)h);
+    return why;
 }
 
 // ---------------------------------------------------------------- rope / crope
@@ -631,7 +708,9 @@ static std::vector<TestCase> all_tests() {
     std::vector<TestCase> t = {
         {"cuda_encoder_forward", CUDA_FN(test_encoder_forward)},
         {"cuda_encoder_backward", CUDA_FN(test_encoder_backward)},
+        {"cuda_encoder_backward_skewed", CUDA_FN(test_encoder_backward_skewed)},
         {"cuda_encoder_backward_deterministic", CUDA_FN(test_encoder_backward_deterministic)},
+        {"cuda_reduction_bits", CUDA_FN(test_reduction_bits)},
         {"cuda_layernorm_forward", CUDA_FN(test_layernorm_forward)},
         {"cuda_layernorm_backward", CUDA_FN(test_layernorm_backward)},
         {"cuda_matmul_forward", CUDA_FN(test_matmul_forward)},

@@ -152,6 +152,29 @@ std::string test_matmul() {
     return why;
 }
 
+// The classifier's input gradient: dinp (N, C) = dlogits (N, 50304) . wte, a bf16 output over a
+// long K, which cuBLAS may split, summing the parts in bf16 (the emulator's cuBLAS does, unless
+// reduced-precision reductions are disallowed: cuda/common.cuh). The sum, 8192 x 2^-13 + 16000 x 1
+// - 16000 x 1 times w = 1 or 2, is exact in fp32 in any order; summed in bf16 it is lost.
+std::string test_matmul_long_k() {
+    const int N = 4, IC = 64, OC = 50304;
+    Vec d((size_t)N * OC, 0.0f), w((size_t)OC * IC);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < 8192 + 32000; k++)
+            d[(size_t)n * OC + (k + 1000 * n) % OC] = k < 8192 ? 1.0f / 8192 : k < 8192 + 16000 ? 1.0f : -1.0f;
+    for (int k = 0; k < OC; k++)
+        for (int i = 0; i < IC; i++) w[(size_t)k * IC + i] = 1.0f + (float)(i % 2);
+    DBf16 gd(d), gw(w), gdx(Vec((size_t)N * IC, 0.0f));
+    gpu::matmul_backward<bf16_t>(gdx.p, nullptr, nullptr, gd.p, nullptr, gw.p, N, IC, OC, gpu::main_stream());
+    const Vec got = gdx.get();
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < IC; i++)
+            if (got[(size_t)n * IC + i] != 1.0f + (float)(i % 2))
+                return "dinp[" + std::to_string(n) + "][" + std::to_string(i) + "] = " + fmt(got[(size_t)n * IC + i]) +
+                       ", want " + fmt(1.0f + (float)(i % 2)) + " (partial sums of K rounded to bf16?)";
+    return "";
+}
+
 // ---------------------------------------------------------------- rope, crope
 // 3C = 144: 16-byte packs; C = 22 (H = 1), 3C = 66: one pair per access.
 std::string test_rope() {
@@ -437,6 +460,7 @@ static std::vector<TestCase> all_tests() {
         {"cuda_bf16_encoder", CUDA_FN(test_encoder)},
         {"cuda_bf16_layernorm", CUDA_FN(test_layernorm)},
         {"cuda_bf16_matmul", CUDA_FN(test_matmul)},
+        {"cuda_bf16_matmul_long_k", CUDA_FN(test_matmul_long_k)},
         {"cuda_bf16_rope", CUDA_FN(test_rope)},
         {"cuda_bf16_crope_expand", CUDA_FN(test_crope_expand)},
         {"cuda_bf16_gelu_residual", CUDA_FN(test_gelu_residual)},

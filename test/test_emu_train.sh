@@ -9,7 +9,8 @@
 #   with TF32 flash kernels alone differs by 2e-5).
 # - TF32 on (the trainer's default in fp32 mode): GEMM inputs keep 10 mantissa bits (relative
 #   rounding <= 2^-11 ~ 5e-4 per operand); over 5 steps the loss moves by ~1e-3 relative;
-#   tolerance 1e-2, and the run must differ from the fp32 one (TF32 really applied).
+#   tolerance 1e-2, and the run must differ from the fp32 one (TF32 really applied); so with the
+#   cuBLAS stand-in's operands rounded to nearest and truncated (CUDA_EMU_TF32).
 # - --precision bf16 (bf16 activations, head size 16: the tensor-core flash kernels, and the
 #   cublas attention with its scores and probabilities in bf16): each stored activation rounds
 #   to 8 mantissa bits (2^-9 relative); over 5 steps the losses move by ~1e-4 relative and the
@@ -88,29 +89,34 @@ for pos in learned sinusoidal rope crope; do
   else
     fail "emu_train_deferred_$pos" "emulated cuda run failed: $(tail -2 "$tmp/defer_$pos.txt")"
   fi
-  if $EMU_TRAIN $args --pos "$pos" --device cuda --run_dir "$tmp/tf32_$pos" >"$tmp/tf32_$pos.txt" 2>&1; then
-    compare "emu_train_tf32_$pos" "$tmp/tf32_$pos" "$tmp/cpu_$pos" 1e-2 1e-7
-  else
-    fail "emu_train_tf32_$pos" "emulated cuda run failed: $(tail -1 "$tmp/tf32_$pos.txt")"
-  fi
+  # cuBLAS's TF32 rounding of its operands is not documented: the stand-in's to nearest and
+  # truncated (CUDA_EMU_TF32) both keep the tolerance
+  for tr in nearest truncate; do
+    name=emu_train_tf32_$pos$([ $tr = truncate ] && echo _truncate)
+    if CUDA_EMU_TF32=$tr $EMU_TRAIN $args --pos "$pos" --device cuda --run_dir "$tmp/$name" >"$tmp/$name.txt" 2>&1; then
+      compare "$name" "$tmp/$name" "$tmp/cpu_$pos" 1e-2 1e-7
+    else
+      fail "$name" "emulated cuda run failed: $(tail -1 "$tmp/$name.txt")"
+    fi
+  done
   # TF32 (tensor-core flash kernels too): the graph replays the eager step bit for bit (rope only,
   # for time); the run headers and the logs' first records say whether TF32 was on
   if [ "$pos" = rope ]; then
-    if grep -q '| precision fp32 (TF32 tensor cores)$' "$tmp/tf32_$pos.txt" &&
+    if grep -q '| precision fp32 (TF32 tensor cores)$' "$tmp/emu_train_tf32_$pos.txt" &&
         grep -q '| precision fp32 (TF32 off: plain fp32)$' "$tmp/emu_$pos.txt"; then
       pass emu_train_tf32_header
     else
-      fail emu_train_tf32_header "headers: $(grep -h -m1 '| precision' "$tmp/tf32_$pos.txt" "$tmp/emu_$pos.txt" | tr '\n' ';')"
+      fail emu_train_tf32_header "headers: $(grep -h -m1 '| precision' "$tmp/emu_train_tf32_$pos.txt" "$tmp/emu_$pos.txt" | tr '\n' ';')"
     fi
-    if head -1 "$tmp/tf32_$pos/log.jsonl" | grep -q '"arithmetic":"fp32 (TF32 tensor cores)","device":"cuda (' &&
+    if head -1 "$tmp/emu_train_tf32_$pos/log.jsonl" | grep -q '"arithmetic":"fp32 (TF32 tensor cores)","device":"cuda (' &&
         head -1 "$tmp/emu_$pos/log.jsonl" | grep -q '"arithmetic":"fp32 (TF32 off: plain fp32)","device":"cuda ('; then
       pass emu_train_tf32_logged
     else
-      fail emu_train_tf32_logged "$(head -1 "$tmp/tf32_$pos/log.jsonl" | grep -o '"run_on":{[^}]*}')"
+      fail emu_train_tf32_logged "$(head -1 "$tmp/emu_train_tf32_$pos/log.jsonl" | grep -o '"run_on":{[^}]*}')"
     fi
     if $EMU_TRAIN $args --pos "$pos" --device cuda --cuda_graph 0 --run_dir "$tmp/tf32_eager_$pos" \
         >"$tmp/tf32_eager_$pos.txt" 2>&1; then
-      compare "emu_train_tf32_graph_vs_eager_$pos" "$tmp/tf32_$pos" "$tmp/tf32_eager_$pos" 0 0
+      compare "emu_train_tf32_graph_vs_eager_$pos" "$tmp/emu_train_tf32_$pos" "$tmp/tf32_eager_$pos" 0 0
     else
       fail "emu_train_tf32_graph_vs_eager_$pos" "emulated cuda run failed: $(tail -1 "$tmp/tf32_eager_$pos.txt")"
     fi
@@ -161,6 +167,19 @@ expect_fail emu_train_diverged_loss "^error: loss is -?(nan|inf) at step 1 " -- 
   $EMU_TRAIN $args --device cuda --lr 1e39 --steps 4 --checkpoint_every 2 --run_dir "$tmp/nan"
 if [ ! -e "$tmp/nan/latest" ]; then pass emu_train_diverged_no_checkpoint
 else fail emu_train_diverged_no_checkpoint "latest names $(cat "$tmp/nan/latest")"; fi
+# A driver older than the CUDA runtime (CUDA_EMU_DRIVER pretends one): one line with both
+# versions, whether the GPU was asked for or found (--device auto), and every GPU test of a test
+# program SKIPPED with that line
+old_driver="^error: cudaErrorInsufficientDriver: the NVIDIA driver supports CUDA 12\.4, this build's runtime is CUDA 13\.0: update the driver or build with an older CUDA toolkit$"
+for dev in cuda auto; do
+  expect_fail "emu_train_old_driver_$dev" "$old_driver" -- \
+    env CUDA_EMU_DRIVER=12.4 $EMU_TRAIN $args --device $dev --run_dir "$tmp/old_driver_$dev"
+done
+out=$(CUDA_EMU_DRIVER=12.4 "$(dirname "$EMU_TRAIN")/test/test_cuda" cuda_layernorm 2>&1)
+if [ "$(grep -c '^SKIPPED cuda_layernorm.*: cudaErrorInsufficientDriver: the NVIDIA driver supports CUDA 12.4' <<<"$out")" -ge 2 ] &&
+    ! grep -q '^PASS\|^FAIL' <<<"$out"; then
+  pass emu_test_cuda_old_driver
+else fail emu_test_cuda_old_driver "expected every test SKIPPED with the driver's line: $(head -c 300 <<<"$out")"; fi
 # flash attention's GPU kernels take only some head sizes: the trainer says so before it starts
 # (n_embd 48 / n_head 2 = 24)
 expect_fail emu_train_flash_head_size "^error: flash attention on the GPU supports head sizes 8, 16, 32, 64, 128, got n_embd/n_head = 24 \(use --attention cublas\)" -- \

@@ -390,6 +390,32 @@ int gemm(int m, int n, int k, int lda, int ldc, size_t a_elems, cublasComputeTyp
     return 0;
 }
 
+// out (1 x 1, bf16) = the sum of k = 3 * 8192 bf16 values: 8192 of 2^-13, 8192 of 1, 8192 of -1,
+// exactly 1 in fp32 whatever the order; the handle's math mode `mode`. The stand-in splits K into
+// parts of 4096 and sums them in bf16 unless the mode disallows it: 0.5, 1, 4097 -> 4096, ... 0.
+int split_k_gemm(cublasMath_t mode, float* result) {
+    const int k = 3 * 8192;
+    std::vector<__nv_bfloat16> a(k), b(k, __float2bfloat16_rn(1.0f));
+    for (int i = 0; i < k; i++) a[i] = __float2bfloat16_rn(i < 8192 ? 1.0f / 8192 : i < 16384 ? 1.0f : -1.0f);
+    __nv_bfloat16 *A, *B, *C;
+    CK(cudaMalloc(&A, k * 2));
+    CK(cudaMalloc(&B, k * 2));
+    CK(cudaMalloc(&C, 2));
+    CK(cudaMemcpy(A, a.data(), k * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(B, b.data(), k * 2, cudaMemcpyHostToDevice));
+    cublasHandle_t h;
+    cublasCreate(&h);
+    cublasSetMathMode(h, mode);
+    const float one = 1.0f, zero = 0.0f;
+    if (cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 1, 1, k, &one, A, CUDA_R_16BF, k, B, CUDA_R_16BF, k, &zero, C,
+                     CUDA_R_16BF, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+        return 3;
+    __nv_bfloat16 c;
+    CK(cudaMemcpy(&c, C, 2, cudaMemcpyDeviceToHost));
+    *result = __bfloat162float(c);
+    return 0;
+}
+
 // ---- stream capture and graphs ----------------------------------------------------------------
 constexpr int kRefillLine = __LINE__ + 2;  // the copy that a refill of its pinned source races
 int refill_copy(float* dst, const float* pinned_src, cudaStream_t s) {
@@ -727,6 +753,57 @@ int main() {
             gemm(1, 1, 1, 1, 1, 1, CUBLAS_COMPUTE_32F_FAST_TF32, &tf32))
             return 2;
         return fp32 == 1.0f + 1.0f / (1 << 20) && tf32 == 1.0f ? 0 : 1;
+    });
+    // CUDA_EMU_TF32=truncate: 1 + 2^-11 + 2^-20 (above half a tf32 ulp) rounds up to nearest,
+    // down when truncated
+    for (const char* mode : {"nearest", "truncate"})
+        expect_clean(std::string("gemm_tf32_") + mode, [mode] {
+            setenv("CUDA_EMU_TF32", mode, 1);
+            const float x = 1.0f + 1.0f / (1 << 11) + 1.0f / (1 << 20);
+            float* A = dev(std::vector<float>{x});
+            float* B = dev(std::vector<float>{1.0f});
+            float* C = scratch(1);
+            cublasHandle_t h;
+            cublasCreate(&h);
+            const float one = 1.0f, zero = 0.0f;
+            if (cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, A, CUDA_R_32F, 1, B, CUDA_R_32F, 1, &zero, C,
+                             CUDA_R_32F, 1, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT))
+                return 2;
+            const float want = std::strcmp(mode, "truncate") ? 1.0f + 1.0f / (1 << 10) : 1.0f;
+            return host(C, 1)[0] == want ? 0 : 1;
+        });
+    // CUDA_EMU_DRIVER=12.4: older than the runtime's 13.0, the device and memory calls fail
+    expect_clean("old_driver_insufficient", [] {
+        setenv("CUDA_EMU_DRIVER", "12.4", 1);
+        int n = -1, driver = 0, runtime = 0;
+        void* p = nullptr;
+        const bool refused = cudaGetDeviceCount(&n) == cudaErrorInsufficientDriver && n == 0 &&
+                             cudaMalloc(&p, 16) == cudaErrorInsufficientDriver &&
+                             cudaGetLastError() == cudaErrorInsufficientDriver;
+        cudaDriverGetVersion(&driver);
+        cudaRuntimeGetVersion(&runtime);
+        return refused && driver == 12040 && runtime == 13000 ? 0 : 1;
+    });
+    expect_report("bad_driver_variable", {"error: CUDA_EMU_DRIVER=r580: expected a driver version X.Y"}, [] {
+        setenv("CUDA_EMU_DRIVER", "r580", 1);
+        int n;
+        cudaGetDeviceCount(&n);
+        return 0;
+    });
+    expect_report("bad_tf32_variable", {"error: CUDA_EMU_TF32=sometimes: expected nearest or truncate"}, [] {
+        setenv("CUDA_EMU_TF32", "sometimes", 1);
+        cublasHandle_t h;
+        cublasCreate(&h);
+        return 0;
+    });
+    // a bf16 output over a long K: its parts summed in bf16 unless reduced-precision reductions
+    // are off (split_k_gemm)
+    expect_clean("gemm_split_k_reduced_precision", [] {
+        float allowed = 0, disallowed = 0;
+        if (split_k_gemm(CUBLAS_DEFAULT_MATH, &allowed) ||
+            split_k_gemm(CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION, &disallowed))
+            return 2;
+        return disallowed == 1.0f && allowed != 1.0f ? 0 : 1;
     });
     expect_clean("bf16_round_to_nearest_even", [] {
         const float tie_down = 1.0f + 1.0f / 256, tie_up = 1.0f + 3.0f / 256;  // halfway cases

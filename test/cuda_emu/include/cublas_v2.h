@@ -1,6 +1,8 @@
 // cuBLAS of the CUDA emulation (cublas.cpp): the GEMMs the project calls, with cuBLAS's
 // argument checks, operands checked against the device allocations, fp32 / bf16 inputs,
-// TF32 rounding of fp32 inputs when a TF32 compute type or math mode asks for it.
+// TF32 rounding of fp32 inputs when a TF32 compute type or math mode asks for it (to nearest, or
+// truncated: CUDA_EMU_TF32), a long K split with its partials summed in bf16 unless the math mode
+// disallows reduced-precision reductions.
 #pragma once
 
 #include "cuda_runtime.h"
@@ -35,6 +37,7 @@ enum cublasMath_t {
     CUBLAS_TENSOR_OP_MATH = 1,
     CUBLAS_PEDANTIC_MATH = 2,
     CUBLAS_TF32_TENSOR_OP_MATH = 3,
+    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16,  // a flag, or-ed with one of the above
 };
 
 #define EMU_SITE const char *emu_file = __builtin_FILE(), int emu_line = __builtin_LINE()

@@ -12,6 +12,7 @@ enum cudaError_t : int {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInitializationError = 3,
     cudaErrorInvalidConfiguration = 9,
+    cudaErrorInsufficientDriver = 35,
     cudaErrorInvalidDevicePointer = 17,
     cudaErrorInvalidMemcpyDirection = 21,
     cudaErrorInvalidDeviceFunction = 98,
@@ -116,6 +117,10 @@ const char* cudaGetErrorName(cudaError_t err);
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
 
+// CUDA_EMU_DRIVER=X.Y pretends that driver: one older than the runtime (13.0) fails these, the
+// device and memory calls, with cudaErrorInsufficientDriver, as CUDA's runtime does
+cudaError_t cudaDriverGetVersion(int* version);
+cudaError_t cudaRuntimeGetVersion(int* version);
 cudaError_t cudaGetDeviceCount(int* n);
 cudaError_t cudaGetDevice(int* dev);
 cudaError_t cudaSetDevice(int dev);

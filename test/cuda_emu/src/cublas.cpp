@@ -4,12 +4,17 @@
 // - cuBLAS's argument checks (negative sizes, lda/ldb/ldc below the stored rows, types),
 //   reported as cuBLAS reports them, with CUBLAS_STATUS_INVALID_VALUE / _NOT_SUPPORTED;
 // - every operand, every batch, inside its device allocation (else a report and abort);
-// - input rounding: TF32 (10-bit mantissa, round to nearest) for fp32 inputs under
-//   CUBLAS_COMPUTE_32F_FAST_TF32 or the TF32 math mode (NVIDIA_TF32_OVERRIDE=0 turns it off,
-//   as on a GPU), bf16 under CUBLAS_COMPUTE_32F_FAST_16BF; bf16 inputs are exact in fp32;
+// - input rounding: TF32 (10-bit mantissa) for fp32 inputs under CUBLAS_COMPUTE_32F_FAST_TF32 or
+//   the TF32 math mode (NVIDIA_TF32_OVERRIDE=0 turns it off, as on a GPU), to nearest or
+//   truncated (CUDA_EMU_TF32: cuBLAS does not document which, so the tests run under both); bf16
+//   under CUBLAS_COMPUTE_32F_FAST_16BF; bf16 inputs are exact in fp32;
+// - split-K with reduced-precision reduction: a bf16 output with K >= kSplitK is summed over
+//   parts of kSplitPart, each part's sum rounded to bf16 and added in bf16, as cuBLAS may do
+//   unless the math mode has CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION (then one fp32 sum);
 // - beta == 0: C is not read (it may hold NaN);
 // - the handle's stream (cublasSetStream): a GEMM on a capturing stream is recorded into the
 //   graph with alpha, beta and the math mode of the call, its operands read at each replay.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -45,11 +50,24 @@ bool tf32_override_off() {
     return off;
 }
 
+// CUDA_EMU_TF32: nearest (cvt.rna, the default) or truncate (the 13 low mantissa bits dropped)
+bool tf32_truncates() {
+    static const bool trunc = emu::env_switch("CUDA_EMU_TF32", "nearest", "truncate");
+    return trunc;
+}
+
 float round_tf32(float x) {
-    const uint32_t u = emu::cvt_rna_tf32(x);
+    uint32_t u = emu::cvt_rna_tf32(x);
+    if (tf32_truncates()) {
+        std::memcpy(&u, &x, 4);
+        if ((u & 0x7f800000u) != 0x7f800000u) u &= 0xffffe000u;
+    }
     std::memcpy(&x, &u, 4);
     return x;
 }
+
+// split-K as cuBLAS may run a long K into a bf16 output (see the top of this file)
+constexpr int kSplitK = 8192, kSplitPart = 4096;
 
 size_t type_size(cudaDataType_t t) {
     return t == CUDA_R_16BF ? 2 : 4;
@@ -77,15 +95,15 @@ void pack(std::vector<float>& out, const void* X, cudaDataType_t t, int ld, bool
         }
 }
 
-// T (m x n, column-major) = A (m x k) B (k x n), all packed
-void product(float* T, const float* A, const float* B, int m, int n, int k) {
+// T (m x n, column-major, packed) = A (m x k, ld lda) B (k x n, ld ldb)
+void product(float* T, const float* A, int lda, const float* B, int ldb, int m, int n, int k) {
 #ifndef NO_CBLAS
-    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, A, m, B, k, 0.0f, T, m);
+    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, T, m);
 #else
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float s = 0.0f;
-            for (int p = 0; p < k; p++) s += A[(size_t)p * m + i] * B[(size_t)j * k + p];
+            for (int p = 0; p < k; p++) s += A[(size_t)p * lda + i] * B[(size_t)j * ldb + p];
             T[(size_t)j * m + i] = s;
         }
 #endif
@@ -127,7 +145,8 @@ size_t span_bytes(int rows, int cols, int ld, long long stride, int batch, size_
 }
 
 // The GEMM as it runs: at the call, or at each replay of a captured one (operands checked then).
-void run(const Gemm& g, Rounding r, float alpha, float beta, const char* api, const char* file, int line) {
+// split: the partials of a long K summed in bf16 (reduced-precision reduction allowed).
+void run(const Gemm& g, Rounding r, bool split, float alpha, float beta, const char* api, const char* file, int line) {
     const bool ta = g.ta != CUBLAS_OP_N, tb = g.tb != CUBLAS_OP_N;
     const int arows = ta ? g.k : g.m, acols = ta ? g.m : g.k;
     const int brows = tb ? g.n : g.k, bcols = tb ? g.k : g.n;
@@ -139,20 +158,25 @@ void run(const Gemm& g, Rounding r, float alpha, float beta, const char* api, co
     }
     emu::check_device_range(file, line, (w + "C").c_str(), g.C, span_bytes(g.m, g.n, g.ldc, g.sC, g.batch, ec));
 
-    std::vector<float> a, b, t((size_t)g.m * g.n);
+    std::vector<float> a, b, t((size_t)g.m * g.n), part((size_t)g.m * g.n);
     for (int i = 0; i < g.batch; i++) {
+        std::fill(t.begin(), t.end(), 0.0f);
         if (g.k > 0) {
             pack(a, static_cast<const char*>(g.A) + (size_t)i * g.sA * ea, g.At, g.lda, ta, g.m, g.k, r);
             pack(b, static_cast<const char*>(g.B) + (size_t)i * g.sB * ea, g.Bt, g.ldb, tb, g.k, g.n, r);
-            product(t.data(), a.data(), b.data(), g.m, g.n, g.k);
-        } else {
-            std::fill(t.begin(), t.end(), 0.0f);
+            if (!split) product(t.data(), a.data(), g.m, b.data(), g.k, g.m, g.n, g.k);
+            for (int k0 = 0; split && k0 < g.k; k0 += kSplitPart) {  // alpha folded into each bf16 part
+                product(part.data(), a.data() + (size_t)k0 * g.m, g.m, b.data() + k0, g.k, g.m, g.n,
+                        std::min(kSplitPart, g.k - k0));
+                for (size_t e = 0; e < t.size(); e++)
+                    t[e] = (float)__nv_bfloat16(t[e] + (float)__nv_bfloat16(alpha * part[e]));
+            }
         }
         char* c = static_cast<char*>(g.C) + (size_t)i * g.sC * ec;
         for (int col = 0; col < g.n; col++)
             for (int row = 0; row < g.m; row++) {
                 size_t at = (size_t)col * g.ldc + row;
-                float v = alpha * t[(size_t)col * g.m + row];
+                float v = (split ? 1.0f : alpha) * t[(size_t)col * g.m + row];
                 if (beta != 0.0f) v += beta * load(c, g.Ct, at);
                 if (g.Ct == CUDA_R_16BF)
                     reinterpret_cast<__nv_bfloat16*>(c)[at] = __float2bfloat16_rn(v);
@@ -203,14 +227,18 @@ cublasStatus_t gemm(const Gemm& g, const char* api, bool strided, const char* fi
     // what the GEMM kernel is given at the call: the scalars' values (host pointer mode) and
     // the math mode; a captured GEMM keeps them and reads the operands at each replay
     Rounding r = kExact;
+    const int mode = g.h->mode & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
     if (g.At == CUDA_R_32F && !tf32_override_off() &&
         (g.compute == CUBLAS_COMPUTE_32F_FAST_TF32 ||
-         (g.compute == CUBLAS_COMPUTE_32F && g.h->mode == CUBLAS_TF32_TENSOR_OP_MATH)))
+         (g.compute == CUBLAS_COMPUTE_32F && mode == CUBLAS_TF32_TENSOR_OP_MATH)))
         r = kTf32;
     if (g.At == CUDA_R_32F && g.compute == CUBLAS_COMPUTE_32F_FAST_16BF) r = kBf16;
+    const bool split = g.Ct == CUDA_R_16BF && g.k >= kSplitK && g.compute != CUBLAS_COMPUTE_32F_PEDANTIC &&
+                       !(g.h->mode & CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
     const float alpha = *static_cast<const float*>(g.alpha), beta = *static_cast<const float*>(g.beta);
-    cudaError_t e = emu::enqueue(g.h->stream, file, line, api,
-                                 [g, r, alpha, beta, api, file, line] { run(g, r, alpha, beta, api, file, line); });
+    cudaError_t e = emu::enqueue(g.h->stream, file, line, api, [g, r, split, alpha, beta, api, file, line] {
+        run(g, r, split, alpha, beta, api, file, line);
+    });
     return e ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
@@ -246,6 +274,7 @@ const char* cublasGetStatusString(cublasStatus_t st) {
 }
 
 cublasStatus_t cublasCreate(cublasHandle_t* h) {
+    tf32_truncates();  // a bad CUDA_EMU_TF32 is an error at once, whether or not a TF32 GEMM runs
     *h = new cublasContext;
     handles().insert(*h);
     return CUBLAS_STATUS_SUCCESS;

@@ -9,6 +9,9 @@
 namespace emu {
 // An environment variable holding a non-negative integer; anything else is an error (exit 1).
 uint64_t parse_env_u64(const char* name, const char* value);
+// An environment variable of two values: false when unset or `off`, true when `on`; anything else
+// is an error (exit 1).
+bool env_switch(const char* name, const char* off, const char* on);
 void set_last_error(cudaError_t err);
 cudaError_t set_max_dynamic_smem(const void* kernel, int bytes);
 

@@ -60,6 +60,29 @@ cudaError_t ret(cudaError_t e) {
     return e;
 }
 
+constexpr int kRuntimeVersion = 13000;  // the CUDA runtime the emulation stands for, 13.0
+
+// CUDA_EMU_DRIVER=X.Y: the driver's version as CUDA encodes it (1000 X + 10 Y); default, the runtime's
+int driver_version() {
+    static const int v = [] {
+        const char* e = std::getenv("CUDA_EMU_DRIVER");
+        if (!e) return kRuntimeVersion;
+        unsigned major = 0, minor = 0;
+        char tail = 0;
+        if (std::sscanf(e, "%u.%u%c", &major, &minor, &tail) != 2 || major > 99 || minor > 99) {
+            std::fprintf(stderr, "error: CUDA_EMU_DRIVER=%s: expected a driver version X.Y (e.g. 12.4)\n", e);
+            std::exit(1);
+        }
+        return (int)(1000 * major + 10 * minor);
+    }();
+    return v;
+}
+
+// cudaErrorInsufficientDriver when the pretended driver is older than the runtime
+cudaError_t driver_check() {
+    return ret(driver_version() < kRuntimeVersion ? cudaErrorInsufficientDriver : cudaSuccess);
+}
+
 bool is_device(const void* p) {
     return find(p) != nullptr;
 }
@@ -74,6 +97,14 @@ uint64_t parse_env_u64(const char* name, const char* value) {
         std::exit(1);
     }
     return v;
+}
+
+bool env_switch(const char* name, const char* off, const char* on) {
+    const char* e = std::getenv(name);
+    if (!e || !std::strcmp(e, off)) return false;
+    if (!std::strcmp(e, on)) return true;
+    std::fprintf(stderr, "error: %s=%s: expected %s or %s\n", name, e, off, on);
+    std::exit(1);
 }
 
 void set_last_error(cudaError_t err) {
@@ -115,6 +146,9 @@ void check_device_range(const char* file, int line, const char* what, const void
 
 }  // namespace emu
 
+using emu::driver_check;
+using emu::driver_version;
+using emu::kRuntimeVersion;
 using emu::ret;
 
 const char* cudaGetErrorName(cudaError_t err) {
@@ -125,7 +159,8 @@ const char* cudaGetErrorName(cudaError_t err) {
         E(cudaSuccess)
         E(cudaErrorInvalidValue)
         E(cudaErrorMemoryAllocation)
-        E(cudaErrorInitializationError) E(cudaErrorInvalidConfiguration) E(cudaErrorInvalidDevicePointer)
+        E(cudaErrorInitializationError) E(cudaErrorInvalidConfiguration) E(cudaErrorInsufficientDriver)
+            E(cudaErrorInvalidDevicePointer)
             E(cudaErrorInvalidMemcpyDirection) E(cudaErrorInvalidDeviceFunction) E(cudaErrorNoDevice)
                 E(cudaErrorInvalidDevice) E(cudaErrorInvalidResourceHandle) E(cudaErrorIllegalState)
                     E(cudaErrorNotReady) E(cudaErrorIllegalAddress) E(cudaErrorLaunchOutOfResources)
@@ -144,6 +179,8 @@ const char* cudaGetErrorString(cudaError_t err) {
     switch (err) {
         case cudaSuccess:
             return "no error";
+        case cudaErrorInsufficientDriver:
+            return "CUDA driver version is insufficient for CUDA runtime version";
         case cudaErrorInvalidValue:
             return "invalid argument";
         case cudaErrorMemoryAllocation:
@@ -203,19 +240,31 @@ cudaError_t cudaPeekAtLastError() {
 }
 
 // ---- device -----------------------------------------------------------------------------
+cudaError_t cudaDriverGetVersion(int* version) {
+    *version = driver_version();
+    return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int* version) {
+    *version = kRuntimeVersion;
+    return cudaSuccess;
+}
 cudaError_t cudaGetDeviceCount(int* n) {
+    *n = 0;
+    if (cudaError_t e = driver_check()) return e;
     *n = 1;
     return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* dev) {
     *dev = 0;
-    return cudaSuccess;
+    return driver_check();
 }
 cudaError_t cudaSetDevice(int dev) {
+    if (cudaError_t e = driver_check()) return e;
     return ret(dev == 0 ? cudaSuccess : cudaErrorInvalidDevice);
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
+    if (cudaError_t e = driver_check()) return e;
     if (dev != 0) return ret(cudaErrorInvalidDevice);
     std::memset(p, 0, sizeof *p);
     std::snprintf(p->name, sizeof p->name, "CUDA emulation on the CPU (H200-like, sm_90)");
@@ -281,6 +330,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 // ---- memory -----------------------------------------------------------------------------
 cudaError_t cudaMalloc(void** p, size_t bytes, const char* file, int line) {
     *p = nullptr;
+    if (cudaError_t e = driver_check()) return e;
     if (cudaError_t e = emu::unsafe_call(file, line, "cudaMalloc")) return e;
     if (bytes == 0) return cudaSuccess;
     emu::Memory& m = emu::memory();
@@ -309,6 +359,7 @@ cudaError_t cudaFree(void* p, const char* file, int line) {
 
 cudaError_t cudaMallocHost(void** p, size_t bytes, const char* file, int line) {
     *p = nullptr;
+    if (cudaError_t e = driver_check()) return e;
     if (cudaError_t e = emu::unsafe_call(file, line, "cudaMallocHost")) return e;
     *p = std::malloc(bytes ? bytes : 1);
     if (!*p) return ret(cudaErrorMemoryAllocation);

@@ -164,13 +164,7 @@ void replay(const CUgraph_st& g, const char* file, int line) {
 // stream's work waits for every blocking stream. So a stream's work runs only when the host or
 // other running work needs it, and never before what it waits on.
 bool defer_enabled() {
-    static const bool on = [] {
-        const char* e = std::getenv("CUDA_EMU_DEFER");
-        if (!e || !std::strcmp(e, "0")) return false;
-        if (!std::strcmp(e, "1")) return true;
-        std::fprintf(stderr, "error: CUDA_EMU_DEFER=%s: expected 0 or 1\n", e);
-        std::exit(1);
-    }();
+    static const bool on = emu::env_switch("CUDA_EMU_DEFER", "0", "1");
     return on;
 }
 unsigned long long g_last_queued = 0;

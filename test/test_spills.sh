@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# scripts/check_spills.sh: on fake compilers that print ptxas reports (a kernel that spills, one
+# over the register limit, a clean one, a file that does not compile) and its bad arguments; then
+# the real sm_90 build of cuda/*.cu, which must have no spill and no kernel over 240 registers
+# (SKIPPED without nvcc: it needs the CUDA toolkit, not a GPU).
+cd "$(dirname "$0")/.." || exit 1
+. test/testlib.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cs=scripts/check_spills.sh
+
+# fake NAME REGS SPILL: an nvcc whose ptxas report has kernel NAME() with REGS registers and SPILL
+# bytes of spill stores (and loads); REGS "fail": it does not compile
+fake() {
+  local m="_Z${#1}$1v"  # mangled NAME()
+  cat >"$tmp/$1" <<EOF
+#!/bin/sh
+[ "$2" = fail ] && { echo "x.cu(1): error: expected a declaration" >&2; exit 1; }
+echo "ptxas info    : Compiling entry function '$m' for 'sm_90'" >&2
+echo "ptxas info    : Function properties for $m" >&2
+echo "    $3 bytes stack frame, $3 bytes spill stores, $3 bytes spill loads" >&2
+echo "ptxas info    : Used $2 registers, used 1 barriers" >&2
+EOF
+  chmod +x "$tmp/$1"
+}
+fake spiller 96 24
+fake greedy 250 0
+fake clean 128 0
+fake broken fail
+one=cuda/norm.cu  # any file: the fake compilers do not read it
+
+out=$(NVCC=$tmp/spiller bash $cs "$one" 2>&1)
+if [ $? = 1 ] && grep -q '^FAILED: spiller spills (24 bytes stored, 24 loaded)' <<<"$out" &&
+    grep -q '^| spiller | 96 | 24 | 24 | 24 |$' <<<"$out"; then pass spill_check_spill
+else fail spill_check_spill "expected a FAILED line naming the kernel: $out"; fi
+out=$(NVCC=$tmp/greedy bash $cs "$one" 2>&1)
+if [ $? = 1 ] && grep -q '^FAILED: greedy uses 250 registers (over 240)' <<<"$out"; then pass spill_check_registers
+else fail spill_check_registers "expected a FAILED line for 250 registers: $out"; fi
+out=$(NVCC=$tmp/greedy bash $cs --max-regs 255 --out "$tmp/t.md" "$one" 2>&1)
+if [ $? = 0 ] && grep -q '^| greedy | 250 | 0 | 0 | 0 |$' "$tmp/t.md"; then pass spill_check_clean
+else fail spill_check_clean "expected exit 0 and the table in --out: $out"; fi
+expect_fail spill_check_compile_error "^error: $one does not compile for sm_90" -- env NVCC="$tmp/broken" bash $cs "$one"
+expect_fail spill_check_bad_limit "^error: --max-regs must be 1..255, got '300'" -- bash $cs --max-regs 300
+expect_fail spill_check_bad_option "^error: unknown argument '--bogus'" -- bash $cs --bogus
+expect_fail spill_check_no_file "^error: no such file: cuda/nothing.cu" -- bash $cs cuda/nothing.cu
+
+nvcc=$(command -v /usr/local/cuda/bin/nvcc || command -v nvcc)
+if [ -z "$nvcc" ]; then
+  skip spill_check_sm90 "no nvcc (the CUDA toolkit) on this machine"
+else
+  start=$SECONDS
+  out=$(NVCC=$nvcc bash $cs 2>&1)
+  if [ $? = 0 ]; then pass spill_check_sm90; echo "# $(tail -n 1 <<<"$out") ($((SECONDS - start)) s)"
+  else fail spill_check_sm90 "$(tail -n 3 <<<"$out")"; fi
+fi
+finish
