@@ -2,8 +2,9 @@
 # Runs the test programs of a tier and counts their PASS / FAIL / SKIPPED lines (test/README.md).
 #   test/run_tests.sh [--all] [-j N] [NAME...]
 #   (default)  every CPU test, the gradient check, every CUDA test once under the emulation
-#   --all      also the CUDA tests in reverse thread order with deferred work, the sanitizer
-#              builds' runs, and the long cases of the test scripts (TEST_ALL=1)
+#   --all      also the CUDA tests in reverse thread order with deferred work, the TF32 tests
+#              with truncated operands, the sanitizer builds' runs, the long scripts and the
+#              long cases of the others (TEST_ALL=1)
 #   -j N       programs run at once (default: the number of cores); each one's output is kept
 #              apart and printed whole when it ends, with its time
 #   NAME...    only the programs whose name contains one of these (e.g. test_io datasets)
@@ -37,6 +38,7 @@ run_emu() {
   local tag=$1 order=$2 defer=$3; shift 3
   CUDA_EMU_ORDER=$order CUDA_EMU_DEFER=$defer run_renamed "$tag" "$@"
 }
+run_tf32_truncated() { CUDA_EMU_TF32=truncate run_renamed emu-tf32-truncate "$@"; }
 # The sanitizer builds (test-all): AddressSanitizer and UBSan (make emu-asan-tests: out-of-bounds
 # and misaligned accesses inside a kernel) and the race detector (make emu-tsan-tests: any shared
 # or global memory access no barrier or __syncwarp orders against another thread's write). Under
@@ -82,6 +84,13 @@ if [ -x "$EMU_BUILD/test/test_cuda" ]; then
     add "$t (emulated, forward order)" run_emu emu forward 0 "$t"
     [ $ALL = 1 ] && add "$t (emulated, reverse order, deferred work)" run_emu emu-rev-defer reverse 1 "$t"
   done
+  # the TF32 tests again with cuBLAS's TF32 operands truncated, not rounded (which the GPU does is
+  # not documented: the tolerances must hold either way)
+  if [ $ALL = 1 ]; then
+    for t in test_cuda test_cuda_flash; do
+      add "$EMU_BUILD/test/$t tf32 (emulated, TF32 truncated)" run_tf32_truncated "$EMU_BUILD/test/$t" tf32
+    done
+  fi
   [ -x "$EMU_BUILD/test/test_emu_selftest" ] && add "$EMU_BUILD/test/test_emu_selftest" "$EMU_BUILD/test/test_emu_selftest"
 else
   note "emu: no emulated CUDA build in $EMU_BUILD (make emu BUILD=$BUILD builds it)"
@@ -107,7 +116,11 @@ if [ $ALL = 1 ]; then
   sanitizer_suite asan sanitizer "${BUILD}_emu_asan/test" emu-asan-tests
   sanitizer_suite tsan "race detector" "${BUILD}_emu_tsan/test" emu-tsan-tests
 fi
-for t in test/test_*.sh; do [ -f "$t" ] && add "$t" bash "$t"; done
+# the long scripts run in the full tier only
+LONG_SCRIPTS=" test/test_spills.sh "
+for t in test/test_*.sh; do
+  [ -f "$t" ] && { [ $ALL = 1 ] || [[ $LONG_SCRIPTS != *" $t "* ]]; } && add "$t" bash "$t"
+done
 for t in test/test_*.py; do [ -f "$t" ] && add "$t" "$PYTHON" "$t"; done
 if [ ${#FILTERS[@]} -gt 0 ] && [ ${#NAMES[@]} -eq 0 ]; then
   echo "error: no test program's name contains: ${FILTERS[*]}" >&2
