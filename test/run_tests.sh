@@ -65,17 +65,19 @@ tsan_args() {
 
 # --- the programs of the tier: NAMES[i] runs CMDS[i] (words of a command line)
 NAMES=() CMDS=() NOTES=()
+wanted() {  # wanted NAME: no names were given, or NAME contains one of them
+  local f
+  [ ${#FILTERS[@]} -eq 0 ] && return 0
+  for f in "${FILTERS[@]}"; do [[ $1 == *"$f"* ]] && return 0; done
+  return 1
+}
 add() {
   local name=$1; shift
-  if [ ${#FILTERS[@]} -gt 0 ]; then
-    local f keep=0
-    for f in "${FILTERS[@]}"; do [[ $name == *"$f"* ]] && keep=1; done
-    [ $keep = 1 ] || return 0
-  fi
+  wanted "$name" || return 0
   NAMES+=("$name") CMDS+=("$(printf '%q ' "$@")")
 }
 # note: a SKIPPED line of the runner's own (a build it did not find)
-note() { NOTES+=("SKIPPED $1"); }
+note() { wanted "$1" && NOTES+=("SKIPPED $1"); }
 
 for t in "$BUILD"/test/test_*; do [ -x "$t" ] && add "$t" "$t"; done
 if [ -x "$EMU_BUILD/test/test_cuda" ]; then
