@@ -10,10 +10,12 @@
 #   make lab      the kernel lab (cuda/lab/: attention, classifier, layernorm, adamw; every
 #                 version of a kernel checked against the CPU and timed); make lab-emu builds
 #                 it for the emulation (checks only; make test runs them there)
-#   make run      the main job: the synthetic position task, learned vs rope vs crope
+#   make run      the main job: the synthetic position task, learned vs rope vs crope, on the
+#                 CPU; builds only the trainer and the sampler, without nvcc (see RUN_BUILD)
 #   make bench    CPU training throughput table (PyTorch beside it when python3-torch is installed)
 #   make deps     install the missing Debian packages (make does it once by itself)
 #   make clean
+#   make help     this list
 
 comma    := ,
 CXX      ?= g++
@@ -88,7 +90,7 @@ endif
 BINS     := $(patsubst src/%.cpp,$(BUILD)/%,$(MAINS))
 LIB_OBJ  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
 
-.PHONY: all test run bench deps clean emu emu-asan emu-asan-selftest emu-asan-tests emu-tsan-tests lab lab-emu
+.PHONY: all test run help bench deps clean emu emu-asan emu-asan-selftest emu-asan-tests emu-tsan-tests lab lab-emu
 .SECONDARY:  # keep the objects make would see as intermediate
 all: $(BUILD)/.deps $(BINS) $(TESTS)
 
@@ -177,8 +179,17 @@ test: all
 	@$(MAKE) --no-print-directory emu-tsan-tests
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh
 
-run: all
-	TRAIN=$(BUILD)/train PYTHON=$(PYTHON) scripts/run_synthetic.sh
+# make run builds what it runs and no more: the trainer and the sampler, with the CUDA backend
+# only when configs/synthetic.json asks for --device cuda. Without it, and with nvcc found, they
+# go into $(BUILD)_cpu, so the CUDA build in $(BUILD) stays whole.
+RUN_CUDA  := $(and $(NVCC),$(shell grep -l '"device": *"cuda"' configs/synthetic.json))
+RUN_BUILD := $(if $(NVCC),$(if $(RUN_CUDA),$(BUILD),$(BUILD)_cpu),$(BUILD))
+run:
+	@$(MAKE) --no-print-directory BUILD=$(RUN_BUILD) $(if $(RUN_CUDA),,NVCC=) $(RUN_BUILD)/train $(RUN_BUILD)/sample
+	TRAIN=$(RUN_BUILD)/train SAMPLE=$(RUN_BUILD)/sample PYTHON=$(PYTHON) scripts/run_synthetic.sh
+
+help:
+	@sed -n '/^#   make /,/^[^#]/s/^# //p' $(firstword $(MAKEFILE_LIST))
 
 # options of scripts/bench_cpu.sh go in ARGS: make bench ARGS="--quick --no-torch"
 bench: all
@@ -188,6 +199,6 @@ deps:
 	scripts/install_deps.sh
 
 clean:
-	rm -rf $(BUILD) $(EMU_BUILD) $(BUILD)_emu_asan $(BUILD)_emu_tsan
+	rm -rf $(BUILD) $(BUILD)_cpu $(EMU_BUILD) $(BUILD)_emu_asan $(BUILD)_emu_tsan
 
 -include $(wildcard $(BUILD)/*/*.d)
