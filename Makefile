@@ -181,11 +181,13 @@ test: all
 
 # make run builds what it runs and no more: the trainer and the sampler, with the CUDA backend
 # only when configs/synthetic.json asks for --device cuda. Without it, and with nvcc found, they
-# go into $(BUILD)_cpu, so the CUDA build in $(BUILD) stays whole.
+# go into $(BUILD)_cpu, so the CUDA build in $(BUILD) stays whole. They build on every core unless
+# make -jN says how many.
 RUN_CUDA  := $(and $(NVCC),$(shell grep -l '"device": *"cuda"' configs/synthetic.json))
 RUN_BUILD := $(if $(NVCC),$(if $(RUN_CUDA),$(BUILD),$(BUILD)_cpu),$(BUILD))
 run:
-	@$(MAKE) --no-print-directory BUILD=$(RUN_BUILD) $(if $(RUN_CUDA),,NVCC=) $(RUN_BUILD)/train $(RUN_BUILD)/sample
+	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) BUILD=$(RUN_BUILD) \
+	  $(if $(RUN_CUDA),,NVCC=) $(RUN_BUILD)/train $(RUN_BUILD)/sample
 	TRAIN=$(RUN_BUILD)/train SAMPLE=$(RUN_BUILD)/sample PYTHON=$(PYTHON) scripts/run_synthetic.sh
 
 help:
