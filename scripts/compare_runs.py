@@ -637,11 +637,12 @@ def draw(ax, g, curves, per_seed=False, label=None):
 
 
 def zoom(ax, keep=None, skip=0.15):
-    """Fit the y range to the curves after the first `skip` of the steps (and to the
-    value keep): the first steps fall from ~ln V and would otherwise squash
+    """Fit the y range to the curves and their bands after the first `skip` of the steps (and
+    to the value keep): the first steps fall from ~ln V and would otherwise squash
     the differences at the end, which are what the comparison is about."""
     pts = [(x, y) for line in ax.lines if line.get_linestyle() not in ("None", ":")
            for x, y in zip(line.get_xdata(), line.get_ydata())]
+    pts += [tuple(v) for band in ax.collections for path in band.get_paths() for v in path.vertices]
     if len(pts) < 2:
         return
     x0, x1 = min(x for x, _ in pts), max(x for x, _ in pts)
@@ -816,15 +817,15 @@ def draw_intervals(ax, gs, groups):
         ax.errorbar([m], [y], xerr=None if lo is None else [[m - lo], [hi - m]], fmt="o", ms=5,
                     capsize=4, color=colour(g))
         span = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
-        ax.annotate(f"{m:+.4f}{span}: {verdict(lo, hi)} ({how})", (m, y), xytext=(0, 7),
-                    textcoords="offset points", ha="center", fontsize=7.5, color=colour(g))
+        ax.annotate(f"{m:+.4f}{span}\n{verdict(lo, hi)} ({how})", (0.02, y), xycoords=("axes fraction", "data"),
+                    xytext=(0, 8), textcoords="offset points", fontsize=7.5, color=colour(g))
         names.append(g.label)
     ax.axvline(0, color="#444444", lw=0.8)
     ax.set_yticks(range(len(names)))
     ax.set_yticklabels(names)
-    ax.set_ylim(-0.6, len(names) - 0.4)
-    lo, hi = ax.get_xlim()  # room for the labels either side of the bars
-    ax.set_xlim(min(lo, -hi) * 1.6, max(hi, -lo) * 1.6)
+    ax.set_ylim(len(names) - 0.4, -0.6)  # the first scheme on top, as in the legends
+    lo, hi = ax.get_xlim()  # 0 in the middle
+    ax.set_xlim(-max(-lo, hi), max(-lo, hi))
     ax.set_xlabel("final validation loss minus RoPE's:\nmean, 95 % interval over seeds (Student's t)")
 
 

@@ -295,7 +295,7 @@ def main():
     check("interval_one_seed", one.get("Δ 95 % interval") == "1 seed" and one.get("vs rope") == "no interval (one seed)",
           str(one))
     svg = open(iout + ".svg", encoding="utf-8").read() if rc == 0 else ""
-    check("interval_in_figure", "+0.0200 [-0.0048, +0.0448]: not distinguishable from RoPE (paired, 3 seeds)" in svg
+    check("interval_in_figure", "+0.0200 [-0.0048, +0.0448]" in svg and "not distinguishable from RoPE (paired, 3 seeds)" in svg
           and "higher than RoPE" in svg and "95 % interval over seeds" in svg, svg[:200])
     check("interval_note_under_table", "paired by seed when both groups ran the same seeds, else Welch's" in so)
     # the figures drawn in this process: every point of the difference panel inside its y range
