@@ -182,13 +182,14 @@ test: all
 # make run builds what it runs and no more: the trainer and the sampler, with the CUDA backend
 # only when configs/synthetic.json asks for --device cuda. Without it, and with nvcc found, they
 # go into $(BUILD)_cpu, so the CUDA build in $(BUILD) stays whole. They build on every core unless
-# make -jN says how many.
+# make -jN says how many. Options of scripts/run_synthetic.sh go in ARGS: make run ARGS="--results
+# scripts/results" regenerates the README's table, figure and logs.
 RUN_CUDA  := $(and $(NVCC),$(shell grep -l '"device": *"cuda"' configs/synthetic.json))
 RUN_BUILD := $(if $(NVCC),$(if $(RUN_CUDA),$(BUILD),$(BUILD)_cpu),$(BUILD))
 run:
 	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) BUILD=$(RUN_BUILD) \
 	  $(if $(RUN_CUDA),,NVCC=) $(RUN_BUILD)/train $(RUN_BUILD)/sample
-	TRAIN=$(RUN_BUILD)/train SAMPLE=$(RUN_BUILD)/sample PYTHON=$(PYTHON) scripts/run_synthetic.sh
+	TRAIN=$(RUN_BUILD)/train SAMPLE=$(RUN_BUILD)/sample PYTHON=$(PYTHON) scripts/run_synthetic.sh $(ARGS)
 
 help:
 	@sed -n '/^#   make /,/^[^#]/s/^# //p' $(firstword $(MAKEFILE_LIST))
