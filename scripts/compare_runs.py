@@ -264,7 +264,9 @@ def order_key(ds, pos):
 
 class Group:
     def __init__(self, runs):
-        self.runs = sorted(runs, key=lambda r: (str(r.seed), r.dir))
+        # seeds in numeric order (1, 2, 10), then any that are not numbers
+        self.runs = sorted(runs, key=lambda r: (not isinstance(r.seed, int), r.seed if isinstance(r.seed, int) else 0,
+                                                str(r.seed), r.dir))
         self.dataset = runs[0].dataset
         self.pos = runs[0].pos
         self.config = runs[0].config

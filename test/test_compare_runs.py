@@ -323,6 +323,12 @@ def main():
     check("no_scipy_clear_error", rc == 1 and "has no module 'scipy' (Debian: apt-get install python3-scipy)" in se
           and se.startswith("error: ") and "Traceback" not in se, se[-300:])
 
+    # seeds in numeric order: 1, 2, 10
+    so10 = [write_run(tmp, f"o-rope-s{i}", "ptb", "rope", i, [5.0, 4.5]) for i in (10, 2, 1)]
+    rc, so, se = run(so10 + ["--out", os.path.join(tmp, "out19", "cmp")])
+    check("seeds_in_numeric_order", rc == 0 and parse_table(so.split("Setting:")[-1]).get(("ptb", "rope"), {}).get(
+        "seeds") == "3 (1,2,10)", so[-300:])
+
     # one seq_len only and no --eval-lengths: no lengths figure
     out2 = os.path.join(tmp, "out2", "cmp")
     rc, so, se = run([runs[3], runs[4], "--out", out2])
