@@ -21,6 +21,10 @@
 
 using Vec = std::vector<double>;
 static int passed = 0, failures = 0;
+// Threads for the model checks' finite differences (all the cores); everything else, and the ops
+// inside those threads, run on one thread: at these tiny sizes OpenMP's fork and join per op costs
+// more than the op.
+static int g_cores = 1;
 static const double kTol = 1e-6;
 
 static std::string fmt(double x) {
@@ -319,8 +323,9 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
     const auto params = model.get(model.params);
     // every parameter's central difference, spread over the cores: each thread has its own model and
     // copy of the weights, and the ops inside run on one thread, so any split gives the same numbers
+    // (the ops' results do not depend on their thread count)
     Vec numeric(params.size());
-#pragma omp parallel
+#pragma omp parallel num_threads(g_cores)
     {
         GPT<CpuBackend<double>> mine(c);
         Vec p = params;
@@ -518,7 +523,8 @@ int main(int argc, char** argv) {
         fprintf(stderr, "error: unknown argument '%s' (see --help)\n", argv[1]);
         return 1;
     }
-    omp_set_max_active_levels(1);  // the ops inside a check's parallel finite differences: one thread each
+    g_cores = omp_get_max_threads();
+    omp_set_num_threads(1);
     Rng rng(1234);
     printf("| %-24s | %-20s | %8s | %9s |\n", "check", "tensor", "elements", "rel err");
     printf("|--------------------------|----------------------|----------|-----------|\n");
