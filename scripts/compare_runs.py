@@ -8,10 +8,13 @@ usage: compare_runs.py RUN_DIR... [--out PREFIX] [--smooth N] [--eval-lengths]
 Each RUN_DIR holds log.jsonl (first record {"type":"config",...}, then "train"
 and "val" records; see the README). Runs are grouped by dataset, pos and the
 rest of their config; runs that differ only in seed form one group and are
-drawn as a mean line with a min-max band, and summarised as mean +- std.
+drawn as a mean line with a min-max band, and summarised as mean +- std. Each
+scheme's final validation loss is compared with RoPE's: the mean difference and
+its 95 % interval over seeds (Student's t; paired by seed when the seeds match).
 
 Outputs: PREFIX.png, PREFIX.svg (one column per dataset: validation loss at the
-training seq_len on top, training loss below), PREFIX.md (the table, also
+training seq_len on top, its difference to RoPE, training loss, the intervals of
+the differences), PREFIX.md (the table, also
 printed), and, when val records exist at several seq_len values (or with
 --eval-lengths), PREFIX_lengths.png/.svg: final validation loss against the
 evaluation length.
