@@ -42,8 +42,12 @@ def pos_schemes():
     """The position schemes' names in the order of src/pos.h's kPosSchemes, their one home (read
     from the header, so no build is needed)."""
     path = os.path.join(ROOT, "src", "pos.h")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        sys.exit(f"error: cannot read the position schemes from {path} (compare_runs.py runs inside the "
+                 f"repository): {e.strerror}")
     table = re.search(r"kPosSchemes\[\]\s*=\s*\{(.*?)\n\};", text, re.S)
     names = re.findall(r'\{\s*Pos::\w+,\s*"([^"]+)"', table.group(1)) if table else []
     if not names:
