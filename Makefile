@@ -1,5 +1,20 @@
-# GPT-2 trainer: learned, sinusoidal, RoPE or CRoPE positions; CPU reference backend
-# (OpenBLAS + OpenMP) and, when nvcc is found, the CUDA backend. `make help` lists the targets.
+# GPT-2 trainer: learned, sinusoidal, RoPE or CRoPE positions; CPU reference
+# backend (OpenBLAS + OpenMP) and, when nvcc is found, the CUDA backend.
+#   make           build build/train, build/sample and the test programs (installs missing
+#                  Debian packages; the CUDA backend too when nvcc is found)
+#   make run       the main job: the synthetic position task, learned vs rope vs crope, on the
+#                  CPU; builds only the trainer and the sampler, without nvcc (see RUN_BUILD)
+#   make test      every CPU test, the gradient check, every CUDA test once under the CPU
+#                  emulation; last line "N passed, N failed, N skipped" (test/README.md)
+#   make test-all  make test, and the second thread order with deferred work, the sanitizer
+#                  builds, the long cases (what CI runs)
+#   make bench     CPU training throughput beside PyTorch (ARGS="--quick --no-torch")
+#   make emu       the CUDA backend built for the CPU emulation (test/cuda_emu) into build_emu/;
+#                  make emu-asan, make emu-tsan-tests: its sanitizer builds (test/cuda_emu/emu.mk)
+#   make lab       the kernel lab (test/lab/); make lab-emu builds it for the emulation
+#   make deps      install the missing Debian packages (make does it once by itself)
+#   make clean     remove the build folders
+#   make help      this list
 
 comma    := ,
 .DEFAULT_GOAL := all
@@ -34,7 +49,7 @@ HAVE_MPI := yes
 CXXFLAGS += -DHAVE_MPI -DOMPI_SKIP_MPICXX $(shell mpicc --showme:compile)
 LDLIBS   += $(MPI_LDLIBS)
 endif
-ifeq ($(MAKELEVEL),0)
+ifeq ($(MAKELEVEL)$(filter help,$(MAKECMDGOALS)),0)
 $(info MPI: $(if $(HAVE_MPI),found (mpicc): multi-process training with mpirun,not found: one process only (install libopenmpi-dev for mpirun)))
 endif
 
@@ -109,8 +124,20 @@ test-all: all
 	@$(MAKE) --no-print-directory emu && $(MAKE) --no-print-directory lab-emu emu-asan-tests emu-tsan-tests
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh --all
 
-run: all
-	TRAIN=$(BUILD)/train PYTHON=$(PYTHON) scripts/run_synthetic.sh
+# make run builds what it runs and no more: the trainer and the sampler, with the CUDA backend
+# only when configs/synthetic.json asks for --device cuda. Without it, and with nvcc found, they
+# go into $(BUILD)_cpu, so the CUDA build in $(BUILD) stays whole. Options of
+# scripts/run_synthetic.sh go in ARGS: make run ARGS="--results scripts/results" regenerates the
+# README's table, figure and logs.
+RUN_CUDA  := $(and $(NVCC),$(shell grep -l '"device": *"cuda"' configs/synthetic.json))
+RUN_BUILD := $(if $(NVCC),$(if $(RUN_CUDA),$(BUILD),$(BUILD)_cpu),$(BUILD))
+run:
+	@$(MAKE) --no-print-directory BUILD=$(RUN_BUILD) \
+	  $(if $(RUN_CUDA),,NVCC=) $(RUN_BUILD)/train $(RUN_BUILD)/sample
+	TRAIN=$(RUN_BUILD)/train SAMPLE=$(RUN_BUILD)/sample PYTHON=$(PYTHON) scripts/run_synthetic.sh $(ARGS)
+
+help:
+	@sed -n '/^#   make /,/^[^#]/s/^# //p' $(firstword $(MAKEFILE_LIST))
 
 # options of scripts/bench_cpu.sh go in ARGS: make bench ARGS="--quick --no-torch"
 bench: all
@@ -120,19 +147,6 @@ deps:
 	scripts/install_deps.sh
 
 clean:
-	rm -rf $(BUILD) $(EMU_BUILD) $(BUILD)_emu_asan $(BUILD)_emu_tsan
-
-help:
-	@echo "make           build build/train, build/sample and the test programs (installs missing"
-	@echo "               Debian packages; the CUDA backend too when nvcc is found)"
-	@echo "make run       the main job: the synthetic position task, learned vs rope vs crope"
-	@echo "make test      every CPU test, the gradient check, the CUDA tests once under the CPU"
-	@echo "               emulation; last line \"N passed, N failed, N skipped\""
-	@echo "make test-all  make test, and the second thread order, the sanitizers, the long cases"
-	@echo "make bench     CPU training throughput beside PyTorch (ARGS=\"--quick --no-torch\")"
-	@echo "make emu       the CUDA backend built for the CPU emulation, into $(EMU_BUILD)/"
-	@echo "make lab       the kernel lab (test/lab/; make lab-emu: for the emulation)"
-	@echo "make deps      install the missing Debian packages (make does it once by itself)"
-	@echo "make clean     remove the build folders"
+	rm -rf $(BUILD) $(BUILD)_cpu $(EMU_BUILD) $(BUILD)_emu_asan $(BUILD)_emu_tsan
 
 -include $(wildcard $(BUILD)/*/*.d)

@@ -19,12 +19,14 @@ class DataError(Exception):
 
 
 def require(name):
-    """The module `name`; if this python3 lacks it (the one on PATH may reach no package
-    registry), exit with one line naming its Debian package instead of a traceback."""
+    """The module `name` ("scipy.stats": of a package); if this python3 lacks it (the one on PATH
+    may reach no package registry), exit with one line naming its Debian package instead of a
+    traceback."""
     try:
         return importlib.import_module(name)
     except ImportError:
-        sys.exit(f"error: {sys.executable} has no module {name!r} (Debian: apt-get install python3-{name}); "
+        top = name.split(".")[0]
+        sys.exit(f"error: {sys.executable} has no module {top!r} (Debian: apt-get install python3-{top}); "
                  "scripts/pick_python.sh names a python3 that has what the scripts need")
 
 

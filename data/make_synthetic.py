@@ -21,7 +21,11 @@ Placement rules, so that every answer is well defined in any window:
   * the offsets[-1] tokens before a marker are content tokens (no marker, no
     EOT), so markers are at least max(offsets)+1 apart and never copy across
     a document boundary;
-  * the answer always falls inside the same document.
+  * the answer always falls inside the same document;
+  * with --window T (the trainer's seq_len, when it is shorter than a
+    document), a marker is at least max(offsets) tokens into its window of T
+    tokens (windows start at multiples of T), so the token it copies is in the
+    window: every marker the trainer scores can be answered.
 
 Vocabulary (vocab_size = V + len(offsets) + 1): content 0..V-1, markers
 V..V+K-1, EOT = V+K. Scoring (done by the trainer): over target positions t
@@ -46,7 +50,7 @@ from shards import shard_name, write_shard  # noqa: E402
 np = require("numpy")
 
 
-def generate(n_tokens, rng, n_content, offsets, doc_len, marker_prob):
+def generate(n_tokens, rng, n_content, offsets, doc_len, marker_prob, window):
     """Returns (tokens uint16 array of length n_tokens, stats dict)."""
     n_markers = len(offsets)
     eot = n_content + n_markers
@@ -67,10 +71,10 @@ def generate(n_tokens, rng, n_content, offsets, doc_len, marker_prob):
             i += 1
             doc_pos = 1 if doc_len > 1 else 0
             continue
-        # a marker needs `need` clean tokens before it and room for its answer
-        # in the same document and in the stream
-        if (clean >= need and doc_pos + 1 < doc_len and i + 1 < n_tokens
-                and coin[i] < marker_prob):
+        # a marker needs `need` clean tokens before it, in its window, and room
+        # for its answer in the same document and in the stream
+        if (clean >= need and i % window >= need and doc_pos + 1 < doc_len
+                and i + 1 < n_tokens and coin[i] < marker_prob):
             k = int(kind[i])
             out[i] = n_content + k
             out[i + 1] = out[i - offsets[k]]  # the answer: a content token
@@ -105,6 +109,10 @@ def main(argv):
                     help="tokens per document including its leading EOT (default 64)")
     ap.add_argument("--marker-prob", type=float, default=0.15,
                     help="chance of a marker at each eligible position (default 0.15)")
+    ap.add_argument("--window", type=int, default=None,
+                    help="the trainer's seq_len, when shorter than a document: a marker is at least "
+                         "max(offsets) tokens into its window, so what it copies is in the window "
+                         "(default: --doc-len)")
     a = ap.parse_args(argv)
     try:
         offsets = [int(x) for x in a.offsets.split(",") if x.strip()]
@@ -123,13 +131,16 @@ def main(argv):
         raise ValueError(f"--doc-len must be >= {max(offsets) + 3} to hold a marker")
     if not 0.0 <= a.marker_prob <= 1.0:
         raise ValueError("--marker-prob must be in [0, 1]")
+    window = a.doc_len if a.window is None else a.window
+    if window < max(offsets) + 1:
+        raise ValueError(f"--window must be >= {max(offsets) + 1} to hold a marker")
 
     os.makedirs(a.out, exist_ok=True)
     splits = {}
     for idx, (split, n) in enumerate((("train", a.train_tokens), ("val", a.val_tokens))):
         # independent streams per split, both fixed by the seed
         rng = np.random.default_rng([a.seed, idx])
-        toks, st = generate(n, rng, a.content_vocab, offsets, a.doc_len, a.marker_prob)
+        toks, st = generate(n, rng, a.content_vocab, offsets, a.doc_len, a.marker_prob, window)
         path = os.path.join(a.out, shard_name("synthetic", split, 0))
         write_shard(path, toks)
         splits[split] = {"file": os.path.basename(path), "tokens": int(n),
@@ -145,12 +156,14 @@ def main(argv):
                     for k, d in enumerate(offsets)],
         "eot": eot,
         "doc_len": a.doc_len,
+        "window": window,
         "marker_prob": a.marker_prob,
         "seed": a.seed,
         "splits": splits,
         "scoring": {
             "positions": "targets y[t] = x[t+1] of a window x[0..T-1] whose input x[t] is a marker "
-                         "with offset d and t >= d (the copied token is inside the window)",
+                         "with offset d; t >= d (the copied token is inside the window) holds for "
+                         "every marker when T is the window (or a multiple of it)",
             "correct": "argmax of the logits at t equals y[t], which is always x[t-d]",
             "chance_accuracy": 1.0 / a.content_vocab,
             # copying from one fixed offset whatever the marker: right for

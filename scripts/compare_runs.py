@@ -8,10 +8,13 @@ usage: compare_runs.py RUN_DIR... [--out PREFIX] [--smooth N] [--eval-lengths]
 Each RUN_DIR holds log.jsonl (first record {"type":"config",...}, then "train"
 and "val" records; see MODEL.md). Runs are grouped by dataset, pos and the
 rest of their config; runs that differ only in seed form one group and are
-drawn as a mean line with a min-max band, and summarised as mean +- std.
+drawn as a mean line with a min-max band, and summarised as mean +- std. Each
+scheme's final validation loss is compared with RoPE's: the mean difference and
+its 95 % interval over seeds (Student's t; paired by seed when the seeds match).
 
 Outputs: PREFIX.png, PREFIX.svg (one column per dataset: validation loss at the
-training seq_len on top, training loss below), PREFIX.md (the table, also
+training seq_len on top, its difference to RoPE, training loss, the intervals of
+the differences), PREFIX.md (the table, also
 printed), and, when val records exist at several seq_len values (or with
 --eval-lengths), PREFIX_lengths.png/.svg: final validation loss against the
 evaluation length.
@@ -24,20 +27,44 @@ import gzip
 import json
 import math
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "data"))
+from fetch import require  # noqa: E402  (a missing module is one error line)
 from shards import dataset_of_pattern  # noqa: E402  (the shard name rule of every tool)
 
-# Fixed colour per position scheme so every figure of the project reads alike.
+t_dist = require("scipy.stats").t  # Student's t quantiles for the intervals of the differences to RoPE
+
+
+def pos_schemes():
+    """The position schemes' names in the order of src/pos.h's kPosSchemes, their one home (read
+    from the header, so no build is needed)."""
+    path = os.path.join(ROOT, "src", "pos.h")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        sys.exit(f"error: cannot read the position schemes from {path} (compare_runs.py runs inside the "
+                 f"repository): {e.strerror}")
+    table = re.search(r"kPosSchemes\[\]\s*=\s*\{(.*?)\n\};", text, re.S)
+    names = re.findall(r'\{\s*Pos::\w+,\s*"([^"]+)"', table.group(1)) if table else []
+    if not names:
+        sys.exit(f"error: {path}: no kPosSchemes table of {{Pos::NAME, \"name\", ...}} rows found")
+    return names
+
+
+POS_ORDER = pos_schemes()
+# Fixed colour per known position scheme so every figure of the project reads alike; a scheme
+# added to pos.h since takes the next of FALLBACK_COLOURS (by its place in POS_ORDER).
 POS_COLOURS = {
     "learned": "#2ca02c",     # green
     "sinusoidal": "#9467bd",  # purple
     "rope": "#1f77b4",        # blue
     "crope": "#d62728",       # red
 }
-POS_ORDER = ["learned", "sinusoidal", "rope", "crope"]
+FALLBACK_COLOURS = ["#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 DATASET_ORDER = ["wikitext2", "ptb", "pg19", "synthetic"]
 # Config keys that do not change what a run computes (or are the seed itself):
 # runs differing only in these belong to the same group.
@@ -244,7 +271,9 @@ def order_key(ds, pos):
 
 class Group:
     def __init__(self, runs):
-        self.runs = sorted(runs, key=lambda r: (str(r.seed), r.dir))
+        # seeds in numeric order (1, 2, 10), then any that are not numbers
+        self.runs = sorted(runs, key=lambda r: (not isinstance(r.seed, int), r.seed if isinstance(r.seed, int) else 0,
+                                                str(r.seed), r.dir))
         self.dataset = runs[0].dataset
         self.pos = runs[0].pos
         self.config = runs[0].config
@@ -414,6 +443,66 @@ def reference_group(g, groups):
     return ropes[0]
 
 
+def diff_interval(g, ref):
+    """g's final validation loss minus ref's (RoPE's) over seeds, with its 95 % interval from
+    Student's t: paired by seed when both groups ran the same seeds (the mean of each seed's
+    difference), else Welch's interval of the difference of the two means. Returns (mean, lo,
+    hi, how), lo and hi None with fewer than two seeds on a side; how says which, e.g. "paired,
+    5 seeds"."""
+    a = {r.seed: r.final_val() for r in g.runs if r.final_val() is not None}
+    b = {r.seed: r.final_val() for r in ref.runs if r.final_val() is not None}
+    if not a or not b:
+        return None, None, None, "no final validation loss"
+    if set(a) == set(b):
+        m, sd = mean_std([a[s] - b[s] for s in a])
+        n = len(a)
+        if n < 2:
+            return m, None, None, "1 seed"
+        half = t_dist.ppf(0.975, n - 1) * sd / math.sqrt(n)
+        return m, m - half, m + half, f"paired, {n} seeds"
+    (ma, sa), (mb, sb), na, nb = mean_std(list(a.values())), mean_std(list(b.values())), len(a), len(b)
+    if na < 2 or nb < 2:
+        return ma - mb, None, None, f"unpaired, {na} and {nb} seeds"
+    va, vb = sa * sa / na, sb * sb / nb
+    df = (va + vb) ** 2 / (va * va / (na - 1) + vb * vb / (nb - 1)) if va + vb > 0 else na + nb - 2
+    half = t_dist.ppf(0.975, df) * math.sqrt(va + vb)
+    return ma - mb, ma - mb - half, ma - mb + half, f"unpaired (Welch), {na} and {nb} seeds"
+
+
+def verdict(lo, hi):
+    """What the interval says about the scheme against RoPE."""
+    if lo is None:
+        return "no interval (one seed)"
+    if lo <= 0 <= hi:
+        return "not distinguishable from RoPE"
+    return "lower than RoPE" if hi < 0 else "higher than RoPE"
+
+
+def first_solved(r):
+    """The step of the first evaluation whose marker accuracy reached SOLVED, for a run that ends
+    solved; None for one that does not."""
+    if r.final_accuracy is None or r.final_accuracy < SOLVED:
+        return None
+    return next(st for st, a in r.acc_curve if a >= SOLVED)
+
+
+def solved_summary(g):
+    """(k, n, median, firsts): k of the n seeds with accuracy end solved; the median over all n of
+    the step each first reached SOLVED (a seed that ends unsolved counts as never: math.inf); each
+    seed's step (None: never)."""
+    runs = [r for r in g.runs if r.acc_curve]
+    firsts = [first_solved(r) for r in runs]
+    k = sum(f is not None for f in firsts)
+    ranked = sorted(math.inf if f is None else f for f in firsts)
+    n = len(ranked)
+    med = None if not n else ranked[n // 2] if n % 2 else (ranked[n // 2 - 1] + ranked[n // 2]) / 2
+    return k, n, med, firsts
+
+
+def step_text(x):
+    return "never" if x is None or x == math.inf else f"{x:g}"
+
+
 def paper_value(g, delta):
     """The paper's final validation loss for g's (dataset, pos), or with delta its difference
     to the paper's RoPE; None where the paper's figure is not quoted."""
@@ -434,25 +523,31 @@ def paper_cells(g):
 def build_table(groups, stats, diffs, paper=False):
     head = ["dataset", "pos", "seeds", "params", "attention params",
             "final val loss", "best val loss", "val ppl", "tokens/s",
-            "Δ final vs rope"] + (["paper: final val loss", "paper: Δ vs rope"] if paper else []) + ["notes"]
-    # the synthetic task's marker accuracy, when the runs measured it
+            "Δ final vs rope", "Δ 95 % interval", "vs rope"] + \
+        (["paper: final val loss", "paper: Δ vs rope"] if paper else []) + ["notes"]
+    # the synthetic task's marker accuracy and how many seeds solved it, when the runs measured it
     with_acc = any(stats[id(g)]["n_acc"] for g in groups)
     if with_acc:
-        head.insert(8, "marker accuracy")
+        head[8:8] = ["marker accuracy", f"solved (≥ {SOLVED:g})", "first solved: median (per seed)"]
     rows = []
     for g in groups:
         st = stats[id(g)]
         ref = reference_group(g, groups)
+        interval, says = "", ""
         if ref is g:
-            diff = "ref"
+            diff = interval = says = "ref"
         elif ref is None or st["final"][0] is None or \
                 stats[id(ref)]["final"][0] is None:
             diff = "n/a"
         else:
             diff = f"{st['final'][0] - stats[id(ref)]['final'][0]:+.4f}"
+            _, lo, hi, how = diff_interval(g, ref)
+            interval = how if lo is None else f"[{lo:+.4f}, {hi:+.4f}], {how}"
+            says = verdict(lo, hi)
         keys = differing_keys(g, ref, diffs)
         if keys and diff != "ref":
             diff += " (not comparable)"
+            says = "not comparable"
         notes = st["cut"] + ([f"WARNING: config differs ({', '.join(keys)})"] if keys else [])
         n = len(g.runs)
         seeds = ",".join("?" if r.seed is None else str(r.seed) for r in g.runs)
@@ -462,9 +557,12 @@ def build_table(groups, stats, diffs, paper=False):
             fmt_int(st["params_total"]), fmt_int(st["params_attention"]),
             fmt_ms(*st["final"], nv), fmt_ms(*st["best"], nv),
             "n/a" if st["ppl"] is None else f"{st['ppl']:.2f}",
-            fmt_int(st["tokens_per_s"]), diff] + (paper_cells(g) if paper else []) + [" ".join(notes)])
+            fmt_int(st["tokens_per_s"]), diff, interval, says] + (paper_cells(g) if paper else []) +
+            [" ".join(notes)])
         if with_acc:
-            rows[-1].insert(8, fmt_ms(*st["accuracy"], st["n_acc"]))
+            k, n, med, firsts = solved_summary(g)
+            rows[-1][8:8] = [fmt_ms(*st["accuracy"], st["n_acc"]), f"{k} of {n}",
+                             f"{step_text(med)} ({', '.join(step_text(f) for f in firsts)})" if n else "n/a"]
     lines = ["| " + " | ".join(head) + " |",
              "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -514,8 +612,17 @@ def band(curves):
             [min(at[s]) for s in steps], [max(at[s]) for s in steps])
 
 
+def pos_colour(pos):
+    """A scheme's colour: its own, else a fallback by its place among pos.h's schemes without
+    one; grey for a name pos.h does not know (an old log)."""
+    if pos in POS_COLOURS:
+        return POS_COLOURS[pos]
+    new = [p for p in POS_ORDER if p not in POS_COLOURS]
+    return FALLBACK_COLOURS[new.index(pos) % len(FALLBACK_COLOURS)] if pos in new else "#7f7f7f"
+
+
 def colour(g):
-    return POS_COLOURS.get(g.pos, "#7f7f7f")
+    return pos_colour(g.pos)
 
 
 def draw(ax, g, curves, per_seed=False, label=None):
@@ -538,16 +645,17 @@ def draw(ax, g, curves, per_seed=False, label=None):
         ax.fill_between(steps, lo, hi, color=colour(g), alpha=0.2, lw=0)
 
 
-def zoom(ax, keep=None):
-    """Fit the y range to the curves after the first 15% of steps (and to the
-    value keep): the first steps fall from ~ln V and would otherwise squash
+def zoom(ax, keep=None, skip=0.15):
+    """Fit the y range to the curves and their bands after the first `skip` of the steps (and
+    to the value keep): the first steps fall from ~ln V and would otherwise squash
     the differences at the end, which are what the comparison is about."""
     pts = [(x, y) for line in ax.lines if line.get_linestyle() not in ("None", ":")
            for x, y in zip(line.get_xdata(), line.get_ydata())]
+    pts += [tuple(v) for band in ax.collections for path in band.get_paths() for v in path.vertices]
     if len(pts) < 2:
         return
     x0, x1 = min(x for x, _ in pts), max(x for x, _ in pts)
-    ys = [y for x, y in pts if x >= x0 + 0.15 * (x1 - x0)] or [y for _, y in pts]
+    ys = [y for x, y in pts if x >= x0 + skip * (x1 - x0)] or [y for _, y in pts]
     ys += [] if keep is None else [keep]
     lo, hi = min(ys), max(ys)
     pad = 0.05 * (hi - lo) or 0.05
@@ -636,14 +744,18 @@ def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
     datasets = datasets_of(groups)
     has_acc = any(r.acc_curve for g in groups for r in g.runs)
     rows = (["acc"] if has_acc else []) + ["val"]
-    if not has_acc and any(g.pos == "rope" for g in groups) and any(g.pos != "rope" for g in groups):
+    compared = any(reference_group(g, groups) not in (None, g) for g in groups)
+    if not has_acc and compared:
         rows.append("delta")
     rows.append("train")
+    if compared:
+        rows.append("interval")
     one = len(datasets) == 1
     nr, nc = (1, len(rows)) if one else (len(rows), len(datasets))
     fig, axes = plt.subplots(nr, nc, squeeze=False, figsize=(4.8 * nc, 3.6 * nr + 0.6))
     runs = [r for g in groups for r in g.runs]
-    what = "one thin line per seed" if has_acc else "mean line, band = min-max over seeds"
+    what = ("one thin line per seed" if has_acc else "mean line, band = min-max over seeds"
+            if any(len(g.runs) > 1 for g in groups) else "one seed per scheme")
     title = f"GPT-2 {model_text(runs)}: {what}"
     if one:
         title = f"{datasets[0]}: {setting_text(runs)} | " + title
@@ -677,8 +789,10 @@ def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
                 if paper:
                     paper_marks(ax, gs, ds_runs, True)
                 ax.axhline(0, color="#444444", lw=0.8)
-                zoom(ax, keep=0.0)
+                zoom(ax, keep=0.0, skip=0)  # differences start near 0: every point fits, step 0's too
                 ax.set_ylabel("validation loss minus RoPE's mean")
+            elif row == "interval":
+                draw_intervals(ax, gs, groups)
             else:
                 for g in gs:
                     draw(ax, g, [list(zip([st for st, _, _ in r.train],
@@ -689,11 +803,44 @@ def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
                             ax.axvline(r.train[-1][0], color=colour(g), ls=":", lw=0.8)
                 zoom(ax)
                 ax.set_ylabel("training loss" + (f" (moving avg {smooth_n} steps)" if smooth_n > 1 else ""))
-            ax.set_xlabel("step")
+            if row != "interval":
+                ax.set_xlabel("step")
             finish_axes(ax)
             if i == 0 and not one:
                 ax.set_title(f"{ds}\n{setting_text(ds_runs)}", fontsize=10)
     save(fig, prefix, n_warn)
+
+
+def draw_intervals(ax, gs, groups):
+    """Each scheme's final validation loss minus RoPE's, one line of the panel per scheme: the
+    mean and its 95 % interval over seeds (diff_interval), labelled with what it says."""
+    names = []
+    for g in gs:
+        ref = reference_group(g, groups)
+        if ref in (None, g):
+            continue
+        m, lo, hi, how = diff_interval(g, ref)
+        if m is None:
+            continue
+        y = len(names)
+        ax.errorbar([m], [y], xerr=None if lo is None else [[m - lo], [hi - m]], fmt="o", ms=5,
+                    capsize=4, color=colour(g))
+        span = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
+        ax.annotate(f"{m:+.4f}{span}\n{verdict(lo, hi)} ({how})", (0.02, y), xycoords=("axes fraction", "data"),
+                    xytext=(0, 8), textcoords="offset points", fontsize=7.5, color=colour(g))
+        names.append(g.label)
+    ax.axvline(0, color="#444444", lw=0.8)
+    ax.set_yticks(range(len(names)))
+    ax.set_yticklabels(names)
+    ax.set_ylim(len(names) - 0.4, -0.6)  # the first scheme on top, as in the legends
+    lo, hi = ax.get_xlim()  # 0 in the middle
+    ax.set_xlim(-max(-lo, hi), max(-lo, hi))
+    ax.set_xlabel("final validation loss minus RoPE's:\nmean, 95 % interval over seeds (Student's t)")
+
+
+# The lengths figure's y axis spans at least this much loss: the differences between lengths
+# are often a few thousandths, which a span fitted to them would draw as large.
+MIN_LOSS_SPAN = 0.1
 
 
 def plot_lengths(groups, prefix, diffs):
@@ -736,7 +883,12 @@ def plot_lengths(groups, prefix, diffs):
         ax.set_title(f"{ds}: final val loss vs eval length\n{setting_text([r for g in gs for r in g.runs])}",
                      fontsize=10)
         ax.set_xlabel("evaluation length (tokens); dotted = training length")
-        ax.set_ylabel("validation loss")
+        lo, hi = ax.get_ylim()
+        widened = hi - lo < MIN_LOSS_SPAN
+        if widened:
+            mid = (lo + hi) / 2
+            ax.set_ylim(mid - MIN_LOSS_SPAN / 2, mid + MIN_LOSS_SPAN / 2)
+        ax.set_ylabel("validation loss" + (f" (axis widened to span {MIN_LOSS_SPAN:g})" if widened else ""))
         finish_axes(ax)
     save(fig, prefix, n_warn)
 
@@ -844,7 +996,13 @@ def main(argv):
     md += table + "\n\n" + \
         "Final/best: validation loss at the training seq_len, mean ± sample std over seeds; " \
         "val ppl = exp(mean final); tokens/s = median over train records; " \
-        "Δ = mean final minus the RoPE group of the same dataset.\n"
+        "Δ = mean final minus the RoPE group of the same dataset; its 95 % interval from Student's t " \
+        "over seeds, paired by seed when both groups ran the same seeds, else Welch's; " \
+        "\"not distinguishable from RoPE\" when the interval covers 0.\n"
+    if any(r.acc_curve for r in runs):
+        md += (f"Solved: final marker accuracy ≥ {SOLVED:g}; first solved: the step of the first "
+               "evaluation at or above it, the median over all seeds (a seed that ends unsolved "
+               "counts as never).\n")
     if a.paper:
         md += "\n" + paper_note(runs)
     all_lens = sorted({t for r in runs for t in r.val_lens})

@@ -1,40 +1,99 @@
 #!/usr/bin/env bash
 # The main job (`make run`): the CRoPE paper's synthetic "token-dependent position
-# comparison" task (data/make_synthetic.py) trained with learned, rope and
-# crope positions, three seeds each, on the CPU; then the comparison table
-# (loss and accuracy after the markers) and figure. No network, no ../shared.
-#   scripts/run_synthetic.sh [--seeds "1 2 3"] [--pos "learned rope crope"] [--out runs/synthetic]
+# comparison" task (data/make_synthetic.py) trained with learned, rope and crope
+# positions, ten seeds each, on the CPU (configs/synthetic.json); then the comparison
+# table (loss, accuracy after the markers, seeds that solved it) and figure, and a greedy
+# sample from rope seed 1's checkpoint. No network, no downloads.
+#   scripts/run_synthetic.sh [--seeds "1 2 ... 10"] [--pos "learned rope crope"] [--out runs/synthetic]
+#                            [--jobs N] [--results DIR] [-- TRAIN_FLAGS...]
+# --jobs: runs trained at once, one OpenMP thread each (default: the number of cores; the
+# numbers are the same for any N). --results DIR: also write DIR/synthetic.md, DIR/synthetic.png
+# and the runs' gzipped logs in DIR/synthetic_logs/ (scripts/results: the README's). Flags after
+# -- go to every build/train run (-- --steps 1000: longer runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
 TRAIN=${TRAIN:-build/train}
-seeds="1 2 3"
+SAMPLE=${SAMPLE:-build/sample}
+seeds="1 2 3 4 5 6 7 8 9 10"
 positions="learned rope crope"
 out=runs/synthetic
+jobs=$(nproc)
+results=""
+# value OPTION VALUE...: the value, or one error line when it is missing
+value() {
+  [ $# -ge 2 ] || { echo "error: the value of $1 is missing (see --help)" >&2; return 1; }
+  echo "$2"
+}
 while [ $# -gt 0 ]; do
   case $1 in
-    --seeds) seeds=$2; shift 2 ;;
-    --pos) positions=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --seeds) seeds=$(value "$@"); shift 2 ;;
+    --pos) positions=$(value "$@"); shift 2 ;;
+    --out) out=$(value "$@"); shift 2 ;;
+    --jobs) jobs=$(value "$@"); shift 2 ;;
+    --results) results=$(value "$@"); shift 2 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
+flags=("$@")  # after --
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "error: --jobs must be a whole number >= 1, got '$jobs'" >&2; exit 1; }
+# one OpenMP thread per run when several run at once (they share the cores); the numbers do not
+# depend on the thread count
+threads=$([ "$jobs" -gt 1 ] && echo 1 || nproc)
 
-data=data/synthetic
-[ -f $data/meta.json ] || "$PYTHON" data/make_synthetic.py --out $data
+# the task's shards, written each time (in a second; the same bytes every time), with markers far
+# enough into each window of the config's seq_len that every one can be answered
+seq_len=$("$PYTHON" -c 'import json; print(json.load(open("configs/synthetic.json"))["seq_len"])')
+"$PYTHON" data/make_synthetic.py --out data/synthetic --window "$seq_len" >/dev/null
 mkdir -p "$out"
-runs=()
+
+# train POS SEED: one run into $out/POS-sSEED (its output in .txt beside it), then its last line
+train() {
+  local run="$out/$1-s$2" start
+  start=$(date +%s)
+  rm -rf "$run"
+  if OMP_NUM_THREADS=$threads "$TRAIN" --config configs/synthetic.json --pos "$1" --seed "$2" --run_dir "$run" \
+    "${flags[@]}" >"$run.txt" 2>&1; then
+    echo "$1 seed $2: $(grep '^val' "$run.txt" | tail -1 | cut -d'|' -f4-) ($(($(date +%s) - start)) s)"
+  else
+    echo "error: $1 seed $2 failed, see $run.txt:" >&2
+    tail -3 "$run.txt" >&2
+    return 1
+  fi
+}
+runs=() pids=() failed=0
 for seed in $seeds; do
   for pos in $positions; do
-    run="$out/$pos-s$seed"
-    rm -rf "$run"
-    start=$(date +%s)
-    "$TRAIN" --config configs/synthetic.json --pos "$pos" --seed "$seed" --run_dir "$run" >"$run.txt" 2>&1 ||
-      { echo "error: $pos seed $seed failed, see $run.txt" >&2; tail -3 "$run.txt" >&2; exit 1; }
-    echo "$pos seed $seed: $(grep '^val' "$run.txt" | tail -1 | cut -d'|' -f4-) ($(( $(date +%s) - start )) s)"
-    runs+=("$run")
+    if [ ${#pids[@]} -ge "$jobs" ]; then  # wait for the oldest run: they take about as long
+      wait "${pids[0]}" || failed=1
+      pids=("${pids[@]:1}")
+    fi
+    train "$pos" "$seed" &
+    pids+=($!) runs+=("$out/$pos-s$seed")
   done
 done
+for p in "${pids[@]}"; do wait "$p" || failed=1; done
+[ $failed -eq 0 ] || exit 1
+
 "$PYTHON" scripts/compare_runs.py "${runs[@]}" --out "$out/compare"
 echo "figure: $out/compare.png (and .svg); table: $out/compare.md"
+if [ -n "$results" ]; then
+  rm -rf "$results/synthetic_logs"
+  # the same table again: only its errors are worth showing
+  said=$("$PYTHON" scripts/compare_runs.py "${runs[@]}" --out "$results/synthetic" \
+    --save-logs "$results/synthetic_logs" 2>&1 >/dev/null) || { echo "$said" >&2; exit 1; }
+  rm -f "$results/synthetic.svg"  # the README shows the PNG
+  echo "results: $results/synthetic.md, $results/synthetic.png, $results/synthetic_logs/"
+fi
+
+# what a trained model does (rope, the first seed): after marker 16 the token 1 back, after marker
+# 17 the token 2 back (18 starts a document)
+read -r first _ <<<"$seeds"
+if [[ " $positions " == *" rope "* ]]; then
+  for prompt in "18 5 9 2 16" "18 5 9 2 17"; do
+    cmd=("$SAMPLE" --checkpoint "$out/rope-s$first" --prompt_ids "$prompt" --tokens 1 --temperature 0)
+    echo "sample: ${cmd[*]}  ->  $("${cmd[@]}")"
+  done
+fi

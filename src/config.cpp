@@ -94,6 +94,14 @@ const Key kKeys[] = {
     {"init_from", "command line", &Config::init_from, "initialise the weights from this .safetensors file"},
 };
 
+// The flags without a value (parse_args), listed in --help after the keys of the command line.
+const std::pair<const char*, const char*> kFlags[] = {
+    {"overwrite", "a run_dir that holds a run is refused; this deletes it and starts anew"},
+    {"help, -h", "print this help and exit"},
+    {"list-pos", "print the position schemes' names and exit"},
+    {"memory", "print the memory a training step of this config needs, per attention mode, and exit"},
+};
+
 bool cli_only(const Key& k) {
     return std::string(k.group) == "command line";
 }
@@ -290,7 +298,13 @@ Config parse_args(int argc, char** argv) {
             throw std::runtime_error("unknown option '" + a.substr(0, has_value ? eq + 2 : a.size()) +
                                      "' (see --help)");
         if (!has_value) {
-            if (i + 1 >= args.size()) throw std::runtime_error("option '" + a + "' needs a value");
+            // "--steps --lr 0.1": the value of --steps is missing, not "0.1" unexpected
+            if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0)
+                throw std::runtime_error(
+                    "the value of " + a + " is missing" +
+                    (i + 1 < args.size() ? " (the next argument, '" + args[i + 1] +
+                                               "', is an option; a value that starts with -- goes as " + a + "=VALUE)"
+                                         : ""));
             value = args[++i];
         }
         opts.emplace_back(key, value);
@@ -335,43 +349,36 @@ Config parse_args(int argc, char** argv) {
     return c;
 }
 
-std::string help_text() {
+std::string usage_line() {
+    return "usage: train [--config FILE.json] [--KEY VALUE ...] [--resume RUN_DIR | --overwrite] [--init-from "
+           "FILE.safetensors]\n";
+}
+
+std::vector<KeyHelp> key_help() {
     const Config d;
-    std::string s =
-        "usage: train [--config FILE.json] [--KEY VALUE ...] [--resume RUN_DIR | --overwrite] [--init-from "
-        "FILE.safetensors]\n"
-        "Settings come from the defaults, then FILE.json (an object of the keys below), then --KEY VALUE\n"
-        "(--key-name and --key_name both work; --key=value too).\n";
-    std::vector<std::string> groups;
+    std::vector<KeyHelp> rows;
     for (const Key& k : kKeys)
-        if (groups.empty() || groups.back() != k.group) groups.push_back(k.group);
-    for (const std::string& g : groups) {
-        s += "\n" + g + ":\n";
-        for (const Key& k : kKeys) {
-            if (g != k.group) continue;
-            std::string def = std::visit([&](auto field) { return to_text(d.*field); }, k.field);
-            char line[256];
-            std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", k.name, def.c_str(), k.help);
-            s += line;
-        }
+        rows.push_back({k.name, k.group, std::visit([&](auto field) { return to_text(d.*field); }, k.field), k.help});
+    for (const auto& [name, help] : kFlags) rows.push_back({name, "command line", "", help});
+    return rows;
+}
+
+std::string help_text() {
+    // padded to a column, whatever the length: every entry is one whole line
+    auto column = [](std::string s, size_t width) {
+        if (s.size() < width) s.resize(width, ' ');
+        return s;
+    };
+    std::string s = usage_line() +
+                    "Settings come from the defaults, then FILE.json (an object of the keys below), then --KEY VALUE\n"
+                    "(--key-name and --key_name both work; --key=value too).\n";
+    std::string group;
+    for (const KeyHelp& k : key_help()) {
+        if (k.group != group) s += "\n" + (group = k.group) + ":\n";
+        s += "  --" + column(k.name, 17) + " " + column(k.value, 12) + " " + k.help + "\n";
     }
-    char line[256];
-    std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "overwrite", "",
-                  "a run_dir that holds a run is refused; this deletes it and starts anew");
-    s += line;
-    std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "help, -h", "", "print this help and exit");
-    s += line;
-    std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "list-pos", "",
-                  "print the position schemes' names and exit");
-    s += line;
-    std::snprintf(line, sizeof line, "  --%-17s %-12s %s\n", "memory", "",
-                  "print the memory a training step of this config needs, per attention mode, and exit");
-    s += line;
     s += "\nposition schemes (--pos):\n";
-    for (const PosTraits& t : kPosSchemes) {
-        std::snprintf(line, sizeof line, "  %-12s %s\n", t.name, t.about);
-        s += line;
-    }
+    for (const PosTraits& t : kPosSchemes) s += "  " + column(t.name, 12) + " " + t.about + "\n";
     return s;
 }
 
@@ -398,7 +405,7 @@ void validate_model(const Config& c) {
 void validate(const Config& c) {
     validate_model(c);
 
-    require(!c.train_data.empty(), "train_data is not set (a shard glob or a folder)");
+    require(!c.train_data.empty(), "train_data is not set (a shard glob or a folder; see --help)");
     require_one_of("data_order", c.data_order, {"sequential", "shuffle"});
     require(c.batch_size >= 1, "batch_size must be >= 1, got " + std::to_string(c.batch_size));
     require(c.seq_len >= 1 && c.seq_len <= c.max_seq_len, "seq_len must be in 1..max_seq_len, got seq_len " +
@@ -493,7 +500,7 @@ double lr_at(const Config& c, int step) {
     return c.lr;
 }
 
-double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes) {
+MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, int act_bytes) {
     // in double: an absurd config must give a large number here, not an overflowed one
     double L = m.L, C = m.C, V = m.Vp(), H = m.H, N = (double)B * T;
     double chunk = std::min(N, (double)(m.classifier_chunk > 0 ? m.classifier_chunk : kCpuClassifierChunk));
@@ -502,8 +509,8 @@ double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int ac
     double logits = tile > 0 ? N * tile : chunk * V;
     bool cq = pos_traits(m.pos).complex_qkv;
     double qkv_w = cq ? 1.5 * C * C : 3 * C * C;  // CRoPE: A and B (3, C/2, C/2)
-    double params =
-        V * C + (pos_traits(m.pos).learned_table ? m.maxT * C : 0) + L * (9 * C * C + qkv_w) + 13 * L * C + 2 * C;
+    double wpe = pos_traits(m.pos).learned_table ? m.maxT * C : 0;
+    double params = V * C + L * (9 * C * C + qkv_w) + 13 * L * C + 2 * C;  // all but wpe
     double rot = pos_traits(m.pos).rotary ? 3 : 0;
     // per layer: the log-sum-exps (fp32), or the probabilities (an activation)
     double lse = m.flash ? (double)B * H * T : 0, probs = m.flash ? 0 : (double)B * H * T * T;
@@ -513,21 +520,35 @@ double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int ac
     if (tile > 0) f32 += 2 * N + (train && act_bytes != 4 ? N * C : 0);     // each row's max and sum; d lnf in fp32
     if (train) acts += N * C * (3 + 3 + rot + 8) + probs;                   // backward buffers (+ dscores)
     double crope_w = cq ? L * 3 * C * C : 0, crope_g = cq ? 3 * C * C : 0;  // expanded weights (act), their grad
-    double copy = act_bytes != 4 ? params : 0;  // the GEMMs' copy of the weights (model.h: GPT::wc)
+    double copy = act_bytes != 4 ? 1 : 0;  // the GEMMs' copy of the weights (model.h: GPT::wc)
     double tables = (double)m.maxT * C * 2;
-    return 4.0 * (4 * params + crope_g + tables + f32) + act_bytes * (acts + crope_w + copy);
+    // weights, gradients and the two AdamW moments in fp32 (4 copies), plus the GEMMs' copy
+    return {4.0 * (4 * params + crope_g) + act_bytes * (crope_w + copy * params),
+            4.0 * (4 * wpe + tables) + act_bytes * copy * wpe, 4.0 * f32 + act_bytes * acts};
 }
 
-void check_host_memory(const ModelConfig& m, int B, int T, bool train) {
-    double need = model_memory_bytes(m, B, T, train);
+double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes) {
+    return model_memory_parts(m, B, T, train, act_bytes).total();
+}
+
+void check_host_memory(const ModelConfig& m, int B, int T, bool train, const std::string& tokens) {
+    MemoryParts parts = model_memory_parts(m, B, T, train);
+    double need = parts.total();
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
     if (have > 0 && need > have) {
-        char msg[256];
-        std::snprintf(msg, sizeof msg,
-                      "this model needs about %.1f GiB (weights, gradients, AdamW moments and the activations of "
-                      "%d x %d tokens) but the machine has %.1f GiB: make it smaller",
-                      need / (1 << 30), B, T, have / (1 << 30));
-        throw std::runtime_error(msg);
+        // name the setting behind the largest part, so the message says what to make smaller
+        std::string key = "n_layer " + std::to_string(m.L) + ", n_embd " + std::to_string(m.C) + " and vocab_size " +
+                          std::to_string(m.V) + ": the weights with their gradients and AdamW moments alone need";
+        double part = parts.weights;
+        if (parts.positions > part)
+            key = "max_seq_len " + std::to_string(m.maxT) + ": the position table alone needs", part = parts.positions;
+        if (parts.activations > part) key = tokens + ": the activations alone need", part = parts.activations;
+        char msg[128];
+        std::snprintf(msg, sizeof msg, "this model needs about %.1f GiB but the machine has %.1f GiB; ",
+                      need / (1 << 30), have / (1 << 30));
+        char size[64];
+        std::snprintf(size, sizeof size, " about %.1f GiB: make it smaller", part / (1 << 30));
+        throw std::runtime_error(msg + key + size);
     }
 }
 

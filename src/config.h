@@ -73,7 +73,16 @@ struct Config {
 // Throws std::runtime_error on bad input. --help/-h anywhere: returns at once with help = true;
 // --list-pos likewise with list_pos = true.
 Config parse_args(int argc, char** argv);
-// Usage line plus every key with its default and one-line help, grouped.
+// "usage: train ...\n", the first line of --help (and what a run without arguments prints).
+std::string usage_line();
+// One --help entry: every key (and the flags without a value) with its group, its default as
+// text and its help, in --help's order.
+struct KeyHelp {
+    std::string name, group, value, help;
+};
+std::vector<KeyHelp> key_help();
+// The usage line plus every entry of key_help(), each on a line of its own, grouped; then the
+// position schemes.
 std::string help_text();
 // Throws std::runtime_error naming the first inconsistent or out-of-range setting.
 void validate(const Config& c);
@@ -92,12 +101,21 @@ ModelConfig model_config(const Config& c);
 double lr_at(const Config& c, int step);
 // clip_scale (the factor on the gradient for clipping to grad_clip) is in step.h: the GPU computes it too.
 
-// Bytes a model needs on its device: weights, gradients and AdamW moments, plus the
-// activations of a training step (train) or of a forward pass (!train) over B x T tokens.
-// act_bytes: bytes per activation (2 with --precision bf16, which adds a bf16 copy of the weights).
+// Bytes a model needs on its device, in three parts: the weights, gradients and AdamW moments
+// (and the GEMMs' copy) of every tensor but the position table; the position table (wpe with its
+// gradient and moments, or the fixed tables); the activations of a training step (train) or of
+// a forward pass (!train) over B x T tokens. act_bytes: bytes per activation (2 with --precision
+// bf16, which adds a bf16 copy of the weights).
+struct MemoryParts {
+    double weights, positions, activations;
+    double total() const { return weights + positions + activations; }
+};
+MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, int act_bytes = 4);
 double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes = 4);
-// Throws "this model needs X GiB (...) but the machine has Y GiB" when the host cannot hold it.
-void check_host_memory(const ModelConfig& m, int B, int T, bool train);
+// Throws "this model needs about X GiB but the machine has Y GiB; KEY: the PART alone take about
+// Z GiB: make it smaller" when the host cannot hold it, naming the setting behind the largest
+// part; tokens names the settings that make the B x T tokens (e.g. "batch_size 4 x seq_len 256").
+void check_host_memory(const ModelConfig& m, int B, int T, bool train, const std::string& tokens);
 
 // A config stored with weights (a checkpoint's metadata): parsed, with errors naming `where`, and
 // its model keys validated as validate_model does.

@@ -95,10 +95,15 @@ int main(int argc, char** argv) {
         for (int id : prompt)
             if (id < 0 || id >= mc.V)
                 throw std::runtime_error("prompt id " + std::to_string(id) + " is outside the vocabulary");
+        const int window = std::min<int>(mc.maxT, (int)prompt.size() + n);
+        check_host_memory(mc, 1, window, false,
+                          "a window of " + std::to_string(window) + " tokens (the prompt and --tokens)");
+        // the whole checkpoint is checked before the vocabulary is opened: a malformed one gives
+        // its error alone, without a note about encoder.json before it
+        std::vector<float> weights = layout_from_file<float>(param_layout(mc), f, "");
         auto decoder = open_decoder(opt["encoder"], mc.V);  // a broken encoder.json fails before the work
-        check_host_memory(mc, 1, std::min<int>(mc.maxT, (int)prompt.size() + n), false);
         GPT<CpuBackend<float>> model(mc);
-        model.set_params(layout_from_file<float>(model.layout, f, ""));
+        model.set_params(weights);
         auto ids = generate(model, prompt, n, temperature, top_k, seed);
 
         if (decoder) {

@@ -156,13 +156,28 @@ struct Trainer {
     std::vector<T> flat_from(const StFile& f, const std::string& prefix) const {
         return layout_from_file<T>(model.layout, f, prefix);
     }
-    // Never write (or point `latest` at) weights that are not finite.
+    // Never write (or point `latest` at) weights that are not finite, or that give a non-finite
+    // loss (finite but diverged, say of size 1e30): a forward pass of them on the batch the next
+    // step trains on (the loader's position is kept) must give a finite loss first, so --resume
+    // from `latest` always continues a sound state.
     void save_checkpoint() {
-        if (!std::isfinite(BK::sum_squares(model.params, model.num_params)))
-            throw std::runtime_error(
-                "the weights are not finite at step " + std::to_string(step) +
-                " (diverged; try a lower lr or grad_clip): no checkpoint written, 'latest' still names"
-                " the last good one");
+        auto refuse = [&](const std::string& what) {
+            std::string kept;
+            try {
+                kept = "'latest' still names " + checkpoint_latest(cfg.run_dir).substr(cfg.run_dir.size() + 1);
+            } catch (const std::exception&) {
+                kept = "the run has no checkpoint";
+            }
+            throw std::runtime_error(what + " at step " + std::to_string(step) +
+                                     " (diverged; try a lower lr or grad_clip): no checkpoint written; " + kept);
+        };
+        if (!std::isfinite(BK::sum_squares(model.params, model.num_params))) refuse("the weights are not finite");
+        const json at = train.state();
+        std::vector<int> in((size_t)rows * cfg.seq_len), tg(in.size());
+        train.next_batch(in.data(), tg.data(), row0, rows);
+        train.set_state(at);
+        double loss = dist::sum(model.forward(in.data(), tg.data(), rows, cfg.seq_len, false)) / dg.world;
+        if (!std::isfinite(loss)) refuse("the weights give a loss of " + std::to_string(loss));
         auto m = moments(model.m), v = moments(model.v);  // every rank takes part; rank 0 writes
         if (dg.rank != 0) return;
         std::string dir = checkpoint_write(cfg.run_dir, step, [&](const std::string& tmp) {
@@ -525,6 +540,12 @@ static int train_with(const Config& cfg, bool resume, std::string device) {
 static int fail(const std::string& msg);
 
 static int train_main(int argc, char** argv) {
+    if (argc < 2) {  // nothing given: how to start, rather than the first key that is missing
+        fputs(usage_line().c_str(), stderr);
+        return fail(std::string("nothing to train: give a config (--config configs/cpu_small.json, say) or --resume "
+                                "RUN_DIR; ") +
+                    argv[0] + " --help lists every key");
+    }
     try {
         Config cfg = parse_args(argc, argv);  // --resume RUN_DIR starts from RUN_DIR/config.json
         if (cfg.help) {
@@ -583,8 +604,11 @@ static int train_main(int argc, char** argv) {
         if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (this build has no CUDA backend)");
 #endif
         int longest = cfg.seq_len;
-        for (int t : cfg.eval_seq_lens) longest = std::max(longest, t);
-        check_host_memory(model_config(cfg), cfg.batch_size, longest, true);
+        std::string tokens = "seq_len " + std::to_string(cfg.seq_len);
+        for (int t : cfg.eval_seq_lens)
+            if (t > longest) longest = t, tokens = "eval_seq_lens entry " + std::to_string(t);
+        check_host_memory(model_config(cfg), cfg.batch_size, longest, true,
+                          "batch_size " + std::to_string(cfg.batch_size) + " x " + tokens);
         return train_with<CpuBackend<float>>(cfg, resume, "cpu");
     } catch (const std::bad_alloc&) {
         return fail("out of memory (make the model, batch_size or seq_len smaller)");

@@ -52,7 +52,14 @@ echo '{"n_layer": 1, "foo": 2}' >"$tmp/unknown.json"
 expect_fail unknown_config_key "^error: .*unknown config key 'foo' in .*unknown.json" -- \
   run key "$good" --config "$tmp/unknown.json"
 expect_fail unknown_flag "^error: .*unknown option '--foo'" -- run flag "$good" --foo 1
-expect_fail missing_value "^error: .*needs a value" -- run value "$good" --steps
+expect_fail missing_value "^error: the value of --steps is missing$" -- run value "$good" --steps
+expect_fail missing_value_before_option "^error: the value of --steps is missing \(the next argument, '--lr', is an option" -- \
+  run value2 "$good" --steps --lr 0.1
+# no arguments at all: the usage line, then what to give and where every key is listed
+out=$("$TRAIN" 2>&1); rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 2 ] && grep -q "^usage: train \[--config FILE.json\]" <<<"$out" &&
+  grep -qE "^error: nothing to train: give a config .* --help lists every key$" <<<"$out"; then pass no_arguments_usage
+else fail no_arguments_usage "status $rc: $(head -c 300 <<<"$out")"; fi
 expect_fail bad_number "^error: .*--n_layer: expected an integer" -- run num "$good" --n_layer two
 expect_fail heads_not_dividing "^error: .*n_embd \(9\) must be divisible by n_head \(2\)" -- run div "$good" --n_embd 9
 expect_fail rope_odd_head "^error: .*pos=rope needs an even head size" -- run rope "$good" --n_embd 6
@@ -125,6 +132,23 @@ if [ ! -e "$tmp/run_nan/latest" ]; then pass diverged_latest_not_written
 else fail diverged_latest_not_written "latest names $(cat "$tmp/run_nan/latest")"; fi
 expect_fail diverged_final_eval_fails "^error: .*(not finite|loss is)" -- run nan1 "$good" --lr 1e39 --steps 1 --eval_every 1
 
+# --- `latest` only ever names weights that gave a finite loss in a forward pass: lr 1e30 keeps the
+# weights finite (about 1e30) but not the loss, so no checkpoint is written at all
+expect_fail diverging_finite_weights "^error: the weights give a loss of -?(nan|inf) at step 1 .*the run has no checkpoint" -- \
+  run div "$good" --lr 1e30 --steps 3 --checkpoint_every 1
+if [ ! -e "$tmp/run_div/latest" ] && ! ls -d "$tmp"/run_div/ckpt_* >/dev/null 2>&1; then pass diverging_no_checkpoint
+else fail diverging_no_checkpoint "$(ls "$tmp/run_div")"; fi
+# a run that diverges after sound checkpoints keeps the last sound one as latest; resuming from it
+# (with a sane lr) trains on from a sound state
+run sound "$good" --steps 2 --checkpoint_every 1 >/dev/null 2>&1
+expect_fail diverging_after_resume "^error: the weights give a loss of -?(nan|inf) at step 3 .*'latest' still names ckpt_000002" -- \
+  "$TRAIN" --resume "$tmp/run_sound" --steps 4 --lr 1e30
+if [ "$(cat "$tmp/run_sound/latest")" = ckpt_000002 ] && [ ! -e "$tmp/run_sound/ckpt_000003" ]; then pass diverging_latest_kept
+else fail diverging_latest_kept "latest names $(cat "$tmp/run_sound/latest")"; fi
+if out=$("$TRAIN" --resume "$tmp/run_sound" --steps 4 --lr 1e-3 2>&1) && grep -q "^step     4/4 | loss [0-9]" <<<"$out" &&
+  [ "$(cat "$tmp/run_sound/latest")" = ckpt_000004 ]; then pass diverged_resume_continues
+else fail diverged_resume_continues "$(tail -c 300 <<<"$out")"; fi
+
 # --- the run's own checkpoints, damaged: a resumed state must be possible
 run ok "$good" --steps 2 --checkpoint_every 1 >/dev/null 2>&1
 cp -r "$tmp/run_ok" "$tmp/run_negstep"
@@ -186,6 +210,14 @@ cp "$w" "$tmp/crope.safetensors" && stfix "$tmp/crope.safetensors" 'meta["pos"] 
 expect_fail init_from_other_model "^error: .*crope.safetensors holds the weights of another model \(pos=crope" -- \
   run initcrope "$good" --init_from "$tmp/crope.safetensors"
 
+# a checkpoint that does not hold its own model (the tensors of one layer, the config of two):
+# the error is all build/sample prints, no note about the missing GPT-2 vocabulary before it
+run gpt2v "$good" --vocab_size 50257 --checkpoint_every 1 >/dev/null 2>&1
+cp "$tmp/run_gpt2v/ckpt_000001/model.safetensors" "$tmp/twolayers.safetensors"
+stfix "$tmp/twolayers.safetensors" 'meta["n_layer"] = 2'
+expect_only_error sample_malformed_checkpoint_one_line "^error: .*twolayers.safetensors.*ln1.weight" -- \
+  "$SAMPLE" --checkpoint "$tmp/twolayers.safetensors" --encoder "$tmp/no_encoder.json"
+
 # --- build/sample arguments
 ck=$tmp/run_ok
 expect_fail sample_empty_prompt "^error: --prompt_ids ',' holds no ids" -- "$SAMPLE" --checkpoint "$ck" --prompt_ids ,
@@ -207,8 +239,14 @@ if grep -qs '"type":"train"' "$tmp/run_enc/log.jsonl"; then fail train_sample_en
 else pass train_sample_encoder_before_steps; fi
 
 # --- a config too large for the machine says how much it needs (not std::bad_alloc)
-expect_fail memory_huge_n_embd "^error: this model needs about [0-9.]+ GiB" -- run huge "$good" --n_embd 1048576 --n_head 8192
-expect_fail memory_huge_max_seq_len "^error: this model needs about [0-9.]+ GiB" -- \
+# and names the setting behind the largest part of it
+expect_fail memory_huge_n_embd "^error: this model needs about [0-9.]+ GiB .*; n_layer 1, n_embd 1048576 and vocab_size 64: the weights" -- \
+  run huge "$good" --n_embd 1048576 --n_head 8192
+expect_fail memory_huge_seq_len "^error: this model needs about [0-9.]+ GiB .*; batch_size 8 x seq_len 10000000: the activations alone" -- \
   run hugeT "$good" --max_seq_len 20000000 --seq_len 10000000 --batch_size 8
+expect_fail memory_huge_max_seq_len "^error: this model needs about [0-9.]+ GiB .*; max_seq_len 100000000: the position table alone needs about [0-9.]+ GiB" -- \
+  run hugeP "$good" --pos learned --max_seq_len 100000000
+expect_fail memory_huge_eval_seq_len "^error: this model needs about [0-9.]+ GiB .*; batch_size 2 x eval_seq_lens entry 100000000: the activations" -- \
+  run hugeE "$good" --eval_seq_lens 8,100000000
 
 finish

@@ -253,17 +253,81 @@ def main():
 
     # the synthetic task: runs with marker accuracy get an accuracy column (mean ± std of final)
     acc = [write_run(tmp, f"s-{p}-s{i}", "synthetic", p, i, [2.8, 2.6], accuracy=a)
-           for p, i, a in [("rope", 1, 1.0), ("rope", 2, 0.5), ("crope", 1, 0.25)]]
+           for p, i, a in [("rope", 1, 1.0), ("rope", 2, 0.25), ("rope", 3, 1.0), ("crope", 1, 0.25)]]
     rc, so, se = run(acc + ["--out", os.path.join(tmp, "out3", "cmp")])
     ar = parse_table(so.split("Setting:")[-1])
     check("accuracy_column_mean_std", rc == 0 and ar.get(("synthetic", "rope"), {}).get("marker accuracy")
-          == f"0.7500 ± {math.sqrt(0.125):.4f}", str(ar.get(("synthetic", "rope"))))
+          == f"0.7500 ± {math.sqrt(0.1875):.4f}", str(ar.get(("synthetic", "rope"))))
+    sr, sc = ar.get(("synthetic", "rope"), {}), ar.get(("synthetic", "crope"), {})
+    check("solved_seeds_and_median_first_step", sr.get("solved (≥ 0.99)") == "2 of 3"
+          and sr.get("first solved: median (per seed)") == "99 (99, never, 99)"
+          and sc.get("solved (≥ 0.99)") == "0 of 1" and sc.get("first solved: median (per seed)") == "never (never)",
+          f"{sr} {sc}")
     check("accuracy_column_single", ar.get(("synthetic", "crope"), {}).get("marker accuracy") == "0.2500",
           str(ar.get(("synthetic", "crope"))))
     svg = open(os.path.join(tmp, "out3", "cmp.svg"), encoding="utf-8").read() if rc == 0 else ""
     check("synthetic_figure_accuracy_panel", "accuracy after the markers" in svg and "solved (0.99)" in svg
-          and "one thin line per seed" in svg and "rope: 1/2 seeds solved" in svg and "crope: 0/1 seeds solved" in svg)
+          and "one thin line per seed" in svg and "rope: 2/3 seeds solved" in svg and "crope: 0/1 seeds solved" in svg)
     check("smoothing_on_by_default", "moving avg 2 steps" in svg)   # 1/40 of 100 steps
+
+    # the difference to RoPE with its 95 % interval over seeds (Student's t, t(0.975, 2) = 4.3027):
+    # paired by seed when the seeds match, in the table and in the figure
+    iv = [write_run(tmp, f"i-{p}-s{i}", "pg19", p, i, [f0, 5.6, 5.5, 5.45, 5.42, f])
+          for p, f0, fs in [("rope", 5.9, (5.40, 5.30, 5.35)), ("crope", 7.0, (5.42, 5.33, 5.36)),
+                            ("learned", 5.9, (5.60, 5.52, 5.55))]
+          for i, f in enumerate(fs, 1)]
+    iout = os.path.join(tmp, "out15", "cmp")
+    rc, so, se = run(iv + ["--out", iout])
+    ir = parse_table(so.split("Setting:")[-1]) if rc == 0 else {}
+    ic, il, irope = ir.get(("pg19", "crope"), {}), ir.get(("pg19", "learned"), {}), ir.get(("pg19", "rope"), {})
+    check("interval_paired_covers_zero", ic.get("Δ final vs rope") == "+0.0200"
+          and ic.get("Δ 95 % interval") == "[-0.0048, +0.0448], paired, 3 seeds"
+          and ic.get("vs rope") == "not distinguishable from RoPE", str(ic) + se[-300:])
+    check("interval_paired_above_zero", il.get("Δ 95 % interval") == "[+0.1780, +0.2354], paired, 3 seeds"
+          and il.get("vs rope") == "higher than RoPE", str(il))
+    check("interval_reference_row", irope.get("Δ 95 % interval") == "ref" and irope.get("vs rope") == "ref", str(irope))
+    rc2, so2, _ = run(iv[:3] + iv[3:5] + ["--out", os.path.join(tmp, "out16", "cmp")])
+    uc = parse_table(so2.split("Setting:")[-1]).get(("pg19", "crope"), {}) if rc2 == 0 else {}
+    check("interval_unpaired_welch", uc.get("Δ 95 % interval", "").endswith("unpaired (Welch), 2 and 3 seeds")
+          and uc.get("vs rope") == "not distinguishable from RoPE", str(uc))
+    rc3, so3, _ = run([iv[0], iv[3], "--out", os.path.join(tmp, "out17", "cmp")])
+    one = parse_table(so3.split("Setting:")[-1]).get(("pg19", "crope"), {}) if rc3 == 0 else {}
+    check("interval_one_seed", one.get("Δ 95 % interval") == "1 seed" and one.get("vs rope") == "no interval (one seed)",
+          str(one))
+    svg = open(iout + ".svg", encoding="utf-8").read() if rc == 0 else ""
+    check("interval_in_figure", "+0.0200 [-0.0048, +0.0448]" in svg and "not distinguishable from RoPE (paired, 3 seeds)" in svg
+          and "higher than RoPE" in svg and "95 % interval over seeds" in svg, svg[:200])
+    check("interval_note_under_table", "paired by seed when both groups ran the same seeds, else Welch's" in so)
+    # the figures drawn in this process: every point of the difference panel inside its y range
+    # (crope's step 0 is 1.1 above RoPE's), the titles of one seed, the lengths figure's span
+    sys.path.insert(0, "scripts")
+    import compare_runs as cr
+    figs = []
+    cr.save = lambda fig, prefix, n_warnings=0: figs.append(fig)
+    cr.plot_curves(cr.make_groups([cr.Run(d) for d in iv]), "unused", 1, {})
+    ax = [a for a in figs[-1].axes if a.get_ylabel() == "validation loss minus RoPE's mean"][0]
+    lo, hi = ax.get_ylim()
+    outside = [(x, y) for line in ax.lines for x, y in zip(line.get_xdata(), line.get_ydata()) if not lo <= y <= hi]
+    check("difference_panel_keeps_step_0", not outside and hi > 1.1, f"ylim {lo, hi}, outside {outside[:3]}")
+    cr.plot_curves(cr.make_groups([cr.Run(iv[0]), cr.Run(iv[3])]), "unused", 1, {})
+    title = figs[-1]._suptitle.get_text()
+    check("one_seed_title_no_band", "one seed per scheme" in title and "band" not in title, title)
+    near = [write_run(tmp, f"n-{p}-s1", "ptb", p, 1, [5.0, 4.50], extra_lens={128: 4.505, 256: 4.51})
+            for p in ("rope", "crope")]
+    cr.plot_lengths(cr.make_groups([cr.Run(d) for d in near]), "unused", {})
+    ax = figs[-1].axes[0]
+    lo, hi = ax.get_ylim()
+    check("lengths_figure_minimum_span", hi - lo >= cr.MIN_LOSS_SPAN - 1e-12 and "widened" in ax.get_ylabel(),
+          f"span {hi - lo}, label {ax.get_ylabel()!r}")
+    rc, se = run_without("scipy", SCRIPT, iv[:1] + ["--out", os.path.join(tmp, "out18", "cmp")])
+    check("no_scipy_clear_error", rc == 1 and "has no module 'scipy' (Debian: apt-get install python3-scipy)" in se
+          and se.startswith("error: ") and "Traceback" not in se, se[-300:])
+
+    # seeds in numeric order: 1, 2, 10
+    so10 = [write_run(tmp, f"o-rope-s{i}", "ptb", "rope", i, [5.0, 4.5]) for i in (10, 2, 1)]
+    rc, so, se = run(so10 + ["--out", os.path.join(tmp, "out19", "cmp")])
+    check("seeds_in_numeric_order", rc == 0 and parse_table(so.split("Setting:")[-1]).get(("ptb", "rope"), {}).get(
+        "seeds") == "3 (1,2,10)", so[-300:])
 
     # one seq_len only and no --eval-lengths: no lengths figure
     out2 = os.path.join(tmp, "out2", "cmp")

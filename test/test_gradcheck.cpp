@@ -4,6 +4,10 @@
 // the inputs of each op; plus the float-vs-double, RoPE relative-position,
 // CRoPE-as-complex-matmul and AdamW-by-hand checks. Prints a table of the max
 // relative error per tensor, |analytic - numeric|max / max(|analytic|max, |numeric|max).
+// The model checks' finite differences run on every core (each thread its own model), with the
+// same numbers as on one.
+#include <omp.h>
+
 #include <complex>
 #include <cstdio>
 #include <functional>
@@ -12,10 +16,15 @@
 #include <vector>
 
 #include "backend_cpu.h"
+#include "config.h"
 #include "model.h"
 
 using Vec = std::vector<double>;
-static int failures = 0;
+static int passed = 0, failures = 0;
+// Threads for the model checks' finite differences (all the cores); everything else, and the ops
+// inside those threads, run on one thread: at these tiny sizes OpenMP's fork and join per op costs
+// more than the op.
+static int g_cores = 1;
 static const double kTol = 1e-6;
 
 static std::string fmt(double x) {
@@ -25,9 +34,10 @@ static std::string fmt(double x) {
 }
 
 static void report(const std::string& name, bool ok, const std::string& why = "") {
-    if (ok)
+    if (ok) {
         printf("PASS %s\n", name.c_str());
-    else {
+        passed++;
+    } else {
         printf("FAIL %s: %s\n", name.c_str(), why.c_str());
         failures++;
     }
@@ -52,18 +62,22 @@ static void table_row(const std::string& check, const std::string& tensor, doubl
     printf("| %-24s | %-20s | %8zu | %9.2e |\n", check.c_str(), tensor.c_str(), n, err);
 }
 
+// The central difference (f(x + h) - f(x - h)) / 2h in the element xi, which f reads; xi is restored.
+template <class F>
+static double central_difference(double& xi, F&& f, double h = 1e-5) {
+    double x0 = xi;
+    xi = x0 + h;
+    double fp = f();
+    xi = x0 - h;
+    double fm = f();
+    xi = x0;
+    return (fp - fm) / (2 * h);
+}
+
 // Central differences of f with respect to every element of x.
-static Vec numeric_grad(Vec& x, const std::function<double()>& f, double h = 1e-5) {
+static Vec numeric_grad(Vec& x, const std::function<double()>& f) {
     Vec g(x.size());
-    for (size_t i = 0; i < x.size(); i++) {
-        double x0 = x[i];
-        x[i] = x0 + h;
-        double fp = f();
-        x[i] = x0 - h;
-        double fm = f();
-        x[i] = x0;
-        g[i] = (fp - fm) / (2 * h);
-    }
+    for (size_t i = 0; i < x.size(); i++) g[i] = central_difference(x[i], f);
     return g;
 }
 
@@ -306,25 +320,27 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
     model.forward(in.data(), tg.data(), B, T, true);
     model.backward();
     auto analytic = model.get(model.grads);
-    auto params = model.get(model.params);
-    auto loss = [&] {
-        model.set_params(params);
-        return model.forward(in.data(), tg.data(), B, T, false);
-    };
+    const auto params = model.get(model.params);
+    // every parameter's central difference, spread over the cores: each thread has its own model and
+    // copy of the weights, and the ops inside run on one thread, so any split gives the same numbers
+    // (the ops' results do not depend on their thread count)
+    Vec numeric(params.size());
+#pragma omp parallel num_threads(g_cores)
+    {
+        GPT<CpuBackend<double>> mine(c);
+        Vec p = params;
+        auto loss = [&] {
+            mine.set_params(p);
+            return mine.forward(in.data(), tg.data(), B, T, false);
+        };
+#pragma omp for schedule(dynamic, 16)
+        for (size_t i = 0; i < p.size(); i++) numeric[i] = central_difference(p[i], loss);
+    }
     bool ok = true;
     std::string worst;
     for (const auto& t : model.layout) {
-        Vec a(analytic.begin() + t.offset, analytic.begin() + t.offset + t.numel), num(t.numel);
-        for (size_t i = 0; i < t.numel; i++) {
-            double& x = params[t.offset + i];
-            double x0 = x, h = 1e-5;
-            x = x0 + h;
-            double fp = loss();
-            x = x0 - h;
-            double fm = loss();
-            x = x0;
-            num[i] = (fp - fm) / (2 * h);
-        }
+        Vec a(analytic.begin() + t.offset, analytic.begin() + t.offset + t.numel),
+            num(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel);
         double e = rel_err(a, num);
         const char* check = flash ? "model_flash_" : tile ? "model_tiles_" : "model_";
         table_row(check + std::string(pos_name(pos)), t.name, e, t.numel);
@@ -484,13 +500,31 @@ static void adamw_by_hand(Rng& rng) {
 static const std::pair<const char*, void (*)(const std::string&, Pos, Rng&)> kPerScheme[] = {
     {"gradcheck_model_", model_checks}, {"float_vs_double_", float_vs_double}};
 
-// test_gradcheck --list: the names of the per-scheme checks, run nothing (test_pos_coverage reads them)
 int main(int argc, char** argv) {
-    if (argc > 1 && std::string(argv[1]) == "--list") {
+    setup_process(argv);  // as the trainer: line-buffered output, OpenMP's short spin
+    std::string arg = argc > 1 ? argv[1] : "";
+    if (arg == "--help" || arg == "-h") {
+        printf(
+            "usage: %s [--list]\n"
+            "Finite differences in double precision against the analytic backward: the inputs of every op and\n"
+            "every parameter tensor of a tiny model in each position scheme (also with flash attention and with\n"
+            "vocabulary tiles), float against double, and the RoPE, CRoPE and AdamW checks. Prints the table of\n"
+            "max relative errors, a PASS or FAIL line per check and the count, \"N passed, N failed\"; exits 1\n"
+            "if a check failed. --list prints the names of the per-scheme checks and runs nothing.\n",
+            argv[0]);
+        return 0;
+    }
+    if (arg == "--list") {  // test_pos_coverage reads them
         for (const auto& [prefix, check] : kPerScheme)
             for (const PosTraits& t : kPosSchemes) printf("%s%s\n", prefix, t.name);
         return 0;
     }
+    if (argc > 1) {
+        fprintf(stderr, "error: unknown argument '%s' (see --help)\n", argv[1]);
+        return 1;
+    }
+    g_cores = omp_get_max_threads();
+    omp_set_num_threads(1);
     Rng rng(1234);
     printf("| %-24s | %-20s | %8s | %9s |\n", "check", "tensor", "elements", "rel err");
     printf("|--------------------------|----------------------|----------|-----------|\n");
@@ -505,5 +539,6 @@ int main(int argc, char** argv) {
     rope_relative(rng);
     crope_complex(rng);
     adamw_by_hand(rng);
+    printf("%d passed, %d failed\n", passed, failures);
     return failures ? 1 : 0;
 }

@@ -120,6 +120,31 @@ static void test_config() {
     for (auto& [k, v] : dj.items()) all_keys = all_keys && h.find("--" + k + " ") != std::string::npos;
     check("config_help_text", all_keys && h.find("usage:") == 0 && h.find("optimiser:") != std::string::npos &&
                                   h.find("--resume") != std::string::npos);
+    // every entry is one whole line of its own: "  --NAME  DEFAULT  HELP", the help to its end
+    // (an entry cut by a fixed-size buffer lost its end and its newline, gluing the next one on)
+    std::vector<std::string> lines;
+    std::istringstream hs(h);
+    for (std::string line; std::getline(hs, line);) lines.push_back(line);
+    std::string whole = "every entry on one whole line";
+    size_t entries = 0;
+    for (const KeyHelp& k : key_help()) {
+        int n = 0;
+        for (const std::string& line : lines)
+            if (line.rfind("  --" + k.name + " ", 0) == 0) {
+                n++;
+                if (line.size() < k.help.size() || line.compare(line.size() - k.help.size(), k.help.size(), k.help))
+                    whole = "the line of --" + k.name + " does not end with its whole help: '" + line + "'";
+            }
+        if (n != 1) whole = "--" + k.name + " starts " + std::to_string(n) + " lines";
+        entries++;
+    }
+    size_t option_lines = 0;
+    for (const std::string& line : lines) option_lines += line.rfind("  --", 0) == 0;
+    for (const std::string& line : lines)
+        if (line.find("  --", 2) != std::string::npos) whole = "two entries on one line: '" + line + "'";
+    check("config_help_every_entry_whole", whole == "every entry on one whole line" && option_lines == entries &&
+                                               entries == dj.size() + 2 + 4,  // + resume, init_from; 4 flags
+          whole + " (" + std::to_string(option_lines) + " entry lines for " + std::to_string(entries) + " entries)");
 
     // JSON round trip: config_to_json -> config_from_json is the identity on the file keys
     Config m = d;
@@ -194,7 +219,11 @@ static void test_config() {
         },
         "unknown option '--foo'");
     expect_error(
-        "config_missing_value", [&] { parse({"--steps"}); }, "option '--steps' needs a value");
+        "config_missing_value", [&] { parse({"--steps"}); }, "the value of --steps is missing");
+    expect_error(
+        "config_missing_value_before_option", [&] { parse({"--steps", "--lr", "0.1"}); },
+        "the value of --steps is missing (the next argument, '--lr', is an option");
+    check("config_dash_value_with_equals", parse({"--run_dir=--odd"}).run_dir == "--odd");
     expect_error(
         "config_bad_int",
         [&] {
@@ -768,14 +797,34 @@ static void test_config_robustness() {
     ModelConfig huge;
     huge.C = 1 << 20;
     huge.H = 4;
+    // and names the setting behind the largest part of it
     expect_error(
-        "memory_check_huge_n_embd", [&] { check_host_memory(huge, 4, 256, true); }, "this model needs about");
+        "memory_check_huge_n_embd", [&] { check_host_memory(huge, 4, 256, true, "batch_size 4 x seq_len 256"); },
+        "; n_layer 4, n_embd 1048576 and vocab_size 50257: the weights with their gradients and AdamW moments alone "
+        "need about");
     ModelConfig longT;
     longT.maxT = 1 << 20;
     expect_error(
-        "memory_check_huge_seq_len", [&] { check_host_memory(longT, 4, 1 << 20, true); }, "GiB");
+        "memory_check_huge_seq_len",
+        [&] { check_host_memory(longT, 4, 1 << 20, true, "batch_size 4 x seq_len 1048576"); },
+        "; batch_size 4 x seq_len 1048576: the activations alone need about");
+    ModelConfig table;
+    table.pos = Pos::learned;
+    table.maxT = 100000000;
+    expect_error(
+        "memory_check_huge_max_seq_len", [&] { check_host_memory(table, 4, 256, true, "batch_size 4 x seq_len 256"); },
+        "; max_seq_len 100000000: the position table alone needs about");
     ModelConfig small;
-    expect_ok("memory_check_paper_model", [&] { check_host_memory(small, 8, 64, true); });
+    expect_ok("memory_check_paper_model", [&] { check_host_memory(small, 8, 64, true, "batch_size 8 x seq_len 64"); });
+    // the parts: the learned table is wpe with its gradient and two moments beside the fixed tables
+    ModelConfig rope = small, learned = small;
+    learned.pos = Pos::learned;
+    MemoryParts mr = model_memory_parts(rope, 8, 64, true), ml = model_memory_parts(learned, 8, 64, true);
+    check("memory_parts",
+          ml.positions - mr.positions == 16.0 * small.maxT * small.C && ml.weights == mr.weights &&
+              mr.total() == model_memory_bytes(rope, 8, 64, true),
+          "positions " + std::to_string(ml.positions - mr.positions) + ", weights " + std::to_string(ml.weights) +
+              " vs " + std::to_string(mr.weights));
 
     // numbers on other binaries' command lines
     expect_error(

@@ -2,8 +2,9 @@
 by the gradient check (test_gradcheck --list), by the CPU-vs-CUDA model tests (test_cuda
 --list, the emulated build's unless only a GPU build exists), by the PyTorch reference
 (scripts/torch_reference.py --pos accepts it; test_torch_reference runs each listed scheme),
-and by the comparison scripts (compare_runs.py orders and colours it, reproduce_paper.sh
-offers it). A fifth scheme added to pos.h fails here until each of them knows it."""
+and by the comparison scripts (compare_runs.py reads the schemes from pos.h and colours each,
+reproduce_paper.sh offers it). A fifth scheme added to pos.h fails here until each of them knows
+it."""
 import ast
 import os
 import subprocess
@@ -22,19 +23,6 @@ TRAIN = os.environ.get("TRAIN", os.path.join(BUILD, "train"))
 def run(cmd, **env):
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env})
     return r.returncode, r.stdout + r.stderr
-
-
-def literals(path):
-    """Top-level NAME = <literal> assignments of a Python file, without importing it."""
-    out = {}
-    with open(os.path.join(ROOT, path)) as f:
-        for node in ast.parse(f.read()).body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                try:
-                    out[node.targets[0].id] = ast.literal_eval(node.value)
-                except ValueError:
-                    pass
-    return out
 
 
 def argparse_choices(path, flag):
@@ -76,10 +64,20 @@ choices = argparse_choices("scripts/torch_reference.py", "--pos") or []
 check("pos_covered_by_torch_reference", names and list(choices) == names,
       f"torch_reference.py --pos choices {choices}, schemes {names}")
 
-cr = literals("scripts/compare_runs.py")
-order, colours = cr.get("POS_ORDER", []), cr.get("POS_COLOURS", {})
-check("pos_covered_by_compare_runs", names and list(order) == names and not missing(names, colours),
-      f"compare_runs.py POS_ORDER {order}, no colour for {missing(names, colours)}; schemes {names}")
+# compare_runs.py reads the schemes from src/pos.h itself (no build needed): the same names in
+# the same order as the binary's; each scheme has a colour of its own, a new one a fallback
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import compare_runs  # noqa: E402
+order = compare_runs.POS_ORDER
+check("pos_covered_by_compare_runs", names and order == names,
+      f"compare_runs.py reads {order} from src/pos.h; {TRAIN} --list-pos prints {names}")
+colours = [compare_runs.pos_colour(p) for p in names]
+check("pos_colours_distinct", len(set(colours)) == len(names) and "#7f7f7f" not in colours,
+      f"colours {dict(zip(names, colours))}")
+compare_runs.POS_ORDER = names + ["alibi"]  # a scheme added to pos.h, which compare_runs.py has no colour for
+new = compare_runs.pos_colour("alibi")
+check("pos_new_scheme_gets_fallback_colour", new == compare_runs.FALLBACK_COLOURS[0] and new not in colours,
+      f"alibi: {new}")
 
 rc, out = run(["bash", "scripts/reproduce_paper.sh", "--dry-run", "--no-build", "--datasets", "wikitext2",
                "--pos", " ".join(names), "--out", "/nonexistent/grid"], TRAIN=TRAIN)

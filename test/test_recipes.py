@@ -95,7 +95,7 @@ try:
     else:
         work = os.path.join(tmp, "clone")
         os.makedirs(os.path.join(work, "data", "wikitext2"))
-        for d in ("scripts", "configs"):
+        for d in ("scripts", "configs", "src"):  # compare_runs.py reads the schemes from src/pos.h
             os.symlink(os.path.join(ROOT, d), os.path.join(work, d))
         os.symlink(BUILD, os.path.join(work, "build"))
         # copies, not links: Python resolves a script's links, and the tokenizer would then look

@@ -1,6 +1,7 @@
 """Tests data/make_synthetic.py: deterministic per seed, different for
 another seed, valid llm.c shards, tokens inside the vocabulary of meta.json,
-and every answer after a marker equals the token `offset` places before it."""
+every answer after a marker equals the token `offset` places before it, and
+with --window every marker's source is inside its window."""
 import filecmp
 import json
 import os
@@ -91,6 +92,19 @@ def main():
         check(f"{split}_documents_start_with_eot",
               all(toks[i] == eot for i in range(0, len(toks), meta["doc_len"]))
               and toks.count(eot) == (len(toks) + meta["doc_len"] - 1) // meta["doc_len"])
+    # --window 16 (a seq_len shorter than the 64-token documents): every marker is at least 2
+    # tokens into its window of 16, so the token it copies is in the window; without it some are not
+    w = os.path.join(tmp, "w")
+    rc, _, se = make(w, 7, ["--window", "16"])
+    _, wt, _ = read_shard(os.path.join(w, "synthetic_train_000000.bin")) if rc == 0 else (None, [], None)
+    _, at, _ = read_shard(os.path.join(a, "synthetic_train_000000.bin"))
+    early = [i for i, t in enumerate(wt) if t in offsets and i % 16 < 2]
+    check("window_markers_copy_inside_window", rc == 0 and wt and not early
+          and any(t in offsets and i % 16 < 2 for i, t in enumerate(at)), f"{len(early)} early markers {se[-200:]}")
+    with open(os.path.join(w, "meta.json")) as f:
+        check("window_in_meta", rc == 0 and json.load(f)["window"] == 16 and meta["window"] == meta["doc_len"])
+    rc, so, se = make(os.path.join(tmp, "e2"), 1, ["--window", "2"])
+    check("window_too_small_error", rc == 1 and se.startswith("error: --window must be >= 3"), se[-300:])
     # bad arguments: a clear error, no traceback
     rc, so, se = make(os.path.join(tmp, "e"), 1, ["--offsets", "0,x"])
     check("bad_offsets_error", rc == 1 and se.startswith("error: ") and "Traceback" not in se, se[-300:])

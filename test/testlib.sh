@@ -15,6 +15,17 @@ expect_fail() {
   elif ! grep -qE -- "$pattern" <<<"$out"; then fail "$name" "no line matching '$pattern' in: $(head -c 300 <<<"$out")"
   else pass "$name"; fi
 }
+# expect_only_error NAME PATTERN -- CMD...: as expect_fail, and the error line (matching PATTERN)
+# is all CMD prints, on stdout and stderr together
+expect_only_error() {
+  local name=$1 pattern=$2; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then fail "$name" "exit status $rc, expected an error"
+  elif [ "$(wc -l <<<"$out")" -ne 1 ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    fail "$name" "expected one line matching '$pattern', got: $(head -c 400 <<<"$out")"
+  else pass "$name"; fi
+}
 finish() { [ $_failed -eq 0 ]; exit $?; }
 # pattern_shards DIR SEED NOISE VOCAB N NAME:START:END...: a small learnable token stream, N
 # tokens of the 12-token pattern 3 1 4 1 5 9 2 6 5 3 5 8 with each token, at probability NOISE,

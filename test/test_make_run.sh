@@ -1,0 +1,32 @@
+# make run builds what it runs: the trainer and the sampler, never the CUDA backend when its config
+# (configs/synthetic.json) does not ask for --device cuda, even where nvcc is found; plain make
+# still builds the CUDA backend there; make help lists the targets. Dry runs (make -n) into a
+# scratch build folder, with a stand-in nvcc path: nothing is compiled.
+source test/testlib.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+nvcc=$tmp/cuda/bin/nvcc   # never run: make -n only prints the commands
+
+out=$(make -n --no-print-directory run BUILD="$tmp/b" NVCC="$nvcc" 2>&1)
+if grep -q -- "-c src/train.cpp -o $tmp/b_cpu/src/train.o" <<<"$out" && grep -q "TRAIN=$tmp/b_cpu/train SAMPLE=$tmp/b_cpu/sample" <<<"$out" &&
+  ! grep -q "$nvcc" <<<"$out" && ! grep -q "HAVE_CUDA" <<<"$out" && ! grep -q "test/test_" <<<"$out"; then
+  pass make_run_no_nvcc
+else fail make_run_no_nvcc "$(grep -m3 -e "$nvcc" -e HAVE_CUDA -e test/test_ <<<"$out" || tail -c 300 <<<"$out")"; fi
+grep -q '"device": "cpu"' configs/synthetic.json && pass synthetic_config_on_cpu ||
+  fail synthetic_config_on_cpu "configs/synthetic.json does not say device cpu"
+
+out=$(make -n --no-print-directory run BUILD="$tmp/b" NVCC= 2>&1)
+if grep -q -- "-c src/sample.cpp -o $tmp/b/src/sample.o" <<<"$out" && grep -q "TRAIN=$tmp/b/train" <<<"$out"; then
+  pass make_run_without_nvcc_uses_build
+else fail make_run_without_nvcc_uses_build "$(tail -c 300 <<<"$out")"; fi
+
+out=$(make -n --no-print-directory all BUILD="$tmp/b" NVCC="$nvcc" 2>&1)
+if grep -q "^$nvcc .* -c cuda/.*\.cu -o $tmp/b/cuda/" <<<"$out"; then pass make_all_builds_cuda_with_nvcc
+else fail make_all_builds_cuda_with_nvcc "no nvcc command in: $(head -c 300 <<<"$out")"; fi
+
+out=$(make --no-print-directory help 2>&1)
+if grep -q "^  make run  " <<<"$out" && grep -q "^  make help  " <<<"$out" && grep -q "^  make test  " <<<"$out" &&
+  ! grep -q "^#" <<<"$out"; then pass make_help
+else fail make_help "$(head -c 300 <<<"$out")"; fi
+
+finish
