@@ -4,6 +4,8 @@
 #include <cblas.h>
 #endif
 
+#include "ops/vec.h"
+
 namespace cpu {
 
 #ifndef NO_CBLAS
@@ -55,12 +57,12 @@ template <class T>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC, int OC) {
     if (dinp) gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(0), dinp, IC);
     if (dw) gemm(true, false, OC, IC, N, T(1), dout, OC, inp, IC, T(1), dw, IC);
-    if (dbias) {
+    if (dbias) {  // a vector of columns per task, its rows in order
 #pragma omp parallel for
-        for (int o = 0; o < OC; o++) {
-            T s = 0;
-            for (int i = 0; i < N; i++) s += dout[(size_t)i * OC + o];
-            dbias[o] += s;
+        for (int o = 0; o < OC; o += kLanes<T>) {
+            vec<T> s{};
+            for (int i = 0; i < N; i++) s += load_first(dout + (size_t)i * OC + o, OC - o);
+            store_first(dbias + o, load_first(dbias + o, OC - o) + s, OC - o);
         }
     }
 }
