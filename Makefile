@@ -189,6 +189,10 @@ run: all
 	TRAIN=$(BUILD)/train PYTHON=$(PYTHON) scripts/run_synthetic.sh
 
 # options of scripts/bench_cpu.sh go in ARGS: make bench ARGS="--quick --no-torch"
+# (it times each step's GEMMs alone with $(BUILD)/test/bench_gemms: a benchmark tool, not a test)
+ifeq ($(EMU),)
+all: $(BUILD)/test/bench_gemms
+endif
 bench: all
 	TRAIN=$(BUILD)/train scripts/bench_cpu.sh $(ARGS)
 
