@@ -7,6 +7,7 @@
 // count; sums go lane by lane, then over the lanes in order: the same bits on every run.
 #pragma once
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #ifdef HAVE_SLEEF
 #include <sleef.h>
@@ -85,40 +86,47 @@ T hmax(vec<T> v) {
     return m;
 }
 
-// exp and tanh of every lane
-inline vec<double> vexp(vec<double> x) {
-    for (int i = 0; i < kLanes<double>; i++) x[i] = std::exp(x[i]);
-    return x;
-}
-inline vec<double> vtanh(vec<double> x) {
-    for (int i = 0; i < kLanes<double>; i++) x[i] = std::tanh(x[i]);
-    return x;
-}
+// SLEEF's u10 functions on vec<float>: SLEEF_FLOATS(exp) is Sleef_expf16_u10 (AVX-512) or
+// Sleef_expf8_u10 (AVX), on SleefFloats (__m512 or __m256); SLEEF's dispatcher picks the variant
+// for the CPU it runs on (the same one on every run of one machine).
 #if defined(HAVE_SLEEF) && defined(__AVX512F__)
-inline vec<float> vexp(vec<float> x) { return (vec<float>)Sleef_expf16_u10((__m512)x); }
-inline vec<float> vtanh(vec<float> x) { return (vec<float>)Sleef_tanhf16_u10((__m512)x); }
+#define SLEEF_FLOATS(f) Sleef_##f##f16_u10
+typedef __m512 SleefFloats;
 #elif defined(HAVE_SLEEF) && defined(__AVX__)
-inline vec<float> vexp(vec<float> x) { return (vec<float>)Sleef_expf8_u10((__m256)x); }
-inline vec<float> vtanh(vec<float> x) { return (vec<float>)Sleef_tanhf8_u10((__m256)x); }
-#else
-inline vec<float> vexp(vec<float> x) {
-    for (int i = 0; i < kLanes<float>; i++) x[i] = std::exp(x[i]);
-    return x;
-}
-inline vec<float> vtanh(vec<float> x) {
-    for (int i = 0; i < kLanes<float>; i++) x[i] = std::tanh(x[i]);
-    return x;
-}
+#define SLEEF_FLOATS(f) Sleef_##f##f8_u10
+typedef __m256 SleefFloats;
 #endif
 // Whether float's exp and tanh are SLEEF's, and their largest error in ULPs of the exact result:
 // SLEEF's u10 bound, 1.0; without it glibc's (libm-test-ulps: expf within 0.502 ULP, tanhf 2 ULPs
 // of the rounded result, 2.5 of the exact one).
-#if defined(HAVE_SLEEF) && (defined(__AVX512F__) || defined(__AVX__))
+#ifdef SLEEF_FLOATS
 constexpr bool kSleef = true;
 #else
 constexpr bool kSleef = false;
 #endif
 constexpr double kExpUlps = 1.0, kTanhUlps = kSleef ? 1.0 : 2.5;
+
+// exp and tanh of every lane of a vector V: libm's, lane by lane, but for float with SLEEF.
+template <class V>
+V vexp(V x) {
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) x[i] = std::exp(x[i]);
+    return x;
+}
+template <class V>
+V vtanh(V x) {
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) x[i] = std::tanh(x[i]);
+    return x;
+}
+#ifdef SLEEF_FLOATS
+template <>
+inline vec<float> vexp(vec<float> x) {
+    return (vec<float>)SLEEF_FLOATS(exp)((SleefFloats)x);
+}
+template <>
+inline vec<float> vtanh(vec<float> x) {
+    return (vec<float>)SLEEF_FLOATS(tanh)((SleefFloats)x);
+}
+#endif
 
 // The max of x[0..n) (n >= 1).
 template <class T>
