@@ -8,7 +8,8 @@
 // usage: build/test/bench_gemms [--reps N] [--shapes] [build/train's flags]
 //   --reps N   timed passes over the step's products (default 5; the median is printed)
 //   --shapes   also a table per distinct product: calls, GFLOP, ms and GFLOP/s
-// Last line: "gemm_ms MS calls N gflop G" (MS the median pass).
+// Last line: "gemm_ms MS calls N gflop G in_step_ms S": MS the median pass, S the same products'
+// time inside the noted step (what they took between the step's other ops).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,14 +31,21 @@ struct Product {
     double gflop() const { return 2.0 * M * N * K * 1e-9; }
 };
 std::vector<Product> noted;
+double in_step_ms = 0;  // the noted products' time inside the step
 
-// The Gemm of src/ops/matmul.h that notes each product, then runs it through cpu::gemm.
+double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The Gemm of src/ops/matmul.h that notes each product, then runs (and times) it through cpu::gemm.
 struct NotingGemm {
     template <class T>
     static void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb, T beta,
                      T* Cm, int ldc) {
         noted.push_back({ta, tb, beta != T(0), M, N, K, lda, ldb, ldc});
+        const double t0 = now_ms();
         cpu::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
+        in_step_ms += now_ms() - t0;
     }
 };
 
@@ -47,10 +55,6 @@ struct NotingBackend : CpuBackend<float> {
     static constexpr auto matmul_backward = cpu::matmul_backward<float, NotingGemm>;
     static constexpr auto matmul_dinp_add = cpu::matmul_dinp_add<float, NotingGemm>;
 };
-
-double now_ms() {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Elements an operand of rows x cols (as stored, row-major with leading dimension ld) spans.
 size_t span(int rows, int ld) { return (size_t)rows * ld; }
@@ -106,7 +110,7 @@ int main(int argc, char** argv) {
         opt.wd = (float)cfg.weight_decay;
         // the first step touches the buffers for the first time; the second is the one noted
         for (int step = 1; step <= 2; step++) {
-            noted.clear();
+            noted.clear(), in_step_ms = 0;
             model.train_step(in.data(), tg.data(), B, Tn, opt, (float)cfg.lr, step);
             model.read_step();
         }
@@ -144,7 +148,7 @@ int main(int argc, char** argv) {
                        gf / (ms * 1e-3));
             }
         }
-        printf("gemm_ms %.1f calls %zu gflop %.6g\n", median(passes), ps.size(), gflop);
+        printf("gemm_ms %.1f calls %zu gflop %.6g in_step_ms %.1f\n", median(passes), ps.size(), gflop, in_step_ms);
     } catch (const std::exception& e) {
         fprintf(stderr, "error: %s\n", e.what());
         return 1;

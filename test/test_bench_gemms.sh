@@ -28,7 +28,7 @@ check_products() {
   want_gflop=$(awk -v n=$N -v c=$C -v l=$L -v vp=$Vp 'BEGIN { printf "%.6g", (3 * l * 2 * n * c * 12 * c + 3 * 2 * n * c * vp) * 1e-9 }')
   local line
   line=$(tail -n 1 <<<"$out")
-  if [[ $line =~ ^gemm_ms\ [0-9.]+\ calls\ ([0-9]+)\ gflop\ ([0-9.e-]+)$ ]] &&
+  if [[ $line =~ ^gemm_ms\ [0-9.]+\ calls\ ([0-9]+)\ gflop\ ([0-9.e-]+)\ in_step_ms\ [0-9.]+$ ]] &&
      [ "${BASH_REMATCH[1]}" = "$want_calls" ] && [ "${BASH_REMATCH[2]}" = "$want_gflop" ]; then
     pass "$name"
   else
