@@ -57,7 +57,9 @@ struct NotingBackend : CpuBackend<float> {
 };
 
 // Elements an operand of rows x cols (as stored, row-major with leading dimension ld) spans.
-size_t span(int rows, int ld) { return (size_t)rows * ld; }
+size_t span(int rows, int ld) {
+    return (size_t)rows * ld;
+}
 
 // Runs the products in order on buffers A, B, C big enough for each; returns the milliseconds.
 double run_products(const std::vector<Product>& ps, const float* A, const float* B, float* C) {

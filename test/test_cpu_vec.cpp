@@ -54,7 +54,9 @@ static Vd randn(size_t n, Rng& r, double s = 1.0) {
     for (double& x : v) x = (float)(s * r.normal());  // values a float holds exactly
     return v;
 }
-static Vf to_float(const Vd& v) { return Vf(v.begin(), v.end()); }
+static Vf to_float(const Vd& v) {
+    return Vf(v.begin(), v.end());
+}
 
 // The error of got (float) against exact (double) in ULPs of the exact value (as a float).
 static double ulp_error(float got, double exact) {
@@ -109,11 +111,13 @@ static void test_functions() {
                 cpu::kSleef ? "SLEEF (u10)" : "libm, lane by lane", cpu::kExpUlps, cpu::kTanhUlps);
     float at = 0;
     // exp over every argument whose result is a normal float, and some that go subnormal
-    double e = worst_ulps(cpu::vexp, [](double x) { return std::exp(x); }, sweep(-103.0f, 88.7f, 1 << 21, r), &at);
+    double e = worst_ulps(
+        cpu::vexp, [](double x) { return std::exp(x); }, sweep(-103.0f, 88.7f, 1 << 21, r), &at);
     report("vexp_float_within_ulps", e <= cpu::kExpUlps ? "" : "exp(" + fmt(at) + ") is " + fmt(e) + " ULPs off");
     Vf tx = sweep(-10.0f, 10.0f, 1 << 20, r);
     for (float x : sweep(-1e-3f, 1e-3f, 1 << 16, r)) tx.push_back(x);  // tanh x ~ x: relative accuracy
-    e = worst_ulps(cpu::vtanh, [](double x) { return std::tanh(x); }, tx, &at);
+    e = worst_ulps(
+        cpu::vtanh, [](double x) { return std::tanh(x); }, tx, &at);
     report("vtanh_float_within_ulps", e <= cpu::kTanhUlps ? "" : "tanh(" + fmt(at) + ") is " + fmt(e) + " ULPs off");
 
     // double: libm's functions, bit for bit
@@ -194,11 +198,11 @@ static void test_loss() {
     cpu::classifier_loss(ze.data(), le.data(), tg.data(), N, V, ld, 0.0f);
     if (le != lf || ze != z0) append(why, "evaluation differs from training or changed the logits");
     append(why, same_on_1_and_3_threads([&] {
-        Vf z = z0, l(N);
-        cpu::classifier_loss(z.data(), l.data(), tg.data(), N, V, ld, 1.0f / N);
-        z.insert(z.end(), l.begin(), l.end());
-        return z;
-    }));
+               Vf z = z0, l(N);
+               cpu::classifier_loss(z.data(), l.data(), tg.data(), N, V, ld, 1.0f / N);
+               z.insert(z.end(), l.begin(), l.end());
+               return z;
+           }));
     report("classifier_loss_float_vs_double", why);
 
     // vocabulary tiles of w columns (the last one 452 classes and 60 padded columns), two passes
@@ -206,16 +210,19 @@ static void test_loss() {
     for (int v0 = 0; v0 < ld; v0 += w) {
         const int cols = std::min(w, ld - v0);
         Vf tile((size_t)N * cols);
-        for (int i = 0; i < N; i++) std::copy_n(z0.begin() + (size_t)i * ld + v0, cols, tile.begin() + (size_t)i * cols);
+        for (int i = 0; i < N; i++)
+            std::copy_n(z0.begin() + (size_t)i * ld + v0, cols, tile.begin() + (size_t)i * cols);
         cpu::classifier_tile_lse(tile.data(), m.data(), s.data(), lt.data(), tg.data(), N, cols, v0, V);
     }
     cpu::classifier_tile_loss(lt.data(), m.data(), s.data(), N);
     for (int v0 = 0; v0 < ld; v0 += w) {
         const int cols = std::min(w, ld - v0);
         Vf tile((size_t)N * cols);
-        for (int i = 0; i < N; i++) std::copy_n(z0.begin() + (size_t)i * ld + v0, cols, tile.begin() + (size_t)i * cols);
+        for (int i = 0; i < N; i++)
+            std::copy_n(z0.begin() + (size_t)i * ld + v0, cols, tile.begin() + (size_t)i * cols);
         cpu::classifier_tile_dlogits(tile.data(), m.data(), tg.data(), N, cols, v0, V, 1.0f / N);
-        for (int i = 0; i < N; i++) std::copy_n(tile.begin() + (size_t)i * cols, cols, zt.begin() + (size_t)i * ld + v0);
+        for (int i = 0; i < N; i++)
+            std::copy_n(tile.begin() + (size_t)i * cols, cols, zt.begin() + (size_t)i * ld + v0);
     }
     why = close("losses", lt, ld_, 2);
     append(why, close("dlogits", zt, zd, 4));
@@ -256,11 +263,11 @@ static void test_attention() {
             for (int t2 = row % s.T + 1; t2 < s.T; t2++)
                 if (attf[row * s.T + t2] != 0.0f) why = "a probability past the diagonal is not 0";
         append(why, same_on_1_and_3_threads([&] {
-            Vf dq(nqkv);
-            cpu::attention_backward_lse(dq.data(), doutf.data(), qkvf.data(), out2.data(), lsef.data(), s.B, s.T, s.C,
-                                        s.H);
-            return dq;
-        }));
+                   Vf dq(nqkv);
+                   cpu::attention_backward_lse(dq.data(), doutf.data(), qkvf.data(), out2.data(), lsef.data(), s.B, s.T,
+                                               s.C, s.H);
+                   return dq;
+               }));
         report("attention_float_vs_double_B" + std::to_string(s.B) + "_T" + std::to_string(s.T) + "_C" +
                    std::to_string(s.C) + "_H" + std::to_string(s.H),
                why);
@@ -271,8 +278,8 @@ static void test_gelu_layernorm_bias() {
     Rng r(5);
     for (int C : {37, 128}) {  // 37: every row ends in a partial vector
         const int N = 9;
-        const Vd x = randn((size_t)N * C, r, 2.0), y = randn((size_t)N * C, r), bias = randn(C, r),
-                 w = randn(C, r), b = randn(C, r), dout = randn((size_t)N * C, r);
+        const Vd x = randn((size_t)N * C, r, 2.0), y = randn((size_t)N * C, r), bias = randn(C, r), w = randn(C, r),
+                 b = randn(C, r), dout = randn((size_t)N * C, r);
         const Vf xf = to_float(x), yf = to_float(y), biasf = to_float(bias), wf = to_float(w), bf = to_float(b),
                  doutf = to_float(dout);
         const std::string tag = "_C" + std::to_string(C);
@@ -307,18 +314,19 @@ static void test_gelu_layernorm_bias() {
         append(why, close("db", dbf, dbd, 8));
         append(why, close("dsum", dsf, dsd, 8));
         append(why, same_on_1_and_3_threads([&] {
-            Vf dx(x.size(), 0.5f), dw(C, 0.25f), db(C), ds(C);
-            cpu::layernorm_backward(dx.data(), dw.data(), db.data(), ds.data(), doutf.data(), resf.data(), wf.data(),
-                                    mf.data(), sf.data(), N, C);
-            for (const Vf* v : {&dw, &db, &ds}) dx.insert(dx.end(), v->begin(), v->end());
-            return dx;
-        }));
+                   Vf dx(x.size(), 0.5f), dw(C, 0.25f), db(C), ds(C);
+                   cpu::layernorm_backward(dx.data(), dw.data(), db.data(), ds.data(), doutf.data(), resf.data(),
+                                           wf.data(), mf.data(), sf.data(), N, C);
+                   for (const Vf* v : {&dw, &db, &ds}) dx.insert(dx.end(), v->begin(), v->end());
+                   return dx;
+               }));
         report("layernorm_float_vs_double" + tag, why);
 
         // the linear layer's bias gradient: column sums of dout (N, C), added to dbias
         Vd dbiasd(C, 1.0);
         Vf dbiasf(C, 1.0f);
-        cpu::matmul_backward((double*)nullptr, (double*)nullptr, dbiasd.data(), dout.data(), x.data(), x.data(), N, C, C);
+        cpu::matmul_backward((double*)nullptr, (double*)nullptr, dbiasd.data(), dout.data(), x.data(), x.data(), N, C,
+                             C);
         cpu::matmul_backward((float*)nullptr, (float*)nullptr, dbiasf.data(), doutf.data(), xf.data(), xf.data(), N, C,
                              C);
         report("matmul_bias_grad_float_vs_double" + tag, close("dbias", dbiasf, dbiasd, 4));

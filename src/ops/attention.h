@@ -27,8 +27,12 @@ constexpr int kAttRows = 64;  // query rows per block
 
 // Where the rows of head h of batch b start in qkv (B,T,3C) (q; k at + C, v at + 2C) and in a
 // (B,T,C) tensor.
-inline size_t qkv_at(int b, int h, int t, int Tn, int C, int H) { return ((size_t)b * Tn + t) * 3 * C + h * (C / H); }
-inline size_t out_at(int b, int h, int t, int Tn, int C, int H) { return ((size_t)b * Tn + t) * C + h * (C / H); }
+inline size_t qkv_at(int b, int h, int t, int Tn, int C, int H) {
+    return ((size_t)b * Tn + t) * 3 * C + h * (C / H);
+}
+inline size_t out_at(int b, int h, int t, int Tn, int C, int H) {
+    return ((size_t)b * Tn + t) * C + h * (C / H);
+}
 
 // s (t1 - t0, ld) <- the scaled scores of query rows [t0, t1) of head (b,h) against keys [0, t1).
 template <class T>
@@ -105,7 +109,8 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H
                 const int t1 = std::min(Tn, t0 + kAttRows);
                 T* p = att + ((size_t)bh * Tn + t0) * Tn;
                 block_forward(out, p, Tn, lse.data(), qkv, bh / H, bh % H, t0, t1, Tn, C, H);
-                for (int t = t0; t < t1; t++) std::fill(p + (size_t)(t - t0) * Tn + t1, p + (size_t)(t - t0 + 1) * Tn, T(0));
+                for (int t = t0; t < t1; t++)
+                    std::fill(p + (size_t)(t - t0) * Tn + t1, p + (size_t)(t - t0 + 1) * Tn, T(0));
             }
     }
 }

@@ -48,7 +48,8 @@ void gelu_backward(T* dinp, const T* inp, const T* bias, const T* dout, int N, i
             const vec<T> th = gelu_tanh<T>(x);
             const vec<T> du = gelu_k<T>() * (T(1) + T(3 * 0.044715) * x * x);
             const vec<T> sech2 = T(1) - th * th;
-            store_first(dinp + i, load_first(dout + i, C - c) * (T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * du), C - c);
+            store_first(dinp + i, load_first(dout + i, C - c) * (T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * du),
+                        C - c);
         }
 }
 

@@ -44,7 +44,9 @@ void row_stats(RowStats<T>& st, const T* z, int n, T* exps = nullptr, T* bmax = 
 }
 
 // The columns of a tile [v0, v0 + w) that are classes (< V).
-inline int tile_classes(int w, int v0, int V) { return std::max(0, std::min(w, V - v0)); }
+inline int tile_classes(int w, int v0, int V) {
+    return std::max(0, std::min(w, V - v0));
+}
 
 // Rows of ld >= V columns (the padded vocabulary; the columns [V, ld) are not classes):
 // losses (N) = -log softmax(logits[:, :V])[target]; if dscale != 0, logits (N,ld) <-
@@ -68,10 +70,8 @@ void classifier_loss(T* logits, T* losses, const int* targets, int N, int V, int
             const T lse = st.lse();
             losses[i] = lse - target;
             if (!grad) continue;
-            for (int b = 0, v0 = 0; v0 < V; b++, v0 += kLossBlock) {
-                const T f = std::exp(bmax[b] - lse) * dscale;
-                for (int v = v0; v < std::min(V, v0 + kLossBlock); v++) z[v] *= f;
-            }
+            for (int b = 0, v0 = 0; v0 < V; b++, v0 += kLossBlock)
+                scale_n(z + v0, std::exp(bmax[b] - lse) * dscale, std::min(kLossBlock, V - v0));
             z[targets[i]] -= dscale;
             std::fill(z + V, z + ld, T(0));
         }
@@ -119,7 +119,7 @@ void classifier_tile_dlogits(T* z, const T* lse, const int* targets, int N, int 
     for (int i = 0; i < N; i++) {
         T* zi = z + (size_t)i * w;
         exp_sum_n(zi, zi, lse[i], real);
-        for (int v = 0; v < real; v++) zi[v] *= dscale;
+        scale_n(zi, dscale, real);
         std::fill(zi + real, zi + w, T(0));
         const int t = targets[i];
         if (t >= v0 && t < v0 + real) zi[t - v0] -= dscale;

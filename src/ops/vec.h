@@ -148,6 +148,12 @@ T dot_n(const T* a, const T* b, int n) {
     return hsum<T>(s);
 }
 
+// x[i] *= f for i < n.
+template <class T>
+void scale_n(T* x, T f, int n) {
+    for (int i = 0; i < n; i += kLanes<T>) store_first(x + i, load_first(x + i, n - i) * f, n - i);
+}
+
 // y[i] = exp(x[i] - shift) for i < n (y may be x); returns the sum of the y[i].
 template <class T>
 T exp_sum_n(T* y, const T* x, T shift, int n) {
