@@ -34,7 +34,7 @@ ifeq ($(shell echo '\#include <cblas.h>' | $(CXX) $(CPPFLAGS) -E -x c++ - >/dev/
 CXXFLAGS += -DNO_CBLAS
 LDLIBS   := -fopenmp
 endif
-# SLEEF (Debian libsleef-dev): the CPU ops' vectorised exp and tanh (src/ops/vec.h). Without
+# SLEEF (Debian libsleef-dev): the CPU ops' vectorised exp (src/ops/vec.h). Without
 # sleef.h, or with SLEEF=0, they take libm's one element at a time (slower; test/test_no_sleef.sh).
 # (printf's \043 is the '#': GNU Make 4.3 passes a '\#' in $(shell) on to the shell as it is.)
 SLEEF    ?= $(if $(shell printf '\043include <sleef.h>\n' | $(CXX) $(CPPFLAGS) -E -x c++ - >/dev/null 2>&1 && echo yes),1,0)

@@ -1,6 +1,8 @@
 // GELU, tanh approximation, of x = inp + bias: the fc layer's GEMM writes its output without
 // the bias and GELU adds it (one pass over the (N, 4C) activations fewer). CPU reference, a
-// vector of channels at a time with SLEEF's tanh (vec.h).
+// vector of channels at a time (vec.h). With u = sqrt(2/pi) (x + 0.044715 x^3),
+// 0.5 x (1 + tanh u) = x s, s = 1 / (1 + exp(-2u)) (the logistic function of 2u), so one of
+// SLEEF's exps per element gives it, and no cancellation near 1 + tanh u = 0 loses accuracy.
 #pragma once
 #include <cstddef>
 
@@ -20,10 +22,10 @@ vec<T> gelu_input(const T* inp, const T* bias, size_t r, int c, int n, int C) {
     return bias ? x + load_first(bias + c, n) : x;
 }
 
-// tanh(sqrt(2/pi) (x + 0.044715 x^3)), the approximation's tanh
+// e = exp(-2u), whose s = 1 / (1 + e) = (1 + tanh u) / 2
 template <class T>
-vec<T> gelu_tanh(vec<T> x) {
-    return vtanh(gelu_k<T>() * (x + T(0.044715) * x * x * x));
+vec<T> gelu_e(vec<T> x) {
+    return vexp(T(-2) * gelu_k<T>() * (x + T(0.044715) * x * x * x));
 }
 
 // out (N,C) = gelu(inp + bias), bias (C) broadcast over rows (may be null)
@@ -33,11 +35,13 @@ void gelu_forward(T* out, const T* inp, const T* bias, int N, int C) {
     for (int r = 0; r < N; r++)
         for (int c = 0; c < C; c += kLanes<T>) {
             const vec<T> x = gelu_input(inp, bias, r, c, C - c, C);
-            store_first(out + (size_t)r * C + c, T(0.5) * x * (T(1) + gelu_tanh<T>(x)), C - c);
+            store_first(out + (size_t)r * C + c, x / (T(1) + gelu_e<T>(x)), C - c);
         }
 }
 
-// dinp (N,C) = dout * gelu'(inp + bias) (overwritten: the backward needs no zeroed buffer)
+// dinp (N,C) = dout * gelu'(inp + bias) (overwritten: the backward needs no zeroed buffer):
+// gelu' = (1 + tanh u) / 2 + x (1 - tanh^2 u) u' / 2 = s + 2 x s (1 - s) u', with 1 - s = e s
+// (no cancellation where s is near 1)
 template <class T>
 void gelu_backward(T* dinp, const T* inp, const T* bias, const T* dout, int N, int C) {
 #pragma omp parallel for
@@ -45,11 +49,9 @@ void gelu_backward(T* dinp, const T* inp, const T* bias, const T* dout, int N, i
         for (int c = 0; c < C; c += kLanes<T>) {
             const size_t i = (size_t)r * C + c;
             const vec<T> x = gelu_input(inp, bias, r, c, C - c, C);
-            const vec<T> th = gelu_tanh<T>(x);
+            const vec<T> e = gelu_e<T>(x), s = T(1) / (T(1) + e);
             const vec<T> du = gelu_k<T>() * (T(1) + T(3 * 0.044715) * x * x);
-            const vec<T> sech2 = T(1) - th * th;
-            store_first(dinp + i, load_first(dout + i, C - c) * (T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * du),
-                        C - c);
+            store_first(dinp + i, load_first(dout + i, C - c) * (s + T(2) * x * e * s * s * du), C - c);
         }
 }
 

@@ -1,8 +1,8 @@
 // Vectors for the CPU ops' inner loops: GCC's vector extensions, as wide as the build's -march
-// allows (64 bytes under AVX-512, 32 under AVX), and their exp and tanh. For float, SLEEF's u10
-// functions (within 1.0 ULP of the exact result; the Makefile defines HAVE_SLEEF when it finds
-// sleef.h); for double (the gradient check's backend keeps exact math), and for float in a build
-// without SLEEF, libm's, lane by lane. Every element of a row goes through the same function, its
+// allows (64 bytes under AVX-512, 32 under AVX), and their exp. For float, SLEEF's u10 exp
+// (within 1.0 ULP of the exact result; the Makefile defines HAVE_SLEEF when it finds sleef.h);
+// for double (the gradient check's backend keeps exact math), and for float in a build without
+// SLEEF, libm's, lane by lane. Every element of a row goes through the same function, its
 // tail too (a partial vector), so no result depends on where an element sits or on the thread
 // count; sums go lane by lane, then over the lanes in order: the same bits on every run.
 #pragma once
@@ -96,35 +96,25 @@ typedef __m512 SleefFloats;
 #define SLEEF_FLOATS(f) Sleef_##f##f8_u10
 typedef __m256 SleefFloats;
 #endif
-// Whether float's exp and tanh are SLEEF's, and their largest error in ULPs of the exact result:
-// SLEEF's u10 bound, 1.0; without it glibc's (libm-test-ulps: expf within 0.502 ULP, tanhf 2 ULPs
-// of the rounded result, 2.5 of the exact one).
+// Whether float's exp is SLEEF's, and its largest error in ULPs of the exact result: SLEEF's u10
+// bound; glibc's expf (without SLEEF) is within 0.502 ULP (its libm-test-ulps).
 #ifdef SLEEF_FLOATS
 constexpr bool kSleef = true;
 #else
 constexpr bool kSleef = false;
 #endif
-constexpr double kExpUlps = 1.0, kTanhUlps = kSleef ? 1.0 : 2.5;
+constexpr double kExpUlps = 1.0;
 
-// exp and tanh of every lane of a vector V: libm's, lane by lane, but for float with SLEEF.
+// exp of every lane of a vector V: libm's, lane by lane, but for float with SLEEF.
 template <class V>
 V vexp(V x) {
     for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) x[i] = std::exp(x[i]);
-    return x;
-}
-template <class V>
-V vtanh(V x) {
-    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) x[i] = std::tanh(x[i]);
     return x;
 }
 #ifdef SLEEF_FLOATS
 template <>
 inline vec<float> vexp(vec<float> x) {
     return (vec<float>)SLEEF_FLOATS(exp)((SleefFloats)x);
-}
-template <>
-inline vec<float> vtanh(vec<float> x) {
-    return (vec<float>)SLEEF_FLOATS(tanh)((SleefFloats)x);
 }
 #endif
 
