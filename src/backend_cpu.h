@@ -102,7 +102,7 @@ struct CpuBackend {
     static constexpr auto classifier_tile_lse = cpu::classifier_tile_lse<T>;
     static constexpr auto classifier_tile_loss = cpu::classifier_tile_loss<T>;
     static constexpr auto classifier_tile_dlogits = cpu::classifier_tile_dlogits<T>;
-    static constexpr int classifier_chunk = kCpuClassifierChunk;  // rows (model.h): BLAS-sized, 52 MiB at V=50304
+    static constexpr int classifier_chunk = kCpuClassifierChunk;  // rows (model.h): BLAS-sized, 103 MiB at V=50304
     static constexpr auto adamw_update = cpu::adamw_update<T>;
     static constexpr auto sum_squares = cpu::sum_squares<T>;
     static constexpr auto sum_squares_to = cpu::sum_squares_to<T>;
