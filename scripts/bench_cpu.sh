@@ -9,7 +9,8 @@
 # the median over the rest. Right after each trainer run, build/test/bench_gemms (test/bench_gemms.cpp)
 # runs one step of the same model through a backend that notes every GEMM it makes, then times
 # exactly those GEMMs through the same BLAS (median of 5 passes): "GEMMs alone" and its share of
-# the trainer's step. PyTorch runs 2 warm-up + (N-2) timed steps with the same B, T.
+# the trainer's step. PyTorch runs 2 warm-up + (N-2) timed steps with the same B, T, and the
+# trainer's OpenMP waiting (GOMP_SPINCOUNT=1000 unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set).
 # Prints a Markdown table and writes it to bench_cpu.md beside the trainer (build/bench_cpu.md).
 #
 # usage: scripts/bench_cpu.sh [--quick] [--no-torch]      (make bench ARGS="--quick --no-torch")
@@ -61,6 +62,12 @@ else
     if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch' 2>/dev/null; then TORCH_PY=$p; break; fi
   done
 fi
+
+# PyTorch waits in OpenMP as the trainer does (a short spin, then sleep: GOMP_SPINCOUNT=1000, set by
+# the trainer for itself, src/config.cpp setup_process) unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
+# set: libgomp's default long spin made its step 4-5x slower while other jobs shared the cores.
+TORCH_ENV=(env)
+[[ -z ${OMP_WAIT_POLICY:-} && -z ${GOMP_SPINCOUNT:-} ]] && TORCH_ENV+=(GOMP_SPINCOUNT=1000)
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/bench_cpu.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -124,7 +131,7 @@ for s in "${SETTINGS[@]}"; do
     ratio="-"
     t1=$SECONDS
     if [[ -n $TORCH_PY ]]; then
-      if out=$("$TORCH_PY" scripts/torch_reference.py --device cpu --pos "$pos" --n_layer "$L" \
+      if out=$("${TORCH_ENV[@]}" "$TORCH_PY" scripts/torch_reference.py --device cpu --pos "$pos" --n_layer "$L" \
                --n_head "$H" --n_embd "$C" --batch_size "$B" --seq_len "$T" \
                --warmup "$WARMUP" --steps $((steps - WARMUP)) 2>"$TMP/torch.err"); then
         pt_tps=$(printf '%s\n' "$out" | tail -n 1 | "$PY" -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["tokens_per_s"])')

@@ -7,7 +7,7 @@
 //
 // usage: build/test/bench_gemms [--reps N] [--shapes] [build/train's flags]
 //   --reps N   timed passes over the step's products (default 5; the median is printed)
-//   --shapes   also a table per distinct product: calls, GFLOP, ms and GFLOP/s
+//   --shapes   also a table per distinct product: calls, GFLOP, ms and GFLOP/s, and ms in the step
 // Last line: "gemm_ms MS calls N gflop G in_step_ms S": MS the median pass, S the same products'
 // time inside the noted step (what they took between the step's other ops).
 #include <algorithm>
@@ -23,15 +23,16 @@
 
 namespace {
 
-// One product as the ops asked for it: C (M,N) = op(A) op(B) (+ C when accumulate).
+// One product as the ops asked for it: C (M,N) = op(A) op(B) (+ C when accumulate), and the
+// milliseconds it took inside the step.
 struct Product {
     bool ta, tb, accumulate;
     int M, N, K, lda, ldb, ldc;
+    double in_step_ms;
     auto key() const { return std::make_tuple(ta, tb, accumulate, M, N, K, lda, ldb, ldc); }
     double gflop() const { return 2.0 * M * N * K * 1e-9; }
 };
 std::vector<Product> noted;
-double in_step_ms = 0;  // the noted products' time inside the step
 
 double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -42,10 +43,9 @@ struct NotingGemm {
     template <class T>
     static void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb, T beta,
                      T* Cm, int ldc) {
-        noted.push_back({ta, tb, beta != T(0), M, N, K, lda, ldb, ldc});
         const double t0 = now_ms();
         cpu::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
-        in_step_ms += now_ms() - t0;
+        noted.push_back({ta, tb, beta != T(0), M, N, K, lda, ldb, ldc, now_ms() - t0});
     }
 };
 
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
         opt.wd = (float)cfg.weight_decay;
         // the first step touches the buffers for the first time; the second is the one noted
         for (int step = 1; step <= 2; step++) {
-            noted.clear(), in_step_ms = 0;
+            noted.clear();
             model.train_step(in.data(), tg.data(), B, Tn, opt, (float)cfg.lr, step);
             model.read_step();
         }
@@ -132,22 +132,24 @@ int main(int argc, char** argv) {
         std::vector<double> passes;
         for (int r = 0; r < reps; r++) passes.push_back(run_products(ps, A.data(), Bm.data(), Cm.data()));
 
-        double gflop = 0;
-        for (const Product& p : ps) gflop += p.gflop();
+        double gflop = 0, in_step_ms = 0;
+        for (const Product& p : ps) gflop += p.gflop(), in_step_ms += p.in_step_ms;
         if (shapes) {
             // per distinct product: its calls timed together, median of reps
             std::map<decltype(ps[0].key()), std::vector<Product>> groups;
             for (const Product& p : ps) groups[p.key()].push_back(p);
-            printf("| transA | transB | M | N | K | accumulate | calls | GFLOP | ms | GFLOP/s |\n");
-            printf("|---|---|---:|---:|---:|---|---:|---:|---:|---:|\n");
+            printf("| transA | transB | M | N | K | accumulate | calls | GFLOP | ms | GFLOP/s | ms in the step |\n");
+            printf("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n");
             for (const auto& [key, g] : groups) {
                 std::vector<double> t;
                 for (int r = 0; r < reps; r++) t.push_back(run_products(g, A.data(), Bm.data(), Cm.data()));
                 const Product& p = g.front();
                 const double ms = median(t), gf = p.gflop() * g.size();
-                printf("| %c | %c | %d | %d | %d | %s | %zu | %.2f | %.1f | %.0f |\n", p.ta ? 'T' : 'N',
-                       p.tb ? 'T' : 'N', p.M, p.N, p.K, p.accumulate ? "yes" : "no", g.size(), gf, ms,
-                       gf / (ms * 1e-3));
+                double in_step = 0;
+                for (const Product& q : g) in_step += q.in_step_ms;
+                printf("| %c | %c | %d | %d | %d | %s | %zu | %.2f | %.1f | %.0f | %.1f |\n", p.ta ? 'T' : 'N',
+                       p.tb ? 'T' : 'N', p.M, p.N, p.K, p.accumulate ? "yes" : "no", g.size(), gf, ms, gf / (ms * 1e-3),
+                       in_step);
             }
         }
         printf("gemm_ms %.1f calls %zu gflop %.6g in_step_ms %.1f\n", median(passes), ps.size(), gflop, in_step_ms);
