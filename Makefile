@@ -40,6 +40,14 @@ ifeq ($(shell echo '\#include <cblas.h>' | $(CXX) $(CPPFLAGS) -E -x c++ - >/dev/
 CXXFLAGS += -DNO_CBLAS
 LDLIBS   := -fopenmp
 endif
+# SLEEF (Debian libsleef-dev): the CPU ops' vectorised exp (src/ops/vec.h). Without
+# sleef.h, or with SLEEF=0, they take libm's one element at a time (slower; test/test_no_sleef.sh).
+# (printf's \043 is the '#': GNU Make 4.3 passes a '\#' in $(shell) on to the shell as it is.)
+SLEEF    ?= $(if $(shell printf '\043include <sleef.h>\n' | $(CXX) $(CPPFLAGS) -E -x c++ - >/dev/null 2>&1 && echo yes),1,0)
+ifeq ($(SLEEF),1)
+CXXFLAGS += -DHAVE_SLEEF
+LDLIBS   += -lsleef
+endif
 CXXFLAGS += $(CPPFLAGS)
 # MPI (Debian's libopenmpi-dev): data-parallel training under mpirun (src/dist.h). Without it
 # the trainer is built for one process, as it runs without mpirun anyway.
@@ -49,7 +57,7 @@ HAVE_MPI := yes
 CXXFLAGS += -DHAVE_MPI -DOMPI_SKIP_MPICXX $(shell mpicc --showme:compile)
 LDLIBS   += $(MPI_LDLIBS)
 endif
-ifeq ($(MAKELEVEL)$(filter help,$(MAKECMDGOALS)),0)
+ifeq ($(MAKELEVEL)$(filter help,$(MAKECMDGOALS))$(MAKE_RESTARTS),0)
 $(info MPI: $(if $(HAVE_MPI),found (mpicc): multi-process training with mpirun,not found: one process only (install libopenmpi-dev for mpirun)))
 endif
 
@@ -86,17 +94,22 @@ LIB_OBJ  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(filter-out $(MAINS),$(wildca
 
 .PHONY: all test test-all run bench deps clean help
 .SECONDARY:  # keep the objects make would see as intermediate
-all: $(BUILD)/.deps $(BINS) $(TESTS)
+all: $(BINS) $(TESTS)
 
-$(BUILD)/.deps: scripts/install_deps.sh
+# The missing Debian packages go in first: make remakes this included file, then reads the
+# Makefile again, so the checks above (cblas.h, sleef.h, mpicc) see what was just installed.
+ifeq ($(filter help clean deps,$(MAKECMDGOALS)),)
+include $(BUILD)/deps.mk
+endif
+$(BUILD)/deps.mk: scripts/install_deps.sh
 	@scripts/install_deps.sh
-	@mkdir -p $(BUILD) && touch $@
+	@mkdir -p $(BUILD) && echo '# scripts/install_deps.sh has run for this build' > $@
 
-$(BUILD)/src/%.o: src/%.cpp | $(BUILD)/.deps
+$(BUILD)/src/%.o: src/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/test/%.o: test/%.cpp | $(BUILD)/.deps
+$(BUILD)/test/%.o: test/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
@@ -140,6 +153,10 @@ help:
 	@sed -n '/^#   make /,/^[^#]/s/^# //p' $(firstword $(MAKEFILE_LIST))
 
 # options of scripts/bench_cpu.sh go in ARGS: make bench ARGS="--quick --no-torch"
+# (it times each step's GEMMs alone with $(BUILD)/test/bench_gemms: a benchmark tool, not a test)
+ifeq ($(EMU),)
+all: $(BUILD)/test/bench_gemms
+endif
 bench: all
 	TRAIN=$(BUILD)/train scripts/bench_cpu.sh $(ARGS)
 

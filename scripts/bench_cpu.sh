@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# CPU training throughput of build/train, side by side with PyTorch's eager CPU training
-# step of the same model (scripts/torch_reference.py), for pos = learned, rope, crope at:
+# CPU training throughput of build/train, side by side with the same step's matrix products
+# alone (the BLAS limit) and with PyTorch's eager CPU training step of the same model
+# (scripts/torch_reference.py), for pos = learned, rope, crope at:
 #   paper:     V=50257, C=128, L=4,  H=4,  B=4, T=256
 #   gpt2-124M: V=50257, C=768, L=12, H=12, B=4, T=64
 # Random-token shards are written to a temp folder; the trainer runs N steps with no eval
 # and no checkpoints; the first 2 steps are warm-up and are not counted; the table shows
-# the median over the rest. PyTorch runs 2 warm-up + (N-2) timed steps with the same B, T.
+# the median over the rest. Right after each trainer run, build/test/bench_gemms (test/bench_gemms.cpp)
+# runs one step of the same model through a backend that notes every GEMM it makes, then times
+# exactly those GEMMs through the same BLAS (median of 5 passes): "GEMMs alone" and its share of
+# the trainer's step. PyTorch runs 2 warm-up + (N-2) timed steps with the same B, T, and the
+# trainer's OpenMP waiting (GOMP_SPINCOUNT=1000 unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set).
 # Prints a Markdown table and writes it to bench_cpu.md beside the trainer (build/bench_cpu.md).
 #
 # usage: scripts/bench_cpu.sh [--quick] [--no-torch]      (make bench ARGS="--quick --no-torch")
-#   --quick     fewer steps (a rough number in about a third of the time)
+#   --quick     fewer steps and GEMM passes (a rough number in about a third of the time)
 #   --no-torch  skip the PyTorch column
-# Environment: TRAIN (default build/train).
+# Environment: TRAIN (default build/train), BENCH_GEMMS (default test/bench_gemms beside it).
 # Run it on a quiet machine: other jobs on the cores skew every number.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,16 +27,19 @@ for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
     --no-torch) TORCH=0 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown option '$arg' (expected --quick, --no-torch)" >&2; exit 1 ;;
   esac
 done
 
 TRAIN=${TRAIN:-build/train}
-if [[ ! -x $TRAIN ]]; then
-  echo "error: $TRAIN not found; build it first (make, or make bench)" >&2
-  exit 1
-fi
+BENCH_GEMMS=${BENCH_GEMMS:-$(dirname "$TRAIN")/test/bench_gemms}
+for b in "$TRAIN" "$BENCH_GEMMS"; do
+  if [[ ! -x $b ]]; then
+    echo "error: $b not found; build it first (make, or make bench)" >&2
+    exit 1
+  fi
+done
 PY=$(scripts/pick_python.sh)
 WARMUP=2  # steps not counted: first-touch allocation, cold caches
 
@@ -40,6 +48,8 @@ SETTINGS=(
   "paper 128 4 4 4 256 8 4"
   "gpt2-124M 768 12 12 4 64 5 3"
 )
+REPS=5  # timed passes over a step's GEMMs
+[[ $QUICK == 1 ]] && REPS=3
 POSES=(learned rope crope)
 
 # PyTorch: the chosen interpreter if it has torch, else Debian's python3.
@@ -52,6 +62,12 @@ else
     if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch' 2>/dev/null; then TORCH_PY=$p; break; fi
   done
 fi
+
+# PyTorch waits in OpenMP as the trainer does (a short spin, then sleep: GOMP_SPINCOUNT=1000, set by
+# the trainer for itself, src/config.cpp setup_process) unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
+# set: libgomp's default long spin made its step 4-5x slower while other jobs shared the cores.
+TORCH_ENV=(env)
+[[ -z ${OMP_WAIT_POLICY:-} && -z ${GOMP_SPINCOUNT:-} ]] && TORCH_ENV+=(GOMP_SPINCOUNT=1000)
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/bench_cpu.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -92,22 +108,30 @@ for s in "${SETTINGS[@]}"; do
   for pos in "${POSES[@]}"; do
     run="$TMP/run_${name}_${pos}"
     t0=$SECONDS
-    if ! "$TRAIN" --device cpu --pos "$pos" --n_layer "$L" --n_head "$H" --n_embd "$C" \
-         --batch_size "$B" --seq_len "$T" --steps "$steps" --eval_every 0 --checkpoint_every 0 \
-         --train_data "$TMP/data" --run_dir "$run" >"$TMP/train.out" 2>&1; then
+    model=(--device cpu --pos "$pos" --n_layer "$L" --n_head "$H" --n_embd "$C" --batch_size "$B" --seq_len "$T"
+           --train_data "$TMP/data")
+    if ! "$TRAIN" "${model[@]}" --steps "$steps" --eval_every 0 --checkpoint_every 0 \
+         --run_dir "$run" >"$TMP/train.out" 2>&1; then
       echo "error: $TRAIN failed for $name pos=$pos:" >&2
       tail -n 5 "$TMP/train.out" >&2
       exit 1
     fi
     med=$(median_of_log "$run/log.jsonl") || exit 1
     read -r tr_tps tr_ms <<<"$med"
+    # the same step's GEMMs alone, through the same BLAS, right after the trainer's steps
+    if ! gemm=$("$BENCH_GEMMS" --reps "$REPS" "${model[@]}" 2>"$TMP/gemms.err" | tail -n 1); then
+      echo "error: $BENCH_GEMMS failed for $name pos=$pos: $(tail -n 1 "$TMP/gemms.err")" >&2
+      exit 1
+    fi
+    gemm_ms=$(awk '$1 == "gemm_ms" { print $2 }' <<<"$gemm")
+    share=$(awk -v g="$gemm_ms" -v t="$tr_ms" 'BEGIN { printf "%.0f %%", 100 * g / t }')
     t_train=$((SECONDS - t0))
 
     pt_tps="$TORCH_NOTE"
     ratio="-"
     t1=$SECONDS
     if [[ -n $TORCH_PY ]]; then
-      if out=$("$TORCH_PY" scripts/torch_reference.py --device cpu --pos "$pos" --n_layer "$L" \
+      if out=$("${TORCH_ENV[@]}" "$TORCH_PY" scripts/torch_reference.py --device cpu --pos "$pos" --n_layer "$L" \
                --n_head "$H" --n_embd "$C" --batch_size "$B" --seq_len "$T" \
                --warmup "$WARMUP" --steps $((steps - WARMUP)) 2>"$TMP/torch.err"); then
         pt_tps=$(printf '%s\n' "$out" | tail -n 1 | "$PY" -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["tokens_per_s"])')
@@ -117,17 +141,18 @@ for s in "${SETTINGS[@]}"; do
         echo "warning: torch_reference.py failed for $name pos=$pos: $(tail -n 1 "$TMP/torch.err")" >&2
       fi
     fi
-    echo "  $name pos=$pos: trainer ${tr_tps} tok/s (${t_train}s), pytorch ${pt_tps} ($((SECONDS - t1))s)" >&2
-    ROWS+=("| $name (C=$C L=$L H=$H B=$B T=$T) | $pos | $tr_tps | $tr_ms | $pt_tps | $ratio |")
+    echo "  $name pos=$pos: trainer ${tr_tps} tok/s, GEMMs alone ${gemm_ms} ms (${t_train}s), pytorch ${pt_tps} ($((SECONDS - t1))s)" >&2
+    ROWS+=("| $name (C=$C L=$L H=$H B=$B T=$T) | $pos | $tr_tps | $tr_ms | $gemm_ms | $share | $pt_tps | $ratio |")
   done
 done
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || true)
 {
-  echo "CPU training throughput, V=50257, $(nproc) cores${cpu:+ ($cpu)}, median after $WARMUP warm-up steps$([[ $QUICK == 1 ]] && echo ', --quick'), load $load1 at start, $((SECONDS - start)) s total"
+  echo "CPU training throughput, V=50257, $(nproc) cores${cpu:+ ($cpu)}, median after $WARMUP warm-up steps$([[ $QUICK == 1 ]] && echo ', --quick'), load $load1 at start, $(cut -d' ' -f1 /proc/loadavg) at the end, $((SECONDS - start)) s total"
+  echo "GEMMs alone: the same step's matrix products through the same BLAS (test/bench_gemms.cpp), median of $REPS passes; GEMMs / step: their share of the trainer's ms/step (100 % = the BLAS limit)"
   echo
-  echo "| setting | pos | trainer tokens/s | trainer ms/step | PyTorch tokens/s | ratio |"
-  echo "|---|---|---:|---:|---:|---:|"
+  echo "| setting | pos | trainer tokens/s | trainer ms/step | GEMMs alone ms/step | GEMMs / step | PyTorch tokens/s | trainer / PyTorch |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|"
   printf '%s\n' "${ROWS[@]}"
 } | tee "$(dirname "$TRAIN")/bench_cpu.md.tmp"
 mv "$(dirname "$TRAIN")/bench_cpu.md.tmp" "$(dirname "$TRAIN")/bench_cpu.md"

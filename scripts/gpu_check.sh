@@ -413,11 +413,12 @@ echo "  total      $total s of a $BUDGET s budget (each part starts only while i
 
 
 # ---------------------------------------------------------------- build
-# The Makefile's $(BUILD)/.deps stamp runs scripts/install_deps.sh (apt); this machine may have
+# The Makefile's $(BUILD)/deps.mk runs scripts/install_deps.sh (apt); this machine may have
 # no network, so mark the step done and build with what is here. Always run: make does only what
 # an earlier run left undone.
 part_build() {
-  mkdir -p "$BUILD" && touch "$BUILD/.deps"
+  local d
+  for d in "$BUILD" "${BASE:-$BUILD}"; do mkdir -p "$d" && touch "$d/deps.mk"; done
   if [ $EMU = 1 ]; then
     timeout -k 5 "$(pcap 300)" make -j"$(nproc)" BUILD="$BASE" EMU_BUILD="$BUILD" emu >"$OUT/build.log" 2>&1
   else

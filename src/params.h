@@ -32,7 +32,7 @@ struct ModelConfig {
 };
 
 // CpuBackend's classifier chunk (rows); also what the CPU memory estimate assumes.
-constexpr int kCpuClassifierChunk = 256;
+constexpr int kCpuClassifierChunk = 512;
 
 // One parameter tensor in the flat parameter buffer. Per-layer tensors are
 // stacked over layers (leading dimension L).

@@ -9,7 +9,7 @@ TRAIN=${TRAIN:-build/train}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# memory_line NAME ARGS...: the estimate line, checked; sets FLASH and CUBLAS (MiB)
+# memory_line NAME ARGS...: the estimate line, checked; sets FLASH and CUBLAS (MiB) and LINE (itself)
 memory_line() {
   local name=$1; shift
   local out rc
@@ -19,6 +19,7 @@ memory_line() {
   CUBLAS=$(sed -n 's/^memory estimate, .*attention flash \([0-9]*\) MiB | cublas \([0-9]*\) MiB.*/\2/p' <<<"$out")
   if [ $rc -ne 0 ] || [ -z "$FLASH" ] || [ -z "$CUBLAS" ]; then fail "$name" "exit $rc, no estimate line in: $out"; return 1; fi
   if [ -e "$tmp/run" ]; then fail "$name" "--memory created the run folder"; return 1; fi
+  LINE=$(grep '^memory estimate' <<<"$out")
   echo "# $name: $(head -n 1 <<<"$out")"
 }
 
@@ -54,15 +55,19 @@ if memory_line memory_half_batch --batch_size 8; then
   if [ "$FLASH" -lt "$flash_full" ]; then pass memory_half_batch_smaller
   else fail memory_half_batch_smaller "batch 8 needs $FLASH MiB, batch 16 $flash_full MiB"; fi
 fi
-# the classifier chunk is the device's (256 rows on the CPU, 4096 on the GPU, also where there is
-# no GPU to run on): the GPU's estimate holds 3840 more rows of padded (50304) fp32 logits
+# the classifier chunk is the device's (the estimate line says how many rows: on the CPU
+# kCpuClassifierChunk, 4096 on the GPU, also where there is no GPU to run on): the GPU's estimate
+# holds the difference in rows of padded (50304) fp32 logits more
+chunk_rows() { sed -n 's/.*| classifier chunk \([0-9]*\) rows$/\1/p' <<<"$LINE"; }
 if grep -q 'nvcc was not found' "$TRAIN"; then
   skip memory_device_chunk "this build has no CUDA backend"
 elif memory_line memory_cpu_chunk --batch_size 16 --seq_len 1024 --device cpu && cpu_flash=$FLASH &&
-  memory_line memory_gpu_chunk --batch_size 16 --seq_len 1024 --device cuda; then
-  want=$(((4096 - 256) * 50304 * 4 / 1048576))
-  if [ $((FLASH - cpu_flash - want)) -ge -1 ] && [ $((FLASH - cpu_flash - want)) -le 1 ]; then pass memory_device_chunk
-  else fail memory_device_chunk "--device cuda $FLASH MiB - --device cpu $cpu_flash MiB is not the $want MiB of 3840 rows of logits"; fi
+  cpu_rows=$(chunk_rows) && memory_line memory_gpu_chunk --batch_size 16 --seq_len 1024 --device cuda; then
+  gpu_rows=$(chunk_rows)
+  want=$(((gpu_rows - cpu_rows) * 50304 * 4 / 1048576))
+  if [ "$gpu_rows" = 4096 ] && [ -n "$cpu_rows" ] && [ $((FLASH - cpu_flash - want)) -ge -1 ] &&
+     [ $((FLASH - cpu_flash - want)) -le 1 ]; then pass memory_device_chunk
+  else fail memory_device_chunk "--device cuda $FLASH MiB ($gpu_rows rows) - --device cpu $cpu_flash MiB ($cpu_rows rows) is not the $want MiB of their difference in rows of logits"; fi
 fi
 expect_fail memory_bad_config "^error: .*batch_size" -- "$TRAIN" --config configs/paper.json --batch_size 0 --memory
 finish

@@ -3,6 +3,7 @@
 // clip scale, the sum of squares) live in a StepScalars (src/step.h) in backend memory, here host
 // memory, as the CUDA twins read and write theirs in device memory.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -29,7 +30,8 @@ void adamw_update(T* p, const T* g, T* m, T* v, size_t n, const StepScalars* s, 
     }
 }
 
-// Fixed-size chunks summed in a fixed order: the result does not depend on the thread count.
+// Fixed-size chunks, each summed in vector lanes (omp simd), then the chunks in a fixed order:
+// the result does not depend on the thread count.
 template <class T>
 double sum_squares(const T* x, size_t n) {
     const size_t chunk = 1 << 16;
@@ -38,7 +40,9 @@ double sum_squares(const T* x, size_t n) {
 #pragma omp parallel for
     for (size_t c = 0; c < nchunks; c++) {
         double s = 0;
-        for (size_t i = c * chunk; i < n && i < (c + 1) * chunk; i++) s += (double)x[i] * x[i];
+        const size_t end = std::min(n, (c + 1) * chunk);
+#pragma omp simd reduction(+ : s)
+        for (size_t i = c * chunk; i < end; i++) s += (double)x[i] * x[i];
         part[c] = s;
     }
     double s = 0;

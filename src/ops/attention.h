@@ -2,115 +2,134 @@
 // by 1/sqrt(D). CPU reference, two ways to keep what backward needs:
 //   attention_forward / attention_backward: the softmax probabilities (B,H,T,T);
 //   attention_forward_lse / attention_backward_lse (the CPU twin of the flash kernels):
-//   only each row's log-sum-exp (B,H,T); backward recomputes the probabilities row by row.
-// Both run the same per-row code below, so they differ only where backward rebuilds a
+//   only each row's log-sum-exp (B,H,T); backward recomputes the probabilities.
+// Both run the same block code below, so they differ only where backward rebuilds a
 // probability as exp(s - lse) instead of reading the stored exp(s - max) / sum.
+//
+// Each head (b,h) goes to one thread, which takes its query rows in blocks of kAttRows: the
+// block's scores against the keys up to its last row are one small GEMM (cpu::gemm, one thread
+// inside the parallel loop), as are the products with v, dO, k and q, straight out of qkv by
+// their leading dimensions. Between them each row's softmax runs in vectors (vec.h), its scores
+// (at most T) in L1 from their max to their exps (SLEEF's) and sum: in that order rather than
+// online. A block's scratch is kAttRows x T, whatever T is.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
 
+#include "ops/matmul.h"
+#include "ops/vec.h"
+
 namespace cpu {
 
-// Row t of head (b,h): a[0..t] = softmax of the scaled scores, o (D) = sum a[t2] v_t2.
-// Returns the row's log-sum-exp of the scaled scores.
+constexpr int kAttRows = 64;  // query rows per block
+
+// Where the rows of head h of batch b start in qkv (B,T,3C) (q; k at + C, v at + 2C) and in a
+// (B,T,C) tensor.
+inline size_t qkv_at(int b, int h, int t, int Tn, int C, int H) {
+    return ((size_t)b * Tn + t) * 3 * C + h * (C / H);
+}
+inline size_t out_at(int b, int h, int t, int Tn, int C, int H) {
+    return ((size_t)b * Tn + t) * C + h * (C / H);
+}
+
+// s (t1 - t0, ld) <- the scaled scores of query rows [t0, t1) of head (b,h) against keys [0, t1).
 template <class T>
-T attention_row_forward(T* o, T* a, const T* qkv, int b, int h, int t, int Tn, int C, int H) {
-    int D = C / H;
-    T scale = T(1) / std::sqrt(T(D));
-    const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * D;
-    T mx = -INFINITY;
-    for (int t2 = 0; t2 <= t; t2++) {
-        const T* k = qkv + ((size_t)b * Tn + t2) * 3 * C + C + h * D;
-        T s = 0;
-        for (int d = 0; d < D; d++) s += q[d] * k[d];
-        a[t2] = s * scale;
-        if (a[t2] > mx) mx = a[t2];
-    }
-    T sum = 0;
-    for (int t2 = 0; t2 <= t; t2++) {
-        a[t2] = std::exp(a[t2] - mx);
-        sum += a[t2];
-    }
-    for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
-    for (int d = 0; d < D; d++) o[d] = 0;
-    for (int t2 = 0; t2 <= t; t2++) {
-        const T* v = qkv + ((size_t)b * Tn + t2) * 3 * C + 2 * C + h * D;
-        for (int d = 0; d < D; d++) o[d] += a[t2] * v[d];
-    }
+void block_scores(T* s, int ld, const T* qkv, int b, int h, int t0, int t1, int Tn, int C, int H) {
+    const int D = C / H;
+    gemm(false, true, t1 - t0, t1, D, T(1) / std::sqrt(T(D)), qkv + qkv_at(b, h, t0, Tn, C, H), 3 * C,
+         qkv + qkv_at(b, h, 0, Tn, C, H) + C, 3 * C, T(0), s, ld);
+}
+
+// Row t of a block, its scores p[0..t] over the block's n keys: p <- the softmax (0 past t).
+// Returns the row's log-sum-exp of the scores.
+template <class T>
+T softmax_row(T* p, int t, int n) {
+    const T mx = max_n(p, t + 1);
+    const T sum = exp_sum_n(p, p, mx, t + 1);
+    for (int j = 0; j <= t; j++) p[j] /= sum;
+    std::fill(p + t + 1, p + n, T(0));
     return mx + std::log(sum);
 }
 
-// Row t of head (b,h), given its probabilities a[0..t]: dv, dq, dk += gradient of dO_t.
-// ds (t+1) is scratch.
+// Forward of query rows [t0, t1) of head (b,h): p (t1 - t0, ld) <- the probabilities over keys
+// [0, t1), lse (the head's, T) <- the rows' log-sum-exps, out <- p v.
 template <class T>
-void attention_row_backward(T* dqkv, T* ds, const T* a, const T* dout, const T* qkv, int b, int h, int t, int Tn, int C,
-                            int H) {
-    int D = C / H;
-    T scale = T(1) / std::sqrt(T(D));
-    const T* dO = dout + ((size_t)b * Tn + t) * C + h * D;
-    // d(att) = dO . v ; dv += att * dO
-    T dot = 0;
-    for (int t2 = 0; t2 <= t; t2++) {
-        const T* v = qkv + ((size_t)b * Tn + t2) * 3 * C + 2 * C + h * D;
-        T* dv = dqkv + ((size_t)b * Tn + t2) * 3 * C + 2 * C + h * D;
-        T da = 0;
-        for (int d = 0; d < D; d++) {
-            da += dO[d] * v[d];
-            dv[d] += a[t2] * dO[d];
-        }
-        ds[t2] = da;
-        dot += da * a[t2];
+void block_forward(T* out, T* p, int ld, T* lse, const T* qkv, int b, int h, int t0, int t1, int Tn, int C, int H) {
+    block_scores(p, ld, qkv, b, h, t0, t1, Tn, C, H);
+    for (int t = t0; t < t1; t++) lse[t] = softmax_row(p + (size_t)(t - t0) * ld, t, t1);
+    gemm(false, false, t1 - t0, C / H, t1, T(1), p, ld, qkv + qkv_at(b, h, 0, Tn, C, H) + 2 * C, 3 * C, T(0),
+         out + out_at(b, h, t0, Tn, C, H), C);
+}
+
+// Backward of query rows [t0, t1) of head (b,h), given their probabilities p (t1 - t0, ld) over
+// keys [0, t1): dq of the rows <- its gradient, dk and dv of keys [0, t1) += the rows' share of
+// theirs (in dqkv (B,T,3C)). dsc (t1 - t0, t1) is scratch.
+template <class T>
+void block_backward(T* dqkv, T* dsc, const T* p, int ld, const T* dout, const T* qkv, int b, int h, int t0, int t1,
+                    int Tn, int C, int H) {
+    const int D = C / H, R = t1 - t0;
+    const T scale = T(1) / std::sqrt(T(D));
+    const T *q = qkv + qkv_at(b, h, t0, Tn, C, H), *k0 = qkv + qkv_at(b, h, 0, Tn, C, H) + C, *v0 = k0 + C;
+    const T* dO = dout + out_at(b, h, t0, Tn, C, H);
+    T *dk0 = dqkv + qkv_at(b, h, 0, Tn, C, H) + C, *dv0 = dk0 + C;
+    // d(att) = dO v^T ; dv += att^T dO
+    gemm(false, true, R, t1, D, T(1), dO, C, v0, 3 * C, T(0), dsc, t1);
+    gemm(true, false, t1, D, R, T(1), p, ld, dO, C, T(1), dv0, 3 * C);
+    // the softmax backward, d(scores) = att * (d(att) - sum att d(att)), scaled
+    for (int r = 0; r < R; r++) {
+        const T* pr = p + (size_t)r * ld;
+        T* g = dsc + (size_t)r * t1;
+        const T dot = dot_n(pr, g, t1);
+        for (int j = 0; j < t1; j++) g[j] = pr[j] * (g[j] - dot) * scale;
     }
-    // softmax backward, then the scaled q.k product
-    const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * D;
-    T* dq = dqkv + ((size_t)b * Tn + t) * 3 * C + h * D;
-    for (int t2 = 0; t2 <= t; t2++) {
-        T g = a[t2] * (ds[t2] - dot) * scale;
-        const T* k = qkv + ((size_t)b * Tn + t2) * 3 * C + C + h * D;
-        T* dk = dqkv + ((size_t)b * Tn + t2) * 3 * C + C + h * D;
-        for (int d = 0; d < D; d++) {
-            dq[d] += g * k[d];
-            dk[d] += g * q[d];
-        }
-    }
+    // dq = d(scores) k ; dk += d(scores)^T q
+    gemm(false, false, R, D, t1, T(1), dsc, t1, k0, 3 * C, T(0), dqkv + qkv_at(b, h, t0, Tn, C, H), 3 * C);
+    gemm(true, false, t1, D, R, T(1), dsc, t1, q, 3 * C, T(1), dk0, 3 * C);
+}
+
+// Zeroes the k and v channels of head h in every row of batch b of dqkv (B,T,3C): the blocks add
+// into them (the q channels each block writes).
+template <class T>
+void zero_head_kv(T* dqkv, int b, int h, int Tn, int C, int H) {
+    for (int t = 0; t < Tn; t++)
+        for (int part = 1; part < 3; part++) std::fill_n(dqkv + qkv_at(b, h, t, Tn, C, H) + part * C, C / H, T(0));
 }
 
 // out (B,T,C), att (B,H,T,T): att[b,h,t,t2] = softmax_t2<=t(q_t . k_t2 / sqrt(D))
 template <class T>
 void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) {
-    int D = C / H;
-#pragma omp parallel for collapse(2)
-    for (int bh = 0; bh < B * H; bh++)
-        for (int t = 0; t < Tn; t++) {
-            int b = bh / H, h = bh % H;
-            T* a = att + ((size_t)bh * Tn + t) * Tn;
-            attention_row_forward(out + ((size_t)b * Tn + t) * C + h * D, a, qkv, b, h, t, Tn, C, H);
-            for (int t2 = t + 1; t2 < Tn; t2++) a[t2] = 0;
+#pragma omp parallel
+    {
+        std::vector<T> lse(Tn);  // not kept here
+#pragma omp for
+        for (int bh = 0; bh < B * H; bh++)
+            for (int t0 = 0; t0 < Tn; t0 += kAttRows) {
+                const int t1 = std::min(Tn, t0 + kAttRows);
+                T* p = att + ((size_t)bh * Tn + t0) * Tn;
+                block_forward(out, p, Tn, lse.data(), qkv, bh / H, bh % H, t0, t1, Tn, C, H);
+                for (int t = t0; t < t1; t++)
+                    std::fill(p + (size_t)(t - t0) * Tn + t1, p + (size_t)(t - t0 + 1) * Tn, T(0));
+            }
+    }
+}
+
+// dqkv (B,T,3C) = gradient (overwritten). scratch (B,H,T,T) holds the GPU kernels' d(scores);
+// these loops need one block of it at a time, their own.
+template <class T>
+void attention_backward(T* dqkv, T* /*scratch*/, const T* dout, const T* qkv, const T* att, int B, int Tn, int C,
+                        int H) {
+#pragma omp parallel
+    {
+        std::vector<T> dsc((size_t)kAttRows * Tn);
+#pragma omp for
+        for (int bh = 0; bh < B * H; bh++) {
+            zero_head_kv(dqkv, bh / H, bh % H, Tn, C, H);
+            for (int t0 = 0; t0 < Tn; t0 += kAttRows)
+                block_backward(dqkv, dsc.data(), att + ((size_t)bh * Tn + t0) * Tn, Tn, dout, qkv, bh / H, bh % H, t0,
+                               std::min(Tn, t0 + kAttRows), Tn, C, H);
         }
-}
-
-// Zeroes the q, k and v channels of head h in every row of batch b of dqkv (B,T,3C): the
-// backward overwrites its gradient, and the rows add into these.
-template <class T>
-void zero_head_grads(T* dqkv, int b, int h, int Tn, int C, int H) {
-    const int D = C / H;
-    for (int t = 0; t < Tn; t++)
-        for (int part = 0; part < 3; part++)
-            std::fill_n(dqkv + ((size_t)b * Tn + t) * 3 * C + part * C + h * D, D, T(0));
-}
-
-// dqkv (B,T,3C) = gradient (overwritten); scratch (B,H,T,T) holds d(scores).
-// Parallel over (b,h) only: dk and dv of one head sum over all query rows t.
-template <class T>
-void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int B, int Tn, int C, int H) {
-#pragma omp parallel for
-    for (int bh = 0; bh < B * H; bh++) {
-        zero_head_grads(dqkv, bh / H, bh % H, Tn, C, H);
-        for (int t = 0; t < Tn; t++)
-            attention_row_backward(dqkv, scratch + ((size_t)bh * Tn + t) * Tn, att + ((size_t)bh * Tn + t) * Tn, dout,
-                                   qkv, bh / H, bh % H, t, Tn, C, H);
     }
 }
 
@@ -118,44 +137,40 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
 // log-sum-exp of the scaled scores.
 template <class T>
 void attention_forward_lse(T* out, T* lse, const T* qkv, int B, int Tn, int C, int H) {
-    int D = C / H;
 #pragma omp parallel
     {
-        std::vector<T> a(Tn);  // one row of probabilities
-#pragma omp for collapse(2)
+        std::vector<T> p((size_t)kAttRows * Tn);  // one block of probabilities, rows as att's
+#pragma omp for
         for (int bh = 0; bh < B * H; bh++)
-            for (int t = 0; t < Tn; t++) {
-                int b = bh / H, h = bh % H;
-                lse[(size_t)bh * Tn + t] =
-                    attention_row_forward(out + ((size_t)b * Tn + t) * C + h * D, a.data(), qkv, b, h, t, Tn, C, H);
+            for (int t0 = 0; t0 < Tn; t0 += kAttRows) {
+                const int t1 = std::min(Tn, t0 + kAttRows);
+                block_forward(out, p.data(), Tn, lse + (size_t)bh * Tn, qkv, bh / H, bh % H, t0, t1, Tn, C, H);
             }
     }
 }
 
-// dqkv (B,T,3C) = gradient (overwritten), from the row log-sum-exps of attention_forward_lse: each row's
-// probabilities are rebuilt as exp(q.k / sqrt(D) - lse). The forward output (B,T,C) is part
-// of the signature for the GPU kernels (they take rowsum(dO * out)); this loop does not need it.
+// dqkv (B,T,3C) = gradient (overwritten), from the row log-sum-exps of attention_forward_lse: each
+// row's probabilities are rebuilt as exp(q.k / sqrt(D) - lse). The forward output (B,T,C) is part
+// of the signature for the GPU kernels (they take rowsum(dO * out)); these loops do not need it.
 template <class T>
 void attention_backward_lse(T* dqkv, const T* dout, const T* qkv, const T* /*out*/, const T* lse, int B, int Tn, int C,
                             int H) {
-    int D = C / H;
-    T scale = T(1) / std::sqrt(T(D));
 #pragma omp parallel
     {
-        std::vector<T> a(Tn), ds(Tn);
+        std::vector<T> p((size_t)kAttRows * Tn), dsc((size_t)kAttRows * Tn);
 #pragma omp for
         for (int bh = 0; bh < B * H; bh++) {
-            int b = bh / H, h = bh % H;
-            zero_head_grads(dqkv, b, h, Tn, C, H);
-            for (int t = 0; t < Tn; t++) {
-                const T* q = qkv + ((size_t)b * Tn + t) * 3 * C + h * D;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const T* k = qkv + ((size_t)b * Tn + t2) * 3 * C + C + h * D;
-                    T s = 0;
-                    for (int d = 0; d < D; d++) s += q[d] * k[d];
-                    a[t2] = std::exp(s * scale - lse[(size_t)bh * Tn + t]);
+            const int b = bh / H, h = bh % H;
+            zero_head_kv(dqkv, b, h, Tn, C, H);
+            for (int t0 = 0; t0 < Tn; t0 += kAttRows) {
+                const int t1 = std::min(Tn, t0 + kAttRows);
+                block_scores(p.data(), Tn, qkv, b, h, t0, t1, Tn, C, H);
+                for (int t = t0; t < t1; t++) {
+                    T* pr = p.data() + (size_t)(t - t0) * Tn;
+                    exp_sum_n(pr, pr, lse[(size_t)bh * Tn + t], t + 1);
+                    std::fill(pr + t + 1, pr + t1, T(0));
                 }
-                attention_row_backward(dqkv, ds.data(), a.data(), dout, qkv, b, h, t, Tn, C, H);
+                block_backward(dqkv, dsc.data(), p.data(), Tn, dout, qkv, b, h, t0, t1, Tn, C, H);
             }
         }
     }

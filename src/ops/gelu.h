@@ -1,8 +1,12 @@
 // GELU, tanh approximation, of x = inp + bias: the fc layer's GEMM writes its output without
-// the bias and GELU adds it (one pass over the (N, 4C) activations fewer). CPU reference.
+// the bias and GELU adds it (one pass over the (N, 4C) activations fewer). CPU reference, a
+// vector of channels at a time (vec.h). With u = sqrt(2/pi) (x + 0.044715 x^3),
+// 0.5 x (1 + tanh u) = x s, s = 1 / (1 + exp(-2u)) (the logistic function of 2u), so one of
+// SLEEF's exps per element gives it, and no cancellation near 1 + tanh u = 0 loses accuracy.
 #pragma once
-#include <cmath>
 #include <cstddef>
+
+#include "ops/vec.h"
 
 namespace cpu {
 
@@ -11,31 +15,43 @@ constexpr T gelu_k() {
     return T(0.7978845608028654);
 }  // sqrt(2/pi)
 
+// x = inp + bias of the (at most kLanes) channels [c, c + n) of row r (bias may be null)
+template <class T>
+vec<T> gelu_input(const T* inp, const T* bias, size_t r, int c, int n, int C) {
+    const vec<T> x = load_first(inp + r * C + c, n);
+    return bias ? x + load_first(bias + c, n) : x;
+}
+
+// e = exp(-2u), whose s = 1 / (1 + e) = (1 + tanh u) / 2
+template <class T>
+vec<T> gelu_e(vec<T> x) {
+    return vexp(T(-2) * gelu_k<T>() * (x + T(0.044715) * x * x * x));
+}
+
 // out (N,C) = gelu(inp + bias), bias (C) broadcast over rows (may be null)
 template <class T>
 void gelu_forward(T* out, const T* inp, const T* bias, int N, int C) {
 #pragma omp parallel for
     for (int r = 0; r < N; r++)
-        for (int c = 0; c < C; c++) {
-            const size_t i = (size_t)r * C + c;
-            T x = inp[i] + (bias ? bias[c] : T(0));
-            out[i] = T(0.5) * x * (T(1) + std::tanh(gelu_k<T>() * (x + T(0.044715) * x * x * x)));
+        for (int c = 0; c < C; c += kLanes<T>) {
+            const vec<T> x = gelu_input(inp, bias, r, c, C - c, C);
+            store_first(out + (size_t)r * C + c, x / (T(1) + gelu_e<T>(x)), C - c);
         }
 }
 
-// dinp (N,C) = dout * gelu'(inp + bias) (overwritten: the backward needs no zeroed buffer)
+// dinp (N,C) = dout * gelu'(inp + bias) (overwritten: the backward needs no zeroed buffer):
+// gelu' = (1 + tanh u) / 2 + x (1 - tanh^2 u) u' / 2 = s + 2 x s (1 - s) u', with 1 - s = e s
+// (no cancellation where s is near 1)
 template <class T>
 void gelu_backward(T* dinp, const T* inp, const T* bias, const T* dout, int N, int C) {
 #pragma omp parallel for
     for (int r = 0; r < N; r++)
-        for (int c = 0; c < C; c++) {
+        for (int c = 0; c < C; c += kLanes<T>) {
             const size_t i = (size_t)r * C + c;
-            T x = inp[i] + (bias ? bias[c] : T(0));
-            T u = gelu_k<T>() * (x + T(0.044715) * x * x * x);
-            T th = std::tanh(u);
-            T du = gelu_k<T>() * (T(1) + T(3 * 0.044715) * x * x);
-            T sech2 = T(1) - th * th;
-            dinp[i] = dout[i] * (T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * du);
+            const vec<T> x = gelu_input(inp, bias, r, c, C - c, C);
+            const vec<T> e = gelu_e<T>(x), s = T(1) / (T(1) + e);
+            const vec<T> du = gelu_k<T>() * (T(1) + T(3 * 0.044715) * x * x);
+            store_first(dinp + i, load_first(dout + i, C - c) * (s + T(2) * x * e * s * s * du), C - c);
         }
 }
 

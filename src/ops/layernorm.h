@@ -1,43 +1,49 @@
-// LayerNorm over the last dimension, eps 1e-5, biased variance. CPU reference.
+// LayerNorm over the last dimension, eps 1e-5, biased variance. CPU reference, a vector of
+// channels at a time (vec.h).
 #pragma once
 #include <cmath>
+#include <cstddef>
+
+#include "ops/vec.h"
 
 namespace cpu {
+
+// One row: o (C) = (x - mean) * rstd * w + b; returns mean and rstd through m, s.
+template <class T>
+void layernorm_row(T* o, T& m, T& s, const T* x, const T* w, const T* b, int C) {
+    constexpr int W = kLanes<T>;
+    vec<T> sum{}, var{};
+    for (int c = 0; c < C; c += W) sum += load_first(x + c, C - c);
+    m = hsum<T>(sum) / C;
+    for (int c = 0; c < C; c += W) {
+        const vec<T> d = load_first(x + c, C - c, m) - m;  // 0 in the lanes past C
+        var += d * d;
+    }
+    s = T(1) / std::sqrt(hsum<T>(var) / C + T(1e-5));
+    for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+}
 
 // out (N,C) = (inp - mean) * rstd * w + b; saves mean (N) and rstd (N) for backward
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) {
 #pragma omp parallel for
-    for (int i = 0; i < N; i++) {
-        const T* x = inp + (size_t)i * C;
-        T m = 0;
-        for (int c = 0; c < C; c++) m += x[c];
-        m /= C;
-        T var = 0;
-        for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
-        var /= C;
-        T s = T(1) / std::sqrt(var + T(1e-5));
-        T* o = out + (size_t)i * C;
-        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
-        mean[i] = m;
-        rstd[i] = s;
-    }
+    for (int i = 0; i < N; i++) layernorm_row(out + (size_t)i * C, mean[i], rstd[i], inp + (size_t)i * C, w, b, C);
 }
 
 // res (N,C) = x + (y + ybias), ybias (C) broadcast over rows (may be null; res may be x), then
 // out = the LayerNorm of res: the residual add of the branch before each LayerNorm, with the bias
 // of that branch's last linear layer (whose GEMM then adds none), fused with it so that a GPU
-// writes the sum and normalises it in one kernel, the row still in its cache.
+// writes the sum and normalises it in one kernel, the row still in its cache (and so does this
+// loop, row by row).
 template <class T>
 void residual_layernorm_forward(T* res, T* out, T* mean, T* rstd, const T* x, const T* y, const T* ybias, const T* w,
                                 const T* b, int N, int C) {
 #pragma omp parallel for
-    for (int r = 0; r < N; r++)
-        for (int c = 0; c < C; c++) {
-            const size_t i = (size_t)r * C + c;
-            res[i] = x[i] + (y[i] + (ybias ? ybias[c] : T(0)));
-        }
-    layernorm_forward(out, mean, rstd, res, w, b, N, C);
+    for (int r = 0; r < N; r++) {
+        const size_t i = (size_t)r * C;
+        for (int c = 0; c < C; c++) res[i + c] = x[i + c] + (y[i + c] + (ybias ? ybias[c] : T(0)));
+        layernorm_row(out + i, mean[r], rstd[r], res + i, w, b, C);
+    }
 }
 
 // dinp (N,C) += d inp; dw, db (C) += their gradients. dsum (C), when given, += the column sums
@@ -47,39 +53,42 @@ void residual_layernorm_forward(T* res, T* out, T* mean, T* rstd, const T* x, co
 template <class T>
 void layernorm_backward(T* dinp, T* dw, T* db, T* dsum, const T* dout, const T* inp, const T* w, const T* mean,
                         const T* rstd, int N, int C) {
-    // dinp rows are independent; dw and db sum over rows, kept serial for a fixed order.
+    constexpr int W = kLanes<T>;
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
         const T* x = inp + (size_t)i * C;
         const T* d = dout + (size_t)i * C;
         T* dx = dinp + (size_t)i * C;
-        T m = mean[i], s = rstd[i];
+        const T m = mean[i], s = rstd[i];
         // dxhat = d * w; dx = s * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-        T sum_d = 0, sum_dx = 0;
-        for (int c = 0; c < C; c++) {
-            T xhat = (x[c] - m) * s;
-            T dxhat = d[c] * w[c];
-            sum_d += dxhat;
-            sum_dx += dxhat * xhat;
+        vec<T> sd{}, sdx{};
+        for (int c = 0; c < C; c += W) {
+            const vec<T> dxhat = load_first(d + c, C - c) * load_first(w + c, C - c);  // 0 past C
+            sd += dxhat;
+            sdx += dxhat * ((load_first(x + c, C - c) - m) * s);
         }
-        sum_d /= C;
-        sum_dx /= C;
+        const T sum_d = hsum<T>(sd) / C, sum_dx = hsum<T>(sdx) / C;
         for (int c = 0; c < C; c++) {
             T xhat = (x[c] - m) * s;
             dx[c] += s * (d[c] * w[c] - sum_d - xhat * sum_dx);
         }
     }
-    for (int i = 0; i < N; i++) {
-        const T* x = inp + (size_t)i * C;
-        const T* d = dout + (size_t)i * C;
-        for (int c = 0; c < C; c++) {
-            dw[c] += d[c] * (x[c] - mean[i]) * rstd[i];
-            db[c] += d[c];
+    // dw, db and dsum sum over the rows: a vector of channels per task, its rows in order (the
+    // same sums whatever the thread count)
+#pragma omp parallel for
+    for (int c = 0; c < C; c += W) {
+        const int n = C - c;
+        vec<T> sw = load_first(dw + c, n), sb = load_first(db + c, n), ss = dsum ? load_first(dsum + c, n) : vec<T>{};
+        for (int i = 0; i < N; i++) {
+            const size_t r = (size_t)i * C + c;
+            const vec<T> d = load_first(dout + r, n);
+            sw += d * ((load_first(inp + r, n) - mean[i]) * rstd[i]);
+            sb += d;
+            if (dsum) ss += load_first(dinp + r, n);
         }
+        store_first(dw + c, sw, n), store_first(db + c, sb, n);
+        if (dsum) store_first(dsum + c, ss, n);
     }
-    if (dsum)
-        for (int i = 0; i < N; i++)
-            for (int c = 0; c < C; c++) dsum[c] += dinp[(size_t)i * C + c];
 }
 
 }  // namespace cpu

@@ -4,6 +4,8 @@
 #include <cblas.h>
 #endif
 
+#include "ops/vec.h"
+
 namespace cpu {
 
 #ifndef NO_CBLAS
@@ -38,38 +40,48 @@ void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, c
 }
 #endif
 
+// The products below go through Gemm::gemm, Blas by default: a benchmark (test/bench_gemms.cpp)
+// passes its own, which notes every product a training step makes before running it here.
+struct Blas {
+    template <class T>
+    static void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb, T beta,
+                     T* Cm, int ldc) {
+        cpu::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
+    }
+};
+
 // out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
-template <class T>
+template <class T, class Gemm = Blas>
 void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
     if (bias) {
 #pragma omp parallel for
         for (int i = 0; i < N; i++)
             for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] = bias[o];
     }
-    gemm(false, true, N, OC, IC, T(1), inp, IC, w, IC, bias ? T(1) : T(0), out, OC);
+    Gemm::gemm(false, true, N, OC, IC, T(1), inp, IC, w, IC, bias ? T(1) : T(0), out, OC);
 }
 
 // dinp (N,IC) = dout . w (overwritten: no zeroed buffer needed) ; dw (OC,IC) += dout^T . inp ;
 // dbias (OC) += column sums of dout (the weights' gradients add up over a step). Any may be null.
-template <class T>
+template <class T, class Gemm = Blas>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC, int OC) {
-    if (dinp) gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(0), dinp, IC);
-    if (dw) gemm(true, false, OC, IC, N, T(1), dout, OC, inp, IC, T(1), dw, IC);
-    if (dbias) {
+    if (dinp) Gemm::gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(0), dinp, IC);
+    if (dw) Gemm::gemm(true, false, OC, IC, N, T(1), dout, OC, inp, IC, T(1), dw, IC);
+    if (dbias) {  // a vector of columns per task, its rows in order
 #pragma omp parallel for
-        for (int o = 0; o < OC; o++) {
-            T s = 0;
-            for (int i = 0; i < N; i++) s += dout[(size_t)i * OC + o];
-            dbias[o] += s;
+        for (int o = 0; o < OC; o += kLanes<T>) {
+            vec<T> s{};
+            for (int i = 0; i < N; i++) s += load_first(dout + (size_t)i * OC + o, OC - o);
+            store_first(dbias + o, load_first(dbias + o, OC - o) + s, OC - o);
         }
     }
 }
 
 // dinp (N,IC) += dout (N,OC) . w (OC,IC): an input gradient summed over several GEMMs (the
 // classifier's vocabulary tiles)
-template <class T>
+template <class T, class Gemm = Blas>
 void matmul_dinp_add(T* dinp, const T* dout, const T* w, int N, int IC, int OC) {
-    gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(1), dinp, IC);
+    Gemm::gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(1), dinp, IC);
 }
 
 }  // namespace cpu

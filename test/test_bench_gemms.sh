@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# build/test/bench_gemms, the GEMM-only time of a training step that make bench prints beside the
+# trainer's (test/bench_gemms.cpp): it notes exactly the products the model makes (their count
+# and FLOPs against the model's formula, with one classifier chunk and with four), times them,
+# and refuses bad flags with one error line.
+cd "$(dirname "$0")/.." || exit 1
+. test/testlib.sh
+BUILD=${BUILD:-build}
+BENCH=${BENCH_GEMMS:-$BUILD/test/bench_gemms}
+if [ ! -x "$BENCH" ]; then
+  fail bench_gemms_built "$BENCH not found (make builds it)"
+  finish
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# a tiny model: L layers, C channels, V = 64 (padded to 128 columns), B x T = 2 x 8 = 16 rows
+L=2 C=16 N=16 Vp=128
+model=(--n_layer $L --n_head 2 --n_embd $C --vocab_size 64 --batch_size 2 --seq_len 8 --train_data "$tmp")
+
+# check_products NAME CHUNKS FLAGS...: 12 products per layer (4 forward, 8 backward) and 3 per
+# classifier chunk, 2 N C (3C + C + 4C + 4C) FLOPs per layer and pass, 2 N C Vp per head pass
+check_products() {
+  local name=$1 chunks=$2; shift 2
+  local out
+  if ! out=$("$BENCH" --reps 2 "${model[@]}" "$@" 2>&1); then fail "$name" "$out"; return; fi
+  local want_calls=$((12 * L + 3 * chunks))
+  local want_gflop
+  want_gflop=$(awk -v n=$N -v c=$C -v l=$L -v vp=$Vp 'BEGIN { printf "%.6g", (3 * l * 2 * n * c * 12 * c + 3 * 2 * n * c * vp) * 1e-9 }')
+  local line
+  line=$(tail -n 1 <<<"$out")
+  if [[ $line =~ ^gemm_ms\ [0-9.]+\ calls\ ([0-9]+)\ gflop\ ([0-9.e-]+)\ in_step_ms\ [0-9.]+$ ]] &&
+     [ "${BASH_REMATCH[1]}" = "$want_calls" ] && [ "${BASH_REMATCH[2]}" = "$want_gflop" ]; then
+    pass "$name"
+  else
+    fail "$name" "expected $want_calls calls and $want_gflop GFLOP, got: $line"
+  fi
+}
+check_products bench_gemms_products 1
+check_products bench_gemms_products_4_chunks 4 --classifier_chunk 4
+for pos in learned crope; do check_products "bench_gemms_products_$pos" 1 --pos $pos; done
+
+# --shapes: one row per distinct product; their calls add up to the total
+out=$("$BENCH" --reps 1 --shapes "${model[@]}" 2>&1)
+sum=$(awk -F'|' '$2 ~ /^ [NT] $/ { s += $8 } END { print s }' <<<"$out")
+if [ "$sum" = "$((12 * L + 3))" ]; then pass bench_gemms_shapes; else fail bench_gemms_shapes "calls add up to '$sum' in: $out"; fi
+
+expect_fail bench_gemms_reps_needs_value "error: --reps needs a value" -- "$BENCH" "${model[@]}" --reps
+expect_fail bench_gemms_bad_reps "error: --reps: expected an integer" -- "$BENCH" --reps 0 "${model[@]}"
+expect_fail bench_gemms_unknown_flag "^error: .*bogus" -- "$BENCH" --bogus 1 "${model[@]}"
+expect_fail bench_gemms_needs_train_data "^error: train_data is not set" -- "$BENCH" --n_layer 1
+finish
