@@ -72,7 +72,7 @@ const Key kKeys[] = {
      "(the reference: saves the probabilities; any head size)"},
     {"classifier_chunk", "output", &Config::classifier_chunk,
      "rows of B*T per chunk of the fused LM head + loss: the logits of one chunk exist at a time (0 = the device's "
-     "choice: 256 on the CPU, 4096 on the GPU)"},
+     "choice, which --memory prints)"},
     {"classifier_tile", "output", &Config::classifier_tile,
      "0 = the LM head + loss goes by chunks of rows (classifier_chunk) | a multiple of 128: it goes over all B*T rows "
      "in tiles of this many vocabulary columns, two passes (the logits computed twice), only one tile's logits exist"},
