@@ -192,7 +192,17 @@ else
   else pass gpu_check_budget; fi
 
   # Killed part way (SIGTERM, as a GPU slot's end does): what it measured is kept, the report written.
-  timeout -s TERM 12 bash $gc --emulated --skip tests --out "$tmp/killed" >"$tmp/killed.log" 2>&1
+  # The signal goes once the first benchmark row is in (timeout passes it on to the whole process
+  # group), not at a fixed time: how long the emulated check takes depends on the machine's load.
+  timeout -s TERM 300 bash $gc --emulated --skip tests --out "$tmp/killed" >"$tmp/killed.log" 2>&1 &
+  tpid=$!
+  for _ in $(seq 1200); do
+    grep -q '^PASS gpu_check_bench_' "$tmp/killed/parts.txt" 2>/dev/null && break
+    kill -0 $tpid 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -TERM $tpid 2>/dev/null
+  wait $tpid
   why=""
   grep -q 'gpu_check: interrupted' "$tmp/killed/gpu_check.log" || why+="not interrupted; "
   grep -q '^PASS gpu_check_bench_' "$tmp/killed/parts.txt" 2>/dev/null || why+="no finished row in parts.txt; "
