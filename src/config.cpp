@@ -514,7 +514,7 @@ MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, i
     double rot = pos_traits(m.pos).rotary ? 3 : 0;
     // per layer: the log-sum-exps (fp32), or the probabilities (an activation)
     double lse = m.flash ? (double)B * H * T : 0, probs = m.flash ? 0 : (double)B * H * T * T;
-    // see GPT::ensure_acts: activations (act_bytes each) and the fp32 buffers beside them
+    // see Activations::resize (activations.h): activations (act_bytes each) and the fp32 buffers beside them
     double acts = N * C * 3 + logits + (train ? L : 1) * (N * C * (16 + rot) + probs);
     double f32 = N * 3 + (train ? L : 1) * (N * 4 + lse);                   // LayerNorm stats, losses, lse
     if (tile > 0) f32 += 2 * N + (train && act_bytes != 4 ? N * C : 0);     // each row's max and sum; d lnf in fp32

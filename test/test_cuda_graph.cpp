@@ -165,7 +165,7 @@ std::string test_queued_vs_sync(Pos pos) {
     return why;
 }
 
-// Evaluation during training borrows the training activations (GPT::ensure_acts): it allocates
+// Evaluation during training borrows the training activations (Activations::resize): it allocates
 // nothing (GPU), gives the losses of a model that has its own evaluation buffers, bit for bit,
 // and the training steps after it are those of a run without the evaluation.
 template <class BK>
