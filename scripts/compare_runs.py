@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -493,9 +494,8 @@ def solved_summary(g):
     runs = [r for r in g.runs if r.acc_curve]
     firsts = [first_solved(r) for r in runs]
     k = sum(f is not None for f in firsts)
-    ranked = sorted(math.inf if f is None else f for f in firsts)
-    n = len(ranked)
-    med = None if not n else ranked[n // 2] if n % 2 else (ranked[n // 2 - 1] + ranked[n // 2]) / 2
+    n = len(firsts)
+    med = statistics.median(math.inf if f is None else f for f in firsts) if n else None
     return k, n, med, firsts
 
 
