@@ -283,6 +283,16 @@ struct CudaBackend {
     CUDA_BACKEND_OP(classifier_tile_lse);
     CUDA_BACKEND_OP(classifier_tile_loss);
     CUDA_BACKEND_OP(classifier_tile_dlogits);
+    // The LM head and the loss of one chunk of rows (GPT::classifier): three launches over one
+    // chunk's logits, which stay in HBM (the CPU backend fuses them by tiles: src/ops/loss.h).
+    template <class A>
+    static void classifier_head(A* logits, float* losses, const int* targets, const A* x, const A* w, A* dx, float* dw,
+                                float* /*scratch*/, int N, int C, int V, int Vp, float dscale) {
+        matmul_forward(logits, x, w, nullptr, N, C, Vp);  // (N, Vp)
+        classifier_loss(logits, losses, targets, N, V, Vp, dscale);
+        if (dscale != 0.0f) matmul_backward(dx, dw, nullptr, logits, x, w, N, C, Vp);
+    }
+    static size_t classifier_head_scratch(int, int, int) { return 0; }
     // rows per classifier chunk: 4096 x 50304 fp32 logits (786 MiB, a quarter of the paper batch's);
     // until scripts/gpu_check.sh's LM head sweep measures the others (its head.md names the fastest)
     static constexpr int classifier_chunk = 4096;

@@ -27,6 +27,8 @@ struct Acts {
     // classifier tiles: each row's running max and sum of exp (N), and with a bf16 A d lnf
     // summed over the tiles in T (N, C) before it is rounded into dln (null otherwise)
     T *head_max = nullptr, *head_sum = nullptr, *dlnf = nullptr;
+    // classifier chunks: the backend's scratch for one chunk (BK::classifier_head; null if none)
+    T* head_scratch = nullptr;
     // backward-only buffers. All in A, dres too (the residual stream's gradient, added into
     // by each LayerNorm backward): it is the dout of GEMMs, whose operands share one type.
     A *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dqkvr = nullptr, *dfch = nullptr,
@@ -68,6 +70,12 @@ struct Activations {
         return cfg.classifier_tile > 0 ? N * tile_cols() : classifier_rows(N) * cfg.Vp();
     }
 
+    // Elements of the backend's scratch for one classifier chunk (0 with tiles, or none needed).
+    size_t head_scratch_size(size_t N) const {
+        if (cfg.classifier_tile > 0) return 0;
+        return BK::classifier_head_scratch((int)classifier_rows(N), cfg.C, (int)cfg.Vp());
+    }
+
     bool holds(const Set& a, int B, int Tn) const { return a.B == B && a.Tn == Tn; }
 
     // Evaluation borrows the training set's buffers when they are large enough: it uses one
@@ -78,7 +86,8 @@ struct Activations {
     bool eval_fits_train(int B, int Tn) const {
         const Set& t = train;
         size_t N = (size_t)B * Tn, Nt = (size_t)t.B * t.Tn;
-        return t.B && N <= Nt && att_size(B, Tn) <= att_size(t.B, t.Tn) && logits_size(N) <= logits_size(Nt);
+        return t.B && N <= Nt && att_size(B, Tn) <= att_size(t.B, t.Tn) && logits_size(N) <= logits_size(Nt) &&
+               head_scratch_size(N) <= head_scratch_size(Nt);
     }
 
     // Makes a (train or eval) hold buffers for (B, Tn); the ones it held are freed (the caller
@@ -119,6 +128,7 @@ struct Activations {
         a.lnf = mka(N * C), a.lnf_mean = mk(N), a.lnf_rstd = mk(N);
         a.logits = mka(logits_size(N)), a.losses = mk(N);  // logits: one chunk's or one tile's
         if (cfg.classifier_tile > 0) a.head_max = mk(N), a.head_sum = mk(N);
+        if (head_scratch_size(N) > 0) a.head_scratch = mk(head_scratch_size(N));
         if (training) {
             a.dres = mka(N * C), a.dln = mka(N * C), a.datty = mka(N * C);
             a.dqkv = mka(N * 3 * C), a.dqkvr = rotary ? mka(N * 3 * C) : a.dqkv;

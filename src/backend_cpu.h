@@ -99,6 +99,8 @@ struct CpuBackend {
     static constexpr auto gelu_backward = cpu::gelu_backward<T>;
     static constexpr auto softmax_crossentropy = cpu::softmax_crossentropy<T>;
     static constexpr auto classifier_loss = cpu::classifier_loss<T>;
+    static constexpr auto classifier_head = cpu::classifier_head<T>;
+    static constexpr auto classifier_head_scratch = cpu::classifier_head_scratch<T>;
     static constexpr auto classifier_tile_lse = cpu::classifier_tile_lse<T>;
     static constexpr auto classifier_tile_loss = cpu::classifier_tile_loss<T>;
     static constexpr auto classifier_tile_dlogits = cpu::classifier_tile_dlogits<T>;

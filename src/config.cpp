@@ -2,6 +2,7 @@
 // parser, help_text() and config_to_json() all walk that table.
 #include "config.h"
 #include "fileio.h"
+#include "ops/loss.h"
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -500,7 +501,7 @@ double lr_at(const Config& c, int step) {
     return c.lr;
 }
 
-MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, int act_bytes) {
+MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, int act_bytes, bool cpu) {
     // in double: an absurd config must give a large number here, not an overflowed one
     double L = m.L, C = m.C, V = m.Vp(), H = m.H, N = (double)B * T;
     double chunk = std::min(N, (double)(m.classifier_chunk > 0 ? m.classifier_chunk : kCpuClassifierChunk));
@@ -518,6 +519,7 @@ MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, i
     double acts = N * C * 3 + logits + (train ? L : 1) * (N * C * (16 + rot) + probs);
     double f32 = N * 3 + (train ? L : 1) * (N * 4 + lse);                   // LayerNorm stats, losses, lse
     if (tile > 0) f32 += 2 * N + (train && act_bytes != 4 ? N * C : 0);     // each row's max and sum; d lnf in fp32
+    if (tile == 0 && cpu) f32 += (double)cpu::classifier_head_scratch<float>((int)chunk, m.C, m.Vp());  // CPU head
     if (train) acts += N * C * (3 + 3 + rot + 8) + probs;                   // backward buffers (+ dscores)
     double crope_w = cq ? L * 3 * C * C : 0, crope_g = cq ? 3 * C * C : 0;  // expanded weights (act), their grad
     double copy = act_bytes != 4 ? 1 : 0;  // the GEMMs' copy of the weights (model.h: GPT::wc)
@@ -527,8 +529,8 @@ MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, i
             4.0 * (4 * wpe + tables) + act_bytes * copy * wpe, 4.0 * f32 + act_bytes * acts};
 }
 
-double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes) {
-    return model_memory_parts(m, B, T, train, act_bytes).total();
+double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes, bool cpu) {
+    return model_memory_parts(m, B, T, train, act_bytes, cpu).total();
 }
 
 void check_host_memory(const ModelConfig& m, int B, int T, bool train, const std::string& tokens) {

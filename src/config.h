@@ -105,13 +105,14 @@ double lr_at(const Config& c, int step);
 // (and the GEMMs' copy) of every tensor but the position table; the position table (wpe with its
 // gradient and moments, or the fixed tables); the activations of a training step (train) or of
 // a forward pass (!train) over B x T tokens. act_bytes: bytes per activation (2 with --precision
-// bf16, which adds a bf16 copy of the weights).
+// bf16, which adds a bf16 copy of the weights); cpu: the CPU backend's, whose LM head keeps
+// per-tile statistics and shares of d lnf beside a chunk's logits (classifier_head_scratch).
 struct MemoryParts {
     double weights, positions, activations;
     double total() const { return weights + positions + activations; }
 };
-MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, int act_bytes = 4);
-double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes = 4);
+MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, int act_bytes = 4, bool cpu = true);
+double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes = 4, bool cpu = true);
 // Throws "this model needs about X GiB but the machine has Y GiB; KEY: the PART alone take about
 // Z GiB: make it smaller" when the host cannot hold it, naming the setting behind the largest
 // part; tokens names the settings that make the B x T tokens (e.g. "batch_size 4 x seq_len 256").

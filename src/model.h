@@ -286,18 +286,17 @@ struct GPT {
     }
 
     // The tied LM head and the loss, fused, chunk by chunk over the N rows of a.lnf: per chunk
-    // the logits (rows, Vp), then the losses with dlogits = (softmax - onehot) * dscale written
-    // over them, then (dscale != 0) the head's two backward GEMMs, d lnf into a.dln and d wte
-    // accumulated, before the next chunk reuses the logits buffer.
+    // the logits (rows, Vp), the losses, and with dscale != 0 dlogits = (softmax - onehot) *
+    // dscale through the head's backward: d lnf into a.dln, d wte accumulated; the next chunk
+    // reuses the logits buffer. How a backend fuses them: BK::classifier_head.
     void classifier(Acts& a, size_t N, T dscale) {
         if (cfg.classifier_tile > 0) return classifier_tiles(a, N, dscale);
         size_t C = cfg.C, Vp = cfg.Vp(), chunk = acts.classifier_rows(N);
         for (size_t r = 0; r < N; r += chunk) {
             int n = (int)std::min(chunk, N - r);
-            BK::matmul_forward(a.logits, a.lnf + r * C, wa.wte, nullptr, n, (int)C, (int)Vp);  // (n, Vp)
-            BK::classifier_loss(a.logits, a.losses + r, a.targets + r, n, cfg.V, (int)Vp, dscale);
-            if (dscale != T(0))
-                BK::matmul_backward(a.dln + r * C, g.wte, nullptr, a.logits, a.lnf + r * C, wa.wte, n, (int)C, (int)Vp);
+            BK::classifier_head(a.logits, a.losses + r, a.targets + r, a.lnf + r * C, wa.wte,
+                                dscale != T(0) ? a.dln + r * C : nullptr, g.wte, a.head_scratch, n, (int)C, cfg.V,
+                                (int)Vp, dscale);
         }
     }
 

@@ -468,16 +468,20 @@ struct Trainer {
 
 // model_memory_bytes of a training step of this config under each attention mode: flash keeps
 // (B,H,T) log-sum-exps where cublas keeps every layer's (B,H,T,T) probabilities and their gradient.
-// bf16 activations take 2 bytes.
-// chunk: the device's classifier rows per chunk (BK::classifier_chunk), unless the config sets them.
-static void print_memory(const Config& c, int chunk) {
+// bf16 activations take 2 bytes. cpu: the run's device is the CPU (else a GPU), whose classifier
+// rows per chunk (BK::classifier_chunk) it takes unless the config sets them.
+static void print_memory(const Config& c, bool cpu) {
     ModelConfig mc = model_config(c);
+    int chunk = CpuBackend<float>::classifier_chunk;
+#ifdef HAVE_CUDA
+    if (!cpu) chunk = CudaBackend::classifier_chunk;
+#endif
     if (mc.classifier_chunk == 0) mc.classifier_chunk = chunk;
     const int act_bytes = c.precision == "bf16" ? 2 : 4;
     mc.flash = true;
-    double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true, act_bytes) / 1048576.0;
+    double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true, act_bytes, cpu) / 1048576.0;
     mc.flash = false;
-    double cublas = model_memory_bytes(mc, c.batch_size, c.seq_len, true, act_bytes) / 1048576.0;
+    double cublas = model_memory_bytes(mc, c.batch_size, c.seq_len, true, act_bytes, cpu) / 1048576.0;
     std::string head = mc.classifier_tile > 0 ? "classifier tiles of " + std::to_string(mc.classifier_tile) + " columns"
                                               : "classifier chunk " + std::to_string(mc.classifier_chunk) + " rows";
     printf(
@@ -486,16 +490,15 @@ static void print_memory(const Config& c, int chunk) {
         c.batch_size, c.seq_len, flash, cublas, cublas - flash, head.c_str());
 }
 
-// --memory: the classifier chunk of the device the run would use (the GPU's for --device cuda,
-// or auto on a machine with one), so that the estimate holds without that device here.
-static int memory_device_chunk(const Config& c) {
+// --memory: whether the run would use the CPU (not for --device cuda, nor auto on a machine with
+// a GPU), so that the estimate holds without that device here.
+static bool memory_on_cpu(const Config& c) {
 #ifdef HAVE_CUDA
-    if (c.device == "cuda" || c.precision == "bf16" || (c.device == "auto" && CudaBackend::available()))
-        return CudaBackend::classifier_chunk;
+    if (c.device == "cuda" || c.precision == "bf16" || (c.device == "auto" && CudaBackend::available())) return false;
 #else
     (void)c;
 #endif
-    return CpuBackend<float>::classifier_chunk;
+    return true;
 }
 
 // The arithmetic a run computes in: its precision, and on the GPU for fp32 whether the GEMMs and
@@ -512,7 +515,7 @@ static std::string arithmetic(const Config& c, const std::string& device) {
 }
 
 static void print_model(const Config& c, const std::string& device, const std::string& arith, size_t bytes_per_param,
-                        int chunk) {
+                        bool cpu) {
     ModelConfig mc = model_config(c);
     ParamCounts pc = param_counts(mc);
     printf("model: pos=%s L=%d H=%d C=%d V=%d maxT=%d | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H, mc.C,
@@ -520,7 +523,7 @@ static void print_model(const Config& c, const std::string& device, const std::s
     printf("parameters: total %s | embeddings %s | attention block %s\n", with_commas(pc.total).c_str(),
            with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str());
     printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
-    print_memory(c, chunk);
+    print_memory(c, cpu);
 }
 
 template <class BK>
@@ -532,7 +535,7 @@ static int train_with(const Config& cfg, bool resume, std::string device) {
     if constexpr (BK::graphs)
         device += graph_step<BK>(cfg.cuda_graph == 1, cfg.profile, dg.mpi) ? " | step: CUDA graph" : " | step: eager";
     const std::string arith = arithmetic(cfg, device);
-    print_model(cfg, device, arith, sizeof(typename BK::real), BK::classifier_chunk);
+    print_model(cfg, device, arith, sizeof(typename BK::real), std::is_same<BK, CpuBackend<float>>::value);
     Trainer<BK> t(cfg, {{"device", device}, {"arithmetic", arith}});
     return t.run(resume);
 }
@@ -559,7 +562,7 @@ static int train_main(int argc, char** argv) {
         bool resume = !cfg.resume.empty();
         validate(cfg);
         if (cfg.memory) {  // before any folder or allocation: works for a config this machine cannot run
-            print_memory(cfg, memory_device_chunk(cfg));
+            print_memory(cfg, memory_on_cpu(cfg));
             return 0;
         }
         const dist::Group& dg = dist::group();

@@ -1,9 +1,12 @@
 // The GEMM-only time of one CPU training step: the limit scripts/bench_cpu.sh prints beside the
 // trainer's step time. Takes build/train's model flags (--pos, --n_layer, --n_head, --n_embd,
 // --batch_size, --seq_len, ...), runs real training steps of that model on random tokens through
-// a backend whose matrix products note their (transA, transB, M, N, K) as they go, then times
-// exactly the products of one step through the same BLAS, on buffers of their sizes: so the list
-// can never drift from what the model calls. Not a test (no PASS lines): a benchmark tool.
+// a backend whose matrix products note their (transA, transB, M, N, K) and operands as they go,
+// then times exactly the products of one step through the same BLAS, on the step's own buffers
+// (the same addresses, so the same traffic through the caches): so the list can never drift from
+// what the model calls. Products the step ran inside a parallel region, one per thread on one
+// core each (the LM head's vocabulary tiles), run so again, each on the thread that ran it.
+// Not a test (no PASS lines): a benchmark tool.
 //
 // usage: build/test/bench_gemms [--reps N] [--shapes] [build/train's flags]
 //   --reps N   timed passes over the step's products (default 5; the median is printed)
@@ -18,18 +21,24 @@
 #include <tuple>
 #include <vector>
 
+#include <omp.h>
+
 #include "backend_cpu.h"
 #include "config.h"
 #include "model.h"
 
 namespace {
 
-// One product as the ops asked for it: C (M,N) = op(A) op(B) (+ C when accumulate), and the
-// milliseconds it took inside the step.
+// One product as the ops asked for it: C (M,N) = op(A) op(B) (+ C when accumulate), the
+// milliseconds it took inside the step, and the thread that ran it inside a parallel region (-1:
+// outside one, on every thread).
 struct Product {
     bool ta, tb, accumulate;
     int M, N, K, lda, ldb, ldc;
+    const float *a, *b;
+    float* c;
     double in_step_ms;
+    int thread;
     auto key() const { return std::make_tuple(ta, tb, accumulate, M, N, K, lda, ldb, ldc); }
     double gflop() const { return 2.0 * M * N * K * 1e-9; }
 };
@@ -41,12 +50,14 @@ double now_ms() {
 
 // The Gemm of src/ops/matmul.h that notes each product, then runs (and times) it through cpu::gemm.
 struct NotingGemm {
-    template <class T>
-    static void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb, T beta,
-                     T* Cm, int ldc) {
+    static void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                     int ldb, float beta, float* Cm, int ldc) {
         const double t0 = now_ms();
         cpu::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
-        noted.push_back({ta, tb, beta != T(0), M, N, K, lda, ldb, ldc, now_ms() - t0});
+        const Product p{ta, tb, beta != 0.0f, M, N, K, lda, ldb, ldc, A, B, Cm, now_ms() - t0,
+                        omp_in_parallel() ? omp_get_thread_num() : -1};
+#pragma omp critical(noting)
+        noted.push_back(p);
     }
 };
 
@@ -55,19 +66,55 @@ struct NotingBackend : CpuBackend<float> {
     static constexpr auto matmul_forward = cpu::matmul_forward<float, NotingGemm>;
     static constexpr auto matmul_backward = cpu::matmul_backward<float, NotingGemm>;
     static constexpr auto matmul_dinp_add = cpu::matmul_dinp_add<float, NotingGemm>;
+    static constexpr auto classifier_head = cpu::classifier_head<float, NotingGemm>;
 };
 
-// Elements an operand of rows x cols (as stored, row-major with leading dimension ld) spans.
-size_t span(int rows, int ld) {
-    return (size_t)rows * ld;
+// The end of the run of products from i on that ran inside parallel regions (i itself if none).
+size_t parallel_run_end(const std::vector<Product>& ps, size_t i) {
+    while (i < ps.size() && ps[i].thread >= 0) i++;
+    return i;
 }
 
-// Runs the products in order on buffers A, B, C big enough for each; returns the milliseconds.
-double run_products(const std::vector<Product>& ps, const float* A, const float* B, float* C) {
+// Runs the products in order, on their operands; a run of products from parallel regions runs
+// in one, each on its thread. Returns the milliseconds.
+double run_products(const std::vector<Product>& ps) {
+    auto run = [&](const Product& p) {
+        cpu::gemm(p.ta, p.tb, p.M, p.N, p.K, 1.0f, p.a, p.lda, p.b, p.ldb, p.accumulate ? 1.0f : 0.0f, p.c, p.ldc);
+    };
     const double t0 = now_ms();
-    for (const Product& p : ps)
-        cpu::gemm(p.ta, p.tb, p.M, p.N, p.K, 1.0f, A, p.lda, B, p.ldb, p.accumulate ? 1.0f : 0.0f, C, p.ldc);
+    for (size_t i = 0; i < ps.size();) {
+        const size_t end = parallel_run_end(ps, i);
+        if (end == i) {
+            run(ps[i++]);
+            continue;
+        }
+#pragma omp parallel
+        {
+            const int me = omp_get_thread_num();
+            for (size_t k = i; k < end; k++)
+                if (ps[k].thread == me) run(ps[k]);
+        }
+        i = end;
+    }
     return now_ms() - t0;
+}
+
+// The products' time inside the step: a run from parallel regions counts its busiest thread.
+double in_step(const std::vector<Product>& ps) {
+    double ms = 0;
+    for (size_t i = 0; i < ps.size();) {
+        const size_t end = parallel_run_end(ps, i);
+        if (end == i) {
+            ms += ps[i++].in_step_ms;
+            continue;
+        }
+        std::map<int, double> per_thread;
+        for (; i < end; i++) per_thread[ps[i].thread] += ps[i].in_step_ms;
+        double busiest = 0;
+        for (const auto& [t, m] : per_thread) busiest = std::max(busiest, m);
+        ms += busiest;
+    }
+    return ms;
 }
 
 double median(std::vector<double> x) {
@@ -119,22 +166,15 @@ int main(int argc, char** argv) {
         }
         const std::vector<Product> ps = noted;
 
-        size_t na = 0, nb = 0, nc = 0;
-        for (const Product& p : ps) {
-            na = std::max(na, span(p.ta ? p.K : p.M, p.lda));
-            nb = std::max(nb, span(p.tb ? p.N : p.K, p.ldb));
-            nc = std::max(nc, span(p.M, p.ldc));
-        }
-        // small values, as the step's (no denormals, no overflow over repeated accumulation)
-        std::vector<float> A(na), Bm(nb), Cm(nc, 0.0f);
-        for (float& x : A) x = (float)(0.02 * rng.normal());
-        for (float& x : Bm) x = (float)(0.02 * rng.normal());
-        run_products(ps, A.data(), Bm.data(), Cm.data());  // warm-up pass
+        // on the step's buffers (the model's: alive until main returns), whose values stay small:
+        // a few more accumulations into the gradients neither overflow nor reach denormals
+        run_products(ps);  // warm-up pass
         std::vector<double> passes;
-        for (int r = 0; r < reps; r++) passes.push_back(run_products(ps, A.data(), Bm.data(), Cm.data()));
+        for (int r = 0; r < reps; r++) passes.push_back(run_products(ps));
 
-        double gflop = 0, in_step_ms = 0;
-        for (const Product& p : ps) gflop += p.gflop(), in_step_ms += p.in_step_ms;
+        double gflop = 0;
+        for (const Product& p : ps) gflop += p.gflop();
+        const double in_step_ms = in_step(ps);
         if (shapes) {
             // per distinct product: its calls timed together, median of reps
             std::map<decltype(ps[0].key()), std::vector<Product>> groups;
@@ -143,14 +183,12 @@ int main(int argc, char** argv) {
             printf("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n");
             for (const auto& [key, g] : groups) {
                 std::vector<double> t;
-                for (int r = 0; r < reps; r++) t.push_back(run_products(g, A.data(), Bm.data(), Cm.data()));
+                for (int r = 0; r < reps; r++) t.push_back(run_products(g));
                 const Product& p = g.front();
                 const double ms = median(t), gf = p.gflop() * g.size();
-                double in_step = 0;
-                for (const Product& q : g) in_step += q.in_step_ms;
                 printf("| %c | %c | %d | %d | %d | %s | %zu | %.2f | %.1f | %.0f | %.1f |\n", p.ta ? 'T' : 'N',
                        p.tb ? 'T' : 'N', p.M, p.N, p.K, p.accumulate ? "yes" : "no", g.size(), gf, ms, gf / (ms * 1e-3),
-                       in_step);
+                       in_step(g));
             }
         }
         printf("gemm_ms %.1f calls %zu gflop %.6g in_step_ms %.1f\n", median(passes), ps.size(), gflop, in_step_ms);

@@ -4,7 +4,8 @@
 //   own, bit for bit (the gradient check's backend keeps exact math);
 // - partial vectors (a row's tail): every element gets the same bits wherever it sits;
 // - the ops in float (vectors of 16 or 8, SLEEF) against the same ops in double (libm, exact):
-//   the fused softmax + loss by row chunks and by vocabulary tiles, both attentions forward and
+//   the fused softmax + loss by row chunks and by vocabulary tiles, the LM head fused by tiles
+//   (against the unfused head in double, and in double too), both attentions forward and
 //   backward, GELU (and in double against the tanh form it stands for), LayerNorm (and its
 //   residual form), the linear layer's bias gradient, the gradient's sum of squares; each within
 //   a stated number of float ULPs of the output's scale;
@@ -225,6 +226,61 @@ static void test_loss() {
     report("classifier_tiles_float_vs_double", why);
 }
 
+// The LM head fused by vocabulary tiles (classifier_head) against the same head unfused in
+// double: the logits GEMM, classifier_loss, the two backward GEMMs. N = 37 rows take tiles of
+// 1024 columns, N = 1000 tiles of 384 (the tile width follows the rows); the last tile holds
+// classes and padded columns. d wte starts non-zero (the head adds into it).
+static void test_classifier_head() {
+    const int C = 24, V = 2500, Vp = 2560;
+    for (int N : {37, 1000}) {
+        Rng r(5 + N);
+        const Vd xd = randn((size_t)N * C, r), wd = randn((size_t)Vp * C, r, 0.5), dw0 = randn((size_t)Vp * C, r, 0.1);
+        std::vector<int> tg(N);
+        for (int& t : tg) t = (int)r.below(V);
+        tg[0] = V - 1, tg[1] = 0;
+        const double dscale = 1.0 / N;
+        // the reference, unfused, in double
+        Vd z((size_t)N * Vp), loss(N), dx((size_t)N * C), dw = dw0;
+        cpu::matmul_forward(z.data(), xd.data(), wd.data(), (double*)nullptr, N, C, Vp);
+        cpu::classifier_loss(z.data(), loss.data(), tg.data(), N, V, Vp, dscale);
+        cpu::matmul_backward(dx.data(), dw.data(), (double*)nullptr, z.data(), xd.data(), wd.data(), N, C, Vp);
+        // fused, in T; the outputs in one vector (losses, d x, d wte)
+        auto head = [&](auto real, double ds) {
+            using T = decltype(real);
+            std::vector<T> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), out(N + (size_t)N * C);
+            std::vector<T> logits((size_t)N * Vp), dwt(dw0.begin(), dw0.end());
+            std::vector<T> scratch(cpu::classifier_head_scratch<T>(N, C, Vp));
+            cpu::classifier_head(logits.data(), out.data(), tg.data(), x.data(), w.data(), out.data() + N, dwt.data(),
+                                 scratch.data(), N, C, V, Vp, (T)ds);
+            out.insert(out.end(), dwt.begin(), dwt.end());
+            return out;
+        };
+        Vd ref = loss;
+        ref.insert(ref.end(), dx.begin(), dx.end());
+        ref.insert(ref.end(), dw.begin(), dw.end());
+        auto part = [&](const auto& v, size_t from, size_t n) {
+            return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + from, v.begin() + from + n);
+        };
+        const size_t nx = (size_t)N * C, nw = (size_t)Vp * C;
+        const Vf f = head(0.0f, dscale);
+        std::string why = close("losses", part(f, 0, N), part(ref, 0, N), 2);
+        append(why, close("d x", part(f, N, nx), part(ref, N, nx), 16));
+        append(why, close("d wte", part(f, N + nx, nw), part(ref, N + nx, nw), 4));
+        const Vd d = head(0.0, dscale);  // double: the same math as the reference up to the order of its sums
+        for (size_t i = 0; i < d.size(); i++)
+            if (!(std::fabs(d[i] - ref[i]) <= 1e-12 * (1 + std::fabs(ref[i])))) {
+                append(why, "double differs from the unfused head at " + std::to_string(i));
+                break;
+            }
+        const Vf e = head(0.0f, 0.0);  // evaluation: the same losses, d x and d wte untouched
+        if (!std::equal(e.begin(), e.begin() + N, f.begin())) append(why, "evaluation's losses differ from training's");
+        if (!std::equal(dw0.begin(), dw0.end(), e.begin() + N + nx, [](double a, float b) { return (float)a == b; }))
+            append(why, "evaluation changed d wte");
+        append(why, same_on_1_and_3_threads([&] { return head(0.0f, dscale); }));
+        report("classifier_head_vs_unfused_N" + std::to_string(N), why);
+    }
+}
+
 struct AttShape {
     int B, T, C, H;
 };
@@ -358,6 +414,7 @@ int main() {
     test_functions();
     test_partial_vectors();
     test_loss();
+    test_classifier_head();
     test_attention();
     test_gelu_layernorm_bias();
     return failures ? 1 : 0;

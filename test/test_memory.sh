@@ -57,17 +57,19 @@ if memory_line memory_half_batch --batch_size 8; then
 fi
 # the classifier chunk is the device's (the estimate line says how many rows: on the CPU
 # kCpuClassifierChunk, 4096 on the GPU, also where there is no GPU to run on): the GPU's estimate
-# holds the difference in rows of padded (50304) fp32 logits more
+# holds the difference in rows of padded (50304) fp32 logits more, less the CPU head's scratch
+# (src/ops/loss.h classifier_head_scratch: per tile of 768 columns and row 2 + C floats, per row 1)
 chunk_rows() { sed -n 's/.*| classifier chunk \([0-9]*\) rows$/\1/p' <<<"$LINE"; }
 if grep -q 'nvcc was not found' "$TRAIN"; then
   skip memory_device_chunk "this build has no CUDA backend"
 elif memory_line memory_cpu_chunk --batch_size 16 --seq_len 1024 --device cpu && cpu_flash=$FLASH &&
   cpu_rows=$(chunk_rows) && memory_line memory_gpu_chunk --batch_size 16 --seq_len 1024 --device cuda; then
   gpu_rows=$(chunk_rows)
-  want=$(((gpu_rows - cpu_rows) * 50304 * 4 / 1048576))
+  scratch=$(((50304 + 767) / 768 * cpu_rows * (2 + 128) + cpu_rows))
+  want=$((((gpu_rows - cpu_rows) * 50304 - scratch) * 4 / 1048576))
   if [ "$gpu_rows" = 4096 ] && [ -n "$cpu_rows" ] && [ $((FLASH - cpu_flash - want)) -ge -1 ] &&
      [ $((FLASH - cpu_flash - want)) -le 1 ]; then pass memory_device_chunk
-  else fail memory_device_chunk "--device cuda $FLASH MiB ($gpu_rows rows) - --device cpu $cpu_flash MiB ($cpu_rows rows) is not the $want MiB of their difference in rows of logits"; fi
+  else fail memory_device_chunk "--device cuda $FLASH MiB ($gpu_rows rows) - --device cpu $cpu_flash MiB ($cpu_rows rows) is not the $want MiB of their difference in rows of logits less the CPU head's scratch"; fi
 fi
 expect_fail memory_bad_config "^error: .*batch_size" -- "$TRAIN" --config configs/paper.json --batch_size 0 --memory
 finish

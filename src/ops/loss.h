@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/matmul.h"
 #include "ops/vec.h"
 
 namespace cpu {
@@ -74,6 +75,99 @@ void classifier_loss(T* logits, T* losses, const int* targets, int N, int V, int
                 scale_n(z + v0, std::exp(bmax[b] - lse) * dscale, std::min(kLossBlock, V - v0));
             z[targets[i]] -= dscale;
             std::fill(z + V, z + ld, T(0));
+        }
+    }
+}
+
+// The tied LM head and the loss of one chunk of N rows, fused (GPT::classifier on the CPU): the
+// logits x wte^T (N, Vp) of the rows x (N, C), the losses, and with dscale != 0 the head's
+// gradients: dx (N, C) = dlogits wte (overwritten), dwte (Vp, C) += dlogits^T x, where dlogits =
+// (softmax - onehot) * dscale. It goes by vocabulary tiles of head_tile_cols columns, each thread
+// its own tiles, its BLAS on one core (OpenBLAS runs serially inside a parallel region), so that
+// a tile's logits (N, w) stay in that core's L2 from the GEMM that writes them to their exps; the
+// logits buffer holds the tiles one after another. Then each row's tile statistics merge, in tile
+// order, into its log-sum-exp; and each tile's exps, read from memory once more, are scaled into
+// dlogits in L2 and feed both backward GEMMs there. Each tile's share of dx goes to scratch and
+// the shares are added in tile order: the same bits for any thread count.
+constexpr size_t kHeadTileBytes = 3 << 19;  // a tile's logits: 1.5 MiB, most of a 2 MiB L2
+
+// Columns per tile: a multiple of 128, at most kLossBlock (a row of the tile stays in L1 from
+// its max to its exps).
+template <class T>
+int head_tile_cols(int N, int Vp) {
+    const int w = (int)(kHeadTileBytes / ((size_t)std::max(N, 1) * sizeof(T))) / 128 * 128;
+    return std::min(std::max(w, 128), std::min(kLossBlock, Vp));
+}
+// Elements of classifier_head's scratch: per tile and row the max, the sum of exp and the
+// share of dx (C); per row the log-sum-exp.
+template <class T>
+size_t classifier_head_scratch(int N, int C, int Vp) {
+    const int w = head_tile_cols<T>(N, Vp);
+    return (size_t)(Vp + w - 1) / w * N * (2 + (size_t)C) + N;
+}
+
+template <class T, class Gemm = Blas>
+void classifier_head(T* logits, T* losses, const int* targets, const T* x, const T* wte, T* dx, T* dwte, T* scratch,
+                     int N, int C, int V, int Vp, T dscale) {
+    const bool grad = dscale != T(0);
+    const int w0 = head_tile_cols<T>(N, Vp), tiles = (Vp + w0 - 1) / w0;
+    T* tmax = scratch;                      // (tiles, N) the max of each tile's row
+    T* tsum = tmax + (size_t)tiles * N;     // (tiles, N) its sum of exp(z - max)
+    T* lse = tsum + (size_t)tiles * N;      // (N)
+    T* part = lse + N;                      // (tiles, N, C) each tile's dlogits wte
+    auto tile = [&](int t, int& v0, int& w, int& real) {
+        v0 = t * w0, w = std::min(w0, Vp - v0), real = tile_classes(w, v0, V);
+        return logits + (size_t)v0 * N;  // (N, w)
+    };
+#pragma omp parallel
+    {
+        std::vector<T> exps(grad ? 0 : w0);  // evaluation keeps no exps
+#pragma omp for schedule(static)
+        for (int t = 0; t < tiles; t++) {
+            int v0, w, real;
+            T* z = tile(t, v0, w, real);
+            Gemm::gemm(false, true, N, w, C, T(1), x, C, wte + (size_t)v0 * C, C, T(0), z, w);
+            for (int i = 0; i < N; i++) {
+                T* zi = z + (size_t)i * w;
+                const int tg = targets[i] - v0;
+                if (tg >= 0 && tg < real) losses[i] = zi[tg];  // before the exps overwrite it
+                const T mi = real > 0 ? max_n(zi, real) : T(-INFINITY);  // a tile of padding only adds 0
+                tmax[(size_t)t * N + i] = mi;
+                tsum[(size_t)t * N + i] = exp_sum_n(grad ? zi : exps.data(), zi, mi, real);
+                if (grad) std::fill(zi + real, zi + w, T(0));
+            }
+        }
+#pragma omp for schedule(static)
+        for (int i = 0; i < N; i++) {
+            RowStats<T> st;
+            for (int t = 0; t < tiles; t++) st.add(tmax[(size_t)t * N + i], tsum[(size_t)t * N + i]);
+            lse[i] = st.lse();
+            const int tg = targets[i];
+            losses[i] = tg >= 0 && tg < V ? lse[i] - losses[i] : T(NAN);
+        }
+        if (grad) {
+#pragma omp for schedule(static)
+            for (int t = 0; t < tiles; t++) {
+                int v0, w, real;
+                T* z = tile(t, v0, w, real);
+                for (int i = 0; i < N; i++) {
+                    T* zi = z + (size_t)i * w;
+                    scale_n(zi, std::exp(tmax[(size_t)t * N + i] - lse[i]) * dscale, real);
+                    const int tg = targets[i] - v0;
+                    if (tg >= 0 && tg < real) zi[tg] -= dscale;
+                }
+                Gemm::gemm(true, false, w, C, N, T(1), z, w, x, C, T(1), dwte + (size_t)v0 * C, C);
+                Gemm::gemm(false, false, N, C, w, T(1), z, w, wte + (size_t)v0 * C, C, T(0), part + (size_t)t * N * C, C);
+            }
+#pragma omp for schedule(static)
+            for (int i = 0; i < N; i++) {
+                T* d = dx + (size_t)i * C;
+                std::copy(part + (size_t)i * C, part + (size_t)(i + 1) * C, d);
+                for (int t = 1; t < tiles; t++) {
+                    const T* p = part + ((size_t)t * N + i) * C;
+                    for (int c = 0; c < C; c++) d[c] += p[c];
+                }
+            }
         }
     }
 }
