@@ -111,14 +111,16 @@ void classifier_head(T* logits, T* losses, const int* targets, const T* x, const
                      int N, int C, int V, int Vp, T dscale) {
     const bool grad = dscale != T(0);
     const int w0 = head_tile_cols<T>(N, Vp), tiles = (Vp + w0 - 1) / w0;
-    T* tmax = scratch;                      // (tiles, N) the max of each tile's row
-    T* tsum = tmax + (size_t)tiles * N;     // (tiles, N) its sum of exp(z - max)
-    T* lse = tsum + (size_t)tiles * N;      // (N)
-    T* part = lse + N;                      // (tiles, N, C) each tile's dlogits wte
+    T* tmax = scratch;                   // (tiles, N) the max of each tile's row
+    T* tsum = tmax + (size_t)tiles * N;  // (tiles, N) its sum of exp(z - max)
+    T* lse = tsum + (size_t)tiles * N;   // (N)
+    T* part = lse + N;  // (tiles, N, C) each tile's exps times its wte rows; then x scaled for its d wte
     auto tile = [&](int t, int& v0, int& w, int& real) {
         v0 = t * w0, w = std::min(w0, Vp - v0), real = tile_classes(w, v0, V);
         return logits + (size_t)v0 * N;  // (N, w)
     };
+    // the scale of tile t's exps in row i: exp(z - tile max) * it = softmax * dscale
+    auto scale = [&](int t, int i) { return std::exp(tmax[(size_t)t * N + i] - lse[i]) * dscale; };
 #pragma omp parallel
     {
         std::vector<T> exps(grad ? 0 : w0);  // evaluation keeps no exps
@@ -126,16 +128,19 @@ void classifier_head(T* logits, T* losses, const int* targets, const T* x, const
         for (int t = 0; t < tiles; t++) {
             int v0, w, real;
             T* z = tile(t, v0, w, real);
-            Gemm::gemm(false, true, N, w, C, T(1), x, C, wte + (size_t)v0 * C, C, T(0), z, w);
+            const T* wt = wte + (size_t)v0 * C;
+            Gemm::gemm(false, true, N, w, C, T(1), x, C, wt, C, T(0), z, w);
             for (int i = 0; i < N; i++) {
                 T* zi = z + (size_t)i * w;
                 const int tg = targets[i] - v0;
-                if (tg >= 0 && tg < real) losses[i] = zi[tg];  // before the exps overwrite it
+                if (tg >= 0 && tg < real) losses[i] = zi[tg];            // before the exps overwrite it
                 const T mi = real > 0 ? max_n(zi, real) : T(-INFINITY);  // a tile of padding only adds 0
                 tmax[(size_t)t * N + i] = mi;
                 tsum[(size_t)t * N + i] = exp_sum_n(grad ? zi : exps.data(), zi, mi, real);
                 if (grad) std::fill(zi + real, zi + w, T(0));
             }
+            // d lnf's share, while the exps are in L2; each row's scale comes once the lse is known
+            if (grad) Gemm::gemm(false, false, N, C, w, T(1), z, w, wt, C, T(0), part + (size_t)t * N * C, C);
         }
 #pragma omp for schedule(static)
         for (int i = 0; i < N; i++) {
@@ -146,26 +151,36 @@ void classifier_head(T* logits, T* losses, const int* targets, const T* x, const
             losses[i] = tg >= 0 && tg < V ? lse[i] - losses[i] : T(NAN);
         }
         if (grad) {
-#pragma omp for schedule(static)
-            for (int t = 0; t < tiles; t++) {
-                int v0, w, real;
-                T* z = tile(t, v0, w, real);
-                for (int i = 0; i < N; i++) {
-                    T* zi = z + (size_t)i * w;
-                    scale_n(zi, std::exp(tmax[(size_t)t * N + i] - lse[i]) * dscale, real);
-                    const int tg = targets[i] - v0;
-                    if (tg >= 0 && tg < real) zi[tg] -= dscale;
-                }
-                Gemm::gemm(true, false, w, C, N, T(1), z, w, x, C, T(1), dwte + (size_t)v0 * C, C);
-                Gemm::gemm(false, false, N, C, w, T(1), z, w, wte + (size_t)v0 * C, C, T(0), part + (size_t)t * N * C, C);
-            }
+            // d lnf: the tiles' shares scaled and added in tile order, less dscale times the target's wte row
 #pragma omp for schedule(static)
             for (int i = 0; i < N; i++) {
                 T* d = dx + (size_t)i * C;
-                std::copy(part + (size_t)i * C, part + (size_t)(i + 1) * C, d);
-                for (int t = 1; t < tiles; t++) {
+                std::fill(d, d + C, T(0));
+                for (int t = 0; t < tiles; t++) {
+                    const T a = scale(t, i);
                     const T* p = part + ((size_t)t * N + i) * C;
-                    for (int c = 0; c < C; c++) d[c] += p[c];
+                    for (int c = 0; c < C; c++) d[c] += a * p[c];
+                }
+                const int tg = targets[i];
+                if (tg >= 0 && tg < V)
+                    for (int c = 0; c < C; c++) d[c] -= dscale * wte[(size_t)tg * C + c];
+            }
+            // d wte's tile rows: exps^T (x's rows times their scales, over the tile's share, now
+            // added up) less dscale onehot^T x
+#pragma omp for schedule(static)
+            for (int t = 0; t < tiles; t++) {
+                int v0, w, real;
+                const T* z = tile(t, v0, w, real);
+                T *dw = dwte + (size_t)v0 * C, *xs = part + (size_t)t * N * C;
+                for (int i = 0; i < N; i++) {
+                    const T a = scale(t, i);
+                    for (int c = 0; c < C; c++) xs[(size_t)i * C + c] = a * x[(size_t)i * C + c];
+                }
+                Gemm::gemm(true, false, w, C, N, T(1), z, w, xs, C, T(1), dw, C);
+                for (int i = 0; i < N; i++) {  // rows in order: a class several rows target gets them in order
+                    const int tg = targets[i] - v0;
+                    if (tg < 0 || tg >= real) continue;
+                    for (int c = 0; c < C; c++) dw[(size_t)tg * C + c] -= dscale * x[(size_t)i * C + c];
                 }
             }
         }
