@@ -5,7 +5,8 @@
 // then times exactly the products of one step through the same BLAS, on the step's own buffers
 // (the same addresses, so the same traffic through the caches): so the list can never drift from
 // what the model calls. Products the step ran inside a parallel region, one per thread on one
-// core each (the LM head's vocabulary tiles), run so again, each on the thread that ran it.
+// core each (the LM head's vocabulary tiles, attention's blocks), run so again, each on the thread
+// that ran it.
 // Not a test (no PASS lines): a benchmark tool.
 //
 // usage: build/test/bench_gemms [--reps N] [--shapes] [build/train's flags]
@@ -67,6 +68,10 @@ struct NotingBackend : CpuBackend<float> {
     static constexpr auto matmul_backward = cpu::matmul_backward<float, NotingGemm>;
     static constexpr auto matmul_dinp_add = cpu::matmul_dinp_add<float, NotingGemm>;
     static constexpr auto classifier_head = cpu::classifier_head<float, NotingGemm>;
+    static constexpr auto attention_forward = cpu::attention_forward<float, NotingGemm>;
+    static constexpr auto attention_backward = cpu::attention_backward<float, NotingGemm>;
+    static constexpr auto attention_forward_lse = cpu::attention_forward_lse<float, NotingGemm>;
+    static constexpr auto attention_backward_lse = cpu::attention_backward_lse<float, NotingGemm>;
 };
 
 // The end of the run of products from i on that ran inside parallel regions (i itself if none).

@@ -35,10 +35,10 @@ inline size_t out_at(int b, int h, int t, int Tn, int C, int H) {
 }
 
 // s (t1 - t0, ld) <- the scaled scores of query rows [t0, t1) of head (b,h) against keys [0, t1).
-template <class T>
+template <class T, class Gemm = Blas>
 void block_scores(T* s, int ld, const T* qkv, int b, int h, int t0, int t1, int Tn, int C, int H) {
     const int D = C / H;
-    gemm(false, true, t1 - t0, t1, D, T(1) / std::sqrt(T(D)), qkv + qkv_at(b, h, t0, Tn, C, H), 3 * C,
+    Gemm::gemm(false, true, t1 - t0, t1, D, T(1) / std::sqrt(T(D)), qkv + qkv_at(b, h, t0, Tn, C, H), 3 * C,
          qkv + qkv_at(b, h, 0, Tn, C, H) + C, 3 * C, T(0), s, ld);
 }
 
@@ -55,18 +55,18 @@ T softmax_row(T* p, int t, int n) {
 
 // Forward of query rows [t0, t1) of head (b,h): p (t1 - t0, ld) <- the probabilities over keys
 // [0, t1), lse (the head's, T) <- the rows' log-sum-exps, out <- p v.
-template <class T>
+template <class T, class Gemm = Blas>
 void block_forward(T* out, T* p, int ld, T* lse, const T* qkv, int b, int h, int t0, int t1, int Tn, int C, int H) {
-    block_scores(p, ld, qkv, b, h, t0, t1, Tn, C, H);
+    block_scores<T, Gemm>(p, ld, qkv, b, h, t0, t1, Tn, C, H);
     for (int t = t0; t < t1; t++) lse[t] = softmax_row(p + (size_t)(t - t0) * ld, t, t1);
-    gemm(false, false, t1 - t0, C / H, t1, T(1), p, ld, qkv + qkv_at(b, h, 0, Tn, C, H) + 2 * C, 3 * C, T(0),
+    Gemm::gemm(false, false, t1 - t0, C / H, t1, T(1), p, ld, qkv + qkv_at(b, h, 0, Tn, C, H) + 2 * C, 3 * C, T(0),
          out + out_at(b, h, t0, Tn, C, H), C);
 }
 
 // Backward of query rows [t0, t1) of head (b,h), given their probabilities p (t1 - t0, ld) over
 // keys [0, t1): dq of the rows <- its gradient, dk and dv of keys [0, t1) += the rows' share of
 // theirs (in dqkv (B,T,3C)). dsc (t1 - t0, t1) is scratch.
-template <class T>
+template <class T, class Gemm = Blas>
 void block_backward(T* dqkv, T* dsc, const T* p, int ld, const T* dout, const T* qkv, int b, int h, int t0, int t1,
                     int Tn, int C, int H) {
     const int D = C / H, R = t1 - t0;
@@ -75,8 +75,8 @@ void block_backward(T* dqkv, T* dsc, const T* p, int ld, const T* dout, const T*
     const T* dO = dout + out_at(b, h, t0, Tn, C, H);
     T *dk0 = dqkv + qkv_at(b, h, 0, Tn, C, H) + C, *dv0 = dk0 + C;
     // d(att) = dO v^T ; dv += att^T dO
-    gemm(false, true, R, t1, D, T(1), dO, C, v0, 3 * C, T(0), dsc, t1);
-    gemm(true, false, t1, D, R, T(1), p, ld, dO, C, T(1), dv0, 3 * C);
+    Gemm::gemm(false, true, R, t1, D, T(1), dO, C, v0, 3 * C, T(0), dsc, t1);
+    Gemm::gemm(true, false, t1, D, R, T(1), p, ld, dO, C, T(1), dv0, 3 * C);
     // the softmax backward, d(scores) = att * (d(att) - sum att d(att)), scaled
     for (int r = 0; r < R; r++) {
         const T* pr = p + (size_t)r * ld;
@@ -85,8 +85,17 @@ void block_backward(T* dqkv, T* dsc, const T* p, int ld, const T* dout, const T*
         for (int j = 0; j < t1; j++) g[j] = pr[j] * (g[j] - dot) * scale;
     }
     // dq = d(scores) k ; dk += d(scores)^T q
-    gemm(false, false, R, D, t1, T(1), dsc, t1, k0, 3 * C, T(0), dqkv + qkv_at(b, h, t0, Tn, C, H), 3 * C);
-    gemm(true, false, t1, D, R, T(1), dsc, t1, q, 3 * C, T(1), dk0, 3 * C);
+    Gemm::gemm(false, false, R, D, t1, T(1), dsc, t1, k0, 3 * C, T(0), dqkv + qkv_at(b, h, t0, Tn, C, H), 3 * C);
+    Gemm::gemm(true, false, t1, D, R, T(1), dsc, t1, q, 3 * C, T(1), dk0, 3 * C);
+}
+
+// A thread's scratch for one block (kAttRows x T), the first or the second (which), kept from call
+// to call: no allocation per call, and test/bench_gemms can run a step's products again on them.
+template <class T>
+T* block_scratch(int which, size_t n) {
+    thread_local std::vector<T> scratch[2];
+    if (scratch[which].size() < n) scratch[which].resize(n);
+    return scratch[which].data();
 }
 
 // Zeroes the k and v channels of head h in every row of batch b of dqkv (B,T,3C): the blocks add
@@ -98,7 +107,7 @@ void zero_head_kv(T* dqkv, int b, int h, int Tn, int C, int H) {
 }
 
 // out (B,T,C), att (B,H,T,T): att[b,h,t,t2] = softmax_t2<=t(q_t . k_t2 / sqrt(D))
-template <class T>
+template <class T, class Gemm = Blas>
 void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) {
 #pragma omp parallel
     {
@@ -108,7 +117,7 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H
             for (int t0 = 0; t0 < Tn; t0 += kAttRows) {
                 const int t1 = std::min(Tn, t0 + kAttRows);
                 T* p = att + ((size_t)bh * Tn + t0) * Tn;
-                block_forward(out, p, Tn, lse.data(), qkv, bh / H, bh % H, t0, t1, Tn, C, H);
+                block_forward<T, Gemm>(out, p, Tn, lse.data(), qkv, bh / H, bh % H, t0, t1, Tn, C, H);
                 for (int t = t0; t < t1; t++)
                     std::fill(p + (size_t)(t - t0) * Tn + t1, p + (size_t)(t - t0 + 1) * Tn, T(0));
             }
@@ -117,17 +126,17 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H
 
 // dqkv (B,T,3C) = gradient (overwritten). scratch (B,H,T,T) holds the GPU kernels' d(scores);
 // these loops need one block of it at a time, their own.
-template <class T>
+template <class T, class Gemm = Blas>
 void attention_backward(T* dqkv, T* /*scratch*/, const T* dout, const T* qkv, const T* att, int B, int Tn, int C,
                         int H) {
 #pragma omp parallel
     {
-        std::vector<T> dsc((size_t)kAttRows * Tn);
+        T* dsc = block_scratch<T>(0, (size_t)kAttRows * Tn);
 #pragma omp for
         for (int bh = 0; bh < B * H; bh++) {
             zero_head_kv(dqkv, bh / H, bh % H, Tn, C, H);
             for (int t0 = 0; t0 < Tn; t0 += kAttRows)
-                block_backward(dqkv, dsc.data(), att + ((size_t)bh * Tn + t0) * Tn, Tn, dout, qkv, bh / H, bh % H, t0,
+                block_backward<T, Gemm>(dqkv, dsc, att + ((size_t)bh * Tn + t0) * Tn, Tn, dout, qkv, bh / H, bh % H, t0,
                                std::min(Tn, t0 + kAttRows), Tn, C, H);
         }
     }
@@ -135,16 +144,16 @@ void attention_backward(T* dqkv, T* /*scratch*/, const T* dout, const T* qkv, co
 
 // out (B,T,C), lse (B,H,T): the same output as attention_forward, keeping only each row's
 // log-sum-exp of the scaled scores.
-template <class T>
+template <class T, class Gemm = Blas>
 void attention_forward_lse(T* out, T* lse, const T* qkv, int B, int Tn, int C, int H) {
 #pragma omp parallel
     {
-        std::vector<T> p((size_t)kAttRows * Tn);  // one block of probabilities, rows as att's
+        T* p = block_scratch<T>(0, (size_t)kAttRows * Tn);  // one block of probabilities, rows as att's
 #pragma omp for
         for (int bh = 0; bh < B * H; bh++)
             for (int t0 = 0; t0 < Tn; t0 += kAttRows) {
                 const int t1 = std::min(Tn, t0 + kAttRows);
-                block_forward(out, p.data(), Tn, lse + (size_t)bh * Tn, qkv, bh / H, bh % H, t0, t1, Tn, C, H);
+                block_forward<T, Gemm>(out, p, Tn, lse + (size_t)bh * Tn, qkv, bh / H, bh % H, t0, t1, Tn, C, H);
             }
     }
 }
@@ -152,25 +161,25 @@ void attention_forward_lse(T* out, T* lse, const T* qkv, int B, int Tn, int C, i
 // dqkv (B,T,3C) = gradient (overwritten), from the row log-sum-exps of attention_forward_lse: each
 // row's probabilities are rebuilt as exp(q.k / sqrt(D) - lse). The forward output (B,T,C) is part
 // of the signature for the GPU kernels (they take rowsum(dO * out)); these loops do not need it.
-template <class T>
+template <class T, class Gemm = Blas>
 void attention_backward_lse(T* dqkv, const T* dout, const T* qkv, const T* /*out*/, const T* lse, int B, int Tn, int C,
                             int H) {
 #pragma omp parallel
     {
-        std::vector<T> p((size_t)kAttRows * Tn), dsc((size_t)kAttRows * Tn);
+        T *p = block_scratch<T>(0, (size_t)kAttRows * Tn), *dsc = block_scratch<T>(1, (size_t)kAttRows * Tn);
 #pragma omp for
         for (int bh = 0; bh < B * H; bh++) {
             const int b = bh / H, h = bh % H;
             zero_head_kv(dqkv, b, h, Tn, C, H);
             for (int t0 = 0; t0 < Tn; t0 += kAttRows) {
                 const int t1 = std::min(Tn, t0 + kAttRows);
-                block_scores(p.data(), Tn, qkv, b, h, t0, t1, Tn, C, H);
+                block_scores<T, Gemm>(p, Tn, qkv, b, h, t0, t1, Tn, C, H);
                 for (int t = t0; t < t1; t++) {
-                    T* pr = p.data() + (size_t)(t - t0) * Tn;
+                    T* pr = p + (size_t)(t - t0) * Tn;
                     exp_sum_n(pr, pr, lse[(size_t)bh * Tn + t], t + 1);
                     std::fill(pr + t + 1, pr + t1, T(0));
                 }
-                block_backward(dqkv, dsc.data(), p.data(), Tn, dout, qkv, b, h, t0, t1, Tn, C, H);
+                block_backward<T, Gemm>(dqkv, dsc, p, Tn, dout, qkv, b, h, t0, t1, Tn, C, H);
             }
         }
     }
