@@ -409,7 +409,8 @@ Difference step_difference(const ModelConfig& a, const ModelConfig& b) {
     auto act_bytes = [](auto backend) { return (int)sizeof(typename decltype(backend)::act); };
     step_bytes<BA>(a, B, T), step_bytes<BB>(b, B, T);
     return {(double)step_bytes<BB>(b, B, T) - (double)step_bytes<BA>(a, B, T),
-            model_memory_bytes(b, B, T, true, act_bytes(BB{})) - model_memory_bytes(a, B, T, true, act_bytes(BA{}))};
+            model_memory_bytes(b, B, T, true, act_bytes(BB{}), false) -
+                model_memory_bytes(a, B, T, true, act_bytes(BA{}), false)};
 }
 
 ModelConfig memory_model(Pos pos, bool flash, int V) {
