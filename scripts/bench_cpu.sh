@@ -7,9 +7,10 @@
 # Random-token shards are written to a temp folder; the trainer runs N steps with no eval
 # and no checkpoints; the first 2 steps are warm-up and are not counted; the table shows
 # the median over the rest. Right after each trainer run, build/test/bench_gemms (test/bench_gemms.cpp)
-# runs one step of the same model through a backend that notes every GEMM it makes, then times
-# exactly those GEMMs through the same BLAS (median of 5 passes): "GEMMs alone" and its share of
-# the trainer's step. PyTorch runs 2 warm-up + (N-2) timed steps with the same B, T, and the
+# runs one step of the same model through a backend that notes every GEMM it makes (attention's
+# blocks and the LM head's tiles too), then times exactly those GEMMs through the same BLAS on the
+# step's own buffers, the ones from parallel regions on their threads (median of 5 passes):
+# "GEMMs alone" and its share of the trainer's step. PyTorch runs 2 warm-up + (N-2) timed steps with the same B, T, and the
 # trainer's OpenMP waiting (GOMP_SPINCOUNT=1000 unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set).
 # Prints a Markdown table and writes it to bench_cpu.md beside the trainer (build/bench_cpu.md).
 #
@@ -27,7 +28,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
     --no-torch) TORCH=0 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown option '$arg' (expected --quick, --no-torch)" >&2; exit 1 ;;
   esac
 done
@@ -149,7 +150,7 @@ done
 cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || true)
 {
   echo "CPU training throughput, V=50257, $(nproc) cores${cpu:+ ($cpu)}, median after $WARMUP warm-up steps$([[ $QUICK == 1 ]] && echo ', --quick'), load $load1 at start, $(cut -d' ' -f1 /proc/loadavg) at the end, $((SECONDS - start)) s total"
-  echo "GEMMs alone: the same step's matrix products through the same BLAS (test/bench_gemms.cpp), median of $REPS passes; GEMMs / step: their share of the trainer's ms/step (100 % = the BLAS limit)"
+  echo "GEMMs alone: the same step's matrix products through the same BLAS on its buffers (test/bench_gemms.cpp), median of $REPS passes; GEMMs / step: their share of the trainer's ms/step (100 % = the BLAS limit)"
   echo
   echo "| setting | pos | trainer tokens/s | trainer ms/step | GEMMs alone ms/step | GEMMs / step | PyTorch tokens/s | trainer / PyTorch |"
   echo "|---|---|---:|---:|---:|---:|---:|---:|"

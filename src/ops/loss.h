@@ -1,5 +1,6 @@
 // Softmax + cross-entropy, fused: per row the loss, and (when dscale != 0) dlogits written over
-// the logits, so probabilities are never stored. CPU reference.
+// the logits, so probabilities are never stored. CPU reference (the twins of cuda/loss.cu), and
+// the CPU trainer's LM head with its loss, fused by vocabulary tiles (classifier_head, below).
 //
 // Each row is read from memory once: it goes in blocks of kLossBlock columns, each small enough
 // to stay in L1 from its max to its exps (vec.h: SLEEF's, 1.0 ULP). A block's sum of exp(z - its
@@ -84,11 +85,13 @@ void classifier_loss(T* logits, T* losses, const int* targets, int N, int V, int
 // gradients: dx (N, C) = dlogits wte (overwritten), dwte (Vp, C) += dlogits^T x, where dlogits =
 // (softmax - onehot) * dscale. It goes by vocabulary tiles of head_tile_cols columns, each thread
 // its own tiles, its BLAS on one core (OpenBLAS runs serially inside a parallel region), so that
-// a tile's logits (N, w) stay in that core's L2 from the GEMM that writes them to their exps; the
-// logits buffer holds the tiles one after another. Then each row's tile statistics merge, in tile
-// order, into its log-sum-exp; and each tile's exps, read from memory once more, are scaled into
-// dlogits in L2 and feed both backward GEMMs there. Each tile's share of dx goes to scratch and
-// the shares are added in tile order: the same bits for any thread count.
+// a tile's logits (N, w) stay in that core's L2 from the GEMM that writes them through their max
+// and exps to the GEMM of its share of dx (the exps times its rows of wte); the logits buffer
+// holds the tiles one after another. Then each row's tile statistics merge, in tile order, into
+// its log-sum-exp, which gives each (tile, row) its scale, exp(tile max - lse) * dscale; dx is
+// the shares, scaled, added in tile order; each tile's rows of dwte take its exps, read from
+// memory once more, times x's rows scaled. The onehot part goes in row by row. The same bits for
+// any thread count: every tile's work is its own, and every sum over tiles goes in tile order.
 constexpr size_t kHeadTileBytes = 3 << 19;  // a tile's logits: 1.5 MiB, most of a 2 MiB L2
 
 // Columns per tile: a multiple of 128, at most kLossBlock (a row of the tile stays in L1 from
