@@ -519,9 +519,10 @@ MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, i
     double acts = N * C * 3 + logits + (train ? L : 1) * (N * C * (16 + rot) + probs);
     double f32 = N * 3 + (train ? L : 1) * (N * 4 + lse);                   // LayerNorm stats, losses, lse
     if (tile > 0) f32 += 2 * N + (train && act_bytes != 4 ? N * C : 0);     // each row's max and sum; d lnf in fp32
-    if (tile == 0 && cpu) f32 += (double)cpu::classifier_head_scratch<float>((int)chunk, m.C, m.Vp());  // CPU head
     if (train) acts += N * C * (3 + 3 + rot + 8) + probs;                   // backward buffers (+ dscores)
     double crope_w = cq ? L * 3 * C * C : 0, crope_g = cq ? 3 * C * C : 0;  // expanded weights (act), their grad
+    // the CPU head's per-tile statistics and shares of d lnf (src/ops/loss.h)
+    if (tile == 0 && cpu) f32 += (double)cpu::classifier_head_scratch<float>((int)chunk, m.C, m.Vp());
     double copy = act_bytes != 4 ? 1 : 0;  // the GEMMs' copy of the weights (model.h: GPT::wc)
     double tables = (double)m.maxT * C * 2;
     // weights, gradients and the two AdamW moments in fp32 (4 copies), plus the GEMMs' copy

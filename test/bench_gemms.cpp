@@ -20,6 +20,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <omp.h>
@@ -74,47 +75,48 @@ struct NotingBackend : CpuBackend<float> {
     static constexpr auto attention_backward_lse = cpu::attention_backward_lse<float, NotingGemm>;
 };
 
-// The end of the run of products from i on that ran inside parallel regions (i itself if none).
-size_t parallel_run_end(const std::vector<Product>& ps, size_t i) {
-    while (i < ps.size() && ps[i].thread >= 0) i++;
-    return i;
+// The products in runs [begin, end): one product from outside a parallel region, or all the
+// products in a row that ran inside parallel regions.
+std::vector<std::pair<size_t, size_t>> runs(const std::vector<Product>& ps) {
+    std::vector<std::pair<size_t, size_t>> rs;
+    for (size_t i = 0; i < ps.size();) {
+        size_t end = i + 1;
+        if (ps[i].thread >= 0)
+            while (end < ps.size() && ps[end].thread >= 0) end++;
+        rs.push_back({i, end});
+        i = end;
+    }
+    return rs;
 }
 
-// Runs the products in order, on their operands; a run of products from parallel regions runs
-// in one, each on its thread. Returns the milliseconds.
+// Runs the products in order, on their operands; a run from parallel regions runs in one, each
+// product on its thread. Returns the milliseconds.
 double run_products(const std::vector<Product>& ps) {
     auto run = [&](const Product& p) {
         cpu::gemm(p.ta, p.tb, p.M, p.N, p.K, 1.0f, p.a, p.lda, p.b, p.ldb, p.accumulate ? 1.0f : 0.0f, p.c, p.ldc);
     };
     const double t0 = now_ms();
-    for (size_t i = 0; i < ps.size();) {
-        const size_t end = parallel_run_end(ps, i);
-        if (end == i) {
-            run(ps[i++]);
+    for (const auto& [begin, end] : runs(ps)) {
+        if (ps[begin].thread < 0) {
+            run(ps[begin]);
             continue;
         }
 #pragma omp parallel
         {
             const int me = omp_get_thread_num();
-            for (size_t k = i; k < end; k++)
+            for (size_t k = begin; k < end; k++)
                 if (ps[k].thread == me) run(ps[k]);
         }
-        i = end;
     }
     return now_ms() - t0;
 }
 
-// The products' time inside the step: a run from parallel regions counts its busiest thread.
+// The products' time inside the step: each run counts its busiest thread.
 double in_step(const std::vector<Product>& ps) {
     double ms = 0;
-    for (size_t i = 0; i < ps.size();) {
-        const size_t end = parallel_run_end(ps, i);
-        if (end == i) {
-            ms += ps[i++].in_step_ms;
-            continue;
-        }
+    for (const auto& [begin, end] : runs(ps)) {
         std::map<int, double> per_thread;
-        for (; i < end; i++) per_thread[ps[i].thread] += ps[i].in_step_ms;
+        for (size_t k = begin; k < end; k++) per_thread[ps[k].thread] += ps[k].in_step_ms;
         double busiest = 0;
         for (const auto& [t, m] : per_thread) busiest = std::max(busiest, m);
         ms += busiest;

@@ -226,6 +226,12 @@ static void test_loss() {
     report("classifier_tiles_float_vs_double", why);
 }
 
+// Elements [from, from + n) of v.
+template <class V>
+static V slice(const V& v, size_t from, size_t n) {
+    return V(v.begin() + from, v.begin() + from + n);
+}
+
 // The LM head fused by vocabulary tiles (classifier_head) against the same head unfused in
 // double: the logits GEMM, classifier_loss, the two backward GEMMs. N = 37 rows take tiles of
 // 1024 columns, N = 1000 tiles of 384 (the tile width follows the rows); the last tile holds
@@ -258,14 +264,11 @@ static void test_classifier_head() {
         Vd ref = loss;
         ref.insert(ref.end(), dx.begin(), dx.end());
         ref.insert(ref.end(), dw.begin(), dw.end());
-        auto part = [&](const auto& v, size_t from, size_t n) {
-            return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + from, v.begin() + from + n);
-        };
         const size_t nx = (size_t)N * C, nw = (size_t)Vp * C;
         const Vf f = head(0.0f, dscale);
-        std::string why = close("losses", part(f, 0, N), part(ref, 0, N), 2);
-        append(why, close("d x", part(f, N, nx), part(ref, N, nx), 16));
-        append(why, close("d wte", part(f, N + nx, nw), part(ref, N + nx, nw), 4));
+        std::string why = close("losses", slice(f, 0, N), slice(ref, 0, N), 2);
+        append(why, close("d x", slice(f, N, nx), slice(ref, N, nx), 16));
+        append(why, close("d wte", slice(f, N + nx, nw), slice(ref, N + nx, nw), 4));
         const Vd d = head(0.0, dscale);  // double: the same math as the reference up to the order of its sums
         for (size_t i = 0; i < d.size(); i++)
             if (!(std::fabs(d[i] - ref[i]) <= 1e-12 * (1 + std::fabs(ref[i])))) {

@@ -39,7 +39,7 @@ template <class T, class Gemm = Blas>
 void block_scores(T* s, int ld, const T* qkv, int b, int h, int t0, int t1, int Tn, int C, int H) {
     const int D = C / H;
     Gemm::gemm(false, true, t1 - t0, t1, D, T(1) / std::sqrt(T(D)), qkv + qkv_at(b, h, t0, Tn, C, H), 3 * C,
-         qkv + qkv_at(b, h, 0, Tn, C, H) + C, 3 * C, T(0), s, ld);
+               qkv + qkv_at(b, h, 0, Tn, C, H) + C, 3 * C, T(0), s, ld);
 }
 
 // Row t of a block, its scores p[0..t] over the block's n keys: p <- the softmax (0 past t).
@@ -60,7 +60,7 @@ void block_forward(T* out, T* p, int ld, T* lse, const T* qkv, int b, int h, int
     block_scores<T, Gemm>(p, ld, qkv, b, h, t0, t1, Tn, C, H);
     for (int t = t0; t < t1; t++) lse[t] = softmax_row(p + (size_t)(t - t0) * ld, t, t1);
     Gemm::gemm(false, false, t1 - t0, C / H, t1, T(1), p, ld, qkv + qkv_at(b, h, 0, Tn, C, H) + 2 * C, 3 * C, T(0),
-         out + out_at(b, h, t0, Tn, C, H), C);
+               out + out_at(b, h, t0, Tn, C, H), C);
 }
 
 // Backward of query rows [t0, t1) of head (b,h), given their probabilities p (t1 - t0, ld) over
@@ -137,7 +137,7 @@ void attention_backward(T* dqkv, T* /*scratch*/, const T* dout, const T* qkv, co
             zero_head_kv(dqkv, bh / H, bh % H, Tn, C, H);
             for (int t0 = 0; t0 < Tn; t0 += kAttRows)
                 block_backward<T, Gemm>(dqkv, dsc, att + ((size_t)bh * Tn + t0) * Tn, Tn, dout, qkv, bh / H, bh % H, t0,
-                               std::min(Tn, t0 + kAttRows), Tn, C, H);
+                                        std::min(Tn, t0 + kAttRows), Tn, C, H);
         }
     }
 }
