@@ -85,7 +85,7 @@ void classifier_loss(T* logits, T* losses, const int* targets, int N, int V, int
 // gradients: dx (N, C) = dlogits wte (overwritten), dwte (Vp, C) += dlogits^T x, where dlogits =
 // (softmax - onehot) * dscale. It goes by vocabulary tiles of head_tile_cols columns, each thread
 // its own tiles, its BLAS on one core (OpenBLAS runs serially inside a parallel region), so that
-// a tile's logits (N, w) stay in that core's L2 from the GEMM that writes them through their max
+// a tile's logits (N, w) stay in that core's cache from the GEMM that writes them through their max
 // and exps to the GEMM of its share of dx (the exps times its rows of wte); the logits buffer
 // holds the tiles one after another. Then each row's tile statistics merge, in tile order, into
 // its log-sum-exp, which gives each (tile, row) its scale, exp(tile max - lse) * dscale; dx is
