@@ -50,10 +50,11 @@ run_tf32_truncated() { CUDA_EMU_TF32=truncate run_renamed emu-tf32-truncate "$@"
 # forward_backward_bf16, a minute there). For time, the race detector runs test_cuda's kernel
 # tests and a model per precision, test_cuda_flash every head size and precision, and
 # test_cuda_graph not at all (its kernels are test_cuda_step's); one OpenMP thread, as the host's
-# OpenBLAS threads are not what it checks. Of the tests made once per position scheme, those of
-# test_cuda_graph under AddressSanitizer and of test_cuda_step under the race detector run for
-# learned and crope only (sinusoidal runs learned's kernels with a fixed table, rope crope's
-# without its expand and fold); the emulated runs above take every scheme.
+# OpenBLAS threads are not what it checks, and no second's sleep at each exit (ThreadSanitizer's
+# default atexit_sleep_ms: the self-tests' forked children slept 35 s in all). Of the tests made
+# once per position scheme, those of test_cuda_graph under AddressSanitizer and of test_cuda_step
+# under the race detector run for learned and crope only (sinusoidal runs learned's kernels with a
+# fixed table, rope crope's without its expand and fold); the emulated runs above take every scheme.
 run_asan() { run_renamed asan "$@"; }
 asan_args() {
   case $1 in
@@ -62,7 +63,7 @@ asan_args() {
     test_cuda_graph) echo "sum_squares clip_grad capture_refuses scratch_growth tiles_rope call_order _learned _crope" ;;
   esac
 }
-run_tsan() { OMP_NUM_THREADS=1 run_renamed tsan "$@"; }
+run_tsan() { OMP_NUM_THREADS=1 TSAN_OPTIONS="atexit_sleep_ms=0 ${TSAN_OPTIONS:-}" run_renamed tsan "$@"; }
 tsan_args() {
   case $1 in
     test_cuda) echo "cuda_encoder cuda_layernorm cuda_rope cuda_crope cuda_attention cuda_gelu cuda_residual" \
