@@ -51,16 +51,17 @@ run_tf32_truncated() { CUDA_EMU_TF32=truncate run_renamed emu-tf32-truncate "$@"
 # tests and a model per precision, test_cuda_flash every head size and precision, and
 # test_cuda_graph not at all (its kernels are test_cuda_step's); one OpenMP thread, as the host's
 # OpenBLAS threads are not what it checks, and no second's sleep at each exit (ThreadSanitizer's
-# default atexit_sleep_ms: the self-tests' forked children slept 35 s in all). Of the tests made
-# once per position scheme, those of test_cuda_graph under AddressSanitizer and of test_cuda_step
-# under the race detector run for learned and crope only (sinusoidal runs learned's kernels with a
-# fixed table, rope crope's without its expand and fold); the emulated runs above take every scheme.
+# default atexit_sleep_ms: the self-tests' forked children slept 35 s in all).
+# The position schemes whose tests test_cuda_graph runs under AddressSanitizer and test_cuda_step
+# under the race detector (name filters): sinusoidal runs learned's kernels with a fixed table, rope
+# crope's without its expand and fold; the emulated runs above take every scheme.
+SAN_SCHEMES="_learned _crope"
 run_asan() { run_renamed asan "$@"; }
 asan_args() {
   case $1 in
     test_cuda_flash)
       echo "cpu_ config forward_backward head_sizes deterministic_fp32 unaligned bad_head_size memory model eval_longer" ;;
-    test_cuda_graph) echo "sum_squares clip_grad capture_refuses scratch_growth tiles_rope call_order _learned _crope" ;;
+    test_cuda_graph) echo "sum_squares clip_grad capture_refuses scratch_growth tiles_rope call_order $SAN_SCHEMES" ;;
   esac
 }
 run_tsan() { OMP_NUM_THREADS=1 TSAN_OPTIONS="atexit_sleep_ms=0 ${TSAN_OPTIONS:-}" run_renamed tsan "$@"; }
@@ -70,7 +71,7 @@ tsan_args() {
       "cuda_softmax cuda_adamw cuda_sum_squares cuda_model_crope_loss cuda_tf32_model_learned_loss" \
       "cuda_bf16_model_rope_loss" ;;
     test_cuda_flash) echo "forward_backward head_sizes unaligned" ;;
-    test_cuda_step) echo "classifier profile copy_ints bf16 _learned _crope" ;;
+    test_cuda_step) echo "classifier profile copy_ints bf16 $SAN_SCHEMES" ;;
     test_cuda_graph) return 1 ;;
   esac
 }
