@@ -34,6 +34,9 @@ CXXFLAGS += -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -MMD -MP -Isrc -Ic
 OPENBLAS_OMP := $(dir $(firstword $(wildcard /usr/lib/*/openblas-openmp/libopenblas.so)))
 OPENBLAS_LIB := $(if $(OPENBLAS_OMP),-L$(OPENBLAS_OMP) -Wl$(comma)-rpath$(comma)$(OPENBLAS_OMP))
 LDLIBS   := $(OPENBLAS_LIB) -lopenblas -fopenmp
+# nlohmann/json from Debian's nlohmann-json3-dev, else from .gpu_deps/include, where
+# scripts/prepare_gpu_deps.sh puts it for a machine that cannot install packages.
+CPPFLAGS += $(if $(wildcard .gpu_deps/include/nlohmann/json.hpp),-idirafter .gpu_deps/include)
 # Without cblas.h (a GPU machine that cannot install packages) the CPU backend
 # falls back to a plain-loop GEMM; extra include folders come in through CPPFLAGS.
 ifeq ($(shell echo '\#include <cblas.h>' | $(CXX) $(CPPFLAGS) -E -x c++ - >/dev/null 2>&1 && echo yes),)
@@ -49,16 +52,19 @@ CXXFLAGS += -DHAVE_SLEEF
 LDLIBS   += -lsleef
 endif
 CXXFLAGS += $(CPPFLAGS)
-# MPI (Debian's libopenmpi-dev): data-parallel training under mpirun (src/dist.h). Without it
-# the trainer is built for one process, as it runs without mpirun anyway.
-MPI_LDLIBS := $(shell mpicc --showme:link 2>/dev/null)
-ifneq ($(MPI_LDLIBS),)
+# MPI (Debian's libopenmpi-dev, or MPICH): data-parallel training under mpirun (src/dist.h), its
+# flags from `mpicc -show` (both wrappers print the compiler, then its flags). Without it the
+# trainer is built for one process, as it runs without mpirun anyway.
+MPICC    ?= mpicc
+MPI_SHOW := $(wordlist 2,999,$(shell $(MPICC) -show 2>/dev/null))
+ifneq ($(MPI_SHOW),)
 HAVE_MPI := yes
-CXXFLAGS += -DHAVE_MPI -DOMPI_SKIP_MPICXX $(shell mpicc --showme:compile)
-LDLIBS   += $(MPI_LDLIBS)
+CXXFLAGS += -DHAVE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(filter -I% -D% -pthread,$(MPI_SHOW))
+LDLIBS   += $(filter-out -I% -D%,$(MPI_SHOW))
 endif
-ifeq ($(MAKELEVEL)$(filter help,$(MAKECMDGOALS))$(MAKE_RESTARTS),0)
-$(info MPI: $(if $(HAVE_MPI),found (mpicc): multi-process training with mpirun,not found: one process only (install libopenmpi-dev for mpirun)))
+SAY      := $(if $(filter 0,$(MAKELEVEL)),$(if $(filter help clean,$(MAKECMDGOALS))$(MAKE_RESTARTS),,yes))
+ifneq ($(SAY),)
+$(info MPI: $(if $(HAVE_MPI),found ($(MPICC): $(filter -l%,$(MPI_SHOW))): multi-process training with mpirun,not found: one process only (install libopenmpi-dev for mpirun)))
 endif
 
 MAINS    := src/train.cpp src/sample.cpp
@@ -78,10 +84,16 @@ NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra
 CXXFLAGS  += -DHAVE_CUDA -I$(CUDA_HOME)/include
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu))
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
-# NCCL, the CUDA backend's collectives across ranks (cuda/nccl.cu), with MPI to launch
-ifneq ($(and $(HAVE_MPI),$(wildcard $(CUDA_HOME)/include/nccl.h)),)
-NVCCFLAGS += -DHAVE_NCCL
-LDLIBS    += -lnccl
+# NCCL, the CUDA backend's collectives across ranks (cuda/nccl.cu), with MPI to launch: nccl.h
+# where NVIDIA's packages put it (/usr/include, $NCCL_HOME, the toolkit's own folder)
+NCCL_INC  := $(patsubst %/nccl.h,%,$(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/include/nccl.h) \
+               /usr/include/nccl.h $(CUDA_HOME)/include/nccl.h)))
+ifneq ($(and $(HAVE_MPI),$(NCCL_INC)),)
+NVCCFLAGS += -DHAVE_NCCL $(filter-out -I/usr/include,-I$(NCCL_INC))
+LDLIBS    += $(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Wl$(comma)-rpath$(comma)$(NCCL_HOME)/lib) -lnccl
+endif
+ifneq ($(SAY),)
+$(info NCCL: $(if $(NCCL_INC),$(if $(HAVE_MPI),found ($(NCCL_INC)/nccl.h): multi-GPU training with mpirun,found but not used: it needs MPI),not found: one GPU per run (install libnccl-dev, or set NCCL_HOME)))
 endif
 else
 # no CUDA backend to test on a GPU: the CUDA tests run under the emulation (make emu) only

@@ -236,9 +236,14 @@ struct CudaBackend {
     }
     static void graph_launch(Graph g) { gpu::graph_launch(g, gpu::main_stream()); }
     static void graph_free(Graph g) { gpu::graph_free(g); }
-    // A CUDA device is usable. Throws (one line: the driver's and the runtime's CUDA versions)
-    // only when the driver is older than the runtime this program was built with.
-    static bool available();
+    // Whether this process can compute on its GPU (local_rank modulo the GPUs, as use_device):
+    // Absent (no driver or no GPU: nothing is wrong), Unusable (a GPU that the driver, its age or
+    // this build cannot run; `why`: the CUDA error and what to do, in one line) or Usable.
+    struct DeviceCheck {
+        enum State { Absent, Unusable, Usable } state;
+        std::string why;
+    };
+    static DeviceCheck check_device(int local_rank = 0);
     static std::string device_name();
     static size_t peak_memory();         // bytes, all allocations of this backend (incl. kernel scratch)
     static size_t current_memory();      // bytes now allocated

@@ -214,27 +214,72 @@ void CudaBackend::synchronize() {
     cudaCheck(cudaDeviceSynchronize());
 }
 
-// The CUDA runtime this program was built with needs a driver at least as new (CUDA 13: R580);
-// an older one fails the first call. Said in one line, with both versions (X.Y).
-bool CudaBackend::available() {
-    int n = 0;
+namespace {
+// A kernel of this build: cudaFuncGetAttributes on it fails when the build holds no code the
+// GPU can run (built for other architectures).
+__global__ void probe_kernel() {}
+
+std::string cuda_version(int v) {  // CUDA's encoding, 1000 major + 10 minor
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+// What to do when the driver cannot give us the GPU, by the error it gives.
+std::string device_advice(cudaError_t err, int driver, int runtime) {
+    switch (err) {
+        case cudaErrorInsufficientDriver:
+            return "the NVIDIA driver supports CUDA " + cuda_version(driver) + ", this build's runtime is CUDA " +
+                   cuda_version(runtime) +
+                   ": update the driver (CUDA 13 needs R580 or newer), install NVIDIA's forward-compatibility "
+                   "package cuda-compat, or build with an older CUDA toolkit";
+        case cudaErrorSystemDriverMismatch:
+            return "the NVIDIA kernel module and the driver's library differ (a driver upgrade without a reboot?): "
+                   "reboot";
+        case cudaErrorCompatNotSupportedOnDevice:
+            return "NVIDIA's forward-compatibility package (cuda-compat) does not support this GPU: take it off the "
+                   "library path and update the driver";
+        case cudaErrorDevicesUnavailable:
+            return "the GPU is busy or in a prohibited compute mode (see nvidia-smi -q -d COMPUTE)";
+        default:
+            return "the driver cannot start the GPU: see what nvidia-smi says, and whether this user may open "
+                   "/dev/nvidia*";
+    }
+}
+
+std::string error_text(cudaError_t err) {
+    return std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")";
+}
+}  // namespace
+
+CudaBackend::DeviceCheck CudaBackend::check_device(int local_rank) {
+    int n = 0, driver = 0, runtime = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
-    if (err == cudaErrorInsufficientDriver) {
-        int driver = 0, runtime = 0;
-        (void)cudaDriverGetVersion(&driver);
-        (void)cudaRuntimeGetVersion(&runtime);
+    (void)cudaDriverGetVersion(&driver);
+    (void)cudaRuntimeGetVersion(&runtime);
+    (void)cudaGetLastError();
+    // no driver installed (its version 0) or no GPU: a machine without one, nothing to fix
+    if (err == cudaErrorNoDevice || (err == cudaErrorInsufficientDriver && driver == 0) || (!err && n == 0))
+        return {DeviceCheck::Absent, "no CUDA device found"};
+    if (err) return {DeviceCheck::Unusable, error_text(err) + ": " + device_advice(err, driver, runtime)};
+    const int dev = local_rank % n;
+    cudaDeviceProp p;
+    if ((err = cudaGetDeviceProperties(&p, dev)) || (err = cudaSetDevice(dev))) {
         (void)cudaGetLastError();
-        if (driver == 0) return false;  // no driver installed: no GPU here
-        auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
-        throw std::runtime_error("cudaErrorInsufficientDriver: the NVIDIA driver supports CUDA " + version(driver) +
-                                 ", this build's runtime is CUDA " + version(runtime) +
-                                 ": update the driver or build with an older CUDA toolkit");
+        return {DeviceCheck::Unusable, error_text(err) + ": " + device_advice(err, driver, runtime)};
     }
-    if (err != cudaSuccess) {
+    const std::string gpu = std::string(p.name) + ", sm_" + std::to_string(10 * p.major + p.minor);
+    // TF32 and bf16 tensor-core instructions (mma.sync .tf32 / .bf16) start at sm_80
+    if (p.major < 8)
+        return {DeviceCheck::Unusable, "the GPU (" + gpu +
+                                           ") is too old for this trainer: its kernels need sm_80 or newer (A100, "
+                                           "H100, H200, RTX 30xx and later)"};
+    cudaFuncAttributes attr;
+    if ((err = cudaFuncGetAttributes(&attr, probe_kernel))) {
         (void)cudaGetLastError();
-        return false;
+        return {DeviceCheck::Unusable, error_text(err) + ": this build holds no code for the GPU (" + gpu +
+                                           "): build it for this GPU (make clean && make, with its sm_" +
+                                           std::to_string(10 * p.major + p.minor) + " in NVCCFLAGS if you set them)"};
     }
-    return n > 0;
+    return {DeviceCheck::Usable, ""};
 }
 
 std::string CudaBackend::device_name() {

@@ -491,14 +491,43 @@ static void print_memory(const Config& c, bool cpu) {
 }
 
 // --memory: whether the run would use the CPU (not for --device cuda, nor auto on a machine with
-// a GPU), so that the estimate holds without that device here.
+// a usable GPU), so that the estimate holds without that device here.
 static bool memory_on_cpu(const Config& c) {
 #ifdef HAVE_CUDA
-    if (c.device == "cuda" || c.precision == "bf16" || (c.device == "auto" && CudaBackend::available())) return false;
+    if (c.device == "cuda" || c.precision == "bf16") return false;
+    if (c.device == "auto") return CudaBackend::check_device().state != CudaBackend::DeviceCheck::Usable;
 #else
     (void)c;
 #endif
     return true;
+}
+
+// Whether this run computes on the GPU: --device cuda stops when it cannot, with what is wrong;
+// auto takes the GPU when one is usable and says so when one is present but not usable.
+static bool use_cuda(const Config& c, int local_rank) {
+    const bool bf16 = c.precision == "bf16";  // validate() allows fp32 | bf16
+#ifdef HAVE_CUDA
+    if (c.device == "cpu") {
+        if (bf16) throw std::runtime_error("precision bf16 needs --device cuda");
+        return false;
+    }
+    const CudaBackend::DeviceCheck d = CudaBackend::check_device(local_rank);
+    if (d.state != CudaBackend::DeviceCheck::Usable) {
+        if (c.device == "cuda") throw std::runtime_error("--device cuda: " + d.why);
+        if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (--device auto: " + d.why + ")");
+        if (d.state == CudaBackend::DeviceCheck::Unusable)
+            fprintf(stderr, "warning: --device auto: training on the CPU, the GPU is not usable: %s\n", d.why.c_str());
+        return false;
+    }
+    if (c.attention == "flash") ::gpu::check_flash_head_size(c.n_embd / c.n_head);
+    return true;
+#else
+    (void)local_rank;
+    if (c.device == "cuda")
+        throw std::runtime_error("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
+    if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (this build has no CUDA backend)");
+    return false;
+#endif
 }
 
 // The arithmetic a run computes in: its precision, and on the GPU for fp32 whether the GEMMs and
@@ -577,41 +606,31 @@ static int train_main(int argc, char** argv) {
             dist::set_timeout(cfg.dist_timeout);
             dist::check_same("config", config_to_json(cfg).dump());
         }
+        // the device and the memory first: a machine that cannot run this config keeps the old run
+        const bool cuda = use_cuda(cfg, dg.mpi ? dg.local_rank : 0);
+        if (!cuda) {
+            int longest = cfg.seq_len;
+            std::string tokens = "seq_len " + std::to_string(cfg.seq_len);
+            for (int t : cfg.eval_seq_lens)
+                if (t > longest) longest = t, tokens = "eval_seq_lens entry " + std::to_string(t);
+            check_host_memory(model_config(cfg), cfg.batch_size, longest, true,
+                              "batch_size " + std::to_string(cfg.batch_size) + " x " + tokens);
+        }
         if (!resume && dg.rank == 0) claim_run_dir(cfg.run_dir, cfg.overwrite);
         catch_stop_signals();
-        const bool bf16 = cfg.precision == "bf16";  // validate() allows fp32 | bf16
-
-        bool cuda = cfg.device == "cuda";
 #ifdef HAVE_CUDA
-        if (cfg.device == "auto") cuda = CudaBackend::available();
-        if (cuda && !CudaBackend::available()) throw std::runtime_error("--device cuda: no CUDA device found");
-        if (bf16 && !cuda)
-            throw std::runtime_error(std::string("precision bf16 needs --device cuda") +
-                                     (cfg.device == "auto" ? " (--device auto found no CUDA device)" : ""));
         if (cuda) {
-            if (cfg.attention == "flash") ::gpu::check_flash_head_size(cfg.n_embd / cfg.n_head);
             if (dg.mpi) CudaBackend::use_device(dg.local_rank);
             // bf16: bf16 activations and GEMMs; fp32 master weights, gradients and AdamW moments
             std::string device = "cuda (" + CudaBackend::device_name() + ")";
-            int rc =
-                bf16 ? train_with<CudaBackendBf16>(cfg, resume, device) : train_with<CudaBackend>(cfg, resume, device);
+            int rc = cfg.precision == "bf16" ? train_with<CudaBackendBf16>(cfg, resume, device)
+                                             : train_with<CudaBackend>(cfg, resume, device);
             // ours (weights, activations, kernel scratch, the cuBLAS workspace), then the device's own count
             printf("peak device memory: %.1f MiB | device used at the end: %.1f MiB\n",
                    CudaBackend::peak_memory() / 1048576.0, CudaBackend::device_used_memory() / 1048576.0);
             return rc;
         }
-#else
-        if (cuda)
-            throw std::runtime_error(
-                "--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
-        if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (this build has no CUDA backend)");
 #endif
-        int longest = cfg.seq_len;
-        std::string tokens = "seq_len " + std::to_string(cfg.seq_len);
-        for (int t : cfg.eval_seq_lens)
-            if (t > longest) longest = t, tokens = "eval_seq_lens entry " + std::to_string(t);
-        check_host_memory(model_config(cfg), cfg.batch_size, longest, true,
-                          "batch_size " + std::to_string(cfg.batch_size) + " x " + tokens);
         return train_with<CpuBackend<float>>(cfg, resume, "cpu");
     } catch (const std::bad_alloc&) {
         return fail("out of memory (make the model, batch_size or seq_len smaller)");

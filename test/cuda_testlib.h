@@ -176,13 +176,10 @@ inline int run_tests(const std::vector<TestCase>& all, int argc, char** argv) {
         }
     }
 #ifdef HAVE_CUDA
-    bool have_device = false;
-    std::string skip_why = "no CUDA device";
-    try {
-        have_device = CudaBackend::available();
-    } catch (const std::exception& e) {  // a driver older than the runtime: every GPU test says so
-        skip_why = e.what();
-    }
+    // no GPU, or one that cannot run this build: every GPU test says why
+    const CudaBackend::DeviceCheck device = CudaBackend::check_device();
+    const bool have_device = device.state == CudaBackend::DeviceCheck::Usable;
+    const std::string skip_why = device.why;
     if (have_device) {
         std::printf("# device: %s\n", CudaBackend::device_name().c_str());
         gpu::set_tf32(false);

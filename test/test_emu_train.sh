@@ -167,19 +167,52 @@ expect_fail emu_train_diverged_loss "^error: loss is -?(nan|inf) at step 1 " -- 
   $EMU_TRAIN $args --device cuda --lr 1e39 --steps 4 --checkpoint_every 2 --run_dir "$tmp/nan"
 if [ ! -e "$tmp/nan/latest" ]; then pass emu_train_diverged_no_checkpoint
 else fail emu_train_diverged_no_checkpoint "latest names $(cat "$tmp/nan/latest")"; fi
-# A driver older than the CUDA runtime (CUDA_EMU_DRIVER pretends one): one line with both
-# versions, whether the GPU was asked for or found (--device auto), and every GPU test of a test
-# program SKIPPED with that line
-old_driver="^error: cudaErrorInsufficientDriver: the NVIDIA driver supports CUDA 12\.4, this build's runtime is CUDA 13\.0: update the driver or build with an older CUDA toolkit$"
-for dev in cuda auto; do
-  expect_fail "emu_train_old_driver_$dev" "$old_driver" -- \
-    env CUDA_EMU_DRIVER=12.4 $EMU_TRAIN $args --device $dev --run_dir "$tmp/old_driver_$dev"
+# A GPU that cannot run the trainer (the emulator pretends each: test/cuda_emu/README.md): one
+# line with the CUDA error's name and text (or the GPU's architecture) and what to do, from the
+# trainer (--device cuda: an error, before the run folder is touched; auto: a warning, then the
+# CPU) and from the test programs (every GPU test SKIPPED with it). No driver or no GPU at all is
+# no fault: "no CUDA device found", and auto trains on the CPU without a word.
+unusable=(
+  "CUDA_EMU_DRIVER=12.4|cudaErrorInsufficientDriver \(CUDA driver version is insufficient for CUDA runtime version\): the NVIDIA driver supports CUDA 12\.4, this build's runtime is CUDA 13\.0: update the driver \(CUDA 13 needs R580 or newer\), install NVIDIA's forward-compatibility package cuda-compat, or build with an older CUDA toolkit"
+  "CUDA_EMU_INIT_ERROR=803|cudaErrorSystemDriverMismatch \(system has unsupported display driver / cuda driver combination\): the NVIDIA kernel module and the driver's library differ \(a driver upgrade without a reboot\?\): reboot"
+  "CUDA_EMU_INIT_ERROR=804|cudaErrorCompatNotSupportedOnDevice \(forward compatibility was attempted on non supported HW\): NVIDIA's forward-compatibility package \(cuda-compat\) does not support this GPU: take it off the library path and update the driver"
+  "CUDA_EMU_INIT_ERROR=3|cudaErrorInitializationError \(initialization error\): the driver cannot start the GPU: see what nvidia-smi says, and whether this user may open /dev/nvidia\*"
+  "CUDA_EMU_CC=7.5|the GPU \(CUDA emulation on the CPU, sm_75\) is too old for this trainer: its kernels need sm_80 or newer \(A100, H100, H200, RTX 30xx and later\)"
+  "CUDA_EMU_NO_IMAGE=1|cudaErrorNoKernelImageForDevice \(no kernel image is available for execution on the device\): this build holds no code for the GPU \(CUDA emulation on the CPU \(H200-like, sm_90\), sm_90\): build it for this GPU \(make clean && make, with its sm_90 in NVCCFLAGS if you set them\)"
+)
+$EMU_TRAIN $args --device cpu --steps 1 --run_dir "$tmp/keep" >/dev/null 2>&1
+for case in "${unusable[@]}"; do
+  setting=${case%%|*} why=${case#*|} name=${case%%|*}
+  name=$(tr 'A-Z=.' 'a-z__' <<<"${name#CUDA_EMU_}")
+  expect_only_error "emu_train_unusable_${name}_cuda" "^error: --device cuda: $why$" -- \
+    env "$setting" $EMU_TRAIN $args --device cuda --overwrite --run_dir "$tmp/keep"
+  if [ -f "$tmp/keep/log.jsonl" ]; then pass "emu_train_unusable_${name}_keeps_run"
+  else fail "emu_train_unusable_${name}_keeps_run" "--overwrite deleted the old run before the device was checked"; fi
+  out=$(env "$setting" $EMU_TRAIN $args --device auto --steps 1 --run_dir "$tmp/auto_$name" 2>&1)
+  if grep -qE "^warning: --device auto: training on the CPU, the GPU is not usable: $why$" <<<"$out" &&
+      grep -q "| device cpu |" <<<"$out" && [ -f "$tmp/auto_$name/log.jsonl" ]; then
+    pass "emu_train_unusable_${name}_auto"
+  else fail "emu_train_unusable_${name}_auto" "expected the warning, then a CPU run: $(head -c 400 <<<"$out")"; fi
+  out=$(env "$setting" "$(dirname "$EMU_TRAIN")/test/test_cuda" cuda_layernorm 2>&1)
+  if [ "$(grep -cE "^SKIPPED cuda_layernorm.*: $why$" <<<"$out")" -ge 2 ] && ! grep -q '^PASS\|^FAIL' <<<"$out"; then
+    pass "emu_test_cuda_unusable_$name"
+  else fail "emu_test_cuda_unusable_$name" "expected every test SKIPPED with the line: $(head -c 300 <<<"$out")"; fi
 done
-out=$(CUDA_EMU_DRIVER=12.4 "$(dirname "$EMU_TRAIN")/test/test_cuda" cuda_layernorm 2>&1)
-if [ "$(grep -c '^SKIPPED cuda_layernorm.*: cudaErrorInsufficientDriver: the NVIDIA driver supports CUDA 12.4' <<<"$out")" -ge 2 ] &&
-    ! grep -q '^PASS\|^FAIL' <<<"$out"; then
-  pass emu_test_cuda_old_driver
-else fail emu_test_cuda_old_driver "expected every test SKIPPED with the driver's line: $(head -c 300 <<<"$out")"; fi
+# bf16 needs the GPU whatever --device says; --memory works on any machine (auto: the CPU's estimate)
+expect_only_error emu_train_unusable_bf16_auto "^error: precision bf16 needs --device cuda \(--device auto: cudaErrorSystemDriverMismatch .*: reboot\)$" -- \
+  env CUDA_EMU_INIT_ERROR=803 $EMU_TRAIN $args --device auto --precision bf16 --run_dir "$tmp/bf16_auto"
+for dev in auto cuda; do
+  out=$(env CUDA_EMU_DRIVER=12.4 $EMU_TRAIN $args --device $dev --memory 2>&1) && grep -q "^memory estimate" <<<"$out" &&
+    pass "emu_train_unusable_memory_$dev" || fail "emu_train_unusable_memory_$dev" "$(head -c 300 <<<"$out")"
+done
+for setting in CUDA_EMU_DRIVER=none CUDA_EMU_INIT_ERROR=100; do
+  name=$(tr 'A-Z=.' 'a-z__' <<<"${setting#CUDA_EMU_}")
+  expect_only_error "emu_train_absent_${name}_cuda" "^error: --device cuda: no CUDA device found$" -- \
+    env "$setting" $EMU_TRAIN $args --device cuda --run_dir "$tmp/absent_$name"
+  out=$(env "$setting" $EMU_TRAIN $args --device auto --steps 1 --run_dir "$tmp/absent_auto_$name" 2>&1)
+  if grep -q "| device cpu |" <<<"$out" && ! grep -q "warning" <<<"$out"; then pass "emu_train_absent_${name}_auto"
+  else fail "emu_train_absent_${name}_auto" "expected a quiet CPU run: $(head -c 300 <<<"$out")"; fi
+done
 # flash attention's GPU kernels take only some head sizes: the trainer says so before it starts
 # (n_embd 48 / n_head 2 = 24)
 expect_fail emu_train_flash_head_size "^error: flash attention on the GPU supports head sizes 8, 16, 32, 64, 128, got n_embd/n_head = 24 \(use --attention cublas\)" -- \

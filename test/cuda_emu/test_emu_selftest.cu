@@ -790,6 +790,54 @@ int main() {
         cudaGetDeviceCount(&n);
         return 0;
     });
+    // CUDA_EMU_DRIVER=none: no driver installed, the version CUDA reports then is 0
+    expect_clean("no_driver", [] {
+        setenv("CUDA_EMU_DRIVER", "none", 1);
+        int n = -1, driver = -1;
+        cudaDriverGetVersion(&driver);
+        return cudaGetDeviceCount(&n) == cudaErrorInsufficientDriver && n == 0 && driver == 0 ? 0 : 1;
+    });
+    // CUDA_EMU_INIT_ERROR=803: every device call fails with it, named as CUDA names it
+    expect_clean("init_error", [] {
+        setenv("CUDA_EMU_INIT_ERROR", "803", 1);
+        int n = -1;
+        void* p = nullptr;
+        return cudaGetDeviceCount(&n) == cudaErrorSystemDriverMismatch && n == 0 &&
+                       cudaMalloc(&p, 16) == cudaErrorSystemDriverMismatch &&
+                       !std::strcmp(cudaGetErrorName(cudaGetLastError()), "cudaErrorSystemDriverMismatch")
+                   ? 0
+                   : 1;
+    });
+    expect_report("bad_init_error_variable", {"error: CUDA_EMU_INIT_ERROR=12345: expected the code of a CUDA error"},
+                  [] {
+                      setenv("CUDA_EMU_INIT_ERROR", "12345", 1);
+                      int n;
+                      cudaGetDeviceCount(&n);
+                      return 0;
+                  });
+    // CUDA_EMU_CC=7.5: the device says sm_75, and a build for sm_80 and newer has no code for it:
+    // the attribute query and the launch both fail with cudaErrorNoKernelImageForDevice
+    expect_report("old_gpu_no_image", {"launch rejected: the program holds no code for this device's architecture"},
+                  [] {
+                      setenv("CUDA_EMU_CC", "7.5", 1);
+                      cudaDeviceProp p;
+                      cudaFuncAttributes a;
+                      if (cudaGetDeviceProperties(&p, 0) || p.major != 7 || p.minor != 5) return 0;
+                      if (cudaFuncGetAttributes(&a, write_kernel) != cudaErrorNoKernelImageForDevice) return 0;
+                      write_kernel<<<1, 1>>>(scratch(1), 1);
+                      return cudaGetLastError() == cudaErrorNoKernelImageForDevice ? 1 : 0;
+                  });
+    expect_clean("no_image_variable", [] {
+        setenv("CUDA_EMU_NO_IMAGE", "1", 1);
+        cudaFuncAttributes a;
+        return cudaFuncGetAttributes(&a, write_kernel) == cudaErrorNoKernelImageForDevice ? 0 : 1;
+    });
+    expect_report("bad_cc_variable", {"error: CUDA_EMU_CC=sm_90: expected a compute capability X.Y"}, [] {
+        setenv("CUDA_EMU_CC", "sm_90", 1);
+        cudaDeviceProp p;
+        cudaGetDeviceProperties(&p, 0);
+        return 0;
+    });
     expect_report("bad_tf32_variable", {"error: CUDA_EMU_TF32=sometimes: expected nearest or truncate"}, [] {
         setenv("CUDA_EMU_TF32", "sometimes", 1);
         cublasHandle_t h;

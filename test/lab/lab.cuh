@@ -204,7 +204,8 @@ inline int run(int argc, char** argv, const char* title, std::vector<std::pair<s
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out as it comes (gpu_check.sh keeps them)
     try {
         Args args(argc, argv, std::move(defaults));
-        if (!CudaBackend::available()) throw std::runtime_error("no CUDA device");
+        const CudaBackend::DeviceCheck device = CudaBackend::check_device();
+        if (device.state != CudaBackend::DeviceCheck::Usable) throw std::runtime_error(device.why);
         std::vector<Version> vs = versions(args);
         const int only = args["version"];
         if (only > (int)vs.size())

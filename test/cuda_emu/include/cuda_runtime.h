@@ -13,17 +13,21 @@ enum cudaError_t : int {
     cudaErrorInitializationError = 3,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInsufficientDriver = 35,
+    cudaErrorDevicesUnavailable = 46,
     cudaErrorInvalidDevicePointer = 17,
     cudaErrorInvalidMemcpyDirection = 21,
     cudaErrorInvalidDeviceFunction = 98,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
+    cudaErrorNoKernelImageForDevice = 209,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorIllegalState = 401,
     cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorNotSupported = 801,
+    cudaErrorSystemDriverMismatch = 803,
+    cudaErrorCompatNotSupportedOnDevice = 804,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
     cudaErrorStreamCaptureMerge = 902,
@@ -88,6 +92,11 @@ struct cudaDeviceProp {
     size_t sharedMemPerBlockOptin;
     int memoryBusWidth;
 };
+struct cudaFuncAttributes {
+    int binaryVersion, ptxVersion;  // the architecture of the code the device runs (90: sm_90)
+    int maxThreadsPerBlock, numRegs;
+    size_t sharedSizeBytes;
+};
 
 typedef struct CUevent_st* cudaEvent_t;
 typedef struct CUgraph_st* cudaGraph_t;
@@ -117,8 +126,13 @@ const char* cudaGetErrorName(cudaError_t err);
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
 
-// CUDA_EMU_DRIVER=X.Y pretends that driver: one older than the runtime (13.0) fails these, the
-// device and memory calls, with cudaErrorInsufficientDriver, as CUDA's runtime does
+// A machine whose GPU cannot run the program, pretended for the tests (README.md here):
+// CUDA_EMU_DRIVER=X.Y a driver older than the runtime (13.0), or `none` (no driver installed),
+// fails these, the device and memory calls, with cudaErrorInsufficientDriver, as CUDA's runtime
+// does; CUDA_EMU_INIT_ERROR=N fails them with error N (100: no device, 803: a driver upgraded
+// without a reboot, ...); CUDA_EMU_CC=X.Y is the device's compute capability (default 9.0);
+// below 8.0, or with CUDA_EMU_NO_IMAGE=1, the program holds no code for the device:
+// cudaFuncGetAttributes and every launch fail with cudaErrorNoKernelImageForDevice.
 cudaError_t cudaDriverGetVersion(int* version);
 cudaError_t cudaRuntimeGetVersion(int* version);
 cudaError_t cudaGetDeviceCount(int* n);
@@ -149,6 +163,11 @@ cudaError_t cudaMemset(void* p, int value, size_t bytes, EMU_SITE);
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s = nullptr, EMU_SITE);
 
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value);
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* kernel);
+template <class... P>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, void (*kernel)(P...)) {
+    return cudaFuncGetAttributes(attr, reinterpret_cast<const void*>(kernel));
+}
 template <class... P>
 cudaError_t cudaFuncSetAttribute(void (*kernel)(P...), cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attr, value);

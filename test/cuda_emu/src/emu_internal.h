@@ -13,6 +13,8 @@ uint64_t parse_env_u64(const char* name, const char* value);
 // is an error (exit 1).
 bool env_switch(const char* name, const char* off, const char* on);
 void set_last_error(cudaError_t err);
+// The program holds code the pretended device can run (CUDA_EMU_CC, CUDA_EMU_NO_IMAGE: runtime.cpp).
+bool has_kernel_image();
 cudaError_t set_max_dynamic_smem(const void* kernel, int bytes);
 
 // Prints "cuda-emu: error: FILE:LINE: <fmt applied to ap><suffix>" (the first line of every report;

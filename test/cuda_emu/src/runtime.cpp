@@ -62,15 +62,17 @@ cudaError_t ret(cudaError_t e) {
 
 constexpr int kRuntimeVersion = 13000;  // the CUDA runtime the emulation stands for, 13.0
 
-// CUDA_EMU_DRIVER=X.Y: the driver's version as CUDA encodes it (1000 X + 10 Y); default, the runtime's
+// CUDA_EMU_DRIVER=X.Y: the driver's version as CUDA encodes it (1000 X + 10 Y), `none` for 0 (no
+// driver installed); default, the runtime's
 int driver_version() {
     static const int v = [] {
         const char* e = std::getenv("CUDA_EMU_DRIVER");
         if (!e) return kRuntimeVersion;
+        if (!std::strcmp(e, "none")) return 0;
         unsigned major = 0, minor = 0;
         char tail = 0;
         if (std::sscanf(e, "%u.%u%c", &major, &minor, &tail) != 2 || major > 99 || minor > 99) {
-            std::fprintf(stderr, "error: CUDA_EMU_DRIVER=%s: expected a driver version X.Y (e.g. 12.4)\n", e);
+            std::fprintf(stderr, "error: CUDA_EMU_DRIVER=%s: expected a driver version X.Y (e.g. 12.4) or none\n", e);
             std::exit(1);
         }
         return (int)(1000 * major + 10 * minor);
@@ -78,9 +80,43 @@ int driver_version() {
     return v;
 }
 
-// cudaErrorInsufficientDriver when the pretended driver is older than the runtime
+// CUDA_EMU_INIT_ERROR=N: the error every device call returns (a CUDA error code this emulation
+// names); default none
+cudaError_t init_error() {
+    static const cudaError_t err = [] {
+        const char* e = std::getenv("CUDA_EMU_INIT_ERROR");
+        if (!e) return cudaSuccess;
+        const auto code = (cudaError_t)parse_env_u64("CUDA_EMU_INIT_ERROR", e);
+        const bool named = code == cudaErrorUnknown || std::strcmp(cudaGetErrorName(code), "cudaErrorUnknown");
+        if (code == cudaSuccess || !named) {
+            std::fprintf(stderr, "error: CUDA_EMU_INIT_ERROR=%s: expected the code of a CUDA error (e.g. 803)\n", e);
+            std::exit(1);
+        }
+        return code;
+    }();
+    return err;
+}
+
+// The device calls' first check: the pretended driver's error, or none
 cudaError_t driver_check() {
-    return ret(driver_version() < kRuntimeVersion ? cudaErrorInsufficientDriver : cudaSuccess);
+    if (driver_version() < kRuntimeVersion) return ret(cudaErrorInsufficientDriver);
+    return ret(init_error());
+}
+
+// CUDA_EMU_CC=X.Y: the device's compute capability, 10 X + Y (default 90, an H200's)
+int compute_capability() {
+    static const int cc = [] {
+        const char* e = std::getenv("CUDA_EMU_CC");
+        if (!e) return 90;
+        unsigned major = 0, minor = 0;
+        char tail = 0;
+        if (std::sscanf(e, "%u.%u%c", &major, &minor, &tail) != 2 || major < 1 || major > 99 || minor > 9) {
+            std::fprintf(stderr, "error: CUDA_EMU_CC=%s: expected a compute capability X.Y (e.g. 7.5)\n", e);
+            std::exit(1);
+        }
+        return (int)(10 * major + minor);
+    }();
+    return cc;
 }
 
 bool is_device(const void* p) {
@@ -88,6 +124,13 @@ bool is_device(const void* p) {
 }
 
 }  // namespace
+
+// The program is built for sm_80 and newer (as the Makefile builds it), unless
+// CUDA_EMU_NO_IMAGE=1 says it holds no code for the device at all.
+bool has_kernel_image() {
+    static const bool no_image = env_switch("CUDA_EMU_NO_IMAGE", "0", "1");
+    return compute_capability() >= 80 && !no_image;
+}
 
 uint64_t parse_env_u64(const char* name, const char* value) {
     char* end = nullptr;
@@ -160,7 +203,8 @@ const char* cudaGetErrorName(cudaError_t err) {
         E(cudaErrorInvalidValue)
         E(cudaErrorMemoryAllocation)
         E(cudaErrorInitializationError) E(cudaErrorInvalidConfiguration) E(cudaErrorInsufficientDriver)
-            E(cudaErrorInvalidDevicePointer)
+            E(cudaErrorDevicesUnavailable) E(cudaErrorNoKernelImageForDevice) E(cudaErrorSystemDriverMismatch)
+                E(cudaErrorCompatNotSupportedOnDevice) E(cudaErrorInvalidDevicePointer)
             E(cudaErrorInvalidMemcpyDirection) E(cudaErrorInvalidDeviceFunction) E(cudaErrorNoDevice)
                 E(cudaErrorInvalidDevice) E(cudaErrorInvalidResourceHandle) E(cudaErrorIllegalState)
                     E(cudaErrorNotReady) E(cudaErrorIllegalAddress) E(cudaErrorLaunchOutOfResources)
@@ -183,6 +227,16 @@ const char* cudaGetErrorString(cudaError_t err) {
             return "CUDA driver version is insufficient for CUDA runtime version";
         case cudaErrorInvalidValue:
             return "invalid argument";
+        case cudaErrorInitializationError:
+            return "initialization error";
+        case cudaErrorDevicesUnavailable:
+            return "CUDA-capable device(s) is/are busy or unavailable";
+        case cudaErrorNoKernelImageForDevice:
+            return "no kernel image is available for execution on the device";
+        case cudaErrorSystemDriverMismatch:
+            return "system has unsupported display driver / cuda driver combination";
+        case cudaErrorCompatNotSupportedOnDevice:
+            return "forward compatibility was attempted on non supported HW";
         case cudaErrorMemoryAllocation:
             return "out of memory";
         case cudaErrorInvalidConfiguration:
@@ -267,7 +321,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
     if (cudaError_t e = driver_check()) return e;
     if (dev != 0) return ret(cudaErrorInvalidDevice);
     std::memset(p, 0, sizeof *p);
-    std::snprintf(p->name, sizeof p->name, "CUDA emulation on the CPU (H200-like, sm_90)");
+    const int cc = emu::compute_capability();
+    std::snprintf(p->name, sizeof p->name, "%s", cc == 90 ? "CUDA emulation on the CPU (H200-like, sm_90)" : "CUDA emulation on the CPU");
     p->totalGlobalMem = emu::capacity();
     p->sharedMemPerBlock = 48 * 1024;
     p->sharedMemPerBlockOptin = 232448;
@@ -278,7 +333,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
     p->maxThreadsDim[0] = p->maxThreadsDim[1] = 1024, p->maxThreadsDim[2] = 64;
     p->maxGridSize[0] = 2147483647, p->maxGridSize[1] = p->maxGridSize[2] = 65535;
     p->totalConstMem = 65536;
-    p->major = 9, p->minor = 0;
+    p->major = cc / 10, p->minor = cc % 10;
     p->multiProcessorCount = 132;
     p->l2CacheSize = 60 * 1024 * 1024;
     p->maxThreadsPerMultiProcessor = 2048;
@@ -476,6 +531,15 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s, co
     if (!emu::stream_valid(s)) return ret(cudaErrorInvalidResourceHandle);
     if (bytes == 0) return cudaSuccess;
     return ret(emu::enqueue(s, file, line, "cudaMemsetAsync", [=] { emu::set(p, value, bytes, file, line); }));
+}
+
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void*) {
+    if (cudaError_t e = driver_check()) return e;
+    if (!emu::has_kernel_image()) return ret(cudaErrorNoKernelImageForDevice);
+    *attr = cudaFuncAttributes{};
+    attr->binaryVersion = attr->ptxVersion = std::min(emu::compute_capability(), 90);
+    attr->maxThreadsPerBlock = 1024;
+    return cudaSuccess;
 }
 
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {

@@ -761,6 +761,8 @@ namespace {
 
 // The launch configuration as CUDA checks it at the launch: a report and the error, or cudaSuccess.
 cudaError_t launch_error(const LaunchCfg& cfg, const void* kernel) {
+    if (!has_kernel_image())
+        return reject(cfg, cudaErrorNoKernelImageForDevice, "the program holds no code for this device's architecture");
     const dim3 g = cfg.grid, b = cfg.block;
     const unsigned long long nthreads = (unsigned long long)b.x * b.y * b.z;
     if (nthreads == 0 || nthreads > kMaxThreads || b.x > 1024 || b.y > 1024 || b.z > 64)
