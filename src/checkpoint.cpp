@@ -1,8 +1,11 @@
 #include "checkpoint.h"
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
+#include <vector>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,7 +16,7 @@ namespace {
 // Names a run puts in its folder (see checkpoint.h and train.cpp), with their .tmp/.old siblings.
 bool is_run_entry(const std::string& name) {
     std::string base = name;
-    for (const char* suffix : {".tmp", ".old"})
+    for (const char* suffix : {".tmp", ".old", ".del"})
         if (base.size() > 4 && base.compare(base.size() - 4, 4, suffix) == 0) base.resize(base.size() - 4);
     return base == "config.json" || base == "log.jsonl" || base == "latest" || base == ".write_probe" ||
            base.rfind("ckpt_", 0) == 0;
@@ -105,4 +108,37 @@ std::string checkpoint_latest(const std::string& run_dir) {
     // a crash between the two renames in checkpoint_write leaves the previous copy as .old
     if (fs::is_directory(dir + ".old")) return dir + ".old";
     throw std::runtime_error("no checkpoint in '" + run_dir + "': 'latest' names " + name + ", which does not exist");
+}
+
+void checkpoint_prune(const std::string& run_dir, int keep, int keep_every) {
+    const std::string latest = fs::path(checkpoint_latest(run_dir)).filename().string();
+    std::map<long, std::string> ckpts;  // by step
+    std::vector<fs::path> debris;       // .del folders of an earlier, interrupted prune
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(run_dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("ckpt_", 0) != 0 || !e.is_directory()) continue;
+        if (name.size() > 4 && name.compare(name.size() - 4, 4, ".del") == 0) {
+            debris.push_back(e.path());
+            continue;
+        }
+        char* end = nullptr;
+        const long step = std::strtol(name.c_str() + 5, &end, 10);
+        if (name.size() > 5 && *end == '\0') ckpts[step] = name;
+    }
+    if (ec) throw std::runtime_error("cannot list run folder '" + run_dir + "': " + ec.message());
+    int newer = 0;  // checkpoints newer than the one looked at
+    for (auto it = ckpts.rbegin(); it != ckpts.rend(); ++it, ++newer) {
+        const bool kept = keep == 0 || newer < keep || (keep_every > 0 && it->first % keep_every == 0) ||
+                          it->second == latest;
+        if (kept) continue;
+        const fs::path dir = fs::path(run_dir) / it->second, del = dir.string() + ".del";
+        fs::rename(dir, del, ec);
+        if (ec) throw std::runtime_error("cannot delete old checkpoint " + dir.string() + ": " + ec.message());
+        debris.push_back(del);
+    }
+    for (const fs::path& d : debris) {
+        fs::remove_all(d, ec);
+        if (ec) throw std::runtime_error("cannot delete old checkpoint " + d.string() + ": " + ec.message());
+    }
 }

@@ -2,7 +2,8 @@
 //
 // A checkpoint is written into RUN_DIR/ckpt_NNNNNN.tmp/, fsynced, renamed to RUN_DIR/ckpt_NNNNNN/,
 // and only then is RUN_DIR/latest (a text file holding the folder name) replaced atomically.
-// A crash or error at any point leaves the previous checkpoint and `latest` untouched.
+// A crash or error at any point leaves the previous checkpoint and `latest` untouched. Older
+// checkpoints go only after that (checkpoint_prune), so a run never lacks a loadable one.
 #pragma once
 #include <functional>
 #include <string>
@@ -24,3 +25,8 @@ std::string checkpoint_write(const std::string& run_dir, long step,
                              const std::function<void(const std::string& dir)>& write_files);
 // Path of the folder named by RUN_DIR/latest; throws "no checkpoint in '<RUN_DIR>' ..." if none.
 std::string checkpoint_latest(const std::string& run_dir);
+// Retention, after `latest` names a new checkpoint: deletes every RUN_DIR/ckpt_NNNNNN except the
+// newest `keep` (0 = keep all), those whose step is a multiple of `keep_every` (0 = none such) and
+// the one `latest` names. Each is renamed to ckpt_NNNNNN.del first, so a crash leaves no
+// half-deleted folder under a checkpoint's name; a later prune removes what .del is left.
+void checkpoint_prune(const std::string& run_dir, int keep, int keep_every);

@@ -65,6 +65,10 @@ const Key kKeys[] = {
      "also report next-token accuracy after these input ids, e.g. 16,17 (synthetic task markers)"},
     {"checkpoint_every", "output", &Config::checkpoint_every,
      "write a checkpoint every this many steps and at the end (0 = never)"},
+    {"keep_checkpoints", "output", &Config::keep_checkpoints,
+     "keep the newest this many checkpoints, deleting older ones once a new one is complete (0 = keep all)"},
+    {"keep_every", "output", &Config::keep_every,
+     "also keep every checkpoint whose step is a multiple of this, never deleted (0 = none)"},
     {"run_dir", "output", &Config::run_dir, "run folder: config.json, log.jsonl, checkpoints"},
     {"device", "output", &Config::device, "cpu | cuda | auto"},
     {"precision", "output", &Config::precision, "fp32 | bf16 (activations and their gradients in bf16; CUDA only)"},
@@ -437,6 +441,9 @@ void validate(const Config& c) {
                 "accuracy_tokens entries must be token ids < vocab_size, got " + std::to_string(t));
 
     require(c.checkpoint_every >= 0, "checkpoint_every must be >= 0, got " + std::to_string(c.checkpoint_every));
+    require(c.keep_checkpoints >= 0, "keep_checkpoints must be >= 0 (0 = keep all), got " +
+                                         std::to_string(c.keep_checkpoints));
+    require(c.keep_every >= 0, "keep_every must be >= 0 (0 = none), got " + std::to_string(c.keep_every));
     require(!c.run_dir.empty(), "run_dir must not be empty");
     require_one_of("device", c.device, {"cpu", "cuda", "auto"});
     require_one_of("precision", c.precision, {"fp32", "bf16"});

@@ -45,6 +45,8 @@ struct Config {
     std::vector<int> accuracy_tokens;  // accuracy of the prediction after these input ids
     // output
     int checkpoint_every = 500;
+    int keep_checkpoints = 2;  // the newest this many (0 = all)
+    int keep_every = 0;        // and those at multiples of this step (0 = none)
     std::string run_dir = "runs/run";
     std::string device = "auto";      // cpu | cuda | auto
     std::string precision = "fp32";   // fp32 | bf16

@@ -193,6 +193,7 @@ struct Trainer {
             write_text_file_atomic(tmp + "/state.json", state.dump(2) + "\n");
         });
         printf("checkpoint: %s\n", dir.c_str());
+        checkpoint_prune(cfg.run_dir, cfg.keep_checkpoints, cfg.keep_every);
     }
     // The AdamW moments of the whole model on rank 0 (ZeRO-1: gathered from every rank's shard).
     std::vector<T> moments(const T* buf) const {
