@@ -10,7 +10,9 @@
 # runs one step of the same model through a backend that notes every GEMM it makes (attention's
 # blocks and the LM head's tiles too), then times exactly those GEMMs through the same BLAS on the
 # step's own buffers, the ones from parallel regions on their threads (median of 5 passes):
-# "GEMMs alone" and its share of the trainer's step. PyTorch runs 2 warm-up + (N-2) timed steps with the same B, T, and the
+# "GEMMs alone" and its share of the trainer's step. The trainer's GFLOP/s (its log's flops_per_s,
+# MODEL.md "FLOPs") stands beside the machine's own: one large single-precision product through
+# the same BLAS (bench_gemms --peak), timed once in the same run. PyTorch runs 2 warm-up + (N-2) timed steps with the same B, T, and the
 # trainer's OpenMP waiting (GOMP_SPINCOUNT=1000 unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set).
 # Prints a Markdown table and writes it to bench_cpu.md beside the trainer (build/bench_cpu.md).
 #
@@ -28,7 +30,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
     --no-torch) TORCH=0 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown option '$arg' (expected --quick, --no-torch)" >&2; exit 1 ;;
   esac
 done
@@ -97,12 +99,19 @@ train = [r for r in recs if r.get("type") == "train"][int(sys.argv[2]):]
 if not train:
     sys.exit("error: no train records after the warm-up steps in " + sys.argv[1])
 print(f'{statistics.median(r["tokens_per_s"] for r in train):.1f} '
-      f'{statistics.median(r["step_ms"] for r in train):.1f}')
+      f'{statistics.median(r["step_ms"] for r in train):.1f} '
+      f'{statistics.median(r["flops_per_s"] for r in train) / 1e9:.1f}')
 EOF
 }
 
 ROWS=()
 start=$SECONDS
+# the machine's single-precision GEMM rate through the same BLAS, the trainer's GFLOP/s limit
+if ! peak=$("$BENCH_GEMMS" --peak --reps "$REPS" 2>"$TMP/peak.err" | tail -n 1); then
+  echo "error: $BENCH_GEMMS --peak failed: $(tail -n 1 "$TMP/peak.err")" >&2
+  exit 1
+fi
+sgemm=$(awk '$1 == "sgemm_gflops" { print $2 }' <<<"$peak")
 for s in "${SETTINGS[@]}"; do
   read -r name C L H B T steps qsteps <<<"$s"
   [[ $QUICK == 1 ]] && steps=$qsteps
@@ -118,7 +127,8 @@ for s in "${SETTINGS[@]}"; do
       exit 1
     fi
     med=$(median_of_log "$run/log.jsonl") || exit 1
-    read -r tr_tps tr_ms <<<"$med"
+    read -r tr_tps tr_ms tr_gflops <<<"$med"
+    of_peak=$(awk -v t="$tr_gflops" -v p="$sgemm" 'BEGIN { printf "%.0f %%", 100 * t / p }')
     # the same step's GEMMs alone, through the same BLAS, right after the trainer's steps
     if ! gemm=$("$BENCH_GEMMS" --reps "$REPS" "${model[@]}" 2>"$TMP/gemms.err" | tail -n 1); then
       echo "error: $BENCH_GEMMS failed for $name pos=$pos: $(tail -n 1 "$TMP/gemms.err")" >&2
@@ -143,7 +153,7 @@ for s in "${SETTINGS[@]}"; do
       fi
     fi
     echo "  $name pos=$pos: trainer ${tr_tps} tok/s, GEMMs alone ${gemm_ms} ms (${t_train}s), pytorch ${pt_tps} ($((SECONDS - t1))s)" >&2
-    ROWS+=("| $name (C=$C L=$L H=$H B=$B T=$T) | $pos | $tr_tps | $tr_ms | $gemm_ms | $share | $pt_tps | $ratio |")
+    ROWS+=("| $name (C=$C L=$L H=$H B=$B T=$T) | $pos | $tr_tps | $tr_ms | $gemm_ms | $share | $tr_gflops | $of_peak | $pt_tps | $ratio |")
   done
 done
 
@@ -151,9 +161,10 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || true)
 {
   echo "CPU training throughput, V=50257, $(nproc) cores${cpu:+ ($cpu)}, median after $WARMUP warm-up steps$([[ $QUICK == 1 ]] && echo ', --quick'), load $load1 at start, $(cut -d' ' -f1 /proc/loadavg) at the end, $((SECONDS - start)) s total"
   echo "GEMMs alone: the same step's matrix products through the same BLAS on its buffers (test/bench_gemms.cpp), median of $REPS passes; GEMMs / step: their share of the trainer's ms/step (100 % = the BLAS limit)"
+  echo "trainer GFLOP/s: the step's FLOPs (MODEL.md) over its time; / SGEMM: its share of this machine's single-precision GEMM rate through the same BLAS, $sgemm GFLOP/s (a 2048^3 product, median of $REPS)"
   echo
-  echo "| setting | pos | trainer tokens/s | trainer ms/step | GEMMs alone ms/step | GEMMs / step | PyTorch tokens/s | trainer / PyTorch |"
-  echo "|---|---|---:|---:|---:|---:|---:|---:|"
+  echo "| setting | pos | trainer tokens/s | trainer ms/step | GEMMs alone ms/step | GEMMs / step | trainer GFLOP/s | / SGEMM | PyTorch tokens/s | trainer / PyTorch |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
   printf '%s\n' "${ROWS[@]}"
 } | tee "$(dirname "$TRAIN")/bench_cpu.md.tmp"
 mv "$(dirname "$TRAIN")/bench_cpu.md.tmp" "$(dirname "$TRAIN")/bench_cpu.md"

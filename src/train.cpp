@@ -24,6 +24,7 @@
 #include "config.h"
 #include "dataloader.h"
 #include "dist.h"
+#include "flops.h"
 #include "log.h"
 #include "model.h"
 #include "model_io.h"
@@ -56,6 +57,21 @@ static std::string duration(double seconds) {
     else
         snprintf(b, sizeof b, "%ldm%02lds", s / 60, s % 60);
     return b;
+}
+
+// "12.3 GFLOP/s" (TFLOP/s from 1e12 on), and the share of the peak when the GPU's is known
+static std::string flops_text(double flops, double peak_tflops) {
+    char b[64];
+    int n = flops >= 1e12 ? snprintf(b, sizeof b, "%.1f TFLOP/s", flops / 1e12)
+                          : snprintf(b, sizeof b, "%.1f GFLOP/s", flops / 1e9);
+    if (peak_tflops > 0) snprintf(b + n, sizeof b - n, " | MFU %.1f%%", 100 * flops / (peak_tflops * 1e12));
+    return b;
+}
+
+// The peak that a run's arithmetic (its log's run_on.arithmetic) computes at: bf16, tf32 or fp32.
+static std::string peak_kind(const std::string& arithmetic) {
+    if (arithmetic == "bf16") return "bf16";
+    return arithmetic.find("TF32 tensor cores") != std::string::npos ? "tf32" : "fp32";
 }
 
 // SIGINT / SIGTERM: the first asks the loop to stop after the current step (with a checkpoint),
@@ -121,6 +137,9 @@ struct Trainer {
     int rows = cfg.batch_size / dg.world, row0 = dg.rank * rows;
 
     const json run_on;  // {"device", "arithmetic"}: where and how this run computes, for its log
+    // one step's FLOPs (src/flops.h), and the GPU's peak TFLOP/s in the run's arithmetic (0: unknown)
+    const double step_flops = train_step_flops(mc, (double)cfg.batch_size * cfg.seq_len, cfg.seq_len);
+    const double peak_tflops = gpu_peak_tflops(BK::device_name(), peak_kind(run_on["arithmetic"]));
 
     Trainer(const Config& c, json on)
         : cfg(c),
@@ -436,12 +455,16 @@ struct Trainer {
         double ms = std::chrono::duration<double, std::milli>(now - std::max(q.start, last_report)).count();
         last_report = now;
         double tps = cfg.batch_size * cfg.seq_len / (ms / 1000);
+        double flops = step_flops / (ms / 1000);  // the whole run's, all ranks
         clock.tick();
         double eta = clock.eta(cfg.steps - q.step);
-        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | ETA %s\n", q.step, cfg.steps,
-               loss, q.lr, r.norm, ms, tps, duration(eta).c_str());
+        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %7.1f ms | %8.0f tok/s | %s | ETA %s\n", q.step,
+               cfg.steps, loss, q.lr, r.norm, ms, tps, flops_text(flops, peak_tflops * dg.world).c_str(),
+               duration(eta).c_str());
         json rec = {{"type", "train"},     {"step", q.step}, {"loss", loss},        {"lr", q.lr},
-                    {"grad_norm", r.norm}, {"step_ms", ms},  {"tokens_per_s", tps}, {"eta_s", eta}};
+                    {"grad_norm", r.norm}, {"step_ms", ms},  {"tokens_per_s", tps}, {"flops_per_s", flops},
+                    {"eta_s", eta}};
+        if (peak_tflops > 0) rec["mfu"] = flops / (peak_tflops * 1e12 * dg.world);
         if (dg.mpi) rec["comm_ms"] = r.comm_ms;  // the gradient all-reduce / reduce-scatter and the norm
         if (cfg.profile) {                       // the step's time per phase (GPU: CUDA events), in the log as phase_ms
             std::vector<double> ph = model.queue.profile_read();

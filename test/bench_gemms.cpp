@@ -10,8 +10,11 @@
 // Not a test (no PASS lines): a benchmark tool.
 //
 // usage: build/test/bench_gemms [--reps N] [--shapes] [build/train's flags]
+//        build/test/bench_gemms --peak [--reps N]
 //   --reps N   timed passes over the step's products (default 5; the median is printed)
 //   --shapes   also a table per distinct product: calls, GFLOP, ms and GFLOP/s, and ms in the step
+//   --peak     instead, the machine's own single-precision GEMM rate through the same BLAS: one
+//              2048 x 2048 x 2048 product on every thread; last line "sgemm_gflops G" (median)
 // Last line: "gemm_ms MS calls N gflop G in_step_ms S": MS the median pass, S the same products'
 // time inside the noted step (what they took between the step's other ops).
 #include <algorithm>
@@ -129,12 +132,26 @@ double median(std::vector<double> x) {
     return x[x.size() / 2];
 }
 
+// --peak: GFLOP/s of a large square product, the most the BLAS gets out of these cores
+double sgemm_gflops(int reps) {
+    const int n = 2048;
+    std::vector<float> a((size_t)n * n), b(a.size()), c(a.size());
+    for (size_t i = 0; i < a.size(); i++) a[i] = (float)(i % 7) * 0.25f, b[i] = (float)(i % 5) * 0.5f;
+    std::vector<double> passes;
+    for (int r = 0; r <= reps; r++) {  // the first pass warms up
+        const double t0 = now_ms();
+        cpu::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+        if (r) passes.push_back(now_ms() - t0);
+    }
+    return 2.0 * n * n * n / (median(passes) * 1e6);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     setup_process(argv);  // the trainer's OpenMP settings
     int reps = 5;
-    bool shapes = false;
+    bool shapes = false, peak = false;
     std::vector<char*> rest = {argv[0]};  // build/train's flags, for parse_args
     try {
         for (int i = 1; i < argc; i++) {
@@ -144,9 +161,16 @@ int main(int argc, char** argv) {
                 reps = (int)parse_int_arg(argv[++i], "--reps", 1, 1000);
             } else if (a == "--shapes") {
                 shapes = true;
+            } else if (a == "--peak") {
+                peak = true;
             } else {
                 rest.push_back(argv[i]);
             }
+        }
+        if (peak) {
+            if (rest.size() > 1) throw std::runtime_error("--peak takes no model flags, got " + std::string(rest[1]));
+            printf("sgemm_gflops %.1f\n", sgemm_gflops(reps));
+            return 0;
         }
         Config cfg = parse_args((int)rest.size(), rest.data());
         validate(cfg);  // as the trainer does (train_data is checked, not read: the tokens are random)

@@ -2,7 +2,8 @@
 # build/test/bench_gemms, the GEMM-only time of a training step that make bench prints beside the
 # trainer's (test/bench_gemms.cpp): it notes exactly the products the model makes (their count
 # and FLOPs against the model's formula, attention's included, with one classifier chunk and with
-# four), times them, and refuses bad flags with one error line.
+# four), times them, times the machine's own large GEMM (--peak), and refuses bad flags with one
+# error line.
 cd "$(dirname "$0")/.." || exit 1
 . test/testlib.sh
 BUILD=${BUILD:-build}
@@ -52,4 +53,11 @@ expect_fail bench_gemms_reps_needs_value "error: --reps needs a value" -- "$BENC
 expect_fail bench_gemms_bad_reps "error: --reps: expected an integer" -- "$BENCH" --reps 0 "${model[@]}"
 expect_fail bench_gemms_unknown_flag "^error: .*bogus" -- "$BENCH" --bogus 1 "${model[@]}"
 expect_fail bench_gemms_needs_train_data "^error: train_data is not set" -- "$BENCH" --n_layer 1
+# --peak: the machine's own GEMM rate, a positive GFLOP/s; it takes no model
+out=$("$BENCH" --peak --reps 1 2>&1)
+if [[ $(tail -n 1 <<<"$out") =~ ^sgemm_gflops\ [0-9]+\.[0-9]$ ]] && [[ ! $(tail -n 1 <<<"$out") =~ \ 0\.0$ ]]; then
+  pass bench_gemms_peak
+else fail bench_gemms_peak "$out"; fi
+expect_only_error bench_gemms_peak_no_model "^error: --peak takes no model flags, got --n_layer$" -- \
+  "$BENCH" --peak --n_layer 2
 finish

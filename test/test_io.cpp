@@ -1,5 +1,5 @@
 // Tests of the host I/O layer: config parsing and validation, shard reader, safetensors,
-// checkpoint folder protocol, JSONL log, and write errors on a full disk.
+// checkpoint folder protocol, JSONL log, write errors on a full disk, and a step's FLOP count.
 // Output protocol: one PASS / FAIL / SKIPPED line per check; exit 1 on any FAIL.
 #include <csignal>
 #include <cstdio>
@@ -17,6 +17,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "dataloader.h"
+#include "flops.h"
 #include "log.h"
 #include "safetensors.h"
 #include "gpt2_decoder.h"
@@ -891,6 +892,24 @@ static void test_files_and_run_dir() {
     check("encoder_small_ok", GPT2Decoder(enc).decode({1, 0}) == "ab");
 }
 
+// One step's FLOPs against a count by hand of its products' multiply-adds, for L=2 C=16 V=50
+// and a batch of 4 rows of T=8 (32 tokens): per layer qkv 32x16x48 = 24,576, the projection
+// 32x16x16 = 8,192, the MLP 2 x 32x16x64 = 65,536, the scores and the weighted sum each
+// 4 x 8x8 x 16 = 4,096; the head 32x16x50 = 25,600. Forward 2 x (2 x 106,496 + 25,600) = 477,184
+// FLOPs, backward twice that: 1,431,552.
+static void test_flops() {
+    ModelConfig m;
+    m.L = 2, m.H = 2, m.C = 16, m.V = 50, m.maxT = 8;
+    const double f = train_step_flops(m, 32, 8);
+    check("flops_hand_count", f == 1431552.0, "got " + std::to_string(f));
+    check("flops_gpu_peaks",
+          gpu_peak_tflops("NVIDIA H200", "bf16") == 989.4 && gpu_peak_tflops("NVIDIA H200 NVL", "bf16") == 835.0 &&
+              gpu_peak_tflops("NVIDIA H100 PCIe", "fp32") == 51.2 &&
+              gpu_peak_tflops("NVIDIA A100-SXM4-80GB", "tf32") == 156.0 &&
+              gpu_peak_tflops("CUDA emulation on the CPU (H200-like, sm_90)", "bf16") == 0 &&
+              gpu_peak_tflops("NVIDIA GeForce RTX 4090", "bf16") == 0 && gpu_peak_tflops("cpu", "fp32") == 0);
+}
+
 int main() {
     char tmpl[] = "/tmp/test_io_XXXXXX";
     if (!mkdtemp(tmpl)) {
@@ -908,6 +927,7 @@ int main() {
         {"shard_names", test_shard_names},
         {"config_robustness", test_config_robustness},
         {"files_and_run_dir", test_files_and_run_dir},
+        {"flops", test_flops},
     };
     for (auto& [name, fn] : groups) {
         try {

@@ -28,7 +28,7 @@ wait_for() {
   done
   return 1
 }
-strip() { grep -E '"type":"(train|val)"' "$1" | sed 's/"eta_s":[^,]*,//; s/"step_ms":[^,]*,//; s/,"tokens_per_s":[^}]*//'; }
+strip() { grep -E '"type":"(train|val)"' "$1" | sed 's/"eta_s":[^,]*,//; s/"flops_per_s":[^,]*,//; s/"step_ms":[^,]*,//; s/,"tokens_per_s":[^}]*//'; }
 
 # --- a run folder that holds a run is refused; --overwrite deletes it whole; --resume continues it
 r=$tmp/run

@@ -37,7 +37,7 @@ for pos in learned sinusoidal rope crope; do
 done
 
 # Resume equivalence, sequential and shuffled order, on crope and learned.
-strip() { grep -E '"type":"(train|val)"' "$1" | sed 's/"eta_s":[^,]*,//; s/"step_ms":[^,]*,//; s/,"tokens_per_s":[^}]*//'; }
+strip() { grep -E '"type":"(train|val)"' "$1" | sed 's/"eta_s":[^,]*,//; s/"flops_per_s":[^,]*,//; s/"step_ms":[^,]*,//; s/,"tokens_per_s":[^}]*//'; }
 for mode in "crope sequential" "learned shuffle"; do
   set -- $mode
   common="$data $tiny --pos $1 --data_order $2 --eval_every 10 --eval_batches 2 --checkpoint_every 20 --step_size 15 --gamma 0.5"
