@@ -51,6 +51,13 @@ ifeq ($(SLEEF),1)
 CXXFLAGS += -DHAVE_SLEEF
 LDLIBS   += -lsleef
 endif
+# ICU (Debian libicu-dev): the Unicode classes of build/sample --prompt's GPT-2 pre-tokenizer
+# (src/gpt2_encoder.cpp). Without unicode/uchar.h, or with ICU=0, --prompt says the build has none.
+ICU      ?= $(if $(shell printf '\043include <unicode/uchar.h>\n' | $(CXX) $(CPPFLAGS) -E -x c++ - >/dev/null 2>&1 && echo yes),1,0)
+ifeq ($(ICU),1)
+CXXFLAGS += -DHAVE_ICU
+LDLIBS   += -licuuc
+endif
 CXXFLAGS += $(CPPFLAGS)
 # MPI (Debian's libopenmpi-dev, or MPICH): data-parallel training under mpirun (src/dist.h), its
 # flags from `mpicc -show` (both wrappers print the compiler, then its flags). Without it the

@@ -5,7 +5,7 @@
 #   --with-torch  also python3-torch, the PyTorch reference test_torch_reference
 #                 compares the trainer with (CI passes it; without it that test is SKIPPED)
 set -e
-pkgs="g++ make libopenblas-openmp-dev libsleef-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin python3 python3-numpy python3-regex python3-matplotlib python3-scipy"
+pkgs="g++ make libopenblas-openmp-dev libsleef-dev nlohmann-json3-dev libicu-dev libopenmpi-dev openmpi-bin python3 python3-numpy python3-regex python3-matplotlib python3-scipy"
 for a in "$@"; do
   case "$a" in
     --with-torch) pkgs="$pkgs python3-torch" ;;

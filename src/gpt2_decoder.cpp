@@ -10,6 +10,31 @@
 
 using json = nlohmann::json;
 
+std::string gpt2_symbols_to_bytes(const std::string& symbols) {
+    // GPT-2's byte-to-unicode map: printable bytes stand for themselves, the
+    // others were moved to code points 256, 257, ... in byte order.
+    static const std::map<int, int> cp_to_byte = [] {
+        std::map<int, int> m;
+        int shifted = 0;
+        for (int b = 0; b < 256; b++) {
+            bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+            m[printable ? b : 256 + shifted++] = b;
+        }
+        return m;
+    }();
+    std::string bytes;
+    for (size_t p = 0; p < symbols.size();) {  // UTF-8 decode one code point
+        unsigned char c = symbols[p];
+        int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        int cp = len == 1 ? c : c & (0x7F >> len);
+        for (int q = 1; q < len && p + q < symbols.size(); q++) cp = (cp << 6) | (symbols[p + q] & 0x3F);
+        p += len;
+        auto it = cp_to_byte.find(cp);
+        bytes += it != cp_to_byte.end() ? (char)it->second : '?';
+    }
+    return bytes;
+}
+
 GPT2Decoder::GPT2Decoder(const std::string& encoder_json) {
     json j;
     try {
@@ -21,14 +46,6 @@ GPT2Decoder::GPT2Decoder(const std::string& encoder_json) {
         throw std::runtime_error(encoder_json +
                                  " is not a GPT-2 encoder.json: expected an object of token -> id, got " +
                                  (j.is_object() ? std::string("{}") : j.dump().substr(0, 40)));
-    // GPT-2's byte-to-unicode map: printable bytes stand for themselves, the
-    // others were moved to code points 256, 257, ... in byte order.
-    std::map<int, int> cp_to_byte;
-    int shifted = 0;
-    for (int b = 0; b < 256; b++) {
-        bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-        cp_to_byte[printable ? b : 256 + shifted++] = b;
-    }
     tokens_.resize(j.size());
     std::vector<bool> seen(j.size());
     for (auto& [key, id] : j.items()) {
@@ -40,17 +57,7 @@ GPT2Decoder::GPT2Decoder(const std::string& encoder_json) {
                                      "' is out of range or repeated (ids must be 0.." + std::to_string(j.size() - 1) +
                                      ", each once)");
         seen[i] = true;
-        std::string bytes;
-        for (size_t p = 0; p < key.size();) {  // UTF-8 decode one code point
-            unsigned char c = key[p];
-            int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-            int cp = len == 1 ? c : c & (0x7F >> len);
-            for (int q = 1; q < len && p + q < key.size(); q++) cp = (cp << 6) | (key[p + q] & 0x3F);
-            p += len;
-            auto it = cp_to_byte.find(cp);
-            bytes += it != cp_to_byte.end() ? (char)it->second : '?';
-        }
-        tokens_[i] = bytes;
+        tokens_[i] = gpt2_symbols_to_bytes(key);
     }
 }
 
@@ -65,7 +72,7 @@ std::unique_ptr<GPT2Decoder> open_decoder(const std::string& encoder_json, int v
         if (vocab_size == kGpt2Vocab)
             fprintf(stderr,
                     "note: no GPT-2 vocabulary at %s, so token ids are printed; python3 data/prepare_data.py (any "
-                    "dataset) puts encoder.json there, or give its path (--encoder / --encoder_json)\n",
+                    "dataset) puts encoder.json there, or give its path (--encoder_json)\n",
                     encoder_json.c_str());
         return nullptr;
     }

@@ -13,10 +13,15 @@ class GPT2Decoder {
     explicit GPT2Decoder(const std::string& encoder_json);
     std::string decode(const std::vector<int>& ids) const;
     size_t size() const { return tokens_.size(); }
+    const std::vector<std::string>& tokens() const { return tokens_; }  // id -> bytes
 
   private:
     std::vector<std::string> tokens_;
 };
+
+// A token as encoder.json and vocab.bpe write it (one code point per byte) -> its bytes; a code
+// point that stands for no byte becomes '?'.
+std::string gpt2_symbols_to_bytes(const std::string& symbols);
 
 // The decoder for a model of vocab_size ids, or nullptr (print ids) when encoder_json is missing
 // or has another number of tokens; for a GPT-2 vocabulary it says why, once, on stderr.

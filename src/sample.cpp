@@ -1,12 +1,15 @@
 // The sample binary: loads a checkpoint and generates text from a prompt.
-//   build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt_ids "464 3290"]
-//                [--tokens 64] [--temperature 1.0] [--top_k 40] [--seed 42] [--encoder data/gpt2/encoder.json]
-// The prompt is given as GPT-2 ids: data/gpt2_tokenizer.py encode "text" prints them.
+//   build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt TEXT | --prompt_ids "464 3290"]
+//                [--tokens 64] [--temperature 1.0] [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]
+// --prompt is encoded as data/gpt2_tokenizer.py encode TEXT does (src/gpt2_encoder.h), with the
+// vocab.bpe beside encoder.json; --prompt_ids takes the ids themselves.
 #include <sys/stat.h>
 
 #include <climits>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "model_io.h"
 #include "generate.h"
 #include "gpt2_decoder.h"
+#include "gpt2_encoder.h"
 
 using json = nlohmann::json;
 
@@ -57,28 +61,35 @@ int main(int argc, char** argv) {
     setup_process(argv);
     try {
         std::map<std::string, std::string> opt = {{"checkpoint", ""},
+                                                  {"prompt", ""},
                                                   {"prompt_ids", ""},
                                                   {"tokens", "64"},
                                                   {"temperature", "1.0"},
                                                   {"top_k", "40"},
                                                   {"seed", "42"},
-                                                  {"encoder", "data/gpt2/encoder.json"}};
+                                                  {"encoder_json", "data/gpt2/encoder.json"}};
+        std::set<std::string> given;
         for (int i = 1; i < argc; i++) {
             std::string a = argv[i];
             if (a == "--help" || a == "-h") {
                 printf(
-                    "usage: build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt_ids 464,3290]\n"
-                    "                    [--tokens 64] [--temperature 1.0] [--top_k 40] [--seed 42]\n"
-                    "                    [--encoder data/gpt2/encoder.json]\n"
-                    "temperature 0 = greedy; top_k 0 = whole vocabulary. Without encoder.json the ids are printed.\n");
+                    "usage: build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors\n"
+                    "                    [--prompt TEXT | --prompt_ids 464,3290] [--tokens 64] [--temperature 1.0]\n"
+                    "                    [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]\n"
+                    "--prompt TEXT is encoded with GPT-2's BPE (encoder.json and the vocab.bpe beside it); without\n"
+                    "a prompt the text starts from <|endoftext|>. temperature 0 = greedy; top_k 0 = whole\n"
+                    "vocabulary. Without encoder.json the ids are printed.\n");
                 return 0;
             }
             if (a.rfind("--", 0) != 0 || !opt.count(a.substr(2)))
-                throw std::runtime_error("unknown argument '" + a + "'");
+                throw std::runtime_error("unknown argument '" + a + "' (see --help)");
             if (i + 1 >= argc) throw std::runtime_error("missing value for " + a);
             opt[a.substr(2)] = argv[++i];
+            given.insert(a.substr(2));
         }
         if (opt["checkpoint"].empty()) throw std::runtime_error("--checkpoint is required (see --help)");
+        if (given.count("prompt") && given.count("prompt_ids"))
+            throw std::runtime_error("--prompt and --prompt_ids both give the prompt: use one of them");
         // every argument is checked before the model is loaded
         int n = (int)parse_int_arg(opt["tokens"], "--tokens", 0, 1 << 20);
         int top_k = (int)parse_int_arg(opt["top_k"], "--top_k", 0, INT_MAX);
@@ -87,10 +98,25 @@ int main(int argc, char** argv) {
         if (temperature < 0)
             throw std::runtime_error("--temperature must be >= 0 (0 = greedy), got " + opt["temperature"]);
         std::vector<int> prompt = opt["prompt_ids"].empty() ? std::vector<int>{} : parse_ids(opt["prompt_ids"]);
+        std::unique_ptr<GPT2Encoder> encoder;  // the vocabulary of --prompt, which also decodes
+        if (given.count("prompt")) {
+            if (opt["prompt"].empty())
+                throw std::runtime_error("--prompt is empty (leave it out to start from <|endoftext|>)");
+            try {
+                encoder = std::make_unique<GPT2Encoder>(opt["encoder_json"]);
+                prompt = encoder->encode(opt["prompt"]);
+            } catch (const std::exception& e) {
+                throw std::runtime_error(std::string("--prompt: ") + e.what());
+            }
+        }
 
         StFile f = safetensors_read(model_file(opt["checkpoint"]));
         if (!f.metadata.count("config")) throw std::runtime_error(f.path + " has no model config in its metadata");
         ModelConfig mc = model_config(stored_config(f.metadata.at("config"), f.path));
+        if (encoder && (int)encoder->vocab().size() != mc.V)
+            throw std::runtime_error("--prompt: the model's vocabulary has " + std::to_string(mc.V) + " ids, not the " +
+                                     std::to_string(encoder->vocab().size()) + " of " + opt["encoder_json"] +
+                                     " (give its ids with --prompt_ids)");
         if (prompt.empty()) prompt = {mc.V > 50256 ? 50256 : 0};
         for (int id : prompt)
             if (id < 0 || id >= mc.V)
@@ -98,10 +124,13 @@ int main(int argc, char** argv) {
         const int window = std::min<int>(mc.maxT, (int)prompt.size() + n);
         check_host_memory(mc, 1, window, false,
                           "a window of " + std::to_string(window) + " tokens (the prompt and --tokens)");
-        // the whole checkpoint is checked before the vocabulary is opened: a malformed one gives
-        // its error alone, without a note about encoder.json before it
+        // the whole checkpoint is checked before the vocabulary is opened (--prompt's, opened with
+        // the arguments, gives errors, not notes): a malformed one gives its error alone, without
+        // a note about encoder.json before it
         std::vector<float> weights = layout_from_file<float>(param_layout(mc), f, "");
-        auto decoder = open_decoder(opt["encoder"], mc.V);  // a broken encoder.json fails before the work
+        // a broken encoder.json fails before the work
+        std::unique_ptr<GPT2Decoder> opened = encoder ? nullptr : open_decoder(opt["encoder_json"], mc.V);
+        const GPT2Decoder* decoder = encoder ? &encoder->vocab() : opened.get();
         GPT<CpuBackend<float>> model(mc);
         model.set_params(weights);
         auto ids = generate(model, prompt, n, temperature, top_k, seed);

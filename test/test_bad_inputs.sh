@@ -216,7 +216,7 @@ run gpt2v "$good" --vocab_size 50257 --checkpoint_every 1 >/dev/null 2>&1
 cp "$tmp/run_gpt2v/ckpt_000001/model.safetensors" "$tmp/twolayers.safetensors"
 stfix "$tmp/twolayers.safetensors" 'meta["n_layer"] = 2'
 expect_only_error sample_malformed_checkpoint_one_line "^error: .*twolayers.safetensors.*ln1.weight" -- \
-  "$SAMPLE" --checkpoint "$tmp/twolayers.safetensors" --encoder "$tmp/no_encoder.json"
+  "$SAMPLE" --checkpoint "$tmp/twolayers.safetensors" --encoder_json "$tmp/no_encoder.json"
 
 # --- build/sample arguments
 ck=$tmp/run_ok
@@ -228,10 +228,35 @@ expect_fail sample_tokens_huge "^error: --tokens: expected an integer, got '9999
   "$SAMPLE" --checkpoint "$ck" --tokens 99999999999
 echo '{}' >"$tmp/empty_encoder.json"
 expect_fail sample_encoder_empty_object "^error: .*empty_encoder.json is not a GPT-2 encoder.json" -- \
-  "$SAMPLE" --checkpoint "$ck" --encoder "$tmp/empty_encoder.json"
+  "$SAMPLE" --checkpoint "$ck" --encoder_json "$tmp/empty_encoder.json"
 echo '{"a": "0"}' >"$tmp/string_encoder.json"
 expect_fail sample_encoder_string_ids "^error: .*string_encoder.json: the id of 'a' is \"0\", not an integer" -- \
-  "$SAMPLE" --checkpoint "$ck" --encoder "$tmp/string_encoder.json"
+  "$SAMPLE" --checkpoint "$ck" --encoder_json "$tmp/string_encoder.json"
+# --prompt TEXT: one of --prompt and --prompt_ids, a vocabulary with its merges beside it, text in
+# UTF-8, a model of that vocabulary; the old name of --encoder_json is an unknown argument
+expect_fail sample_unknown_flag_hint "^error: unknown argument '--encoder' \(see --help\)" -- \
+  "$SAMPLE" --checkpoint "$ck" --encoder "$tmp/empty_encoder.json"
+expect_fail sample_prompt_and_ids "^error: --prompt and --prompt_ids both give the prompt: use one of them" -- \
+  "$SAMPLE" --checkpoint "$ck" --prompt hi --prompt_ids 3
+expect_fail sample_prompt_empty "^error: --prompt is empty" -- "$SAMPLE" --checkpoint "$ck" --prompt ""
+out=$("$SAMPLE" --checkpoint "$ck" --prompt hi --encoder_json "$tmp/none/encoder.json" 2>&1)
+if grep -q "no Unicode library" <<<"$out"; then
+  skip sample_prompt_vocabulary "$SAMPLE has no Unicode library (ICU): test_no_icu.sh checks that build"
+else
+  expect_fail sample_prompt_no_vocab "^error: --prompt: no GPT-2 vocabulary at $tmp/none/encoder.json" -- \
+    "$SAMPLE" --checkpoint "$ck" --prompt hi --encoder_json "$tmp/none/encoder.json"
+  # a byte-level vocabulary of the 256 bytes alone (data/gpt2_tokenizer.py's byte map), first without merges
+  mkdir -p "$tmp/bytes"
+  "$PYTHON" -c 'import json, sys; sys.path.insert(0, "data"); import gpt2_tokenizer as gt
+print(json.dumps({c: b for b, c in gt.bytes_to_unicode().items()}))' >"$tmp/bytes/encoder.json"
+  expect_fail sample_prompt_no_merges "^error: --prompt: no GPT-2 merges at $tmp/bytes/vocab.bpe" -- \
+    "$SAMPLE" --checkpoint "$ck" --prompt hi --encoder_json "$tmp/bytes/encoder.json"
+  echo '#version: 0.2' >"$tmp/bytes/vocab.bpe"
+  expect_fail sample_prompt_bad_utf8 "^error: --prompt: invalid UTF-8 at byte 3 \(0xE9\)" -- \
+    "$SAMPLE" --checkpoint "$ck" --prompt $'caf\xe9' --encoder_json "$tmp/bytes/encoder.json"
+  expect_fail sample_prompt_other_vocab "^error: --prompt: the model's vocabulary has 64 ids, not the 256 of .*give its ids with --prompt_ids" -- \
+    "$SAMPLE" --checkpoint "$ck" --prompt hi --encoder_json "$tmp/bytes/encoder.json"
+fi
 # with --sample_every a broken encoder.json fails before any training step
 expect_fail train_sample_encoder_first "^error: .*empty_encoder.json is not a GPT-2 encoder.json" -- \
   run enc "$good" --sample_every 1 --encoder_json "$tmp/empty_encoder.json"

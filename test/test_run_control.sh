@@ -153,12 +153,12 @@ else fail init_from_record_survives_resume "$(cat "$tmp/init/config.json" | head
 if [ -x "$SAMPLE" ]; then
   "$TRAIN" --train_data "$tmp/t_train_000000.bin" --n_layer 1 --n_head 2 --n_embd 16 --vocab_size 50257 --max_seq_len 32 \
     --seq_len 16 --batch_size 4 --device cpu --steps 0 --eval_every 0 --checkpoint_every 1 --run_dir "$tmp/v50257" >/dev/null 2>&1
-  "$SAMPLE" --checkpoint "$tmp/v50257" --prompt_ids 464 --tokens 3 --encoder "$tmp/nowhere/encoder.json" >"$tmp/ids.txt" 2>"$tmp/note.txt"
+  "$SAMPLE" --checkpoint "$tmp/v50257" --prompt_ids 464 --tokens 3 --encoder_json "$tmp/nowhere/encoder.json" >"$tmp/ids.txt" 2>"$tmp/note.txt"
   if [ "$(grep -c "no GPT-2 vocabulary at $tmp/nowhere/encoder.json" "$tmp/note.txt")" -eq 1 ] &&
     grep -q "data/prepare_data.py" "$tmp/note.txt" && grep -qE '^464( [0-9]+){3}$' "$tmp/ids.txt"; then
     pass sample_says_where_encoder_was_looked_for
   else fail sample_says_where_encoder_was_looked_for "stderr '$(cat "$tmp/note.txt")', stdout '$(cat "$tmp/ids.txt")'"; fi
-  "$SAMPLE" --checkpoint "$s" --prompt_ids 3 --tokens 3 --encoder "$tmp/nowhere/encoder.json" >/dev/null 2>"$tmp/note16.txt"
+  "$SAMPLE" --checkpoint "$s" --prompt_ids 3 --tokens 3 --encoder_json "$tmp/nowhere/encoder.json" >/dev/null 2>"$tmp/note16.txt"
   if [ ! -s "$tmp/note16.txt" ]; then pass sample_small_vocab_quiet; else fail sample_small_vocab_quiet "$(cat "$tmp/note16.txt")"; fi
   "$TRAIN" --resume "$tmp/v50257" --steps 2 --sample_every 1 --encoder_json "$tmp/nowhere/encoder.json" >"$tmp/tr.txt" 2>&1
   if [ "$(grep -c "no GPT-2 vocabulary at" "$tmp/tr.txt")" -eq 1 ] && [ "$(grep -c '^sample | step' "$tmp/tr.txt")" -eq 1 ]; then

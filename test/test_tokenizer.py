@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Tests of data/gpt2_tokenizer.py (GPT-2 byte-level BPE).
+"""Tests of data/gpt2_tokenizer.py (GPT-2 byte-level BPE), and of the C++ encoder of
+build/sample --prompt (src/gpt2_encoder.cpp) against it, through $BUILD/test/test_gpt2_encoder.
 
 Checks that need the vocabulary find it in $GPT2_MIRROR, else ../shared/data (relative to
 the repo root), else the cache data/gpt2/, else try the download; when none works they
 report SKIPPED. The byte mapping, UTF-8 policy, cut points and checksum checks need nothing.
 """
+import json
 import os
 import random
 import subprocess
@@ -102,7 +104,7 @@ with tempfile.TemporaryDirectory() as tmp:
         check("install_vocab_rejects_corrupt_mirror", "checksum mismatch" in str(e) and not os.path.exists(cache), str(e))
 
 # The cache is where the C++ binaries look by default (build/train --encoder_json,
-# build/sample --encoder), both relative to the repository root.
+# build/sample --encoder_json), both relative to the repository root.
 defaults = [open(os.path.join(ROOT, "src", f), encoding="utf-8").read() for f in ("config.h", "sample.cpp")]
 check("vocab_cache_is_where_binaries_look",
       os.path.abspath(gt.VOCAB_CACHE) == os.path.join(ROOT, "data", "gpt2")
@@ -123,13 +125,68 @@ script = os.path.join(ROOT, "data", "gpt2_tokenizer.py")
 r = subprocess.run([sys.executable, script, "decode", "12,x"], capture_output=True, text=True)
 check("cli_decode_bad_ids", r.returncode == 1 and "error: not a token id: 'x'" in r.stderr, r.stderr)
 
+# ---- the C++ encoder (src/gpt2_encoder.cpp, build/sample --prompt) ----------------------
+CPP_ENCODER = os.path.join(ROOT, os.environ.get("BUILD", "build"), "test", "test_gpt2_encoder")
+
+
+def cpp_encoder(args, texts=()):
+    """Runs CPP_ENCODER with args, each text a JSON line on its standard input; returns (its
+    output lines, "") or (None, why it cannot run, or "" when it failed)."""
+    if not os.access(CPP_ENCODER, os.X_OK):
+        return None, f"{CPP_ENCODER} is not built (make)"
+    p = subprocess.run([CPP_ENCODER] + args, input="".join(json.dumps(t) + "\n" for t in texts),
+                       capture_output=True, text=True)
+    if p.returncode == 0:
+        return p.stdout.split("\n")[:-1], ""  # not splitlines(): U+2028 and others end its lines
+    if "no Unicode library" in p.stderr:
+        return None, "this build has no Unicode library (ICU)"
+    return None, ""
+
+
+# Every code point in a context where each of the pattern's classes (\p{L}, \p{N}, \s, the rest)
+# gives other pre-tokens: the C++ pre-tokenizer on ICU's classes must split each as the regex
+# module does. Where only one of the two has a character (another Unicode version: Debian 12's
+# python3-regex and ICU 72 are both 15.0 and agree everywhere) they may differ. For time, the code
+# points above the BMP that neither has a character for are left out (a third of the rest): both
+# take them as the rest, as the BMP's, which are kept, check.
+context = "a{0}1 {0}".format
+unassigned_out, why = cpp_encoder(["--unassigned"])
+if unassigned_out is None and why:
+    skip("cpp_pretokenize_every_code_point", why)
+elif unassigned_out is None:
+    check("cpp_pretokenize_every_code_point", False, f"{CPP_ENCODER} --unassigned failed")
+else:
+    icu_unassigned = set()
+    for line in unassigned_out:
+        first, last = map(int, line.split())
+        icu_unassigned.update(range(first, last + 1))
+    regex_unassigned = gt.regex.compile(r"\p{Cn}")
+    one_unassigned = [c for c in range(0x110000) if (c in icu_unassigned) != bool(regex_unassigned.match(chr(c)))]
+    code_points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF
+                   and (c <= 0xFFFF or c not in icu_unassigned or not regex_unassigned.match(chr(c)))]
+    # 512 code points a text (one a text is 10 times slower); a text that differs is split up
+    chunks = ["".join(context(chr(c)) for c in code_points[i:i + 512]) for i in range(0, len(code_points), 512)]
+    out = cpp_encoder(["--pieces"], chunks)[0] or []
+    suspects = [c for k, (text, pieces) in enumerate(zip(chunks, out))
+                if gt.regex.findall(gt.PATTERN, text) != json.loads(pieces) for c in code_points[512 * k:512 * (k + 1)]]
+    one = cpp_encoder(["--pieces"], [context(chr(c)) for c in suspects])[0] or []
+    differ = {c for c, pieces in zip(suspects, one) if gt.regex.findall(gt.PATTERN, context(chr(c))) != json.loads(pieces)}
+    real = sorted(differ - set(one_unassigned))
+    if differ:
+        print(f"note: {len(differ) - len(real)} code points that only one of ICU and the regex module has "
+              "(another Unicode version) split differently")
+    check("cpp_pretokenize_every_code_point", len(out) == len(chunks) and len(one) == len(suspects) and not real,
+          f"{CPP_ENCODER} --pieces failed" if len(out) != len(chunks) or len(one) != len(suspects) else
+          f"{len(real)} code points split otherwise than by the regex module, e.g. "
+          + ", ".join(f"U+{c:04X} in {context(chr(c))!r}" for c in real[:3]))
+
 # ---- checks that need the vocabulary ------------------------------------------------------
 tok, mirror, why = load_tokenizer()
 
 VOCAB_TESTS = ["vocab_sizes", "known_ids", "derived_ids", "special_tokens", "roundtrip_random",
                "pieces_encode_like_whole", "matches_naive_bpe", "lone_surrogate_error", "encode_bytes_policy",
                "decode_partial_utf8", "decode_bad_id", "cli_encode_decode", "cli_decode_forms", "cli_encode_stdin",
-               "install_vocab_from_mirror", "tiktoken_agrees"]
+               "install_vocab_from_mirror", "tiktoken_agrees", "cpp_encoder_agrees"]
 if tok is None:
     for name in VOCAB_TESTS:
         skip(name, f"GPT-2 vocabulary unavailable (no mirror, no cache, download failed: {why})")
@@ -263,6 +320,23 @@ else:
         check("install_vocab_from_mirror", sorted(os.listdir(cache)) == sorted(gt.VOCAB_FILES) and all(
             os.path.dirname(p) == cache and gt.sha256_file(p) == gt.VOCAB_FILES[os.path.basename(p)] for p in paths),
             f"{paths} (mirror {mirror})")
+
+# The C++ encoder on the same corpora: the known and derived ids, the random texts, and more of
+# what stresses pre-tokenization (non-ASCII, digits, contractions, whitespace runs, emoji).
+MORE = ["The history of", " leading and trailing  ", "tabs\t\tand\r\nCRLF\r\n", "   \n\n  x  \n",
+        "Ünïcödé ÀÉÎÕÜ straße İstanbul ǅ", "Здравствуй, мир!", "こんにちは世界。日本語の文章", "안녕하세요",
+        "مرحبا بالعالم", "שלום עולם", "नमस्ते दुनिया", "x²+y³=z⁴ ½ ¼ Ⅻ ٣٤٥ １２３", "1,234,567.89 0x1F 1e-9",
+        "I'm you're we've he'd she'll it's THEY'RE 'tis", "'''s ''t", "👍🏽 👨\u200d👩\u200d👧 🇫🇷🇩🇪 😀😀 🤖!",
+        "\u00a0\u2028\u2029\u3000\u1680\u200b\u202f\x1c\x1d\x85 a", "e\u0301 n\u0303 \u0915\u094d", "<|endoftext|> x"]
+corpus = [t for t, _ in KNOWN + DERIVED] + MORE + texts + [random_text(random.Random(5), 20000)]
+out, why = cpp_encoder(["--encode", os.path.join(mirror, "gpt2", "encoder.json") if mirror
+                        else os.path.join(gt.VOCAB_CACHE, "encoder.json")], corpus)
+if out is None and why:
+    skip("cpp_encoder_agrees", why)
+else:
+    bad = [t for t, ids in zip(corpus, out or []) if json.loads(ids) != tok.encode(t)]
+    check("cpp_encoder_agrees", out is not None and len(out) == len(corpus) and not bad,
+          f"{CPP_ENCODER} failed" if out is None else f"{len(bad)} of {len(corpus)} texts differ, e.g. {bad[:1]!r}")
 
 fast = gt.tiktoken_encoding(tok)
 if fast is None:

@@ -74,7 +74,7 @@ expect_fail sample_missing_checkpoint "error: cannot read checkpoint" -- $SAMPLE
 expect_fail sample_bad_prompt "error: .*prompt" -- $SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,x
 echo '{"a": 0,' >"$tmp/bad_encoder.json"
 expect_fail sample_bad_encoder_json "error: .*bad_encoder.json is not valid JSON" -- \
-  $SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3 --tokens 2 --encoder "$tmp/bad_encoder.json"
+  $SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3 --tokens 2 --encoder_json "$tmp/bad_encoder.json"
 expect_fail sample_prompt_out_of_vocab "outside the vocabulary" -- $SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 99
 
 # Samples during training
@@ -91,9 +91,18 @@ if [ -f "$mirror/gpt2/encoder.json" ]; then
     --eval_every 0 --checkpoint_every 1 --run_dir "$tmp/v50257" >/dev/null 2>&1
   text=$'Hello world, café 日本語 👍\n  it\'s 2026!'
   ids=$("$PYTHON" data/gpt2_tokenizer.py --mirror "$mirror" encode "$text")
-  back=$($SAMPLE --checkpoint "$tmp/v50257" --prompt_ids "$ids" --tokens 0 --encoder "$mirror/gpt2/encoder.json" 2>&1)
+  back=$($SAMPLE --checkpoint "$tmp/v50257" --prompt_ids "$ids" --tokens 0 --encoder_json "$mirror/gpt2/encoder.json" 2>&1)
   if [ "$back" = "$text" ]; then pass sample_decodes_gpt2_ids; else fail sample_decodes_gpt2_ids "ids '$ids' gave '$back'"; fi
+  # --prompt TEXT: the same ids as data/gpt2_tokenizer.py's, so the same greedy continuation
+  from_text=$($SAMPLE --checkpoint "$tmp/v50257" --prompt "$text" --tokens 4 --temperature 0 \
+    --encoder_json "$mirror/gpt2/encoder.json" 2>&1)
+  from_ids=$($SAMPLE --checkpoint "$tmp/v50257" --prompt_ids "$ids" --tokens 4 --temperature 0 \
+    --encoder_json "$mirror/gpt2/encoder.json" 2>&1)
+  if grep -q "no Unicode library" <<<"$from_text"; then skip sample_prompt_text "$SAMPLE has no Unicode library (ICU)"
+  elif [ "$from_text" = "$from_ids" ] && [[ $from_text == "$text"?* ]]; then pass sample_prompt_text
+  else fail sample_prompt_text "--prompt gave '$from_text', --prompt_ids '$from_ids'"; fi
 else
   skip sample_decodes_gpt2_ids "no GPT-2 encoder.json at $mirror/gpt2 (set GPT2_MIRROR)"
+  skip sample_prompt_text "no GPT-2 encoder.json at $mirror/gpt2 (set GPT2_MIRROR)"
 fi
 finish
