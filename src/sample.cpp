@@ -48,7 +48,7 @@ static std::vector<int> parse_ids(const std::string& s) {
             if (used != tok.size()) throw std::invalid_argument(tok);
         } catch (const std::exception&) {
             throw std::runtime_error("bad --prompt_ids entry '" + tok +
-                                     "' (expected integers separated by commas or spaces)");
+                                     "' (expected integers separated by commas or spaces; a text prompt is --prompt TEXT)");
         }
         tok.clear();
     }

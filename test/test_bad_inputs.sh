@@ -239,6 +239,8 @@ expect_fail sample_unknown_flag_hint "^error: unknown argument '--encoder' \(see
 expect_fail sample_prompt_and_ids "^error: --prompt and --prompt_ids both give the prompt: use one of them" -- \
   "$SAMPLE" --checkpoint "$ck" --prompt hi --prompt_ids 3
 expect_fail sample_prompt_empty "^error: --prompt is empty" -- "$SAMPLE" --checkpoint "$ck" --prompt ""
+expect_fail sample_prompt_ids_text "^error: bad --prompt_ids entry 'The' .*a text prompt is --prompt TEXT" -- \
+  "$SAMPLE" --checkpoint "$ck" --prompt_ids "The history of"
 out=$("$SAMPLE" --checkpoint "$ck" --prompt hi --encoder_json "$tmp/none/encoder.json" 2>&1)
 if grep -q "no Unicode library" <<<"$out"; then
   skip sample_prompt_vocabulary "$SAMPLE has no Unicode library (ICU): test_no_icu.sh checks that build"
