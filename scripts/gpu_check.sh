@@ -3,8 +3,11 @@
 # included (--budget, default 540 s), nothing lost when it is cut short (each result is written as
 # it comes, the report on any exit), and a second run that does only what the first did not
 # (--skip-done DIR). The parts run in the order of what matters most, each sized from its cost:
-#   prerequisites   one line each (make, g++, nvcc, cuBLAS, nlohmann/json, python3, a GPU,
-#                   compute-sanitizer, PyTorch); never apt (such a machine has no network)
+#   prerequisites   one line each (make, g++, nvcc, cuBLAS, NCCL, nlohmann/json, python3, a GPU,
+#                   its driver, compute-sanitizer, PyTorch), each probe capped; never apt (such a
+#                   machine may have no network). A missing or unfit one (a driver too old for
+#                   the toolkit, a GPU below sm_80, a header not found) is an `error:` line that
+#                   says how to get it, and the check stops before building
 #   build           the trainer and the GPU test programs, for this GPU's architecture only
 #   tests           every build/test/test_cuda*, bf16 and tf32 included      -> OUT/test_cuda.log
 #   paper           the CRoPE paper's setting (V=50257 C=128 L=4 H=4 B=16 T=1024), rope and crope,
@@ -16,7 +19,8 @@
 #                   50 MB L2 (256, 512 rows), the default 4096, all rows, vocabulary tiles; the
 #                   head's ms, TFLOP/s and GB/s, and the fastest                -> OUT/head.md
 #   sanitizer       compute-sanitizer memcheck and racecheck, small shapes    -> OUT/memcheck.log, ...
-#   dist            the NCCL path on 1 rank (and 2/4/8 with that many GPUs)   -> OUT/dist.log
+#   dist            the NCCL path on 1 rank (and 2/4/8 with that many GPUs), when the build
+#                   has NCCL                                                  -> OUT/dist.log
 #   rest            the other benchmark rows: learned, 124M fp32, the eager step -> OUT/bench.md
 #   torch           PyTorch at the paper's setting (optional)                 -> OUT/torch.md
 #   lab             every version of every test/lab/ program (optional)       -> OUT/lab.md
@@ -25,7 +29,8 @@
 #                   plain fp32 without TF32, when they fail)                  -> OUT/paper_grid/
 #   report          the parts, every table, the goals                          -> OUT/report.md
 # Every part prints PASS / FAIL / SKIPPED gpu_check_<part> (a benchmark row, a lab program: one
-# each); the exit status is 0 only if every required part passed. No GPU is a failure.
+# each); the exit status is 0 only if every required part passed. No GPU is a failure. A failed
+# training run keeps its output in OUT/failed/<run>/.
 # --emulated accepts the CPU execution layer (test/cuda_emu, `make emu`) as the device, for a dry
 # run of this script at tiny sizes.
 set -u
@@ -53,7 +58,9 @@ usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper
                     sized from the costs DIR measured
   -h, --help        this text
 Environment: DATA (where prepared shards are looked for, default data), GPU_CHECK_COSTS
-("PART:SECONDS ...": costs to plan with instead of the estimates).
+("PART:SECONDS ...": costs to plan with instead of the estimates), GPU_CHECK_PROBE_S (the
+seconds each probe of the machine may take, default 20: nvidia-smi, nvcc, the compiler, PyTorch
+3 times that), CUDA_HOME, NVCC, CXX, MPICC, NCCL_HOME (as the Makefile reads them).
 EOF
 }
 
@@ -84,6 +91,8 @@ done
 skipping() { [[ $SKIP == *",$1,"* ]]; }
 [[ $GRID_PREC == fp32 || $GRID_PREC == bf16 ]] || die "--grid-precision must be fp32 or bf16, got '$GRID_PREC'"
 [[ $BUDGET =~ ^[0-9]+$ ]] && [ "$BUDGET" -gt 0 ] || die "--budget must be a positive number of seconds, got '$BUDGET'"
+PROBE_S=${GPU_CHECK_PROBE_S:-20}
+[[ $PROBE_S =~ ^[0-9]+$ ]] && [ "$PROBE_S" -gt 0 ] || die "GPU_CHECK_PROBE_S must be a positive number of seconds, got '$PROBE_S'"
 if [ -n "$DONE" ]; then
   [ -f "$DONE/parts.txt" ] || die "--skip-done: no parts.txt in '$DONE' (the --out folder of an earlier run)"
   DONE=$(cd "$DONE" && pwd)
@@ -97,7 +106,7 @@ OUT=$(cd "$OUT" && pwd)
 [ "$OUT" != "$DONE" ] || die "--skip-done: give the new run another --out than '$DONE'"
 cd "$(dirname "$0")/.." || exit 1
 rm -rf "$OUT"/{gpu_check.log,parts.txt,costs.tsv,build.log,test_cuda.log,memcheck.log,racecheck.log,dist.log} \
-  "$OUT"/{bench.md,phases.md,head.md,torch.md,lab.md,report.md,rows}
+  "$OUT"/{bench.md,phases.md,head.md,torch.md,lab.md,report.md,rows,failed}
 mkdir -p "$OUT/rows"
 # Everything printed goes to gpu_check.log, which a follower copies to the console: a signal to the
 # whole process group (a timeout's, a GPU slot's end) that kills the follower leaves the script
@@ -255,81 +264,178 @@ interrupted() {
 trap interrupted TERM INT
 
 # ---------------------------------------------------------------- prerequisites
+# One line each; a missing or unfit one is an `error: NAME: ...` line that says how to get it, and
+# the check stops there, before building (the build would stop later saying less). Every probe of
+# the machine ends within GPU_CHECK_PROBE_S seconds (default 20): a wedged GPU or driver must not
+# hang the check before its report exists.
 section "prerequisites"
+WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)
 missing=()
-need() {  # need NAME WHAT-IS-MISSING: a required prerequisite is missing
-  echo "missing: $1 ($2)"
+need() {  # need NAME MESSAGE: a required prerequisite is missing or unfit
+  echo "error: $1: $2"
   missing+=("$1")
+}
+# probe SECONDS CMD...: CMD's stdout and status, or status 124 once SECONDS have passed without its
+# end. Not `timeout`, which waits for the process it kills: one stuck in the driver does not die.
+probe() {
+  local s=$1 pid i rc
+  shift
+  "$@" >"$WORK/probe.out" 2>/dev/null &
+  pid=$!
+  for ((i = 0; i < s * 10; i++)); do
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 $pid 2>/dev/null; then kill -KILL $pid 2>/dev/null; return 124; fi
+  wait $pid
+  rc=$?
+  cat "$WORK/probe.out"
+  return $rc
+}
+# our_kernels: the names of the kernels in cuda/, |-separated (each ends in _kernel, on its
+# __global__ line or the next)
+our_kernels() { grep -h -A1 '^__global__' cuda/*.cu cuda/*.cuh | grep -o '[a-z_0-9]*_kernel *(' | tr -d ' (' | sort -u | paste -sd'|'; }
+# has_header HEADER [FLAG...]: the C++ compiler (CXX, as make's) finds HEADER
+has_header() {
+  printf '#include <%s>\n' "$1" >"$WORK/probe.cpp"
+  probe "$PROBE_S" "${CXX:-g++}" "${@:2}" -E "$WORK/probe.cpp" -o /dev/null >/dev/null
 }
 for tool in make g++ timeout stdbuf; do
   if command -v $tool >/dev/null; then echo "$tool: $(command -v $tool)"; else need $tool "not on PATH"; fi
 done
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+NCCL_WHY="emulated"  # why the build has no NCCL, if it has none
+CUDA_VERSION="" home=""
 if [ $EMU = 1 ]; then
   echo "nvcc, cuBLAS: not needed (emulated: test/cuda_emu/nvcc-emu and its cuBLAS stand-in)"
 else
   NVCC=${NVCC:-$(command -v "$CUDA_HOME/bin/nvcc" || command -v nvcc || true)}
   if [ -z "$NVCC" ]; then
-    need nvcc "not in \$CUDA_HOME/bin ($CUDA_HOME) nor on PATH: the CUDA toolkit is needed"
+    need nvcc "not in \$CUDA_HOME/bin ($CUDA_HOME) nor on PATH: install NVIDIA's CUDA toolkit, or set CUDA_HOME"
   else
-    echo "nvcc: $NVCC ($("$NVCC" --version | grep -o 'release [0-9.]*' || echo 'version unknown'))"
-    home=$(dirname "$(dirname "$NVCC")")
+    CUDA_VERSION=$(probe "$PROBE_S" "$NVCC" --version | grep -o 'release [0-9.]*' | cut -d' ' -f2)
+    echo "nvcc: $NVCC (CUDA ${CUDA_VERSION:-version unknown})"
+    home=$(dirname "$(dirname "$NVCC")")  # the Makefile's CUDA_HOME
     if [ -f "$home/include/cublas_v2.h" ] && ls "$home"/lib64/libcublas.so* >/dev/null 2>&1; then
       echo "cuBLAS: $home/lib64"
     else
-      need cuBLAS "no cublas_v2.h and libcublas.so under $home"
+      need cuBLAS "no cublas_v2.h and libcublas.so under $home: they come with NVIDIA's CUDA toolkit (the libcublas-dev-* package of its apt repository)"
     fi
+    # NCCL: the Makefile builds it in when `$MPICC -show` names MPI's flags and nccl.h is in
+    # $NCCL_HOME/include, /usr/include or the toolkit's include folder (the first found)
+    nccl_h=$(ls ${NCCL_HOME:+"$NCCL_HOME/include/nccl.h"} /usr/include/nccl.h "$home/include/nccl.h" 2>/dev/null | head -n 1)
+    if [ "$(probe "$PROBE_S" "${MPICC:-mpicc}" -show | wc -w)" -lt 2 ]; then
+      NCCL_WHY="no ${MPICC:-mpicc}: the build has no MPI (libopenmpi-dev), so no NCCL"
+    elif [ -z "$nccl_h" ]; then
+      NCCL_WHY="no nccl.h in ${NCCL_HOME:+\$NCCL_HOME/include, }/usr/include or $home/include (NVIDIA's libnccl-dev, or set NCCL_HOME)"
+    else
+      NCCL_WHY=""
+      printf 'int main() { return 0; }\n' >"$WORK/probe.cpp"
+      if probe "$PROBE_S" "${CXX:-g++}" "$WORK/probe.cpp" -o "$WORK/probe" -L"$home/lib64" ${NCCL_HOME:+-L"$NCCL_HOME/lib"} \
+        -lnccl >/dev/null; then
+        echo "NCCL: $nccl_h, with MPI (the data-parallel part runs under mpirun)"
+      else
+        need NCCL "$nccl_h is there, so the build links -lnccl, but no libnccl.so links from $home/lib64${NCCL_HOME:+, $NCCL_HOME/lib} or the system's folders: install NCCL's library (libnccl2 and libnccl-dev) beside its header"
+      fi
+    fi
+    [ -n "$NCCL_WHY" ] && echo "NCCL: not built in ($NCCL_WHY); the data-parallel part will be SKIPPED"
   fi
 fi
-# nlohmann/json: the system's package, else the copy carried in .gpu_deps/ (prepare_gpu_deps.sh)
-has_json() { echo '#include <nlohmann/json.hpp>' | g++ ${1:+-I"$1"} -E -x c++ - >/dev/null 2>&1; }
-if has_json ""; then
+# nlohmann/json: the system's package, else .gpu_deps/include (scripts/prepare_gpu_deps.sh), which
+# the Makefile adds to the include path when it is there
+if has_header nlohmann/json.hpp; then
   echo "nlohmann/json: the system's package"
-elif [ -d .gpu_deps/include ] && has_json "$PWD/.gpu_deps/include"; then
+elif [ -d .gpu_deps/include ] && has_header nlohmann/json.hpp -I"$PWD/.gpu_deps/include"; then
   echo "nlohmann/json: from .gpu_deps/include (this machine has no such package)"
-  export CPPFLAGS="${CPPFLAGS:-} -I$PWD/.gpu_deps/include"
 else
-  need nlohmann/json "no <nlohmann/json.hpp>: run scripts/prepare_gpu_deps.sh where it is installed and copy .gpu_deps/ here"
+  need nlohmann/json "no <nlohmann/json.hpp> (Debian's nlohmann-json3-dev) here nor in .gpu_deps/include: run scripts/prepare_gpu_deps.sh (it fetches the header without root)"
 fi
 PY=${PYTHON:-$(command -v python3 || true)}
-if [ -n "$PY" ]; then echo "python3: $PY"; else need python3 "writes the benchmark's token shards and reads its logs"; fi
+if [ -n "$PY" ]; then echo "python3: $PY"; else need python3 "not on PATH: it writes the benchmark's token shards and reads its logs"; fi
 CC_FLAGS=""
+# The oldest driver that runs the CUDA runtime of each major version (NVIDIA's table for minor
+# version compatibility): 11.x R450, 12.x R525, 13.x R580. The check builds machine code for the
+# GPU found, so no PTX needs a driver as new as the toolkit.
+min_driver() { case $1 in 11) echo 450 ;; 12) echo 525 ;; 13) echo 580 ;; esac; }
+# on_ld_path DIR: DIR is on LD_LIBRARY_PATH (where cuda-compat's libcuda must come first)
+on_ld_path() {
+  local d want
+  want=$(realpath "$1" 2>/dev/null) || return 1
+  IFS=: read -ra ds <<<"${LD_LIBRARY_PATH:-}"
+  for d in "${ds[@]}"; do [ "$(realpath "$d" 2>/dev/null)" = "$want" ] && return 0; done
+  return 1
+}
 if [ $EMU = 1 ]; then
   DEVICE="emulated (CPU execution layer, test/cuda_emu)"
   echo "GPU: none used (emulated)"
+elif ! command -v nvidia-smi >/dev/null; then
+  need GPU "nvidia-smi not found (the NVIDIA driver); for a dry run without a GPU: --emulated"
 else
   q="--format=csv,noheader --query-gpu=name,memory.total,driver_version"
   # compute_cap needs a driver from 2022 on; an older one still names the GPU
-  gpu=$(nvidia-smi $q,compute_cap 2>/dev/null | head -n 1) cc=${gpu##*,}
-  [ -n "$gpu" ] || { gpu=$(nvidia-smi $q 2>/dev/null | head -n 1) cc=""; }
-  if [ -z "$gpu" ]; then
-    need GPU "nvidia-smi $(command -v nvidia-smi >/dev/null && echo 'finds no GPU' || echo 'not found'); for a dry run without one: --emulated"
+  gpu=$(probe "$PROBE_S" nvidia-smi "$q,compute_cap")
+  rc=$?
+  [ $rc = 0 ] || [ $rc = 124 ] || { gpu=$(probe "$PROBE_S" nvidia-smi "$q"); rc=$?; }
+  gpu=$(head -n 1 <<<"$gpu")
+  if [ $rc = 124 ]; then
+    need GPU "nvidia-smi did not answer within $PROBE_S s: the GPU or its driver is wedged (dmesg says more; nvidia-smi -r or a reboot)"
+  elif [ $rc != 0 ] || [ -z "$gpu" ]; then
+    need GPU "nvidia-smi finds no GPU; for a dry run without one: --emulated"
   else
     DEVICE=$gpu
     echo "GPU: $gpu"
-    # machine code for this GPU only: a third of the default build's device compilation
-    cc=$(echo "$cc" | tr -d ' .')  # 9.0 -> 90
-    [[ $cc =~ ^[0-9]+$ ]] && CC_FLAGS="-O3 -gencode arch=compute_$cc,code=sm_$cc"
+    IFS=, read -r name _ drv cc <<<"$gpu"
+    name=$(xargs <<<"$name") drv=$(xargs <<<"$drv") cc=$(tr -d ' .' <<<"$cc")  # 9.0 -> 90
+    min=$(min_driver "${CUDA_VERSION%%.*}")
+    if [ -n "$min" ] && [[ ${drv%%.*} =~ ^[0-9]+$ ]] && [ "${drv%%.*}" -lt "$min" ]; then
+      if ls "$home"/compat/libcuda.so.* >/dev/null 2>&1 && on_ld_path "$home/compat"; then
+        echo "driver: $drv, with the forward-compatibility libcuda of $home/compat (cuda-compat)"
+      else
+        need driver "the driver is $drv; CUDA $CUDA_VERSION (nvcc) needs R$min or newer: update the driver, or install NVIDIA's forward-compatibility package cuda-compat (datacenter GPUs)$(
+          ls "$home"/compat/libcuda.so.* >/dev/null 2>&1 && echo " (it is in $home/compat: put that folder first on LD_LIBRARY_PATH)")"
+      fi
+    fi
+    if [[ $cc =~ ^[0-9]+$ ]] && [ "$cc" -lt 80 ]; then
+      need GPU "the GPU is sm_$cc ($name); the trainer needs sm_80 or newer (its kernels use TF32 and bf16 tensor-core instructions)"
+    elif [[ $cc =~ ^[0-9]+$ ]] && [ -n "${NVCC:-}" ]; then
+      # machine code for this GPU only: a third of the default build's device compilation
+      if probe "$PROBE_S" "$NVCC" --list-gpu-arch | grep -qx "compute_$cc"; then
+        CC_FLAGS="-O3 -gencode arch=compute_$cc,code=sm_$cc"
+      else
+        echo "nvcc has no sm_$cc: the build takes the Makefile's architectures (and their PTX, which the driver compiles for this GPU)"
+      fi
+    fi
   fi
 fi
-SANITIZER=""
+if [ ${#missing[@]} -gt 0 ]; then
+  part prerequisites fail "$(IFS=,; echo "${missing[*]}" | sed 's/,/, /g') (the error: lines above; nothing was built)"
+  exit 1
+fi
+# the optional ones
+SANITIZER="" SAN_FILTER=()
 if [ $EMU = 1 ]; then
   echo "compute-sanitizer: not used (emulated)"
 else
   SANITIZER=$(command -v "$CUDA_HOME/bin/compute-sanitizer" || command -v compute-sanitizer || true)
-  [ -z "$SANITIZER" ] && [ -n "${NVCC:-}" ] && SANITIZER=$(command -v "$(dirname "$NVCC")/compute-sanitizer" || true)
+  [ -z "$SANITIZER" ] && SANITIZER=$(command -v "$(dirname "$NVCC")/compute-sanitizer" || true)
   echo "compute-sanitizer: ${SANITIZER:-not found (memcheck and racecheck will be SKIPPED)}"
+  # racecheck instruments only the kernels of cuda/ (--kernel-name regex=, compute-sanitizer 2023.3
+  # on), not cuBLAS's or cub's: their shared-memory hazards are not this project's to fix, and
+  # they would take most of its time
+  if [ -n "$SANITIZER" ] && probe "$PROBE_S" "$SANITIZER" --help | grep -q -- '--kernel-name '; then
+    SAN_FILTER=(--kernel-name "regex=.*($(our_kernels)).*")
+    echo "racecheck: the kernels of cuda/ only ($(our_kernels | tr '|' '\n' | wc -l) names)"
+  elif [ -n "$SANITIZER" ]; then
+    echo "racecheck: every kernel (this compute-sanitizer has no --kernel-name filter)"
+  fi
 fi
 TORCH=0
-if [ $EMU = 0 ] && [ -n "$PY" ] && "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+if [ $EMU = 0 ] && [ -n "$PY" ] &&
+  TORCH_VERSION=$(probe $((PROBE_S * 3)) "$PY" -c 'import torch; assert torch.cuda.is_available(); print(torch.__version__)'); then
   TORCH=1
-  echo "PyTorch: $("$PY" -c 'import torch; print(torch.__version__)') with CUDA (optional)"
+  echo "PyTorch: $TORCH_VERSION with CUDA (optional)"
 else
-  echo "PyTorch: not used ($([ $EMU = 1 ] && echo emulated || echo 'no torch with CUDA'); optional)"
-fi
-if [ ${#missing[@]} -gt 0 ]; then
-  part prerequisites fail "missing ${missing[*]}"
-  exit 1
+  echo "PyTorch: not used ($([ $EMU = 1 ] && echo emulated || echo "no torch with CUDA, or not within $((PROBE_S * 3)) s"); optional)"
 fi
 part prerequisites pass
 
@@ -349,10 +455,32 @@ fi
 # (an H200, 16 cores; no GPU has run this script yet). Every run writes what each part took to
 # OUT/costs.tsv and to the report: put a GPU run's figures here. A run with --skip-done DIR plans
 # with DIR's measured costs instead. Emulated: this machine's dry run at tiny sizes.
+# The required parts (build to rest) sum to 450 s of the 540: 90 s are left for the probes
+# (seconds; PyTorch's import up to 60), the report (10) and a part that runs long (each may take
+# twice its cost plus 20 s, the later ones then cut); torch, lab and grid take what is left.
+#   build 120    make -j16 for one architecture: its longest file, cuda/attention.cu (the flash
+#                kernels at every head size in fp32, TF32 and bf16), took 27 s of a core (nvcc
+#                13.0, sm_90, on this project's 2-core CI machine; loss.cu 5, matmul.cu 7); src/, the
+#                other kernels and the test programs (g++ -O3) build beside it, the links after
+#   tests 60     5 programs: each ~2 s to start CUDA and cuBLAS, then its CPU twins at test sizes
+#   A training run: ~3 s to start (CUDA, cuBLAS, the model, the graph's capture), 25 steps and two
+#   evaluations of 20 batches; at the paper setting a step is ~0.6 TFLOP (the LM head's 6 N C Vp),
+#   a few ms: ~5 s a run; at 124M ~13 TFLOP, ~50 ms at 250 TFLOP/s in bf16: ~8 s a run.
+#   paper 25     4 runs at the paper setting
+#   gpt2 20      2 runs at 124M
+#   profile 20   3 runs, eager (2 paper, 1 at 124M)
+#   head 70      14 runs at the paper setting (the default head's 4 are the paper and profile parts')
+#   sanitizer 60 6 programs under compute-sanitizer (memcheck, then racecheck on cuda/'s kernels
+#                only), 5-10 s each: the tool's start, the modules it instruments, small shapes
+#   dist 20      test/test_dist.sh --device: a plain run, then one rank under mpirun
+#   rest 55      8 runs: 3 at 124M in fp32 (TF32: ~2.5x the bf16 step, ~12 s each), 2 more at 124M,
+#                3 at the paper setting
+#   torch 70     PyTorch's import, then 6 runs (eager, then torch.compile, which compiles ~20 s each)
+#   lab 60       make of 4 lab programs (~30 s), then 10 runs of a few seconds
 if [ $EMU = 1 ]; then
   PLAN="build:60 tests:10 paper:8 gpt2:8 profile:8 head:15 sanitizer:1 dist:1 rest:20 torch:1 lab:40 grid:1"
 else
-  PLAN="build:120 tests:60 paper:25 gpt2:20 profile:20 head:60 sanitizer:60 dist:20 rest:45 torch:70 lab:60 grid:60"
+  PLAN="build:120 tests:60 paper:25 gpt2:20 profile:20 head:70 sanitizer:60 dist:20 rest:55 torch:70 lab:60 grid:60"
 fi
 PLAN+=" ${GPU_CHECK_COSTS:-}"  # PART:SECONDS ... in the environment: a plan to try (the tests' too)
 OPTIONAL=" torch lab grid "  # cut by the budget: SKIPPED; any other part cut: FAIL
@@ -490,7 +618,6 @@ else
 fi
 VP=$(((V + 127) / 128 * 128))  # the padded vocabulary (the trainer pads to 128)
 DEFAULT_CHUNK=$(sed -n 's/.*static constexpr int classifier_chunk = \([0-9]*\);.*/\1/p' cuda/backend_cuda.h)
-WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)
 # The tokens: a prepared shard (data/prepare_data.py: GPT-2 tokens of real text, whose most
 # frequent token is 4-5 % of the positions) when there is one whose ids fit V and that holds
 # every step and the evaluation; else a Zipf-like draw (p(rank k) ~ 1/(k + 1), the ranks a fixed
@@ -612,6 +739,11 @@ EOF
     RUN_WHY=$(sed 's/^[0-9.]* //' "$dir.out" | grep -m1 'error' || sed 's/^[0-9.]* //' "$dir.out" | tail -n 1)
     RUN_WHY="exit $rc: ${RUN_WHY}"
     [ $rc = 124 ] && RUN_WHY="exit 124: timed out after $t s"
+    # its output stays (the work folder goes at the end): train.out, each line stamped with the
+    # time it came, and the trainer's log.jsonl
+    mkdir -p "$OUT/failed/$id" && cp "$dir.out" "$OUT/failed/$id/train.out" &&
+      { [ ! -f "$dir/log.jsonl" ] || cp "$dir/log.jsonl" "$OUT/failed/$id/"; } &&
+      RUN_WHY+=" (output in failed/$id/)"
     RUN=""
     return 1
   fi
@@ -768,8 +900,11 @@ run_part head part_head
 SAN_SUBSET="cuda_encoder_backward cuda_layernorm cuda_rope cuda_crope cuda_attention_forward cuda_attention_backward
   cuda_gelu cuda_softmax_crossentropy cuda_adamw_update cuda_sum_squares cuda_bf16_layernorm cuda_bf16_matmul"
 SAN_FLASH="cuda_flash_forward_backward cuda_flash_head_sizes"  # test_cuda_flash: every head size, small shapes
+# Not under racecheck (shared-memory hazards): the tests of the cuBLAS paths, whose own kernels (the
+# causal softmax) keep nothing in shared memory; racecheck would instrument only cuBLAS there
+SAN_NO_RACE="cuda_attention_forward cuda_attention_backward cuda_bf16_matmul"
 part_sanitizer() {
-  local tool prog names rc
+  local tool prog names rc filter
   for tool in memcheck racecheck; do
     if [ $EMU = 1 ]; then part "sanitizer_$tool" skip "emulated (the emulation has its own checks)"; continue; fi
     if [ -z "$SANITIZER" ]; then part "sanitizer_$tool" skip "compute-sanitizer not found"; continue; fi
@@ -778,23 +913,25 @@ part_sanitizer() {
     # the listed tests of test_cuda and test_cuda_bf16, then the flash kernels (shared-memory
     # tiles; fp32, and the tf32 and bf16 tensor-core ones) at every head size
     : >"$OUT/$tool.log"
-    rc=0
+    rc=0 filter=()
+    [ $tool = racecheck ] && filter=("${SAN_FILTER[@]}")
     for prog in test_cuda test_cuda_bf16 test_cuda_flash; do
       case $prog in
         test_cuda_flash) names=$SAN_FLASH ;;
-        test_cuda_bf16) names=$(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_bf16_' | tr '\n' ' ') ;;
-        *) names=$(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_' | grep -v '^cuda_bf16_' | tr '\n' ' ') ;;
+        test_cuda_bf16) names=$(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_bf16_') ;;
+        *) names=$(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_' | grep -v '^cuda_bf16_') ;;
       esac
+      [ $tool = racecheck ] && names=$(grep -vxF -f <(tr ' ' '\n' <<<"$SAN_NO_RACE") <<<"$names")
       # shellcheck disable=SC2086
-      timeout -k 5 "$(pcap 40)" "$SANITIZER" --tool $tool --error-exitcode 99 --print-limit 20 \
+      timeout -k 5 "$(pcap 40)" "$SANITIZER" --tool $tool "${filter[@]}" --error-exitcode 99 --print-limit 20 \
         "$BUILD/test/$prog" $names >>"$OUT/$tool.log" 2>&1
       rc=$?
       [ $rc = 0 ] || break
     done
     grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^FAIL ' "$OUT/$tool.log" | head -n 5
     if [ $rc = 0 ]; then part "sanitizer_$tool" pass
-    elif [ $rc = 124 ]; then part "sanitizer_$tool" fail "timed out (see $tool.log)"
-    else part "sanitizer_$tool" fail "exit $rc (see $tool.log)"; fi
+    elif [ $rc = 124 ]; then part "sanitizer_$tool" fail "timed out in $prog (see $tool.log)"
+    else part "sanitizer_$tool" fail "exit $rc in $prog (see $tool.log)"; fi
   done
 }
 run_part sanitizer part_sanitizer
@@ -803,8 +940,15 @@ run_part sanitizer part_sanitizer
 # test/test_dist.sh --device: one rank under mpirun runs every NCCL call (all-reduce, ZeRO-1's
 # reduce-scatter and all-gather) and must log the plain run's losses bit for bit; with several
 # GPUs, 2, 4 or 8 ranks agree with it to rounding.
+# nccl_linked BIN: BIN links NCCL (the Makefile builds it in only with MPI and nccl.h; otherwise
+# the trainer has no NCCL path to check)
+nccl_linked() { ldd "$1" 2>/dev/null | grep -q 'libnccl\.so'; }
 part_dist() {
   if [ $EMU = 1 ]; then part nccl skip "emulated: make test runs test/test_dist.sh (NCCL emulated over MPI)"; return; fi
+  if ! nccl_linked "$BUILD/train"; then
+    part nccl skip "$BUILD/train is built without NCCL (${NCCL_WHY:-make did not link it; see build.log})"
+    return
+  fi
   if ! command -v mpirun >/dev/null; then part nccl skip "mpirun not found (openmpi-bin, libopenmpi-dev; then rebuild)"; return; fi
   carry nccl && return
   TRAIN="$BUILD/train" PYTHON="$PY" timeout -k 5 "$(pcap 120)" bash test/test_dist.sh --device >"$OUT/dist.log" 2>&1
@@ -830,7 +974,7 @@ run_part rest part_rest
 
 # ---------------------------------------------------------------- PyTorch (optional)
 header_torch() {
-  echo "PyTorch $("$PY" -c 'import torch; print(torch.__version__)') at the paper's setting (scripts/torch_reference.py, TF32):"
+  echo "PyTorch $TORCH_VERSION at the paper's setting (scripts/torch_reference.py, TF32):"
   echo
   echo "| mode | pos | ms/step | tokens/s | peak MiB |"
   echo "| --- | --- | ---: | ---: | ---: |"

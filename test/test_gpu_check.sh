@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh without a GPU: its options, the prerequisite check (a missing nvcc
-# gives one line), no GPU is a failure that still leaves its report, and dry runs on the CPU
-# execution layer (--emulated): a run whose plan leaves a part out (the parts it cut are failures,
-# the rest written as it goes), a second run with --skip-done that does only what the first left
-# (its rows copied, the report whole), --skip, a budget too short for anything, a run killed
-# part way (its report still written), and the benchmark's tokens from a prepared shard.
+# scripts/gpu_check.sh without a GPU: its options; the prerequisites on a fake toolkit and a fake
+# nvidia-smi, each refusal one exact error: line before any build (no nvcc, no GPU, a wedged one,
+# a driver too old for the toolkit's CUDA, a GPU below sm_80, a header missing); the data-parallel
+# part only with NCCL linked; racecheck's kernel filter; scripts/prepare_gpu_deps.sh's sources and
+# its error; and dry runs on the CPU execution layer (--emulated): a run whose plan leaves a part
+# out (the parts it cut are failures, the rest written as it goes), a second run with --skip-done
+# that does only what the first left (its rows copied, the report whole), --skip, a budget too
+# short for anything, a run killed part way (its report still written), and the benchmark's
+# tokens from a prepared shard, with a failed run whose output is kept.
 cd "$(dirname "$0")/.." || exit 1
 . test/testlib.sh
 tmp=$(mktemp -d)
@@ -77,29 +80,179 @@ if [ -z "$gate" ]; then fail gpu_check_grid_gate "the gate's block was not found
 elif [ -n "$why" ]; then fail gpu_check_grid_gate "$why"
 else pass gpu_check_grid_gate; fi
 
-# A PATH without nvcc (and no CUDA_HOME): one line names it, and the check fails.
+# The prerequisites, on a fake toolkit (CUDA_HOME: an nvcc that tells its version and
+# architectures, cuBLAS's files) and a fake nvidia-smi first on PATH, whatever this machine has.
+# Each refusal is one exact `error:` line, the FAIL line, the report, and nothing built.
+mkdir -p "$tmp/fakebin" "$tmp/cuda/bin" "$tmp/cuda/include" "$tmp/cuda/lib64"
+cat >"$tmp/cuda/bin/nvcc" <<'SH'
+#!/bin/sh
+case $1 in
+  --version) echo "Cuda compilation tools, release ${FAKE_CUDA:-13.0}, V${FAKE_CUDA:-13.0}.88" ;;
+  --list-gpu-arch) printf 'compute_%s\n' 75 80 86 87 89 90 100 120 ;;
+  *) echo "fake nvcc: nothing is to be built" >&2; exit 1 ;;
+esac
+SH
+chmod +x "$tmp/cuda/bin/nvcc"
+touch "$tmp/cuda/include/cublas_v2.h" "$tmp/cuda/lib64/libcublas.so"
+# smi 'LINE' | smi-exit N | smi-hang: the fake nvidia-smi prints LINE (name, memory, driver,
+# compute capability), or finds no GPU, or never answers
+smi() {
+  case $1 in
+    -exit) printf '#!/bin/sh\necho "No devices were found"\nexit %s\n' "$2" ;;
+    -hang) printf '#!/bin/sh\nexec sleep 60\n' ;;
+    *) printf '#!/bin/sh\necho "%s"\n' "$1" ;;
+  esac >"$tmp/fakebin/nvidia-smi"
+  chmod +x "$tmp/fakebin/nvidia-smi"
+}
+H200="NVIDIA H200, 143771 MiB, 580.65.06, 9.0"
+# gpu_run DIR [VAR=VALUE...]: the check (not emulated) with the fakes; sets out and rc
+gpu_run() {
+  local dir=$1
+  shift
+  out=$(env -u NCCL_HOME -u MPICC -u CXX -u GPU_CHECK_PROBE_S PATH="$tmp/fakebin:$PATH" CUDA_HOME="$tmp/cuda" NVCC= "$@" \
+    bash $gc --out "$tmp/$dir" 2>&1)
+  rc=$?
+}
+# refused NAME DIR LINE [OTHER-PATTERN]: the last gpu_run stopped at its prerequisites with LINE its
+# only error line (OTHER-PATTERN: a line that must be there too), FAILED, and started no build
+refused() {
+  local name=$1 dir=$2 line=$3 why=""
+  [ $rc -ne 0 ] || why+="exit status 0; "
+  [ "$(grep '^error: ' <<<"$out")" = "$line" ] || why+="expected the one error line '$line', got '$(grep '^error: ' <<<"$out")'; "
+  [ -z "${4:-}" ] || grep -q -- "$4" <<<"$out" || why+="no line '$4'; "
+  grep -q "^FAIL gpu_check_prerequisites: .*nothing was built" "$tmp/$dir/parts.txt" 2>/dev/null || why+="no FAIL line in parts.txt; "
+  grep -q 'Result: FAILED' "$tmp/$dir/report.md" 2>/dev/null || why+="no report.md saying FAILED; "
+  { [ -e "$tmp/$dir/build.log" ] || grep -q '^== build' <<<"$out"; } && why+="a build started; "
+  if [ -n "$why" ]; then fail "$name" "$why$(tail -n 12 <<<"$out")"; else pass "$name"; fi
+}
+
+# A PATH without nvcc (and no CUDA_HOME): one line names it.
 nonvcc=""
 IFS=: read -ra dirs <<<"$PATH"
 for d in "${dirs[@]}"; do [ -x "$d/nvcc" ] || nonvcc+="${nonvcc:+:}$d"; done
-out=$(PATH=$nonvcc CUDA_HOME=/nonexistent NVCC= bash $gc --out "$tmp/nonvcc" 2>&1)
-rc=$?
-if [ $rc -eq 0 ]; then fail gpu_check_missing_nvcc "exit status 0 without nvcc"
-elif [ "$(grep -c '^missing: nvcc (' <<<"$out")" != 1 ]; then fail gpu_check_missing_nvcc "no single 'missing: nvcc' line in: $out"
-elif ! grep -q '^FAIL gpu_check_prerequisites: missing .*nvcc' <<<"$out"; then fail gpu_check_missing_nvcc "no FAIL line in: $out"
-else pass gpu_check_missing_nvcc; fi
+smi "$H200"
+gpu_run nonvcc PATH="$tmp/fakebin:$nonvcc" CUDA_HOME=/nonexistent
+refused gpu_check_missing_nvcc nonvcc \
+  "error: nvcc: not in \$CUDA_HOME/bin (/nonexistent) nor on PATH: install NVIDIA's CUDA toolkit, or set CUDA_HOME"
 
-# No GPU (an nvidia-smi that finds none, whatever this machine has): a failure, never a
-# pass, with its report written.
-mkdir -p "$tmp/fakebin"
-printf '#!/bin/sh\necho "No devices were found" >&2\nexit 6\n' >"$tmp/fakebin/nvidia-smi"
-chmod +x "$tmp/fakebin/nvidia-smi"
-out=$(PATH="$tmp/fakebin:$PATH" bash $gc --out "$tmp/nogpu" 2>&1)
-rc=$?
-if [ $rc -eq 0 ]; then fail gpu_check_no_gpu "exit status 0 without a GPU"
-elif ! grep -q '^missing: GPU (nvidia-smi finds no GPU' <<<"$out"; then fail gpu_check_no_gpu "no 'missing: GPU' line in: $out"
-elif ! grep -q 'FAIL gpu_check_prerequisites: missing GPU' "$tmp/nogpu/report.md" 2>/dev/null; then
-  fail gpu_check_no_gpu "report.md missing or without the FAIL line"
-else pass gpu_check_no_gpu; fi
+# No GPU (an nvidia-smi that finds none): a failure, never a pass.
+smi -exit 6
+gpu_run nogpu
+refused gpu_check_no_gpu nogpu "error: GPU: nvidia-smi finds no GPU; for a dry run without one: --emulated"
+
+# A wedged GPU (an nvidia-smi that never answers): refused once the probe's time is up.
+smi -hang
+start=$SECONDS
+gpu_run wedged GPU_CHECK_PROBE_S=1
+if [ $((SECONDS - start)) -gt 15 ]; then fail gpu_check_wedged_gpu "took $((SECONDS - start)) s with 1 s probes"
+else refused gpu_check_wedged_gpu wedged \
+  "error: GPU: nvidia-smi did not answer within 1 s: the GPU or its driver is wedged (dmesg says more; nvidia-smi -r or a reboot)"; fi
+expect_fail gpu_check_bad_probe_s "^error: GPU_CHECK_PROBE_S must be a positive number of seconds, got '0'" -- \
+  env GPU_CHECK_PROBE_S=0 bash $gc --emulated --out "$tmp/probe0"
+
+# A driver older than the toolkit's CUDA needs (CUDA 13: R580). CUDA 12 runs on R535; so does 13
+# with cuda-compat's libcuda first on LD_LIBRARY_PATH (those runs stop at their sm_75 GPU instead).
+smi "NVIDIA H100 80GB HBM3, 81559 MiB, 535.104.05, 9.0"
+gpu_run olddriver
+refused gpu_check_old_driver olddriver "error: driver: the driver is 535.104.05; CUDA 13.0 (nvcc) needs R580 or newer: update the driver, or install NVIDIA's forward-compatibility package cuda-compat (datacenter GPUs)"
+T4_OLD="Tesla T4, 15360 MiB, 535.104.05, 7.5"
+T4_LINE="error: GPU: the GPU is sm_75 (Tesla T4); the trainer needs sm_80 or newer (its kernels use TF32 and bf16 tensor-core instructions)"
+smi "$T4_OLD"
+gpu_run cuda12 FAKE_CUDA=12.4
+refused gpu_check_driver_cuda12 cuda12 "$T4_LINE"
+mkdir -p "$tmp/cuda/compat" && touch "$tmp/cuda/compat/libcuda.so.1"
+gpu_run compat LD_LIBRARY_PATH="$tmp/cuda/compat"
+refused gpu_check_driver_compat compat "$T4_LINE" "^driver: 535.104.05, with the forward-compatibility libcuda of $tmp/cuda/compat"
+rm -r "$tmp/cuda/compat"
+
+# A GPU below sm_80 (a T4 with a new driver).
+smi "Tesla T4, 15360 MiB, 580.65.06, 7.5"
+gpu_run sm75
+refused gpu_check_old_gpu sm75 "$T4_LINE"
+
+# Missing headers: nlohmann/json (a compiler that finds no such header), cuBLAS, and NCCL's
+# library where its header is (an mpicc that shows MPI's flags and NCCL_HOME with nccl.h only:
+# the Makefile then links -lnccl).
+smi "$H200"
+printf '#!/bin/sh\nfor a; do case $a in *.cpp) ! grep -q nlohmann "$a" || exit 1 ;; esac; done\nexec g++ "$@"\n' >"$tmp/nojson-cxx"
+chmod +x "$tmp/nojson-cxx"
+gpu_run nojson CXX="$tmp/nojson-cxx"
+refused gpu_check_missing_json nojson "error: nlohmann/json: no <nlohmann/json.hpp> (Debian's nlohmann-json3-dev) here nor in .gpu_deps/include: run scripts/prepare_gpu_deps.sh (it fetches the header without root)"
+mv "$tmp/cuda/include/cublas_v2.h" "$tmp/cublas_v2.h"
+gpu_run nocublas
+refused gpu_check_missing_cublas nocublas "error: cuBLAS: no cublas_v2.h and libcublas.so under $tmp/cuda: they come with NVIDIA's CUDA toolkit (the libcublas-dev-* package of its apt repository)"
+mv "$tmp/cublas_v2.h" "$tmp/cuda/include/"
+printf 'int main() { return 0; }\n' >"$tmp/main.cpp"
+if g++ "$tmp/main.cpp" -o "$tmp/main" -lnccl 2>/dev/null; then
+  skip gpu_check_missing_nccl_lib "this machine's system folders have libnccl"
+else
+  printf '#!/bin/sh\necho "gcc -I/mpi -lmpi"\n' >"$tmp/fakebin/mpicc" && chmod +x "$tmp/fakebin/mpicc"
+  mkdir -p "$tmp/ncclhome/include" && touch "$tmp/ncclhome/include/nccl.h"
+  gpu_run nonccl NCCL_HOME="$tmp/ncclhome"
+  refused gpu_check_missing_nccl_lib nonccl "error: NCCL: $tmp/ncclhome/include/nccl.h is there, so the build links -lnccl, but no libnccl.so links from $tmp/cuda/lib64, $tmp/ncclhome/lib or the system's folders: install NCCL's library (libnccl2 and libnccl-dev) beside its header"
+  rm "$tmp/fakebin/mpicc"
+fi
+
+# The data-parallel part runs only on a trainer that links NCCL (here a program linking a stub
+# libnccl.so.2), else it is SKIPPED with the reason.
+eval "$(grep '^nccl_linked()' $gc)"
+mkdir -p "$tmp/nccl"
+printf 'int ncclGetVersion(int* v) { *v = 0; return 0; }\n' >"$tmp/nccl/stub.c"
+printf 'int ncclGetVersion(int*);\nint main() { int v; return ncclGetVersion(&v); }\n' >"$tmp/nccl/main.c"
+if ! gcc -shared -fPIC -Wl,-soname,libnccl.so.2 "$tmp/nccl/stub.c" -o "$tmp/nccl/libnccl.so.2" ||
+  ! gcc "$tmp/nccl/main.c" "$tmp/nccl/libnccl.so.2" -Wl,-rpath,"$tmp/nccl" -o "$tmp/nccl/with"; then
+  fail gpu_check_dist_needs_nccl "could not build the stub programs"
+elif ! nccl_linked "$tmp/nccl/with"; then fail gpu_check_dist_needs_nccl "a program linking libnccl.so.2 is not seen as one"
+elif nccl_linked "$tmp/main"; then fail gpu_check_dist_needs_nccl "a program without NCCL is seen as linking it"
+elif ! grep -q 'part nccl skip "$BUILD/train is built without NCCL' $gc; then fail gpu_check_dist_needs_nccl "part_dist does not skip without NCCL"
+else pass gpu_check_dist_needs_nccl; fi
+
+# racecheck's kernel filter names every kernel of cuda/ (a kernel named otherwise would go
+# unchecked), and the tests it leaves out are in the sanitizer's list.
+eval "$(grep '^our_kernels()' $gc)"
+eval "$(grep '^SAN_NO_RACE=' $gc)"
+names=$(our_kernels | tr '|' '\n')
+n=$(cat cuda/*.cu cuda/*.cuh | grep -c '^__global__')
+why=""
+[ "$(wc -l <<<"$names")" = "$n" ] || why+="$(wc -l <<<"$names") names for the $n kernels: $(our_kernels); "
+for k in adamw_kernel flash_forward_mma_kernel column_sums_kernel; do grep -qx $k <<<"$names" || why+="no $k; "; done
+eval "$(sed -n '/^SAN_SUBSET="/,/"$/p' $gc)"
+for t in $SAN_NO_RACE; do tr -s ' \n' '\n\n' <<<"$SAN_SUBSET" | grep -qx "$t" || why+="$t is not in SAN_SUBSET; "; done
+if [ -n "$why" ]; then fail gpu_check_racecheck_filter "$why"; else pass gpu_check_racecheck_filter; fi
+
+# scripts/prepare_gpu_deps.sh: the header from the system's folder, from Debian's package
+# unpacked (a fake apt-get that downloads a .deb built here), and one error line when nothing
+# works (no such folder, apt-get and the download failing, a download whose sha256 is wrong).
+pg=scripts/prepare_gpu_deps.sh
+mkdir -p "$tmp/sys/nlohmann" "$tmp/depsbin"
+echo '// json' >"$tmp/sys/nlohmann/json.hpp"
+out=$(SYSTEM_INCLUDE="$tmp/sys" bash $pg "$tmp/deps1" 2>&1)
+if [ $? = 0 ] && cmp -s "$tmp/sys/nlohmann/json.hpp" "$tmp/deps1/include/nlohmann/json.hpp"; then pass gpu_deps_system
+else fail gpu_deps_system "$out"; fi
+if ! command -v dpkg-deb >/dev/null; then
+  skip gpu_deps_apt_download "no dpkg-deb"
+else
+  mkdir -p "$tmp/debroot/DEBIAN" "$tmp/debroot/usr/include/nlohmann"
+  printf 'Package: nlohmann-json3-dev\nVersion: 1\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n' >"$tmp/debroot/DEBIAN/control"
+  echo '// json from the deb' >"$tmp/debroot/usr/include/nlohmann/json.hpp"
+  dpkg-deb --build "$tmp/debroot" "$tmp/nlohmann-json3-dev_1_all.deb" >/dev/null
+  printf '#!/bin/sh\n[ "$1" = download ] && cp %s .\n' "$tmp/nlohmann-json3-dev_1_all.deb" >"$tmp/depsbin/apt-get"
+  chmod +x "$tmp/depsbin/apt-get"
+  out=$(PATH="$tmp/depsbin:$PATH" SYSTEM_INCLUDE=/nonexistent bash $pg "$tmp/deps2" 2>&1)
+  if [ $? = 0 ] && grep -q "from Debian's nlohmann-json3-dev, unpacked" <<<"$out" &&
+    grep -q 'json from the deb' "$tmp/deps2/include/nlohmann/json.hpp" 2>/dev/null; then pass gpu_deps_apt_download
+  else fail gpu_deps_apt_download "$out"; fi
+fi
+printf '#!/bin/sh\necho "E: Unable to locate package $2"; exit 100\n' >"$tmp/depsbin/apt-get"
+printf '#!/bin/sh\necho "curl: (6) Could not resolve host: github.com" >&2; exit 6\n' >"$tmp/depsbin/curl"
+chmod +x "$tmp/depsbin/apt-get" "$tmp/depsbin/curl"
+url=https://github.com/nlohmann/json/releases/download/v3.11.3/json.hpp
+expect_only_error gpu_deps_none_works "^error: no nlohmann/json header for $tmp/deps3/include: not in /nonexistent/nlohmann; apt-get download nlohmann-json3-dev failed: E: Unable to locate package nlohmann-json3-dev; the download of $url failed \(curl: \(6\) Could not resolve host: github.com\) \(install" -- \
+  env PATH="$tmp/depsbin:$PATH" SYSTEM_INCLUDE=/nonexistent bash $pg "$tmp/deps3"
+[ -e "$tmp/deps3" ] && fail gpu_deps_none_works_nothing_left "$tmp/deps3 was left behind"
+printf '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && echo "not json" >"$2"; shift; done\n' >"$tmp/depsbin/curl"
+expect_only_error gpu_deps_bad_checksum "the downloaded json.hpp's sha256 is not v3.11.3's 9bea4c8066ef4a1c206b2be5a36302f8926f7fdc6087af5d20b417d0cf103ea6 \(install" -- \
+  env PATH="$tmp/depsbin:$PATH" SYSTEM_INCLUDE=/nonexistent bash $pg "$tmp/deps4"
 
 # The dry runs on the CPU execution layer.
 if ! grep -qs '^emu:' Makefile test/cuda_emu/emu.mk; then
@@ -211,7 +364,8 @@ else
   if [ -n "$why" ]; then fail gpu_check_killed "$why$(tail -n 10 "$tmp/killed.log")"; else pass gpu_check_killed; fi
 
   # The benchmark's tokens from a prepared shard (DATA/NAME/NAME_train_*.bin, ids below V): used,
-  # and said so
+  # and said so. In the same run one training run fails (a stdbuf first on PATH that makes the
+  # crope fp32 run exit 3 after its steps): its row fails, and its output stays in failed/<run>/.
   mkdir -p "$tmp/data/wikitext2"
   "$PYTHON" - "$tmp/data/wikitext2/wikitext2_train_000000.bin" <<'PY'
 import struct, sys
@@ -221,10 +375,25 @@ toks = array("H", (i * 7 % 500 for i in range(n)))
 with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)) + toks.tobytes())
 PY
-  out=$(DATA=$tmp/data bash $gc --emulated --skip tests,gpt2,profile,head,sanitizer,dist,rest,torch,lab --out "$tmp/shard" 2>&1)
-  if [ $? = 0 ] && grep -q "tokens: a prepared shard of real text, $tmp/data/wikitext2/wikitext2_train_000000.bin;" "$tmp/shard/bench.md" &&
+  mkdir -p "$tmp/failbin"
+  printf '#!/bin/sh\ncase "$*" in *run_paper_crope_fp32_graph*) %s "$@"; echo "error: injected failure"; exit 3 ;; esac\nexec %s "$@"\n' \
+    "$(command -v stdbuf)" "$(command -v stdbuf)" >"$tmp/failbin/stdbuf"
+  chmod +x "$tmp/failbin/stdbuf"
+  out=$(PATH="$tmp/failbin:$PATH" DATA=$tmp/data bash $gc --emulated --skip tests,gpt2,profile,head,sanitizer,dist,rest,torch,lab \
+    --out "$tmp/shard" 2>&1)
+  rc=$?
+  if grep -q "tokens: a prepared shard of real text, $tmp/data/wikitext2/wikitext2_train_000000.bin;" "$tmp/shard/bench.md" &&
       grep -q '^| emulated tiny .* | rope | bf16 | graph | [0-9.]* | ' "$tmp/shard/bench.md"; then
     pass gpu_check_prepared_shard
   else fail gpu_check_prepared_shard "$(head -n 2 "$tmp/shard/bench.md" 2>/dev/null) $(tail -n 5 <<<"$out")"; fi
+  kept="$tmp/shard/failed/paper_crope_fp32_graph"
+  why=""
+  [ $rc -ne 0 ] || why+="exit status 0 with a failed run; "
+  [ "$(grep '^FAIL ' "$tmp/shard/parts.txt" 2>/dev/null)" = "FAIL gpu_check_bench_paper_crope_fp32_graph: exit 3: error: injected failure (output in failed/paper_crope_fp32_graph/)" ] ||
+    why+="FAIL lines: $(grep '^FAIL ' "$tmp/shard/parts.txt" 2>/dev/null); "
+  grep -q '^[0-9.]* error: injected failure$' "$kept/train.out" 2>/dev/null || why+="no train.out with the run's output; "
+  grep -q '"type": *"train"' "$kept/log.jsonl" 2>/dev/null || why+="no log.jsonl of the run; "
+  [ -e "$tmp/shard/failed/paper_rope_fp32_graph" ] && why+="a run that passed was kept as failed; "
+  if [ -n "$why" ]; then fail gpu_check_failed_run_kept "$why$(tail -n 5 <<<"$out")"; else pass gpu_check_failed_run_kept; fi
 fi
 finish
