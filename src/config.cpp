@@ -42,6 +42,8 @@ const Key kKeys[] = {
      "validation shards: a glob, or a folder (its *.bin with '_val_' in the name); empty = none"},
     {"data_order", "data", &Config::data_order, "sequential | shuffle (windows reshuffled every epoch)"},
     {"batch_size", "data", &Config::batch_size, "sequences per batch B"},
+    {"grad_accum", "data", &Config::grad_accum,
+     "gradient accumulation: each step's batch in this many micro-steps per rank (the same step, less memory)"},
     {"seq_len", "data", &Config::seq_len, "training sequence length T"},
     {"steps", "optimiser", &Config::steps, "number of optimiser steps"},
     {"lr", "optimiser", &Config::lr, "peak learning rate"},
@@ -413,6 +415,10 @@ void validate(const Config& c) {
     require(!c.train_data.empty(), "train_data is not set (a shard glob or a folder; see --help)");
     require_one_of("data_order", c.data_order, {"sequential", "shuffle"});
     require(c.batch_size >= 1, "batch_size must be >= 1, got " + std::to_string(c.batch_size));
+    require(c.grad_accum >= 1, "grad_accum must be >= 1, got " + std::to_string(c.grad_accum));
+    require(c.batch_size % c.grad_accum == 0, "batch_size " + std::to_string(c.batch_size) +
+                                                  " must be a multiple of grad_accum " +
+                                                  std::to_string(c.grad_accum) + " (each micro-step takes as many rows)");
     require(c.seq_len >= 1 && c.seq_len <= c.max_seq_len, "seq_len must be in 1..max_seq_len, got seq_len " +
                                                               std::to_string(c.seq_len) + " with max_seq_len " +
                                                               std::to_string(c.max_seq_len));

@@ -22,6 +22,7 @@ struct Config {
     std::string val_data;                   // glob or folder ("" = no validation)
     std::string data_order = "sequential";  // sequential | shuffle
     int batch_size = 4;                     // B
+    int grad_accum = 1;                     // micro-steps per optimiser step, B / (ranks x grad_accum) rows each
     int seq_len = 256;                      // T
     // optimiser
     int steps = 1000;

@@ -57,6 +57,14 @@ struct GPT {
     StepQueue<BK> queue;
     GradSync<BK> sync;
     std::vector<T> host_losses;
+    // Gradient accumulation: train_step's micro-steps, `micro` the one running. The first zeroes
+    // the gradients, each scales its loss gradient by the tokens of all of them, and the last one's
+    // backward starts the gradient sum over ranks. Their token ids and losses, (B*T) each, live in
+    // step_inputs, step_targets and step_losses, which each micro-step's slice stands in for.
+    int micro = 0, micros = 1, graph_micros = 1;  // graph_micros: those the step's graph holds
+    int *step_inputs = nullptr, *step_targets = nullptr;
+    T* step_losses = nullptr;
+    size_t step_tokens = 0;
 
     // group: the data-parallel process group this model is one rank of (a world of one by default)
     explicit GPT(const ModelConfig& c, const dist::Group& group = dist::Group())
@@ -85,8 +93,10 @@ struct GPT {
         queue.drop_graph();
         BK::synchronize();
         BK::free_scalars(scalars);
-        for (T* p : {params, grads, m, v, dqkv_w, pos_table, rope_cos, rope_sin})
+        for (T* p : {params, grads, m, v, dqkv_w, pos_table, rope_cos, rope_sin, step_losses})
             if (p) BK::free(p);
+        for (int* p : {step_inputs, step_targets})
+            if (p) BK::free_int(p);
         if (qkv_expanded) BK::free(qkv_expanded);
         if (kActCopy && wc) BK::free(wc);
     }
@@ -277,9 +287,10 @@ struct GPT {
                                            next.b, (int)N, (int)C);
         }
         if (!loss) return;
-        if (grad) BK::zero(grads, num_params);
-        // the loss gradient is scaled by 1 / (tokens of all ranks): summed over ranks, it is the global mean's
-        double dscale = 1.0 / ((double)N * sync.group.world);
+        if (grad && micro == 0) BK::zero(grads, num_params);
+        // the loss gradient is scaled by 1 / (tokens of all micro-steps and ranks): summed over
+        // them, it is the global batch's mean's
+        double dscale = 1.0 / ((double)N * micros * sync.group.world);
         queue.mark(Phase::head, grad);
         classifier(a, N, grad ? T(dscale) : T(0));
         queue.mark(Phase::rest, grad);
@@ -409,10 +420,10 @@ struct GPT {
             BK::layernorm_backward(a.dres, g.ln1w + l * C, g.ln1b + l * C, l > 0 ? g.fc2b + (l - 1) * C : nullptr,
                                    a.dln, x, w.ln1w + l * C, a.ln1_mean + l * N, a.ln1_rstd + l * N, (int)N, (int)C);
             // a.dres now holds d(x) = d(res3[l-1])
-            sync.layer_done(buf_layout, grads, cfg.L, l);  // layer l's gradients are final
+            if (micro == micros - 1) sync.layer_done(buf_layout, grads, cfg.L, l);  // layer l's gradients are final
         }
         BK::encoder_backward(g.wte, pt.learned_table ? g.wpe : nullptr, a.dres, a.inputs, B, Tn, (int)C);
-        sync.layer_done(buf_layout, grads, cfg.L, -1);
+        if (micro == micros - 1) sync.layer_done(buf_layout, grads, cfg.L, -1);
     }
 
     // Data parallel without ZeRO-1, on a backend whose collectives run beside its compute (CUDA:
@@ -467,19 +478,52 @@ struct GPT {
     // are unread at a time. With use_graph (step_queue.h) every step after the first replays one
     // CUDA graph: all that changes from step to step is read from device memory (a.inputs,
     // a.targets, scalars).
-    void train_step(const int* inputs, const int* targets, int B, int Tn, const AdamWConfig& opt, float lr, int t) {
+    // accum > 1: the B rows in accum micro-steps of B / accum rows, their gradients summed (the
+    // same step up to float rounding, in the activations of one micro-step).
+    void train_step(const int* inputs, const int* targets, int B, int Tn, const AdamWConfig& opt, float lr, int t,
+                    int accum = 1) {
         if (queue.unread.size() == 2) throw std::logic_error("train_step: two steps are unread (read_step)");
-        Acts& a = upload(inputs, targets, B, Tn, true);
+        if (accum < 1 || B % accum) throw std::logic_error("train_step: B is not a multiple of accum");
+        if (accum != graph_micros) queue.drop_graph(), graph_micros = accum;
+        micros = accum;
+        Acts& a = accum == 1 ? upload(inputs, targets, B, Tn, true) : upload_steps(inputs, targets, B, Tn);
         BK::copy_scalars_from_host(scalars, adamw_scalars(lr, opt.beta1, opt.beta2, t));
         auto& r = queue.next();
         queue.run_step(opt, [&] {
-            forward_pass(a, true);
-            backward();
+            const size_t Nm = (size_t)a.B * Tn;
+            int *inputs0 = a.inputs, *targets0 = a.targets;
+            auto* losses0 = a.losses;
+            for (micro = 0; micro < micros; micro++) {
+                if (micros > 1)  // this micro-step's rows of the step's ids and losses
+                    a.inputs = step_inputs + micro * Nm, a.targets = step_targets + micro * Nm,
+                    a.losses = step_losses + micro * Nm;
+                forward_pass(a, true);
+                backward();
+            }
+            micro = 0;
+            a.inputs = inputs0, a.targets = targets0, a.losses = losses0;
             r.comm_ms = sync.reduce(grads, num_params, scalars);
             BK::clip_grad(scalars, opt.grad_clip);
             adamw(opt);
         });
-        queue.fetch(r, a.losses, (size_t)B * Tn, scalars);
+        queue.fetch(r, micros > 1 ? step_losses : a.losses, (size_t)B * Tn, scalars);
+        micros = 1;  // forward(…, grad=true) outside train_step is one batch
+    }
+    // The training activations of one micro-step (B / micros rows) and all of the step's ids on the
+    // device, in step_inputs and step_targets.
+    Acts& upload_steps(const int* inputs, const int* targets, int B, int Tn) {
+        if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
+        const size_t N = (size_t)B * Tn;
+        if (N != step_tokens) {  // the graph reads the buffers replaced here
+            queue.drop_graph();
+            if (step_losses) BK::free(step_losses), BK::free_int(step_inputs), BK::free_int(step_targets);
+            step_inputs = BK::alloc_int(N), step_targets = BK::alloc_int(N), step_losses = BK::alloc(N);
+            step_tokens = N;
+        }
+        reserve_training(B / micros, Tn);
+        BK::copy_ints_from_host(step_inputs, inputs, N);
+        BK::copy_ints_from_host(step_targets, targets, N);
+        return acts.train;
     }
     // The oldest unread step's mean loss (this rank's tokens) and gradient norm; waits for it.
     StepResult read_step() { return queue.read_step(); }

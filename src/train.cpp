@@ -406,7 +406,7 @@ struct Trainer {
 
             queued.push_back({step + 1, lr_at(cfg, step), std::chrono::steady_clock::now()});
             train.next_batch(in.data(), tg.data(), row0, rows);
-            model.train_step(in.data(), tg.data(), rows, Tn, opt, (float)queued.back().lr, step + 1);
+            model.train_step(in.data(), tg.data(), rows, Tn, opt, (float)queued.back().lr, step + 1, cfg.grad_accum);
             if (model.queue.graph_nodes && !graph_said) {  // captured at the second step
                 printf("step: one CUDA graph of %zu nodes (kernels, GEMMs, memsets) replayed per step\n",
                        model.queue.graph_nodes);
@@ -503,15 +503,17 @@ static void print_memory(const Config& c, bool cpu) {
     if (mc.classifier_chunk == 0) mc.classifier_chunk = chunk;
     const int act_bytes = c.precision == "bf16" ? 2 : 4;
     mc.flash = true;
-    double flash = model_memory_bytes(mc, c.batch_size, c.seq_len, true, act_bytes, cpu) / 1048576.0;
+    const int rows = c.batch_size / c.grad_accum;  // one micro-step's (per rank: divide by the ranks too)
+    double flash = model_memory_bytes(mc, rows, c.seq_len, true, act_bytes, cpu) / 1048576.0;
     mc.flash = false;
-    double cublas = model_memory_bytes(mc, c.batch_size, c.seq_len, true, act_bytes, cpu) / 1048576.0;
+    double cublas = model_memory_bytes(mc, rows, c.seq_len, true, act_bytes, cpu) / 1048576.0;
     std::string head = mc.classifier_tile > 0 ? "classifier tiles of " + std::to_string(mc.classifier_tile) + " columns"
                                               : "classifier chunk " + std::to_string(mc.classifier_chunk) + " rows";
     printf(
-        "memory estimate, training step of %d x %d tokens: attention flash %.0f MiB | cublas %.0f MiB "
+        "memory estimate, training step of %d x %d tokens%s: attention flash %.0f MiB | cublas %.0f MiB "
         "(flash saves %.0f MiB) | %s\n",
-        c.batch_size, c.seq_len, flash, cublas, cublas - flash, head.c_str());
+        rows, c.seq_len, c.grad_accum > 1 ? (" (one micro-step of " + std::to_string(c.grad_accum) + ")").c_str() : "",
+        flash, cublas, cublas - flash, head.c_str());
 }
 
 // --memory: whether the run would use the CPU (not for --device cuda, nor auto on a machine with
@@ -576,6 +578,8 @@ static void print_model(const Config& c, const std::string& device, const std::s
     printf("parameters: total %s | embeddings %s | attention block %s\n", with_commas(pc.total).c_str(),
            with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str());
     printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
+    if (c.grad_accum > 1)
+        printf("gradient accumulation: each step's batch of %d in %d micro-steps\n", c.batch_size, c.grad_accum);
     print_memory(c, cpu);
 }
 
@@ -622,11 +626,12 @@ static int train_main(int argc, char** argv) {
         if (dg.world > 1) {  // under mpirun: rank 0 prints and writes the run folder
             if (dg.rank != 0 && !freopen("/dev/null", "w", stdout))
                 throw std::runtime_error("cannot silence rank's stdout");
-            if (cfg.batch_size % dg.world)
+            if (cfg.batch_size % (dg.world * cfg.grad_accum))
                 throw std::runtime_error("batch_size " + std::to_string(cfg.batch_size) +
-                                         " is the global batch, split evenly" + " across the " +
-                                         std::to_string(dg.world) + " ranks: give a multiple of " +
-                                         std::to_string(dg.world));
+                                         " is the global batch, split evenly across the " + std::to_string(dg.world) +
+                                         " ranks and grad_accum " + std::to_string(cfg.grad_accum) +
+                                         " micro-steps: give a multiple of " +
+                                         std::to_string(dg.world * cfg.grad_accum));
             dist::set_timeout(cfg.dist_timeout);
             dist::check_same("config", config_to_json(cfg).dump());
         }
