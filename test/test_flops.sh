@@ -4,12 +4,8 @@
 # CPU, nor on a GPU whose peak the trainer does not know (test_io: flops_gpu_peaks).
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
-if [ ! -x "$TRAIN" ]; then
-  skip flops "$TRAIN not built"
-  finish
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+needs_built flops "$TRAIN"
+scratch
 pattern_shards "$tmp" 1 0.1 50 3000 f_train:0:
 out=$("$TRAIN" --train_data "$tmp/f_train_000000.bin" --n_layer 2 --n_head 2 --n_embd 16 --vocab_size 50 \
   --max_seq_len 8 --seq_len 8 --batch_size 4 --steps 3 --eval_every 0 --checkpoint_every 0 --device cpu \

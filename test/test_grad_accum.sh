@@ -10,12 +10,8 @@ TRAIN=${TRAIN:-build/train}
 EMU_TRAIN=${EMU_TRAIN:-${EMU_BUILD:-${BUILD:-build}_emu}/train}
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-if [ ! -x "$TRAIN" ]; then
-  skip grad_accum "$TRAIN not built"
-  finish
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+needs_built grad_accum "$TRAIN"
+scratch
 pattern_shards "$tmp" 1 0.1 16 8000 g_train:0:6000 g_val:6000:
 args="--train_data $tmp/g_train_000000.bin --val_data $tmp/g_val_000000.bin --n_layer 2 --n_head 2 --n_embd 16
   --vocab_size 16 --max_seq_len 32 --seq_len 16 --batch_size 4 --lr 1e-3 --steps 5 --eval_every 5 --eval_batches 2

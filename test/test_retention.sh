@@ -4,12 +4,8 @@
 # changes the run folder, for every N the run makes (make test: every 4th).
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
-if [ ! -x "$TRAIN" ]; then
-  skip retention "$TRAIN not built"
-  finish
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+needs_built retention "$TRAIN"
+scratch
 pattern_shards "$tmp" 1 0.1 16 6000 r_train:0:4000 r_val:4000:
 run=("$TRAIN" --train_data "$tmp/r_train_000000.bin" --val_data "$tmp/r_val_000000.bin" --n_layer 1 --n_head 2
   --n_embd 16 --vocab_size 16 --max_seq_len 32 --seq_len 16 --batch_size 4 --device cpu --eval_every 0

@@ -46,3 +46,7 @@ for spec in sys.argv[6:]:
     write_shard(f"{out}/{name}_000000.bin", toks[int(start):int(end) if end else None])
 PY
 }
+# needs_built NAME FILE: unless FILE is built, SKIPPED NAME and the script ends there
+needs_built() { [ -x "$2" ] && return 0; skip "$1" "$2 not built"; exit 0; }
+# scratch: a new folder in $tmp, removed when the script exits
+scratch() { tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT; }
