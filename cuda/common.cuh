@@ -120,6 +120,13 @@ struct Scratch {
         }
         return ptr;
     }
+    // get(n), a new buffer zero-filled on `stream`: counters that every launch leaves at zero
+    T* get_zeroed(size_t n, cudaStream_t stream) {
+        const size_t before = cap;
+        T* p = get(n);
+        if (cap != before) cudaCheck(cudaMemsetAsync(p, 0, cap * sizeof(T), stream));
+        return p;
+    }
 };
 
 // ---- cuBLAS ------------------------------------------------------------------------------
@@ -228,24 +235,28 @@ __device__ inline T block_sum(T v, T* shared) {
 
 // ---- sums over rows in one launch -----------------------------------------------------------
 // A column sum over N rows, deterministic and in one kernel: each block writes the sums of its
-// own fixed rows (its partial), takes a ticket, and the block that finishes last adds the
-// partials in block order. The bits do not depend on the order the blocks ran in.
+// own fixed rows (its partial) and takes a ticket, and the blocks that finish last add the
+// partials in a fixed order. The bits do not depend on the order the blocks ran in.
 
-// True, in all its threads, in the block that finishes last: the other blocks' partials are
-// written and visible then. count (zero before the launch) is zero again after it, ready for
-// the next launch or graph replay. One count per kernel: kernels on one stream run one at a time.
-__device__ inline bool last_block(unsigned* count) {
+// True, in all its threads, in the block that arrives last of `arrivals` blocks at count: the
+// others' writes before they arrived are visible then. count (zero before) is zero again after,
+// ready for the next launch or graph replay.
+__device__ inline bool last_to_arrive(unsigned* count, unsigned arrivals) {
     __shared__ bool last;
-    const unsigned blocks = gridDim.x * gridDim.y;
-    __threadfence();  // this block's partial, before its ticket
+    __threadfence();  // this block's writes, before its ticket
     __syncthreads();
     if (threadIdx.x == 0 && threadIdx.y == 0) {
-        last = atomicInc(count, blocks - 1) == blocks - 1;  // wraps to 0
-        // the ticket, before the block reads the partials
+        last = atomicInc(count, arrivals - 1) == arrivals - 1;  // wraps to 0
+        // the ticket, before the block reads the others' writes
         __threadfence();
     }
     __syncthreads();
     return last;
+}
+// The same over every block of the grid. One count per kernel: kernels on one stream run one at
+// a time.
+__device__ inline bool last_block(unsigned* count) {
+    return last_to_arrive(count, gridDim.x * gridDim.y);
 }
 
 // W elements of E in one access: 16 bytes when W = 16 / sizeof(E).
@@ -302,51 +313,54 @@ __device__ inline Pack<float, V> ldcg_pack(const float* p) {
     return r;
 }
 
-// The parts k = k0, k0 + dk, ... < nparts of columns [V col, V col + V) of partial (nparts, ncols),
-// summed in k order.
+// The parts k = k0, k0 + dk, ... < nparts of the V floats at p + k stride, summed in k order.
 template <int V>
-__device__ inline Pack<float, V> sum_parts(const float* partial, int col, int k0, int dk, int nparts, int ncols) {
+__device__ inline Pack<float, V> sum_parts(const float* p, size_t stride, int k0, int dk, int nparts) {
     Pack<float, V> t = {};
 #pragma unroll 8
     for (int k = k0; k < nparts; k += dk) {
-        const Pack<float, V> p = ldcg_pack<V>(partial + (size_t)k * ncols + (size_t)col * V);
-        for (int e = 0; e < V; e++) t.e[e] += p.e[e];
+        const Pack<float, V> u = ldcg_pack<V>(p + (size_t)k * stride);
+        for (int e = 0; e < V; e++) t.e[e] += u.e[e];
     }
     return t;
 }
 
-// dst(c) += the sum over k < nparts of partial[k * ncols + c], c < ncols, by the block's threads
-// (at most kColThreads), V columns a thread, in a fixed order: with a thread per V columns and
-// threads to spare, G groups of threads each sum the parts k = g, g + G, ... and the G sums are
-// added in g order; else every part in order.
+// The sums over k < nparts of partial (nparts, NQ, C) at columns [c0, c1) of each q: out(q, c, sum),
+// by the block's threads (at most kColThreads), V columns a thread, in a fixed order: with a
+// thread per V columns and threads to spare, G groups of threads each sum the parts k = g, g + G,
+// ... and the G sums are added in g order; else every part in order. (V = 4 needs C, c0 and c1
+// multiples of 4.)
 constexpr int kColThreads = 256;
-template <int V, class Dst>
-__device__ inline void add_partials_v(Dst dst, const float* partial, int nparts, int ncols) {
+template <int V, int NQ, class Out>
+__device__ inline void fold_parts_v(Out out, const float* partial, int nparts, int C, int c0, int c1) {
     __shared__ Pack<float, V> group_sum[kColThreads];
     const int nthreads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
-    const int nvec = ncols / V;
+    const int nv = (c1 - c0) / V, nvec = NQ * nv;  // vector t: q = t / nv, columns c0 + (t % nv) V + e
+    const size_t stride = (size_t)NQ * C;
+    auto column = [&](int t) { return c0 + (t % nv) * V; };
+    auto first = [&](int t) { return partial + (size_t)(t / nv) * C + column(t); };
     if (2 * nvec > nthreads) {
-        for (int col = tid; col < nvec; col += nthreads) {
-            const Pack<float, V> t = sum_parts<V>(partial, col, 0, 1, nparts, ncols);
-            for (int e = 0; e < V; e++) dst(col * V + e) += t.e[e];
+        for (int t = tid; t < nvec; t += nthreads) {
+            const Pack<float, V> s = sum_parts<V>(first(t), stride, 0, 1, nparts);
+            for (int e = 0; e < V; e++) out(t / nv, column(t) + e, s.e[e]);
         }
         return;
     }
-    const int G = nthreads / nvec, col = tid % nvec, g = tid / nvec;
-    if (g < G) group_sum[tid] = sum_parts<V>(partial, col, g, G, nparts, ncols);
+    const int G = nthreads / nvec, t = tid % nvec, g = tid / nvec;
+    if (g < G) group_sum[tid] = sum_parts<V>(first(t), stride, g, G, nparts);
     __syncthreads();
     if (g != 0) return;
-    Pack<float, V> t = group_sum[col];
+    Pack<float, V> s = group_sum[t];
     for (int h = 1; h < G; h++)
-        for (int e = 0; e < V; e++) t.e[e] += group_sum[h * nvec + col].e[e];
-    for (int e = 0; e < V; e++) dst(col * V + e) += t.e[e];
+        for (int e = 0; e < V; e++) s.e[e] += group_sum[h * nvec + t].e[e];
+    for (int e = 0; e < V; e++) out(t / nv, column(t) + e, s.e[e]);
 }
-template <class Dst>
-__device__ inline void add_partials(Dst dst, const float* partial, int nparts, int ncols) {
-    if (ncols % 4 == 0)
-        add_partials_v<4>(dst, partial, nparts, ncols);
+template <int NQ, class Out>
+__device__ inline void fold_parts(Out out, const float* partial, int nparts, int C, int c0, int c1) {
+    if (C % 4 == 0)
+        fold_parts_v<4, NQ>(out, partial, nparts, C, c0, c1);
     else
-        add_partials_v<1>(dst, partial, nparts, ncols);
+        fold_parts_v<1, NQ>(out, partial, nparts, C, c0, c1);
 }
 
 // Column sums over the N rows of a row-major (N, C) array, NQ sums at a time, deterministic. The op
@@ -358,19 +372,22 @@ __device__ inline void add_partials(Dst dst, const float* partial, int nparts, i
 // A block has kColThreads threads: X across packs of W columns (the row's packs rounded up to a
 // power of 2, at most 32), Y = kColThreads / X row phases. Block (cx, chunk) sums the rows
 // [chunk R, chunk R + R) of X packs: thread (x, y) its rows y, y + Y, ... in order, then the Y
-// phases in order, into partial (nchunks, NQ, C); the last block to finish adds the chunks
-// (add_partials). R, a multiple of Y, gives at least kColBlocks blocks where N allows (at C = 128:
-// 342 blocks of 48 rows in bf16, 293 of 56 in fp32, for 16K rows). The order of the sums depends
-// on N, C and W only: the same bits on any GPU, whatever order the blocks run in.
+// phases in order, into partial row `chunk` (nchunks, NQ, C). R, a multiple of Y, gives at least
+// kColBlocks blocks where N allows (at C = 128: 342 blocks of 48 rows in bf16, 293 of 56 in fp32,
+// for 16K rows). The chunks are added in two levels, so that many blocks share the work (one block
+// adding every chunk took as long as the main pass): the chunks in groups of `group` (about
+// sqrt(nchunks)) consecutive ones; the last block of column block cx to finish in a group adds the
+// group's partials of cx's columns into partial row nchunks + group index (fold_parts), and the
+// last of those in cx adds the groups' rows into dst. The order of the sums depends on N, C and W
+// only: the same bits on any GPU, whatever order the blocks run in.
 constexpr int kColBlocks = 2 * 132;  // two waves of an H100's or H200's 132 SMs
-namespace {
-__device__ unsigned g_column_sums_count;  // last_block's ticket counter (one per .cu file)
-}
-// At least 2 blocks an SM: a budget of 128 registers a thread (they take 56-67); with the block size
+// At least 2 blocks an SM: a budget of 128 registers a thread (they take 71-80); with the block size
 // alone ptxas aimed at 32 and spilled (scripts/check_spills.sh).
+// tickets (colblocks, 1 + ngroups): cx's count of groups done, then of chunks done in each group.
 template <int NQ, int W, class F, class Dst>
 __global__ void __launch_bounds__(kColThreads, 2)
-    column_sums_kernel(Dst dst, float* __restrict__ partial, int N, int C, int rows_per_chunk, F value) {
+    column_sums_kernel(Dst dst, float* __restrict__ partial, unsigned* __restrict__ tickets, int N, int C,
+                       int rows_per_chunk, int group, F value) {
     __shared__ float s[NQ * (kColThreads * W + kColThreads)];  // (q, y, column), rows X W + 1 apart
     const int X = blockDim.x, Y = blockDim.y, x = threadIdx.x, y = threadIdx.y, L = X * W + 1;
     const int c = (blockIdx.x * X + x) * W;
@@ -394,9 +411,18 @@ __global__ void __launch_bounds__(kColThreads, 2)
         for (int p = 0; p < Y; p++) t += s[(q * Y + p) * L + col];
         partial[((size_t)blockIdx.y * NQ + q) * C + cc] = t;
     }
-    if (!last_block(&g_column_sums_count)) return;
-    const int ncols = NQ * C;  // partial's rows: (q, c) at q * C + c
-    add_partials([&](int k) -> float& { return dst(k / C, k % C); }, partial, gridDim.y, ncols);
+    // the chunks [k0, k1) of this block's group, at its columns [c0, c1)
+    const int nchunks = gridDim.y, ngroups = ceil_div(nchunks, group), g = blockIdx.y / group;
+    const int k0 = g * group, k1 = min(nchunks, k0 + group);
+    const int c0 = blockIdx.x * X * W, c1 = min(C, c0 + X * W);
+    const size_t row = (size_t)NQ * C;
+    unsigned* count = tickets + (size_t)blockIdx.x * (1 + ngroups);
+    if (!last_to_arrive(count + 1 + g, k1 - k0)) return;
+    float* group_row = partial + (nchunks + g) * row;
+    fold_parts<NQ>([&](int q, int cc, float t) { group_row[(size_t)q * C + cc] = t; }, partial + k0 * row, k1 - k0,
+                   C, c0, c1);
+    if (!last_to_arrive(count, ngroups)) return;
+    fold_parts<NQ>([&](int q, int cc, float t) { dst(q, cc) += t; }, partial + nchunks * row, ngroups, C, c0, c1);
 }
 
 // The launch: the shape of the blocks and the chunk of rows from N, C and W alone (never from the
@@ -410,10 +436,15 @@ void column_sums(Dst dst, int N, int C, F value, cudaStream_t stream) {
     const int Y = kColThreads / X, colblocks = ceil_div(packs, X);
     const int rows_per_chunk = std::max(1, N / ceil_div(kColBlocks, colblocks) / Y) * Y;
     const int nchunks = ceil_div(N, rows_per_chunk);
+    int group = 1;  // ceil(sqrt(nchunks))
+    while (group * group < nchunks) group++;
+    const int ngroups = ceil_div(nchunks, group);
     static Scratch<float> s_partial;
-    float* partial = s_partial.get((size_t)nchunks * NQ * C);
-    column_sums_kernel<NQ, W, F, Dst>
-        <<<dim3(colblocks, nchunks), dim3(X, Y), 0, stream>>>(dst, partial, N, C, rows_per_chunk, value);
+    static Scratch<unsigned> s_tickets;
+    float* partial = s_partial.get((size_t)(nchunks + ngroups) * NQ * C);
+    unsigned* tickets = s_tickets.get_zeroed((size_t)colblocks * (1 + ngroups), stream);
+    column_sums_kernel<NQ, W, F, Dst><<<dim3(colblocks, nchunks), dim3(X, Y), 0, stream>>>(
+        dst, partial, tickets, N, C, rows_per_chunk, group, value);
     cudaCheckLaunch();
 }
 

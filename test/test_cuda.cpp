@@ -133,11 +133,14 @@ std::string test_layernorm_forward() {
 
 // With and without dsum (the residual branch's bias gradient: the column sums of dinp as
 // updated); N = 1100 spans many chunks of rows, the last one partial; C = 72: 16-byte loads; C = 50:
-// one column at a time; N = 4096, C = 128: the paper's width, 512 chunks of 8 rows.
+// one column at a time; N = 4096, C = 128: the paper's width, 512 chunks of 8 rows; N = 3001,
+// C = 388: 4 blocks of columns (the last of 4 columns) over 76 chunks (the last of one row) in 9
+// groups (the last of 4 chunks).
 std::string test_layernorm_backward() {
     Rng r(5);
     std::string why;
-    for (auto [N, C] : std::vector<std::pair<int, int>>{{37, 48}, {1100, 72}, {300, 50}, {64, 768}, {4096, 128}}) {
+    for (auto [N, C] :
+         std::vector<std::pair<int, int>>{{37, 48}, {1100, 72}, {300, 50}, {64, 768}, {4096, 128}, {3001, 388}}) {
         Vec x = randn((size_t)N * C, r, 2.0), w = randn(C, r), b = randn(C, r), d = randn((size_t)N * C, r);
         Vec dx0 = randn((size_t)N * C, r), dw0 = randn(C, r), db0 = randn(C, r), ds0 = randn(C, r);
         Vec out((size_t)N * C), mean(N), rstd(N);
@@ -238,13 +241,16 @@ std::string test_reduction_bits() {
     results = {gdw.get(), gdb.get(), gds.get()};
     expect_close(why, "layernorm dw", results[0], dw, 1e-4);
     expect_close(why, "layernorm dsum", results[2], ds, 1e-4);
-    for (int OC : {128, 50}) {  // 16-byte packs; one column at a time
-        Vec dout = randn((size_t)N * OC, r), dbias(OC, 0.0f);
-        cpu::matmul_backward<float>(nullptr, nullptr, dbias.data(), dout.data(), nullptr, nullptr, N, C, OC);
+    // 16-byte packs; one column at a time; many blocks of columns, the last one part full, and
+    // chunks of rows in uneven groups, the last chunk part full: OC = 1000 in 8 column blocks of
+    // 35 chunks (groups of 6, the last of 5), OC = 1001 one column at a time in 32 of 10 (groups of 4)
+    for (auto [n, OC] : std::vector<std::pair<int, int>>{{N, 128}, {N, 50}, {5000, 1000}, {3001, 1001}}) {
+        Vec dout = randn((size_t)n * OC, r), dbias(OC, 0.0f);
+        cpu::matmul_backward<float>(nullptr, nullptr, dbias.data(), dout.data(), nullptr, nullptr, n, C, OC);
         DBuf go(dout), gb(Vec(OC, 0.0f));
-        gpu::matmul_backward<float>(nullptr, nullptr, gb.p, go.p, nullptr, nullptr, N, C, OC, gpu::main_stream());
+        gpu::matmul_backward<float>(nullptr, nullptr, gb.p, go.p, nullptr, nullptr, n, C, OC, gpu::main_stream());
         results.push_back(gb.get());
-        expect_close(why, "dbias OC=" + std::to_string(OC), results.back(), dbias, 1e-4);
+        expect_close(why, "dbias N=" + std::to_string(n) + " OC=" + std::to_string(OC), results.back(), dbias, 1e-4);
     }
     std::vector<int> tok = randint((size_t)N, V, r);
     for (auto& t : tok)

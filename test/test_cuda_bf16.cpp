@@ -85,35 +85,40 @@ std::string test_encoder() {
 }
 
 // ---------------------------------------------------------------- layernorm
+// C = 96: one block of columns; N = 2000, C = 776: 4 blocks of columns (the last of 8 columns) over 84
+// chunks of rows in 9 groups; the 3 sums of a full block's 256 columns are added by one thread per
+// 4 columns, every chunk in order (the column sums, cuda/common.cuh)
 std::string test_layernorm() {
     Rng r(3);
-    const int N = 67, C = 96;
-    Vec x = bf16_round(randn((size_t)N * C, r, 2.0)), w = randn(C, r), b = randn(C, r);
-    Vec out((size_t)N * C), mean(N), rstd(N);
-    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
-    DBf16 gx(x), go((size_t)N * C);
-    DBuf gw(w), gb(b), gm((size_t)N), gr((size_t)N);
-    gpu::layernorm_forward(go.p, gm.p, gr.p, gx.p, gw.p, gb.p, N, C, gpu::main_stream());
     std::string why;
-    expect_close(why, "out", go.get(), out, kOut);
-    expect_close(why, "mean", gm.get(), mean, 1e-5);
-    expect_close(why, "rstd", gr.get(), rstd, 1e-5);
+    for (auto [N, C] : std::vector<std::pair<int, int>>{{67, 96}, {2000, 776}}) {
+        const std::string tag = " N=" + std::to_string(N) + " C=" + std::to_string(C);
+        Vec x = bf16_round(randn((size_t)N * C, r, 2.0)), w = randn(C, r), b = randn(C, r);
+        Vec out((size_t)N * C), mean(N), rstd(N);
+        cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+        DBf16 gx(x), go((size_t)N * C);
+        DBuf gw(w), gb(b), gm((size_t)N), gr((size_t)N);
+        gpu::layernorm_forward(go.p, gm.p, gr.p, gx.p, gw.p, gb.p, N, C, gpu::main_stream());
+        expect_close(why, "out" + tag, go.get(), out, kOut);
+        expect_close(why, "mean" + tag, gm.get(), mean, 1e-5);
+        expect_close(why, "rstd" + tag, gr.get(), rstd, 1e-5);
 
-    Vec dout = bf16_round(randn((size_t)N * C, r)), dx0 = bf16_round(randn((size_t)N * C, r));
-    Vec dw0 = randn(C, r), db0 = randn(C, r), ds0 = randn(C, r), dx = dx0, dw = dw0, db = db0;
-    cpu::layernorm_backward<float>(dx.data(), dw.data(), db.data(), nullptr, dout.data(), x.data(), w.data(),
-                                   mean.data(), rstd.data(), N, C);
-    DBf16 gd(dout), gdx(dx0);
-    DBuf gdw(dw0), gdb(db0), gds(ds0);
-    gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gds.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C, gpu::main_stream());
-    expect_close(why, "dinp", gdx.get(), dx, kOut);
-    expect_close(why, "dw", gdw.get(), dw, 1e-4);
-    expect_close(why, "db", gdb.get(), db, 1e-4);
-    // dsum: the column sums of dinp as stored, in bf16
-    Vec ds = ds0, gdx_host = gdx.get();
-    for (int i = 0; i < N; i++)
-        for (int c = 0; c < C; c++) ds[c] += gdx_host[(size_t)i * C + c];
-    expect_close(why, "dsum", gds.get(), ds, 1e-5);
+        Vec dout = bf16_round(randn((size_t)N * C, r)), dx0 = bf16_round(randn((size_t)N * C, r));
+        Vec dw0 = randn(C, r), db0 = randn(C, r), ds0 = randn(C, r), dx = dx0, dw = dw0, db = db0;
+        cpu::layernorm_backward<float>(dx.data(), dw.data(), db.data(), nullptr, dout.data(), x.data(), w.data(),
+                                       mean.data(), rstd.data(), N, C);
+        DBf16 gd(dout), gdx(dx0);
+        DBuf gdw(dw0), gdb(db0), gds(ds0);
+        gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gds.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C, gpu::main_stream());
+        expect_close(why, "dinp" + tag, gdx.get(), dx, kOut);
+        expect_close(why, "dw" + tag, gdw.get(), dw, 1e-4);
+        expect_close(why, "db" + tag, gdb.get(), db, 1e-4);
+        // dsum: the column sums of dinp as stored, in bf16
+        Vec ds = ds0, gdx_host = gdx.get();
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < C; c++) ds[c] += gdx_host[(size_t)i * C + c];
+        expect_close(why, "dsum" + tag, gds.get(), ds, 1e-5);
+    }
     return why;
 }
 

@@ -13,9 +13,10 @@
 //   - evaluation during training borrows the training activations: no allocation, the losses of
 //     a model with its own evaluation buffers and unchanged training after it (GPU and CPU);
 //   - a scratch buffer outgrown after a capture stays alive for the graph, which replays right,
-//     and is freed with the last graph.
+//     and is freed with the last graph; the column sums replay right any number of times.
 // Without CUDA (build or device) every test is reported SKIPPED.
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -312,6 +313,49 @@ std::string test_scratch_growth() {
     return why;
 }
 
+// The column sums' ticket counters are back at zero after every launch, so a graph replays them
+// any number of times: dbias at 5000 x 1000 (8 blocks of columns, 35 chunks of rows in 6 groups)
+// captured and replayed four times, with the same launcher eager at other shapes between the
+// replays (700 x 200: other counters in the same buffer; 9000 x 2000: the buffers grow, the graph
+// keeps the old ones); every replay and every eager call gives its first eager call's bits.
+std::string test_column_sums_replays() {
+    Rng r(12);
+    const int IC = 4;
+    const std::vector<std::pair<int, int>> shapes = {{5000, 1000}, {700, 200}, {9000, 2000}};  // N, OC
+    std::vector<std::unique_ptr<DBuf>> dout, db;
+    std::vector<Vec> first;
+    float* none = nullptr;  // no dinp, dw, inp, w: the column sums alone
+    auto dbias = [&](size_t k) {
+        CB::zero(db[k]->p, db[k]->n);
+        gpu::matmul_backward(none, none, db[k]->p, dout[k]->p, none, none, shapes[k].first, IC, shapes[k].second,
+                             gpu::main_stream());
+    };
+    for (size_t k = 0; k < 2; k++) {  // the largest shape first runs after the capture
+        dout.push_back(std::make_unique<DBuf>(randn((size_t)shapes[k].first * shapes[k].second, r)));
+        db.push_back(std::make_unique<DBuf>((size_t)shapes[k].second));
+        dbias(k);
+        first.push_back(db[k]->get());
+    }
+    cudaGraphExec_t g = gpu::capture(gpu::main_stream(), [&] { dbias(0); });
+    dout.push_back(std::make_unique<DBuf>(randn((size_t)shapes[2].first * shapes[2].second, r)));
+    db.push_back(std::make_unique<DBuf>((size_t)shapes[2].second));
+    std::string why;
+    for (int replay = 1; replay <= 4; replay++) {
+        gpu::graph_launch(g, gpu::main_stream());
+        if (!same_bits(db[0]->get(), first[0]))
+            append(why, "replay " + std::to_string(replay) + " differs from the eager call");
+        const size_t k = replay % 2 ? 1 : 2;
+        dbias(k);
+        if (first.size() == k) first.push_back(db[k]->get());  // the first call at the largest shape
+        if (!same_bits(db[k]->get(), first[k]))
+            append(why, "the eager call at " + std::to_string(shapes[k].first) + " x " +
+                            std::to_string(shapes[k].second) + " after replay " + std::to_string(replay) +
+                            " differs from the first");
+    }
+    gpu::graph_free(g);
+    return why;
+}
+
 // Evaluation batches queued and read at once (GPT::eval_queue, eval_read), after two training
 // steps: three batches at kT, three at kT2, three at kT again. With use_graph the evaluation
 // forward replays its own CUDA graph from the second batch of each shape. Returns the batches'
@@ -403,6 +447,7 @@ static std::vector<TestCase> all_tests() {
                                {"cuda_clip_grad", CUDA_FN(test_clip_grad)},
                                {"cuda_graph_capture_refuses_sync", CUDA_FN(test_capture_refuses_sync)},
                                {"cuda_graph_scratch_growth", CUDA_FN(test_scratch_growth)},
+                               {"cuda_graph_column_sums_replays", CUDA_FN(test_column_sums_replays)},
                                {"cuda_graph_vs_eager_tiles_rope", CUDA_FN(test_graph_vs_eager_tiles)},
                                {"cuda_step_call_order_refused", CUDA_FN(test_call_order)}};
     for (const PosTraits& scheme : kPosSchemes) {
