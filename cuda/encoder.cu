@@ -45,25 +45,40 @@ constexpr int kSeg = 32;  // sorted slots per block of the dwte sums
 // position) order. A run inside the segment is added to dwte[token]; the piece of one that began
 // before the segment goes to part (b, 0), the piece of one that goes on after it to part (b, 1)
 // (a segment that one run fills is the first kind), for encoder_backward_join_kernel.
+// The segment's positions and tokens are staged in shared memory, and a thread loads its column
+// of all the segment's rows of dout before it adds them: kSeg loads in flight, not one after the
+// other behind the load of each position.
 template <class E>
 __global__ void encoder_backward_wte_kernel(float* __restrict__ dwte, float* __restrict__ part,
                                             const E* __restrict__ dout, const int* __restrict__ sorted_tok,
                                             const int* __restrict__ sorted_pos, int N, int C) {
-    const int j0 = blockIdx.x * kSeg, j1 = min(N, j0 + kSeg);
-    const bool continued = j0 > 0 && sorted_tok[j0 - 1] == sorted_tok[j0];
-    const bool continues = j1 < N && sorted_tok[j1 - 1] == sorted_tok[j1];
+    // tok[k + 1]: the token of slot j0 + k, -1 past either end (tokens are >= 0)
+    __shared__ int pos[kSeg], tok[kSeg + 2];
+    const int j0 = blockIdx.x * kSeg, n = min(N - j0, kSeg);
+    for (int k = threadIdx.x; k < kSeg + 2; k += blockDim.x) {
+        const int j = j0 - 1 + k;
+        tok[k] = j >= 0 && j < N ? sorted_tok[j] : -1;
+        if (k < n) pos[k] = sorted_pos[j0 + k];
+    }
+    __syncthreads();
+    const bool continued = tok[0] == tok[1], continues = tok[n] == tok[n + 1];
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float d[kSeg];
+#pragma unroll
+        for (int k = 0; k < kSeg; k++) d[k] = k < n ? f32(dout[(size_t)pos[k] * C + c]) : 0.0f;
         float s = 0.0f;
         bool first = true;  // the piece being summed starts the segment
-        for (int j = j0; j < j1; j++) {
-            s += f32(dout[(size_t)sorted_pos[j] * C + c]);
-            if (j + 1 < j1 && sorted_tok[j + 1] == sorted_tok[j]) continue;  // the run goes on here
+#pragma unroll
+        for (int k = 0; k < kSeg; k++) {
+            if (k == n) break;
+            s += d[k];
+            if (k + 1 < n && tok[k + 2] == tok[k + 1]) continue;  // the run goes on here
             if (first && continued)
                 part[(size_t)(2 * blockIdx.x) * C + c] = s;
-            else if (j + 1 == j1 && continues)
+            else if (k + 1 == n && continues)
                 part[(size_t)(2 * blockIdx.x + 1) * C + c] = s;
             else
-                dwte[(size_t)sorted_tok[j] * C + c] += s;
+                dwte[(size_t)tok[k + 1] * C + c] += s;
             s = 0.0f;
             first = false;
         }

@@ -70,26 +70,30 @@ std::string test_encoder_backward() {
 // Skewed tokens against the CPU: runs of one token across many of the sorted segments (32 slots)
 // that the kernel sums in pieces. One token at 5 % of the positions (real text's most frequent),
 // at 40 %, at every position; runs of exactly 32 and 64 (ending on segment boundaries) and of 33.
+// At 8 x 512 positions, and at 3 x 1001 (the last segment part full, runs going on into it) with
+// C = 300 (a thread of the block's 256 sums two channels).
 std::string test_encoder_backward_skewed() {
     Rng r(12);
-    const int B = 8, T = 512, C = 64, V = 1000, N = B * T;
+    const int V = 1000;
     std::string why;
-    for (const char* dist : {"5%", "40%", "one token", "runs of 32", "runs of 64", "runs of 33"}) {
-        std::vector<int> tok = randint((size_t)N, V, r);
-        const std::string d = dist;
-        for (int i = 0; i < N; i++) {
-            if (d == "5%" && r.below(100) < 5) tok[i] = 3;
-            if (d == "40%" && r.below(100) < 40) tok[i] = 999;
-            if (d == "one token") tok[i] = 17;
-            if (d.rfind("runs of ", 0) == 0) tok[i] = (i / std::stoi(d.substr(8)) * 7) % V;
+    for (auto [B, T, C] : std::vector<std::tuple<int, int, int>>{{8, 512, 64}, {3, 1001, 300}})
+        for (const char* dist : {"5%", "40%", "one token", "runs of 32", "runs of 64", "runs of 33"}) {
+            const int N = B * T;
+            std::vector<int> tok = randint((size_t)N, V, r);
+            const std::string d = dist;
+            for (int i = 0; i < N; i++) {
+                if (d == "5%" && r.below(100) < 5) tok[i] = 3;
+                if (d == "40%" && r.below(100) < 40) tok[i] = 999;
+                if (d == "one token") tok[i] = 17;
+                if (d.rfind("runs of ", 0) == 0) tok[i] = (i / std::stoi(d.substr(8)) * 7) % V;
+            }
+            Vec dout = randn((size_t)N * C, r), dwte = randn((size_t)V * C, r), ref = dwte;
+            cpu::encoder_backward<float>(ref.data(), nullptr, dout.data(), tok.data(), B, T, C);
+            DInts dtok(tok);
+            DBuf gw(dwte), gd(dout);
+            gpu::encoder_backward(gw.p, nullptr, gd.p, dtok.p, B, T, C, gpu::main_stream());
+            expect_close(why, "dwte, " + std::to_string(N) + " positions, " + dist, gw.get(), ref, 1e-5);
         }
-        Vec dout = randn((size_t)N * C, r), dwte = randn((size_t)V * C, r), ref = dwte;
-        cpu::encoder_backward<float>(ref.data(), nullptr, dout.data(), tok.data(), B, T, C);
-        DInts dtok(tok);
-        DBuf gw(dwte), gd(dout);
-        gpu::encoder_backward(gw.p, nullptr, gd.p, dtok.p, B, T, C, gpu::main_stream());
-        expect_close(why, std::string("dwte, ") + dist, gw.get(), ref, 1e-5);
-    }
     return why;
 }
 
