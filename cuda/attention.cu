@@ -64,49 +64,62 @@ __global__ void causal_softmax_backward_kernel(X* __restrict__ ds, const X* __re
     for (int t2 = lane; t2 < T; t2 += 32) d[t2] = from_f32<X>(t2 <= t1 ? f32(p[t2]) * (f32(d[t2]) - dot) : 0.0f);
 }
 
-// The GEMMs below take A = float or bf16_t for every operand.
+// The GEMMs below take A = float or bf16_t for every operand, each a stack of per-head
+// matrices: batch b's start at p + b * batch, head h's `head` elements after head 0's, their
+// columns (column-major) ld apart.
+template <class X>
+struct Heads {
+    X* p;
+    int ld;
+    long long head;
+    size_t batch;
+};
+// q, k or v (part 0, 1, 2) of the packed qkv (B,T,3C): head h of row t at t*3C + part*C + h*D
+template <class X>
+Heads<X> qkv_heads(X* qkv, int part, int T, int C, int H) {
+    return {qkv + (size_t)part * C, 3 * C, C / H, (size_t)T * 3 * C};
+}
+// out or dout (B,T,C): head h of row t at t*C + h*D
+template <class X>
+Heads<X> row_heads(X* x, int T, int C, int H) {
+    return {x, C, C / H, (size_t)T * C};
+}
+// att or its gradients (B,H,T,T)
+template <class X>
+Heads<X> square_heads(X* x, int T, int H) {
+    return {x, T, (long long)T * T, (size_t)H * T * T};
+}
+
+// c = alpha op(a) op(b) for every head: per batch, one strided-batched GEMM over its H heads
+// (column-major m x n, inner size k; ta, tb: transpose a, b).
+template <class A>
+void heads_gemm(bool ta, bool tb, int m, int n, int k, float alpha, Heads<const A> a, Heads<const A> b, Heads<A> c,
+                int B, int H, cudaStream_t stream) {
+    for (int i = 0; i < B; i++)
+        gemm_cm_strided_batched(ta, tb, m, n, k, alpha, a.p + i * a.batch, a.ld, a.head, b.p + i * b.batch, b.ld,
+                                b.head, 0.0f, c.p + i * c.batch, c.ld, c.head, H, stream);
+}
+
 // S^T (column-major T x T) = K Q^T, i.e. att[b,h,t1,t2] = scale * q_t1 . k_t2
 template <class A>
 void scores_gemm(A* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
-    const int D = C / H;
-    const float sc = 1.0f / sqrtf((float)D);
-    const long long TT = (long long)T * T;
-    const int C3 = 3 * C;
-    for (int b = 0; b < B; b++) {
-        const A* q = qkv + (size_t)b * T * C3;
-        A* att_b = att + (size_t)b * H * TT;
-        gemm_cm_strided_batched(true, false, T, T, D, sc, q + C, C3, D, q, C3, D, 0.0f, att_b, T, TT, H, stream);
-    }
+    const float sc = 1.0f / sqrtf((float)(C / H));
+    heads_gemm<A>(true, false, T, T, C / H, sc, qkv_heads(qkv, 1, T, C, H), qkv_heads(qkv, 0, T, C, H),
+                  square_heads(att, T, H), B, H, stream);
 }
 
 // out^T (column-major D x T per head, ld C) = V^T P^T, i.e. out[t1] = sum_t2 P[t1,t2] v_t2
 template <class A>
 void pv_gemm(A* out, const A* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
-    const int D = C / H;
-    const long long TT = (long long)T * T;
-    const int C3 = 3 * C;
-    for (int b = 0; b < B; b++) {
-        const A* q = qkv + (size_t)b * T * C3;
-        const A* att_b = att + (size_t)b * H * TT;
-        A* out_b = out + (size_t)b * T * C;
-        gemm_cm_strided_batched(false, false, D, T, T, 1.0f, q + 2 * C, C3, D, att_b, T, TT, 0.0f, out_b, C, D, H,
-                                stream);
-    }
+    heads_gemm<A>(false, false, C / H, T, T, 1.0f, qkv_heads(qkv, 2, T, C, H), square_heads(att, T, H),
+                  row_heads(out, T, C, H), B, H, stream);
 }
 
 // dP[t1,t2] = dO_t1 . v_t2 : column-major dP^T (T x T) = V dO^T
 template <class A>
 void dp_gemm(A* scratch, const A* dout, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
-    const int D = C / H;
-    const long long TT = (long long)T * T;
-    const int C3 = 3 * C;
-    for (int b = 0; b < B; b++) {
-        const A* q = qkv + (size_t)b * T * C3;
-        const A* dout_b = dout + (size_t)b * T * C;
-        A* s_b = scratch + (size_t)b * H * TT;
-        gemm_cm_strided_batched(true, false, T, T, D, 1.0f, q + 2 * C, C3, D, dout_b, C, D, 0.0f, s_b, T, TT, H,
-                                stream);
-    }
+    heads_gemm<A>(true, false, T, T, C / H, 1.0f, qkv_heads(qkv, 2, T, C, H), row_heads(dout, T, C, H),
+                  square_heads(scratch, T, H), B, H, stream);
 }
 
 // dV, dQ, dK from dO, P and dS (ds = dS, zero above the diagonal)
@@ -115,22 +128,15 @@ void dqkv_gemms(A* dqkv, const A* dout, const A* qkv, const A* att, const A* ds,
                 cudaStream_t stream) {
     const int D = C / H;
     const float sc = 1.0f / sqrtf((float)D);
-    const long long TT = (long long)T * T;
-    const int C3 = 3 * C;
-    for (int b = 0; b < B; b++) {
-        const A* q = qkv + (size_t)b * T * C3;
-        const A* dout_b = dout + (size_t)b * T * C;
-        const A* att_b = att + (size_t)b * H * TT;
-        const A* s_b = ds + (size_t)b * H * TT;
-        A* dq = dqkv + (size_t)b * T * C3;
-        // dV[t2] = sum_t1 P[t1,t2] dO_t1 : column-major dV^T (D x T) = dO^T P
-        gemm_cm_strided_batched(false, true, D, T, T, 1.0f, dout_b, C, D, att_b, T, TT, 0.0f, dq + 2 * C, C3, D, H,
-                                stream);
-        // dQ[t1] = scale sum_t2 dS[t1,t2] k_t2 : column-major dQ^T (D x T) = K^T dS^T
-        gemm_cm_strided_batched(false, false, D, T, T, sc, q + C, C3, D, s_b, T, TT, 0.0f, dq, C3, D, H, stream);
-        // dK[t2] = scale sum_t1 dS[t1,t2] q_t1 : column-major dK^T (D x T) = Q^T dS
-        gemm_cm_strided_batched(false, true, D, T, T, sc, q, C3, D, s_b, T, TT, 0.0f, dq + C, C3, D, H, stream);
-    }
+    // dV[t2] = sum_t1 P[t1,t2] dO_t1 : column-major dV^T (D x T) = dO^T P
+    heads_gemm<A>(false, true, D, T, T, 1.0f, row_heads(dout, T, C, H), square_heads(att, T, H),
+                  qkv_heads(dqkv, 2, T, C, H), B, H, stream);
+    // dQ[t1] = scale sum_t2 dS[t1,t2] k_t2 : column-major dQ^T (D x T) = K^T dS^T
+    heads_gemm<A>(false, false, D, T, T, sc, qkv_heads(qkv, 1, T, C, H), square_heads(ds, T, H),
+                  qkv_heads(dqkv, 0, T, C, H), B, H, stream);
+    // dK[t2] = scale sum_t1 dS[t1,t2] q_t1 : column-major dK^T (D x T) = Q^T dS
+    heads_gemm<A>(false, true, D, T, T, sc, qkv_heads(qkv, 0, T, C, H), square_heads(ds, T, H),
+                  qkv_heads(dqkv, 1, T, C, H), B, H, stream);
 }
 
 // ---- flash attention, fp32 ------------------------------------------------------------------
