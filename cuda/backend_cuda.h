@@ -134,11 +134,9 @@ void gelu_forward(A* out, const A* inp, const float* bias, int N, int C, cudaStr
 template <class A>
 void gelu_backward(A* dinp, const A* inp, const float* bias, const A* dout, int N, int C, cudaStream_t stream);
 
-template <class A>
-void softmax_crossentropy(A* logits, float* losses, const int* targets, int N, int V, float dscale,
-                          cudaStream_t stream);
-// The same over rows of ld >= V columns (the padded vocabulary): columns [V, ld) are left out of
-// the softmax and get dlogits 0. Vector loads (16 bytes) when ld allows and logits is aligned.
+// losses (N) = -log softmax(logits)[target]; with dscale != 0, logits (N, ld) <- (softmax - onehot)
+// * dscale. Rows of ld >= V columns (the padded vocabulary): columns [V, ld) are left out of the
+// softmax and get dlogits 0. Vector loads (16 bytes) when ld allows and logits is aligned.
 // Losses, the max and the sum are fp32 whatever A is; dlogits overwrite the logits in A.
 template <class A>
 void classifier_loss(A* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
@@ -188,10 +186,6 @@ void set_tf32(bool on);
 bool tf32_enabled();
 
 }  // namespace gpu
-
-// A member of CudaBackend that calls gpu::NAME with the model's arguments on the compute stream.
-#define CUDA_BACKEND_OP(name) \
-    static constexpr auto name = [](auto... args) { return gpu::name(args..., gpu::main_stream()); }
 
 // fp32 activations; the members for bf16 buffers serve CudaBackendBf16 below.
 struct CudaBackend {
@@ -265,29 +259,104 @@ struct CudaBackend {
     static void allreduce_wait();
     static void use_device(int local_rank);  // one GPU per process: local_rank modulo the GPUs
 
-    CUDA_BACKEND_OP(encoder_forward);
-    CUDA_BACKEND_OP(encoder_backward);
-    CUDA_BACKEND_OP(layernorm_forward);
-    CUDA_BACKEND_OP(residual_layernorm_forward);
-    CUDA_BACKEND_OP(layernorm_backward);
-    CUDA_BACKEND_OP(matmul_forward);
-    CUDA_BACKEND_OP(matmul_backward);
-    CUDA_BACKEND_OP(matmul_dinp_add);
-    CUDA_BACKEND_OP(rope_forward);
-    CUDA_BACKEND_OP(rope_backward);
-    CUDA_BACKEND_OP(crope_expand);
-    CUDA_BACKEND_OP(crope_fold);
-    CUDA_BACKEND_OP(attention_forward);
-    CUDA_BACKEND_OP(attention_backward);
-    CUDA_BACKEND_OP(attention_forward_lse);
-    CUDA_BACKEND_OP(attention_backward_lse);
-    CUDA_BACKEND_OP(gelu_forward);
-    CUDA_BACKEND_OP(gelu_backward);
-    CUDA_BACKEND_OP(softmax_crossentropy);
-    CUDA_BACKEND_OP(classifier_loss);
-    CUDA_BACKEND_OP(classifier_tile_lse);
-    CUDA_BACKEND_OP(classifier_tile_loss);
-    CUDA_BACKEND_OP(classifier_tile_dlogits);
+    // The ops: each calls its namesake in namespace gpu (above; defined in cuda/*.cu) on the
+    // compute stream.
+    template <class A>
+    static void encoder_forward(A* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C) {
+        gpu::encoder_forward(out, tok, wte, wpe, B, T, C, gpu::main_stream());
+    }
+    template <class A>
+    static void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C) {
+        gpu::encoder_backward(dwte, dwpe, dout, tok, B, T, C, gpu::main_stream());
+    }
+    template <class A>
+    static void layernorm_forward(A* out, float* mean, float* rstd, const A* inp, const float* w, const float* b, int N,
+                                  int C) {
+        gpu::layernorm_forward(out, mean, rstd, inp, w, b, N, C, gpu::main_stream());
+    }
+    template <class A>
+    static void residual_layernorm_forward(A* res, A* out, float* mean, float* rstd, const A* x, const A* y,
+                                           const float* ybias, const float* w, const float* b, int N, int C) {
+        gpu::residual_layernorm_forward(res, out, mean, rstd, x, y, ybias, w, b, N, C, gpu::main_stream());
+    }
+    template <class A>
+    static void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dout, const A* inp,
+                                   const float* w, const float* mean, const float* rstd, int N, int C) {
+        gpu::layernorm_backward(dinp, dw, db, dsum, dout, inp, w, mean, rstd, N, C, gpu::main_stream());
+    }
+    template <class A>
+    static void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, int IC, int OC) {
+        gpu::matmul_forward(out, inp, w, bias, N, IC, OC, gpu::main_stream());
+    }
+    template <class A>
+    static void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N,
+                                int IC, int OC) {
+        gpu::matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC, gpu::main_stream());
+    }
+    template <class A, class D>
+    static void matmul_dinp_add(D* dinp, const A* dout, const A* w, int N, int IC, int OC) {
+        gpu::matmul_dinp_add(dinp, dout, w, N, IC, OC, gpu::main_stream());
+    }
+    template <class A>
+    static void rope_forward(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B,
+                             int T, int C, int H) {
+        gpu::rope_forward(out, inp, bias, cos_t, sin_t, B, T, C, H, gpu::main_stream());
+    }
+    template <class A>
+    static void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C,
+                              int H) {
+        gpu::rope_backward(dinp, dout, cos_t, sin_t, B, T, C, H, gpu::main_stream());
+    }
+    template <class A>
+    static void crope_expand(A* w, const float* Am, const float* Bm, int C) {
+        gpu::crope_expand(w, Am, Bm, C, gpu::main_stream());
+    }
+    static void crope_fold(float* dA, float* dB, const float* dw, int C) {
+        gpu::crope_fold(dA, dB, dw, C, gpu::main_stream());
+    }
+    template <class A>
+    static void attention_forward(A* out, A* att, const A* qkv, int B, int T, int C, int H) {
+        gpu::attention_forward(out, att, qkv, B, T, C, H, gpu::main_stream());
+    }
+    template <class A>
+    static void attention_backward(A* dqkv, A* scratch, const A* dout, const A* qkv, const A* att, int B, int T, int C,
+                                   int H) {
+        gpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, H, gpu::main_stream());
+    }
+    template <class A>
+    static void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C, int H) {
+        gpu::attention_forward_lse(out, lse, qkv, B, T, C, H, gpu::main_stream());
+    }
+    template <class A>
+    static void attention_backward_lse(A* dqkv, const A* dout, const A* qkv, const A* out, const float* lse, int B,
+                                       int T, int C, int H) {
+        gpu::attention_backward_lse(dqkv, dout, qkv, out, lse, B, T, C, H, gpu::main_stream());
+    }
+    template <class A>
+    static void gelu_forward(A* out, const A* inp, const float* bias, int N, int C) {
+        gpu::gelu_forward(out, inp, bias, N, C, gpu::main_stream());
+    }
+    template <class A>
+    static void gelu_backward(A* dinp, const A* inp, const float* bias, const A* dout, int N, int C) {
+        gpu::gelu_backward(dinp, inp, bias, dout, N, C, gpu::main_stream());
+    }
+    template <class A>
+    static void classifier_loss(A* logits, float* losses, const int* targets, int N, int V, int ld, float dscale) {
+        gpu::classifier_loss(logits, losses, targets, N, V, ld, dscale, gpu::main_stream());
+    }
+    template <class A>
+    static void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const int* targets, int N, int w,
+                                    int v0, int V) {
+        gpu::classifier_tile_lse(z, m, s, losses, targets, N, w, v0, V, gpu::main_stream());
+    }
+    static void classifier_tile_loss(float* losses, float* m, const float* s, int N) {
+        gpu::classifier_tile_loss(losses, m, s, N, gpu::main_stream());
+    }
+    template <class A>
+    static void classifier_tile_dlogits(A* z, const float* lse, const int* targets, int N, int w, int v0, int V,
+                                        float dscale) {
+        gpu::classifier_tile_dlogits(z, lse, targets, N, w, v0, V, dscale, gpu::main_stream());
+    }
     // The LM head and the loss of one chunk of rows (GPT::classifier): three launches over one
     // chunk's logits, which stay in HBM (the CPU backend fuses them by tiles: src/ops/loss.h).
     template <class A>
@@ -301,11 +370,20 @@ struct CudaBackend {
     // rows per classifier chunk: 4096 x 50304 fp32 logits (786 MiB, a quarter of the paper batch's);
     // until scripts/gpu_check.sh's LM head sweep measures the others (its head.md names the fastest)
     static constexpr int classifier_chunk = 4096;
-    CUDA_BACKEND_OP(adamw_update);
-    CUDA_BACKEND_OP(sum_squares);
-    CUDA_BACKEND_OP(sum_squares_to);
-    CUDA_BACKEND_OP(clip_grad);
-    CUDA_BACKEND_OP(to_bf16);
+    static void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const StepScalars* s, double beta1,
+                             double beta2, float eps, float wd) {
+        gpu::adamw_update(p, g, m, v, n, s, beta1, beta2, eps, wd, gpu::main_stream());
+    }
+    static void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n,
+                             const StepScalars* s, double beta1, double beta2, float eps, float wd) {
+        gpu::adamw_update(p, g, m, v, p_act, n, s, beta1, beta2, eps, wd, gpu::main_stream());
+    }
+    static double sum_squares(const float* x, size_t n) { return gpu::sum_squares(x, n, gpu::main_stream()); }
+    static void sum_squares_to(double* out, const float* x, size_t n) {
+        gpu::sum_squares_to(out, x, n, gpu::main_stream());
+    }
+    static void clip_grad(StepScalars* s, double grad_clip) { gpu::clip_grad(s, grad_clip, gpu::main_stream()); }
+    static void to_bf16(bf16_t* dst, const float* src, size_t n) { gpu::to_bf16(dst, src, n, gpu::main_stream()); }
 };
 
 // --precision bf16: activations and their gradients in bf16 (half the memory and traffic of
@@ -315,5 +393,3 @@ struct CudaBackendBf16 : CudaBackend {
     using act = bf16_t;
     static bf16_t* alloc_act(size_t n);  // zero-filled
 };
-
-#undef CUDA_BACKEND_OP

@@ -194,15 +194,8 @@ void classifier_loss(A* logits, float* losses, const int* targets, int N, int V,
     cudaCheckLaunch();
 }
 
-template <class A>
-void softmax_crossentropy(A* logits, float* losses, const int* targets, int N, int V, float dscale,
-                          cudaStream_t stream) {
-    classifier_loss(logits, losses, targets, N, V, V, dscale, stream);
-}
-
 #define INSTANTIATE(A)                                                                                                 \
     template void classifier_loss(A*, float*, const int*, int, int, int, float, cudaStream_t);                         \
-    template void softmax_crossentropy(A*, float*, const int*, int, int, float, cudaStream_t);                         \
     template void classifier_tile_lse(const A*, float*, float*, float*, const int*, int, int, int, int, cudaStream_t); \
     template void classifier_tile_dlogits(A*, const float*, const int*, int, int, int, int, float, cudaStream_t);
 INSTANTIATE(float)

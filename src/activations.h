@@ -1,10 +1,12 @@
 // The activations of GPT<BK>'s forward pass over (B, T) tokens and the buffers of its backward
-// (model.h runs the ops that write them): Acts, one set of buffers, and Activations, the model's
-// two sets. Training keeps every layer's activations for the backward pass; evaluation keeps one
-// layer's worth, and borrows the training set's buffers when they are large enough.
+// (model.h runs the ops that write them): Acts, one set of buffers; activation_buffers, the one
+// table of them, from which Activations (the model's two sets) allocates and the memory estimate
+// (config.cpp: model_memory_parts, train --memory) sums. Training keeps every layer's
+// activations for the backward pass; evaluation keeps one layer's worth, and borrows the training
+// set's buffers when they are large enough.
 //
-// Two element types (model.h says which is which): T, the parameters' (fp32 on the GPU), for
-// LayerNorm's mean and rstd, flash attention's log-sum-exps and the losses; A for the rest.
+// Two element types (model.h says which is which): Real, the parameters' (fp32 on the GPU), for
+// LayerNorm's mean and rstd, flash attention's log-sum-exps and the losses; Act for the rest.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -13,38 +15,112 @@
 
 #include "params.h"
 
-template <class T, class A>
+template <class RealT, class ActT>
 struct Acts {
-    int B = 0, Tn = 0, Ls = 0;  // Ls: layers with a slot of their own (L in training, else 1)
+    using Real = RealT;
+    using Act = ActT;
+    int B = 0, T = 0, Ls = 0;  // Ls: layers with a slot of their own (L in training, else 1)
     bool train = false;
     bool borrowed = false;  // a view of the training set's buffers (Activations::resize)
     size_t att_n = 0;       // elements of one layer's att or lse
     // per layer: att, the attention probabilities (B,H,T,T), or with cfg.flash lse, the
     // log-sum-exps (B,H,T) (the other one is null). With RoPE, qkv is the GEMM's output without
     // its bias (RoPE adds it into qkvr); fch is always without its bias (GELU adds it).
-    A *encoded, *ln1, *qkv, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3, *proj, *lnf, *logits;
-    T *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *losses;
-    // classifier tiles: each row's running max and sum of exp (N), and with a bf16 A d lnf
-    // summed over the tiles in T (N, C) before it is rounded into dln (null otherwise)
-    T *head_max = nullptr, *head_sum = nullptr, *dlnf = nullptr;
+    Act *encoded = nullptr, *ln1 = nullptr, *qkv = nullptr, *qkvr = nullptr, *att = nullptr, *atty = nullptr,
+        *res2 = nullptr, *ln2 = nullptr, *fch = nullptr, *fch_gelu = nullptr, *res3 = nullptr, *proj = nullptr,
+        *lnf = nullptr, *logits = nullptr;
+    Real *ln1_mean = nullptr, *ln1_rstd = nullptr, *lse = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr,
+         *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr;
+    // classifier tiles: each row's running max and sum of exp (N), and with a bf16 Act d lnf
+    // summed over the tiles in Real (N, C) before it is rounded into dln (null otherwise)
+    Real *head_max = nullptr, *head_sum = nullptr, *dlnf = nullptr;
     // classifier chunks: the backend's scratch for one chunk (BK::classifier_head; null if none)
-    T* head_scratch = nullptr;
-    // backward-only buffers. All in A, dres too (the residual stream's gradient, added into
+    Real* head_scratch = nullptr;
+    // backward-only buffers. All in Act, dres too (the residual stream's gradient, added into
     // by each LayerNorm backward): it is the dout of GEMMs, whose operands share one type.
-    A *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dqkvr = nullptr, *dfch = nullptr,
-      *dfch_gelu = nullptr, *dscores = nullptr;
-    int *inputs, *targets;
-    std::vector<T*> owned;
-    std::vector<A*> owned_act;
+    Act *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dqkvr = nullptr, *dfch = nullptr,
+        *dfch_gelu = nullptr, *dscores = nullptr;
+    int *inputs = nullptr, *targets = nullptr;  // the token ids (N), outside the table and the estimate
+    std::vector<Real*> owned;
+    std::vector<Act*> owned_act;
 };
+
+// The classifier's buffers depend on the backend: the rows per chunk it takes when the config
+// leaves them to it (BK::classifier_chunk), and the scratch its head needs for one chunk
+// (BK::classifier_head_scratch; null: none).
+struct ClassifierHead {
+    int chunk;
+    size_t (*scratch)(int rows, int C, int Vp);
+};
+template <class BK>
+ClassifierHead classifier_head_of() {
+    return {BK::classifier_chunk, BK::classifier_head_scratch};
+}
+
+// The sizes the buffers of a set for (B, T) tokens are made of, in Num: size_t to allocate,
+// double to estimate (an absurd config must give a large number there, not an overflowed one).
+template <class Num>
+struct ActSizes {
+    Num N;        // rows: B*T
+    Num att;      // one layer's att (B,H,T,T) or lse (B,H,T)
+    Num rows;     // rows per classifier chunk
+    Num tile;     // vocabulary columns per classifier tile: all of them (Vp) when it goes by row chunks
+    Num logits;   // the logits buffer: one chunk's rows of all columns, or all N rows of one tile
+    Num scratch;  // the backend's scratch for one classifier chunk (0 with tiles, or none needed)
+};
+template <class Num>
+ActSizes<Num> act_sizes(const ModelConfig& cfg, const ClassifierHead& head, int B, int T) {
+    ActSizes<Num> s;
+    const bool tiles = cfg.classifier_tile > 0;
+    s.N = Num(B) * T;
+    s.att = Num(B) * cfg.H * T * (cfg.flash ? 1 : T);
+    s.rows = std::min(s.N, Num(cfg.classifier_chunk > 0 ? cfg.classifier_chunk : head.chunk));
+    s.tile = Num(tiles ? std::min(cfg.classifier_tile, cfg.Vp()) : cfg.Vp());
+    s.logits = tiles ? s.N * s.tile : s.rows * cfg.Vp();
+    s.scratch = tiles || !head.scratch ? Num(0) : Num(head.scratch((int)s.rows, cfg.C, cfg.Vp()));
+    return s;
+}
+
+// Every buffer of one set (Set: an Acts), declared once: f(&Set::member, elements) for each
+// that the set holds, its element type the member's. Per-layer buffers have Ls slots; the ones
+// after `if (!train)` exist in training only. A new buffer is a member of Acts and a line here.
+template <class Num, class Set, class F>
+void activation_buffers(const ModelConfig& cfg, const ActSizes<Num>& s, bool train, F&& f) {
+    const PosTraits& pt = pos_traits(cfg.pos);
+    const Num N = s.N, C = cfg.C, Ls = train ? cfg.L : 1;
+    f(&Set::encoded, N * C);
+    f(&Set::ln1, Ls * N * C), f(&Set::ln1_mean, Ls * N), f(&Set::ln1_rstd, Ls * N);
+    f(&Set::qkv, Ls * N * 3 * C);
+    if (pt.rotary) f(&Set::qkvr, Ls * N * 3 * C);  // else qkvr is qkv
+    if (cfg.flash)
+        f(&Set::lse, Ls * s.att);
+    else
+        f(&Set::att, Ls * s.att);
+    f(&Set::atty, Ls * N * C), f(&Set::res2, Ls * N * C);
+    f(&Set::ln2, Ls * N * C), f(&Set::ln2_mean, Ls * N), f(&Set::ln2_rstd, Ls * N);
+    f(&Set::fch, Ls * N * 4 * C), f(&Set::fch_gelu, Ls * N * 4 * C);
+    f(&Set::res3, Ls * N * C), f(&Set::proj, N * C);
+    f(&Set::lnf, N * C), f(&Set::lnf_mean, N), f(&Set::lnf_rstd, N);
+    f(&Set::logits, s.logits), f(&Set::losses, N);  // logits: one chunk's or one tile's
+    if (cfg.classifier_tile > 0) f(&Set::head_max, N), f(&Set::head_sum, N);
+    if (s.scratch > 0) f(&Set::head_scratch, s.scratch);
+    if (!train) return;
+    f(&Set::dres, N * C), f(&Set::dln, N * C), f(&Set::datty, N * C);
+    f(&Set::dqkv, N * 3 * C);
+    if (pt.rotary) f(&Set::dqkvr, N * 3 * C);  // else dqkvr is dqkv
+    f(&Set::dfch, N * 4 * C), f(&Set::dfch_gelu, N * 4 * C);
+    if (!cfg.flash) f(&Set::dscores, s.att);
+    if (!std::is_same<typename Set::Act, typename Set::Real>::value && cfg.classifier_tile > 0) f(&Set::dlnf, N * C);
+}
 
 template <class BK>
 struct Activations {
-    using T = typename BK::real;
-    using A = typename BK::act;
-    using Set = Acts<T, A>;
+    using Real = typename BK::real;
+    using Act = typename BK::act;
+    using Set = Acts<Real, Act>;
 
     const ModelConfig& cfg;  // the model's
+    const ClassifierHead head = classifier_head_of<BK>();
     Set train, eval;
 
     explicit Activations(const ModelConfig& c) : cfg(c) {}
@@ -55,93 +131,52 @@ struct Activations {
     Activations(const Activations&) = delete;
     Activations& operator=(const Activations&) = delete;
 
-    // Elements of one layer's saved attention state (Acts::att or Acts::lse).
-    size_t att_size(int B, int Tn) const { return (size_t)B * cfg.H * Tn * (cfg.flash ? 1 : Tn); }
-    // Rows per chunk of the classifier.
-    size_t classifier_rows(size_t N) const {
-        return std::min(N, (size_t)(cfg.classifier_chunk > 0 ? cfg.classifier_chunk : BK::classifier_chunk));
-    }
-    // Vocabulary columns per tile of the classifier: all of them (Vp) when it goes by row chunks.
-    size_t tile_cols() const {
-        return (size_t)(cfg.classifier_tile > 0 ? std::min(cfg.classifier_tile, cfg.Vp()) : cfg.Vp());
-    }
-    // Elements of the logits buffer: one chunk's rows of all columns, or all N rows of one tile.
-    size_t logits_size(size_t N) const {
-        return cfg.classifier_tile > 0 ? N * tile_cols() : classifier_rows(N) * cfg.Vp();
-    }
+    ActSizes<size_t> sizes(int B, int T) const { return act_sizes<size_t>(cfg, head, B, T); }
+    ActSizes<size_t> sizes(const Set& a) const { return sizes(a.B, a.T); }
 
-    // Elements of the backend's scratch for one classifier chunk (0 with tiles, or none needed).
-    size_t head_scratch_size(size_t N) const {
-        if (cfg.classifier_tile > 0) return 0;
-        return BK::classifier_head_scratch((int)classifier_rows(N), cfg.C, (int)cfg.Vp());
-    }
-
-    bool holds(const Set& a, int B, int Tn) const { return a.B == B && a.Tn == Tn; }
+    bool holds(const Set& a, int B, int T) const { return a.B == B && a.T == T; }
 
     // Evaluation borrows the training set's buffers when they are large enough: it uses one
     // layer's slot of each, and each of its buffers is at most the size of that slot. So
     // evaluating during training allocates no second activation set (nor a second logits chunk).
     // Safe with the queued step and its graph: both run in stream order, and every training step
     // writes its activations before it reads them.
-    bool eval_fits_train(int B, int Tn) const {
-        const Set& t = train;
-        size_t N = (size_t)B * Tn, Nt = (size_t)t.B * t.Tn;
-        return t.B && N <= Nt && att_size(B, Tn) <= att_size(t.B, t.Tn) && logits_size(N) <= logits_size(Nt) &&
-               head_scratch_size(N) <= head_scratch_size(Nt);
+    bool eval_fits_train(int B, int T) const {
+        if (!train.B) return false;
+        const ActSizes<size_t> e = sizes(B, T), t = sizes(train);
+        return e.N <= t.N && e.att <= t.att && e.logits <= t.logits && e.scratch <= t.scratch;
     }
 
-    // Makes a (train or eval) hold buffers for (B, Tn); the ones it held are freed (the caller
+    // Makes a (train or eval) hold buffers for (B, T); the ones it held are freed (the caller
     // drops whatever CUDA graph reads them first).
-    void resize(Set& a, int B, int Tn) {
+    void resize(Set& a, int B, int T) {
         const bool training = &a == &train;
         if (training && eval.borrowed) eval = Set();  // a view of the buffers freed here
         release(a);
-        if (!training && eval_fits_train(B, Tn)) {
+        if (!training && eval_fits_train(B, T)) {
             a = train;
             a.owned.clear(), a.owned_act.clear();
-            a.B = B, a.Tn = Tn, a.Ls = 1, a.train = false, a.borrowed = true, a.att_n = att_size(B, Tn);
+            a.B = B, a.T = T, a.Ls = 1, a.train = false, a.borrowed = true, a.att_n = sizes(B, T).att;
             return;
         }
-        size_t N = (size_t)B * Tn, C = cfg.C, Ls = training ? cfg.L : 1, att = att_size(B, Tn);
-        const bool rotary = pos_traits(cfg.pos).rotary;
-        auto mk = [&](size_t n) {  // in T
-            T* p = BK::alloc(n);
-            a.owned.push_back(p);
-            return p;
-        };
-        auto mka = [&](size_t n) {  // in A
-            A* p = BK::alloc_act(n);
-            a.owned_act.push_back(p);
-            return p;
-        };
-        a.B = B, a.Tn = Tn, a.Ls = (int)Ls, a.train = training, a.att_n = att;
-        a.encoded = mka(N * C);
-        a.ln1 = mka(Ls * N * C), a.ln1_mean = mk(Ls * N), a.ln1_rstd = mk(Ls * N);
-        a.qkv = mka(Ls * N * 3 * C);
-        a.qkvr = rotary ? mka(Ls * N * 3 * C) : a.qkv;
-        a.att = cfg.flash ? nullptr : mka(Ls * att);
-        a.lse = cfg.flash ? mk(Ls * att) : nullptr;
-        a.atty = mka(Ls * N * C), a.res2 = mka(Ls * N * C);
-        a.ln2 = mka(Ls * N * C), a.ln2_mean = mk(Ls * N), a.ln2_rstd = mk(Ls * N);
-        a.fch = mka(Ls * N * 4 * C), a.fch_gelu = mka(Ls * N * 4 * C);
-        a.res3 = mka(Ls * N * C), a.proj = mka(N * C);
-        a.lnf = mka(N * C), a.lnf_mean = mk(N), a.lnf_rstd = mk(N);
-        a.logits = mka(logits_size(N)), a.losses = mk(N);  // logits: one chunk's or one tile's
-        if (cfg.classifier_tile > 0) a.head_max = mk(N), a.head_sum = mk(N);
-        if (head_scratch_size(N) > 0) a.head_scratch = mk(head_scratch_size(N));
-        if (training) {
-            a.dres = mka(N * C), a.dln = mka(N * C), a.datty = mka(N * C);
-            a.dqkv = mka(N * 3 * C), a.dqkvr = rotary ? mka(N * 3 * C) : a.dqkv;
-            a.dfch = mka(N * 4 * C), a.dfch_gelu = mka(N * 4 * C), a.dscores = cfg.flash ? nullptr : mka(att);
-            if (!std::is_same<A, T>::value && cfg.classifier_tile > 0) a.dlnf = mk(N * C);
-        }
-        a.inputs = BK::alloc_int(N);
-        a.targets = BK::alloc_int(N);
+        const ActSizes<size_t> s = sizes(B, T);
+        a.B = B, a.T = T, a.Ls = training ? cfg.L : 1, a.train = training, a.att_n = s.att;
+        activation_buffers<size_t, Set>(cfg, s, training, [&](auto member, size_t n) {
+            auto& p = a.*member;
+            if constexpr (std::is_same<decltype(p), Act*&>::value)
+                a.owned_act.push_back(p = BK::alloc_act(n));
+            else
+                a.owned.push_back(p = BK::alloc(n));
+        });
+        if (!a.qkvr) a.qkvr = a.qkv;
+        if (training && !a.dqkvr) a.dqkvr = a.dqkv;
+        a.inputs = BK::alloc_int(s.N);
+        a.targets = BK::alloc_int(s.N);
     }
 
     void release(Set& a) {
-        for (T* p : a.owned) BK::free(p);
-        for (A* p : a.owned_act) BK::free(p);
+        for (Real* p : a.owned) BK::free(p);
+        for (Act* p : a.owned_act) BK::free(p);
         if (a.B && !a.borrowed) {
             BK::free_int(a.inputs);
             BK::free_int(a.targets);

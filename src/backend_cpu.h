@@ -21,20 +21,20 @@
 #include "ops/matmul.h"
 #include "ops/rope.h"
 
-template <class T>
+template <class Real>
 struct CpuBackend {
-    using real = T;
-    using act = T;  // activations in the parameters' type (model.h)
-    static T* alloc(size_t n) { return new T[n](); }
-    static T* alloc_act(size_t n) { return alloc(n); }
-    static void free(T* p) { delete[] p; }
-    static void zero(T* p, size_t n) {  // both cores: the gradients are 29 MB at the paper's model
+    using real = Real;
+    using act = Real;  // activations in the parameters' type (model.h)
+    static Real* alloc(size_t n) { return new Real[n](); }
+    static Real* alloc_act(size_t n) { return alloc(n); }
+    static void free(Real* p) { delete[] p; }
+    static void zero(Real* p, size_t n) {  // both cores: the gradients are 29 MB at the paper's model
 #pragma omp parallel for
-        for (size_t i = 0; i < n; i += kZeroChunk) std::memset(p + i, 0, std::min(kZeroChunk, n - i) * sizeof(T));
+        for (size_t i = 0; i < n; i += kZeroChunk) std::memset(p + i, 0, std::min(kZeroChunk, n - i) * sizeof(Real));
     }
     static constexpr size_t kZeroChunk = 1 << 16;
-    static void copy_to_host(T* dst, const T* src, size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
-    static void copy_from_host(T* dst, const T* src, size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
+    static void copy_to_host(Real* dst, const Real* src, size_t n) { std::memcpy(dst, src, n * sizeof(Real)); }
+    static void copy_from_host(Real* dst, const Real* src, size_t n) { std::memcpy(dst, src, n * sizeof(Real)); }
     static int* alloc_int(size_t n) { return new int[n](); }
     static void free_int(int* p) { delete[] p; }
     static void copy_ints_from_host(int* dst, const int* src, size_t n) { std::memcpy(dst, src, n * sizeof(int)); }
@@ -74,39 +74,38 @@ struct CpuBackend {
         return ms;
     }
     // data-parallel collectives over the ranks (src/dist.h: MPI on host memory)
-    static void allreduce_sum(T* x, size_t n) { dist::allreduce_sum(x, n); }
-    static void reduce_scatter_sum(T* x, size_t block) { dist::reduce_scatter_sum(x, block); }
-    static void allgather(T* x, size_t block) { dist::allgather(x, block); }
+    static void allreduce_sum(Real* x, size_t n) { dist::allreduce_sum(x, n); }
+    static void reduce_scatter_sum(Real* x, size_t block) { dist::reduce_scatter_sum(x, block); }
+    static void allgather(Real* x, size_t block) { dist::allgather(x, block); }
     static constexpr bool async_allreduce = false;  // the same cores compute and communicate: no overlap
 
-    static constexpr auto encoder_forward = cpu::encoder_forward<T>;
-    static constexpr auto encoder_backward = cpu::encoder_backward<T>;
-    static constexpr auto layernorm_forward = cpu::layernorm_forward<T>;
-    static constexpr auto residual_layernorm_forward = cpu::residual_layernorm_forward<T>;
-    static constexpr auto layernorm_backward = cpu::layernorm_backward<T>;
-    static constexpr auto matmul_forward = cpu::matmul_forward<T>;
-    static constexpr auto matmul_backward = cpu::matmul_backward<T>;
-    static constexpr auto matmul_dinp_add = cpu::matmul_dinp_add<T>;
-    static constexpr auto rope_forward = cpu::rope_forward<T>;
-    static constexpr auto rope_backward = cpu::rope_backward<T>;
-    static constexpr auto crope_expand = cpu::crope_expand<T>;
-    static constexpr auto crope_fold = cpu::crope_fold<T>;
-    static constexpr auto attention_forward = cpu::attention_forward<T>;
-    static constexpr auto attention_backward = cpu::attention_backward<T>;
-    static constexpr auto attention_forward_lse = cpu::attention_forward_lse<T>;
-    static constexpr auto attention_backward_lse = cpu::attention_backward_lse<T>;
-    static constexpr auto gelu_forward = cpu::gelu_forward<T>;
-    static constexpr auto gelu_backward = cpu::gelu_backward<T>;
-    static constexpr auto softmax_crossentropy = cpu::softmax_crossentropy<T>;
-    static constexpr auto classifier_loss = cpu::classifier_loss<T>;
-    static constexpr auto classifier_head = cpu::classifier_head<T>;
-    static constexpr auto classifier_head_scratch = cpu::classifier_head_scratch<T>;
-    static constexpr auto classifier_tile_lse = cpu::classifier_tile_lse<T>;
-    static constexpr auto classifier_tile_loss = cpu::classifier_tile_loss<T>;
-    static constexpr auto classifier_tile_dlogits = cpu::classifier_tile_dlogits<T>;
+    static constexpr auto encoder_forward = cpu::encoder_forward<Real>;
+    static constexpr auto encoder_backward = cpu::encoder_backward<Real>;
+    static constexpr auto layernorm_forward = cpu::layernorm_forward<Real>;
+    static constexpr auto residual_layernorm_forward = cpu::residual_layernorm_forward<Real>;
+    static constexpr auto layernorm_backward = cpu::layernorm_backward<Real>;
+    static constexpr auto matmul_forward = cpu::matmul_forward<Real>;
+    static constexpr auto matmul_backward = cpu::matmul_backward<Real>;
+    static constexpr auto matmul_dinp_add = cpu::matmul_dinp_add<Real>;
+    static constexpr auto rope_forward = cpu::rope_forward<Real>;
+    static constexpr auto rope_backward = cpu::rope_backward<Real>;
+    static constexpr auto crope_expand = cpu::crope_expand<Real>;
+    static constexpr auto crope_fold = cpu::crope_fold<Real>;
+    static constexpr auto attention_forward = cpu::attention_forward<Real>;
+    static constexpr auto attention_backward = cpu::attention_backward<Real>;
+    static constexpr auto attention_forward_lse = cpu::attention_forward_lse<Real>;
+    static constexpr auto attention_backward_lse = cpu::attention_backward_lse<Real>;
+    static constexpr auto gelu_forward = cpu::gelu_forward<Real>;
+    static constexpr auto gelu_backward = cpu::gelu_backward<Real>;
+    static constexpr auto classifier_loss = cpu::classifier_loss<Real>;
+    static constexpr auto classifier_head = cpu::classifier_head<Real>;
+    static constexpr auto classifier_head_scratch = cpu::classifier_head_scratch<Real>;
+    static constexpr auto classifier_tile_lse = cpu::classifier_tile_lse<Real>;
+    static constexpr auto classifier_tile_loss = cpu::classifier_tile_loss<Real>;
+    static constexpr auto classifier_tile_dlogits = cpu::classifier_tile_dlogits<Real>;
     static constexpr int classifier_chunk = kCpuClassifierChunk;  // rows (params.h): BLAS-sized, 103 MiB at V=50304
-    static constexpr auto adamw_update = cpu::adamw_update<T>;
-    static constexpr auto sum_squares = cpu::sum_squares<T>;
-    static constexpr auto sum_squares_to = cpu::sum_squares_to<T>;
+    static constexpr auto adamw_update = cpu::adamw_update<Real>;
+    static constexpr auto sum_squares = cpu::sum_squares<Real>;
+    static constexpr auto sum_squares_to = cpu::sum_squares_to<Real>;
     static constexpr auto clip_grad = cpu::clip_grad;
 };

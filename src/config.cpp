@@ -2,6 +2,7 @@
 // parser, help_text() and config_to_json() all walk that table.
 #include "config.h"
 #include "fileio.h"
+#include "activations.h"
 #include "ops/loss.h"
 #include <cerrno>
 #include <climits>
@@ -200,8 +201,8 @@ void from_json_value(const json& j, std::vector<int>& out, const std::string& wh
     }
 }
 
-template <class T>
-json to_json_value(const T& v) {
+template <class Value>
+json to_json_value(const Value& v) {
     return json(v);
 }
 
@@ -514,33 +515,38 @@ double lr_at(const Config& c, int step) {
     return c.lr;
 }
 
+// The bytes of a set of activations (activations.h's table) with elements of type Act.
+template <class Act>
+static double activation_bytes(const ModelConfig& m, int B, int T, bool train, bool cpu) {
+    using Set = Acts<float, Act>;
+    // the CPU head's per-tile statistics and shares of d lnf (src/ops/loss.h); none on the GPU
+    const ClassifierHead head{kCpuClassifierChunk, cpu ? cpu::classifier_head_scratch<float> : nullptr};
+    double bytes = 0;
+    activation_buffers<double, Set>(m, act_sizes<double>(m, head, B, T), train, [&](auto member, double n) {
+        bytes += n * sizeof(*(Set().*member));
+    });
+    return bytes;
+}
+
 MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, int act_bytes, bool cpu) {
     // in double: an absurd config must give a large number here, not an overflowed one
-    double L = m.L, C = m.C, V = m.Vp(), H = m.H, N = (double)B * T;
-    double chunk = std::min(N, (double)(m.classifier_chunk > 0 ? m.classifier_chunk : kCpuClassifierChunk));
-    // the logits buffer: one chunk's rows, or all rows of one vocabulary tile (GPT::logits_size)
-    double tile = m.classifier_tile > 0 ? std::min(m.classifier_tile, m.Vp()) : 0;
-    double logits = tile > 0 ? N * tile : chunk * V;
+    double params = 0, wpe = 0;  // the buffers' elements (wte with its padded rows): all but wpe, and wpe
+    for (const ParamTensor& p : param_layout(m, true)) {
+        double n = 1;
+        for (int64_t d : p.shape) n *= (double)d;
+        (p.name == "wpe" ? wpe : params) += n;
+    }
+    double C = m.C;
     bool cq = pos_traits(m.pos).complex_qkv;
-    double qkv_w = cq ? 1.5 * C * C : 3 * C * C;  // CRoPE: A and B (3, C/2, C/2)
-    double wpe = pos_traits(m.pos).learned_table ? m.maxT * C : 0;
-    double params = V * C + L * (9 * C * C + qkv_w) + 13 * L * C + 2 * C;  // all but wpe
-    double rot = pos_traits(m.pos).rotary ? 3 : 0;
-    // per layer: the log-sum-exps (fp32), or the probabilities (an activation)
-    double lse = m.flash ? (double)B * H * T : 0, probs = m.flash ? 0 : (double)B * H * T * T;
-    // see Activations::resize (activations.h): activations (act_bytes each) and the fp32 buffers beside them
-    double acts = N * C * 3 + logits + (train ? L : 1) * (N * C * (16 + rot) + probs);
-    double f32 = N * 3 + (train ? L : 1) * (N * 4 + lse);                   // LayerNorm stats, losses, lse
-    if (tile > 0) f32 += 2 * N + (train && act_bytes != 4 ? N * C : 0);     // each row's max and sum; d lnf in fp32
-    if (train) acts += N * C * (3 + 3 + rot + 8) + probs;                   // backward buffers (+ dscores)
-    double crope_w = cq ? L * 3 * C * C : 0, crope_g = cq ? 3 * C * C : 0;  // expanded weights (act), their grad
-    // the CPU head's per-tile statistics and shares of d lnf (src/ops/loss.h)
-    if (tile == 0 && cpu) f32 += (double)cpu::classifier_head_scratch<float>((int)chunk, m.C, m.Vp());
+    double crope_w = cq ? m.L * 3 * C * C : 0, crope_g = cq ? 3 * C * C : 0;  // expanded weights (act), their grad
     double copy = act_bytes != 4 ? 1 : 0;  // the GEMMs' copy of the weights (model.h: GPT::wc)
     double tables = (double)m.maxT * C * 2;
+    // uint16_t: the size of a bf16 activation (the CUDA backend's bf16_t)
+    double acts = act_bytes == 2 ? activation_bytes<uint16_t>(m, B, T, train, cpu)
+                                 : activation_bytes<float>(m, B, T, train, cpu);
     // weights, gradients and the two AdamW moments in fp32 (4 copies), plus the GEMMs' copy
     return {4.0 * (4 * params + crope_g) + act_bytes * (crope_w + copy * params),
-            4.0 * (4 * wpe + tables) + act_bytes * copy * wpe, 4.0 * f32 + act_bytes * acts};
+            4.0 * (4 * wpe + tables) + act_bytes * copy * wpe, acts};
 }
 
 double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes, bool cpu) {

@@ -107,9 +107,10 @@ double lr_at(const Config& c, int step);
 // Bytes a model needs on its device, in three parts: the weights, gradients and AdamW moments
 // (and the GEMMs' copy) of every tensor but the position table; the position table (wpe with its
 // gradient and moments, or the fixed tables); the activations of a training step (train) or of
-// a forward pass (!train) over B x T tokens. act_bytes: bytes per activation (2 with --precision
-// bf16, which adds a bf16 copy of the weights); cpu: the CPU backend's, whose LM head keeps
-// per-tile statistics and shares of d lnf beside a chunk's logits (classifier_head_scratch).
+// a forward pass (!train) over B x T tokens (the buffers of src/activations.h's table).
+// act_bytes: bytes per activation (2 with --precision bf16, which adds a bf16 copy of the
+// weights); cpu: the CPU backend's, whose LM head keeps per-tile statistics and shares of d lnf
+// beside a chunk's logits (classifier_head_scratch).
 struct MemoryParts {
     double weights, positions, activations;
     double total() const { return weights + positions + activations; }

@@ -86,7 +86,7 @@ void set_timeout(double seconds) {
         }                                                                                                \
     } while (0)
 
-template <class T>
+template <class Real>
 static MPI_Datatype mpi_type();
 template <>
 MPI_Datatype mpi_type<float>() {
@@ -132,33 +132,33 @@ void abort_all(const std::string& msg, int code) {
 }
 
 // large buffers in pieces: MPI counts are int
-template <class T>
-static void allreduce_t(T* x, size_t n) {
+template <class Real>
+static void allreduce_t(Real* x, size_t n) {
     Watch w("MPI all-reduce");
     const size_t piece = 1 << 28;
     for (size_t i = 0; i < n; i += piece)
         mpiCheck(
-            MPI_Allreduce(MPI_IN_PLACE, x + i, (int)std::min(piece, n - i), mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD));
+            MPI_Allreduce(MPI_IN_PLACE, x + i, (int)std::min(piece, n - i), mpi_type<Real>(), MPI_SUM, MPI_COMM_WORLD));
 }
 
-template <class T>
-static void reduce_scatter_t(T* x, size_t block) {
+template <class Real>
+static void reduce_scatter_t(Real* x, size_t block) {
     Watch w("MPI reduce-scatter");
-    std::vector<T> mine(block);
-    mpiCheck(MPI_Reduce_scatter_block(x, mine.data(), (int)block, mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD));
-    std::memcpy(x + g_group.rank * block, mine.data(), block * sizeof(T));
+    std::vector<Real> mine(block);
+    mpiCheck(MPI_Reduce_scatter_block(x, mine.data(), (int)block, mpi_type<Real>(), MPI_SUM, MPI_COMM_WORLD));
+    std::memcpy(x + g_group.rank * block, mine.data(), block * sizeof(Real));
 }
 
-template <class T>
-static void allgather_t(T* x, size_t block) {
+template <class Real>
+static void allgather_t(Real* x, size_t block) {
     Watch w("MPI all-gather");
-    mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, (int)block, mpi_type<T>(), MPI_COMM_WORLD));
+    mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, (int)block, mpi_type<Real>(), MPI_COMM_WORLD));
 }
 
-template <class T>
-static void gather_t(const T* mine, T* all, size_t block) {
+template <class Real>
+static void gather_t(const Real* mine, Real* all, size_t block) {
     Watch w("MPI gather");
-    mpiCheck(MPI_Gather(mine, (int)block, mpi_type<T>(), all, (int)block, mpi_type<T>(), 0, MPI_COMM_WORLD));
+    mpiCheck(MPI_Gather(mine, (int)block, mpi_type<Real>(), all, (int)block, mpi_type<Real>(), 0, MPI_COMM_WORLD));
 }
 
 double sum(double x) {
@@ -235,14 +235,14 @@ void abort_all(const std::string& msg, int code) {
     fprintf(stderr, "error: %s\n", msg.c_str());
     exit(code);
 }
-template <class T>
-static void allreduce_t(T*, size_t) {}
-template <class T>
-static void reduce_scatter_t(T*, size_t) {}
-template <class T>
-static void allgather_t(T*, size_t) {}
-template <class T>
-static void gather_t(const T*, T*, size_t) {}
+template <class Real>
+static void allreduce_t(Real*, size_t) {}
+template <class Real>
+static void reduce_scatter_t(Real*, size_t) {}
+template <class Real>
+static void allgather_t(Real*, size_t) {}
+template <class Real>
+static void gather_t(const Real*, Real*, size_t) {}
 double sum(double x) {
     return x;
 }
@@ -276,12 +276,12 @@ void allgather(float* x, size_t block) {
 void allgather(double* x, size_t block) {
     if (g_group.mpi) allgather_t(x, block);
 }
-template <class T>
-static void gather_any(const T* mine, T* all, size_t block) {
+template <class Real>
+static void gather_any(const Real* mine, Real* all, size_t block) {
     if (g_group.mpi)
         gather_t(mine, all, block);
     else
-        std::memcpy(all, mine, block * sizeof(T));
+        std::memcpy(all, mine, block * sizeof(Real));
 }
 void gather(const float* mine, float* all, size_t block) {
     gather_any(mine, all, block);

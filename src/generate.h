@@ -17,13 +17,13 @@ std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, int n, double te
     const int V = model.cfg.V;
     // One fixed window length, so the activations are allocated once: attention is
     // causal, so the padding after the last real token does not change its logits.
-    const int Tn = std::min<int>(model.cfg.maxT, (int)ids.size() + n);
+    const int T = std::min<int>(model.cfg.maxT, (int)ids.size() + n);
     for (int i = 0; i < n; i++) {
-        int start = std::max(0, (int)ids.size() - Tn);
+        int start = std::max(0, (int)ids.size() - T);
         std::vector<int> ctx(ids.begin() + start, ids.end());
         int last = (int)ctx.size() - 1;
-        ctx.resize(Tn, 0);
-        model.forward(ctx.data(), nullptr, 1, Tn, false);
+        ctx.resize(T, 0);
+        model.forward(ctx.data(), nullptr, 1, T, false);
         auto row = model.logits(last, 1);  // (V)
         std::vector<int> order(V);
         for (int v = 0; v < V; v++) order[v] = v;

@@ -1,18 +1,18 @@
 // GPT-2 with a choice of position scheme (src/pos.h; this file reads its traits): the one model
-// orchestration shared by every backend. A backend BK (CpuBackend<T> in backend_cpu.h, CudaBackend
+// orchestration shared by every backend. A backend BK (CpuBackend<Real> in backend_cpu.h, CudaBackend
 // and CudaBackendBf16 in cuda/backend_cuda.h) supplies memory and the ops; this file says in which
 // order they run: forward_pass, classifier, backward, adamw, and train_step, one step of them.
 // Around it: params.h (the parameter layout), activations.h (the buffers the ops write),
 // step_queue.h (queuing without waiting for the device: readbacks, CUDA graphs, profile marks) and
 // zero.h (data parallel: the gradient sum over ranks, ZeRO-1).
 //
-// Two element types: T (BK::real) for the parameters, their gradients and AdamW's moments,
-// A (BK::act) for the activations and their gradients. They are the same type except on
-// CudaBackendBf16 (T float, A bf16). The GEMMs multiply activations by weights of type A: the
-// compute copy wc, which is the parameter buffer itself when A is T, else a bf16 copy that
-// AdamW writes in its pass. Kept in T (fp32) whatever A is, because they are reductions or
+// Two element types: Real (BK::real) for the parameters, their gradients and AdamW's moments,
+// Act (BK::act) for the activations and their gradients. They are the same type except on
+// CudaBackendBf16 (Real float, Act bf16). The GEMMs multiply activations by weights of type Act:
+// the compute copy wc, which is the parameter buffer itself when Act is Real, else a bf16 copy
+// that AdamW writes in its pass. Kept in Real (fp32) whatever Act is, because they are reductions or
 // feed the loss: LayerNorm's mean and rstd, flash attention's log-sum-exps, the losses, the
-// fixed position tables. The cuBLAS attention's probabilities and dscores are activations (A).
+// fixed position tables. The cuBLAS attention's probabilities and dscores are activations (Act).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -32,10 +32,10 @@
 
 template <class BK>
 struct GPT {
-    using T = typename BK::real;
-    using A = typename BK::act;
+    using Real = typename BK::real;
+    using Act = typename BK::act;
     using Acts = typename Activations<BK>::Set;
-    static constexpr bool kActCopy = !std::is_same<A, T>::value;  // wc is a copy of the weights in A
+    static constexpr bool kActCopy = !std::is_same<Act, Real>::value;  // wc is a copy of the weights in Act
 
     ModelConfig cfg;
     const PosTraits& pt;  // the position scheme's traits
@@ -43,27 +43,27 @@ struct GPT {
     // same with wte's Vp rows, as the buffers hold them. num_params: elements of each buffer.
     std::vector<ParamTensor> layout, buf_layout;
     size_t num_params = 0;
-    T *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
-    A* wc = nullptr;  // the GEMMs' weights: params, or their copy in A (kActCopy)
-    TensorsOf<T> w, g;
-    TensorsOf<A> wa;            // into wc
-    A* qkv_expanded = nullptr;  // complex_qkv: real (L,3C,C) weights
-    T* dqkv_w = nullptr;        // and a (3C,C) gradient
-    T *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
+    Real *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
+    Act* wc = nullptr;  // the GEMMs' weights: params, or their copy in Act (kActCopy)
+    TensorsOf<Real> w, g;
+    TensorsOf<Act> wa;            // into wc
+    Act* qkv_expanded = nullptr;  // complex_qkv: real (L,3C,C) weights
+    Real* dqkv_w = nullptr;       // and a (3C,C) gradient
+    Real *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
     int table_len = 0;  // positions covered by the tables
     // The training step's scalars that change from step to step (src/step.h), in backend memory.
     StepScalars* scalars = nullptr;
     Activations<BK> acts;
     StepQueue<BK> queue;
     GradSync<BK> sync;
-    std::vector<T> host_losses;
+    std::vector<Real> host_losses;
     // Gradient accumulation: train_step's micro-steps, `micro` the one running. The first zeroes
     // the gradients, each scales its loss gradient by the tokens of all of them, and the last one's
     // backward starts the gradient sum over ranks. Their token ids and losses, (B*T) each, live in
     // step_inputs, step_targets and step_losses, which each micro-step's slice stands in for.
     int micro = 0, micros = 1, graph_micros = 1;  // graph_micros: those the step's graph holds
     int *step_inputs = nullptr, *step_targets = nullptr;
-    T* step_losses = nullptr;
+    Real* step_losses = nullptr;
     size_t step_tokens = 0;
 
     // group: the data-parallel process group this model is one rank of (a world of one by default)
@@ -93,7 +93,7 @@ struct GPT {
         queue.drop_graph();
         BK::synchronize();
         BK::free_scalars(scalars);
-        for (T* p : {params, grads, m, v, dqkv_w, pos_table, rope_cos, rope_sin, step_losses})
+        for (Real* p : {params, grads, m, v, dqkv_w, pos_table, rope_cos, rope_sin, step_losses})
             if (p) BK::free(p);
         for (int* p : {step_inputs, step_targets})
             if (p) BK::free_int(p);
@@ -126,35 +126,35 @@ struct GPT {
 
     // Host vectors in the checkpoint layout <-> the buffer layout: wte comes first, so only the
     // tensors after it move, by the padded rows (zero in the buffer layout).
-    std::vector<T> padded(const std::vector<T>& h) const {
+    std::vector<Real> padded(const std::vector<Real>& h) const {
         size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
         if (h.size() + pad != num_params) throw std::logic_error("padded: not a vector of the checkpoint layout");
-        std::vector<T> b(num_params, T(0));
+        std::vector<Real> b(num_params, Real(0));
         std::copy(h.begin(), h.begin() + real, b.begin());
         std::copy(h.begin() + real, h.end(), b.begin() + real + pad);
         return b;
     }
-    std::vector<T> unpadded(const std::vector<T>& b) const {
+    std::vector<Real> unpadded(const std::vector<Real>& b) const {
         size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
-        std::vector<T> h(b.begin(), b.begin() + real);
+        std::vector<Real> h(b.begin(), b.begin() + real);
         h.insert(h.end(), b.begin() + real + pad, b.begin() + num_params);
         return h;
     }
     // Uploads a host copy of all parameters (layout order).
-    void set_params(const std::vector<T>& host) {
+    void set_params(const std::vector<Real>& host) {
         BK::copy_from_host(params, padded(host).data(), num_params);
         refresh_compute_copy();
     }
     // A buffer (params, grads, m, v) on the host: as it is (buffer layout), or in layout order.
-    std::vector<T> get_buffer(const T* buf) const {
-        std::vector<T> h(num_params);
+    std::vector<Real> get_buffer(const Real* buf) const {
+        std::vector<Real> h(num_params);
         BK::copy_to_host(h.data(), buf, num_params);
         return h;
     }
-    std::vector<T> get(const T* buf) const { return unpadded(get_buffer(buf)); }
+    std::vector<Real> get(const Real* buf) const { return unpadded(get_buffer(buf)); }
     void init(uint64_t seed) {
         auto p = init_params(cfg, seed);
-        set_params(std::vector<T>(p.begin(), p.end()));
+        set_params(std::vector<Real>(p.begin(), p.end()));
     }
 
     // Fixed position tables (sinusoidal, rotary) must cover the longest sequence run.
@@ -162,10 +162,10 @@ struct GPT {
         if (n <= table_len) return;
         queue.drop_graph();  // it reads the tables replaced here
         table_len = n;
-        auto upload = [](T*& dst, const std::vector<double>& src) {
+        auto upload = [](Real*& dst, const std::vector<double>& src) {
             if (dst) BK::free(dst);
             dst = BK::alloc(src.size());
-            std::vector<T> t(src.begin(), src.end());
+            std::vector<Real> t(src.begin(), src.end());
             BK::copy_from_host(dst, t.data(), t.size());
         };
         if (pt.fixed_table) upload(pos_table, sinusoidal_table(n, cfg.C));
@@ -177,38 +177,38 @@ struct GPT {
         }
     }
 
-    // The activations for (B, Tn) (training's or evaluation's) with inputs and, if given, targets
+    // The activations for (B, T) (training's or evaluation's) with inputs and, if given, targets
     // (host ids) uploaded into them.
-    Acts& upload(const int* inputs, const int* targets, int B, int Tn, bool train) {
-        if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
+    Acts& upload(const int* inputs, const int* targets, int B, int T, bool train) {
+        if (T > table_len) throw std::runtime_error("sequence longer than the position tables");
         Acts& a = train ? acts.train : acts.eval;
-        if (!acts.holds(a, B, Tn)) {
+        if (!acts.holds(a, B, T)) {
             // the graphs read the buffers replaced here (the training set's: both graphs)
             train ? queue.drop_graph() : queue.drop_eval_graph();
-            acts.resize(a, B, Tn);
+            acts.resize(a, B, T);
         }
-        const size_t N = (size_t)B * Tn;
+        const size_t N = (size_t)B * T;
         BK::copy_ints_from_host(a.inputs, inputs, N);
         if (targets) BK::copy_ints_from_host(a.targets, targets, N);
         return a;
     }
-    // The training activations for (B, Tn) before any evaluation, so that evaluation borrows them.
-    void reserve_training(int B, int Tn) {
-        if (!acts.holds(acts.train, B, Tn)) queue.drop_graph(), acts.resize(acts.train, B, Tn);
+    // The training activations for (B, T) before any evaluation, so that evaluation borrows them.
+    void reserve_training(int B, int T) {
+        if (!acts.holds(acts.train, B, T)) queue.drop_graph(), acts.resize(acts.train, B, T);
     }
 
     // Forward pass over inputs (B,T) (host ids). With targets, returns the mean cross-entropy
     // (without grad: one evaluation batch through eval_queue, read at once); with grad, also
     // zeroes the gradients and runs the classifier's backward (d wte and d lnf in a.dln, for
     // backward()). Without targets it stops at the final LayerNorm (logits() reads it).
-    double forward(const int* inputs, const int* targets, int B, int Tn, bool grad) {
+    double forward(const int* inputs, const int* targets, int B, int T, bool grad) {
         if (targets && !grad) {  // evaluation: the queued path, read at once
             if (queue.eval_queued) throw std::logic_error("forward: evaluation batches are queued (eval_read)");
-            eval_queue(inputs, targets, B, Tn);
+            eval_queue(inputs, targets, B, T);
             return eval_read().front();
         }
-        Acts& a = upload(inputs, targets, B, Tn, grad);
-        const size_t N = (size_t)B * Tn;
+        Acts& a = upload(inputs, targets, B, T, grad);
+        const size_t N = (size_t)B * T;
         forward_pass(a, targets != nullptr);
         if (!targets) return 0.0;
         host_losses.resize(N);
@@ -218,10 +218,10 @@ struct GPT {
     // One evaluation batch over inputs and targets (B,T) (host ids), queued without waiting for the
     // device: the uploads, the forward pass (with use_graph the replay of evaluation's graph) and
     // the loss, and an asynchronous copy of the per-token losses. eval_read() returns their means.
-    void eval_queue(const int* inputs, const int* targets, int B, int Tn) {
-        Acts& a = upload(inputs, targets, B, Tn, false);
+    void eval_queue(const int* inputs, const int* targets, int B, int T) {
+        Acts& a = upload(inputs, targets, B, T, false);
         queue.run_eval([&] { forward_pass(a, true); });
-        queue.fetch_eval(a.losses, (size_t)B * Tn);
+        queue.fetch_eval(a.losses, (size_t)B * T);
     }
     std::vector<double> eval_read() { return queue.eval_read(); }
 
@@ -229,22 +229,22 @@ struct GPT {
     // (the training activations) also the gradients' zeroing and the classifier's backward.
     void forward_pass(Acts& a, bool loss) {
         const bool grad = a.train;
-        int B = a.B, Tn = a.Tn, H = cfg.H;
-        size_t N = (size_t)B * Tn, C = cfg.C;
+        int B = a.B, T = a.T, H = cfg.H;
+        size_t N = (size_t)B * T, C = cfg.C;
         queue.mark(Phase::rest, grad);
         if (pt.complex_qkv)
             for (int l = 0; l < cfg.L; l++)
                 BK::crope_expand(qkv_expanded + (size_t)l * 3 * C * C, w.qkvA + (size_t)l * 3 * C * C / 4,
                                  w.qkvB + (size_t)l * 3 * C * C / 4, (int)C);
 
-        const T* add_pos = pt.learned_table ? w.wpe : pt.fixed_table ? pos_table : nullptr;  // fp32, as wte
-        BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos, B, Tn, (int)C);
+        const Real* add_pos = pt.learned_table ? w.wpe : pt.fixed_table ? pos_table : nullptr;  // fp32, as wte
+        BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos, B, T, (int)C);
         // The LayerNorm before layer l (l = L: the final one) and where it writes. Each one after
         // the first comes with the residual add before it (residual_layernorm_forward).
         struct Norm {
-            A* out;
-            T *mean, *rstd;
-            const T *w, *b;
+            Act* out;
+            Real *mean, *rstd;
+            const Real *w, *b;
         };
         auto norm = [&](int l) -> Norm {
             if (l == cfg.L) return {a.lnf, a.lnf_mean, a.lnf_rstd, w.lnfw, w.lnfb};
@@ -255,26 +255,26 @@ struct GPT {
         BK::layernorm_forward(n0.out, n0.mean, n0.rstd, a.encoded, n0.w, n0.b, (int)N, (int)C);
         for (int l = 0; l < cfg.L; l++) {
             size_t s = a.train ? l : 0;  // slot of this layer's activations
-            const A* x = l == 0 ? a.encoded : a.res3 + (a.train ? l - 1 : 0) * N * C;  // (B,T,C)
-            const A* ln1 = norm(l).out;
-            A* qkv = a.qkv + s * N * 3 * C;
-            A* qkvr = a.qkvr + s * N * 3 * C;
-            A* atty = a.atty + s * N * C;
-            A* res2 = a.res2 + s * N * C;
-            A* ln2 = a.ln2 + s * N * C;
-            A* fch = a.fch + s * N * 4 * C;
-            A* fch_gelu = a.fch_gelu + s * N * 4 * C;
-            A* res3 = a.res3 + s * N * C;
+            const Act* x = l == 0 ? a.encoded : a.res3 + (a.train ? l - 1 : 0) * N * C;  // (B,T,C)
+            const Act* ln1 = norm(l).out;
+            Act* qkv = a.qkv + s * N * 3 * C;
+            Act* qkvr = a.qkvr + s * N * 3 * C;
+            Act* atty = a.atty + s * N * C;
+            Act* res2 = a.res2 + s * N * C;
+            Act* ln2 = a.ln2 + s * N * C;
+            Act* fch = a.fch + s * N * 4 * C;
+            Act* fch_gelu = a.fch_gelu + s * N * 4 * C;
+            Act* res3 = a.res3 + s * N * C;
             // The biases go in with the elementwise op after each GEMM (RoPE, the residual adds,
             // GELU), not in a pass of their own; without RoPE the qkv GEMM adds its bias itself.
-            const T* qkvb = w.qkvb + l * 3 * C;
+            const Real* qkvb = w.qkvb + l * 3 * C;
             BK::matmul_forward(qkv, ln1, qkv_weight(l), pt.rotary ? nullptr : qkvb, (int)N, (int)C, (int)(3 * C));
-            if (pt.rotary) BK::rope_forward(qkvr, qkv, qkvb, rope_cos, rope_sin, B, Tn, (int)C, H);  // (B,T,3C)
+            if (pt.rotary) BK::rope_forward(qkvr, qkv, qkvb, rope_cos, rope_sin, B, T, (int)C, H);  // (B,T,3C)
             queue.mark(Phase::attention, grad);
             if (cfg.flash)
-                BK::attention_forward_lse(atty, a.lse + s * a.att_n, qkvr, B, Tn, (int)C, H);  // (B,T,C)
+                BK::attention_forward_lse(atty, a.lse + s * a.att_n, qkvr, B, T, (int)C, H);  // (B,T,C)
             else
-                BK::attention_forward(atty, a.att + s * a.att_n, qkvr, B, Tn, (int)C, H);
+                BK::attention_forward(atty, a.att + s * a.att_n, qkvr, B, T, (int)C, H);
             queue.mark(Phase::rest, grad);
             BK::matmul_forward(a.proj, atty, wa.projw + l * C * C, nullptr, (int)N, (int)C, (int)C);
             BK::residual_layernorm_forward(res2, ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, x, a.proj,
@@ -292,7 +292,7 @@ struct GPT {
         // them, it is the global batch's mean's
         double dscale = 1.0 / ((double)N * micros * sync.group.world);
         queue.mark(Phase::head, grad);
-        classifier(a, N, grad ? T(dscale) : T(0));
+        classifier(a, N, grad ? Real(dscale) : Real(0));
         queue.mark(Phase::rest, grad);
     }
 
@@ -300,13 +300,13 @@ struct GPT {
     // the logits (rows, Vp), the losses, and with dscale != 0 dlogits = (softmax - onehot) *
     // dscale through the head's backward: d lnf into a.dln, d wte accumulated; the next chunk
     // reuses the logits buffer. How a backend fuses them: BK::classifier_head.
-    void classifier(Acts& a, size_t N, T dscale) {
+    void classifier(Acts& a, size_t N, Real dscale) {
         if (cfg.classifier_tile > 0) return classifier_tiles(a, N, dscale);
-        size_t C = cfg.C, Vp = cfg.Vp(), chunk = acts.classifier_rows(N);
+        size_t C = cfg.C, Vp = cfg.Vp(), chunk = acts.sizes(a).rows;
         for (size_t r = 0; r < N; r += chunk) {
             int n = (int)std::min(chunk, N - r);
             BK::classifier_head(a.logits, a.losses + r, a.targets + r, a.lnf + r * C, wa.wte,
-                                dscale != T(0) ? a.dln + r * C : nullptr, g.wte, a.head_scratch, n, (int)C, cfg.V,
+                                dscale != Real(0) ? a.dln + r * C : nullptr, g.wte, a.head_scratch, n, (int)C, cfg.V,
                                 (int)Vp, dscale);
         }
     }
@@ -316,9 +316,9 @@ struct GPT {
     // in a GPU's L2 cache between the GEMM that writes it and the kernels that read it. Pass 1 folds
     // each tile into each row's running max and sum of exp, which give the losses; pass 2 (training)
     // computes each tile's logits again, turns them into dlogits and runs the head's backward GEMMs
-    // on them: d lnf summed over the tiles (in T), each tile's rows of d wte.
-    void classifier_tiles(Acts& a, size_t N, T dscale) {
-        const size_t C = cfg.C, Vp = cfg.Vp(), tile = acts.tile_cols();
+    // on them: d lnf summed over the tiles (in Real), each tile's rows of d wte.
+    void classifier_tiles(Acts& a, size_t N, Real dscale) {
+        const size_t C = cfg.C, Vp = cfg.Vp(), tile = acts.sizes(a).tile;
         auto tiles = [&](const auto& f) {
             for (size_t v0 = 0; v0 < Vp; v0 += tile) {
                 const int w = (int)std::min(tile, Vp - v0);
@@ -330,18 +330,18 @@ struct GPT {
             BK::classifier_tile_lse(a.logits, a.head_max, a.head_sum, a.losses, a.targets, (int)N, w, v0, cfg.V);
         });
         BK::classifier_tile_loss(a.losses, a.head_max, a.head_sum, (int)N);  // head_max: the log-sum-exps now
-        if (dscale == T(0)) return;
-        T* dx;  // d lnf
+        if (dscale == Real(0)) return;
+        Real* dx;  // d lnf
         if constexpr (kActCopy)
             dx = a.dlnf;
         else
             dx = a.dln;
         BK::zero(dx, N * C);
         tiles([&](int v0, int w) {
-            const A* wt = wa.wte + (size_t)v0 * C;
+            const Act* wt = wa.wte + (size_t)v0 * C;
             BK::classifier_tile_dlogits(a.logits, a.head_max, a.targets, (int)N, w, v0, cfg.V, dscale);
             BK::matmul_dinp_add(dx, a.logits, wt, (int)N, (int)C, w);
-            BK::matmul_backward((A*)nullptr, g.wte + (size_t)v0 * C, nullptr, a.logits, a.lnf, wt, (int)N, (int)C, w);
+            BK::matmul_backward((Act*)nullptr, g.wte + (size_t)v0 * C, nullptr, a.logits, a.lnf, wt, (int)N, (int)C, w);
         });
         if constexpr (kActCopy) BK::to_bf16(a.dln, dx, N * C);
     }
@@ -349,11 +349,11 @@ struct GPT {
     // Rows [row0, row0 + rows) of the (B*T, V) logits of the last forward without grad, on the
     // host. The classifier keeps no logits: they are computed again from the final LayerNorm, a
     // block of the logits buffer's shape at a time (a chunk of rows, or all rows of one tile).
-    std::vector<T> logits(size_t row0, size_t rows) {
+    std::vector<Real> logits(size_t row0, size_t rows) {
         Acts& a = acts.eval;
-        const size_t C = cfg.C, V = cfg.V, Vp = cfg.Vp(), tile = acts.tile_cols();
-        const size_t chunk = cfg.classifier_tile > 0 ? rows : acts.classifier_rows((size_t)a.B * a.Tn);
-        std::vector<T> h(rows * V), buf;
+        const size_t C = cfg.C, V = cfg.V, Vp = cfg.Vp(), tile = acts.sizes(a).tile;
+        const size_t chunk = cfg.classifier_tile > 0 ? rows : acts.sizes(a).rows;
+        std::vector<Real> h(rows * V), buf;
         for (size_t r = 0; r < rows; r += chunk)
             for (size_t v0 = 0; v0 < V; v0 += tile) {
                 const size_t n = std::min(chunk, rows - r), w = std::min(tile, Vp - v0);
@@ -366,7 +366,7 @@ struct GPT {
         return h;
     }
 
-    const A* qkv_weight(int l) const {
+    const Act* qkv_weight(int l) const {
         size_t C = cfg.C;
         return (pt.complex_qkv ? qkv_expanded : wa.qkvw) + (size_t)l * 3 * C * C;
     }
@@ -374,8 +374,8 @@ struct GPT {
     // Backward pass of the last forward(…, grad=true): fills grads.
     void backward() {
         Acts& a = acts.train;
-        int B = a.B, Tn = a.Tn, H = cfg.H;
-        size_t N = (size_t)B * Tn, C = cfg.C;
+        int B = a.B, T = a.T, H = cfg.H;
+        size_t N = (size_t)B * T, C = cfg.C;
         // forward() zeroed the gradients and left d lnf in a.dln (classifier)
         BK::zero(a.dres, N * C);
         // Each LayerNorm backward adds into the residual stream's gradient, and also sums what it
@@ -385,7 +385,7 @@ struct GPT {
                                w.lnfw, a.lnf_mean, a.lnf_rstd, (int)N, (int)C);
         for (int l = cfg.L - 1; l >= 0; l--) {
             // a.dres holds d(res3[l]); the residual passes it on unchanged.
-            const A* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
+            const Act* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
             BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, nullptr, a.dres, a.fch_gelu + l * N * 4 * C,
                                 wa.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
             BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, w.fcb + l * 4 * C, a.dfch_gelu, (int)N, (int)(4 * C));
@@ -400,13 +400,13 @@ struct GPT {
             queue.mark(Phase::attention);
             if (cfg.flash)
                 BK::attention_backward_lse(a.dqkvr, a.datty, a.qkvr + l * N * 3 * C, a.atty + l * N * C, a.lse + at, B,
-                                           Tn, (int)C, H);
+                                           T, (int)C, H);
             else
-                BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, a.att + at, B, Tn, (int)C,
+                BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, a.att + at, B, T, (int)C,
                                        H);
             queue.mark(Phase::rest);
             if (a.dqkv != a.dqkvr) {
-                BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, Tn, (int)C, H);
+                BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, T, (int)C, H);
             }
             if (pt.complex_qkv) {
                 BK::zero(dqkv_w, 3 * C * C);
@@ -422,11 +422,9 @@ struct GPT {
             // a.dres now holds d(x) = d(res3[l-1])
             if (micro == micros - 1) sync.layer_done(buf_layout, grads, cfg.L, l);  // layer l's gradients are final
         }
-        BK::encoder_backward(g.wte, pt.learned_table ? g.wpe : nullptr, a.dres, a.inputs, B, Tn, (int)C);
+        BK::encoder_backward(g.wte, pt.learned_table ? g.wpe : nullptr, a.dres, a.inputs, B, T, (int)C);
         if (micro == micros - 1) sync.layer_done(buf_layout, grads, cfg.L, -1);
     }
-
-    // Data parallel without ZeRO-1, on a backend whose collectives run beside its compute (CUDA:
 
     // AdamW over every tensor with the learning rate, bias corrections and clip scale of
     // `scalars`. With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
@@ -440,7 +438,7 @@ struct GPT {
         float wd = 0;
         auto update_run = [&] {
             if (b >= e) return;
-            T *pb = params + b, *gb = grads + b, *mb = m + (b - sync.shard.begin), *vb = v + (b - sync.shard.begin);
+            Real *pb = params + b, *gb = grads + b, *mb = m + (b - sync.shard.begin), *vb = v + (b - sync.shard.begin);
             if constexpr (kActCopy)
                 BK::adamw_update(pb, gb, mb, vb, wc + b, e - b, scalars, o.beta1, o.beta2, o.eps, wd);
             else
@@ -464,13 +462,6 @@ struct GPT {
         }
     }
 
-    // One AdamW step with the scalars given by the host (t is 1-based, gscale the clip factor).
-    // decay_all: every tensor decays, else only matrices.
-    void update(float lr, double beta1, double beta2, float eps, float wd, bool decay_all, int t, float gscale) {
-        BK::copy_scalars_from_host(scalars, adamw_scalars(lr, beta1, beta2, t, gscale));
-        adamw({beta1, beta2, eps, wd, decay_all, 0});
-    }
-
     // One training step over inputs and targets (B,T) (host ids), queued without waiting for the
     // device: the uploads, forward, backward, the gradient sum over ranks and its norm, the clip
     // scale and AdamW (t 1-based), then asynchronous copies of the per-token losses and the norm
@@ -480,17 +471,17 @@ struct GPT {
     // a.targets, scalars).
     // accum > 1: the B rows in accum micro-steps of B / accum rows, their gradients summed (the
     // same step up to float rounding, in the activations of one micro-step).
-    void train_step(const int* inputs, const int* targets, int B, int Tn, const AdamWConfig& opt, float lr, int t,
+    void train_step(const int* inputs, const int* targets, int B, int T, const AdamWConfig& opt, float lr, int t,
                     int accum = 1) {
         if (queue.unread.size() == 2) throw std::logic_error("train_step: two steps are unread (read_step)");
         if (accum < 1 || B % accum) throw std::logic_error("train_step: B is not a multiple of accum");
         if (accum != graph_micros) queue.drop_graph(), graph_micros = accum;
         micros = accum;
-        Acts& a = accum == 1 ? upload(inputs, targets, B, Tn, true) : upload_steps(inputs, targets, B, Tn);
+        Acts& a = accum == 1 ? upload(inputs, targets, B, T, true) : upload_steps(inputs, targets, B, T);
         BK::copy_scalars_from_host(scalars, adamw_scalars(lr, opt.beta1, opt.beta2, t));
         auto& r = queue.next();
         queue.run_step(opt, [&] {
-            const size_t Nm = (size_t)a.B * Tn;
+            const size_t Nm = (size_t)a.B * T;
             int *inputs0 = a.inputs, *targets0 = a.targets;
             auto* losses0 = a.losses;
             for (micro = 0; micro < micros; micro++) {
@@ -506,28 +497,25 @@ struct GPT {
             BK::clip_grad(scalars, opt.grad_clip);
             adamw(opt);
         });
-        queue.fetch(r, micros > 1 ? step_losses : a.losses, (size_t)B * Tn, scalars);
+        queue.fetch(r, micros > 1 ? step_losses : a.losses, (size_t)B * T, scalars);
         micros = 1;  // forward(…, grad=true) outside train_step is one batch
     }
     // The training activations of one micro-step (B / micros rows) and all of the step's ids on the
     // device, in step_inputs and step_targets.
-    Acts& upload_steps(const int* inputs, const int* targets, int B, int Tn) {
-        if (Tn > table_len) throw std::runtime_error("sequence longer than the position tables");
-        const size_t N = (size_t)B * Tn;
+    Acts& upload_steps(const int* inputs, const int* targets, int B, int T) {
+        if (T > table_len) throw std::runtime_error("sequence longer than the position tables");
+        const size_t N = (size_t)B * T;
         if (N != step_tokens) {  // the graph reads the buffers replaced here
             queue.drop_graph();
             if (step_losses) BK::free(step_losses), BK::free_int(step_inputs), BK::free_int(step_targets);
             step_inputs = BK::alloc_int(N), step_targets = BK::alloc_int(N), step_losses = BK::alloc(N);
             step_tokens = N;
         }
-        reserve_training(B / micros, Tn);
+        reserve_training(B / micros, T);
         BK::copy_ints_from_host(step_inputs, inputs, N);
         BK::copy_ints_from_host(step_targets, targets, N);
         return acts.train;
     }
     // The oldest unread step's mean loss (this rank's tokens) and gradient norm; waits for it.
     StepResult read_step() { return queue.read_step(); }
-
-    // The norm of this rank's gradient buffer, on the host (waits for the device).
-    double grad_norm() const { return std::sqrt(BK::sum_squares(grads, num_params)); }
 };

@@ -26,8 +26,8 @@ struct StepResult {
 };
 
 // The mean of n per-token losses, summed in order in double (the same on every backend).
-template <class T>
-double mean_loss(const T* losses, size_t n) {
+template <class Real>
+double mean_loss(const Real* losses, size_t n) {
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += losses[i];
     return sum / n;
@@ -42,22 +42,22 @@ bool graph_step(bool use_graph, bool profile, bool mpi) {
 
 template <class BK>
 struct StepQueue {
-    using T = typename BK::real;
+    using Real = typename BK::real;
 
     // Per-token losses on their way to the host: pinned memory, grown as needed, filled by an
     // asynchronous copy; read only once an event recorded after the copy has passed.
     struct HostLosses {
-        T* p = nullptr;
+        Real* p = nullptr;
         size_t n = 0, cap = 0;
         // Queues the copy of n losses from backend memory (the last copy into it has been read).
-        void fetch(const T* src, size_t count) {
+        void fetch(const Real* src, size_t count) {
             if (count > cap) {
                 BK::free_pinned(p);
-                p = static_cast<T*>(BK::alloc_pinned(count * sizeof(T)));
+                p = static_cast<Real*>(BK::alloc_pinned(count * sizeof(Real)));
                 cap = count;
             }
             n = count;
-            BK::copy_to_host_async(p, src, count * sizeof(T));
+            BK::copy_to_host_async(p, src, count * sizeof(Real));
         }
         double mean() const { return mean_loss(p, n); }
         void release() { BK::free_pinned(p), p = nullptr, n = cap = 0; }
@@ -131,7 +131,7 @@ struct StepQueue {
         return r;
     }
     // Queues the copies of the step's n losses and its scalars into r's pinned memory.
-    void fetch(Readback& r, const T* losses, size_t n, const StepScalars* scalars) {
+    void fetch(Readback& r, const Real* losses, size_t n, const StepScalars* scalars) {
         r.losses.fetch(losses, n);
         BK::copy_to_host_async(r.scalars, scalars, sizeof(StepScalars));
         BK::event_record(r.done);
@@ -152,7 +152,7 @@ struct StepQueue {
         if (!replay(eval_graph, eval_eager, work)) work(), eval_eager = true;
     }
     // Queues the copy of a batch's n losses (read at the next eval_read).
-    void fetch_eval(const T* losses, size_t n) {
+    void fetch_eval(const Real* losses, size_t n) {
         if (eval_queued == eval_losses.size()) eval_losses.emplace_back();
         eval_losses[eval_queued++].fetch(losses, n);
         BK::event_record(eval_done);

@@ -122,7 +122,7 @@ static std::vector<int> eval_lengths(const Config& c) {
 
 template <class BK>
 struct Trainer {
-    using T = typename BK::real;
+    using Real = typename BK::real;
     Config cfg;
     ModelConfig mc;
     GPT<BK> model;
@@ -169,11 +169,11 @@ struct Trainer {
     }
 
     // --- checkpoints: weights and AdamW moments in safetensors, training state in JSON
-    std::vector<StTensor> tensors(const std::vector<T>& flat, const std::string& prefix) const {
+    std::vector<StTensor> tensors(const std::vector<Real>& flat, const std::string& prefix) const {
         return layout_tensors(model.layout, flat, prefix);
     }
-    std::vector<T> flat_from(const StFile& f, const std::string& prefix) const {
-        return layout_from_file<T>(model.layout, f, prefix);
+    std::vector<Real> flat_from(const StFile& f, const std::string& prefix) const {
+        return layout_from_file<Real>(model.layout, f, prefix);
     }
     // Never write (or point `latest` at) weights that are not finite, or that give a non-finite
     // loss (finite but diverged, say of size 1e30): a forward pass of them on the batch the next
@@ -215,10 +215,10 @@ struct Trainer {
         checkpoint_prune(cfg.run_dir, cfg.keep_checkpoints, cfg.keep_every);
     }
     // The AdamW moments of the whole model on rank 0 (ZeRO-1: gathered from every rank's shard).
-    std::vector<T> moments(const T* buf) const {
+    std::vector<Real> moments(const Real* buf) const {
         const Shard& s = model.sync.shard;
         if (!s.zero) return model.get(buf);
-        std::vector<T> mine(s.block), all(s.block * dg.world);
+        std::vector<Real> mine(s.block), all(s.block * dg.world);
         BK::copy_to_host(mine.data(), buf, s.end - s.begin);
         dist::gather(mine.data(), all.data(), s.block);
         all.resize(model.num_params);
@@ -340,7 +340,7 @@ struct Trainer {
 
     // Weights from a file whose own config (when it has one) is valid and describes this model: an
     // edited config.json or another run's file must not load into a model it does not fit.
-    std::vector<T> weights_of_this_model(const std::string& path) const {
+    std::vector<Real> weights_of_this_model(const std::string& path) const {
         StFile f = safetensors_read(path);
         if (f.metadata.count("config")) {
             ModelConfig theirs = model_config(stored_config(f.metadata.at("config"), f.path));
@@ -381,9 +381,9 @@ struct Trainer {
                     {"params", {{"total", pc.total}, {"embeddings", pc.embeddings}, {"attention", pc.attention}}},
                     {"run_on", run_on}});
 
-        const int Tn = cfg.seq_len;
-        model.reserve_training(rows, Tn);  // evaluation borrows these buffers
-        std::vector<int> in((size_t)rows * Tn), tg((size_t)rows * Tn);
+        const int T = cfg.seq_len;
+        model.reserve_training(rows, T);  // evaluation borrows these buffers
+        std::vector<int> in((size_t)rows * T), tg((size_t)rows * T);
         clock = StepClock(std::max(20, cfg.eval_every));  // a window that always holds an evaluation
         model.queue.profile = cfg.profile;
         model.queue.use_graph = cfg.cuda_graph == 1;
@@ -406,7 +406,7 @@ struct Trainer {
 
             queued.push_back({step + 1, lr_at(cfg, step), std::chrono::steady_clock::now()});
             train.next_batch(in.data(), tg.data(), row0, rows);
-            model.train_step(in.data(), tg.data(), rows, Tn, opt, (float)queued.back().lr, step + 1, cfg.grad_accum);
+            model.train_step(in.data(), tg.data(), rows, T, opt, (float)queued.back().lr, step + 1, cfg.grad_accum);
             if (model.queue.graph_nodes && !graph_said) {  // captured at the second step
                 printf("step: one CUDA graph of %zu nodes (kernels, GEMMs, memsets) replayed per step\n",
                        model.queue.graph_nodes);

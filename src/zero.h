@@ -25,7 +25,7 @@ struct Shard {
 
 template <class BK>
 struct GradSync {
-    using T = typename BK::real;
+    using Real = typename BK::real;
     dist::Group group;  // the trainer's; a world of one by default
     Shard shard;        // the part of the parameters whose AdamW moments this rank keeps
 
@@ -35,15 +35,15 @@ struct GradSync {
     // of 32 so that a shard starts aligned. params and grads grow to block x world elements (a
     // zero tail) so that the collectives split them evenly; m and v keep this rank's shard only.
     // Before the weights are set; false (nothing changed) outside a launcher.
-    bool shard_buffers(size_t n, T*& params, T*& grads, T*& m, T*& v) {
+    bool shard_buffers(size_t n, Real*& params, Real*& grads, Real*& m, Real*& v) {
         if (!group.mpi) return false;
         const size_t w = group.world;
         shard.zero = true;
         shard.block = ((n + w - 1) / w + 31) / 32 * 32;
         shard.begin = std::min(n, group.rank * shard.block);
         shard.end = std::min(n, shard.begin + shard.block);
-        for (T** p : {&params, &grads}) BK::free(*p), *p = BK::alloc(shard.block * w);
-        for (T** p : {&m, &v}) BK::free(*p), *p = BK::alloc(shard.block);
+        for (Real** p : {&params, &grads}) BK::free(*p), *p = BK::alloc(shard.block * w);
+        for (Real** p : {&m, &v}) BK::free(*p), *p = BK::alloc(shard.block);
         return true;
     }
 
@@ -52,14 +52,14 @@ struct GradSync {
     bool overlap() const { return BK::async_allreduce && group.mpi && !shard.zero; }
     // The backward is done with layer l (l = -1: with everything, the embeddings and the final
     // LayerNorm last): with overlap, the sum of its gradients starts.
-    void layer_done(const std::vector<ParamTensor>& layout, T* grads, int L, int l) {
+    void layer_done(const std::vector<ParamTensor>& layout, Real* grads, int L, int l) {
         if constexpr (BK::async_allreduce)
             if (overlap()) BK::allreduce_sum_async(layer_parts(layout, grads, L, l));
     }
     // Layer l's slice of every per-layer tensor (stacked over L), or with l = -1 the other tensors.
-    static std::vector<std::pair<T*, size_t>> layer_parts(const std::vector<ParamTensor>& layout, T* grads, int L,
-                                                          int l) {
-        std::vector<std::pair<T*, size_t>> parts;
+    static std::vector<std::pair<Real*, size_t>> layer_parts(const std::vector<ParamTensor>& layout, Real* grads, int L,
+                                                             int l) {
+        std::vector<std::pair<Real*, size_t>> parts;
         for (const auto& p : layout) {
             bool whole = p.name == "wte" || p.name == "wpe" || p.name == "lnf.weight" || p.name == "lnf.bias";
             if (l < 0 && whole) parts.push_back({grads + p.offset, p.numel});
@@ -72,7 +72,7 @@ struct GradSync {
     // reduce-scatter; a no-op sum at world size 1), then the global gradient's sum of squares into
     // scalars->sumsq, on the device without waiting at world size 1. Under a launcher it waits (the
     // norm of ZeRO-1's shards is summed on the host) and returns the time it took (comm_ms).
-    double reduce(T* grads, size_t n, StepScalars* scalars) {
+    double reduce(Real* grads, size_t n, StepScalars* scalars) {
         const bool timed = group.mpi;
         if (timed) BK::synchronize();  // time the gradient sum alone
         auto t0 = std::chrono::steady_clock::now();

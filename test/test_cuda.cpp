@@ -24,6 +24,7 @@
 #include "pos.h"
 #ifdef HAVE_CUDA
 #include "model.h"
+#include "model_testlib.h"
 
 namespace {
 
@@ -487,10 +488,10 @@ std::string loss_case(int N, int V, float dscale, uint64_t seed) {
     auto tgt = randint(N, V, r);
     tgt[0] = V - 1;  // the last column
     Vec zref = z;
-    cpu::softmax_crossentropy(zref.data(), losses.data(), tgt.data(), N, V, dscale);
+    cpu::classifier_loss(zref.data(), losses.data(), tgt.data(), N, V, V, dscale);
     DBuf gz(z), gl((size_t)N);
     DInts gt(tgt);
-    gpu::softmax_crossentropy(gz.p, gl.p, gt.p, N, V, dscale, gpu::main_stream());
+    gpu::classifier_loss(gz.p, gl.p, gt.p, N, V, V, dscale, gpu::main_stream());
     std::string why;
     std::string tag = " (N=" + std::to_string(N) + " V=" + std::to_string(V) + ")";
     expect_close(why, ("losses" + tag).c_str(), gl.get(), losses, 1e-5);
@@ -633,12 +634,12 @@ ModelResult run_model(Pos pos, const ModelCheck& tol) {
         double e = rel_max_err(a, b);
         if (!(e <= tol.grads)) res.grads += t.name + " rel err " + fmt(e) + "; ";
     }
-    double ng = gg.grad_norm(), nc = gc.grad_norm();
+    double ng = gradient_norm(gg), nc = gradient_norm(gc);
     if (!(std::fabs(ng - nc) <= tol.norm * nc)) res.grads += "grad norm " + fmt(ng) + " vs cpu " + fmt(nc);
 
     for (int t = 1; t <= tol.steps; t++) {
-        gg.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, t, 1.0f);
-        gc.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, t, 1.0f);
+        adamw_step(gg, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, t, 1.0f);
+        adamw_step(gc, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, t, 1.0f);
         lg = gg.forward(in.data(), tg.data(), B, T, true);
         lc = gc.forward(in.data(), tg.data(), B, T, true);
         if (t == tol.steps) break;
@@ -698,8 +699,8 @@ std::string test_paper_shape_step(Pos pos) {
     g.init(42);
     double l0 = g.forward(in.data(), tg.data(), B, T, true);
     g.backward();
-    double norm = g.grad_norm();
-    g.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 1, 1.0f);
+    double norm = gradient_norm(g);
+    adamw_step(g, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 1, 1.0f);
     double l1 = g.forward(in.data(), tg.data(), B, T, false);
     std::printf("# paper shape %s: B=%d T=%d loss %.4f -> %.4f (ln V = %.4f), grad norm %.3f\n", pos_name(pos), B, T,
                 l0, l1, std::log((double)mc.V), norm);

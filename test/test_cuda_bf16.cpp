@@ -25,6 +25,7 @@
 #include "pos.h"
 #ifdef HAVE_CUDA
 #include "model.h"
+#include "model_testlib.h"
 
 namespace {
 
@@ -380,7 +381,7 @@ std::string test_model_copy(Pos pos) {
     for (int t = 1; t <= 5; t++) {
         g.forward(in.data(), tg.data(), B, T, true);
         g.backward();
-        g.update(1e-2f, 0.9, 0.999, 1e-8f, 0.1f, true, t, 1.0f);
+        adamw_step(g, 1e-2f, 0.9, 0.999, 1e-8f, 0.1f, true, t, 1.0f);
         check("after step " + std::to_string(t));
     }
     return why;

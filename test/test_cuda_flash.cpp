@@ -21,6 +21,7 @@
 #include "config.h"
 #include "cuda_testlib.h"
 #include "model.h"
+#include "model_testlib.h"
 
 namespace {
 
@@ -151,10 +152,10 @@ ModelRun run_model(Pos pos, bool flash, int C = 32) {
         if (step == 6) break;
         g.backward();
         if (step == 1) {
-            run.grad_norm = g.grad_norm();
+            run.grad_norm = gradient_norm(g);
             run.grads = g.get(g.grads);
         }
-        g.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, step, 1.0f);
+        adamw_step(g, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, step, 1.0f);
     }
     run.params = g.get(g.params);
     return run;

@@ -25,6 +25,7 @@
 #include "pos.h"
 #ifdef HAVE_CUDA
 #include "model.h"
+#include "model_testlib.h"
 
 namespace {
 
@@ -108,9 +109,9 @@ Run sync_steps(Pos pos) {
         std::vector<int> in = tokens(kB * Tn, 100 + t), tg = tokens(kB * Tn, 200 + t);
         r.losses.push_back(g.forward(in.data(), tg.data(), kB, Tn, true));
         g.backward();
-        double norm = g.grad_norm();
+        double norm = gradient_norm(g);
         r.norms.push_back(norm);
-        g.update(lr_of(t), kOpt.beta1, kOpt.beta2, kOpt.eps, kOpt.wd, kOpt.decay_all, t,
+        adamw_step(g, lr_of(t), kOpt.beta1, kOpt.beta2, kOpt.eps, kOpt.wd, kOpt.decay_all, t,
                  (float)clip_scale(kOpt.grad_clip, norm));
         if (t == 2) {
             std::vector<int> ein = tokens(kB * kEvalT, 300), etg = tokens(kB * kEvalT, 301);

@@ -31,6 +31,7 @@
 #include "pos.h"
 #ifdef HAVE_CUDA
 #include "model.h"
+#include "model_testlib.h"
 #include "model_io.h"
 #include "safetensors.h"
 
@@ -212,8 +213,8 @@ StepRun train(const ModelConfig& mc, const Batch& b) {
     for (int t = 1; t <= kSteps; t++) {
         r.losses.push_back(g.forward(b.in.data(), b.tg.data(), kB, kT, true));
         g.backward();
-        if (t == 1) r.norm = g.grad_norm(), r.grads = g.get(g.grads);
-        g.update(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, t, 1.0f);
+        if (t == 1) r.norm = gradient_norm(g), r.grads = g.get(g.grads);
+        adamw_step(g, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, t, 1.0f);
     }
     r.params = g.get(g.params);
     r.val = g.forward(b.val_in.data(), b.val_tg.data(), kB, kT, false);
@@ -364,7 +365,7 @@ std::string profile_case(const char* what) {
         auto t0 = std::chrono::steady_clock::now();
         g.forward(b.in.data(), b.tg.data(), kB, kT, true);
         g.backward();
-        g.update(1e-3f, 0.9, 0.999, 1e-8f, 0.0f, true, step + 1, 1.0f);
+        adamw_step(g, 1e-3f, 0.9, 0.999, 1e-8f, 0.0f, true, step + 1, 1.0f);
         std::vector<double> ms = g.queue.profile_read();
         double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         double sum = 0;

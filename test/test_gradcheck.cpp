@@ -18,6 +18,7 @@
 #include "backend_cpu.h"
 #include "config.h"
 #include "model.h"
+#include "model_testlib.h"
 
 using Vec = std::vector<double>;
 static int passed = 0, failures = 0;
@@ -264,12 +265,12 @@ static void op_checks(Rng& rng) {
             {{"logits", &lg}},
             [&] {
                 Vec z = lg, loss(N);
-                K::softmax_crossentropy(z.data(), loss.data(), tgt.data(), N, V, 0.0);
+                K::classifier_loss(z.data(), loss.data(), tgt.data(), N, V, V, 0.0);
                 return loss;
             },
             [&](const Vec& d) {
                 Vec z = lg, loss(N);
-                K::softmax_crossentropy(z.data(), loss.data(), tgt.data(), N, V, 1.0);
+                K::classifier_loss(z.data(), loss.data(), tgt.data(), N, V, V, 1.0);
                 for (int i = 0; i < N; i++)
                     for (int v = 0; v < V; v++) z[(size_t)i * V + v] *= d[i];
                 return std::vector<Vec>{z};
@@ -485,7 +486,7 @@ static void adamw_by_hand(Rng& rng) {
     GPT<CpuBackend<double>> model(c);
     model.init(3);
     auto before = model.get(model.params);
-    model.update(0.1f, 0.9f, 0.999f, 1e-8f, 0.5f, false, 1, 1.0f);
+    adamw_step(model, 0.1f, 0.9f, 0.999f, 1e-8f, 0.5f, false, 1, 1.0f);
     auto after = model.get(model.params);
     bool ok = true;
     for (const auto& t : model.layout)

@@ -15,25 +15,25 @@ namespace cpu {
 // g' = g * s->gscale (clipping); p -= lr*wd*p; m, v moments; bias-corrected step, eps outside the
 // sqrt. The betas arrive in double and 1 - beta is computed in double, as torch does on the host
 // (in float, 1 - 0.999f is off by 1.3e-5 relative); so are the bias corrections (adamw_scalars).
-template <class T>
-void adamw_update(T* p, const T* g, T* m, T* v, size_t n, const StepScalars* s, double beta1, double beta2, float eps,
-                  float wd) {
-    const T b1 = T(beta1), c1 = T(1 - beta1), b2 = T(beta2), c2 = T(1 - beta2);
-    const T lr = T(s->lr), bc1 = T(s->bc1), bc2 = T(s->bc2), gscale = T(s->gscale);
+template <class Real>
+void adamw_update(Real* p, const Real* g, Real* m, Real* v, size_t n, const StepScalars* s, double beta1, double beta2,
+                  float eps, float wd) {
+    const Real b1 = Real(beta1), c1 = Real(1 - beta1), b2 = Real(beta2), c2 = Real(1 - beta2);
+    const Real lr = Real(s->lr), bc1 = Real(s->bc1), bc2 = Real(s->bc2), gscale = Real(s->gscale);
 #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
-        T gi = g[i] * gscale;
-        p[i] -= lr * T(wd) * p[i];
+        Real gi = g[i] * gscale;
+        p[i] -= lr * Real(wd) * p[i];
         m[i] = b1 * m[i] + c1 * gi;
         v[i] = b2 * v[i] + c2 * gi * gi;
-        p[i] -= lr * (m[i] / bc1) / (std::sqrt(v[i] / bc2) + T(eps));
+        p[i] -= lr * (m[i] / bc1) / (std::sqrt(v[i] / bc2) + Real(eps));
     }
 }
 
 // Fixed-size chunks, each summed in vector lanes (omp simd), then the chunks in a fixed order:
 // the result does not depend on the thread count.
-template <class T>
-double sum_squares(const T* x, size_t n) {
+template <class Real>
+double sum_squares(const Real* x, size_t n) {
     const size_t chunk = 1 << 16;
     size_t nchunks = (n + chunk - 1) / chunk;
     std::vector<double> part(nchunks, 0.0);
@@ -51,8 +51,8 @@ double sum_squares(const T* x, size_t n) {
 }
 
 // The same into backend memory (the GPU's stays on the device).
-template <class T>
-void sum_squares_to(double* out, const T* x, size_t n) {
+template <class Real>
+void sum_squares_to(double* out, const Real* x, size_t n) {
     *out = sum_squares(x, n);
 }
 

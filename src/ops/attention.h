@@ -27,133 +27,134 @@ constexpr int kAttRows = 64;  // query rows per block
 
 // Where the rows of head h of batch b start in qkv (B,T,3C) (q; k at + C, v at + 2C) and in a
 // (B,T,C) tensor.
-inline size_t qkv_at(int b, int h, int t, int Tn, int C, int H) {
-    return ((size_t)b * Tn + t) * 3 * C + h * (C / H);
+inline size_t qkv_at(int b, int h, int t, int T, int C, int H) {
+    return ((size_t)b * T + t) * 3 * C + h * (C / H);
 }
-inline size_t out_at(int b, int h, int t, int Tn, int C, int H) {
-    return ((size_t)b * Tn + t) * C + h * (C / H);
+inline size_t out_at(int b, int h, int t, int T, int C, int H) {
+    return ((size_t)b * T + t) * C + h * (C / H);
 }
 
 // s (t1 - t0, ld) <- the scaled scores of query rows [t0, t1) of head (b,h) against keys [0, t1).
-template <class T, class Gemm = Blas>
-void block_scores(T* s, int ld, const T* qkv, int b, int h, int t0, int t1, int Tn, int C, int H) {
+template <class Real, class Gemm = Blas>
+void block_scores(Real* s, int ld, const Real* qkv, int b, int h, int t0, int t1, int T, int C, int H) {
     const int D = C / H;
-    Gemm::gemm(false, true, t1 - t0, t1, D, T(1) / std::sqrt(T(D)), qkv + qkv_at(b, h, t0, Tn, C, H), 3 * C,
-               qkv + qkv_at(b, h, 0, Tn, C, H) + C, 3 * C, T(0), s, ld);
+    Gemm::gemm(false, true, t1 - t0, t1, D, Real(1) / std::sqrt(Real(D)), qkv + qkv_at(b, h, t0, T, C, H), 3 * C,
+               qkv + qkv_at(b, h, 0, T, C, H) + C, 3 * C, Real(0), s, ld);
 }
 
 // Row t of a block, its scores p[0..t] over the block's n keys: p <- the softmax (0 past t).
 // Returns the row's log-sum-exp of the scores.
-template <class T>
-T softmax_row(T* p, int t, int n) {
-    const T mx = max_n(p, t + 1);
-    const T sum = exp_sum_n(p, p, mx, t + 1);
+template <class Real>
+Real softmax_row(Real* p, int t, int n) {
+    const Real mx = max_n(p, t + 1);
+    const Real sum = exp_sum_n(p, p, mx, t + 1);
     for (int j = 0; j <= t; j++) p[j] /= sum;
-    std::fill(p + t + 1, p + n, T(0));
+    std::fill(p + t + 1, p + n, Real(0));
     return mx + std::log(sum);
 }
 
 // Forward of query rows [t0, t1) of head (b,h): p (t1 - t0, ld) <- the probabilities over keys
 // [0, t1), lse (the head's, T) <- the rows' log-sum-exps, out <- p v.
-template <class T, class Gemm = Blas>
-void block_forward(T* out, T* p, int ld, T* lse, const T* qkv, int b, int h, int t0, int t1, int Tn, int C, int H) {
-    block_scores<T, Gemm>(p, ld, qkv, b, h, t0, t1, Tn, C, H);
+template <class Real, class Gemm = Blas>
+void block_forward(Real* out, Real* p, int ld, Real* lse, const Real* qkv, int b, int h, int t0, int t1, int T, int C,
+                   int H) {
+    block_scores<Real, Gemm>(p, ld, qkv, b, h, t0, t1, T, C, H);
     for (int t = t0; t < t1; t++) lse[t] = softmax_row(p + (size_t)(t - t0) * ld, t, t1);
-    Gemm::gemm(false, false, t1 - t0, C / H, t1, T(1), p, ld, qkv + qkv_at(b, h, 0, Tn, C, H) + 2 * C, 3 * C, T(0),
-               out + out_at(b, h, t0, Tn, C, H), C);
+    Gemm::gemm(false, false, t1 - t0, C / H, t1, Real(1), p, ld, qkv + qkv_at(b, h, 0, T, C, H) + 2 * C, 3 * C, Real(0),
+               out + out_at(b, h, t0, T, C, H), C);
 }
 
 // Backward of query rows [t0, t1) of head (b,h), given their probabilities p (t1 - t0, ld) over
 // keys [0, t1): dq of the rows <- its gradient, dk and dv of keys [0, t1) += the rows' share of
 // theirs (in dqkv (B,T,3C)). dsc (t1 - t0, t1) is scratch.
-template <class T, class Gemm = Blas>
-void block_backward(T* dqkv, T* dsc, const T* p, int ld, const T* dout, const T* qkv, int b, int h, int t0, int t1,
-                    int Tn, int C, int H) {
+template <class Real, class Gemm = Blas>
+void block_backward(Real* dqkv, Real* dsc, const Real* p, int ld, const Real* dout, const Real* qkv, int b, int h,
+                    int t0, int t1, int T, int C, int H) {
     const int D = C / H, R = t1 - t0;
-    const T scale = T(1) / std::sqrt(T(D));
-    const T *q = qkv + qkv_at(b, h, t0, Tn, C, H), *k0 = qkv + qkv_at(b, h, 0, Tn, C, H) + C, *v0 = k0 + C;
-    const T* dO = dout + out_at(b, h, t0, Tn, C, H);
-    T *dk0 = dqkv + qkv_at(b, h, 0, Tn, C, H) + C, *dv0 = dk0 + C;
+    const Real scale = Real(1) / std::sqrt(Real(D));
+    const Real *q = qkv + qkv_at(b, h, t0, T, C, H), *k0 = qkv + qkv_at(b, h, 0, T, C, H) + C, *v0 = k0 + C;
+    const Real* dO = dout + out_at(b, h, t0, T, C, H);
+    Real *dk0 = dqkv + qkv_at(b, h, 0, T, C, H) + C, *dv0 = dk0 + C;
     // d(att) = dO v^T ; dv += att^T dO
-    Gemm::gemm(false, true, R, t1, D, T(1), dO, C, v0, 3 * C, T(0), dsc, t1);
-    Gemm::gemm(true, false, t1, D, R, T(1), p, ld, dO, C, T(1), dv0, 3 * C);
+    Gemm::gemm(false, true, R, t1, D, Real(1), dO, C, v0, 3 * C, Real(0), dsc, t1);
+    Gemm::gemm(true, false, t1, D, R, Real(1), p, ld, dO, C, Real(1), dv0, 3 * C);
     // the softmax backward, d(scores) = att * (d(att) - sum att d(att)), scaled
     for (int r = 0; r < R; r++) {
-        const T* pr = p + (size_t)r * ld;
-        T* g = dsc + (size_t)r * t1;
-        const T dot = dot_n(pr, g, t1);
+        const Real* pr = p + (size_t)r * ld;
+        Real* g = dsc + (size_t)r * t1;
+        const Real dot = dot_n(pr, g, t1);
         for (int j = 0; j < t1; j++) g[j] = pr[j] * (g[j] - dot) * scale;
     }
     // dq = d(scores) k ; dk += d(scores)^T q
-    Gemm::gemm(false, false, R, D, t1, T(1), dsc, t1, k0, 3 * C, T(0), dqkv + qkv_at(b, h, t0, Tn, C, H), 3 * C);
-    Gemm::gemm(true, false, t1, D, R, T(1), dsc, t1, q, 3 * C, T(1), dk0, 3 * C);
+    Gemm::gemm(false, false, R, D, t1, Real(1), dsc, t1, k0, 3 * C, Real(0), dqkv + qkv_at(b, h, t0, T, C, H), 3 * C);
+    Gemm::gemm(true, false, t1, D, R, Real(1), dsc, t1, q, 3 * C, Real(1), dk0, 3 * C);
 }
 
 // A thread's scratch for one block (kAttRows x T), the first or the second (which), kept from call
 // to call: no allocation per call, and test/bench_gemms can run a step's products again on them.
-template <class T>
-T* block_scratch(int which, size_t n) {
-    thread_local std::vector<T> scratch[2];
+template <class Real>
+Real* block_scratch(int which, size_t n) {
+    thread_local std::vector<Real> scratch[2];
     if (scratch[which].size() < n) scratch[which].resize(n);
     return scratch[which].data();
 }
 
 // Zeroes the k and v channels of head h in every row of batch b of dqkv (B,T,3C): the blocks add
 // into them (the q channels each block writes).
-template <class T>
-void zero_head_kv(T* dqkv, int b, int h, int Tn, int C, int H) {
-    for (int t = 0; t < Tn; t++)
-        for (int part = 1; part < 3; part++) std::fill_n(dqkv + qkv_at(b, h, t, Tn, C, H) + part * C, C / H, T(0));
+template <class Real>
+void zero_head_kv(Real* dqkv, int b, int h, int T, int C, int H) {
+    for (int t = 0; t < T; t++)
+        for (int part = 1; part < 3; part++) std::fill_n(dqkv + qkv_at(b, h, t, T, C, H) + part * C, C / H, Real(0));
 }
 
 // out (B,T,C), att (B,H,T,T): att[b,h,t,t2] = softmax_t2<=t(q_t . k_t2 / sqrt(D))
-template <class T, class Gemm = Blas>
-void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int H) {
+template <class Real, class Gemm = Blas>
+void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int C, int H) {
 #pragma omp parallel
     {
-        std::vector<T> lse(Tn);  // not kept here
+        std::vector<Real> lse(T);  // not kept here
 #pragma omp for
         for (int bh = 0; bh < B * H; bh++)
-            for (int t0 = 0; t0 < Tn; t0 += kAttRows) {
-                const int t1 = std::min(Tn, t0 + kAttRows);
-                T* p = att + ((size_t)bh * Tn + t0) * Tn;
-                block_forward<T, Gemm>(out, p, Tn, lse.data(), qkv, bh / H, bh % H, t0, t1, Tn, C, H);
+            for (int t0 = 0; t0 < T; t0 += kAttRows) {
+                const int t1 = std::min(T, t0 + kAttRows);
+                Real* p = att + ((size_t)bh * T + t0) * T;
+                block_forward<Real, Gemm>(out, p, T, lse.data(), qkv, bh / H, bh % H, t0, t1, T, C, H);
                 for (int t = t0; t < t1; t++)
-                    std::fill(p + (size_t)(t - t0) * Tn + t1, p + (size_t)(t - t0 + 1) * Tn, T(0));
+                    std::fill(p + (size_t)(t - t0) * T + t1, p + (size_t)(t - t0 + 1) * T, Real(0));
             }
     }
 }
 
 // dqkv (B,T,3C) = gradient (overwritten). scratch (B,H,T,T) holds the GPU kernels' d(scores);
 // these loops need one block of it at a time, their own.
-template <class T, class Gemm = Blas>
-void attention_backward(T* dqkv, T* /*scratch*/, const T* dout, const T* qkv, const T* att, int B, int Tn, int C,
-                        int H) {
+template <class Real, class Gemm = Blas>
+void attention_backward(Real* dqkv, Real* /*scratch*/, const Real* dout, const Real* qkv, const Real* att, int B, int T,
+                        int C, int H) {
 #pragma omp parallel
     {
-        T* dsc = block_scratch<T>(0, (size_t)kAttRows * Tn);
+        Real* dsc = block_scratch<Real>(0, (size_t)kAttRows * T);
 #pragma omp for
         for (int bh = 0; bh < B * H; bh++) {
-            zero_head_kv(dqkv, bh / H, bh % H, Tn, C, H);
-            for (int t0 = 0; t0 < Tn; t0 += kAttRows)
-                block_backward<T, Gemm>(dqkv, dsc, att + ((size_t)bh * Tn + t0) * Tn, Tn, dout, qkv, bh / H, bh % H, t0,
-                                        std::min(Tn, t0 + kAttRows), Tn, C, H);
+            zero_head_kv(dqkv, bh / H, bh % H, T, C, H);
+            for (int t0 = 0; t0 < T; t0 += kAttRows)
+                block_backward<Real, Gemm>(dqkv, dsc, att + ((size_t)bh * T + t0) * T, T, dout, qkv, bh / H, bh % H, t0,
+                                           std::min(T, t0 + kAttRows), T, C, H);
         }
     }
 }
 
 // out (B,T,C), lse (B,H,T): the same output as attention_forward, keeping only each row's
 // log-sum-exp of the scaled scores.
-template <class T, class Gemm = Blas>
-void attention_forward_lse(T* out, T* lse, const T* qkv, int B, int Tn, int C, int H) {
+template <class Real, class Gemm = Blas>
+void attention_forward_lse(Real* out, Real* lse, const Real* qkv, int B, int T, int C, int H) {
 #pragma omp parallel
     {
-        T* p = block_scratch<T>(0, (size_t)kAttRows * Tn);  // one block of probabilities, rows as att's
+        Real* p = block_scratch<Real>(0, (size_t)kAttRows * T);  // one block of probabilities, rows as att's
 #pragma omp for
         for (int bh = 0; bh < B * H; bh++)
-            for (int t0 = 0; t0 < Tn; t0 += kAttRows) {
-                const int t1 = std::min(Tn, t0 + kAttRows);
-                block_forward<T, Gemm>(out, p, Tn, lse + (size_t)bh * Tn, qkv, bh / H, bh % H, t0, t1, Tn, C, H);
+            for (int t0 = 0; t0 < T; t0 += kAttRows) {
+                const int t1 = std::min(T, t0 + kAttRows);
+                block_forward<Real, Gemm>(out, p, T, lse + (size_t)bh * T, qkv, bh / H, bh % H, t0, t1, T, C, H);
             }
     }
 }
@@ -161,25 +162,25 @@ void attention_forward_lse(T* out, T* lse, const T* qkv, int B, int Tn, int C, i
 // dqkv (B,T,3C) = gradient (overwritten), from the row log-sum-exps of attention_forward_lse: each
 // row's probabilities are rebuilt as exp(q.k / sqrt(D) - lse). The forward output (B,T,C) is part
 // of the signature for the GPU kernels (they take rowsum(dO * out)); these loops do not need it.
-template <class T, class Gemm = Blas>
-void attention_backward_lse(T* dqkv, const T* dout, const T* qkv, const T* /*out*/, const T* lse, int B, int Tn, int C,
-                            int H) {
+template <class Real, class Gemm = Blas>
+void attention_backward_lse(Real* dqkv, const Real* dout, const Real* qkv, const Real* /*out*/, const Real* lse, int B,
+                            int T, int C, int H) {
 #pragma omp parallel
     {
-        T *p = block_scratch<T>(0, (size_t)kAttRows * Tn), *dsc = block_scratch<T>(1, (size_t)kAttRows * Tn);
+        Real *p = block_scratch<Real>(0, (size_t)kAttRows * T), *dsc = block_scratch<Real>(1, (size_t)kAttRows * T);
 #pragma omp for
         for (int bh = 0; bh < B * H; bh++) {
             const int b = bh / H, h = bh % H;
-            zero_head_kv(dqkv, b, h, Tn, C, H);
-            for (int t0 = 0; t0 < Tn; t0 += kAttRows) {
-                const int t1 = std::min(Tn, t0 + kAttRows);
-                block_scores<T, Gemm>(p, Tn, qkv, b, h, t0, t1, Tn, C, H);
+            zero_head_kv(dqkv, b, h, T, C, H);
+            for (int t0 = 0; t0 < T; t0 += kAttRows) {
+                const int t1 = std::min(T, t0 + kAttRows);
+                block_scores<Real, Gemm>(p, T, qkv, b, h, t0, t1, T, C, H);
                 for (int t = t0; t < t1; t++) {
-                    T* pr = p + (size_t)(t - t0) * Tn;
-                    exp_sum_n(pr, pr, lse[(size_t)bh * Tn + t], t + 1);
-                    std::fill(pr + t + 1, pr + t1, T(0));
+                    Real* pr = p + (size_t)(t - t0) * T;
+                    exp_sum_n(pr, pr, lse[(size_t)bh * T + t], t + 1);
+                    std::fill(pr + t + 1, pr + t1, Real(0));
                 }
-                block_backward<T, Gemm>(dqkv, dsc, p, Tn, dout, qkv, b, h, t0, t1, Tn, C, H);
+                block_backward<Real, Gemm>(dqkv, dsc, p, T, dout, qkv, b, h, t0, t1, T, C, H);
             }
         }
     }

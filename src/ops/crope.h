@@ -8,16 +8,16 @@
 namespace cpu {
 
 // w (3C, C) from A, Bm (3, C/2, C/2); index 0,1,2 = q,k,v
-template <class T>
-void crope_expand(T* w, const T* A, const T* Bm, int C) {
+template <class Real>
+void crope_expand(Real* w, const Real* A, const Real* Bm, int C) {
     int h = C / 2;
 #pragma omp parallel for
     for (int pi = 0; pi < 3 * h; pi++) {  // (projection, output pair)
         int p = pi / h, i = pi % h;
-        T* r0 = w + (size_t)(p * C + 2 * i) * C;
-        T* r1 = r0 + C;
+        Real* r0 = w + (size_t)(p * C + 2 * i) * C;
+        Real* r1 = r0 + C;
         for (int j = 0; j < h; j++) {
-            T a = A[(size_t)pi * h + j], b = Bm[(size_t)pi * h + j];
+            Real a = A[(size_t)pi * h + j], b = Bm[(size_t)pi * h + j];
             r0[2 * j] = a;
             r0[2 * j + 1] = -b;
             r1[2 * j] = b;
@@ -27,14 +27,14 @@ void crope_expand(T* w, const T* A, const T* Bm, int C) {
 }
 
 // dA += dW[2i,2j] + dW[2i+1,2j+1] ; dB += dW[2i+1,2j] - dW[2i,2j+1]
-template <class T>
-void crope_fold(T* dA, T* dB, const T* dw, int C) {
+template <class Real>
+void crope_fold(Real* dA, Real* dB, const Real* dw, int C) {
     int h = C / 2;
 #pragma omp parallel for
     for (int pi = 0; pi < 3 * h; pi++) {
         int p = pi / h, i = pi % h;
-        const T* r0 = dw + (size_t)(p * C + 2 * i) * C;
-        const T* r1 = r0 + C;
+        const Real* r0 = dw + (size_t)(p * C + 2 * i) * C;
+        const Real* r1 = r0 + C;
         for (int j = 0; j < h; j++) {
             dA[(size_t)pi * h + j] += r0[2 * j] + r1[2 * j + 1];
             dB[(size_t)pi * h + j] += r1[2 * j] - r0[2 * j + 1];

@@ -9,23 +9,23 @@
 namespace cpu {
 
 // One row: o (C) = (x - mean) * rstd * w + b; returns mean and rstd through m, s.
-template <class T>
-void layernorm_row(T* o, T& m, T& s, const T* x, const T* w, const T* b, int C) {
-    constexpr int W = kLanes<T>;
-    vec<T> sum{}, var{};
+template <class Real>
+void layernorm_row(Real* o, Real& m, Real& s, const Real* x, const Real* w, const Real* b, int C) {
+    constexpr int W = kLanes<Real>;
+    vec<Real> sum{}, var{};
     for (int c = 0; c < C; c += W) sum += load_first(x + c, C - c);
-    m = hsum<T>(sum) / C;
+    m = hsum<Real>(sum) / C;
     for (int c = 0; c < C; c += W) {
-        const vec<T> d = load_first(x + c, C - c, m) - m;  // 0 in the lanes past C
+        const vec<Real> d = load_first(x + c, C - c, m) - m;  // 0 in the lanes past C
         var += d * d;
     }
-    s = T(1) / std::sqrt(hsum<T>(var) / C + T(1e-5));
+    s = Real(1) / std::sqrt(hsum<Real>(var) / C + Real(1e-5));
     for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
 }
 
 // out (N,C) = (inp - mean) * rstd * w + b; saves mean (N) and rstd (N) for backward
-template <class T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) {
+template <class Real>
+void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* w, const Real* b, int N, int C) {
 #pragma omp parallel for
     for (int i = 0; i < N; i++) layernorm_row(out + (size_t)i * C, mean[i], rstd[i], inp + (size_t)i * C, w, b, C);
 }
@@ -35,13 +35,13 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const
 // of that branch's last linear layer (whose GEMM then adds none), fused with it so that a GPU
 // writes the sum and normalises it in one kernel, the row still in its cache (and so does this
 // loop, row by row).
-template <class T>
-void residual_layernorm_forward(T* res, T* out, T* mean, T* rstd, const T* x, const T* y, const T* ybias, const T* w,
-                                const T* b, int N, int C) {
+template <class Real>
+void residual_layernorm_forward(Real* res, Real* out, Real* mean, Real* rstd, const Real* x, const Real* y,
+                                const Real* ybias, const Real* w, const Real* b, int N, int C) {
 #pragma omp parallel for
     for (int r = 0; r < N; r++) {
         const size_t i = (size_t)r * C;
-        for (int c = 0; c < C; c++) res[i + c] = x[i + c] + (y[i + c] + (ybias ? ybias[c] : T(0)));
+        for (int c = 0; c < C; c++) res[i + c] = x[i + c] + (y[i + c] + (ybias ? ybias[c] : Real(0)));
         layernorm_row(out + i, mean[r], rstd[r], res + i, w, b, C);
     }
 }
@@ -50,26 +50,26 @@ void residual_layernorm_forward(T* res, T* out, T* mean, T* rstd, const T* x, co
 // of dinp as updated: where dinp is the residual stream's gradient, the gradient of the bias of
 // the residual branch whose sum with the stream this LayerNorm reads (model.h), fused here to
 // save a pass over dinp.
-template <class T>
-void layernorm_backward(T* dinp, T* dw, T* db, T* dsum, const T* dout, const T* inp, const T* w, const T* mean,
-                        const T* rstd, int N, int C) {
-    constexpr int W = kLanes<T>;
+template <class Real>
+void layernorm_backward(Real* dinp, Real* dw, Real* db, Real* dsum, const Real* dout, const Real* inp, const Real* w,
+                        const Real* mean, const Real* rstd, int N, int C) {
+    constexpr int W = kLanes<Real>;
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
-        const T* x = inp + (size_t)i * C;
-        const T* d = dout + (size_t)i * C;
-        T* dx = dinp + (size_t)i * C;
-        const T m = mean[i], s = rstd[i];
+        const Real* x = inp + (size_t)i * C;
+        const Real* d = dout + (size_t)i * C;
+        Real* dx = dinp + (size_t)i * C;
+        const Real m = mean[i], s = rstd[i];
         // dxhat = d * w; dx = s * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-        vec<T> sd{}, sdx{};
+        vec<Real> sd{}, sdx{};
         for (int c = 0; c < C; c += W) {
-            const vec<T> dxhat = load_first(d + c, C - c) * load_first(w + c, C - c);  // 0 past C
+            const vec<Real> dxhat = load_first(d + c, C - c) * load_first(w + c, C - c);  // 0 past C
             sd += dxhat;
             sdx += dxhat * ((load_first(x + c, C - c) - m) * s);
         }
-        const T sum_d = hsum<T>(sd) / C, sum_dx = hsum<T>(sdx) / C;
+        const Real sum_d = hsum<Real>(sd) / C, sum_dx = hsum<Real>(sdx) / C;
         for (int c = 0; c < C; c++) {
-            T xhat = (x[c] - m) * s;
+            Real xhat = (x[c] - m) * s;
             dx[c] += s * (d[c] * w[c] - sum_d - xhat * sum_dx);
         }
     }
@@ -78,10 +78,11 @@ void layernorm_backward(T* dinp, T* dw, T* db, T* dsum, const T* dout, const T* 
 #pragma omp parallel for
     for (int c = 0; c < C; c += W) {
         const int n = C - c;
-        vec<T> sw = load_first(dw + c, n), sb = load_first(db + c, n), ss = dsum ? load_first(dsum + c, n) : vec<T>{};
+        vec<Real> sw = load_first(dw + c, n), sb = load_first(db + c, n),
+                  ss = dsum ? load_first(dsum + c, n) : vec<Real>{};
         for (int i = 0; i < N; i++) {
             const size_t r = (size_t)i * C + c;
-            const vec<T> d = load_first(dout + r, n);
+            const vec<Real> d = load_first(dout + r, n);
             sw += d * ((load_first(inp + r, n) - mean[i]) * rstd[i]);
             sb += d;
             if (dsum) ss += load_first(dinp + r, n);

@@ -20,26 +20,26 @@ namespace cpu {
 constexpr int kLossBlock = 1024;  // columns: 4 KiB of floats
 
 // A row's softmax statistics so far: the max m and the sum s of exp(z - m).
-template <class T>
+template <class Real>
 struct RowStats {
-    T m = -INFINITY, s = 0;
+    Real m = -INFINITY, s = 0;
     // Takes in a block whose max is mb and whose sum of exp(z - mb) is sb.
-    void add(T mb, T sb) {
-        const T mm = std::max(m, mb);
+    void add(Real mb, Real sb) {
+        const Real mm = std::max(m, mb);
         s = s * std::exp(m - mm) + sb * std::exp(mb - mm);
         m = mm;
     }
-    T lse() const { return m + std::log(s); }
+    Real lse() const { return m + std::log(s); }
 };
 
 // Takes the row z[0..n) into st, block by block. With exps (n), each block of it receives the
 // block's exp(z - block max) (exps may be z) and bmax (one per block) the block's max.
-template <class T>
-void row_stats(RowStats<T>& st, const T* z, int n, T* exps = nullptr, T* bmax = nullptr) {
-    T scratch[kLossBlock];
+template <class Real>
+void row_stats(RowStats<Real>& st, const Real* z, int n, Real* exps = nullptr, Real* bmax = nullptr) {
+    Real scratch[kLossBlock];
     for (int b = 0, v0 = 0; v0 < n; b++, v0 += kLossBlock) {
         const int w = std::min(kLossBlock, n - v0);
-        const T mb = max_n(z + v0, w);
+        const Real mb = max_n(z + v0, w);
         st.add(mb, exp_sum_n(exps ? exps + v0 : scratch, z + v0, mb, w));
         if (bmax) bmax[b] = mb;
     }
@@ -53,29 +53,29 @@ inline int tile_classes(int w, int v0, int V) {
 // Rows of ld >= V columns (the padded vocabulary; the columns [V, ld) are not classes):
 // losses (N) = -log softmax(logits[:, :V])[target]; if dscale != 0, logits (N,ld) <-
 // (softmax - onehot) * dscale on the first V columns and 0 on the padded ones.
-template <class T>
-void classifier_loss(T* logits, T* losses, const int* targets, int N, int V, int ld, T dscale) {
-    const bool grad = dscale != T(0);
+template <class Real>
+void classifier_loss(Real* logits, Real* losses, const int* targets, int N, int V, int ld, Real dscale) {
+    const bool grad = dscale != Real(0);
     const int blocks = (V + kLossBlock - 1) / kLossBlock;
 #pragma omp parallel
     {
-        std::vector<T> bmax(blocks);
+        std::vector<Real> bmax(blocks);
 #pragma omp for
         for (int i = 0; i < N; i++) {
-            T* z = logits + (size_t)i * ld;
-            const T target = z[targets[i]];  // before the exps overwrite it
-            RowStats<T> st;
+            Real* z = logits + (size_t)i * ld;
+            const Real target = z[targets[i]];  // before the exps overwrite it
+            RowStats<Real> st;
             if (grad)
                 row_stats(st, z, V, z, bmax.data());
             else
                 row_stats(st, z, V);
-            const T lse = st.lse();
+            const Real lse = st.lse();
             losses[i] = lse - target;
             if (!grad) continue;
             for (int b = 0, v0 = 0; v0 < V; b++, v0 += kLossBlock)
                 scale_n(z + v0, std::exp(bmax[b] - lse) * dscale, std::min(kLossBlock, V - v0));
             z[targets[i]] -= dscale;
-            std::fill(z + V, z + ld, T(0));
+            std::fill(z + V, z + ld, Real(0));
         }
     }
 }
@@ -98,28 +98,28 @@ constexpr size_t kHeadTileBytes = 3 << 19;
 
 // Columns per tile: a multiple of 128, at most kLossBlock (a row of the tile stays in L1 from
 // its max to its exps).
-template <class T>
+template <class Real>
 int head_tile_cols(int N, int Vp) {
-    const int w = (int)(kHeadTileBytes / ((size_t)std::max(N, 1) * sizeof(T))) / 128 * 128;
+    const int w = (int)(kHeadTileBytes / ((size_t)std::max(N, 1) * sizeof(Real))) / 128 * 128;
     return std::min(std::max(w, 128), std::min(kLossBlock, Vp));
 }
 // Elements of classifier_head's scratch: per tile and row the max, the sum of exp and the
 // share of dx (C); per row the log-sum-exp.
-template <class T>
+template <class Real>
 size_t classifier_head_scratch(int N, int C, int Vp) {
-    const int w = head_tile_cols<T>(N, Vp);
+    const int w = head_tile_cols<Real>(N, Vp);
     return (size_t)(Vp + w - 1) / w * N * (2 + (size_t)C) + N;
 }
 
-template <class T, class Gemm = Blas>
-void classifier_head(T* logits, T* losses, const int* targets, const T* x, const T* wte, T* dx, T* dwte, T* scratch,
-                     int N, int C, int V, int Vp, T dscale) {
-    const bool grad = dscale != T(0);
-    const int w0 = head_tile_cols<T>(N, Vp), tiles = (Vp + w0 - 1) / w0;
-    T* tmax = scratch;                   // (tiles, N) the max of each tile's row
-    T* tsum = tmax + (size_t)tiles * N;  // (tiles, N) its sum of exp(z - max)
-    T* lse = tsum + (size_t)tiles * N;   // (N)
-    T* part = lse + N;  // (tiles, N, C) each tile's exps times its wte rows; then x scaled for its d wte
+template <class Real, class Gemm = Blas>
+void classifier_head(Real* logits, Real* losses, const int* targets, const Real* x, const Real* wte, Real* dx,
+                     Real* dwte, Real* scratch, int N, int C, int V, int Vp, Real dscale) {
+    const bool grad = dscale != Real(0);
+    const int w0 = head_tile_cols<Real>(N, Vp), tiles = (Vp + w0 - 1) / w0;
+    Real* tmax = scratch;                   // (tiles, N) the max of each tile's row
+    Real* tsum = tmax + (size_t)tiles * N;  // (tiles, N) its sum of exp(z - max)
+    Real* lse = tsum + (size_t)tiles * N;   // (N)
+    Real* part = lse + N;  // (tiles, N, C) each tile's exps times its wte rows; then x scaled for its d wte
     auto tile = [&](int t, int& v0, int& w, int& real) {
         v0 = t * w0, w = std::min(w0, Vp - v0), real = tile_classes(w, v0, V);
         return logits + (size_t)v0 * N;  // (N, w)
@@ -128,42 +128,42 @@ void classifier_head(T* logits, T* losses, const int* targets, const T* x, const
     auto scale = [&](int t, int i) { return std::exp(tmax[(size_t)t * N + i] - lse[i]) * dscale; };
 #pragma omp parallel
     {
-        std::vector<T> exps(grad ? 0 : w0);  // evaluation keeps no exps
+        std::vector<Real> exps(grad ? 0 : w0);  // evaluation keeps no exps
 #pragma omp for schedule(static)
         for (int t = 0; t < tiles; t++) {
             int v0, w, real;
-            T* z = tile(t, v0, w, real);
-            const T* wt = wte + (size_t)v0 * C;
-            Gemm::gemm(false, true, N, w, C, T(1), x, C, wt, C, T(0), z, w);
+            Real* z = tile(t, v0, w, real);
+            const Real* wt = wte + (size_t)v0 * C;
+            Gemm::gemm(false, true, N, w, C, Real(1), x, C, wt, C, Real(0), z, w);
             for (int i = 0; i < N; i++) {
-                T* zi = z + (size_t)i * w;
+                Real* zi = z + (size_t)i * w;
                 const int tg = targets[i] - v0;
-                if (tg >= 0 && tg < real) losses[i] = zi[tg];            // before the exps overwrite it
-                const T mi = real > 0 ? max_n(zi, real) : T(-INFINITY);  // a tile of padding only adds 0
+                if (tg >= 0 && tg < real) losses[i] = zi[tg];                  // before the exps overwrite it
+                const Real mi = real > 0 ? max_n(zi, real) : Real(-INFINITY);  // a tile of padding only adds 0
                 tmax[(size_t)t * N + i] = mi;
                 tsum[(size_t)t * N + i] = exp_sum_n(grad ? zi : exps.data(), zi, mi, real);
-                if (grad) std::fill(zi + real, zi + w, T(0));
+                if (grad) std::fill(zi + real, zi + w, Real(0));
             }
             // d lnf's share, while the exps are in L2; each row's scale comes once the lse is known
-            if (grad) Gemm::gemm(false, false, N, C, w, T(1), z, w, wt, C, T(0), part + (size_t)t * N * C, C);
+            if (grad) Gemm::gemm(false, false, N, C, w, Real(1), z, w, wt, C, Real(0), part + (size_t)t * N * C, C);
         }
 #pragma omp for schedule(static)
         for (int i = 0; i < N; i++) {
-            RowStats<T> st;
+            RowStats<Real> st;
             for (int t = 0; t < tiles; t++) st.add(tmax[(size_t)t * N + i], tsum[(size_t)t * N + i]);
             lse[i] = st.lse();
             const int tg = targets[i];
-            losses[i] = tg >= 0 && tg < V ? lse[i] - losses[i] : T(NAN);
+            losses[i] = tg >= 0 && tg < V ? lse[i] - losses[i] : Real(NAN);
         }
         if (grad) {
             // d lnf: the tiles' shares scaled and added in tile order, less dscale times the target's wte row
 #pragma omp for schedule(static)
             for (int i = 0; i < N; i++) {
-                T* d = dx + (size_t)i * C;
-                std::fill(d, d + C, T(0));
+                Real* d = dx + (size_t)i * C;
+                std::fill(d, d + C, Real(0));
                 for (int t = 0; t < tiles; t++) {
-                    const T a = scale(t, i);
-                    const T* p = part + ((size_t)t * N + i) * C;
+                    const Real a = scale(t, i);
+                    const Real* p = part + ((size_t)t * N + i) * C;
                     for (int c = 0; c < C; c++) d[c] += a * p[c];
                 }
                 const int tg = targets[i];
@@ -175,13 +175,13 @@ void classifier_head(T* logits, T* losses, const int* targets, const T* x, const
 #pragma omp for schedule(static)
             for (int t = 0; t < tiles; t++) {
                 int v0, w, real;
-                const T* z = tile(t, v0, w, real);
-                T *dw = dwte + (size_t)v0 * C, *xs = part + (size_t)t * N * C;
+                const Real* z = tile(t, v0, w, real);
+                Real *dw = dwte + (size_t)v0 * C, *xs = part + (size_t)t * N * C;
                 for (int i = 0; i < N; i++) {
-                    const T a = scale(t, i);
+                    const Real a = scale(t, i);
                     for (int c = 0; c < C; c++) xs[(size_t)i * C + c] = a * x[(size_t)i * C + c];
                 }
-                Gemm::gemm(true, false, w, C, N, T(1), z, w, xs, C, T(1), dw, C);
+                Gemm::gemm(true, false, w, C, N, Real(1), z, w, xs, C, Real(1), dw, C);
                 for (int i = 0; i < N; i++) {  // rows in order: a class several rows target gets them in order
                     const int tg = targets[i] - v0;
                     if (tg < 0 || tg >= real) continue;
@@ -199,13 +199,14 @@ void classifier_head(T* logits, T* losses, const int* targets, const T* x, const
 // Pass 1, per tile: each row's running max m and sum of exp s (N) take in the tile's columns
 // (the first tile, v0 == 0, sets them), and losses (N) keeps the target's logit (NaN for a
 // target outside [0, V)).
-template <class T>
-void classifier_tile_lse(const T* z, T* m, T* s, T* losses, const int* targets, int N, int w, int v0, int V) {
+template <class Real>
+void classifier_tile_lse(const Real* z, Real* m, Real* s, Real* losses, const int* targets, int N, int w, int v0,
+                         int V) {
     const int real = tile_classes(w, v0, V);
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
-        const T* zi = z + (size_t)i * w;
-        RowStats<T> st;
+        const Real* zi = z + (size_t)i * w;
+        RowStats<Real> st;
         if (v0 > 0) st.m = m[i], st.s = s[i];
         row_stats(st, zi, real);
         m[i] = st.m, s[i] = st.s;
@@ -216,8 +217,8 @@ void classifier_tile_lse(const T* z, T* m, T* s, T* losses, const int* targets, 
 }
 
 // After pass 1: m <- the log-sum-exp, losses <- log-sum-exp - the target's logit.
-template <class T>
-void classifier_tile_loss(T* losses, T* m, const T* s, int N) {
+template <class Real>
+void classifier_tile_loss(Real* losses, Real* m, const Real* s, int N) {
     for (int i = 0; i < N; i++) {
         m[i] += std::log(s[i]);
         losses[i] = m[i] - losses[i];
@@ -226,24 +227,18 @@ void classifier_tile_loss(T* losses, T* m, const T* s, int N) {
 
 // Pass 2, per tile: z (N, w) <- (softmax - onehot) * dscale, from each row's log-sum-exp lse;
 // 0 in the columns >= V.
-template <class T>
-void classifier_tile_dlogits(T* z, const T* lse, const int* targets, int N, int w, int v0, int V, T dscale) {
+template <class Real>
+void classifier_tile_dlogits(Real* z, const Real* lse, const int* targets, int N, int w, int v0, int V, Real dscale) {
     const int real = tile_classes(w, v0, V);
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
-        T* zi = z + (size_t)i * w;
+        Real* zi = z + (size_t)i * w;
         exp_sum_n(zi, zi, lse[i], real);
         scale_n(zi, dscale, real);
-        std::fill(zi + real, zi + w, T(0));
+        std::fill(zi + real, zi + w, Real(0));
         const int t = targets[i];
         if (t >= v0 && t < v0 + real) zi[t - v0] -= dscale;
     }
-}
-
-// losses (N) = -log softmax(logits)[target]; logits (N,V) <- (softmax - onehot) * dscale if dscale != 0
-template <class T>
-void softmax_crossentropy(T* logits, T* losses, const int* targets, int N, int V, T dscale) {
-    classifier_loss(logits, losses, targets, N, V, V, dscale);
 }
 
 }  // namespace cpu

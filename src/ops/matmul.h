@@ -24,18 +24,18 @@ inline void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const doub
 // Built without a BLAS (the Makefile found no cblas.h, as on a bare GPU machine
 // where the CPU backend only serves as the tests' reference): a plain loop, slow
 // but the same contract.
-template <class T>
-void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb, T beta, T* Cm,
-          int ldc) {
+template <class Real>
+void gemm(bool ta, bool tb, int M, int N, int K, Real alpha, const Real* A, int lda, const Real* B, int ldb, Real beta,
+          Real* Cm, int ldc) {
 #pragma omp parallel for
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
-            T s = 0;
+            Real s = 0;
             for (int k = 0; k < K; k++)
                 s += (ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
                      (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
-            T& c = Cm[(size_t)i * ldc + j];
-            c = alpha * s + (beta == T(0) ? T(0) : beta * c);
+            Real& c = Cm[(size_t)i * ldc + j];
+            c = alpha * s + (beta == Real(0) ? Real(0) : beta * c);
         }
 }
 #endif
@@ -43,34 +43,35 @@ void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, c
 // The products below go through Gemm::gemm, Blas by default: a benchmark (test/bench_gemms.cpp)
 // passes its own, which notes every product a training step makes before running it here.
 struct Blas {
-    template <class T>
-    static void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb, T beta,
-                     T* Cm, int ldc) {
+    template <class Real>
+    static void gemm(bool ta, bool tb, int M, int N, int K, Real alpha, const Real* A, int lda, const Real* B, int ldb,
+                     Real beta, Real* Cm, int ldc) {
         cpu::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
     }
 };
 
 // out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
-template <class T, class Gemm = Blas>
-void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IC, int OC) {
+template <class Real, class Gemm = Blas>
+void matmul_forward(Real* out, const Real* inp, const Real* w, const Real* bias, int N, int IC, int OC) {
     if (bias) {
 #pragma omp parallel for
         for (int i = 0; i < N; i++)
             for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] = bias[o];
     }
-    Gemm::gemm(false, true, N, OC, IC, T(1), inp, IC, w, IC, bias ? T(1) : T(0), out, OC);
+    Gemm::gemm(false, true, N, OC, IC, Real(1), inp, IC, w, IC, bias ? Real(1) : Real(0), out, OC);
 }
 
 // dinp (N,IC) = dout . w (overwritten: no zeroed buffer needed) ; dw (OC,IC) += dout^T . inp ;
 // dbias (OC) += column sums of dout (the weights' gradients add up over a step). Any may be null.
-template <class T, class Gemm = Blas>
-void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IC, int OC) {
-    if (dinp) Gemm::gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(0), dinp, IC);
-    if (dw) Gemm::gemm(true, false, OC, IC, N, T(1), dout, OC, inp, IC, T(1), dw, IC);
+template <class Real, class Gemm = Blas>
+void matmul_backward(Real* dinp, Real* dw, Real* dbias, const Real* dout, const Real* inp, const Real* w, int N, int IC,
+                     int OC) {
+    if (dinp) Gemm::gemm(false, false, N, IC, OC, Real(1), dout, OC, w, IC, Real(0), dinp, IC);
+    if (dw) Gemm::gemm(true, false, OC, IC, N, Real(1), dout, OC, inp, IC, Real(1), dw, IC);
     if (dbias) {  // a vector of columns per task, its rows in order
 #pragma omp parallel for
-        for (int o = 0; o < OC; o += kLanes<T>) {
-            vec<T> s{};
+        for (int o = 0; o < OC; o += kLanes<Real>) {
+            vec<Real> s{};
             for (int i = 0; i < N; i++) s += load_first(dout + (size_t)i * OC + o, OC - o);
             store_first(dbias + o, load_first(dbias + o, OC - o) + s, OC - o);
         }
@@ -79,9 +80,9 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
 
 // dinp (N,IC) += dout (N,OC) . w (OC,IC): an input gradient summed over several GEMMs (the
 // classifier's vocabulary tiles)
-template <class T, class Gemm = Blas>
-void matmul_dinp_add(T* dinp, const T* dout, const T* w, int N, int IC, int OC) {
-    Gemm::gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, T(1), dinp, IC);
+template <class Real, class Gemm = Blas>
+void matmul_dinp_add(Real* dinp, const Real* dout, const Real* w, int N, int IC, int OC) {
+    Gemm::gemm(false, false, N, IC, OC, Real(1), dout, OC, w, IC, Real(1), dinp, IC);
 }
 
 }  // namespace cpu

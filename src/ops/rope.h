@@ -8,20 +8,20 @@ namespace cpu {
 
 // out = x = inp + bias (bias (3C) may be null) with each pair (x0, x1) of q and k rotated by
 // +angle (sgn = 1) or -angle (sgn = -1, the transpose); v copied.
-template <class T>
-void rope_rotate(T* out, const T* inp, const T* bias, const T* cos_t, const T* sin_t, int B, int Tn, int C, int H,
-                 T sgn) {
+template <class Real>
+void rope_rotate(Real* out, const Real* inp, const Real* bias, const Real* cos_t, const Real* sin_t, int B, int T,
+                 int C, int H, Real sgn) {
     int D = C / H;
 #pragma omp parallel for
-    for (int bt = 0; bt < B * Tn; bt++) {
-        const T* c = cos_t + (size_t)(bt % Tn) * D / 2;
-        const T* s = sin_t + (size_t)(bt % Tn) * D / 2;
-        const T* x = inp + (size_t)bt * 3 * C;
-        T* y = out + (size_t)bt * 3 * C;
-        auto xb = [&](int i) { return x[i] + (bias ? bias[i] : T(0)); };
+    for (int bt = 0; bt < B * T; bt++) {
+        const Real* c = cos_t + (size_t)(bt % T) * D / 2;
+        const Real* s = sin_t + (size_t)(bt % T) * D / 2;
+        const Real* x = inp + (size_t)bt * 3 * C;
+        Real* y = out + (size_t)bt * 3 * C;
+        auto xb = [&](int i) { return x[i] + (bias ? bias[i] : Real(0)); };
         for (int i = 0; i < 2 * C; i += 2) {  // q and k: the first 2C channels
             int j = (i % D) / 2;
-            T x0 = xb(i), x1 = xb(i + 1);
+            Real x0 = xb(i), x1 = xb(i + 1);
             y[i] = x0 * c[j] - sgn * x1 * s[j];
             y[i + 1] = sgn * x0 * s[j] + x1 * c[j];
         }
@@ -31,15 +31,16 @@ void rope_rotate(T* out, const T* inp, const T* bias, const T* cos_t, const T* s
 
 // out (B,T,3C) = rotated inp + bias (B,T,3C): the qkv GEMM writes its output without the bias
 // and RoPE adds it (bias (3C) may be null); tables (n, D/2) indexed by position t
-template <class T>
-void rope_forward(T* out, const T* inp, const T* bias, const T* cos_t, const T* sin_t, int B, int Tn, int C, int H) {
-    rope_rotate(out, inp, bias, cos_t, sin_t, B, Tn, C, H, T(1));
+template <class Real>
+void rope_forward(Real* out, const Real* inp, const Real* bias, const Real* cos_t, const Real* sin_t, int B, int T,
+                  int C, int H) {
+    rope_rotate(out, inp, bias, cos_t, sin_t, B, T, C, H, Real(1));
 }
 
 // dinp (B,T,3C) = R^T dout (overwritten: the backward needs no zeroed buffer)
-template <class T>
-void rope_backward(T* dinp, const T* dout, const T* cos_t, const T* sin_t, int B, int Tn, int C, int H) {
-    rope_rotate(dinp, dout, (const T*)nullptr, cos_t, sin_t, B, Tn, C, H, T(-1));
+template <class Real>
+void rope_backward(Real* dinp, const Real* dout, const Real* cos_t, const Real* sin_t, int B, int T, int C, int H) {
+    rope_rotate(dinp, dout, (const Real*)nullptr, cos_t, sin_t, B, T, C, H, Real(-1));
 }
 
 }  // namespace cpu

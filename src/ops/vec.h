@@ -23,48 +23,48 @@ constexpr int kVecBytes = 32;
 constexpr int kVecBytes = 16;
 #endif
 
-template <class T>
+template <class Real>
 struct VecOf {
-    typedef T type __attribute__((vector_size(kVecBytes)));
+    typedef Real type __attribute__((vector_size(kVecBytes)));
 };
-template <class T>
-using vec = typename VecOf<T>::type;  // kLanes<T> elements of T
-template <class T>
-constexpr int kLanes = kVecBytes / sizeof(T);
+template <class Real>
+using vec = typename VecOf<Real>::type;  // kLanes<Real> elements of Real
+template <class Real>
+constexpr int kLanes = kVecBytes / sizeof(Real);
 
-template <class T>
-vec<T> splat(T x) {
-    return vec<T>{} + x;
+template <class Real>
+vec<Real> splat(Real x) {
+    return vec<Real>{} + x;
 }
-template <class T>
-vec<T> load(const T* p) {
-    vec<T> v;
+template <class Real>
+vec<Real> load(const Real* p) {
+    vec<Real> v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
-template <class T>
-void store(T* p, vec<T> v) {
+template <class Real>
+void store(Real* p, vec<Real> v) {
     std::memcpy(p, &v, sizeof v);
 }
 // A partial vector: the first n (< kLanes) elements of p, the other lanes `fill`; and its store.
-template <class T>
-vec<T> load_part(const T* p, int n, T fill) {
-    vec<T> v = splat(fill);
+template <class Real>
+vec<Real> load_part(const Real* p, int n, Real fill) {
+    vec<Real> v = splat(fill);
     for (int i = 0; i < n; i++) v[i] = p[i];
     return v;
 }
-template <class T>
-void store_part(T* p, vec<T> v, int n) {
+template <class Real>
+void store_part(Real* p, vec<Real> v, int n) {
     for (int i = 0; i < n; i++) p[i] = v[i];
 }
 // The first min(n, kLanes) elements of p (fill in the other lanes), and their store.
-template <class T>
-vec<T> load_first(const T* p, int n, T fill = T(0)) {
-    return n >= kLanes<T> ? load(p) : load_part(p, n, fill);
+template <class Real>
+vec<Real> load_first(const Real* p, int n, Real fill = Real(0)) {
+    return n >= kLanes<Real> ? load(p) : load_part(p, n, fill);
 }
-template <class T>
-void store_first(T* p, vec<T> v, int n) {
-    if (n >= kLanes<T>)
+template <class Real>
+void store_first(Real* p, vec<Real> v, int n) {
+    if (n >= kLanes<Real>)
         store(p, v);
     else
         store_part(p, v, n);
@@ -73,16 +73,16 @@ template <class V>
 V vmax(V a, V b) {
     return a > b ? a : b;
 }
-template <class T>
-T hsum(vec<T> v) {
-    T s = v[0];
-    for (int i = 1; i < kLanes<T>; i++) s += v[i];
+template <class Real>
+Real hsum(vec<Real> v) {
+    Real s = v[0];
+    for (int i = 1; i < kLanes<Real>; i++) s += v[i];
     return s;
 }
-template <class T>
-T hmax(vec<T> v) {
-    T m = v[0];
-    for (int i = 1; i < kLanes<T>; i++) m = v[i] > m ? v[i] : m;
+template <class Real>
+Real hmax(vec<Real> v) {
+    Real m = v[0];
+    for (int i = 1; i < kLanes<Real>; i++) m = v[i] > m ? v[i] : m;
     return m;
 }
 
@@ -119,48 +119,48 @@ inline vec<float> vexp(vec<float> x) {
 #endif
 
 // The max of x[0..n) (n >= 1).
-template <class T>
-T max_n(const T* x, int n) {
-    constexpr int W = kLanes<T>;
-    vec<T> m = splat<T>(-INFINITY);
+template <class Real>
+Real max_n(const Real* x, int n) {
+    constexpr int W = kLanes<Real>;
+    vec<Real> m = splat<Real>(-INFINITY);
     int i = 0;
     for (; i + W <= n; i += W) m = vmax(m, load(x + i));
-    if (i < n) m = vmax(m, load_part(x + i, n - i, T(-INFINITY)));
-    return hmax<T>(m);
+    if (i < n) m = vmax(m, load_part(x + i, n - i, Real(-INFINITY)));
+    return hmax<Real>(m);
 }
 
 // The sum of a[i] * b[i] for i < n.
-template <class T>
-T dot_n(const T* a, const T* b, int n) {
-    constexpr int W = kLanes<T>;
-    vec<T> s{};
+template <class Real>
+Real dot_n(const Real* a, const Real* b, int n) {
+    constexpr int W = kLanes<Real>;
+    vec<Real> s{};
     for (int i = 0; i < n; i += W) s += load_first(a + i, n - i) * load_first(b + i, n - i);
-    return hsum<T>(s);
+    return hsum<Real>(s);
 }
 
 // x[i] *= f for i < n.
-template <class T>
-void scale_n(T* x, T f, int n) {
-    for (int i = 0; i < n; i += kLanes<T>) store_first(x + i, load_first(x + i, n - i) * f, n - i);
+template <class Real>
+void scale_n(Real* x, Real f, int n) {
+    for (int i = 0; i < n; i += kLanes<Real>) store_first(x + i, load_first(x + i, n - i) * f, n - i);
 }
 
 // y[i] = exp(x[i] - shift) for i < n (y may be x); returns the sum of the y[i].
-template <class T>
-T exp_sum_n(T* y, const T* x, T shift, int n) {
-    constexpr int W = kLanes<T>;
-    vec<T> s{};
+template <class Real>
+Real exp_sum_n(Real* y, const Real* x, Real shift, int n) {
+    constexpr int W = kLanes<Real>;
+    vec<Real> s{};
     int i = 0;
     for (; i + W <= n; i += W) {
-        vec<T> e = vexp(load(x + i) - shift);
+        vec<Real> e = vexp(load(x + i) - shift);
         store(y + i, e);
         s += e;
     }
     if (i < n) {  // the missing lanes are exp(-inf) = 0
-        vec<T> e = vexp(load_part(x + i, n - i, T(-INFINITY)) - shift);
+        vec<Real> e = vexp(load_part(x + i, n - i, Real(-INFINITY)) - shift);
         store_part(y + i, e, n - i);
         s += e;
     }
-    return hsum<T>(s);
+    return hsum<Real>(s);
 }
 
 }  // namespace cpu

@@ -126,7 +126,7 @@ template <class A>
 void loss(int version, Bufs<A>& b, const Shape& s) {
     const float dscale = 1.0f / s.N;
     if (version <= 2)
-        return gpu::softmax_crossentropy(b.logits.p, b.losses.p, b.targets.p, s.N, s.V, dscale, gpu::main_stream());
+        return gpu::classifier_loss(b.logits.p, b.losses.p, b.targets.p, s.N, s.V, s.V, dscale, gpu::main_stream());
     if constexpr (std::is_same<A, float>::value) {  // versions 3 and 4 are fp32 only
         if (version == 3) {
             crossentropy_warp_kernel<<<gpu::ceil_div(s.N, kWarps), 32 * kWarps>>>(b.logits.p, b.losses.p, b.targets.p,
@@ -156,7 +156,7 @@ Reference reference(const lab::Buf<A>& xb, const lab::Buf<A>& wteb, const std::v
     Reference r{std::vector<float>((size_t)s.N * s.V), std::vector<float>(s.N), std::vector<float>((size_t)s.N * s.C),
                 std::vector<float>((size_t)s.V * s.C)};
     cpu::matmul_forward<float>(r.dlogits.data(), x.data(), wte.data(), nullptr, s.N, s.C, s.V);
-    cpu::softmax_crossentropy(r.dlogits.data(), r.losses.data(), t.data(), s.N, s.V, 1.0f / s.N);
+    cpu::classifier_loss(r.dlogits.data(), r.losses.data(), t.data(), s.N, s.V, s.V, 1.0f / s.N);
     cpu::matmul_backward<float>(r.dx.data(), r.dwte.data(), nullptr, r.dlogits.data(), x.data(), wte.data(), s.N, s.C,
                                 s.V);
     return r;
