@@ -30,32 +30,12 @@
 #include "ops/matmul.h"
 #include "ops/vec.h"
 #include "rng.h"
+#include "testlib.h"
 
 using Vf = std::vector<float>;
 using Vd = std::vector<double>;
-static int failures = 0;
 static const double kUlp = std::ldexp(1.0, -23);  // float's ULP at 1
 
-static void report(const std::string& name, const std::string& why) {
-    if (why.empty()) {
-        std::printf("PASS %s\n", name.c_str());
-    } else {
-        std::printf("FAIL %s: %s\n", name.c_str(), why.c_str());
-        failures++;
-    }
-}
-
-static std::string fmt(double x) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.3g", x);
-    return b;
-}
-
-static Vd randn(size_t n, Rng& r, double s = 1.0) {
-    Vd v(n);
-    for (double& x : v) x = (float)(s * r.normal());  // values a float holds exactly
-    return v;
-}
 static Vf to_float(const Vd& v) {
     return Vf(v.begin(), v.end());
 }
@@ -78,9 +58,6 @@ static std::string close(const char* what, const Vf& f, const Vd& d, double ulps
     const double e = err / (scale * kUlp);
     if (!(e <= ulps)) return std::string(what) + ": " + fmt(e) + " ULPs of its scale (allowed " + fmt(ulps) + ")";
     return "";
-}
-static void append(std::string& why, const std::string& more) {
-    if (!more.empty()) why += (why.empty() ? "" : "; ") + more;
 }
 
 // ---- the functions themselves -----------------------------------------------------------
@@ -135,7 +112,7 @@ static void test_functions() {
 static void test_partial_vectors() {
     constexpr int W = cpu::kLanes<float>;
     Rng r(2);
-    const Vf x = to_float(randn(4 * W + 3, r, 3.0));
+    const Vf x = to_float(randn<Vd>(4 * W + 3, r, 3.0));
     std::string why;
     for (int start = 0; start < W; start++)
         for (int n = 1; start + n <= (int)x.size(); n++) {
@@ -177,7 +154,7 @@ static std::string same_on_1_and_3_threads(const std::function<Vf()>& f) {
 static void test_loss() {
     const int N = 7, V = 2500, ld = 2560, w = 1024;
     Rng r(3);
-    Vd zd = randn((size_t)N * ld, r, 3.0);
+    Vd zd = randn<Vd>((size_t)N * ld, r, 3.0);
     std::vector<int> tg(N);
     for (int& t : tg) t = (int)r.below(V);
     tg[0] = V - 1, tg[1] = 0;  // the last class (the tail), the first
@@ -240,7 +217,7 @@ static void test_classifier_head() {
     const int C = 24, V = 2500, Vp = 2560;
     for (int N : {37, 1000}) {
         Rng r(5 + N);
-        const Vd xd = randn((size_t)N * C, r), wd = randn((size_t)Vp * C, r, 0.5), dw0 = randn((size_t)Vp * C, r, 0.1);
+        const Vd xd = randn<Vd>((size_t)N * C, r), wd = randn<Vd>((size_t)Vp * C, r, 0.5), dw0 = randn<Vd>((size_t)Vp * C, r, 0.1);
         std::vector<int> tg(N);
         for (int& t : tg) t = (int)r.below(V);
         tg[0] = V - 1, tg[1] = 0;
@@ -295,7 +272,7 @@ static void test_attention() {
     for (const AttShape& s : shapes) {
         const size_t nqkv = (size_t)s.B * s.T * 3 * s.C, nout = (size_t)s.B * s.T * s.C,
                      natt = (size_t)s.B * s.H * s.T * s.T, nlse = (size_t)s.B * s.H * s.T;
-        const Vd qkv = randn(nqkv, r), dout = randn(nout, r);
+        const Vd qkv = randn<Vd>(nqkv, r), dout = randn<Vd>(nout, r);
         Vd outd(nout), attd(natt), lsed(nlse), dqd(nqkv, 5.0), dqd2(nqkv, 5.0), scd(natt);
         cpu::attention_forward(outd.data(), attd.data(), qkv.data(), s.B, s.T, s.C, s.H);
         cpu::attention_forward_lse(outd.data(), lsed.data(), qkv.data(), s.B, s.T, s.C, s.H);
@@ -352,8 +329,8 @@ static void test_gelu_layernorm_bias() {
     Rng r(5);
     for (int C : {37, 128}) {  // 37: every row ends in a partial vector
         const int N = 9;
-        const Vd x = randn((size_t)N * C, r, 2.0), y = randn((size_t)N * C, r), bias = randn(C, r), w = randn(C, r),
-                 b = randn(C, r), dout = randn((size_t)N * C, r);
+        const Vd x = randn<Vd>((size_t)N * C, r, 2.0), y = randn<Vd>((size_t)N * C, r), bias = randn<Vd>(C, r), w = randn<Vd>(C, r),
+                 b = randn<Vd>(C, r), dout = randn<Vd>((size_t)N * C, r);
         const Vf xf = to_float(x), yf = to_float(y), biasf = to_float(bias), wf = to_float(w), bf = to_float(b),
                  doutf = to_float(dout);
         const std::string tag = "_C" + std::to_string(C);
@@ -406,19 +383,18 @@ static void test_gelu_layernorm_bias() {
         report("matmul_bias_grad_float_vs_double" + tag, close("dbias", dbiasf, dbiasd, 4));
     }
     // the sum of squares of the gradient, in double over float elements, chunks and lanes
-    const Vf g = to_float(randn((1 << 17) + 5, r));
+    const Vf g = to_float(randn<Vd>((1 << 17) + 5, r));
     double exact = 0;
     for (float x : g) exact += (double)x * x;
     const double got = cpu::sum_squares(g.data(), g.size());
     report("sum_squares", std::fabs(got - exact) <= 1e-12 * exact ? "" : fmt(got) + " against " + fmt(exact));
 }
 
-int main() {
-    test_functions();
-    test_partial_vectors();
-    test_loss();
-    test_classifier_head();
-    test_attention();
-    test_gelu_layernorm_bias();
-    return failures ? 1 : 0;
+// test_cpu_vec [GROUP...] runs the groups whose name contains one of them; --list names them.
+int main(int argc, char** argv) {
+    return run_test_list({test_group("functions", test_functions), test_group("partial_vectors", test_partial_vectors),
+                          test_group("loss", test_loss), test_group("classifier_head", test_classifier_head),
+                          test_group("attention", test_attention),
+                          test_group("gelu_layernorm_bias", test_gelu_layernorm_bias)},
+                         argc, argv);
 }

@@ -2,7 +2,7 @@
 // vocabulary: the pre-tokenizer on each alternative of GPT-2's pattern, BPE on a small vocabulary
 // written here, invalid UTF-8 and each malformed vocabulary. test/test_tokenizer.py compares the
 // encoder with data/gpt2_tokenizer.py on the real vocabulary through the other modes:
-//   test_gpt2_encoder                        the checks (a build without ICU: the error it gives)
+//   test_gpt2_encoder [NAME...] [--list]     the checks (a build without ICU: the error it gives)
 //   test_gpt2_encoder --encode ENCODER_JSON  each line of stdin a JSON string -> a JSON list of ids
 //   test_gpt2_encoder --pieces               each line of stdin a JSON string -> a JSON list of pre-tokens
 //   test_gpt2_encoder --unassigned           "first last": the ranges of code points ICU has no character for
@@ -17,33 +17,13 @@
 #include <unistd.h>
 
 #include "gpt2_encoder.h"
+#include "testlib.h"
 #ifdef HAVE_ICU
 #include <unicode/uchar.h>
 #endif
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-static int g_failed = 0;
-
-static void check(const std::string& name, bool ok, const std::string& why = "check failed") {
-    if (ok) {
-        printf("PASS %s\n", name.c_str());
-    } else {
-        printf("FAIL %s: %s\n", name.c_str(), why.c_str());
-        g_failed++;
-    }
-}
-
-// f() must throw an exception whose message contains `needle`.
-static void expect_error(const std::string& name, const std::function<void()>& f, const std::string& needle) {
-    try {
-        f();
-        check(name, false, "no error (expected one containing '" + needle + "')");
-    } catch (const std::exception& e) {
-        check(name, std::string(e.what()).find(needle) != std::string::npos, std::string("got '") + e.what() + "'");
-    }
-}
 
 #ifdef HAVE_ICU
 static std::string utf8(int cp) {
@@ -180,19 +160,25 @@ int main(int argc, char** argv) {
         fprintf(stderr, "error: %s\n", e.what());
         return 1;
     }
-    if (!mode.empty()) {
+    if (mode.rfind("--", 0) == 0 && mode != "--list") {
         fprintf(stderr, "error: unknown mode '%s' (test_gpt2_encoder [--encode ENCODER_JSON | --pieces | --unassigned])\n",
                 mode.c_str());
         return 2;
     }
 #ifdef HAVE_ICU
-    fs::path tmp = fs::temp_directory_path() / ("test_gpt2_encoder." + std::to_string(getpid()));
-    pretokenizer_checks();
-    bpe_checks(tmp);
+    const fs::path tmp = fs::temp_directory_path() / ("test_gpt2_encoder." + std::to_string(getpid()));
+    const int rc = run_test_list({test_group("pretokenizer", pretokenizer_checks),
+                                  test_group("bpe", [&] { bpe_checks(tmp); })},
+                                 argc, argv);
     fs::remove_all(tmp);
+    return rc;
 #else
-    expect_error("no_unicode_library", [] { GPT2Encoder e("data/gpt2/encoder.json"); },
-                 "this build has no Unicode library");
+    return run_test_list({test_group("no_unicode_library",
+                                     [] {
+                                         expect_error("no_unicode_library",
+                                                      [] { GPT2Encoder e("data/gpt2/encoder.json"); },
+                                                      "this build has no Unicode library");
+                                     })},
+                         argc, argv);
 #endif
-    return g_failed ? 1 : 0;
 }

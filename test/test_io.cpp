@@ -1,6 +1,6 @@
 // Tests of the host I/O layer: config parsing and validation, shard reader, safetensors,
 // checkpoint folder protocol, JSONL log, write errors on a full disk, and a step's FLOP count.
-// Output protocol: one PASS / FAIL / SKIPPED line per check; exit 1 on any FAIL.
+// One PASS / FAIL / SKIPPED line per check (test/testlib.h); exit 1 on any FAIL.
 #include <csignal>
 #include <cstdio>
 #include <cmath>
@@ -20,35 +20,14 @@
 #include "flops.h"
 #include "log.h"
 #include "safetensors.h"
+#include "testlib.h"
 #include "gpt2_decoder.h"
 #include "ops/adamw.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-static int g_failed = 0;
 static std::string g_tmp;  // scratch folder, removed at the end
-
-static void check(const std::string& name, bool ok, const std::string& why = "check failed") {
-    if (ok)
-        std::printf("PASS %s\n", name.c_str());
-    else {
-        std::printf("FAIL %s: %s\n", name.c_str(), why.c_str());
-        g_failed++;
-    }
-}
-
-// f() must throw a std::exception whose message contains `needle`.
-static void expect_error(const std::string& name, const std::function<void()>& f, const std::string& needle) {
-    try {
-        f();
-    } catch (const std::exception& e) {
-        std::string msg = e.what();
-        check(name, msg.find(needle) != std::string::npos, "message '" + msg + "' lacks '" + needle + "'");
-        return;
-    }
-    check(name, false, "no error thrown (expected one containing '" + needle + "')");
-}
 
 static void expect_ok(const std::string& name, const std::function<void()>& f) {
     try {
@@ -598,7 +577,7 @@ static void test_checkpoint() {
 static void test_full_disk() {
     const std::string enospc = std::strerror(ENOSPC);
     if (access("/dev/full", W_OK) != 0) {
-        std::printf("SKIPPED full_disk_dev_full: /dev/full is not writable here\n");
+        report_skipped("full_disk_dev_full", "/dev/full is not writable here");
     } else {
         std::vector<float> w(1000, 1.f);
         expect_error(
@@ -647,7 +626,7 @@ static void test_full_disk() {
     struct rlimit old;
     getrlimit(RLIMIT_FSIZE, &old);
     if (old.rlim_max != RLIM_INFINITY && old.rlim_max < 65536) {
-        std::printf("SKIPPED full_disk_fsize: hard RLIMIT_FSIZE too low to test\n");
+        report_skipped("full_disk_fsize", "hard RLIMIT_FSIZE too low to test");
         return;
     }
     struct rlimit lim = old;
@@ -655,7 +634,7 @@ static void test_full_disk() {
     void (*prev)(int) = std::signal(SIGXFSZ, SIG_IGN);  // else the process is killed instead of seeing EFBIG
     if (setrlimit(RLIMIT_FSIZE, &lim) != 0) {
         std::signal(SIGXFSZ, prev);
-        std::printf("SKIPPED full_disk_fsize: setrlimit failed: %s\n", std::strerror(errno));
+        report_skipped("full_disk_fsize", std::string("setrlimit failed: ") + std::strerror(errno));
         return;
     }
     std::vector<double> big(100000, 2.0);  // 800 kB > 64 kB
@@ -910,33 +889,28 @@ static void test_flops() {
               gpu_peak_tflops("NVIDIA GeForce RTX 4090", "bf16") == 0 && gpu_peak_tflops("cpu", "fp32") == 0);
 }
 
-int main() {
+// test_io [GROUP...] runs the groups whose name contains one of them; --list names them.
+int main(int argc, char** argv) {
     char tmpl[] = "/tmp/test_io_XXXXXX";
     if (!mkdtemp(tmpl)) {
         std::printf("FAIL setup: mkdtemp: %s\n", std::strerror(errno));
         return 1;
     }
     g_tmp = tmpl;
-    const std::pair<const char*, void (*)()> groups[] = {
-        {"config", test_config},
-        {"validate", test_validate},
-        {"dataloader", test_dataloader},
-        {"safetensors", test_safetensors},
-        {"checkpoint", test_checkpoint},
-        {"full_disk", test_full_disk},
-        {"shard_names", test_shard_names},
-        {"config_robustness", test_config_robustness},
-        {"files_and_run_dir", test_files_and_run_dir},
-        {"flops", test_flops},
+    const std::vector<TestCase> groups = {
+        test_group("config", test_config),
+        test_group("validate", test_validate),
+        test_group("dataloader", test_dataloader),
+        test_group("safetensors", test_safetensors),
+        test_group("checkpoint", test_checkpoint),
+        test_group("full_disk", test_full_disk),
+        test_group("shard_names", test_shard_names),
+        test_group("config_robustness", test_config_robustness),
+        test_group("files_and_run_dir", test_files_and_run_dir),
+        test_group("flops", test_flops),
     };
-    for (auto& [name, fn] : groups) {
-        try {
-            fn();
-        } catch (const std::exception& e) {  // an unexpected error aborts only its group
-            check(std::string(name) + "_unexpected_error", false, e.what());
-        }
-    }
+    const int rc = run_test_list(groups, argc, argv);  // an unexpected error fails only its group
     std::error_code ec;
     fs::remove_all(g_tmp, ec);
-    return g_failed ? 1 : 0;
+    return rc;
 }
