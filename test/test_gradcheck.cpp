@@ -19,38 +19,17 @@
 #include "config.h"
 #include "model.h"
 #include "model_testlib.h"
+#include "testlib.h"
 
-using Vec = std::vector<double>;
-static int passed = 0, failures = 0;
+using Vd = std::vector<double>;
 // Threads for the model checks' finite differences (all the cores); everything else, and the ops
 // inside those threads, run on one thread: at these tiny sizes OpenMP's fork and join per op costs
 // more than the op.
 static int g_cores = 1;
 static const double kTol = 1e-6;
 
-static std::string fmt(double x) {
-    char b[32];
-    snprintf(b, sizeof b, "%.3g", x);
-    return b;
-}
 
-static void report(const std::string& name, bool ok, const std::string& why = "") {
-    if (ok) {
-        printf("PASS %s\n", name.c_str());
-        passed++;
-    } else {
-        printf("FAIL %s: %s\n", name.c_str(), why.c_str());
-        failures++;
-    }
-}
-
-static Vec randn(size_t n, Rng& r, double s = 1.0) {
-    Vec v(n);
-    for (auto& x : v) x = s * r.normal();
-    return v;
-}
-
-static double rel_err(const Vec& a, const Vec& b) {
+static double rel_err(const Vd& a, const Vd& b) {
     double diff = 0, scale = 1e-300;
     for (size_t i = 0; i < a.size(); i++) {
         diff = std::max(diff, std::fabs(a[i] - b[i]));
@@ -76,8 +55,8 @@ static double central_difference(double& xi, F&& f, double h = 1e-5) {
 }
 
 // Central differences of f with respect to every element of x.
-static Vec numeric_grad(Vec& x, const std::function<double()>& f) {
-    Vec g(x.size());
+static Vd numeric_grad(Vd& x, const std::function<double()>& f) {
+    Vd g(x.size());
     for (size_t i = 0; i < x.size(); i++) g[i] = central_difference(x[i], f);
     return g;
 }
@@ -86,23 +65,23 @@ static Vec numeric_grad(Vec& x, const std::function<double()>& f) {
 // analytic gradient of each named input with finite differences.
 struct OpCheck {
     std::string op;
-    std::vector<std::pair<std::string, Vec*>> inputs;
-    std::function<Vec()> forward;                          // returns out
-    std::function<std::vector<Vec>(const Vec&)> backward;  // dout -> grads, one per input
+    std::vector<std::pair<std::string, Vd*>> inputs;
+    std::function<Vd()> forward;                          // returns out
+    std::function<std::vector<Vd>(const Vd&)> backward;  // dout -> grads, one per input
     void run(Rng& rng) {
-        Vec out = forward();
-        Vec dout = randn(out.size(), rng);
+        Vd out = forward();
+        Vd dout = randn<Vd>(out.size(), rng);
         auto loss = [&] {
-            Vec o = forward();
+            Vd o = forward();
             double s = 0;
             for (size_t i = 0; i < o.size(); i++) s += o[i] * dout[i];
             return s;
         };
-        std::vector<Vec> grads = backward(dout);
+        std::vector<Vd> grads = backward(dout);
         bool ok = true;
         std::string worst;
         for (size_t k = 0; k < inputs.size(); k++) {
-            Vec num = numeric_grad(*inputs[k].second, loss);
+            Vd num = numeric_grad(*inputs[k].second, loss);
             double e = rel_err(grads[k], num);
             table_row(op, inputs[k].first, e, num.size());
             if (!(e < kTol)) {
@@ -110,7 +89,7 @@ struct OpCheck {
                 worst = inputs[k].first + " rel err " + fmt(e);
             }
         }
-        report("gradcheck_op_" + op, ok, worst);
+        check("gradcheck_op_" + op, ok, worst);
     }
 };
 
@@ -120,67 +99,67 @@ static void op_checks(Rng& rng) {
     std::vector<int> tok(N), tgt(N);
     for (int i = 0; i < N; i++) tok[i] = (int)rng.below(V), tgt[i] = (int)rng.below(V);
 
-    Vec x = randn(N * C, rng), w = randn(C, rng), b = randn(C, rng);
+    Vd x = randn<Vd>(N * C, rng), w = randn<Vd>(C, rng), b = randn<Vd>(C, rng);
     OpCheck{"layernorm",
             {{"inp", &x}, {"weight", &w}, {"bias", &b}},
             [&] {
-                Vec o(N * C), m(N), r(N);
+                Vd o(N * C), m(N), r(N);
                 K::layernorm_forward(o.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
                 return o;
             },
-            [&](const Vec& d) {
-                Vec o(N * C), m(N), r(N), dx(N * C), dw(C), db(C);
+            [&](const Vd& d) {
+                Vd o(N * C), m(N), r(N), dx(N * C), dw(C), db(C);
                 K::layernorm_forward(o.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
                 K::layernorm_backward(dx.data(), dw.data(), db.data(), nullptr, d.data(), x.data(), w.data(), m.data(),
                                       r.data(), N, C);
-                return std::vector<Vec>{dx, dw, db};
+                return std::vector<Vd>{dx, dw, db};
             }}
         .run(rng);
 
-    Vec mx = randn(N * C, rng), mw = randn(3 * C * C, rng), mb = randn(3 * C, rng);
+    Vd mx = randn<Vd>(N * C, rng), mw = randn<Vd>(3 * C * C, rng), mb = randn<Vd>(3 * C, rng);
     OpCheck{"matmul",
             {{"inp", &mx}, {"weight", &mw}, {"bias", &mb}},
             [&] {
-                Vec o(N * 3 * C);
+                Vd o(N * 3 * C);
                 K::matmul_forward(o.data(), mx.data(), mw.data(), mb.data(), N, C, 3 * C);
                 return o;
             },
-            [&](const Vec& d) {
-                Vec dx(N * C), dw(3 * C * C), db(3 * C);
+            [&](const Vd& d) {
+                Vd dx(N * C), dw(3 * C * C), db(3 * C);
                 K::matmul_backward(dx.data(), dw.data(), db.data(), d.data(), mx.data(), mw.data(), N, C, 3 * C);
-                return std::vector<Vec>{dx, dw, db};
+                return std::vector<Vd>{dx, dw, db};
             }}
         .run(rng);
 
     // the tied LM head: logits = x wte^T, no bias
-    Vec hx = randn(N * C, rng), hw = randn(V * C, rng);
+    Vd hx = randn<Vd>(N * C, rng), hw = randn<Vd>(V * C, rng);
     OpCheck{"tied_head",
             {{"lnf_out", &hx}, {"wte", &hw}},
             [&] {
-                Vec o(N * V);
+                Vd o(N * V);
                 K::matmul_forward(o.data(), hx.data(), hw.data(), nullptr, N, C, V);
                 return o;
             },
-            [&](const Vec& d) {
-                Vec dx(N * C), dw(V * C);
+            [&](const Vd& d) {
+                Vd dx(N * C), dw(V * C);
                 K::matmul_backward(dx.data(), dw.data(), nullptr, d.data(), hx.data(), hw.data(), N, C, V);
-                return std::vector<Vec>{dx, dw};
+                return std::vector<Vd>{dx, dw};
             }}
         .run(rng);
 
-    Vec qkv = randn(N * 3 * C, rng);
+    Vd qkv = randn<Vd>(N * 3 * C, rng);
     OpCheck{"attention",
             {{"qkv", &qkv}},
             [&] {
-                Vec o(N * C), att(B * H * T * T);
+                Vd o(N * C), att(B * H * T * T);
                 K::attention_forward(o.data(), att.data(), qkv.data(), B, T, C, H);
                 return o;
             },
-            [&](const Vec& d) {
-                Vec o(N * C), att(B * H * T * T), sc(B * H * T * T), dq(N * 3 * C);
+            [&](const Vd& d) {
+                Vd o(N * C), att(B * H * T * T), sc(B * H * T * T), dq(N * 3 * C);
                 K::attention_forward(o.data(), att.data(), qkv.data(), B, T, C, H);
                 K::attention_backward(dq.data(), sc.data(), d.data(), qkv.data(), att.data(), B, T, C, H);
-                return std::vector<Vec>{dq};
+                return std::vector<Vd>{dq};
             }}
         .run(rng);
 
@@ -188,107 +167,107 @@ static void op_checks(Rng& rng) {
     OpCheck{"attention_lse",
             {{"qkv", &qkv}},
             [&] {
-                Vec o(N * C), lse(B * H * T);
+                Vd o(N * C), lse(B * H * T);
                 K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H);
                 return o;
             },
-            [&](const Vec& d) {
-                Vec o(N * C), lse(B * H * T), dq(N * 3 * C);
+            [&](const Vd& d) {
+                Vd o(N * C), lse(B * H * T), dq(N * 3 * C);
                 K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H);
                 K::attention_backward_lse(dq.data(), d.data(), qkv.data(), o.data(), lse.data(), B, T, C, H);
-                return std::vector<Vec>{dq};
+                return std::vector<Vd>{dq};
             }}
         .run(rng);
 
-    Vec rc, rs;
+    Vd rc, rs;
     rope_tables(rc, rs, T, D, 10000.0);
     // the bias of the layer before RoPE or GELU goes in with it: its gradient is the column sums
     // of the input gradient (what the linear layer's backward computes from it)
-    auto column_sums = [](const Vec& x, size_t cols) {
-        Vec s(cols, 0.0);
+    auto column_sums = [](const Vd& x, size_t cols) {
+        Vd s(cols, 0.0);
         for (size_t i = 0; i < x.size(); i++) s[i % cols] += x[i];
         return s;
     };
-    Vec rin = randn(N * 3 * C, rng), rb = randn(3 * C, rng);
+    Vd rin = randn<Vd>(N * 3 * C, rng), rb = randn<Vd>(3 * C, rng);
     OpCheck{"rope",
             {{"qkv", &rin}, {"bias", &rb}},
             [&] {
-                Vec o(N * 3 * C);
+                Vd o(N * 3 * C);
                 K::rope_forward(o.data(), rin.data(), rb.data(), rc.data(), rs.data(), B, T, C, H);
                 return o;
             },
-            [&](const Vec& d) {
-                Vec di(N * 3 * C);
+            [&](const Vd& d) {
+                Vd di(N * 3 * C);
                 K::rope_backward(di.data(), d.data(), rc.data(), rs.data(), B, T, C, H);
-                return std::vector<Vec>{di, column_sums(di, 3 * C)};
+                return std::vector<Vd>{di, column_sums(di, 3 * C)};
             }}
         .run(rng);
 
     // CRoPE projection: expand A,B then the matmul; gradients through the fold
-    Vec cA = randn(3 * C * C / 4, rng), cB = randn(3 * C * C / 4, rng), cx = randn(N * C, rng), cb = randn(3 * C, rng);
+    Vd cA = randn<Vd>(3 * C * C / 4, rng), cB = randn<Vd>(3 * C * C / 4, rng), cx = randn<Vd>(N * C, rng), cb = randn<Vd>(3 * C, rng);
     OpCheck{"crope_projection",
             {{"inp", &cx}, {"A", &cA}, {"B", &cB}, {"bias", &cb}},
             [&] {
-                Vec W(3 * C * C), o(N * 3 * C);
+                Vd W(3 * C * C), o(N * 3 * C);
                 K::crope_expand(W.data(), cA.data(), cB.data(), C);
                 K::matmul_forward(o.data(), cx.data(), W.data(), cb.data(), N, C, 3 * C);
                 return o;
             },
-            [&](const Vec& d) {
-                Vec W(3 * C * C), dW(3 * C * C), dx(N * C), dA(cA.size()), dB(cB.size()), db(3 * C);
+            [&](const Vd& d) {
+                Vd W(3 * C * C), dW(3 * C * C), dx(N * C), dA(cA.size()), dB(cB.size()), db(3 * C);
                 K::crope_expand(W.data(), cA.data(), cB.data(), C);
                 K::matmul_backward(dx.data(), dW.data(), db.data(), d.data(), cx.data(), W.data(), N, C, 3 * C);
                 K::crope_fold(dA.data(), dB.data(), dW.data(), C);
-                return std::vector<Vec>{dx, dA, dB, db};
+                return std::vector<Vd>{dx, dA, dB, db};
             }}
         .run(rng);
 
-    Vec gx = randn(N * 4 * C, rng, 2.0), gb = randn(4 * C, rng);
+    Vd gx = randn<Vd>(N * 4 * C, rng, 2.0), gb = randn<Vd>(4 * C, rng);
     OpCheck{"gelu",
             {{"inp", &gx}, {"bias", &gb}},
             [&] {
-                Vec o(gx.size());
+                Vd o(gx.size());
                 K::gelu_forward(o.data(), gx.data(), gb.data(), N, 4 * C);
                 return o;
             },
-            [&](const Vec& d) {
-                Vec dx(gx.size());
+            [&](const Vd& d) {
+                Vd dx(gx.size());
                 K::gelu_backward(dx.data(), gx.data(), gb.data(), d.data(), N, 4 * C);
-                return std::vector<Vec>{dx, column_sums(dx, 4 * C)};
+                return std::vector<Vd>{dx, column_sums(dx, 4 * C)};
             }}
         .run(rng);
 
     // softmax + cross-entropy: out = per-row losses; dlogits = (p - onehot) * dscale
     // per row, so for an upstream d per row the gradient is dlogits scaled by d.
-    Vec lg = randn(N * V, rng, 2.0);
+    Vd lg = randn<Vd>(N * V, rng, 2.0);
     OpCheck{"softmax_crossentropy",
             {{"logits", &lg}},
             [&] {
-                Vec z = lg, loss(N);
+                Vd z = lg, loss(N);
                 K::classifier_loss(z.data(), loss.data(), tgt.data(), N, V, V, 0.0);
                 return loss;
             },
-            [&](const Vec& d) {
-                Vec z = lg, loss(N);
+            [&](const Vd& d) {
+                Vd z = lg, loss(N);
                 K::classifier_loss(z.data(), loss.data(), tgt.data(), N, V, V, 1.0);
                 for (int i = 0; i < N; i++)
                     for (int v = 0; v < V; v++) z[(size_t)i * V + v] *= d[i];
-                return std::vector<Vec>{z};
+                return std::vector<Vd>{z};
             }}
         .run(rng);
 
-    Vec ew = randn(V * C, rng), ep = randn(T * C, rng);
+    Vd ew = randn<Vd>(V * C, rng), ep = randn<Vd>(T * C, rng);
     OpCheck{"embeddings",
             {{"wte", &ew}, {"wpe", &ep}},
             [&] {
-                Vec o(N * C);
+                Vd o(N * C);
                 K::encoder_forward(o.data(), tok.data(), ew.data(), ep.data(), B, T, C);
                 return o;
             },
-            [&](const Vec& d) {
-                Vec dw(V * C), dp(T * C);
+            [&](const Vd& d) {
+                Vd dw(V * C), dp(T * C);
                 K::encoder_backward(dw.data(), dp.data(), d.data(), tok.data(), B, T, C);
-                return std::vector<Vec>{dw, dp};
+                return std::vector<Vd>{dw, dp};
             }}
         .run(rng);
 }
@@ -325,11 +304,11 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
     // every parameter's central difference, spread over the cores: each thread has its own model and
     // copy of the weights, and the ops inside run on one thread, so any split gives the same numbers
     // (the ops' results do not depend on their thread count)
-    Vec numeric(params.size());
+    Vd numeric(params.size());
 #pragma omp parallel num_threads(g_cores)
     {
         GPT<CpuBackend<double>> mine(c);
-        Vec p = params;
+        Vd p = params;
         auto loss = [&] {
             mine.set_params(p);
             return mine.forward(in.data(), tg.data(), B, T, false);
@@ -340,7 +319,7 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
     bool ok = true;
     std::string worst;
     for (const auto& t : model.layout) {
-        Vec a(analytic.begin() + t.offset, analytic.begin() + t.offset + t.numel),
+        Vd a(analytic.begin() + t.offset, analytic.begin() + t.offset + t.numel),
             num(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel);
         double e = rel_err(a, num);
         const char* check = flash ? "model_flash_" : tile ? "model_tiles_" : "model_";
@@ -350,7 +329,7 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
             worst = t.name + " rel err " + fmt(e);
         }
     }
-    report(name, ok, worst);
+    check(name, ok, worst);
 }
 
 // The reference attention (probabilities stored), as --attention cublas does.
@@ -375,11 +354,11 @@ static void float_vs_double(const std::string& name, Pos pos, Rng& rng) {
     mf.backward();
     auto gd = md.get(md.grads);
     auto gf32 = mf.get(mf.grads);
-    Vec gf(gf32.begin(), gf32.end());
+    Vd gf(gf32.begin(), gf32.end());
     double eloss = std::fabs(ld - lf) / std::fabs(ld), egrad = rel_err(gd, gf);
     table_row(std::string("f32_vs_f64_") + pos_name(pos), "loss", eloss, 1);
     table_row(std::string("f32_vs_f64_") + pos_name(pos), "all grads", egrad, gd.size());
-    report(name, eloss < 1e-6 && egrad < 1e-4, "loss rel " + fmt(eloss) + ", grads rel " + fmt(egrad));
+    check(name, eloss < 1e-6 && egrad < 1e-4, "loss rel " + fmt(eloss) + ", grads rel " + fmt(egrad));
 }
 
 // In double, the classifier over vocabulary tiles gives the row chunks' loss, gradients and
@@ -393,7 +372,7 @@ static void tiles_vs_rows(Rng& rng) {
     std::vector<int> in(B * T), tg(B * T);
     for (int i = 0; i < B * T; i++) in[i] = (int)rng.below(rows.V), tg[i] = (int)rng.below(rows.V);
     double loss[2], val[2];
-    Vec grads[2], logits[2];
+    Vd grads[2], logits[2];
     int k = 0;
     for (const ModelConfig& c : {rows, tiles}) {
         GPT<CpuBackend<double>> m(c);
@@ -410,20 +389,20 @@ static void tiles_vs_rows(Rng& rng) {
     table_row("tiles_vs_rows_rope", "loss, val loss", std::max(el, ev), 2);
     table_row("tiles_vs_rows_rope", "all grads", eg, grads[0].size());
     table_row("tiles_vs_rows_rope", "logits rows 3-9", ez, logits[0].size());
-    report("classifier_tiles_vs_rows", el < 1e-12 && ev < 1e-12 && eg < 1e-12 && ez < 1e-12,
+    check("classifier_tiles_vs_rows", el < 1e-12 && ev < 1e-12 && eg < 1e-12 && ez < 1e-12,
            "loss " + fmt(el) + ", val " + fmt(ev) + ", grads " + fmt(eg) + ", logits " + fmt(ez));
 }
 
 // q.k scores after RoPE depend only on the distance: shifting every position by s leaves them unchanged.
 static void rope_relative(Rng& rng) {
     const int T = 6, C = 8, H = 2, D = C / H, shift = 5;
-    Vec cs, sn;
+    Vd cs, sn;
     rope_tables(cs, sn, T + shift, D, 10000.0);
-    Vec in = randn(T * 3 * C, rng), a(T * 3 * C), b(T * 3 * C), c(T * 3 * C);
+    Vd in = randn<Vd>(T * 3 * C, rng), a(T * 3 * C), b(T * 3 * C), c(T * 3 * C);
     cpu::rope_forward(a.data(), in.data(), (const double*)nullptr, cs.data(), sn.data(), 1, T, C, H);
     cpu::rope_forward(b.data(), in.data(), (const double*)nullptr, cs.data() + shift * D / 2, sn.data() + shift * D / 2,
                       1, T, C, H);
-    auto score = [&](const Vec& x, int t, int t2, int h) {
+    auto score = [&](const Vd& x, int t, int t2, int h) {
         double s = 0;
         for (int d = 0; d < D; d++) s += x[t * 3 * C + h * D + d] * x[t2 * 3 * C + C + h * D + d];
         return s;
@@ -433,15 +412,15 @@ static void rope_relative(Rng& rng) {
         for (int t2 = 0; t2 < T; t2++)
             for (int h = 0; h < H; h++) diff = std::max(diff, std::fabs(score(a, t, t2, h) - score(b, t, t2, h)));
     for (int i = 0; i < T * 3 * C; i++) moved = std::max(moved, std::fabs(a[i] - b[i]));
-    report("rope_scores_depend_on_relative_position", diff < 1e-12 && moved > 1e-3,
+    check("rope_scores_depend_on_relative_position", diff < 1e-12 && moved > 1e-3,
            "score change " + fmt(diff) + ", vector change " + fmt(moved));
 }
 
 // CRoPE projection y~ = W~ x~ + b~ with std::complex, against expand + matmul.
 static void crope_complex(Rng& rng) {
     const int N = 3, C = 8, h = C / 2;
-    Vec A = randn(3 * h * h, rng), Bm = randn(3 * h * h, rng), x = randn(N * C, rng), b = randn(3 * C, rng);
-    Vec W(3 * C * C), y(N * 3 * C);
+    Vd A = randn<Vd>(3 * h * h, rng), Bm = randn<Vd>(3 * h * h, rng), x = randn<Vd>(N * C, rng), b = randn<Vd>(3 * C, rng);
+    Vd W(3 * C * C), y(N * 3 * C);
     cpu::crope_expand(W.data(), A.data(), Bm.data(), C);
     cpu::matmul_forward(y.data(), x.data(), W.data(), b.data(), N, C, 3 * C);
     double diff = 0;
@@ -455,7 +434,7 @@ static void crope_complex(Rng& rng) {
                 diff = std::max(diff, std::fabs(s.real() - y[n * 3 * C + p * C + 2 * i]));
                 diff = std::max(diff, std::fabs(s.imag() - y[n * 3 * C + p * C + 2 * i + 1]));
             }
-    report("crope_equals_complex_matmul", diff < 1e-12, "max diff " + fmt(diff));
+    check("crope_equals_complex_matmul", diff < 1e-12, "max diff " + fmt(diff));
 }
 
 // Three AdamW steps against torch.optim.AdamW's update written out in its own order.
@@ -463,8 +442,8 @@ static void adamw_by_hand(Rng& rng) {
     const size_t n = 16;
     // hyperparameters travel as float: use the float-rounded values on both sides
     const double lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.1f, gscale = 0.5f;
-    Vec p = randn(n, rng), m(n), v(n), hp = p, hm(n), hv(n);
-    std::vector<Vec> gs = {randn(n, rng), randn(n, rng), randn(n, rng)};
+    Vd p = randn<Vd>(n, rng), m(n), v(n), hp = p, hm(n), hv(n);
+    std::vector<Vd> gs = {randn<Vd>(n, rng), randn<Vd>(n, rng), randn<Vd>(n, rng)};
     for (int t = 1; t <= 3; t++) {
         const StepScalars sc = adamw_scalars(lr, b1, b2, t, gscale);
         cpu::adamw_update(p.data(), gs[t - 1].data(), m.data(), v.data(), n, &sc, b1, b2, eps, wd);
@@ -479,7 +458,7 @@ static void adamw_by_hand(Rng& rng) {
         }
     }
     double e = rel_err(p, hp);
-    report("adamw_three_steps_by_hand", e < 1e-12, "rel err " + fmt(e));
+    check("adamw_three_steps_by_hand", e < 1e-12, "rel err " + fmt(e));
 
     // decay=matrices: with zero gradients only matrices shrink
     ModelConfig c = tiny_config(Pos::rope);
@@ -494,7 +473,7 @@ static void adamw_by_hand(Rng& rng) {
             double expect = before[t.offset + i] * (t.matrix ? 1 - (double)0.1f * (double)0.5f : 1.0);
             if (std::fabs(after[t.offset + i] - expect) > 1e-12) ok = false;
         }
-    report("adamw_decay_matrices_only", ok, "a non-matrix tensor decayed, or a matrix did not");
+    check("adamw_decay_matrices_only", ok, "a non-matrix tensor decayed, or a matrix did not");
 }
 
 // The checks every position scheme of pos.h gets, reported as PREFIX + scheme name.
@@ -503,43 +482,52 @@ static const std::pair<const char*, void (*)(const std::string&, Pos, Rng&)> kPe
 
 int main(int argc, char** argv) {
     setup_process(argv);  // as the trainer: line-buffered output, OpenMP's short spin
-    std::string arg = argc > 1 ? argv[1] : "";
-    if (arg == "--help" || arg == "-h") {
-        printf(
-            "usage: %s [--list]\n"
-            "Finite differences in double precision against the analytic backward: the inputs of every op and\n"
-            "every parameter tensor of a tiny model in each position scheme (also with flash attention and with\n"
-            "vocabulary tiles), float against double, and the RoPE, CRoPE and AdamW checks. Prints the table of\n"
-            "max relative errors, a PASS or FAIL line per check and the count, \"N passed, N failed\"; exits 1\n"
-            "if a check failed. --list prints the names of the per-scheme checks and runs nothing.\n",
-            argv[0]);
-        return 0;
-    }
-    if (arg == "--list") {  // test_pos_coverage reads them
-        for (const auto& [prefix, check] : kPerScheme)
-            for (const PosTraits& t : kPosSchemes) printf("%s%s\n", prefix, t.name);
-        return 0;
-    }
-    if (argc > 1) {
-        fprintf(stderr, "error: unknown argument '%s' (see --help)\n", argv[1]);
-        return 1;
+    for (int i = 1; i < argc; i++) {
+        const std::string arg = argv[i];
+        if (arg == "--help" || arg == "-h") {
+            printf(
+                "usage: %s [--list] [NAME...]\n"
+                "Finite differences in double precision against the analytic backward: the inputs of every op and\n"
+                "every parameter tensor of a tiny model in each position scheme (also with flash attention and with\n"
+                "vocabulary tiles), float against double, and the RoPE, CRoPE and AdamW checks. Prints the table of\n"
+                "max relative errors, a PASS or FAIL line per check and the count, \"N passed, N failed\"; exits 1\n"
+                "if a check failed. --list prints the names of the checks and runs nothing; NAME... runs those\n"
+                "whose name contains one of them.\n",
+                argv[0]);
+            return 0;
+        }
+        if (arg[0] == '-' && arg != "--list") {
+            fprintf(stderr, "error: unknown argument '%s' (see --help)\n", argv[i]);
+            return 1;
+        }
     }
     g_cores = omp_get_max_threads();
     omp_set_num_threads(1);
     Rng rng(1234);
-    printf("| %-24s | %-20s | %8s | %9s |\n", "check", "tensor", "elements", "rel err");
-    printf("|--------------------------|----------------------|----------|-----------|\n");
-    op_checks(rng);
-    for (const auto& [prefix, check] : kPerScheme)
-        for (const PosTraits& t : kPosSchemes) check(prefix + std::string(t.name), t.pos, rng);
+    // each check reports its own lines (test_group); they take their inputs from one stream in turn
+    std::vector<TestCase> tests = {test_group("gradcheck_op", [&] { op_checks(rng); })};
+    for (const auto& [prefix, scheme_check] : kPerScheme)
+        for (const PosTraits& t : kPosSchemes) {
+            const std::string name = prefix + std::string(t.name);
+            tests.push_back(test_group(name, [&, f = scheme_check, name, pos = t.pos] { f(name, pos, rng); }));
+        }
     // the trainer's default attention (flash: log-sum-exps kept, probabilities rebuilt in backward)
-    for (Pos p : {Pos::rope, Pos::crope})
-        model_checks_with(std::string("gradcheck_model_flash_") + pos_name(p), p, true, rng);
-    model_checks_with("gradcheck_model_tiles_rope", Pos::rope, false, rng, 6);
-    tiles_vs_rows(rng);
-    rope_relative(rng);
-    crope_complex(rng);
-    adamw_by_hand(rng);
-    printf("%d passed, %d failed\n", passed, failures);
-    return failures ? 1 : 0;
+    for (Pos p : {Pos::rope, Pos::crope}) {
+        const std::string name = std::string("gradcheck_model_flash_") + pos_name(p);
+        tests.push_back(test_group(name, [&, name, p] { model_checks_with(name, p, true, rng); }));
+    }
+    tests.push_back(test_group("gradcheck_model_tiles_rope",
+                               [&] { model_checks_with("gradcheck_model_tiles_rope", Pos::rope, false, rng, 6); }));
+    tests.push_back(test_group("classifier_tiles_vs_rows", [&] { tiles_vs_rows(rng); }));
+    tests.push_back(test_group("rope_scores_depend_on_relative_position", [&] { rope_relative(rng); }));
+    tests.push_back(test_group("crope_equals_complex_matmul", [&] { crope_complex(rng); }));
+    tests.push_back(test_group("adamw", [&] { adamw_by_hand(rng); }));
+    const bool list = argc == 2 && std::string(argv[1]) == "--list";
+    if (!list) {
+        printf("| %-24s | %-20s | %8s | %9s |\n", "check", "tensor", "elements", "rel err");
+        printf("|--------------------------|----------------------|----------|-----------|\n");
+    }
+    const int rc = run_test_list(tests, argc, argv);
+    if (!list && rc != 2) printf("%d passed, %d failed\n", test_passes(), test_failures());
+    return rc;
 }

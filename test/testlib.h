@@ -13,7 +13,11 @@
 
 #include "rng.h"
 
-// One check's line: why empty is a pass.
+// One check's line: why empty is a pass. The counts so far:
+inline int& test_passes() {
+    static int n = 0;
+    return n;
+}
 inline int& test_failures() {
     static int n = 0;
     return n;
@@ -21,6 +25,7 @@ inline int& test_failures() {
 inline void report(const std::string& name, const std::string& why) {
     if (why.empty()) {
         std::printf("PASS %s\n", name.c_str());
+        test_passes()++;
     } else {
         std::printf("FAIL %s: %s\n", name.c_str(), why.c_str());
         test_failures()++;
