@@ -3,7 +3,7 @@
 paper's Figure 4 and a Markdown table of final numbers.
 
 usage: compare_runs.py RUN_DIR... [--out PREFIX] [--smooth N] [--eval-lengths]
-       compare_runs.py --status RUN_DIR...
+       compare_runs.py --status RUN_DIR... [--plan CONFIG.json [--set KEY=VALUE]...]
 
 Each RUN_DIR holds log.jsonl (first record {"type":"config",...}, then "train"
 and "val" records; see MODEL.md). Runs are grouped by dataset, pos and the
@@ -20,7 +20,8 @@ printed), and, when val records exist at several seq_len values (or with
 evaluation length.
 
 --status prints one line per RUN_DIR, "complete", "partial DONE/STEPS" or
-"missing" (no usable log), for scripts that resume cut runs.
+"missing" (no usable log), for scripts that resume cut runs; with --plan CONFIG.json
+[--set KEY=VALUE...], "differs RUN_DIR: ..." for a run trained with another config.
 """
 import argparse
 import gzip
@@ -66,6 +67,8 @@ POS_COLOURS = {
     "crope": "#d62728",       # red
 }
 FALLBACK_COLOURS = ["#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+# CRoPE dashed, drawn after RoPE: where the two curves coincide RoPE's shows between the dashes.
+POS_STYLES = {"crope": "--", "sinusoidal": "-."}
 DATASET_ORDER = ["wikitext2", "ptb", "pg19", "synthetic"]
 # Config keys that do not change what a run computes (or are the seed itself):
 # runs differing only in these belong to the same group.
@@ -78,6 +81,9 @@ NON_GROUP_KEYS = {
 # change nothing in the numbers (where files go, how often they are written);
 # a difference in any other key is warned about.
 NOT_WARNED_KEYS = {"pos", "seed", "run_dir", "checkpoint_every", "sample_every", "encoder_json"}
+# Keys that may change between a run's start and its resume without changing what it computes
+# (a moved folder; how often files are written), and those a resumed run may not change.
+NOT_CHANGED_KEYS = {"run_dir", "checkpoint_every", "sample_every", "encoder_json"}
 # The synthetic task counts as solved above this marker accuracy.
 SOLVED = 0.99
 # --paper: the final validation losses the CRoPE paper reports (arXiv 2601.02728, Table 1),
@@ -164,6 +170,20 @@ def dataset_of(config):
     return last  # a folder of shards
 
 
+def read_config_json(path):
+    """A run folder's config.json as a dict; None when there is none."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except ValueError as e:
+        raise InputError(f"{path}: malformed JSON: {e}")
+    if not isinstance(config, dict):
+        raise InputError(f"{path}: not a JSON object")
+    return config
+
+
 class Run:
     def __init__(self, run_dir):
         self.dir = run_dir
@@ -178,18 +198,21 @@ class Run:
                 break
         if config is None:
             cfg_path = os.path.join(os.path.dirname(self.log), "config.json")
-            if os.path.exists(cfg_path):
-                try:
-                    with open(cfg_path, encoding="utf-8") as f:
-                        config = json.load(f)
-                except ValueError as e:
-                    raise InputError(f"{cfg_path}: malformed JSON: {e}")
-            else:
+            config = read_config_json(cfg_path)
+            if config is None:
                 raise InputError(f"{self.log}: no config record and no "
                                  f"{cfg_path}")
         if not isinstance(config, dict):
             raise InputError(f"{self.log}: config is not a JSON object")
         self.config = config
+        # config.json beside the log is the config of the last start or resume (the log's config
+        # record is the first start's): the keys a resume changed, and the steps the run now aims at
+        self.changed = []
+        now = read_config_json(os.path.join(os.path.dirname(self.log), "config.json")) \
+            if self.log.endswith("log.jsonl") else None
+        if now is not None and now is not config:
+            self.changed = [(k, config.get(k), now.get(k)) for k in sorted(set(config) | set(now))
+                            if k not in NOT_CHANGED_KEYS and config.get(k) != now.get(k)]
         self.params = params
         # the arithmetic of each stretch of the run (the first record's, then each resume's);
         # empty in logs written before the trainer recorded it
@@ -203,7 +226,7 @@ class Run:
         self.dataset = dataset_of(config)
         self.seed = config.get("seed")
         self.seq_len = config.get("seq_len")
-        self.steps = config.get("steps")
+        self.steps = (now or config).get("steps")
         try:
             self.train = sorted(
                 ((int(r["step"]), float(r["loss"]), r.get("tokens_per_s"))
@@ -279,7 +302,7 @@ class Group:
         self.pos = runs[0].pos
         self.config = runs[0].config
         self.label = self.pos  # extended below when groups need telling apart
-        self.style = "-"
+        self.style = POS_STYLES.get(self.pos, "-")
 
 
 def make_groups(runs):
@@ -426,10 +449,23 @@ def summarise(g):
         "ppl": math.exp(fm) if fm is not None and fm < 700 else None,
         "tokens_per_s": median(tps),
         "params_total": p0.get("total"), "params_attention": p0.get("attention"),
-        "cut": [f"({'seed %s: ' % r.seed if len(g.runs) > 1 else ''}"
-                f"cut at step {r.steps_done()}/{r.steps})"
-                for r in g.runs if r.is_cut()],
+        "cut": [f"({'seed %s: ' % r.seed if len(g.runs) > 1 else ''}{problem})"
+                for r in g.runs for problem in run_problems(r)],
     }
+
+
+def run_problems(r):
+    """What makes a run's numbers not those of its config run to the end: unfinished (its last
+    step short of the steps it aims at), or resumed with another config."""
+    out = [f"unfinished: step {r.steps_done()} of {r.steps}"] if r.is_cut() else []
+    if r.changed:
+        out.append("config changed on resume: " +
+                   ", ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, a, b in r.changed))
+    return out
+
+
+def problem_lines(runs):
+    return [f"{r.dataset} {r.pos} seed {r.seed} ({r.dir}): {p}" for r in runs for p in run_problems(r)]
 
 
 def reference_group(g, groups):
@@ -632,7 +668,9 @@ def draw(ax, g, curves, per_seed=False, label=None):
     if not curves:
         return
     if label is None:
-        label = g.label + (f" ({len(curves)} seeds)" if len(curves) > 1 else "")
+        attention = (g.runs[0].params or {}).get("attention")
+        label = g.label + ("" if attention is None else f", {attention:,} attention params") + \
+            (f" ({len(curves)} seeds)" if len(curves) > 1 else "")
     marker = "o" if max(len(c) for c in curves) < 4 else None  # a point or two is no line
     if per_seed:
         for i, c in enumerate(curves):
@@ -645,21 +683,36 @@ def draw(ax, g, curves, per_seed=False, label=None):
         ax.fill_between(steps, lo, hi, color=colour(g), alpha=0.2, lw=0)
 
 
-def zoom(ax, keep=None, skip=0.15):
-    """Fit the y range to the curves and their bands after the first `skip` of the steps (and
-    to the value keep): the first steps fall from ~ln V and would otherwise squash
-    the differences at the end, which are what the comparison is about."""
+def zoom(ax, keep=None, skip=0.15, after_first=False):
+    """Fit the y range to the curves and their bands after the first `skip` of the steps, or
+    (after_first) after the first step (and to the value keep): the first steps fall from ~ln V
+    and would otherwise squash the differences at the end, which are what the comparison is
+    about."""
     pts = [(x, y) for line in ax.lines if line.get_linestyle() not in ("None", ":")
            for x, y in zip(line.get_xdata(), line.get_ydata())]
     pts += [tuple(v) for band in ax.collections for path in band.get_paths() for v in path.vertices]
     if len(pts) < 2:
         return
     x0, x1 = min(x for x, _ in pts), max(x for x, _ in pts)
-    ys = [y for x, y in pts if x >= x0 + skip * (x1 - x0)] or [y for _, y in pts]
+    ys = [y for x, y in pts if (x > x0 if after_first else x >= x0 + skip * (x1 - x0))] or [y for _, y in pts]
     ys += [] if keep is None else [keep]
     lo, hi = min(ys), max(ys)
     pad = 0.05 * (hi - lo) or 0.05
     ax.set_ylim(lo - pad, hi + pad)
+
+
+def mark_outside(ax):
+    """Each point of the curves above or below the y range: a triangle at that edge, with its
+    step and value."""
+    lo, hi = ax.get_ylim()
+    for line in list(ax.lines):
+        for x, y in zip(line.get_xdata(), line.get_ydata()):
+            if lo <= y <= hi:
+                continue
+            edge, marker, va = (hi, "^", "top") if y > hi else (lo, "v", "bottom")
+            ax.plot([x], [edge], marker=marker, ms=6, color=line.get_color(), clip_on=False, ls="None")
+            ax.annotate(f"step {x:g}: {y:+.3f}", (x, edge), xytext=(6, 0), textcoords="offset points",
+                        fontsize=7, color=line.get_color(), va=va)
 
 
 def finish_axes(ax):
@@ -789,7 +842,10 @@ def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
                 if paper:
                     paper_marks(ax, gs, ds_runs, True)
                 ax.axhline(0, color="#444444", lw=0.8)
-                zoom(ax, keep=0.0, skip=0)  # differences start near 0: every point fits, step 0's too
+                # the scale of the trained part: step 0 compares two initialisations, and its
+                # difference, often larger, would flatten the rest; it is marked at the edge
+                zoom(ax, keep=0.0, after_first=True)
+                mark_outside(ax)
                 ax.set_ylabel("validation loss minus RoPE's mean")
             elif row == "interval":
                 draw_intervals(ax, gs, groups)
@@ -811,10 +867,30 @@ def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
     save(fig, prefix, n_warn)
 
 
+# The verdict panel's x axis spans at least +-this much loss, centred on 0: a difference of a few
+# ten-thousandths on an axis fitted to it would look as large as one of a tenth.
+MIN_DIFF_HALF_SPAN = 0.02
+
+
+def seed_differences(g, ref):
+    """Each seed's final validation loss minus RoPE's: that seed's when both ran it (paired),
+    else RoPE's mean."""
+    a = {r.seed: r.final_val() for r in g.runs if r.final_val() is not None}
+    b = {r.seed: r.final_val() for r in ref.runs if r.final_val() is not None}
+    if not a or not b:
+        return []
+    if set(a) == set(b):
+        return [a[s] - b[s] for s in a]
+    mb = sum(b.values()) / len(b)
+    return [v - mb for v in a.values()]
+
+
 def draw_intervals(ax, gs, groups):
     """Each scheme's final validation loss minus RoPE's, one line of the panel per scheme: the
-    mean and its 95 % interval over seeds (diff_interval), labelled with what it says."""
-    names = []
+    mean and its 95 % interval over seeds (diff_interval) with one label saying what it says, and
+    each seed's difference as a small dot under it. The axis is symmetric about 0, at least
+    +-MIN_DIFF_HALF_SPAN wide, and holds every point."""
+    names, xs = [], [0.0]
     for g in gs:
         ref = reference_group(g, groups)
         if ref in (None, g):
@@ -825,17 +901,23 @@ def draw_intervals(ax, gs, groups):
         y = len(names)
         ax.errorbar([m], [y], xerr=None if lo is None else [[m - lo], [hi - m]], fmt="o", ms=5,
                     capsize=4, color=colour(g))
-        span = "" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]"
-        ax.annotate(f"{m:+.4f}{span}\n{verdict(lo, hi)} ({how})", (0.02, y), xycoords=("axes fraction", "data"),
-                    xytext=(0, 8), textcoords="offset points", fontsize=7.5, color=colour(g))
+        seeds = seed_differences(g, ref)
+        if len(seeds) > 1:
+            ax.plot(seeds, [y + 0.18] * len(seeds), "o", ms=3, mfc="none", color=colour(g), alpha=0.8)
+        text = f"{m:+.4f}: {verdict(lo, hi)}" if lo is None else \
+            f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}]: {verdict(lo, hi)} ({how})"
+        ax.annotate(text, (0.02, y), xycoords=("axes fraction", "data"), xytext=(0, 8), textcoords="offset points",
+                    fontsize=7.5, color=colour(g))
         names.append(g.label)
+        xs += [m] + seeds + ([] if lo is None else [lo, hi])
     ax.axvline(0, color="#444444", lw=0.8)
     ax.set_yticks(range(len(names)))
     ax.set_yticklabels(names)
     ax.set_ylim(len(names) - 0.4, -0.6)  # the first scheme on top, as in the legends
-    lo, hi = ax.get_xlim()  # 0 in the middle
-    ax.set_xlim(-max(-lo, hi), max(-lo, hi))
-    ax.set_xlabel("final validation loss minus RoPE's:\nmean, 95 % interval over seeds (Student's t)")
+    half = max(MIN_DIFF_HALF_SPAN, 1.1 * max(abs(x) for x in xs))
+    ax.set_xlim(-half, half)
+    ax.set_xlabel("final validation loss minus RoPE's: mean, 95 % interval\n"
+                  "over seeds (Student's t); dots: each seed")
 
 
 # The lengths figure's y axis spans at least this much loss: the differences between lengths
@@ -937,14 +1019,46 @@ def paper_note(runs):
     return text + " These runs are at that setting.\n"
 
 
-def status(paths):
+def planned_config(path, sets):
+    """The config a new run would get from the config file at path and the command line's
+    KEY=VALUE pairs (values as the trainer reads them: JSON numbers, lists as 1,2,3, else text).
+    Only the keys named: the trainer's defaults for the others are its own."""
+    plan = read_config_json(path)
+    if plan is None:
+        raise InputError(f"{path}: no such config file")
+    for kv in sets:
+        key, eq, text = kv.partition("=")
+        if not eq or not key:
+            raise InputError(f"--set wants KEY=VALUE, got {kv!r}")
+        try:
+            value = [json.loads(x) for x in text.split(",")] if "," in text else json.loads(text)
+        except ValueError:
+            value = text
+        plan[key.replace("-", "_")] = value
+    return plan
+
+
+def plan_differences(run_dir, plan):
+    """'steps 3, planned 300; ...': where the run folder's config.json differs from the plan
+    (NOT_CHANGED_KEYS and device, which says where a run goes, not what it computes, aside)."""
+    now = read_config_json(os.path.join(run_dir, "config.json")) or {}
+    def same(a, b):  # a list of one, as the command line gives it, is that value
+        return a == b or (isinstance(a, list) and a == [b]) or (isinstance(b, list) and [a] == b)
+    return "; ".join(f"{k} {json.dumps(now.get(k))}, planned {json.dumps(v)}" for k, v in sorted(plan.items())
+                     if k not in NOT_CHANGED_KEYS | {"device"} and not same(now.get(k), v))
+
+
+def status(paths, plan=None):
     for p in paths:
         try:
             r = Run(p)
         except InputError:
             print(f"missing {p}")
             continue
-        if r.is_cut() or r.steps is None:
+        differs = plan_differences(p, plan) if plan is not None else ""
+        if differs:
+            print(f"differs {p}: {differs}")
+        elif r.is_cut() or r.steps is None:
             print(f"partial {r.steps_done()}/{r.steps} {p}")
         else:
             print(f"complete {p}")
@@ -971,9 +1085,14 @@ def main(argv):
                          "(Table 1; RoPE and CRoPE) in the table and as dashed lines in the figure")
     ap.add_argument("--status", action="store_true",
                     help="only print complete / partial DONE/STEPS / missing per RUN_DIR")
+    ap.add_argument("--plan", metavar="CONFIG.json",
+                    help="with --status: a run whose config.json differs from this config file and the "
+                         "--set values prints 'differs RUN_DIR: KEY VALUE, planned VALUE; ...'")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --plan: a value the command line sets (repeatable)")
     a = ap.parse_args(argv)
     if a.status:
-        status(a.runs)
+        status(a.runs, planned_config(a.plan, a.set) if a.plan else None)
         return 0
     if a.smooth is not None and a.smooth < 1:
         raise InputError("--smooth must be >= 1")
@@ -982,15 +1101,15 @@ def main(argv):
     groups = make_groups(runs)
     stats = {id(g): summarise(g) for g in groups}
     diffs = config_differences(runs)
-    warnings = warning_lines(diffs)
+    warnings = warning_lines(diffs) + problem_lines(runs)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     table = build_table(groups, stats, diffs, a.paper)
     md = "## Final losses\n\n"
     if warnings:
-        md += ("**WARNING: these runs differ in more than the position scheme and the seed**, "
-               "so their differences are not the effect of the scheme alone:\n\n" +
-               "".join(f"- {w}\n" for w in warnings) + "\n")
+        md += ("**WARNING: these runs differ in more than the position scheme and the seed, or did not "
+               "run their config to the end**, so their differences are not the effect of the scheme "
+               "alone:\n\n" + "".join(f"- {w}\n" for w in warnings) + "\n")
     md += "Setting: " + "; ".join(f"{ds}: {setting_text([r for r in runs if r.dataset == ds])}"
                                   for ds in datasets_of(groups)) + ".\n\n"
     md += table + "\n\n" + \
@@ -1009,8 +1128,9 @@ def main(argv):
     lengths = a.eval_lengths or len(all_lens) > 1
     if lengths:
         lt, _ = build_length_table(groups)
-        md += "\n## Final validation loss by evaluation length\n\n" + lt + \
-            "\n\nn/a: not evaluated at that length (learned positions stop at max_seq_len).\n"
+        md += "\n## Final validation loss by evaluation length\n\n" + lt + "\n"
+        if "| n/a |" in lt:
+            md += "\nn/a: not evaluated at that length (learned positions stop at max_seq_len).\n"
     out_dir = os.path.dirname(a.out)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)

@@ -129,7 +129,9 @@ def main():
     check("crope_attention_params", c.get("attention params") == "165,888", c.get("attention params"))
     check("crope_tokens_per_s", c.get("tokens/s") == "3,000", c.get("tokens/s"))
     l = rows.get(("wikitext2", "learned"), {})
-    check("learned_cut_marker", "(cut at step 60/100)" in l.get("notes", ""), l.get("notes"))
+    check("learned_cut_marker", "(unfinished: step 60 of 100)" in l.get("notes", ""), l.get("notes"))
+    check("learned_cut_warned", f"warning: wikitext2 learned seed 1 ({runs[3]}): unfinished: step 60 of 100" in se
+          and "did not run their config to the end" in md, se[-400:])
     check("learned_diff", l.get("Δ final vs rope") == "+0.1500", l.get("Δ final vs rope"))
     pc = rows.get(("ptb", "crope"), {})
     check("ptb_crope_diff_negative", pc.get("Δ final vs rope") == "-0.0040", pc.get("Δ final vs rope"))
@@ -144,7 +146,10 @@ def main():
     lt = md.split("## Final validation loss by evaluation length")[-1] if md else ""
     check("length_table_rope_mean", "| wikitext2 | rope | 5.3500 ± 0.0707 | 5.5500 ± 0.0707 | 5.8500 ± 0.0707 |" in lt,
           lt[:400])
-    check("length_table_learned_na", "| wikitext2 | learned | 5.5000 | n/a | n/a |" in lt, lt[:400])
+    check("length_table_learned_na", "| wikitext2 | learned | 5.5000 | n/a | n/a |" in lt
+          and "n/a: not evaluated at that length" in lt, lt[:400])
+    rc2, so2, _ = run(runs[:3] + ["--out", os.path.join(tmp, "out20", "cmp")])
+    check("length_table_no_na_note_without_na", rc2 == 0 and "| n/a |" not in so2 and "n/a:" not in so2, so2[-400:])
     for ext in ("png", "svg"):
         for p in (out + "." + ext, out + "_lengths." + ext):
             check(f"written_{os.path.basename(p)}", os.path.exists(p) and os.path.getsize(p) > 1000,
@@ -163,7 +168,7 @@ def main():
           and logs == ["w-crope-s1.jsonl.gz", "w-rope-s1.jsonl.gz", "w-rope-s2.jsonl.gz"], f"{logs} {se3[-300:]}")
     # runs that differ only in pos, seed and run folder: no warning; the setting in the table
     # and in the figure's titles; the difference-to-RoPE panel
-    check("no_config_warning_for_pos_and_seed", "WARNING" not in md and "warning:" not in se, se[-300:])
+    check("no_config_warning_for_pos_and_seed", "WARNING" not in so2 and "warning:" not in se2, se2[-300:])
     check("setting_in_table", "wikitext2: 100 steps, B=8, T=64, seeds 1,2" in md, md[:300])
     svg = open(out + ".svg", encoding="utf-8").read()
     check("figure_title_has_setting", "100 steps, B=8, T=64, seeds 1,2" in svg and "ptb" in svg)
@@ -295,20 +300,47 @@ def main():
     check("interval_one_seed", one.get("Δ 95 % interval") == "1 seed" and one.get("vs rope") == "no interval (one seed)",
           str(one))
     svg = open(iout + ".svg", encoding="utf-8").read() if rc == 0 else ""
-    check("interval_in_figure", "+0.0200 [-0.0048, +0.0448]" in svg and "not distinguishable from RoPE (paired, 3 seeds)" in svg
-          and "higher than RoPE" in svg and "95 % interval over seeds" in svg, svg[:200])
+    check("interval_in_figure", "+0.0200 [-0.0048, +0.0448]: not distinguishable from RoPE (paired, 3 seeds)" in svg
+          and "higher than RoPE" in svg and "95 % interval" in svg, svg[:200])
     check("interval_note_under_table", "paired by seed when both groups ran the same seeds, else Welch's" in so)
-    # the figures drawn in this process: every point of the difference panel inside its y range
-    # (crope's step 0 is 1.1 above RoPE's), the titles of one seed, the lengths figure's span
+    # the figures drawn in this process, for many seeds and for one: every point inside its
+    # panel's limits, the verdict panel symmetric about 0 and at least +-MIN_DIFF_HALF_SPAN wide
+    # with one label per scheme, the difference panel scaled to the steps after step 0 (crope's
+    # step 0 is 1.1 above RoPE's) with step 0 marked at its edge, the parameters in the legend
     sys.path.insert(0, "scripts")
     import compare_runs as cr
     figs = []
     cr.save = lambda fig, prefix, n_warnings=0: figs.append(fig)
-    cr.plot_curves(cr.make_groups([cr.Run(d) for d in iv]), "unused", 1, {})
-    ax = [a for a in figs[-1].axes if a.get_ylabel() == "validation loss minus RoPE's mean"][0]
+
+    def panel(fig, label):
+        return [a for a in fig.axes if label in a.get_ylabel() or label in a.get_xlabel()][0]
+
+    def outside(ax, axis, after=None):
+        lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
+        return [(x, y) for line in ax.lines if line.get_clip_on()
+                for x, y in zip(line.get_xdata(), line.get_ydata())
+                if (after is None or x > after) and not lo <= (x if axis == "x" else y) <= hi]
+
+    tiny = [write_run(tmp, f"y-{p}-s1", "ptb", p, 1, [5.0, f]) for p, f in (("rope", 4.5), ("crope", 4.5005))]
+    for name, dirs, n_seeds in (("many_seeds", iv, 3), ("one_seed", tiny, 1)):
+        cr.plot_curves(cr.make_groups([cr.Run(d) for d in dirs]), "unused", 1, {})
+        ax = panel(figs[-1], "minus RoPE's: mean")
+        lo, hi = ax.get_xlim()
+        labels = [t.get_text() for t in ax.texts]
+        check(f"verdict_panel_{name}", not outside(ax, "x") and abs(lo + hi) < 1e-12 and hi >= cr.MIN_DIFF_HALF_SPAN
+              and len(labels) == len(ax.get_yticklabels()) and all(l.count("seed") == 1 for l in labels),
+              f"xlim {lo, hi}, outside {outside(ax, 'x')}, labels {labels}")
+        ax = panel(figs[-1], "validation loss minus RoPE's mean")
+        check(f"difference_panel_all_inside_{name}", not outside(ax, "y", after=0), f"{outside(ax, 'y', after=0)[:3]}")
+        legend = [t.get_text() for a in figs[-1].axes if a.get_legend() for t in a.get_legend().get_texts()]
+        check(f"legend_has_parameters_{name}", "crope, 165,888 attention params" + (f" ({n_seeds} seeds)" if n_seeds > 1
+              else "") in legend, str(legend))
+    ax = panel(figs[-2], "validation loss minus RoPE's mean")
     lo, hi = ax.get_ylim()
-    outside = [(x, y) for line in ax.lines for x, y in zip(line.get_xdata(), line.get_ydata()) if not lo <= y <= hi]
-    check("difference_panel_keeps_step_0", not outside and hi > 1.1, f"ylim {lo, hi}, outside {outside[:3]}")
+    check("difference_panel_scaled_after_step_0", hi < 0.5 and any("step 0: +1.100" in t.get_text() for t in ax.texts)
+          and any(l.get_marker() == "^" and list(l.get_ydata()) == [hi] for l in ax.lines), f"ylim {lo, hi}")
+    check("crope_dashed_over_rope", [l.get_linestyle() for l in ax.lines if l.get_color() == cr.POS_COLOURS["crope"]][:1]
+          == ["--"])
     cr.plot_curves(cr.make_groups([cr.Run(iv[0]), cr.Run(iv[3])]), "unused", 1, {})
     title = figs[-1]._suptitle.get_text()
     check("one_seed_title_no_band", "one seed per scheme" in title and "band" not in title, title)
@@ -339,6 +371,37 @@ def main():
     lines = so.splitlines()
     check("status_lines", rc == 0 and len(lines) == 3 and lines[0].startswith("complete")
           and lines[1].startswith("partial 60/100") and lines[2].startswith("missing"), so + se)
+
+    # a run resumed with more steps and cut again (the issue's runs/wt2-rope: 300 steps, resumed
+    # with --steps 310, cut at 303): unfinished against config.json's steps, the change named
+    ch = write_run(tmp, "c-rope-s1", "ptb", "rope", 1, [5.0, 4.5], steps=300, last_step=303, one_based=True)
+    with open(os.path.join(ch, "config.json"), "w") as f:  # what the trainer writes on resume
+        json.dump(dict(json.loads(open(os.path.join(ch, "log.jsonl")).readline())["config"], steps=310,
+                       checkpoint_every=7), f)
+    rc, so, se = run([ch, "--out", os.path.join(tmp, "out21", "cmp")])
+    notes = parse_table(so.split("Setting:")[-1]).get(("ptb", "rope"), {}).get("notes", "") if rc == 0 else ""
+    check("resumed_run_marked", notes == "(unfinished: step 303 of 310) (config changed on resume: steps 300 -> 310)",
+          notes + se[-300:])
+    check("resumed_run_warned", f"warning: ptb rope seed 1 ({ch}): unfinished: step 303 of 310\n" in se
+          and f"warning: ptb rope seed 1 ({ch}): config changed on resume: steps 300 -> 310\n" in se
+          and "**WARNING" in so, se[-400:])
+    rc, so, se = run(["--status", ch])
+    check("resumed_run_status_partial", rc == 0 and so.startswith("partial 303/310"), so + se)
+
+    # --status --plan: a run folder reused only when its config.json is the planned config
+    plan = os.path.join(tmp, "plan.json")
+    with open(plan, "w") as f:
+        json.dump({"steps": 310, "seq_len": 64, "lr": 1e-3, "device": "cuda", "run_dir": "elsewhere"}, f)
+    rc, so, se = run(["--status", ch, "--plan", plan, "--set", "pos=rope", "--set", "seed=1", "--set", "lr=1e-3"])
+    check("plan_same_config", rc == 0 and so.startswith("partial 303/310"), so + se)
+    rc, so, se = run(["--status", ch, "--plan", plan, "--set", "steps=3", "--set", "eval_seq_lens=64,128",
+                      "--set", "pos=crope"])
+    check("plan_differs_named", rc == 0 and so == f'differs {ch}: eval_seq_lens null, planned [64, 128]; '
+          f'pos "rope", planned "crope"; steps 310, planned 3\n', so + se)
+    rc, so, se = run(["--status", ch, "--plan", plan, "--set", "steps"])
+    check("plan_bad_set", rc == 1 and se == "error: --set wants KEY=VALUE, got 'steps'\n", se)
+    rc, so, se = run(["--status", ch, "--plan", os.path.join(tmp, "nope.json")])
+    check("plan_missing_file", rc == 1 and se.startswith("error: ") and "nope.json: no such config file" in se, se)
 
     # errors
     rc, so, se = run([os.path.join(tmp, "nope"), "--out", os.path.join(tmp, "e")])
