@@ -4,6 +4,7 @@
 #include "fileio.h"
 #include "activations.h"
 #include "ops/loss.h"
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -64,6 +65,9 @@ const Key kKeys[] = {
     {"eval_batches", "eval", &Config::eval_batches,
      "validation batches per evaluation, counted at seq_len: other lengths see the same tokens (0 = whole split)"},
     {"eval_seq_lens", "eval", &Config::eval_seq_lens, "evaluation lengths, e.g. 512,1024 (empty = seq_len)"},
+    {"eval_long_every", "eval", &Config::eval_long_every,
+     "evaluate the eval_seq_lens other than seq_len only every this many steps and after the last (0 = at every "
+     "evaluation)"},
     {"accuracy_tokens", "eval", &Config::accuracy_tokens,
      "also report next-token accuracy after these input ids, e.g. 16,17 (synthetic task markers)"},
     {"checkpoint_every", "output", &Config::checkpoint_every,
@@ -118,6 +122,32 @@ const Key* find_key(const std::string& name) {
     for (const Key& k : kKeys)
         if (name == k.name) return &k;
     return nullptr;
+}
+
+// Levenshtein distance: insertions, deletions and substitutions of one character each.
+size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);  // row[j]: distance of a[0, i) to b[0, j)
+    for (size_t j = 0; j <= b.size(); j++) row[j] = j;
+    for (size_t i = 1; i <= a.size(); i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); j++) {
+            size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+            diag = up;
+        }
+    }
+    return row[b.size()];
+}
+
+// "did you mean --steps? " for a mistyped key: the nearest key within a third of its length
+// (at least 1 edit), or "" when none is that near.
+std::string did_you_mean(const std::string& key) {
+    const char* best = nullptr;
+    size_t best_d = std::max<size_t>(1, key.size() / 3) + 1;
+    for (const Key& k : kKeys)
+        if (size_t d = edit_distance(key, k.name); d < best_d) best = k.name, best_d = d;
+    return best ? "did you mean --" + std::string(best) + "? " : "";
 }
 
 // ---- one parser / converter per field type; `what` names the setting in errors ----
@@ -303,8 +333,8 @@ Config parse_args(int argc, char** argv) {
         for (char& ch : key)
             if (ch == '-') ch = '_';
         if (key != "config" && !find_key(key))
-            throw std::runtime_error("unknown option '" + a.substr(0, has_value ? eq + 2 : a.size()) +
-                                     "' (see --help)");
+            throw std::runtime_error("unknown option '" + a.substr(0, has_value ? eq + 2 : a.size()) + "' (" +
+                                     did_you_mean(key) + "see --help)");
         if (!has_value) {
             // "--steps --lr 0.1": the value of --steps is missing, not "0.1" unexpected
             if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0)
@@ -441,6 +471,7 @@ void validate(const Config& c) {
     require(c.grad_clip >= 0, "grad_clip must be >= 0 (0 = off), got " + to_text(c.grad_clip));
 
     require(c.eval_every >= 0, "eval_every must be >= 0, got " + std::to_string(c.eval_every));
+    require(c.eval_long_every >= 0, "eval_long_every must be >= 0, got " + std::to_string(c.eval_long_every));
     require(c.eval_batches >= 0, "eval_batches must be >= 0, got " + std::to_string(c.eval_batches));
     for (int t : c.eval_seq_lens) require(t >= 1, "eval_seq_lens entries must be >= 1, got " + std::to_string(t));
     for (int t : c.accuracy_tokens)

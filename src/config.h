@@ -43,6 +43,7 @@ struct Config {
     int eval_every = 100;
     int eval_batches = 20;             // 0 = whole split
     std::vector<int> eval_seq_lens;    // empty = the training seq_len
+    int eval_long_every = 0;           // the eval_seq_lens other than seq_len only this often (0 = always)
     std::vector<int> accuracy_tokens;  // accuracy of the prediction after these input ids
     // output
     int checkpoint_every = 500;

@@ -256,10 +256,12 @@ struct Trainer {
         }
     }
 
-    // Mean validation loss over eval_batches batches (0 = the whole split), per length.
-    void evaluate() {
+    // Mean validation loss over eval_batches batches (0 = the whole split), per length; the lengths
+    // other than seq_len only every eval_long_every steps and at the end (last).
+    void evaluate(bool last = false) {
         if (!val) return;
         for (int Te : eval_lengths(cfg)) {
+            if (Te != cfg.seq_len && !last && cfg.eval_long_every > 0 && step % cfg.eval_long_every != 0) continue;
             if (pos_traits(mc.pos).learned_table && Te > mc.maxT) {
                 printf("val | step %d | seq_len %d | n/a (learned positions end at %d)\n", step, Te, mc.maxT);
                 continue;
@@ -397,12 +399,16 @@ struct Trainer {
         auto report_all = [&] {
             while (!queued.empty()) report(queued);
         };
+        const int first_step = step;
         while (step < cfg.steps) {
             bool eval_now = cfg.eval_every > 0 && step % cfg.eval_every == 0;
             bool sample_now = cfg.sample_every > 0 && step % cfg.sample_every == 0 && step > 0;
             if (eval_now || sample_now) report_all();
             if (eval_now) evaluate();
             if (sample_now) print_sample();
+            // the clock starts with the first step: the evaluation before it, counted in every
+            // step's share by the first ETA, made that ETA up to ten times the run
+            if (step == first_step) clock.last = std::chrono::steady_clock::now();
 
             queued.push_back({step + 1, lr_at(cfg, step), std::chrono::steady_clock::now()});
             train.next_batch(in.data(), tg.data(), row0, rows);
@@ -425,7 +431,7 @@ struct Trainer {
             }
         }
         report_all();
-        if (cfg.eval_every > 0) evaluate();
+        if (cfg.eval_every > 0) evaluate(true);
         if (cfg.checkpoint_every > 0) save_checkpoint();
         return 0;
     }

@@ -51,7 +51,11 @@ expect_fail malformed_json "^error: .*cannot parse config .*bad.json" -- run jso
 echo '{"n_layer": 1, "foo": 2}' >"$tmp/unknown.json"
 expect_fail unknown_config_key "^error: .*unknown config key 'foo' in .*unknown.json" -- \
   run key "$good" --config "$tmp/unknown.json"
-expect_fail unknown_flag "^error: .*unknown option '--foo'" -- run flag "$good" --foo 1
+expect_fail unknown_flag "^error: .*unknown option '--foo' \(see --help\)" -- run flag "$good" --foo 1
+expect_fail unknown_flag_did_you_mean "^error: unknown option '--step' \(did you mean --steps\? see --help\)$" -- \
+  run flag "$good" --step 3
+expect_fail unknown_flag_did_you_mean_eq "^error: unknown option '--eval-seq-len' \(did you mean --eval_seq_lens\?" -- \
+  run flag "$good" --eval-seq-len=64
 expect_fail missing_value "^error: the value of --steps is missing$" -- run value "$good" --steps
 expect_fail missing_value_before_option "^error: the value of --steps is missing \(the next argument, '--lr', is an option" -- \
   run value2 "$good" --steps --lr 0.1
@@ -67,6 +71,7 @@ expect_fail crope_odd_head "^error: .*pos=crope needs an even head size" -- run 
 expect_fail crope_odd_embd "^error: .*pos=crope needs an even n_embd" -- \
   run crope2 "$good" --pos crope --n_embd 9 --n_head 1
 expect_fail batch_size_zero "^error: .*batch_size must be >= 1" -- run b0 "$good" --batch_size 0
+expect_fail eval_long_every_negative "^error: .*eval_long_every must be >= 0, got -1" -- run ele "$good" --eval_long_every -1
 expect_fail seq_len_too_long "^error: .*seq_len 32 with max_seq_len 16" -- run t32 "$good" --seq_len 32
 expect_fail classifier_chunk_negative "^error: .*classifier_chunk must be >= 0" -- run cc "$good" --classifier_chunk -1
 expect_fail classifier_tile_not_128 "^error: .*classifier_tile must be 0 .*a positive multiple of 128, got 100" -- \

@@ -36,6 +36,25 @@ for pos in learned sinusoidal rope crope; do
   else fail "loss_falls_$pos" "val loss $first -> $last"; fi
 done
 
+# The first progress line's ETA counts steps, not the evaluation before step 1: here that
+# evaluation (the whole 16,000-token split) takes far longer than the 40 steps, and an ETA that
+# counted it in every step came out many times the whole run's time.
+start=$EPOCHREALTIME
+$TRAIN --train_data "$tmp/tiny_train_000000.bin" --val_data "$tmp/tiny_train_000000.bin" $tiny --steps 40 \
+  --eval_every 40 --eval_batches 0 --checkpoint_every 0 --run_dir "$tmp/eta" >"$tmp/eta.txt" 2>&1
+wall=$(awk "BEGIN{print $EPOCHREALTIME - $start}")
+eta=$(grep -m1 '"type":"train"' "$tmp/eta/log.jsonl" | sed 's/.*"eta_s":\([0-9.e+-]*\).*/\1/')
+if [ -n "$eta" ] && awk "BEGIN{exit !($eta < $wall)}"; then pass first_eta_counts_steps
+else fail first_eta_counts_steps "the first ETA ${eta:-?} s, the whole run $wall s: $(tail -n 2 "$tmp/eta.txt")"; fi
+
+# eval_long_every: the longer lengths at steps 0 and 4 (multiples of 4) and after the last step,
+# the training length at every evaluation
+$TRAIN $data $tiny --steps 6 --eval_every 2 --eval_seq_lens 16,32 --eval_long_every 4 --eval_batches 1 \
+  --checkpoint_every 0 --run_dir "$tmp/long_every" >"$tmp/long_every.txt" 2>&1
+at() { grep '"type":"val"' "$tmp/long_every/log.jsonl" | grep "\"seq_len\":$1[,}]" | sed 's/.*"step":\([0-9]*\).*/\1/' | xargs; }
+if [ "$(at 16)" = "0 2 4 6" ] && [ "$(at 32)" = "0 4 6" ]; then pass eval_long_every
+else fail eval_long_every "T=16 at steps '$(at 16)', T=32 at '$(at 32)': $(tail -n 2 "$tmp/long_every.txt")"; fi
+
 # Resume equivalence, sequential and shuffled order, on crope and learned.
 strip() { grep -E '"type":"(train|val)"' "$1" | sed 's/"eta_s":[^,]*,//; s/"flops_per_s":[^,]*,//; s/"step_ms":[^,]*,//; s/,"tokens_per_s":[^}]*//'; }
 for mode in "crope sequential" "learned shuffle"; do
