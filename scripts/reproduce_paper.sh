@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Reproduces the CRoPE paper's language-model comparison (Figure 4, Table 1):
 # trains every (dataset, pos, seed) with one config file (--scale), resumes cut runs,
-# skips finished ones, then compares them all with scripts/compare_runs.py.
+# reuses finished ones trained with the same config, then compares them all with
+# scripts/compare_runs.py.
 # Run from anywhere; paths are relative to the repository root.
 
 # --- the two scales are two config files, so a run of this script and a run of
@@ -11,6 +12,7 @@
 #          every 30 steps: the paper's 10 decays over the run; validation at 1x, 2x
 #          and 4x the training length), sized so 9 runs finish in about 12 minutes
 #          on 2 quiet CPU cores.
+# Each scale has its own default folder, so runs of one never stand in for the other's.
 CPU_SMOOTH=10      # moving average of the train loss in the figure
 PAPER_SMOOTH=50
 
@@ -31,19 +33,25 @@ options:
   --scale paper|cpu    paper: configs/paper.json (10,000 steps of 16 x 1024 tokens; a GPU job)
                        cpu: configs/cpu_small.json (the same model, 300 steps of 8 x 64
                        tokens; about 12 minutes for 9 runs on 2 quiet cores)   (default paper)
+  --jobs N             runs trained at once, one OpenMP thread each when N > 1 (default 1)
   --mirror DIR         local mirror for data/prepare_data.py when a dataset is missing
-  --out DIR            where the runs and the comparison go  (default runs/paper)
+  --out DIR            where the runs and the comparison go
+                                                  (default runs/paper or runs/cpu, by --scale)
   --smooth N           train-loss moving average in the figure (default 50 paper, 10 cpu)
   --no-build           do not run make first
   --dry-run            print what would run, run nothing
   -h, --help           this text
   -- ARGS...           passed on to build/train for new runs (not for resumed ones)
 
-Resuming: a run whose log reached its final step is skipped; a cut run with a
-`latest` checkpoint is continued with `build/train --resume RUN_DIR`; a cut run
-without a checkpoint is moved aside (RUN_DIR.stale-TIME) and started again.
+Resuming: a run folder is reused only when its config.json is the config this
+command would train (the config file, the pos, seed and data, and the ARGS; where
+files go and the device aside); any other is an error naming the keys that differ.
+A run whose log reached its final step is skipped; a cut run with a `latest`
+checkpoint is continued with `build/train --resume RUN_DIR`; a cut run without a
+checkpoint is moved aside (RUN_DIR.stale-TIME) and started again.
 Environment: PYTHON (default: scripts/pick_python.sh), TRAIN (default build/train),
-CONFIG (default: the scale's config file).
+CONFIG (default: the scale's config file), DATA (default data: the shards are
+DATA/NAME/NAME_{train,val}_*.bin).
 EOF
 }
 
@@ -56,19 +64,21 @@ DATASETS="wikitext2 ptb pg19"
 POS_LIST="learned rope crope"
 SCALE=paper
 MIRROR=""
-OUT=runs/paper
+OUT=""
 SMOOTH=""
+JOBS=1
 BUILD=1
 DRY=0
 EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
-    --seeds|--datasets|--pos|--scale|--mirror|--out|--smooth)
+    --seeds|--datasets|--pos|--scale|--mirror|--out|--smooth|--jobs)
       [ $# -ge 2 ] || die "$1 needs a value (see --help)"
       case "$1" in
         --seeds) SEEDS=$2 ;; --datasets) DATASETS=$2 ;; --pos) POS_LIST=$2 ;;
-        --scale) SCALE=$2 ;; --mirror) MIRROR=$2 ;; --out) OUT=$2 ;; --smooth) SMOOTH=$2 ;;
+        --scale) SCALE=$2 ;; --mirror) MIRROR=$2 ;; --out) OUT=$2; [ -n "$OUT" ] || die "--out is empty" ;; --smooth) SMOOTH=$2 ;;
+        --jobs) JOBS=$2 ;;
       esac
       shift 2 ;;
     --no-build) BUILD=0; shift ;;
@@ -79,19 +89,20 @@ while [ $# -gt 0 ]; do
 done
 
 [[ "$SEEDS" =~ ^[1-9][0-9]*$ ]] || die "--seeds must be a positive integer, got '$SEEDS'"
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs must be a positive integer, got '$JOBS'"
 [ -n "$SMOOTH" ] && { [[ "$SMOOTH" =~ ^[1-9][0-9]*$ ]] || die "--smooth must be a positive integer"; }
 case "$SCALE" in
-  paper) SCALE_CONFIG=configs/paper.json; SMOOTH=${SMOOTH:-$PAPER_SMOOTH} ;;
-  cpu) SCALE_CONFIG=configs/cpu_small.json; SMOOTH=${SMOOTH:-$CPU_SMOOTH} ;;
+  paper) SCALE_CONFIG=configs/paper.json; SMOOTH=${SMOOTH:-$PAPER_SMOOTH}; OUT=${OUT:-runs/paper} ;;
+  cpu) SCALE_CONFIG=configs/cpu_small.json; SMOOTH=${SMOOTH:-$CPU_SMOOTH}; OUT=${OUT:-runs/cpu} ;;
   *) die "--scale must be paper or cpu, got '$SCALE'" ;;
 esac
 [ -n "$DATASETS" ] || die "--datasets is empty"
 [ -n "$POS_LIST" ] || die "--pos is empty"
 for d in $DATASETS; do [[ "$d" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad dataset name '$d'"; done
-[ -n "$OUT" ] || die "--out is empty"
 
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
 TRAIN=${TRAIN:-build/train}
+DATA=${DATA:-data}
 CONFIG=${CONFIG:-$SCALE_CONFIG}
 [ -f "$CONFIG" ] || die "$CONFIG not found (the --scale $SCALE preset)"
 
@@ -116,37 +127,66 @@ fi
 
 # --- data
 for d in $DATASETS; do
-  if compgen -G "data/$d/${d}_train_*.bin" >/dev/null && compgen -G "data/$d/${d}_val_*.bin" >/dev/null; then
+  if compgen -G "$DATA/$d/${d}_train_*.bin" >/dev/null && compgen -G "$DATA/$d/${d}_val_*.bin" >/dev/null; then
     continue
   fi
-  echo "== preparing data/$d"
+  echo "== preparing $DATA/$d"
   if [ -n "$MIRROR" ]; then
-    run "$PYTHON" data/prepare_data.py "$d" --mirror "$MIRROR" --out "data/$d" || die "preparing $d failed"
+    run "$PYTHON" data/prepare_data.py "$d" --mirror "$MIRROR" --out "$DATA/$d" || die "preparing $d failed"
   else
-    run "$PYTHON" data/prepare_data.py "$d" --out "data/$d" || die "preparing $d failed"
+    run "$PYTHON" data/prepare_data.py "$d" --out "$DATA/$d" || die "preparing $d failed"
   fi
 done
 
 # --- runs: seed outermost, so every comparison has one seed before any has two
 [ "$DRY" = 1 ] || mkdir -p "$OUT" || die "cannot create $OUT"
+# several runs at once: one OpenMP thread each (runs side by side use the cores better than
+# threads), unless the caller set OMP_NUM_THREADS
+[ "$JOBS" -gt 1 ] && export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 n_total=$(( SEEDS * $(wc -w <<<"$DATASETS") * $(wc -w <<<"$POS_LIST") ))
-i=0 failed=() dirs=()
+i=0 failed=() dirs=() pids=() piddirs=() pidstart=()
+
+# finish_oldest: wait for the oldest run started, and say how it went
+finish_oldest() {
+  local dir=${piddirs[0]} start=${pidstart[0]}
+  if wait "${pids[0]}"; then
+    echo "   $dir done in $(( $(date +%s) - start )) s"
+  else
+    echo "   $dir FAILED; last lines of $dir.txt:" >&2
+    tail -n 5 "$dir.txt" >&2
+    failed+=("$dir")
+  fi
+  pids=("${pids[@]:1}") piddirs=("${piddirs[@]:1}") pidstart=("${pidstart[@]:1}")
+}
+
 for s in $(seq 1 "$SEEDS"); do
   for d in $DATASETS; do
     for p in $POS_LIST; do
       i=$((i + 1))
       dir="$OUT/$d-$p-s$s"
       dirs+=("$dir")
+      # what a new run gets: the config file, these keys, and the ARGS after --
+      new=(--pos "$p" --train_data "$DATA/$d/${d}_train_*.bin" --val_data "$DATA/$d/${d}_val_*.bin" --seed "$s")
       state=missing
       if [ -e "$dir" ]; then
-        state=$("$PYTHON" scripts/compare_runs.py --status "$dir" 2>/dev/null | awk '{print $1}')
+        sets=() args=("${new[@]}" "${EXTRA[@]}")
+        for ((k = 0; k < ${#args[@]}; k++)); do  # --key value / --key=value as KEY=VALUE; flags left out
+          a=${args[k]}
+          [[ $a == --* ]] || continue
+          if [[ $a == *=* ]]; then sets+=(--set "${a#--}")
+          elif [ $((k + 1)) -lt ${#args[@]} ] && [[ ${args[k + 1]} != --* ]]; then sets+=(--set "${a#--}=${args[k + 1]}"); k=$((k + 1))
+          fi
+        done
+        line=$("$PYTHON" scripts/compare_runs.py --status "$dir" --plan "$CONFIG" "${sets[@]}" 2>&1)
+        state=${line%% *}
+        [ "$state" = differs ] &&
+          die "$dir was trained with another config than this command's (${line#* "$dir": }); give another --out, or remove it"
       fi
       tag="[$i/$n_total] $d $p seed $s"
       if [ "$state" = complete ]; then
         echo "== $tag: complete, skipped"
         continue
       fi
-      start=$(date +%s)
       if [ "$state" = partial ] && [ -e "$dir/latest" ]; then
         echo "== $tag: resuming $dir"
         cmd=("$TRAIN" --resume "$dir")
@@ -157,24 +197,19 @@ for s in $(seq 1 "$SEEDS"); do
           run mv "$dir" "$stale" || die "cannot move $dir aside"
         fi
         echo "== $tag: training $dir"
-        cmd=("$TRAIN" --config "$CONFIG" --pos "$p"
-             --train_data "data/$d/${d}_train_*.bin" --val_data "data/$d/${d}_val_*.bin"
-             --seed "$s" --run_dir "$dir" "${EXTRA[@]}")
+        cmd=("$TRAIN" --config "$CONFIG" "${new[@]}" --run_dir "$dir" "${EXTRA[@]}")
       fi
       if [ "$DRY" = 1 ]; then
         echo "+ ${cmd[*]}"
         continue
       fi
-      if "${cmd[@]}" >>"$dir.txt" 2>&1; then
-        echo "   done in $(( $(date +%s) - start )) s"
-      else
-        echo "   FAILED (exit $?); last lines of $dir.txt:" >&2
-        tail -n 5 "$dir.txt" >&2
-        failed+=("$dir")
-      fi
+      [ ${#pids[@]} -lt "$JOBS" ] || finish_oldest  # they take about as long: the oldest ends first
+      "${cmd[@]}" >>"$dir.txt" 2>&1 &
+      pids+=($!) piddirs+=("$dir") pidstart+=("$(date +%s)")
     done
   done
 done
+while [ ${#pids[@]} -gt 0 ]; do finish_oldest; done
 
 # --- comparison over every run that has a log
 have=()

@@ -1,7 +1,8 @@
 # scripts/paper_grid.sh (gpu_check.sh --paper-grid) on the CPU with a tiny config: missing shards
 # are named before any run, committed logs are skipped, each finished run's log lands in the
 # results folder as soon as it ends (while the next one runs), runs that the budget cannot
-# cover are reported and not started, a run cut by the budget leaves no log, bad arguments fail.
+# cover are reported and not started, a run cut by the budget leaves no log, bad arguments fail;
+# and scripts/reproduce_paper.sh's reuse of finished runs, only at the same config.
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
 PYTHON=${PYTHON:-python3}
@@ -69,6 +70,24 @@ grep -q '^wikitext2-learned-s1: cut (time budget)' <<<"$out" || why+="the first 
 grep -q '^wikitext2-rope-s1: not run (time budget' <<<"$out" || why+="the second run not reported as not run; "
 compgen -G "$tmp/cut/*.jsonl" >/dev/null && why+="a cut run left a log in the results; "
 if [ -n "$why" ]; then fail paper_grid_budget "$why$(tail -n 8 <<<"$out")"; else pass paper_grid_budget; fi
+
+# scripts/reproduce_paper.sh on the same tiny setup: two runs at a time; a second call reuses the
+# finished runs; one with other trainer arguments stops with one error naming the keys that differ
+rp() { DATA="$tmp/data" bash scripts/reproduce_paper.sh --no-build --datasets wikitext2 --pos "rope crope" --seeds 2 \
+  --out "$tmp/rp" "$@" 2>&1; }
+out=$(rp --jobs 2)
+rc=$?
+why=""
+[ $rc = 0 ] || why+="exit $rc; "
+[ "$(grep -c ' done in ' <<<"$out")" = 4 ] || why+="not 4 runs done; "
+[ -f "$tmp/rp/compare.md" ] && grep -q 'paired, 2 seeds' "$tmp/rp/compare.md" || why+="no comparison with an interval; "
+if [ -n "$why" ]; then fail reproduce_paper_jobs "$why$(tail -n 8 <<<"$out")"; else pass reproduce_paper_jobs; fi
+out=$(rp)
+if [ "$(grep -c ': complete, skipped' <<<"$out")" = 4 ] && ! grep -q ': training ' <<<"$out"; then pass reproduce_paper_reuses
+else fail reproduce_paper_reuses "$(grep '^==' <<<"$out")"; fi
+expect_fail reproduce_paper_other_config "^error: .*wikitext2-rope-s1 was trained with another config than this command's \(steps 4, planned 3\)" -- \
+  rp -- --steps 3
+expect_fail reproduce_paper_bad_jobs "^error: --jobs must be a positive integer, got '0'" -- rp --jobs 0
 
 # a failing run is a failure of the grid, and the reason is shown
 out=$(bash $grid --out "$tmp/bad" --budget 600 -- --n_embd 9 2>&1)

@@ -1,6 +1,7 @@
 """Tests that the README's recipes and the scripts they name agree and work:
-- the CPU recipe runs verbatim (at 3 steps and 1 validation batch, on tiny shards made here),
-  both schemes with the same config, so the comparison warns about nothing;
+- the CPU recipe runs verbatim (at 3 steps, 1 validation batch and 2 seeds, on tiny shards made
+  here), both schemes with the same config on the CPU, so the comparison warns about nothing and
+  its verdict has an interval;
 - one definition of the CPU scale: reproduce_paper.sh --scale cpu trains with
   configs/cpu_small.json and nothing else, and the README describes that config;
 - make bench passes ARGS on to bench_cpu.sh; the README mentions --quick and --dry-run;
@@ -65,6 +66,11 @@ try:
     rc, out, err = sh(f"scripts/reproduce_paper.sh --dry-run --no-build --datasets ptb --pos crope --out {tmp}/g2")
     check("paper_scale_is_paper_json", rc == 0 and f"+ {os.environ.get('TRAIN', 'build/train')} --config configs/paper.json --pos crope" in out,
           out[-400:] + err[-300:])
+    # each scale its own default folder, so runs of one never stand in for the other's
+    rc, out, err = sh("scripts/reproduce_paper.sh --scale cpu --dry-run --no-build --datasets ptb --pos rope")
+    rc2, out2, err2 = sh("scripts/reproduce_paper.sh --dry-run --no-build --datasets ptb --pos rope")
+    check("scales_default_folders", "--run_dir runs/cpu/ptb-rope-s1" in out and "--run_dir runs/paper/ptb-rope-s1" in out2,
+          out[-300:] + out2[-300:])
     rc, out, err = sh("scripts/reproduce_paper.sh --dry-run --no-build --datasets ptb --pos 'rope bogus'")
     check("reproduce_paper_unknown_pos", rc == 1 and "error: unknown pos 'bogus' (one of: " in err, err[-300:])
     desc = (f"{cfg['steps']} AdamW steps of {cfg['batch_size']} x {cfg['seq_len']} tokens, lr {cfg['lr']:g} "
@@ -126,12 +132,18 @@ try:
                 continue                  # encoding the prompt needs the vocabulary
             if l.startswith("build/train "):
                 l += " --steps 3 --eval_batches 1"   # tiny, but every line as written
+            if l.startswith("scripts/reproduce_paper.sh "):  # the same, at 2 seeds
+                grid, _, args = l.partition(" -- ")
+                l = f"{grid} --no-build --seeds 2 -- {args} --steps 3 --eval_batches 1"
             script.append(l)
+        trains = [l for l in recipe if l.startswith(("build/train ", "scripts/reproduce_paper.sh "))]
+        check("cpu_recipe_on_the_cpu", trains and all("--device cpu" in l for l in trains), str(trains))
         rc, out, err = sh("set -e\n" + "\n".join(script), cwd=work)
-        md = os.path.join(work, "runs", "wt2-compare.md")
+        md = os.path.join(work, "runs", "cpu", "compare.md")
         table = open(md, encoding="utf-8").read() if os.path.exists(md) else ""
-        check("cpu_recipe_runs", rc == 0 and "| wikitext2 | rope |" in table and "| wikitext2 | crope |" in table,
-              f"rc={rc} {out[-500:]} {err[-800:]}")
+        check("cpu_recipe_runs", rc == 0 and "| wikitext2 | rope |" in table and "| wikitext2 | crope |" in table
+              and os.path.exists(os.path.join(work, "runs", "cpu", "compare.png")), f"rc={rc} {out[-500:]} {err[-800:]}")
+        check("cpu_recipe_verdict_has_interval", "paired, 2 seeds |" in table, table[-600:])
         check("cpu_recipe_same_config", table and "WARNING" not in table and "warning:" not in err, err[-500:])
         if have_vocab:
             check("cpu_recipe_sample_prints_text", rc == 0 and "The history of" in out, out[-400:])
