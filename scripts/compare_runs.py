@@ -75,12 +75,13 @@ DATASET_ORDER = ["wikitext2", "ptb", "pg19", "synthetic"]
 NON_GROUP_KEYS = {
     "seed", "run_dir", "device", "checkpoint_every", "sample_every", "resume",
     "init_from", "init-from", "train_data", "val_data", "dataset", "pos",
-    "eval_every", "eval_batches", "eval_seq_lens",
+    "eval_every", "eval_batches", "eval_seq_lens", "eval_long_every",
 }
 # Keys whose differences are expected in a comparison (the two axes varied) or
 # change nothing in the numbers (where files go, how often they are written);
 # a difference in any other key is warned about.
-NOT_WARNED_KEYS = {"pos", "seed", "run_dir", "checkpoint_every", "sample_every", "encoder_json"}
+NOT_WARNED_KEYS = {"pos", "seed", "run_dir", "checkpoint_every", "sample_every", "encoder_json",
+                   "eval_long_every"}  # when the longer lengths are evaluated; the final evaluation has them all
 # Keys that may change between a run's start and its resume without changing what it computes
 # (a moved folder; how often files are written), and those a resumed run may not change.
 NOT_CHANGED_KEYS = {"run_dir", "checkpoint_every", "sample_every", "encoder_json"}

@@ -195,6 +195,13 @@ def main():
     check("config_mismatch_warned_in_figure", "WARNING: the wikitext2 runs differ in seq_len, steps, val_data" in svg)
     check("figure_setting_shows_both_values", "20/300 steps" in svg and "T=64/128" in svg)
 
+    # eval_long_every says only when the longer lengths are evaluated (the final evaluation has
+    # them all): runs from before the key beside runs with it are not warned about
+    el = [write_run(tmp, "e-rope-s1", "ptb", "rope", 1, [6.0, 5.5]),
+          write_run(tmp, "e-crope-s1", "ptb", "crope", 1, [6.0, 5.5], cfg_extra={"eval_long_every": 1000})]
+    rc, so, se = run(el + ["--out", os.path.join(tmp, "out22", "cmp")])
+    check("eval_long_every_not_warned", rc == 0 and "warning" not in se and "WARNING" not in so, se[-300:])
+
     # bf16 runs: the precision in the setting (fp32, the default, is not named)
     bf = [write_run(tmp, f"b-{p}-s1", "ptb", p, 1, [6.0, 5.5], cfg_extra={"precision": "bf16"})
           for p in ("rope", "crope")]
