@@ -63,7 +63,7 @@ void encoder_forward(A* out, const int* tok, const float* wte, const float* wpe,
 // Deterministic: every (token, channel) sums its positions in increasing position order, a
 // long run of one token in pieces of consecutive positions added in order (encoder.cu).
 template <class A>
-void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C,
+void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C, int V,
                       cudaStream_t stream);
 
 template <class A>
@@ -266,8 +266,8 @@ struct CudaBackend {
         gpu::encoder_forward(out, tok, wte, wpe, B, T, C, gpu::main_stream());
     }
     template <class A>
-    static void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C) {
-        gpu::encoder_backward(dwte, dwpe, dout, tok, B, T, C, gpu::main_stream());
+    static void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C, int V) {
+        gpu::encoder_backward(dwte, dwpe, dout, tok, B, T, C, V, gpu::main_stream());
     }
     template <class A>
     static void layernorm_forward(A* out, float* mean, float* rstd, const A* inp, const float* w, const float* b, int N,

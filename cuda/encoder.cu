@@ -125,7 +125,7 @@ void encoder_forward(A* out, const int* tok, const float* wte, const float* wpe,
 }
 
 template <class A>
-void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C,
+void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C, int V,
                       cudaStream_t stream) {
     const int N = B * T;
     if (N == 0 || C == 0) return;
@@ -136,8 +136,8 @@ void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, i
         cudaCheckLaunch();
     }
 
-    // Stable sort of (token, position) by token. The vocabulary size is not passed in, so sort
-    // on all 31 value bits of a non-negative int (4 radix passes; cheap at N ~ 16K).
+    // Stable sort of (token, position) by token, on the bits a token below V needs (16 for GPT-2's
+    // 50,257: 2 radix passes where all 31 value bits of an int took 4).
     static Scratch<int> s_pos_in, s_tok_out, s_pos_out;
     static Scratch<unsigned char> s_temp;
     int* pos_in = s_pos_in.get(N);
@@ -146,7 +146,8 @@ void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, i
     iota_kernel<<<ceil_div(N, 256), 256, 0, stream>>>(pos_in, N);
     cudaCheckLaunch();
 
-    const int end_bit = 31;
+    int end_bit = 1;
+    while (end_bit < 31 && (V - 1) >> end_bit) end_bit++;
     size_t temp_bytes = 0;
     cudaCheck(
         cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tok, tok_out, pos_in, pos_out, N, 0, end_bit, stream));
@@ -165,7 +166,7 @@ void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, i
 
 template void encoder_forward(float*, const int*, const float*, const float*, int, int, int, cudaStream_t);
 template void encoder_forward(bf16_t*, const int*, const float*, const float*, int, int, int, cudaStream_t);
-template void encoder_backward(float*, float*, const float*, const int*, int, int, int, cudaStream_t);
-template void encoder_backward(float*, float*, const bf16_t*, const int*, int, int, int, cudaStream_t);
+template void encoder_backward(float*, float*, const float*, const int*, int, int, int, int, cudaStream_t);
+template void encoder_backward(float*, float*, const bf16_t*, const int*, int, int, int, int, cudaStream_t);
 
 }  // namespace gpu

@@ -422,7 +422,7 @@ struct GPT {
             // a.dres now holds d(x) = d(res3[l-1])
             if (micro == micros - 1) sync.layer_done(buf_layout, grads, cfg.L, l);  // layer l's gradients are final
         }
-        BK::encoder_backward(g.wte, pt.learned_table ? g.wpe : nullptr, a.dres, a.inputs, B, T, (int)C);
+        BK::encoder_backward(g.wte, pt.learned_table ? g.wpe : nullptr, a.dres, a.inputs, B, T, (int)C, cfg.V);
         if (micro == micros - 1) sync.layer_done(buf_layout, grads, cfg.L, -1);
     }
 

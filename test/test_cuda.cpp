@@ -55,10 +55,10 @@ std::string test_encoder_backward() {
     std::string why;
     for (int with_pos = 0; with_pos < 2; with_pos++) {
         Vec rw = dwte0, rp = dwpe0;
-        cpu::encoder_backward(rw.data(), with_pos ? rp.data() : nullptr, dout.data(), tok.data(), B, T, C);
+        cpu::encoder_backward(rw.data(), with_pos ? rp.data() : nullptr, dout.data(), tok.data(), B, T, C, V);
         DInts dtok(tok);
         DBuf gw(dwte0), gp(dwpe0), gd(dout);
-        gpu::encoder_backward(gw.p, with_pos ? gp.p : nullptr, gd.p, dtok.p, B, T, C, gpu::main_stream());
+        gpu::encoder_backward(gw.p, with_pos ? gp.p : nullptr, gd.p, dtok.p, B, T, C, V, gpu::main_stream());
         expect_close(why, "dwte", gw.get(), rw, 1e-5);
         if (with_pos)
             expect_close(why, "dwpe", gp.get(), rp, 1e-5);
@@ -89,12 +89,31 @@ std::string test_encoder_backward_skewed() {
                 if (d.rfind("runs of ", 0) == 0) tok[i] = (i / std::stoi(d.substr(8)) * 7) % V;
             }
             Vec dout = randn((size_t)N * C, r), dwte = randn((size_t)V * C, r), ref = dwte;
-            cpu::encoder_backward<float>(ref.data(), nullptr, dout.data(), tok.data(), B, T, C);
+            cpu::encoder_backward<float>(ref.data(), nullptr, dout.data(), tok.data(), B, T, C, V);
             DInts dtok(tok);
             DBuf gw(dwte), gd(dout);
-            gpu::encoder_backward(gw.p, nullptr, gd.p, dtok.p, B, T, C, gpu::main_stream());
+            gpu::encoder_backward(gw.p, nullptr, gd.p, dtok.p, B, T, C, V, gpu::main_stream());
             expect_close(why, "dwte, " + std::to_string(N) + " positions, " + dist, gw.get(), ref, 1e-5);
         }
+    return why;
+}
+
+// The sort by token on the bits V needs: tokens at both ends of the range, for V at the edges of a
+// bit count (1, 2, 256, 257, 65536, 65537), summed as the CPU sums them.
+std::string test_encoder_backward_vocab_bits() {
+    Rng r(13);
+    const int B = 2, T = 300, C = 8;
+    std::string why;
+    for (int V : {1, 2, 256, 257, 65536, 65537}) {
+        std::vector<int> tok = randint((size_t)B * T, V, r);
+        tok[5] = V - 1, tok[6] = 0, tok[B * T - 1] = V - 1;
+        Vec dout = randn((size_t)B * T * C, r), ref((size_t)V * C, 0.0f);
+        cpu::encoder_backward<float>(ref.data(), nullptr, dout.data(), tok.data(), B, T, C, V);
+        DInts dtok(tok);
+        DBuf gw(Vec((size_t)V * C, 0.0f)), gd(dout);
+        gpu::encoder_backward(gw.p, nullptr, gd.p, dtok.p, B, T, C, V, gpu::main_stream());
+        expect_close(why, "dwte, V=" + std::to_string(V), gw.get(), ref, 1e-5);
+    }
     return why;
 }
 
@@ -109,7 +128,7 @@ std::string test_encoder_backward_deterministic() {
     Vec w[2], p[2];
     for (int run = 0; run < 2; run++) {
         DBuf gw(dwte0), gp(dwpe0);
-        gpu::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C, gpu::main_stream());
+        gpu::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C, V, gpu::main_stream());
         w[run] = gw.get();
         p[run] = gp.get();
     }
@@ -261,10 +280,10 @@ std::string test_reduction_bits() {
     for (auto& t : tok)
         if (r.below(100) < 30) t = 42;  // a run over 38 sorted segments
     Vec dwte(V * C, 0.0f);
-    cpu::encoder_backward<float>(dwte.data(), nullptr, d.data(), tok.data(), 1, N, C);
+    cpu::encoder_backward<float>(dwte.data(), nullptr, d.data(), tok.data(), 1, N, C, V);
     DInts dtok(tok);
     DBuf gwte(Vec(V * C, 0.0f));
-    gpu::encoder_backward(gwte.p, nullptr, gd.p, dtok.p, 1, N, C, gpu::main_stream());
+    gpu::encoder_backward(gwte.p, nullptr, gd.p, dtok.p, 1, N, C, V, gpu::main_stream());
     results.push_back(gwte.get());
     expect_close(why, "dwte", results.back(), dwte, 1e-5);
     uint64_t h = 1469598103934665603ull;  // FNV-1a over the bits
@@ -721,6 +740,7 @@ static std::vector<TestCase> all_tests() {
         {"cuda_encoder_backward", CUDA_FN(test_encoder_backward)},
         {"cuda_encoder_backward_skewed", CUDA_FN(test_encoder_backward_skewed)},
         {"cuda_encoder_backward_deterministic", CUDA_FN(test_encoder_backward_deterministic)},
+        {"cuda_encoder_backward_vocab_bits", CUDA_FN(test_encoder_backward_vocab_bits)},
         {"cuda_reduction_bits", CUDA_FN(test_reduction_bits)},
         {"cuda_layernorm_forward", CUDA_FN(test_layernorm_forward)},
         {"cuda_layernorm_backward", CUDA_FN(test_layernorm_backward)},

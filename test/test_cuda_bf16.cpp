@@ -76,10 +76,10 @@ std::string test_encoder() {
 
     Vec dout = bf16_round(randn((size_t)B * T * C, r)), gw0 = randn((size_t)V * C, r), gp0 = randn((size_t)T * C, r);
     Vec rw = gw0, rp = gp0;
-    cpu::encoder_backward(rw.data(), rp.data(), dout.data(), tok.data(), B, T, C);
+    cpu::encoder_backward(rw.data(), rp.data(), dout.data(), tok.data(), B, T, C, V);
     DBf16 gd(dout);
     DBuf gw(gw0), gp(gp0);
-    gpu::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C, gpu::main_stream());
+    gpu::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C, V, gpu::main_stream());
     expect_close(why, "dwte", gw.get(), rw, 1e-5);
     expect_close(why, "dwpe", gp.get(), rp, 1e-5);
     return why;

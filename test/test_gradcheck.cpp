@@ -266,7 +266,7 @@ static void op_checks(Rng& rng) {
             },
             [&](const Vd& d) {
                 Vd dw(V * C), dp(T * C);
-                K::encoder_backward(dw.data(), dp.data(), d.data(), tok.data(), B, T, C);
+                K::encoder_backward(dw.data(), dp.data(), d.data(), tok.data(), B, T, C, V);
                 return std::vector<Vd>{dw, dp};
             }}
         .run(rng);

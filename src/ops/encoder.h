@@ -17,9 +17,10 @@ void encoder_forward(Real* out, const int* tok, const Real* wte, const Real* wpe
 }
 
 // dwte[tok] += dout, dwpe[t] += dout. Serial over positions: a token can repeat
-// within the batch, and a fixed summation order keeps the result deterministic.
+// within the batch, and a fixed summation order keeps the result deterministic. (V, the
+// vocabulary, tok < V: the GPU's sort by token takes the bits V needs.)
 template <class Real>
-void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int* tok, int B, int T, int C) {
+void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int* tok, int B, int T, int C, int /*V*/) {
     for (int bt = 0; bt < B * T; bt++) {
         const Real* d = dout + (size_t)bt * C;
         Real* e = dwte + (size_t)tok[bt] * C;
