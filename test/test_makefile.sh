@@ -11,7 +11,11 @@ chmod +x "$tmp/bin/mpicc"
 touch "$tmp/nccl/include/nccl.h"
 # the Makefile's lines, then the flags it built (a second makefile read after it prints them)
 printf 'flags:\n\t@echo "CXXFLAGS=$(CXXFLAGS) LDLIBS=$(LDLIBS) NVCCFLAGS=$(NVCCFLAGS)"\n' >"$tmp/flags.mk"
-says() { make -n -f Makefile -f "$tmp/flags.mk" deps flags NVCC=/usr/local/cuda/bin/nvcc "$@" 2>&1; }
+# (a make of its own: not a sub-make of the one running the tests, which says nothing)
+says() {
+  env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS make -n -f Makefile -f "$tmp/flags.mk" deps flags \
+    NVCC=/usr/local/cuda/bin/nvcc "$@" 2>&1
+}
 
 out=$(says MPICC="$tmp/bin/mpicc" NCCL_HOME="$tmp/nccl")
 if grep -q "^MPI: found ($tmp/bin/mpicc: -lmpich)" <<<"$out" && grep -q "CXXFLAGS=.*-DHAVE_MPI .*-I/opt/mpich/include" <<<"$out" &&
