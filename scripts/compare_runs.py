@@ -233,6 +233,9 @@ class Run:
                 ((int(r["step"]), float(r["loss"]), r.get("tokens_per_s"))
                  for r in records if r.get("type") == "train"),
                 key=lambda x: x[0])
+            # FLOP/s of each step (MODEL.md "FLOPs"; logs of older trainers have none)
+            self.flops = [float(r["flops_per_s"]) for r in records
+                          if r.get("type") == "train" and r.get("flops_per_s") is not None]
             val = [(int(r["step"]), float(r["loss"]),
                     int(r.get("seq_len") or self.seq_len or 0))
                    for r in records if r.get("type") == "val"]
@@ -434,6 +437,10 @@ def fmt_int(x):
     return "n/a" if x is None else f"{int(round(x)):,}"
 
 
+def fmt_gflops(x):
+    return "n/a" if x is None else f"{x:,.1f}"
+
+
 def summarise(g):
     finals = [r.final_val() for r in g.runs]
     bests = [r.best_val() for r in g.runs]
@@ -449,6 +456,7 @@ def summarise(g):
         "n_acc": sum(1 for r in g.runs if r.final_accuracy is not None),
         "ppl": math.exp(fm) if fm is not None and fm < 700 else None,
         "tokens_per_s": median(tps),
+        "gflops": median([f / 1e9 for r in g.runs for f in r.flops]),
         "params_total": p0.get("total"), "params_attention": p0.get("attention"),
         "cut": [f"({'seed %s: ' % r.seed if len(g.runs) > 1 else ''}{problem})"
                 for r in g.runs for problem in run_problems(r)],
@@ -564,6 +572,10 @@ def build_table(groups, stats, diffs, paper=False):
         (["paper: final val loss", "paper: Δ vs rope"] if paper else []) + ["notes"]
     # the synthetic task's marker accuracy and how many seeds solved it, when the runs measured it
     with_acc = any(stats[id(g)]["n_acc"] for g in groups)
+    # the trainer's GFLOP/s beside tokens/s, when the runs logged it
+    with_flops = any(stats[id(g)]["gflops"] is not None for g in groups)
+    if with_flops:
+        head[9:9] = ["GFLOP/s"]
     if with_acc:
         head[8:8] = ["marker accuracy", f"solved (≥ {SOLVED:g})", "first solved: median (per seed)"]
     rows = []
@@ -594,8 +606,8 @@ def build_table(groups, stats, diffs, paper=False):
             fmt_int(st["params_total"]), fmt_int(st["params_attention"]),
             fmt_ms(*st["final"], nv), fmt_ms(*st["best"], nv),
             "n/a" if st["ppl"] is None else f"{st['ppl']:.2f}",
-            fmt_int(st["tokens_per_s"]), diff, interval, says] + (paper_cells(g) if paper else []) +
-            [" ".join(notes)])
+            fmt_int(st["tokens_per_s"])] + ([fmt_gflops(st["gflops"])] if with_flops else []) +
+            [diff, interval, says] + (paper_cells(g) if paper else []) + [" ".join(notes)])
         if with_acc:
             k, n, med, firsts = solved_summary(g)
             rows[-1][8:8] = [fmt_ms(*st["accuracy"], st["n_acc"]), f"{k} of {n}",
@@ -982,8 +994,8 @@ def plot_lengths(groups, prefix, diffs):
 def save_logs(runs, folder):
     """A small gzipped copy of each run's log in folder, NAME.jsonl.gz (NAME: the run
     folder's name), holding what the table and figures read: the config and val records
-    whole, train records as step, loss (6 decimals) and tokens/s (whole). compare_runs.py
-    reads them back."""
+    whole, train records as step, loss (6 decimals), tokens/s (whole) and FLOP/s (4 digits).
+    compare_runs.py reads them back."""
     os.makedirs(folder, exist_ok=True)
     written = []
     for r in runs:
@@ -993,10 +1005,12 @@ def save_logs(runs, folder):
         lines = []
         for rec in r.records:
             if rec.get("type") == "train":
-                loss, tps = rec.get("loss"), rec.get("tokens_per_s")
+                loss, tps, flops = rec.get("loss"), rec.get("tokens_per_s"), rec.get("flops_per_s")
                 rec = {"type": "train", "step": rec.get("step"),   # drawn, never tabled: 6 digits do
                        "loss": round(loss, 6) if isinstance(loss, float) else loss,
                        "tokens_per_s": round(tps) if isinstance(tps, float) else tps}
+                if isinstance(flops, float):
+                    rec["flops_per_s"] = float(f"{flops:.4g}")
             lines.append(json.dumps(rec, separators=(",", ":")) + "\n")
         path = os.path.join(folder, name + ".jsonl.gz")
         with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as g:
@@ -1115,7 +1129,7 @@ def main(argv):
                                   for ds in datasets_of(groups)) + ".\n\n"
     md += table + "\n\n" + \
         "Final/best: validation loss at the training seq_len, mean ± sample std over seeds; " \
-        "val ppl = exp(mean final); tokens/s = median over train records; " \
+        "val ppl = exp(mean final); tokens/s (and GFLOP/s, where logged) = median over train records; " \
         "Δ = mean final minus the RoPE group of the same dataset; its 95 % interval from Student's t " \
         "over seeds, paired by seed when both groups ran the same seeds, else Welch's; " \
         "\"not distinguishable from RoPE\" when the interval covers 0.\n"

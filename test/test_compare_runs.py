@@ -24,7 +24,7 @@ PARAMS = {
 
 def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=None,
               one_based=False, tps=1000.0, extra_lens=None, truncate_tail=False,
-              config_in_log=True, accuracy=None, cfg_extra=None, arithmetic=()):
+              config_in_log=True, accuracy=None, cfg_extra=None, arithmetic=(), flops=None):
     """A run whose val loss (at seq_len 64) every 20 steps follows `finals`
     (list of values, the last one is the final loss); `arithmetic`: what the
     first record's run_on says, then a "resumed" record mid-run for each further value."""
@@ -55,6 +55,8 @@ def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=No
         recs.append({"type": "train", "step": s, "loss": 6.0 - s * 0.005 + 0.05 * math.sin(s),
                      "lr": 1e-3, "grad_norm": 1.0, "step_ms": 10.0,
                      "tokens_per_s": tps + s if isinstance(tps, float) else tps})
+        if flops is not None:  # the trainer's FLOP/s, in logs of trainers that count them
+            recs[-1]["flops_per_s"] = flops + 1e6 * s
         if s in vals:
             recs.append({"type": "val", "step": s, "loss": vals[s], "seq_len": 64})
             if accuracy is not None:  # the synthetic task's marker accuracy, final value
@@ -409,6 +411,16 @@ def main():
     check("plan_bad_set", rc == 1 and se == "error: --set wants KEY=VALUE, got 'steps'\n", se)
     rc, so, se = run(["--status", ch, "--plan", os.path.join(tmp, "nope.json")])
     check("plan_missing_file", rc == 1 and se.startswith("error: ") and "nope.json: no such config file" in se, se)
+
+    # the trainer's GFLOP/s beside tokens/s: the median over train records, where the logs have it
+    fl = [write_run(tmp, "f-rope-s1", "wikitext2", "rope", 1, [5.4, 5.3], flops=2.0e9),
+          write_run(tmp, "f-crope-s1", "wikitext2", "crope", 1, [5.4, 5.31], flops=3.5e9)]
+    rc, so, se = run(fl + ["--out", os.path.join(tmp, "f")])
+    frows = parse_table(open(os.path.join(tmp, "f.md")).read()) if rc == 0 else {}
+    check("gflops_column", frows.get(("wikitext2", "rope"), {}).get("GFLOP/s") == "2.0" and
+          frows.get(("wikitext2", "crope"), {}).get("GFLOP/s") == "3.5", f"rc={rc} {frows} {se[-300:]}")
+    check("gflops_only_when_logged", rows and all("GFLOP/s" not in row for row in rows.values()),
+          "the first table, of logs without it, has the column")
 
     # errors
     rc, so, se = run([os.path.join(tmp, "nope"), "--out", os.path.join(tmp, "e")])
