@@ -6,8 +6,7 @@
 # "error: --prompt: this build has no Unicode library ...").
 cd "$(dirname "$0")/.." || exit 1
 . test/testlib.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch
 CXX=${CXX:-g++}
 
 # icu_flags MAKE-ARGS...: "yes" when make would compile and link build/sample with ICU, "no" when

@@ -6,8 +6,7 @@
 # test/test_cpu_vec.cpp (built here without SLEEF, and without BLAS: src/ops/matmul.h's loop GEMM).
 cd "$(dirname "$0")/.." || exit 1
 . test/testlib.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch
 CXX=${CXX:-g++}
 
 # dry_run NAME MAKE-ARGS...: the commands make would run to build test_cpu_vec, in $out
