@@ -64,7 +64,7 @@ __global__ void causal_softmax_backward_kernel(X* __restrict__ ds, const X* __re
     for (int t2 = lane; t2 < T; t2 += 32) d[t2] = from_f32<X>(t2 <= t1 ? f32(p[t2]) * (f32(d[t2]) - dot) : 0.0f);
 }
 
-// The GEMMs below take A = float or bf16_t for every operand, each a stack of per-head
+// The GEMMs below take Act = float or bf16_t for every operand, each a stack of per-head
 // matrices: batch b's start at p + b * batch, head h's `head` elements after head 0's, their
 // columns (column-major) ld apart.
 template <class X>
@@ -92,8 +92,8 @@ Heads<X> square_heads(X* x, int T, int H) {
 
 // c = alpha op(a) op(b) for every head: per batch, one strided-batched GEMM over its H heads
 // (column-major m x n, inner size k; ta, tb: transpose a, b).
-template <class A>
-void heads_gemm(bool ta, bool tb, int m, int n, int k, float alpha, Heads<const A> a, Heads<const A> b, Heads<A> c,
+template <class Act>
+void heads_gemm(bool ta, bool tb, int m, int n, int k, float alpha, Heads<const Act> a, Heads<const Act> b, Heads<Act> c,
                 int B, int H, cudaStream_t stream) {
     for (int i = 0; i < B; i++)
         gemm_cm_strided_batched(ta, tb, m, n, k, alpha, a.p + i * a.batch, a.ld, a.head, b.p + i * b.batch, b.ld,
@@ -101,41 +101,41 @@ void heads_gemm(bool ta, bool tb, int m, int n, int k, float alpha, Heads<const 
 }
 
 // S^T (column-major T x T) = K Q^T, i.e. att[b,h,t1,t2] = scale * q_t1 . k_t2
-template <class A>
-void scores_gemm(A* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+template <class Act>
+void scores_gemm(Act* att, const Act* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     const float sc = 1.0f / sqrtf((float)(C / H));
-    heads_gemm<A>(true, false, T, T, C / H, sc, qkv_heads(qkv, 1, T, C, H), qkv_heads(qkv, 0, T, C, H),
+    heads_gemm<Act>(true, false, T, T, C / H, sc, qkv_heads(qkv, 1, T, C, H), qkv_heads(qkv, 0, T, C, H),
                   square_heads(att, T, H), B, H, stream);
 }
 
 // out^T (column-major D x T per head, ld C) = V^T P^T, i.e. out[t1] = sum_t2 P[t1,t2] v_t2
-template <class A>
-void pv_gemm(A* out, const A* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
-    heads_gemm<A>(false, false, C / H, T, T, 1.0f, qkv_heads(qkv, 2, T, C, H), square_heads(att, T, H),
+template <class Act>
+void pv_gemm(Act* out, const Act* att, const Act* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+    heads_gemm<Act>(false, false, C / H, T, T, 1.0f, qkv_heads(qkv, 2, T, C, H), square_heads(att, T, H),
                   row_heads(out, T, C, H), B, H, stream);
 }
 
 // dP[t1,t2] = dO_t1 . v_t2 : column-major dP^T (T x T) = V dO^T
-template <class A>
-void dp_gemm(A* scratch, const A* dout, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
-    heads_gemm<A>(true, false, T, T, C / H, 1.0f, qkv_heads(qkv, 2, T, C, H), row_heads(dout, T, C, H),
+template <class Act>
+void dp_gemm(Act* scratch, const Act* dout, const Act* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+    heads_gemm<Act>(true, false, T, T, C / H, 1.0f, qkv_heads(qkv, 2, T, C, H), row_heads(dout, T, C, H),
                   square_heads(scratch, T, H), B, H, stream);
 }
 
 // dV, dQ, dK from dO, P and dS (ds = dS, zero above the diagonal)
-template <class A>
-void dqkv_gemms(A* dqkv, const A* dout, const A* qkv, const A* att, const A* ds, int B, int T, int C, int H,
+template <class Act>
+void dqkv_gemms(Act* dqkv, const Act* dout, const Act* qkv, const Act* att, const Act* ds, int B, int T, int C, int H,
                 cudaStream_t stream) {
     const int D = C / H;
     const float sc = 1.0f / sqrtf((float)D);
     // dV[t2] = sum_t1 P[t1,t2] dO_t1 : column-major dV^T (D x T) = dO^T P
-    heads_gemm<A>(false, true, D, T, T, 1.0f, row_heads(dout, T, C, H), square_heads(att, T, H),
+    heads_gemm<Act>(false, true, D, T, T, 1.0f, row_heads(dout, T, C, H), square_heads(att, T, H),
                   qkv_heads(dqkv, 2, T, C, H), B, H, stream);
     // dQ[t1] = scale sum_t2 dS[t1,t2] k_t2 : column-major dQ^T (D x T) = K^T dS^T
-    heads_gemm<A>(false, false, D, T, T, sc, qkv_heads(qkv, 1, T, C, H), square_heads(ds, T, H),
+    heads_gemm<Act>(false, false, D, T, T, sc, qkv_heads(qkv, 1, T, C, H), square_heads(ds, T, H),
                   qkv_heads(dqkv, 0, T, C, H), B, H, stream);
     // dK[t2] = scale sum_t1 dS[t1,t2] q_t1 : column-major dK^T (D x T) = Q^T dS
-    heads_gemm<A>(false, true, D, T, T, sc, qkv_heads(qkv, 0, T, C, H), square_heads(ds, T, H),
+    heads_gemm<Act>(false, true, D, T, T, sc, qkv_heads(qkv, 0, T, C, H), square_heads(ds, T, H),
                   qkv_heads(dqkv, 1, T, C, H), B, H, stream);
 }
 
@@ -795,37 +795,37 @@ bool use_mma(int C, std::initializer_list<const void*> ptrs) {
 }  // namespace
 
 // out (B,T,C), att (B,H,T,T) softmax probabilities (saved for backward), qkv (B,T,3C)
-template <class A>
-void attention_forward(A* out, A* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+template <class Act>
+void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     scores_gemm(att, qkv, B, T, C, H, stream);
     size_t rows = (size_t)B * H * T;
-    causal_softmax_forward_kernel<dev_t<A>>
+    causal_softmax_forward_kernel<dev_t<Act>>
         <<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(dev(att), T, rows);
     cudaCheckLaunch();
     pv_gemm(out, att, qkv, B, T, C, H, stream);
 }
 
 // dqkv (B,T,3C) = gradient (overwritten); scratch (B,H,T,T) is overwritten (holds dP, then dS)
-template <class A>
-void attention_backward(A* dqkv, A* scratch, const A* dout, const A* qkv, const A* att, int B, int T, int C, int H,
+template <class Act>
+void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C, int H,
                         cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     dp_gemm(scratch, dout, qkv, B, T, C, H, stream);
     size_t rows = (size_t)B * H * T;
-    causal_softmax_backward_kernel<dev_t<A>>
+    causal_softmax_backward_kernel<dev_t<Act>>
         <<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(dev(scratch), dev(att), T, rows);
     cudaCheckLaunch();
     dqkv_gemms(dqkv, dout, qkv, att, scratch, B, T, C, H, stream);
 }
 
 // out (B,T,C), lse (B,H,T), qkv (B,T,3C)
-template <class A>
-void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+template <class Act>
+void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H, cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     const float scale = 1.0f / sqrtf((float)(C / H));
     check_flash_head_size(C / H);
-    using X = dev_t<A>;
+    using X = dev_t<Act>;
     with_head_size(C / H, [&](auto d) {
         constexpr int D = d.value;
         if constexpr (mma_head_size(D))
@@ -841,11 +841,11 @@ void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C
 }
 
 // dqkv (B,T,3C) = gradient (overwritten); out (B,T,C) and lse (B,H,T) from attention_forward_lse
-template <class A>
-void attention_backward_lse(A* dqkv, const A* dout, const A* qkv, const A* out, const float* lse, int B, int T, int C,
+template <class Act>
+void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T, int C,
                             int H, cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
-    using X = dev_t<A>;
+    using X = dev_t<Act>;
     static Scratch<float> s_delta;
     const size_t rows = (size_t)B * H * T;
     float* delta = s_delta.get(rows);
@@ -873,11 +873,11 @@ void attention_backward_lse(A* dqkv, const A* dout, const A* qkv, const A* out, 
     cudaCheckLaunch();
 }
 
-#define INSTANTIATE(A)                                                                                        \
-    template void attention_forward(A*, A*, const A*, int, int, int, int, cudaStream_t);                      \
-    template void attention_backward(A*, A*, const A*, const A*, const A*, int, int, int, int, cudaStream_t); \
-    template void attention_forward_lse(A*, float*, const A*, int, int, int, int, cudaStream_t);              \
-    template void attention_backward_lse(A*, const A*, const A*, const A*, const float*, int, int, int, int,  \
+#define INSTANTIATE(Act)                                                                                        \
+    template void attention_forward(Act*, Act*, const Act*, int, int, int, int, cudaStream_t);                      \
+    template void attention_backward(Act*, Act*, const Act*, const Act*, const Act*, int, int, int, int, cudaStream_t); \
+    template void attention_forward_lse(Act*, float*, const Act*, int, int, int, int, cudaStream_t);              \
+    template void attention_backward_lse(Act*, const Act*, const Act*, const Act*, const float*, int, int, int, int,  \
                                          cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)

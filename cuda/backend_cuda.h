@@ -52,66 +52,66 @@ namespace gpu {
 cudaStream_t main_stream();
 
 // ---- ops (same names and argument order as namespace cpu in src/ops/) ----
-// A, the activations' element type, is float or bf16_t (--precision bf16): activations and
-// their gradients are A; parameters, their gradients, LayerNorm's mean/rstd, attention's
-// log-sum-exps and the losses are float. The kernels compute in fp32 whatever A is (bf16 is
-// read into float, and every sum, statistic and accumulator is fp32); only stores round to A.
-// The GEMM weights (matmul w, the LM head) are A too: the model's compute copy of the weights.
-template <class A>
-void encoder_forward(A* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
+// Act, the activations' element type, is float or bf16_t (--precision bf16): activations and
+// their gradients are Act; parameters, their gradients, LayerNorm's mean/rstd, attention's
+// log-sum-exps and the losses are float. The kernels compute in fp32 whatever Act is (bf16 is
+// read into float, and every sum, statistic and accumulator is fp32); only stores round to Act.
+// The GEMM weights (matmul w, the LM head) are Act too: the model's compute copy of the weights.
+template <class Act>
+void encoder_forward(Act* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
                      cudaStream_t stream);
 // Deterministic: every (token, channel) sums its positions in increasing position order, a
 // long run of one token in pieces of consecutive positions added in order (encoder.cu).
-template <class A>
-void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C, int V,
+template <class Act>
+void encoder_backward(float* dwte, float* dwpe, const Act* dout, const int* tok, int B, int T, int C, int V,
                       cudaStream_t stream);
 
-template <class A>
-void layernorm_forward(A* out, float* mean, float* rstd, const A* inp, const float* w, const float* b, int N, int C,
+template <class Act>
+void layernorm_forward(Act* out, float* mean, float* rstd, const Act* inp, const float* w, const float* b, int N, int C,
                        cudaStream_t stream);
 // res = x + (y + ybias) (ybias may be null; res may be x), then out = the LayerNorm of res
 // (src/ops/layernorm.h)
-template <class A>
-void residual_layernorm_forward(A* res, A* out, float* mean, float* rstd, const A* x, const A* y, const float* ybias,
+template <class Act>
+void residual_layernorm_forward(Act* res, Act* out, float* mean, float* rstd, const Act* x, const Act* y, const float* ybias,
                                 const float* w, const float* b, int N, int C, cudaStream_t stream);
 // dsum, when given, adds the column sums of dinp as updated (src/ops/layernorm.h says why).
-template <class A>
-void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dout, const A* inp, const float* w,
+template <class Act>
+void layernorm_backward(Act* dinp, float* dw, float* db, float* dsum, const Act* dout, const Act* inp, const float* w,
                         const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
 
 // bf16: bf16 tensor-core GEMMs with fp32 accumulation (split-K partials included), the output
 // rounded once; dw, dbias fp32. matmul_backward
-// overwrites dinp and adds to dw, dbias (src/ops/matmul.h); matmul_dinp_add adds to dinp, in A
+// overwrites dinp and adds to dw, dbias (src/ops/matmul.h); matmul_dinp_add adds to dinp, in Act
 // or in fp32 over bf16 operands (a sum kept in fp32 over several GEMMs: the classifier's tiles).
-template <class A>
-void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, int IC, int OC, cudaStream_t stream);
-template <class A>
-void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N, int IC, int OC,
+template <class Act>
+void matmul_forward(Act* out, const Act* inp, const Act* w, const float* bias, int N, int IC, int OC, cudaStream_t stream);
+template <class Act>
+void matmul_backward(Act* dinp, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, int N, int IC, int OC,
                      cudaStream_t stream);
-template <class A, class D>
-void matmul_dinp_add(D* dinp, const A* dout, const A* w, int N, int IC, int OC, cudaStream_t stream);
+template <class Act, class D>
+void matmul_dinp_add(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC, cudaStream_t stream);
 
 // rope_forward, gelu_forward/backward and residual_layernorm_forward add the fp32 bias (may be null) of the
 // linear layer whose output they read: that layer's GEMM writes none (src/ops/ says how).
-template <class A>
-void rope_forward(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
+template <class Act>
+void rope_forward(Act* out, const Act* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
                   int H, cudaStream_t stream);
 // The backwards of RoPE and GELU overwrite dinp (no zeroed buffer needed).
-template <class A>
-void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+template <class Act>
+void rope_backward(Act* dinp, const Act* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
                    cudaStream_t stream);
 
-// w: CRoPE's expanded (3C, C) weights, written in A from the fp32 A, B.
-template <class A>
-void crope_expand(A* w, const float* Am, const float* Bm, int C, cudaStream_t stream);
+// w: CRoPE's expanded (3C, C) weights, written in Act from the fp32 A, B.
+template <class Act>
+void crope_expand(Act* w, const float* Am, const float* Bm, int C, cudaStream_t stream);
 void crope_fold(float* dA, float* dB, const float* dw, int C, cudaStream_t stream);
 
 // The cuBLAS attention: the probabilities att (B,H,T,T) kept for backward, in the activations'
 // element type (bf16: scores and probabilities rounded to bf16, softmax in fp32).
-template <class A>
-void attention_forward(A* out, A* att, const A* qkv, int B, int T, int C, int H, cudaStream_t stream);
-template <class A>
-void attention_backward(A* dqkv, A* scratch, const A* dout, const A* qkv, const A* att, int B, int T, int C, int H,
+template <class Act>
+void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, cudaStream_t stream);
+template <class Act>
+void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C, int H,
                         cudaStream_t stream);
 
 // Flash attention (FlashAttention-2 style, attention.cu): out (B,T,C) and lse (B,H,T), the
@@ -119,38 +119,38 @@ void attention_backward(A* dqkv, A* scratch, const A* dout, const A* qkv, const 
 // recomputes the scores from qkv and lse and reads the forward's out; deterministic (no
 // atomics). Head sizes D = C/H of 8, 16, 32, 64 or 128; others throw. bf16: tensor-core
 // (mma.sync) kernels at D = 16, 32, 64, the fp32 kernels reading bf16 at the others.
-template <class A>
-void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C, int H, cudaStream_t stream);
-template <class A>
-void attention_backward_lse(A* dqkv, const A* dout, const A* qkv, const A* out, const float* lse, int B, int T, int C,
+template <class Act>
+void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H, cudaStream_t stream);
+template <class Act>
+void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T, int C,
                             int H, cudaStream_t stream);
 // Whether the flash kernels take head size D; the check throws, listing the sizes they take
 // (the launchers call it, and the trainer before it starts).
 bool flash_supports_head_size(int D);
 void check_flash_head_size(int D);
 
-template <class A>
-void gelu_forward(A* out, const A* inp, const float* bias, int N, int C, cudaStream_t stream);
-template <class A>
-void gelu_backward(A* dinp, const A* inp, const float* bias, const A* dout, int N, int C, cudaStream_t stream);
+template <class Act>
+void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C, cudaStream_t stream);
+template <class Act>
+void gelu_backward(Act* dinp, const Act* inp, const float* bias, const Act* dout, int N, int C, cudaStream_t stream);
 
 // losses (N) = -log softmax(logits)[target]; with dscale != 0, logits (N, ld) <- (softmax - onehot)
 // * dscale. Rows of ld >= V columns (the padded vocabulary): columns [V, ld) are left out of the
 // softmax and get dlogits 0. Vector loads (16 bytes) when ld allows and logits is aligned.
-// Losses, the max and the sum are fp32 whatever A is; dlogits overwrite the logits in A.
-template <class A>
-void classifier_loss(A* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
+// Losses, the max and the sum are fp32 whatever Act is; dlogits overwrite the logits in A.
+template <class Act>
+void classifier_loss(Act* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
                      cudaStream_t stream);
 // The same over vocabulary tiles z (N, w) of the padded logits' columns [v0, v0 + w), columns
 // >= V left out (src/ops/loss.h has the CPU twins and says what each pass does): per tile,
 // the running max m and sum of exp s, and the target's logit into losses; then the losses, and m
 // becomes the log-sum-exp; then per tile, dlogits over z from it.
-template <class A>
-void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V,
+template <class Act>
+void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V,
                          cudaStream_t stream);
 void classifier_tile_loss(float* losses, float* m, const float* s, int N, cudaStream_t stream);
-template <class A>
-void classifier_tile_dlogits(A* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale,
+template <class Act>
+void classifier_tile_dlogits(Act* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale,
                              cudaStream_t stream);
 
 // lr, bias corrections and clip scale from s (device memory), read when the kernel runs.
@@ -261,106 +261,106 @@ struct CudaBackend {
 
     // The ops: each calls its namesake in namespace gpu (above; defined in cuda/*.cu) on the
     // compute stream.
-    template <class A>
-    static void encoder_forward(A* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C) {
+    template <class Act>
+    static void encoder_forward(Act* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C) {
         gpu::encoder_forward(out, tok, wte, wpe, B, T, C, gpu::main_stream());
     }
-    template <class A>
-    static void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C, int V) {
+    template <class Act>
+    static void encoder_backward(float* dwte, float* dwpe, const Act* dout, const int* tok, int B, int T, int C, int V) {
         gpu::encoder_backward(dwte, dwpe, dout, tok, B, T, C, V, gpu::main_stream());
     }
-    template <class A>
-    static void layernorm_forward(A* out, float* mean, float* rstd, const A* inp, const float* w, const float* b, int N,
+    template <class Act>
+    static void layernorm_forward(Act* out, float* mean, float* rstd, const Act* inp, const float* w, const float* b, int N,
                                   int C) {
         gpu::layernorm_forward(out, mean, rstd, inp, w, b, N, C, gpu::main_stream());
     }
-    template <class A>
-    static void residual_layernorm_forward(A* res, A* out, float* mean, float* rstd, const A* x, const A* y,
+    template <class Act>
+    static void residual_layernorm_forward(Act* res, Act* out, float* mean, float* rstd, const Act* x, const Act* y,
                                            const float* ybias, const float* w, const float* b, int N, int C) {
         gpu::residual_layernorm_forward(res, out, mean, rstd, x, y, ybias, w, b, N, C, gpu::main_stream());
     }
-    template <class A>
-    static void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dout, const A* inp,
+    template <class Act>
+    static void layernorm_backward(Act* dinp, float* dw, float* db, float* dsum, const Act* dout, const Act* inp,
                                    const float* w, const float* mean, const float* rstd, int N, int C) {
         gpu::layernorm_backward(dinp, dw, db, dsum, dout, inp, w, mean, rstd, N, C, gpu::main_stream());
     }
-    template <class A>
-    static void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, int IC, int OC) {
+    template <class Act>
+    static void matmul_forward(Act* out, const Act* inp, const Act* w, const float* bias, int N, int IC, int OC) {
         gpu::matmul_forward(out, inp, w, bias, N, IC, OC, gpu::main_stream());
     }
-    template <class A>
-    static void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N,
+    template <class Act>
+    static void matmul_backward(Act* dinp, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, int N,
                                 int IC, int OC) {
         gpu::matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC, gpu::main_stream());
     }
-    template <class A, class D>
-    static void matmul_dinp_add(D* dinp, const A* dout, const A* w, int N, int IC, int OC) {
+    template <class Act, class D>
+    static void matmul_dinp_add(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC) {
         gpu::matmul_dinp_add(dinp, dout, w, N, IC, OC, gpu::main_stream());
     }
-    template <class A>
-    static void rope_forward(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B,
+    template <class Act>
+    static void rope_forward(Act* out, const Act* inp, const float* bias, const float* cos_t, const float* sin_t, int B,
                              int T, int C, int H) {
         gpu::rope_forward(out, inp, bias, cos_t, sin_t, B, T, C, H, gpu::main_stream());
     }
-    template <class A>
-    static void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C,
+    template <class Act>
+    static void rope_backward(Act* dinp, const Act* dout, const float* cos_t, const float* sin_t, int B, int T, int C,
                               int H) {
         gpu::rope_backward(dinp, dout, cos_t, sin_t, B, T, C, H, gpu::main_stream());
     }
-    template <class A>
-    static void crope_expand(A* w, const float* Am, const float* Bm, int C) {
+    template <class Act>
+    static void crope_expand(Act* w, const float* Am, const float* Bm, int C) {
         gpu::crope_expand(w, Am, Bm, C, gpu::main_stream());
     }
     static void crope_fold(float* dA, float* dB, const float* dw, int C) {
         gpu::crope_fold(dA, dB, dw, C, gpu::main_stream());
     }
-    template <class A>
-    static void attention_forward(A* out, A* att, const A* qkv, int B, int T, int C, int H) {
+    template <class Act>
+    static void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H) {
         gpu::attention_forward(out, att, qkv, B, T, C, H, gpu::main_stream());
     }
-    template <class A>
-    static void attention_backward(A* dqkv, A* scratch, const A* dout, const A* qkv, const A* att, int B, int T, int C,
+    template <class Act>
+    static void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C,
                                    int H) {
         gpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, H, gpu::main_stream());
     }
-    template <class A>
-    static void attention_forward_lse(A* out, float* lse, const A* qkv, int B, int T, int C, int H) {
+    template <class Act>
+    static void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H) {
         gpu::attention_forward_lse(out, lse, qkv, B, T, C, H, gpu::main_stream());
     }
-    template <class A>
-    static void attention_backward_lse(A* dqkv, const A* dout, const A* qkv, const A* out, const float* lse, int B,
+    template <class Act>
+    static void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B,
                                        int T, int C, int H) {
         gpu::attention_backward_lse(dqkv, dout, qkv, out, lse, B, T, C, H, gpu::main_stream());
     }
-    template <class A>
-    static void gelu_forward(A* out, const A* inp, const float* bias, int N, int C) {
+    template <class Act>
+    static void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C) {
         gpu::gelu_forward(out, inp, bias, N, C, gpu::main_stream());
     }
-    template <class A>
-    static void gelu_backward(A* dinp, const A* inp, const float* bias, const A* dout, int N, int C) {
+    template <class Act>
+    static void gelu_backward(Act* dinp, const Act* inp, const float* bias, const Act* dout, int N, int C) {
         gpu::gelu_backward(dinp, inp, bias, dout, N, C, gpu::main_stream());
     }
-    template <class A>
-    static void classifier_loss(A* logits, float* losses, const int* targets, int N, int V, int ld, float dscale) {
+    template <class Act>
+    static void classifier_loss(Act* logits, float* losses, const int* targets, int N, int V, int ld, float dscale) {
         gpu::classifier_loss(logits, losses, targets, N, V, ld, dscale, gpu::main_stream());
     }
-    template <class A>
-    static void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const int* targets, int N, int w,
+    template <class Act>
+    static void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const int* targets, int N, int w,
                                     int v0, int V) {
         gpu::classifier_tile_lse(z, m, s, losses, targets, N, w, v0, V, gpu::main_stream());
     }
     static void classifier_tile_loss(float* losses, float* m, const float* s, int N) {
         gpu::classifier_tile_loss(losses, m, s, N, gpu::main_stream());
     }
-    template <class A>
-    static void classifier_tile_dlogits(A* z, const float* lse, const int* targets, int N, int w, int v0, int V,
+    template <class Act>
+    static void classifier_tile_dlogits(Act* z, const float* lse, const int* targets, int N, int w, int v0, int V,
                                         float dscale) {
         gpu::classifier_tile_dlogits(z, lse, targets, N, w, v0, V, dscale, gpu::main_stream());
     }
     // The LM head and the loss of one chunk of rows (GPT::classifier): three launches over one
     // chunk's logits, which stay in HBM (the CPU backend fuses them by tiles: src/ops/loss.h).
-    template <class A>
-    static void classifier_head(A* logits, float* losses, const int* targets, const A* x, const A* w, A* dx, float* dw,
+    template <class Act>
+    static void classifier_head(Act* logits, float* losses, const int* targets, const Act* x, const Act* w, Act* dx, float* dw,
                                 float* /*scratch*/, int N, int C, int V, int Vp, float dscale) {
         matmul_forward(logits, x, w, nullptr, N, C, Vp);  // (N, Vp)
         classifier_loss(logits, losses, targets, N, V, Vp, dscale);

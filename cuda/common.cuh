@@ -69,9 +69,9 @@ namespace gpu {
 
 // ---- sizes -------------------------------------------------------------------------------
 // ceil(a / b)
-template <class A, class B>
-__host__ __device__ constexpr A ceil_div(A a, B b) {
-    return (a + static_cast<A>(b) - 1) / static_cast<A>(b);
+template <class I, class J>
+__host__ __device__ constexpr I ceil_div(I a, J b) {
+    return (a + static_cast<I>(b) - 1) / static_cast<I>(b);
 }
 
 // Grid size for a grid-stride loop over n elements: enough blocks to fill the GPU, capped so
@@ -168,26 +168,26 @@ void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha,
 // ---- activation element types -------------------------------------------------------------
 // The launchers take the host types (float, bf16_t: backend_cuda.h); the kernels the device
 // types (float, __nv_bfloat16) of the same bytes: dev() converts the pointers.
-template <class A>
+template <class Act>
 struct DevType {
-    using type = A;
+    using type = Act;
 };
 template <>
 struct DevType<bf16_t> {
     using type = __nv_bfloat16;
 };
-template <class A>
-using dev_t = typename DevType<A>::type;
-template <class A>
-inline dev_t<A>* dev(A* p) {
-    return reinterpret_cast<dev_t<A>*>(p);
+template <class Act>
+using dev_t = typename DevType<Act>::type;
+template <class Act>
+inline dev_t<Act>* dev(Act* p) {
+    return reinterpret_cast<dev_t<Act>*>(p);
 }
-template <class A>
-inline const dev_t<A>* dev(const A* p) {
-    return reinterpret_cast<const dev_t<A>*>(p);
+template <class Act>
+inline const dev_t<Act>* dev(const Act* p) {
+    return reinterpret_cast<const dev_t<Act>*>(p);
 }
-template <class A>
-constexpr bool is_bf16 = std::is_same<A, bf16_t>::value || std::is_same<A, __nv_bfloat16>::value;
+template <class Act>
+constexpr bool is_bf16 = std::is_same<Act, bf16_t>::value || std::is_same<Act, __nv_bfloat16>::value;
 
 // Loads widen to fp32, stores round to the element type (nearest even).
 __device__ inline float f32(float x) {

@@ -47,11 +47,11 @@ __global__ void crope_fold_kernel(float* __restrict__ dA, float* __restrict__ dB
 
 }  // namespace
 
-template <class A>
-void crope_expand(A* w, const float* Am, const float* Bm, int C, cudaStream_t stream) {
+template <class Act>
+void crope_expand(Act* w, const float* Am, const float* Bm, int C, cudaStream_t stream) {
     size_t total = (size_t)3 * C * C;
     if (total == 0) return;
-    crope_expand_kernel<dev_t<A>><<<grid_for(total, 256), 256, 0, stream>>>(dev(w), Am, Bm, C, total);
+    crope_expand_kernel<dev_t<Act>><<<grid_for(total, 256), 256, 0, stream>>>(dev(w), Am, Bm, C, total);
     cudaCheckLaunch();
 }
 

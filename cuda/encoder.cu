@@ -115,23 +115,23 @@ __global__ void encoder_backward_wpe_kernel(float* __restrict__ dwpe, const E* _
 
 }  // namespace
 
-template <class A>
-void encoder_forward(A* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
+template <class Act>
+void encoder_forward(Act* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
                      cudaStream_t stream) {
     size_t total = (size_t)B * T * C;
     if (total == 0) return;
-    encoder_forward_kernel<dev_t<A>><<<grid_for(total, 256), 256, 0, stream>>>(dev(out), tok, wte, wpe, T, C, total);
+    encoder_forward_kernel<dev_t<Act>><<<grid_for(total, 256), 256, 0, stream>>>(dev(out), tok, wte, wpe, T, C, total);
     cudaCheckLaunch();
 }
 
-template <class A>
-void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, int B, int T, int C, int V,
+template <class Act>
+void encoder_backward(float* dwte, float* dwpe, const Act* dout, const int* tok, int B, int T, int C, int V,
                       cudaStream_t stream) {
     const int N = B * T;
     if (N == 0 || C == 0) return;
     if (dwpe) {
         size_t TC = (size_t)T * C;
-        encoder_backward_wpe_kernel<dev_t<A>>
+        encoder_backward_wpe_kernel<dev_t<Act>>
             <<<(unsigned)ceil_div(TC, 256), 256, 0, stream>>>(dwpe, dev(dout), B, T, C);
         cudaCheckLaunch();
     }
@@ -157,7 +157,7 @@ void encoder_backward(float* dwte, float* dwpe, const A* dout, const int* tok, i
     const int threads = C >= 256 ? 256 : ((C + 31) / 32) * 32, nseg = ceil_div(N, kSeg);
     static Scratch<float> s_part;
     float* part = s_part.get((size_t)2 * nseg * C);
-    encoder_backward_wte_kernel<dev_t<A>>
+    encoder_backward_wte_kernel<dev_t<Act>>
         <<<nseg, threads, 0, stream>>>(dwte, part, dev(dout), tok_out, pos_out, N, C);
     cudaCheckLaunch();
     encoder_backward_join_kernel<<<nseg, threads, 0, stream>>>(dwte, part, tok_out, N, C);

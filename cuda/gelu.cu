@@ -48,27 +48,27 @@ struct GeluBackward {
 }  // namespace
 
 // 16-byte accesses when the rows and every pointer allow them (the bias is read per column)
-template <class A>
-void gelu_forward(A* out, const A* inp, const float* bias, int N, int C, cudaStream_t stream) {
-    using E = dev_t<A>;
+template <class Act>
+void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C, cudaStream_t stream) {
+    using E = dev_t<Act>;
     with_pack<E>(C, {out, inp}, [&](auto w) {
         constexpr int W = decltype(w)::value;
         for_each_element<W>(GeluForward<E, W>{dev(out), dev(inp), bias}, N, C, stream);
     });
 }
 
-template <class A>
-void gelu_backward(A* dinp, const A* inp, const float* bias, const A* dout, int N, int C, cudaStream_t stream) {
-    using E = dev_t<A>;
+template <class Act>
+void gelu_backward(Act* dinp, const Act* inp, const float* bias, const Act* dout, int N, int C, cudaStream_t stream) {
+    using E = dev_t<Act>;
     with_pack<E>(C, {dinp, inp, dout}, [&](auto w) {
         constexpr int W = decltype(w)::value;
         for_each_element<W>(GeluBackward<E, W>{dev(dinp), dev(inp), bias, dev(dout)}, N, C, stream);
     });
 }
 
-#define INSTANTIATE(A)                                                              \
-    template void gelu_forward(A*, const A*, const float*, int, int, cudaStream_t); \
-    template void gelu_backward(A*, const A*, const float*, const A*, int, int, cudaStream_t);
+#define INSTANTIATE(Act)                                                              \
+    template void gelu_forward(Act*, const Act*, const float*, int, int, cudaStream_t); \
+    template void gelu_backward(Act*, const Act*, const float*, const Act*, int, int, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

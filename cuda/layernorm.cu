@@ -109,30 +109,30 @@ struct BackwardSums {
 
 }  // namespace
 
-template <class A>
-void residual_layernorm_forward(A* res, A* out, float* mean, float* rstd, const A* x, const A* y, const float* ybias,
+template <class Act>
+void residual_layernorm_forward(Act* res, Act* out, float* mean, float* rstd, const Act* x, const Act* y, const float* ybias,
                                 const float* w, const float* b, int N, int C, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
-    layernorm_forward_kernel<dev_t<A>><<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream>>>(
+    layernorm_forward_kernel<dev_t<Act>><<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream>>>(
         dev(out), mean, rstd, dev(res), dev(x), dev(y), ybias, w, b, N, C);
     cudaCheckLaunch();
 }
 
-template <class A>
-void layernorm_forward(A* out, float* mean, float* rstd, const A* inp, const float* w, const float* b, int N, int C,
+template <class Act>
+void layernorm_forward(Act* out, float* mean, float* rstd, const Act* inp, const float* w, const float* b, int N, int C,
                        cudaStream_t stream) {
-    residual_layernorm_forward<A>(nullptr, out, mean, rstd, inp, nullptr, nullptr, w, b, N, C, stream);
+    residual_layernorm_forward<Act>(nullptr, out, mean, rstd, inp, nullptr, nullptr, w, b, N, C, stream);
 }
 
-template <class A>
-void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dout, const A* inp, const float* w,
+template <class Act>
+void layernorm_backward(Act* dinp, float* dw, float* db, float* dsum, const Act* dout, const Act* inp, const float* w,
                         const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
-    layernorm_backward_dinp_kernel<dev_t<A>><<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream>>>(
+    layernorm_backward_dinp_kernel<dev_t<Act>><<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream>>>(
         dev(dinp), dev(dout), dev(inp), w, mean, rstd, N, C);
     cudaCheckLaunch();
 
-    using E = dev_t<A>;
+    using E = dev_t<Act>;
     with_pack<E>(C, {dinp, dout, inp}, [&](auto pw) {
         constexpr int W = decltype(pw)::value;
         const BackwardSums sums{dw, db, dsum};
@@ -143,11 +143,11 @@ void layernorm_backward(A* dinp, float* dw, float* db, float* dsum, const A* dou
     });
 }
 
-#define INSTANTIATE(A)                                                                                                 \
-    template void layernorm_forward(A*, float*, float*, const A*, const float*, const float*, int, int, cudaStream_t); \
-    template void residual_layernorm_forward(A*, A*, float*, float*, const A*, const A*, const float*, const float*,   \
+#define INSTANTIATE(Act)                                                                                                 \
+    template void layernorm_forward(Act*, float*, float*, const Act*, const float*, const float*, int, int, cudaStream_t); \
+    template void residual_layernorm_forward(Act*, Act*, float*, float*, const Act*, const Act*, const float*, const float*,   \
                                              const float*, int, int, cudaStream_t);                                    \
-    template void layernorm_backward(A*, float*, float*, float*, const A*, const A*, const float*, const float*,       \
+    template void layernorm_backward(Act*, float*, float*, float*, const Act*, const Act*, const float*, const float*,       \
                                      const float*, int, int, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)

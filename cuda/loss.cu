@@ -148,11 +148,11 @@ __global__ void classifier_tile_dlogits_kernel(E* __restrict__ z, const float* _
 
 }  // namespace
 
-template <class A>
-void classifier_tile_lse(const A* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V,
+template <class Act>
+void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V,
                          cudaStream_t stream) {
     if (N <= 0 || w <= 0) return;
-    using E = dev_t<A>;
+    using E = dev_t<Act>;
     const int blocks = ceil_div(N, kTileWarps), threads = 32 * kTileWarps;
     with_pack<E>(w, {z}, [&](auto pw) {
         classifier_tile_lse_kernel<E, decltype(pw)::value>
@@ -167,11 +167,11 @@ void classifier_tile_loss(float* losses, float* m, const float* s, int N, cudaSt
     cudaCheckLaunch();
 }
 
-template <class A>
-void classifier_tile_dlogits(A* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale,
+template <class Act>
+void classifier_tile_dlogits(Act* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale,
                              cudaStream_t stream) {
     if (N <= 0 || w <= 0) return;
-    using E = dev_t<A>;
+    using E = dev_t<Act>;
     const size_t n = (size_t)N * w;
     with_pack<E>(w, {z}, [&](auto pw) {
         constexpr int W = decltype(pw)::value;
@@ -181,12 +181,12 @@ void classifier_tile_dlogits(A* z, const float* lse, const int* targets, int N, 
     cudaCheckLaunch();
 }
 
-template <class A>
-void classifier_loss(A* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
+template <class Act>
+void classifier_loss(Act* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
                      cudaStream_t stream) {
     if (N <= 0 || V <= 0) return;
     if (ld < V) throw std::logic_error("classifier_loss: row stride ld < V");
-    using E = dev_t<A>;
+    using E = dev_t<Act>;
     with_pack<E>(ld, {logits}, [&](auto pw) {
         classifier_loss_kernel<E, decltype(pw)::value>
             <<<N, kLossThreads, 0, stream>>>(dev(logits), losses, targets, V, ld, dscale);
@@ -194,10 +194,10 @@ void classifier_loss(A* logits, float* losses, const int* targets, int N, int V,
     cudaCheckLaunch();
 }
 
-#define INSTANTIATE(A)                                                                                                 \
-    template void classifier_loss(A*, float*, const int*, int, int, int, float, cudaStream_t);                         \
-    template void classifier_tile_lse(const A*, float*, float*, float*, const int*, int, int, int, int, cudaStream_t); \
-    template void classifier_tile_dlogits(A*, const float*, const int*, int, int, int, int, float, cudaStream_t);
+#define INSTANTIATE(Act)                                                                                                 \
+    template void classifier_loss(Act*, float*, const int*, int, int, int, float, cudaStream_t);                         \
+    template void classifier_tile_lse(const Act*, float*, float*, float*, const int*, int, int, int, int, cudaStream_t); \
+    template void classifier_tile_dlogits(Act*, const float*, const int*, int, int, int, int, float, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

@@ -99,13 +99,13 @@ struct Load {
 }  // namespace
 
 // out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
-template <class A>
-void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, int IC, int OC, cudaStream_t stream) {
+template <class Act>
+void matmul_forward(Act* out, const Act* inp, const Act* w, const float* bias, int N, int IC, int OC, cudaStream_t stream) {
     if (N <= 0 || OC <= 0) return;
     // column-major: out^T (OC,N) = W (OC,IC) [stored as W^T (IC,OC), so op = T] . inp^T (IC,N)
     gemm_cm(true, false, OC, N, IC, 1.0f, w, IC, inp, IC, 0.0f, out, OC, stream);
     if (bias) {
-        using E = dev_t<A>;
+        using E = dev_t<Act>;
         with_pack<E>(OC, {out, bias}, [&](auto pw) {
             constexpr int W = decltype(pw)::value;
             for_each_element<W>(AddBias<E, W>{dev(out), bias}, N, OC, stream);
@@ -116,37 +116,37 @@ void matmul_forward(A* out, const A* inp, const A* w, const float* bias, int N, 
 namespace {
 // dinp (N,IC) = dout (N,OC) . w (OC,IC) + beta dinp. Column-major: dinp^T (IC,N) = W^T (IC,OC)
 // [stored as is] . dout^T (OC,N) [stored as is] + beta dinp^T.
-template <class A, class D>
-void dinp_gemm(D* dinp, const A* dout, const A* w, int N, int IC, int OC, float beta, cudaStream_t stream) {
+template <class Act, class D>
+void dinp_gemm(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC, float beta, cudaStream_t stream) {
     gemm_cm(false, false, IC, N, OC, 1.0f, w, IC, dout, OC, beta, dinp, IC, stream);
 }
 }  // namespace
 
 // dinp (N,IC) = dout (N,OC) . w (OC,IC) (overwritten) ; dw (OC,IC) += dout^T . inp ; dbias (OC) +=
 // column sums of dout
-template <class A>
-void matmul_backward(A* dinp, float* dw, float* dbias, const A* dout, const A* inp, const A* w, int N, int IC, int OC,
+template <class Act>
+void matmul_backward(Act* dinp, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, int N, int IC, int OC,
                      cudaStream_t stream) {
     if (N <= 0 || IC <= 0 || OC <= 0) return;
     if (dinp) dinp_gemm(dinp, dout, w, N, IC, OC, 0.0f, stream);
     // column-major: dw^T (IC,OC) += inp^T (IC,N) [stored as is] . dout (N,OC) [stored as dout^T, op = T]
     if (dw) gemm_cm(false, true, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, IC, stream);
     if (dbias)
-        with_pack<dev_t<A>>(OC, {dout}, [&](auto pw) {
+        with_pack<dev_t<Act>>(OC, {dout}, [&](auto pw) {
             constexpr int W = decltype(pw)::value;
-            column_sums<1, W>(SumInto{dbias}, N, OC, Load<dev_t<A>, W>{dev(dout)}, stream);
+            column_sums<1, W>(SumInto{dbias}, N, OC, Load<dev_t<Act>, W>{dev(dout)}, stream);
         });
 }
 
 // dinp (N,IC) += dout (N,OC) . w (OC,IC)
-template <class A, class D>
-void matmul_dinp_add(D* dinp, const A* dout, const A* w, int N, int IC, int OC, cudaStream_t stream) {
+template <class Act, class D>
+void matmul_dinp_add(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC, cudaStream_t stream) {
     if (N > 0 && IC > 0 && OC > 0) dinp_gemm(dinp, dout, w, N, IC, OC, 1.0f, stream);
 }
 
-#define INSTANTIATE(A)                                                                               \
-    template void matmul_forward(A*, const A*, const A*, const float*, int, int, int, cudaStream_t); \
-    template void matmul_backward(A*, float*, float*, const A*, const A*, const A*, int, int, int, cudaStream_t);
+#define INSTANTIATE(Act)                                                                               \
+    template void matmul_forward(Act*, const Act*, const Act*, const float*, int, int, int, cudaStream_t); \
+    template void matmul_backward(Act*, float*, float*, const Act*, const Act*, const Act*, int, int, int, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

@@ -34,10 +34,10 @@ struct Rope {
 };
 
 // W: 16 bytes of E when the row and the pointers allow, else one pair (always aligned to its size)
-template <int SGN, class A>
-void rope(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+template <int SGN, class Act>
+void rope(Act* out, const Act* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
           cudaStream_t stream) {
-    using E = dev_t<A>;
+    using E = dev_t<Act>;
     with_pack<E, 2>((size_t)3 * C, {out, inp}, [&](auto w) {
         constexpr int W = decltype(w)::value;
         for_each_element<W>(Rope<E, W, SGN>{dev(out), dev(inp), bias, cos_t, sin_t, T, C, C / H}, B * T, 3 * C, stream);
@@ -46,22 +46,22 @@ void rope(A* out, const A* inp, const float* bias, const float* cos_t, const flo
 
 }  // namespace
 
-template <class A>
-void rope_forward(A* out, const A* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
+template <class Act>
+void rope_forward(Act* out, const Act* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
                   int H, cudaStream_t stream) {
     rope<1>(out, inp, bias, cos_t, sin_t, B, T, C, H, stream);
 }
 
-template <class A>
-void rope_backward(A* dinp, const A* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+template <class Act>
+void rope_backward(Act* dinp, const Act* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
                    cudaStream_t stream) {
     rope<-1>(dinp, dout, nullptr, cos_t, sin_t, B, T, C, H, stream);
 }
 
-#define INSTANTIATE(A)                                                                                     \
-    template void rope_forward(A*, const A*, const float*, const float*, const float*, int, int, int, int, \
+#define INSTANTIATE(Act)                                                                                     \
+    template void rope_forward(Act*, const Act*, const float*, const float*, const float*, int, int, int, int, \
                                cudaStream_t);                                                              \
-    template void rope_backward(A*, const A*, const float*, const float*, int, int, int, int, cudaStream_t);
+    template void rope_backward(Act*, const Act*, const float*, const float*, int, int, int, int, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

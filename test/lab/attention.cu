@@ -445,16 +445,16 @@ bool uses_rope(const Case& v) {
 
 // Device buffers of one run: the probabilities and their gradient (cublas) or the log-sum-exps
 // (flash). A: the activations' element type (float; bf16_t for the bf16 versions).
-template <class A>
+template <class Act>
 struct Buffers {
-    lab::Buf<A> qkv, qkvr, out, dout, dqkv, att, scratch;
+    lab::Buf<Act> qkv, qkvr, out, dout, dqkv, att, scratch;
     lab::Buf<float> lse, delta, cos_t, sin_t;
     Buffers(const Shape& s, const Case& v, const std::vector<float>& qkv_h, const std::vector<float>& dout_h,
             const std::vector<float>& cos_h, const std::vector<float>& sin_h)
-        : qkv(lab::to_act<A>(qkv_h)),
+        : qkv(lab::to_act<Act>(qkv_h)),
           qkvr(v.kind == kRopeThenFlash ? s.nqkv() : 0),
           out(s.nout()),
-          dout(lab::to_act<A>(dout_h)),
+          dout(lab::to_act<Act>(dout_h)),
           dqkv(s.nqkv()),
           att(v.kind == kCublas ? s.natt() : 0),
           scratch(v.kind == kCublas ? s.natt() : 0),
@@ -464,8 +464,8 @@ struct Buffers {
           sin_t(sin_h) {}
 };
 
-template <class A>
-void forward(const Case& v, Buffers<A>& b, const Shape& s) {
+template <class Act>
+void forward(const Case& v, Buffers<Act>& b, const Shape& s) {
     switch (v.kind) {
         case kCublas:
             gpu::attention_forward(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
@@ -479,17 +479,17 @@ void forward(const Case& v, Buffers<A>& b, const Shape& s) {
             gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkvr.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
             break;
         case kFlashRopeLoad:  // fp32 only (kCases)
-            if constexpr (std::is_same<A, float>::value) flash_forward_rope(b.out, b.lse, b.qkv, b.cos_t, b.sin_t, s);
+            if constexpr (std::is_same<Act, float>::value) flash_forward_rope(b.out, b.lse, b.qkv, b.cos_t, b.sin_t, s);
             break;
         case kFlashWmma:  // bf16 only
-            if constexpr (std::is_same<A, bf16_t>::value) wmma_forward(b.out, b.lse, b.qkv, s);
+            if constexpr (std::is_same<Act, bf16_t>::value) wmma_forward(b.out, b.lse, b.qkv, s);
             break;
     }
 }
 
-template <class A>
-void backward(const Case& v, Buffers<A>& b, const Shape& s) {
-    if constexpr (std::is_same<A, bf16_t>::value)
+template <class Act>
+void backward(const Case& v, Buffers<Act>& b, const Shape& s) {
+    if constexpr (std::is_same<Act, bf16_t>::value)
         if (v.kind == kFlashWmma) return wmma_backward(b.dqkv, b.delta, b.dout, b.qkv, b.out, b.lse, s);
     if (v.kind == kFlash)
         gpu::attention_backward_lse(b.dqkv.p, b.dout.p, b.qkv.p, b.out.p, b.lse.p, s.B, s.T, s.C(), s.H,
@@ -509,10 +509,10 @@ void rope_tables_f(std::vector<float>& c, std::vector<float>& s, const Shape& sh
 
 // Output (and, for the versions with a backward, the gradient) against the CPU reference, on
 // the same inputs (bf16 values for flash-bf16).
-template <class A>
+template <class Act>
 bool check(const Case& v, const Shape& s) {
-    auto qkv = lab::to_float(lab::to_act<A>(lab::randn(s.nqkv(), 1)));
-    auto dout = lab::to_float(lab::to_act<A>(lab::randn(s.nout(), 2)));
+    auto qkv = lab::to_float(lab::to_act<Act>(lab::randn(s.nqkv(), 1)));
+    auto dout = lab::to_float(lab::to_act<Act>(lab::randn(s.nout(), 2)));
     std::vector<float> cos_t, sin_t, out(s.nout()), att(s.natt()), scratch(s.natt()), dqkv(s.nqkv(), 0.0f);
     rope_tables_f(cos_t, sin_t, s);
     std::vector<float> qkvr = qkv;
@@ -520,7 +520,7 @@ bool check(const Case& v, const Shape& s) {
         cpu::rope_forward(qkvr.data(), qkv.data(), (const float*)nullptr, cos_t.data(), sin_t.data(), s.B, s.T, s.C(),
                           s.H);
     cpu::attention_forward(out.data(), att.data(), qkvr.data(), s.B, s.T, s.C(), s.H);
-    Buffers<A> b(s, v, qkv, dout, cos_t, sin_t);
+    Buffers<Act> b(s, v, qkv, dout, cos_t, sin_t);
     forward(v, b, s);
     const double tol = v.bf16 ? 2e-2 : v.tf32 ? 2e-3 : 1e-3;
     const auto got_out = lab::to_float(b.out.host());
@@ -532,11 +532,11 @@ bool check(const Case& v, const Shape& s) {
         {{"out", lab::rel_max_err(got_out, out)}, {"dqkv", lab::rel_max_err(lab::to_float(b.dqkv.host()), dqkv)}}, tol);
 }
 
-template <class A>
+template <class Act>
 void time_case(const Case& v, const Shape& s, int reps) {
     std::vector<float> cos_t, sin_t;
     rope_tables_f(cos_t, sin_t, s);
-    Buffers<A> b(s, v, lab::randn(s.nqkv(), 3), lab::randn(s.nout(), 4), cos_t, sin_t);
+    Buffers<Act> b(s, v, lab::randn(s.nqkv(), 3), lab::randn(s.nout(), 4), cos_t, sin_t);
     const double fwd_flop = 4.0 * s.B * s.H * (double)s.T * s.T / 2 * s.D;
     std::vector<lab::Stage> stages = {{"forward", [&] { forward(v, b, s); }, fwd_flop, true}};
     if (!uses_rope(v)) stages.push_back({"backward", [&] { backward(v, b, s); }, 2.5 * fwd_flop, true});

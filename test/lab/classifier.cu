@@ -95,14 +95,14 @@ struct Shape {
 
 // A: the activations' element type (float; bf16_t for trainer-bf16 and vocab-tiles).
 // logits: (N, logit_cols), all V columns, or one tile's (vocab-tiles).
-template <class A>
+template <class Act>
 struct Bufs {
-    lab::Buf<A> x, wte, logits, dx;
+    lab::Buf<Act> x, wte, logits, dx;
     lab::Buf<float> losses, dwte;
     lab::Buf<int> targets;
     Bufs(const Shape& s, const std::vector<int>& t, int logit_cols = 0)
-        : x(lab::to_act<A>(lab::randn((size_t)s.N * s.C, 1))),
-          wte(lab::to_act<A>(lab::randn((size_t)s.V * s.C, 2, 0.1f))),
+        : x(lab::to_act<Act>(lab::randn((size_t)s.N * s.C, 1))),
+          wte(lab::to_act<Act>(lab::randn((size_t)s.V * s.C, 2, 0.1f))),
           logits((size_t)s.N * (logit_cols ? logit_cols : s.V)),
           dx((size_t)s.N * s.C),
           losses(s.N),
@@ -117,17 +117,17 @@ std::vector<int> random_targets(const Shape& s) {
     return t;
 }
 
-template <class A>
-void head(Bufs<A>& b, const Shape& s) {
+template <class Act>
+void head(Bufs<Act>& b, const Shape& s) {
     gpu::matmul_forward(b.logits.p, b.x.p, b.wte.p, nullptr, s.N, s.C, s.V, gpu::main_stream());
 }
 
-template <class A>
-void loss(int version, Bufs<A>& b, const Shape& s) {
+template <class Act>
+void loss(int version, Bufs<Act>& b, const Shape& s) {
     const float dscale = 1.0f / s.N;
     if (version <= 2)
         return gpu::classifier_loss(b.logits.p, b.losses.p, b.targets.p, s.N, s.V, s.V, dscale, gpu::main_stream());
-    if constexpr (std::is_same<A, float>::value) {  // versions 3 and 4 are fp32 only
+    if constexpr (std::is_same<Act, float>::value) {  // versions 3 and 4 are fp32 only
         if (version == 3) {
             crossentropy_warp_kernel<<<gpu::ceil_div(s.N, kWarps), 32 * kWarps>>>(b.logits.p, b.losses.p, b.targets.p,
                                                                                   s.N, s.V, dscale);
@@ -141,8 +141,8 @@ void loss(int version, Bufs<A>& b, const Shape& s) {
     }
 }
 
-template <class A>
-void head_back(Bufs<A>& b, const Shape& s) {
+template <class Act>
+void head_back(Bufs<Act>& b, const Shape& s) {
     gpu::matmul_backward(b.dx.p, b.dwte.p, nullptr, b.logits.p, b.x.p, b.wte.p, s.N, s.C, s.V, gpu::main_stream());
 }
 
@@ -150,8 +150,8 @@ void head_back(Bufs<A>& b, const Shape& s) {
 struct Reference {
     std::vector<float> dlogits, losses, dx, dwte;
 };
-template <class A>
-Reference reference(const lab::Buf<A>& xb, const lab::Buf<A>& wteb, const std::vector<int>& t, const Shape& s) {
+template <class Act>
+Reference reference(const lab::Buf<Act>& xb, const lab::Buf<Act>& wteb, const std::vector<int>& t, const Shape& s) {
     auto x = lab::to_float(xb.host()), wte = lab::to_float(wteb.host());
     Reference r{std::vector<float>((size_t)s.N * s.V), std::vector<float>(s.N), std::vector<float>((size_t)s.N * s.C),
                 std::vector<float>((size_t)s.V * s.C)};
@@ -165,11 +165,11 @@ Reference reference(const lab::Buf<A>& xb, const lab::Buf<A>& wteb, const std::v
 // Against the CPU with exact fp32 GEMMs (TF32 off), so the loss kernels are held to fp32
 // accuracy; on the same inputs (bf16 values for trainer-bf16, whose stored logits, dlogits and
 // dx are bf16: 3e-2).
-template <class A>
+template <class Act>
 bool check(const char* name, int version, const Shape& s) {
     gpu::set_tf32(false);
     const auto t = random_targets(s);
-    Bufs<A> b(s, t);
+    Bufs<Act> b(s, t);
     const Reference r = reference(b.x, b.wte, t, s);
     head(b, s);
     loss(version, b, s);
@@ -239,13 +239,13 @@ void time_tiles(const Shape& s, int reps) {
     lab::print_times({{"head+loss+back", [&] { vocab_tiles(b, s); }, 6.0 * s.N * s.C * (double)s.V, true}}, reps);
 }
 
-template <class A>
+template <class Act>
 void time_version(int version, const Shape& s, int reps) {
     if (version == 4 && !smem_fits(s.V)) {
         std::printf("  time  not run: %zu bytes of shared memory per block exceed this GPU's limit\n", smem_bytes(s.V));
         return;
     }
-    Bufs<A> b(s, random_targets(s));
+    Bufs<Act> b(s, random_targets(s));
     const double gemm = 2.0 * s.N * s.C * (double)s.V;
     lab::print_times({{"head", [&] { head(b, s); }, gemm, true},
                       {"loss", [&] { loss(version, b, s); }, 8.0 * s.N * s.V, false},

@@ -95,12 +95,12 @@ inline std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
 
 // x in the activations' element type A (float, or bf16_t rounded to nearest even), and back
 // to float: the trainer's bf16 versions take bf16 buffers.
-template <class A>
-std::vector<A> to_act(const std::vector<float>& x) {
-    if constexpr (std::is_same<A, float>::value) {
+template <class Act>
+std::vector<Act> to_act(const std::vector<float>& x) {
+    if constexpr (std::is_same<Act, float>::value) {
         return x;
     } else {
-        std::vector<A> y(x.size());
+        std::vector<Act> y(x.size());
         for (size_t i = 0; i < x.size(); i++) y[i] = float_to_bf16(x[i]);
         return y;
     }
