@@ -50,7 +50,8 @@ struct GPT {
     Act* qkv_expanded = nullptr;  // complex_qkv: real (L,3C,C) weights
     Real* dqkv_w = nullptr;       // and a (3C,C) gradient
     Real *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
-    int table_len = 0;  // positions covered by the tables
+    Real* alibi = nullptr;  // ALiBi's slopes (H,); null: no bias
+    int table_len = 0;      // positions covered by the tables
     // The training step's scalars that change from step to step (src/step.h), in backend memory.
     StepScalars* scalars = nullptr;
     Activations<BK> acts;
@@ -93,7 +94,7 @@ struct GPT {
         queue.drop_graph();
         BK::synchronize();
         BK::free_scalars(scalars);
-        for (Real* p : {params, grads, m, v, dqkv_w, pos_table, rope_cos, rope_sin, step_losses})
+        for (Real* p : {params, grads, m, v, dqkv_w, pos_table, rope_cos, rope_sin, alibi, step_losses})
             if (p) BK::free(p);
         for (int* p : {step_inputs, step_targets})
             if (p) BK::free_int(p);
@@ -157,7 +158,8 @@ struct GPT {
         set_params(std::vector<Real>(p.begin(), p.end()));
     }
 
-    // Fixed position tables (sinusoidal, rotary) must cover the longest sequence run.
+    // Fixed position tables (sinusoidal, rotary) must cover the longest sequence run; ALiBi's slopes
+    // depend on no length, but live with them.
     void set_max_positions(int n) {
         if (n <= table_len) return;
         queue.drop_graph();  // it reads the tables replaced here
@@ -175,6 +177,7 @@ struct GPT {
             upload(rope_cos, c);
             upload(rope_sin, s);
         }
+        if (pt.alibi) upload(alibi, alibi_slopes(cfg.H));
     }
 
     // The activations for (B, T) (training's or evaluation's) with inputs and, if given, targets
@@ -272,9 +275,9 @@ struct GPT {
             if (pt.rotary) BK::rope_forward(qkvr, qkv, qkvb, rope_cos, rope_sin, B, T, (int)C, H);  // (B,T,3C)
             queue.mark(Phase::attention, grad);
             if (cfg.flash)
-                BK::attention_forward_lse(atty, a.lse + s * a.att_n, qkvr, B, T, (int)C, H);  // (B,T,C)
+                BK::attention_forward_lse(atty, a.lse + s * a.att_n, qkvr, B, T, (int)C, H, alibi);  // (B,T,C)
             else
-                BK::attention_forward(atty, a.att + s * a.att_n, qkvr, B, T, (int)C, H);
+                BK::attention_forward(atty, a.att + s * a.att_n, qkvr, B, T, (int)C, H, alibi);
             queue.mark(Phase::rest, grad);
             BK::matmul_forward(a.proj, atty, wa.projw + l * C * C, nullptr, (int)N, (int)C, (int)C);
             BK::residual_layernorm_forward(res2, ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, x, a.proj,
@@ -400,10 +403,10 @@ struct GPT {
             queue.mark(Phase::attention);
             if (cfg.flash)
                 BK::attention_backward_lse(a.dqkvr, a.datty, a.qkvr + l * N * 3 * C, a.atty + l * N * C, a.lse + at, B,
-                                           T, (int)C, H);
+                                           T, (int)C, H, alibi);
             else
-                BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, a.att + at, B, T, (int)C,
-                                       H);
+                BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, a.att + at, B, T, (int)C, H,
+                                       alibi);
             queue.mark(Phase::rest);
             if (a.dqkv != a.dqkvr) {
                 BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, T, (int)C, H);

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-enum class Pos { learned, sinusoidal, rope, crope };
+enum class Pos { learned, sinusoidal, rope, crope, nope, alibi };
 
 struct PosTraits {
     Pos pos;
@@ -18,14 +18,18 @@ struct PosTraits {
     bool fixed_table;    // the fixed sinusoidal table (n, C) added to the token embedding
     bool rotary;         // q and k rotated by position after the Q/K/V projection (needs an even head size)
     bool complex_qkv;    // Q/K/V complex-linear: stores A, B (3, C/2, C/2) per layer, not (3C, C) (needs an even C)
+    bool alibi;          // each head's scores get the fixed bias -m_h (i - j) (alibi_slopes) before the softmax
     const char* about;   // one line for --help
 };
 
 inline constexpr PosTraits kPosSchemes[] = {
-    {Pos::learned, "learned", true, false, false, false, "GPT-2's trained position table wpe added to the embedding"},
-    {Pos::sinusoidal, "sinusoidal", false, true, false, false, "fixed sin/cos table added to the embedding"},
-    {Pos::rope, "rope", false, false, true, false, "q and k rotated on pairs (2j, 2j+1) by position"},
-    {Pos::crope, "crope", false, false, true, true, "rope, with complex-linear Q/K/V projections (A + iB)"},
+    {Pos::learned, "learned", true, false, false, false, false,
+     "GPT-2's trained position table wpe added to the embedding"},
+    {Pos::sinusoidal, "sinusoidal", false, true, false, false, false, "fixed sin/cos table added to the embedding"},
+    {Pos::rope, "rope", false, false, true, false, false, "q and k rotated on pairs (2j, 2j+1) by position"},
+    {Pos::crope, "crope", false, false, true, true, false, "rope, with complex-linear Q/K/V projections (A + iB)"},
+    {Pos::nope, "nope", false, false, false, false, false, "no position information: order comes from the causal mask"},
+    {Pos::alibi, "alibi", false, false, false, false, true, "each head's scores biased by -slope x distance"},
 };
 
 inline const PosTraits& pos_traits(Pos p) {
@@ -37,7 +41,7 @@ inline const char* pos_name(Pos p) {
     return pos_traits(p).name;
 }
 
-// "learned | sinusoidal | rope | crope"
+// "learned | sinusoidal | rope | crope | ..."
 inline std::string pos_names(const char* sep = " | ") {
     std::string s;
     for (const PosTraits& t : kPosSchemes) s += (s.empty() ? "" : sep) + std::string(t.name);
@@ -81,4 +85,15 @@ inline void rope_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, 
             cos_t[(size_t)m * (D / 2) + j] = std::cos(a);
             sin_t[(size_t)m * (D / 2) + j] = std::sin(a);
         }
+}
+
+// ALiBi's slopes (H,): m_h = 2^(-8h/H) for heads h = 1..H when H is a power of two. Otherwise the
+// n = 2^floor(log2 H) slopes of that rule for n heads, then every other slope of the rule for 2n
+// heads (2^(-4(2k-1)/n), k = 1..H-n), as the ALiBi paper does.
+inline std::vector<double> alibi_slopes(int H) {
+    int n = 1;
+    while (2 * n <= H) n *= 2;
+    std::vector<double> m(H);
+    for (int h = 1; h <= H; h++) m[h - 1] = h <= n ? std::exp2(-8.0 * h / n) : std::exp2(-4.0 * (2 * (h - n) - 1) / n);
+    return m;
 }

@@ -2,7 +2,7 @@
 // backward, for every parameter tensor of a tiny model in each position scheme of
 // pos.h (--list prints those per-scheme checks' names) and for
 // the inputs of each op; plus the float-vs-double, RoPE relative-position,
-// CRoPE-as-complex-matmul and AdamW-by-hand checks. Prints a table of the max
+// CRoPE-as-complex-matmul, ALiBi-by-hand and AdamW-by-hand checks. Prints a table of the max
 // relative error per tensor, |analytic - numeric|max / max(|analytic|max, |numeric|max).
 // The model checks' finite differences run on every core (each thread its own model), with the
 // same numbers as on one.
@@ -27,7 +27,6 @@ using Vd = std::vector<double>;
 // more than the op.
 static int g_cores = 1;
 static const double kTol = 1e-6;
-
 
 static double rel_err(const Vd& a, const Vd& b) {
     double diff = 0, scale = 1e-300;
@@ -66,7 +65,7 @@ static Vd numeric_grad(Vd& x, const std::function<double()>& f) {
 struct OpCheck {
     std::string op;
     std::vector<std::pair<std::string, Vd*>> inputs;
-    std::function<Vd()> forward;                          // returns out
+    std::function<Vd()> forward;                         // returns out
     std::function<std::vector<Vd>(const Vd&)> backward;  // dout -> grads, one per input
     void run(Rng& rng) {
         Vd out = forward();
@@ -147,37 +146,42 @@ static void op_checks(Rng& rng) {
             }}
         .run(rng);
 
-    Vd qkv = randn<Vd>(N * 3 * C, rng);
-    OpCheck{"attention",
-            {{"qkv", &qkv}},
-            [&] {
-                Vd o(N * C), att(B * H * T * T);
-                K::attention_forward(o.data(), att.data(), qkv.data(), B, T, C, H);
-                return o;
-            },
-            [&](const Vd& d) {
-                Vd o(N * C), att(B * H * T * T), sc(B * H * T * T), dq(N * 3 * C);
-                K::attention_forward(o.data(), att.data(), qkv.data(), B, T, C, H);
-                K::attention_backward(dq.data(), sc.data(), d.data(), qkv.data(), att.data(), B, T, C, H);
-                return std::vector<Vd>{dq};
-            }}
-        .run(rng);
+    // both attention paths without and with ALiBi's bias (slopes steeper than alibi_slopes' to weigh
+    // in at T = 5)
+    Vd qkv = randn<Vd>(N * 3 * C, rng), steep = {0.7, 1.3};
+    for (const double* sl : {(const double*)nullptr, (const double*)steep.data()}) {
+        const std::string bias = sl ? "_alibi" : "";
+        OpCheck{"attention" + bias,
+                {{"qkv", &qkv}},
+                [&] {
+                    Vd o(N * C), att(B * H * T * T);
+                    K::attention_forward(o.data(), att.data(), qkv.data(), B, T, C, H, sl);
+                    return o;
+                },
+                [&](const Vd& d) {
+                    Vd o(N * C), att(B * H * T * T), sc(B * H * T * T), dq(N * 3 * C);
+                    K::attention_forward(o.data(), att.data(), qkv.data(), B, T, C, H, sl);
+                    K::attention_backward(dq.data(), sc.data(), d.data(), qkv.data(), att.data(), B, T, C, H, sl);
+                    return std::vector<Vd>{dq};
+                }}
+            .run(rng);
 
-    // the flash path's CPU twin: backward rebuilds the probabilities from the row log-sum-exps
-    OpCheck{"attention_lse",
-            {{"qkv", &qkv}},
-            [&] {
-                Vd o(N * C), lse(B * H * T);
-                K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H);
-                return o;
-            },
-            [&](const Vd& d) {
-                Vd o(N * C), lse(B * H * T), dq(N * 3 * C);
-                K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H);
-                K::attention_backward_lse(dq.data(), d.data(), qkv.data(), o.data(), lse.data(), B, T, C, H);
-                return std::vector<Vd>{dq};
-            }}
-        .run(rng);
+        // the flash path's CPU twin: backward rebuilds the probabilities from the row log-sum-exps
+        OpCheck{"attention_lse" + bias,
+                {{"qkv", &qkv}},
+                [&] {
+                    Vd o(N * C), lse(B * H * T);
+                    K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H, sl);
+                    return o;
+                },
+                [&](const Vd& d) {
+                    Vd o(N * C), lse(B * H * T), dq(N * 3 * C);
+                    K::attention_forward_lse(o.data(), lse.data(), qkv.data(), B, T, C, H, sl);
+                    K::attention_backward_lse(dq.data(), d.data(), qkv.data(), o.data(), lse.data(), B, T, C, H, sl);
+                    return std::vector<Vd>{dq};
+                }}
+            .run(rng);
+    }
 
     Vd rc, rs;
     rope_tables(rc, rs, T, D, 10000.0);
@@ -204,7 +208,8 @@ static void op_checks(Rng& rng) {
         .run(rng);
 
     // CRoPE projection: expand A,B then the matmul; gradients through the fold
-    Vd cA = randn<Vd>(3 * C * C / 4, rng), cB = randn<Vd>(3 * C * C / 4, rng), cx = randn<Vd>(N * C, rng), cb = randn<Vd>(3 * C, rng);
+    Vd cA = randn<Vd>(3 * C * C / 4, rng), cB = randn<Vd>(3 * C * C / 4, rng), cx = randn<Vd>(N * C, rng),
+       cb = randn<Vd>(3 * C, rng);
     OpCheck{"crope_projection",
             {{"inp", &cx}, {"A", &cA}, {"B", &cB}, {"bias", &cb}},
             [&] {
@@ -390,7 +395,7 @@ static void tiles_vs_rows(Rng& rng) {
     table_row("tiles_vs_rows_rope", "all grads", eg, grads[0].size());
     table_row("tiles_vs_rows_rope", "logits rows 3-9", ez, logits[0].size());
     check("classifier_tiles_vs_rows", el < 1e-12 && ev < 1e-12 && eg < 1e-12 && ez < 1e-12,
-           "loss " + fmt(el) + ", val " + fmt(ev) + ", grads " + fmt(eg) + ", logits " + fmt(ez));
+          "loss " + fmt(el) + ", val " + fmt(ev) + ", grads " + fmt(eg) + ", logits " + fmt(ez));
 }
 
 // q.k scores after RoPE depend only on the distance: shifting every position by s leaves them unchanged.
@@ -413,13 +418,48 @@ static void rope_relative(Rng& rng) {
             for (int h = 0; h < H; h++) diff = std::max(diff, std::fabs(score(a, t, t2, h) - score(b, t, t2, h)));
     for (int i = 0; i < T * 3 * C; i++) moved = std::max(moved, std::fabs(a[i] - b[i]));
     check("rope_scores_depend_on_relative_position", diff < 1e-12 && moved > 1e-3,
-           "score change " + fmt(diff) + ", vector change " + fmt(moved));
+          "score change " + fmt(diff) + ", vector change " + fmt(moved));
+}
+
+// ALiBi: the slopes of the paper's rule (H = 8, and H = 6, not a power of two), and both attention
+// paths' outputs against softmax(q.k / sqrt(D) - m_h (t - t2)) v written out.
+static void alibi_by_hand(Rng& rng) {
+    const Vd want8 = {1. / 2, 1. / 4, 1. / 8, 1. / 16, 1. / 32, 1. / 64, 1. / 128, 1. / 256};
+    const Vd want6 = {1. / 4, 1. / 16, 1. / 64, 1. / 256, 1. / 2, 1. / 8};
+    const double eslope = std::max(rel_err(alibi_slopes(8), want8), rel_err(alibi_slopes(6), want6));
+    const int B = 2, T = 7, C = 12, H = 3, D = C / H;
+    const Vd qkv = randn<Vd>(B * T * 3 * C, rng), sl = {0.9, 0.3, 0.05};
+    Vd want(B * T * C), o1(B * T * C), o2(B * T * C), att(B * H * T * T), lse(B * H * T), plain(B * T * C);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const double* q = &qkv[(b * T + t) * 3 * C + h * D];
+                Vd e(t + 1);
+                double sum = 0;
+                for (int j = 0; j <= t; j++) {
+                    const double* k = &qkv[(b * T + j) * 3 * C + C + h * D];
+                    double dot = 0;
+                    for (int d = 0; d < D; d++) dot += q[d] * k[d];
+                    sum += e[j] = std::exp(dot / std::sqrt(double(D)) - sl[h] * (t - j));
+                }
+                for (int j = 0; j <= t; j++)
+                    for (int d = 0; d < D; d++)
+                        want[(b * T + t) * C + h * D + d] += e[j] / sum * qkv[(b * T + j) * 3 * C + 2 * C + h * D + d];
+            }
+    cpu::attention_forward(o1.data(), att.data(), qkv.data(), B, T, C, H, sl.data());
+    cpu::attention_forward_lse(o2.data(), lse.data(), qkv.data(), B, T, C, H, sl.data());
+    cpu::attention_forward(plain.data(), att.data(), qkv.data(), B, T, C, H);
+    const double e1 = rel_err(o1, want), e2 = rel_err(o2, want), moved = rel_err(plain, want);
+    check("alibi_by_hand", eslope < 1e-15 && e1 < 1e-12 && e2 < 1e-12 && moved > 1e-2,
+          "slopes " + fmt(eslope) + ", probabilities kept " + fmt(e1) + ", lse " + fmt(e2) +
+              ", the bias changes the output by " + fmt(moved));
 }
 
 // CRoPE projection y~ = W~ x~ + b~ with std::complex, against expand + matmul.
 static void crope_complex(Rng& rng) {
     const int N = 3, C = 8, h = C / 2;
-    Vd A = randn<Vd>(3 * h * h, rng), Bm = randn<Vd>(3 * h * h, rng), x = randn<Vd>(N * C, rng), b = randn<Vd>(3 * C, rng);
+    Vd A = randn<Vd>(3 * h * h, rng), Bm = randn<Vd>(3 * h * h, rng), x = randn<Vd>(N * C, rng),
+       b = randn<Vd>(3 * C, rng);
     Vd W(3 * C * C), y(N * 3 * C);
     cpu::crope_expand(W.data(), A.data(), Bm.data(), C);
     cpu::matmul_forward(y.data(), x.data(), W.data(), b.data(), N, C, 3 * C);
@@ -489,10 +529,10 @@ int main(int argc, char** argv) {
                 "usage: %s [--list] [NAME...]\n"
                 "Finite differences in double precision against the analytic backward: the inputs of every op and\n"
                 "every parameter tensor of a tiny model in each position scheme (also with flash attention and with\n"
-                "vocabulary tiles), float against double, and the RoPE, CRoPE and AdamW checks. Prints the table of\n"
-                "max relative errors, a PASS or FAIL line per check and the count, \"N passed, N failed\"; exits 1\n"
-                "if a check failed. --list prints the names of the checks and runs nothing; NAME... runs those\n"
-                "whose name contains one of them.\n",
+                "vocabulary tiles), float against double, and the RoPE, CRoPE, ALiBi and AdamW checks. Prints the\n"
+                "table of max relative errors, a PASS or FAIL line per check and the count, \"N passed, N failed\";\n"
+                "exits 1 if a check failed. --list prints the names of the checks and runs nothing; NAME... runs\n"
+                "those whose name contains one of them.\n",
                 argv[0]);
             return 0;
         }
@@ -512,7 +552,7 @@ int main(int argc, char** argv) {
             tests.push_back(test_group(name, [&, f = scheme_check, name, pos = t.pos] { f(name, pos, rng); }));
         }
     // the trainer's default attention (flash: log-sum-exps kept, probabilities rebuilt in backward)
-    for (Pos p : {Pos::rope, Pos::crope}) {
+    for (Pos p : {Pos::rope, Pos::crope, Pos::alibi}) {
         const std::string name = std::string("gradcheck_model_flash_") + pos_name(p);
         tests.push_back(test_group(name, [&, name, p] { model_checks_with(name, p, true, rng); }));
     }
@@ -521,6 +561,7 @@ int main(int argc, char** argv) {
     tests.push_back(test_group("classifier_tiles_vs_rows", [&] { tiles_vs_rows(rng); }));
     tests.push_back(test_group("rope_scores_depend_on_relative_position", [&] { rope_relative(rng); }));
     tests.push_back(test_group("crope_equals_complex_matmul", [&] { crope_complex(rng); }));
+    tests.push_back(test_group("alibi_by_hand", [&] { alibi_by_hand(rng); }));
     tests.push_back(test_group("adamw", [&] { adamw_by_hand(rng); }));
     const bool list = argc == 2 && std::string(argv[1]) == "--list";
     if (!list) {

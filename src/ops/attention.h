@@ -34,12 +34,17 @@ inline size_t out_at(int b, int h, int t, int T, int C, int H) {
     return ((size_t)b * T + t) * C + h * (C / H);
 }
 
-// s (t1 - t0, ld) <- the scaled scores of query rows [t0, t1) of head (b,h) against keys [0, t1).
+// s (t1 - t0, ld) <- the scaled scores of query rows [t0, t1) of head (b,h) against keys [0, t1),
+// with ALiBi's bias -slopes[h] (t - j) on keys j <= t when slopes (H,) is given.
 template <class Real, class Gemm = Blas>
-void block_scores(Real* s, int ld, const Real* qkv, int b, int h, int t0, int t1, int T, int C, int H) {
+void block_scores(Real* s, int ld, const Real* qkv, int b, int h, int t0, int t1, int T, int C, int H,
+                  const Real* slopes) {
     const int D = C / H;
     Gemm::gemm(false, true, t1 - t0, t1, D, Real(1) / std::sqrt(Real(D)), qkv + qkv_at(b, h, t0, T, C, H), 3 * C,
                qkv + qkv_at(b, h, 0, T, C, H) + C, 3 * C, Real(0), s, ld);
+    if (!slopes) return;
+    for (int t = t0; t < t1; t++)
+        for (int j = 0; j <= t; j++) s[(size_t)(t - t0) * ld + j] -= slopes[h] * Real(t - j);
 }
 
 // Row t of a block, its scores p[0..t] over the block's n keys: p <- the softmax (0 past t).
@@ -57,8 +62,8 @@ Real softmax_row(Real* p, int t, int n) {
 // [0, t1), lse (the head's, T) <- the rows' log-sum-exps, out <- p v.
 template <class Real, class Gemm = Blas>
 void block_forward(Real* out, Real* p, int ld, Real* lse, const Real* qkv, int b, int h, int t0, int t1, int T, int C,
-                   int H) {
-    block_scores<Real, Gemm>(p, ld, qkv, b, h, t0, t1, T, C, H);
+                   int H, const Real* slopes) {
+    block_scores<Real, Gemm>(p, ld, qkv, b, h, t0, t1, T, C, H, slopes);
     for (int t = t0; t < t1; t++) lse[t] = softmax_row(p + (size_t)(t - t0) * ld, t, t1);
     Gemm::gemm(false, false, t1 - t0, C / H, t1, Real(1), p, ld, qkv + qkv_at(b, h, 0, T, C, H) + 2 * C, 3 * C, Real(0),
                out + out_at(b, h, t0, T, C, H), C);
@@ -107,9 +112,11 @@ void zero_head_kv(Real* dqkv, int b, int h, int T, int C, int H) {
         for (int part = 1; part < 3; part++) std::fill_n(dqkv + qkv_at(b, h, t, T, C, H) + part * C, C / H, Real(0));
 }
 
-// out (B,T,C), att (B,H,T,T): att[b,h,t,t2] = softmax_t2<=t(q_t . k_t2 / sqrt(D))
+// out (B,T,C), att (B,H,T,T): att[b,h,t,t2] = softmax_t2<=t(q_t . k_t2 / sqrt(D) - m_h (t - t2)),
+// m_h = slopes[h] (ALiBi) or 0 when slopes is null. The same slopes argument in every op below.
 template <class Real, class Gemm = Blas>
-void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int C, int H) {
+void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int C, int H,
+                       const Real* slopes = nullptr) {
 #pragma omp parallel
     {
         std::vector<Real> lse(T);  // not kept here
@@ -118,7 +125,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int 
             for (int t0 = 0; t0 < T; t0 += kAttRows) {
                 const int t1 = std::min(T, t0 + kAttRows);
                 Real* p = att + ((size_t)bh * T + t0) * T;
-                block_forward<Real, Gemm>(out, p, T, lse.data(), qkv, bh / H, bh % H, t0, t1, T, C, H);
+                block_forward<Real, Gemm>(out, p, T, lse.data(), qkv, bh / H, bh % H, t0, t1, T, C, H, slopes);
                 for (int t = t0; t < t1; t++)
                     std::fill(p + (size_t)(t - t0) * T + t1, p + (size_t)(t - t0 + 1) * T, Real(0));
             }
@@ -129,7 +136,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int 
 // these loops need one block of it at a time, their own.
 template <class Real, class Gemm = Blas>
 void attention_backward(Real* dqkv, Real* /*scratch*/, const Real* dout, const Real* qkv, const Real* att, int B, int T,
-                        int C, int H) {
+                        int C, int H, const Real* /*slopes: in att already*/ = nullptr) {
 #pragma omp parallel
     {
         Real* dsc = block_scratch<Real>(0, (size_t)kAttRows * T);
@@ -146,7 +153,8 @@ void attention_backward(Real* dqkv, Real* /*scratch*/, const Real* dout, const R
 // out (B,T,C), lse (B,H,T): the same output as attention_forward, keeping only each row's
 // log-sum-exp of the scaled scores.
 template <class Real, class Gemm = Blas>
-void attention_forward_lse(Real* out, Real* lse, const Real* qkv, int B, int T, int C, int H) {
+void attention_forward_lse(Real* out, Real* lse, const Real* qkv, int B, int T, int C, int H,
+                           const Real* slopes = nullptr) {
 #pragma omp parallel
     {
         Real* p = block_scratch<Real>(0, (size_t)kAttRows * T);  // one block of probabilities, rows as att's
@@ -154,17 +162,18 @@ void attention_forward_lse(Real* out, Real* lse, const Real* qkv, int B, int T, 
         for (int bh = 0; bh < B * H; bh++)
             for (int t0 = 0; t0 < T; t0 += kAttRows) {
                 const int t1 = std::min(T, t0 + kAttRows);
-                block_forward<Real, Gemm>(out, p, T, lse + (size_t)bh * T, qkv, bh / H, bh % H, t0, t1, T, C, H);
+                block_forward<Real, Gemm>(out, p, T, lse + (size_t)bh * T, qkv, bh / H, bh % H, t0, t1, T, C, H,
+                                          slopes);
             }
     }
 }
 
 // dqkv (B,T,3C) = gradient (overwritten), from the row log-sum-exps of attention_forward_lse: each
-// row's probabilities are rebuilt as exp(q.k / sqrt(D) - lse). The forward output (B,T,C) is part
-// of the signature for the GPU kernels (they take rowsum(dO * out)); these loops do not need it.
+// row's probabilities are rebuilt as exp(score - lse), the score biased as in forward. The forward output (B,T,C) is
+// part of the signature for the GPU kernels (they take rowsum(dO * out)); these loops do not need it.
 template <class Real, class Gemm = Blas>
 void attention_backward_lse(Real* dqkv, const Real* dout, const Real* qkv, const Real* /*out*/, const Real* lse, int B,
-                            int T, int C, int H) {
+                            int T, int C, int H, const Real* slopes = nullptr) {
 #pragma omp parallel
     {
         Real *p = block_scratch<Real>(0, (size_t)kAttRows * T), *dsc = block_scratch<Real>(1, (size_t)kAttRows * T);
@@ -174,7 +183,7 @@ void attention_backward_lse(Real* dqkv, const Real* dout, const Real* qkv, const
             zero_head_kv(dqkv, b, h, T, C, H);
             for (int t0 = 0; t0 < T; t0 += kAttRows) {
                 const int t1 = std::min(T, t0 + kAttRows);
-                block_scores<Real, Gemm>(p, T, qkv, b, h, t0, t1, T, C, H);
+                block_scores<Real, Gemm>(p, T, qkv, b, h, t0, t1, T, C, H, slopes);
                 for (int t = t0; t < t1; t++) {
                     Real* pr = p + (size_t)(t - t0) * T;
                     exp_sum_n(pr, pr, lse[(size_t)bh * T + t], t + 1);
