@@ -145,10 +145,8 @@ $(BUILD)/test/%: $(BUILD)/test/%.o $(LIB_OBJ) $(CUDA_OBJ)
 # the kernel lab (test/lab/): make lab, make lab-emu
 include test/lab/lab.mk
 
-# The test tiers (test/README.md): `make test` every CPU test, the gradient check and every
-# CUDA test once under the emulation; `make test-all` adds the second thread order with
-# deferred work, the sanitizer builds and the long cases. The emulated build comes before the
-# lab's, which links its objects.
+# The test tiers: test/README.md. The emulated build comes before the lab's, which links its
+# objects.
 test: all
 	@$(MAKE) --no-print-directory emu && $(MAKE) --no-print-directory lab-emu
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh
