@@ -1,8 +1,8 @@
-# GPT-2 trainer: learned, sinusoidal, RoPE or CRoPE positions; CPU reference
+# GPT-2 trainer: learned, sinusoidal, RoPE, CRoPE, NoPE or ALiBi positions; CPU reference
 # backend (OpenBLAS + OpenMP) and, when nvcc is found, the CUDA backend.
 #   make           build build/train, build/sample and the test programs (installs missing
 #                  Debian packages; the CUDA backend too when nvcc is found)
-#   make run       the main job: the synthetic position task, learned vs rope vs crope, on the
+#   make run       the main job: the synthetic position task, every position scheme, on the
 #                  CPU; builds only the trainer and the sampler, without nvcc (see RUN_BUILD)
 #   make test      every CPU test, the gradient check, every CUDA test once under the CPU
 #                  emulation; last line "N passed, N failed, N skipped" (test/README.md)

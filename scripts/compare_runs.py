@@ -65,8 +65,10 @@ POS_COLOURS = {
     "sinusoidal": "#9467bd",  # purple
     "rope": "#1f77b4",        # blue
     "crope": "#d62728",       # red
+    "nope": "#8c564b",        # brown
+    "alibi": "#ff7f0e",       # orange
 }
-FALLBACK_COLOURS = ["#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+FALLBACK_COLOURS = ["#e377c2", "#17becf", "#bcbd22"]
 # CRoPE dashed, drawn after RoPE: where the two curves coincide RoPE's shows between the dashes.
 POS_STYLES = {"crope": "--", "sinusoidal": "-."}
 DATASET_ORDER = ["wikitext2", "ptb", "pg19", "synthetic"]

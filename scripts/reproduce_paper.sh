@@ -29,7 +29,7 @@ options:
   --seeds N            seeds 1..N per (dataset, pos)          (default 1)
   --datasets "A B"     datasets                               (default "wikitext2 ptb pg19")
   --pos "A B"          position schemes, of those build/train --list-pos names
-                                                              (default "learned rope crope")
+                                                              (default: all of them)
   --scale paper|cpu    paper: configs/paper.json (10,000 steps of 16 x 1024 tokens; a GPU job)
                        cpu: configs/cpu_small.json (the same model, 300 steps of 8 x 64
                        tokens; about 12 minutes for 9 runs on 2 quiet cores)   (default paper)
@@ -61,7 +61,7 @@ cd "$(dirname "$0")/.." || die "cannot enter the repository root"
 
 SEEDS=1
 DATASETS="wikitext2 ptb pg19"
-POS_LIST="learned rope crope"
+POS_LIST="" POS_GIVEN=0
 SCALE=paper
 MIRROR=""
 OUT=""
@@ -76,7 +76,7 @@ while [ $# -gt 0 ]; do
     --seeds|--datasets|--pos|--scale|--mirror|--out|--smooth|--jobs)
       [ $# -ge 2 ] || die "$1 needs a value (see --help)"
       case "$1" in
-        --seeds) SEEDS=$2 ;; --datasets) DATASETS=$2 ;; --pos) POS_LIST=$2 ;;
+        --seeds) SEEDS=$2 ;; --datasets) DATASETS=$2 ;; --pos) POS_LIST=$2 POS_GIVEN=1 ;;
         --scale) SCALE=$2 ;; --mirror) MIRROR=$2 ;; --out) OUT=$2; [ -n "$OUT" ] || die "--out is empty" ;; --smooth) SMOOTH=$2 ;;
         --jobs) JOBS=$2 ;;
       esac
@@ -97,7 +97,7 @@ case "$SCALE" in
   *) die "--scale must be paper or cpu, got '$SCALE'" ;;
 esac
 [ -n "$DATASETS" ] || die "--datasets is empty"
-[ -n "$POS_LIST" ] || die "--pos is empty"
+[ "$POS_GIVEN" = 0 ] || [ -n "$POS_LIST" ] || die "--pos is empty"
 for d in $DATASETS; do [[ "$d" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad dataset name '$d'"; done
 
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
@@ -118,10 +118,11 @@ if [ "$BUILD" = 1 ]; then
 fi
 if [ -x "$TRAIN" ]; then
   known=$("$TRAIN" --list-pos) || die "$TRAIN --list-pos failed"
+  [ "$POS_GIVEN" = 1 ] || POS_LIST=$(echo $known)
   for p in $POS_LIST; do
     grep -qx -- "$p" <<<"$known" || die "unknown pos '$p' (one of: $(echo $known))"
   done
-elif [ "$DRY" = 0 ]; then
+elif [ "$DRY" = 0 ] || [ "$POS_GIVEN" = 0 ]; then
   die "$TRAIN not found or not executable"
 fi
 

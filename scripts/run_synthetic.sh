@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The main job (`make run`): the CRoPE paper's synthetic "token-dependent position
-# comparison" task (data/make_synthetic.py) trained with learned, rope and crope
-# positions, ten seeds each, on the CPU (configs/synthetic.json); then the comparison
+# comparison" task (data/make_synthetic.py) trained with every position scheme
+# (build/train --list-pos), ten seeds each, on the CPU (configs/synthetic.json); then the comparison
 # table (loss, accuracy after the markers, seeds that solved it) and figure, and a greedy
 # sample from rope seed 1's checkpoint. No network, no downloads.
-#   scripts/run_synthetic.sh [--seeds "1 2 ... 10"] [--pos "learned rope crope"] [--out runs/synthetic]
+#   scripts/run_synthetic.sh [--seeds "1 2 ... 10"] [--pos "rope crope ..."] [--out runs/synthetic]
 #                            [--jobs N] [--results DIR] [-- TRAIN_FLAGS...]
 # --jobs: runs trained at once, one OpenMP thread each (default: the number of cores; the
 # numbers are the same for any N). --results DIR: also write DIR/synthetic.md, DIR/synthetic.png
@@ -16,7 +16,7 @@ PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
 TRAIN=${TRAIN:-build/train}
 SAMPLE=${SAMPLE:-build/sample}
 seeds="1 2 3 4 5 6 7 8 9 10"
-positions="learned rope crope"
+positions=""  # every scheme
 out=runs/synthetic
 jobs=$(nproc)
 results=""
@@ -38,6 +38,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 flags=("$@")  # after --
+[ -n "$positions" ] || positions=$("$TRAIN" --list-pos | tr '\n' ' ')
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "error: --jobs must be a whole number >= 1, got '$jobs'" >&2; exit 1; }
 # the task's shards, written each time (in a second; the same bytes every time), with markers far
 # enough into each window of the config's seq_len that every one can be answered

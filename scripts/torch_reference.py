@@ -6,7 +6,9 @@ The same model as the trainer: pre-LN GPT-2 blocks, tanh GELU, tied LM head, and
 position scheme: learned (wpe table), sinusoidal (fixed sin/cos table added to the
 embedding), rope (q, k rotated on adjacent pairs (2j, 2j+1) after the QKV projection), or
 crope (as rope, and the Q/K/V projections are complex-linear: each stores A, B (C/2, C/2)
-and uses the real matrix with 2x2 blocks [[a, -b], [b, a]]). AdamW is torch.optim.AdamW.
+and uses the real matrix with 2x2 blocks [[a, -b], [b, a]]), nope (no position information)
+or alibi (head h's scaled scores get -m_h (i - j) before the softmax). AdamW is
+torch.optim.AdamW.
 
 Benchmark (default): random tokens, one timing loop. Prints one JSON line:
   {"pos": ..., "compile": ..., "tokens_per_s": ..., "ms_per_step": ..., "peak_mem_mib": ...}
@@ -64,16 +66,34 @@ def apply_rope(x, cos, sin):
     return torch.stack((y0, y1), dim=-1).flatten(-2)
 
 
-def causal_attention(q, k, v):
-    """(B, H, T, D) -> (B, H, T, D). torch < 2.0 (e.g. Debian's 1.13, used for the CPU
-    benchmark) has no scaled_dot_product_attention, so spell it out there."""
+def alibi_slopes(H):
+    """ALiBi's m_h, h = 1..H: 2^(-8h/H) for H a power of two; otherwise those of the largest
+    power of two n below H, then every other slope of 2n heads."""
+    n = 2 ** int(math.log2(H))
+    return torch.tensor([2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+                        + [2.0 ** (-4.0 * (2 * k - 1) / n) for k in range(1, H - n + 1)], dtype=torch.float64)
+
+
+def alibi_bias(slopes, T):
+    """(H, T, T): -m_h (i - j) for key j <= i, -inf above the diagonal (the causal mask)."""
+    i = torch.arange(T, dtype=slopes.dtype, device=slopes.device)
+    dist = (i[:, None] - i[None, :]).masked_fill(torch.ones(T, T, dtype=torch.bool, device=slopes.device).triu(1),
+                                                 float("inf"))
+    return -slopes[:, None, None] * dist
+
+
+def causal_attention(q, k, v, bias=None):
+    """(B, H, T, D) -> (B, H, T, D); bias (H, T, T), when given, is added to the scaled scores
+    and holds the causal mask. torch < 2.0 (e.g. Debian's 1.13, used for the CPU benchmark)
+    has no scaled_dot_product_attention, so spell it out there."""
     if hasattr(F, "scaled_dot_product_attention"):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=bias is None)
     T = q.size(-2)
     att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))  # (B, H, T, T)
-    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-    att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
-    return att @ v
+    if bias is None:
+        bias = torch.zeros(T, T, dtype=q.dtype, device=q.device).masked_fill(
+            torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return (att + bias).softmax(dim=-1) @ v
 
 
 class ComplexQKV(nn.Module):
@@ -114,7 +134,7 @@ class Block(nn.Module):
         for lin in (self.proj, self.fc, self.fc2) + ((self.qkv,) if pos != "crope" else ()):
             nn.init.zeros_(lin.bias)
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, bias):
         B, T, C = x.shape
         H, D = self.H, C // self.H
         qkv = self.qkv(self.ln1(x))
@@ -122,7 +142,7 @@ class Block(nn.Module):
         q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
         if cos is not None:
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = causal_attention(q, k, v)
+        y = causal_attention(q, k, v, bias)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
         x = x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
         return x
@@ -144,6 +164,7 @@ class GPT(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.register_buffer("pe", sinusoidal_table(maxT, C), persistent=False)
+        self.register_buffer("slopes", alibi_slopes(H), persistent=False)
 
     def forward(self, idx, targets):
         B, T = idx.shape
@@ -154,8 +175,9 @@ class GPT(nn.Module):
             x = x + self.pe[:T]
         rotary = self.pos in ("rope", "crope")
         cos, sin = (self.rope_cos[:T], self.rope_sin[:T]) if rotary else (None, None)
+        bias = alibi_bias(self.slopes, T) if self.pos == "alibi" else None
         for blk in self.blocks:
-            x = blk(x, cos, sin)
+            x = blk(x, cos, sin, bias)
         logits = F.linear(self.lnf(x), self.wte.weight)  # tied head
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
@@ -212,7 +234,7 @@ def read_shard(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pos", default="rope", choices=["learned", "sinusoidal", "rope", "crope"])
+    ap.add_argument("--pos", default="rope", choices=["learned", "sinusoidal", "rope", "crope", "nope", "alibi"])
     ap.add_argument("--n_layer", type=int, default=4)
     ap.add_argument("--n_head", type=int, default=4)
     ap.add_argument("--n_embd", type=int, default=128)

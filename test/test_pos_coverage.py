@@ -3,8 +3,7 @@ by the gradient check (test_gradcheck --list), by the CPU-vs-CUDA model tests (t
 --list, the emulated build's unless only a GPU build exists), by the PyTorch reference
 (scripts/torch_reference.py --pos accepts it; test_torch_reference runs each listed scheme),
 and by the comparison scripts (compare_runs.py reads the schemes from pos.h and colours each,
-reproduce_paper.sh offers it). A fifth scheme added to pos.h fails here until each of them knows
-it."""
+reproduce_paper.sh offers it). A scheme added to pos.h fails here until each of them knows it."""
 import ast
 import os
 import subprocess
@@ -74,10 +73,10 @@ check("pos_covered_by_compare_runs", names and order == names,
 colours = [compare_runs.pos_colour(p) for p in names]
 check("pos_colours_distinct", len(set(colours)) == len(names) and "#7f7f7f" not in colours,
       f"colours {dict(zip(names, colours))}")
-compare_runs.POS_ORDER = names + ["alibi"]  # a scheme added to pos.h, which compare_runs.py has no colour for
-new = compare_runs.pos_colour("alibi")
+compare_runs.POS_ORDER = names + ["xpos"]  # a scheme added to pos.h, which compare_runs.py has no colour for
+new = compare_runs.pos_colour("xpos")
 check("pos_new_scheme_gets_fallback_colour", new == compare_runs.FALLBACK_COLOURS[0] and new not in colours,
-      f"alibi: {new}")
+      f"xpos: {new}")
 
 rc, out = run(["bash", "scripts/reproduce_paper.sh", "--dry-run", "--no-build", "--datasets", "wikitext2",
                "--pos", " ".join(names), "--out", "/nonexistent/grid"], TRAIN=TRAIN)

@@ -35,13 +35,20 @@ done
 [ $same -eq 1 ] && [ -s "$tmp/b/rope-s1/log.jsonl" ] && pass run_synthetic_jobs_same_numbers ||
   fail run_synthetic_jobs_same_numbers "--jobs 1 and --jobs 2 logged different losses"
 
+# without --pos, every scheme build/train --list-pos names
+out=$(scripts/run_synthetic.sh --out "$tmp/all" --seeds 1 -- --steps 2 --eval_every 2 2>&1); rc=$?
+got=$(grep -o '^[a-z]* seed 1: ' <<<"$out" | cut -d' ' -f1 | sort | tr '\n' ' ')
+want=$("$TRAIN" --list-pos | sort | tr '\n' ' ')
+[ $rc -eq 0 ] && [ "$got" = "$want" ] && pass run_synthetic_default_every_scheme ||
+  fail run_synthetic_default_every_scheme "status $rc, trained '$got', schemes '$want'"
+
 # the trainer itself at 1 and 2 threads, GPT-2's vocabulary size (the LM head in 66 tiles per
 # chunk): the same bits. With OpenBLAS's SkylakeX kernels, which round a product the same however
 # many threads share it, so that what differs would be the trainer's own ops; OpenBLAS's Haswell
 # kernels round differently at another thread count (the reason make run gives each run one).
 if grep -qw avx512f /proc/cpuinfo; then
   same=1
-  for pos in learned rope crope; do
+  for pos in learned rope crope alibi; do
     for t in 1 2; do
       OPENBLAS_CORETYPE=SkylakeX OMP_NUM_THREADS=$t "$TRAIN" --config configs/synthetic.json --pos $pos \
         --vocab_size 50257 --steps 4 --eval_every 2 --eval_batches 2 --checkpoint_every 0 --run_dir "$tmp/t$t-$pos" >/dev/null 2>&1
