@@ -12,7 +12,8 @@ data="--train_data $tmp/tiny_train_000000.bin --val_data $tmp/tiny_val_000000.bi
 tiny="--n_layer 2 --n_head 2 --n_embd 16 --vocab_size 16 --max_seq_len 32 --seq_len 16 --batch_size 4"
 
 # Parameter counts at V=50257, maxT=1024, C=128, L=4, H=4 (MODEL.md); no step is run.
-for row in "learned 7,357,312 264,192" "sinusoidal 7,226,240 264,192" "rope 7,226,240 264,192" "crope 7,127,936 165,888"; do
+for row in "learned 7,357,312 264,192" "sinusoidal 7,226,240 264,192" "rope 7,226,240 264,192" "crope 7,127,936 165,888" \
+  "nope 7,226,240 264,192" "alibi 7,226,240 264,192"; do
   set -- $row
   out=$($TRAIN $data --pos $1 --steps 0 --eval_every 0 --checkpoint_every 0 --run_dir "$tmp/count_$1" 2>&1)
   if grep -q "parameters: total $2 | embeddings .* | attention block $3" <<<"$out"; then pass "param_counts_$1"
@@ -26,8 +27,8 @@ else fail shard_python_writer_cpp_reader "$(grep '^data' <<<"$out")"; fi
 # Help text lists the keys with defaults.
 if $TRAIN --help | grep -q -- "--pos"; then pass train_help; else fail train_help "--help does not list --pos"; fi
 
-# Loss falls in a short run, for every pos mode.
-for pos in learned sinusoidal rope crope; do
+# Loss falls in a short run, for every position scheme.
+for pos in $($TRAIN --list-pos); do
   $TRAIN $data $tiny --pos $pos --steps 60 --lr 3e-3 --eval_every 60 --eval_batches 4 --checkpoint_every 60 \
     --run_dir "$tmp/fall_$pos" >"$tmp/fall_$pos.txt" 2>&1
   first=$(grep -m1 '"type":"val"' "$tmp/fall_$pos/log.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
