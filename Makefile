@@ -142,6 +142,17 @@ $(BINS): $(BUILD)/%: $(BUILD)/src/%.o $(LIB_OBJ) $(CUDA_OBJ)
 $(BUILD)/test/%: $(BUILD)/test/%.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
+# The CUDA test programs count the device memory and the graphs the backend holds at the CUDA
+# runtime's calls: the linker routes these through test/cuda_testlib.cu (ld --wrap).
+CUDA_TEST_WRAP := -Wl,--wrap=cudaMalloc,--wrap=cudaFree,--wrap=cudaGraphInstantiate,--wrap=cudaGraphExecDestroy
+CUDA_TESTS     := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_cuda*.cpp))
+$(CUDA_TESTS): $(BUILD)/test/%: $(BUILD)/test/%.o $(BUILD)/test/cuda_testlib.o $(LIB_OBJ) $(CUDA_OBJ)
+	$(CXX) $^ -o $@ $(LDLIBS) $(CUDA_TEST_WRAP)
+
+$(BUILD)/test/cuda_testlib.o: test/cuda_testlib.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
 # the kernel lab (test/lab/): make lab, make lab-emu
 include test/lab/lab.mk
 

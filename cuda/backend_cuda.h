@@ -177,7 +177,6 @@ void to_bf16(bf16_t* dst, const float* src, size_t n, cudaStream_t stream);
 cudaGraphExec_t capture(cudaStream_t stream, const std::function<void()>& work, size_t* nodes = nullptr);
 void graph_launch(cudaGraphExec_t graph, cudaStream_t stream);
 void graph_free(cudaGraphExec_t graph);
-size_t graph_count();  // graphs instantiated and not freed
 
 // TF32 tensor cores for the fp32 GEMMs (matmul and attention) and the fp32 flash attention
 // kernels. On by default (speed); tests comparing against the CPU turn it off. bf16 products
@@ -240,7 +239,6 @@ struct CudaBackend {
     static DeviceCheck check_device(int local_rank = 0);
     static std::string device_name();
     static size_t peak_memory();         // bytes, all allocations of this backend (incl. kernel scratch)
-    static size_t current_memory();      // bytes now allocated
     static size_t device_used_memory();  // bytes in use on the device as the driver sees it (all processes)
     // Profiling mode (GPT::profile, cuda/profile.cu): a CUDA event per mark on the stream;
     // profile_read waits for the last one and sums the time from each mark to the next into

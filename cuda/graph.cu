@@ -68,8 +68,4 @@ void graph_free(cudaGraphExec_t graph) {
     g_retired.clear();
 }
 
-size_t graph_count() {
-    return g_graphs;
-}
-
 }  // namespace gpu

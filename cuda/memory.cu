@@ -301,9 +301,3 @@ size_t CudaBackend::device_used_memory() {
     cudaCheck(cudaMemGetInfo(&free_bytes, &total));
     return total - free_bytes;
 }
-
-size_t CudaBackend::current_memory() {
-    gpu::Tracker& t = gpu::tracker();
-    std::lock_guard<std::mutex> lock(t.mu);
-    return t.current;
-}

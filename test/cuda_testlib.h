@@ -1,7 +1,7 @@
 // What the CUDA test programs (test_cuda, test_cuda_flash, test_cuda_step, ...) add to the one
-// harness (testlib.h): device buffers, TF32 for a scope, and run_tests, which SKIPs every GPU
-// test without CUDA (build or device). Functions are inline so a program that uses only some of
-// them builds without warnings (test_cuda without CUDA uses none).
+// harness (testlib.h): device buffers, the device memory and graphs in use, TF32 for a scope, and
+// run_tests, which SKIPs every GPU test without CUDA (build or device). Functions are inline so a
+// program that uses only some of them builds without warnings (test_cuda without CUDA uses none).
 #pragma once
 #include <string>
 #include <type_traits>
@@ -73,6 +73,12 @@ inline Vec bf16_round(Vec x) {
     for (auto& v : x) v = bf16_to_float(float_to_bf16(v));
     return x;
 }
+
+// What the backend holds, counted at the CUDA runtime's calls (cuda_testlib.cu): bytes
+// cudaMalloc'd and not freed (parameters, activations, every kernel's scratch), and CUDA graphs
+// instantiated and not destroyed.
+size_t device_bytes();
+size_t graphs_alive();
 
 // gpu::set_tf32(true) for a scope; back to plain fp32 even if the test throws, or every later
 // test would run on TF32.

@@ -393,13 +393,13 @@ template <class BK>
 size_t step_bytes(const ModelConfig& mc, int B, int T) {
     Rng r(14);
     auto in = randint((size_t)B * T, mc.V, r);
-    size_t before = CB::current_memory();
+    size_t before = device_bytes();
     GPT<BK> g(mc);
     g.init(1);
     g.forward(in.data(), in.data(), B, T, true);
     g.backward();
     CB::synchronize();
-    return CB::current_memory() - before;
+    return device_bytes() - before;
 }
 
 // What a training step of config b on backend BB allocates minus one of config a on BA, and

@@ -389,13 +389,13 @@ std::string test_gpu_memory() {
     mc.L = 2, mc.H = 4, mc.C = 64, mc.V = 97, mc.maxT = T;
     for (int flash = 0; flash < 2; flash++) {
         mc.flash = flash;
-        size_t before = CB::current_memory();
+        size_t before = device_bytes();
         GPT<CB> g(mc);
         Rng r(6);
         auto in = randint((size_t)B * T, mc.V, r);
         g.forward(in.data(), in.data(), B, T, true);
         g.backward();
-        used[flash] = CB::current_memory() - before;
+        used[flash] = device_bytes() - before;
     }
     // saved: L probability buffers and d(scores); flash adds L log-sum-exps and its
     // (B,H,T) delta scratch (the first flash call allocates it)

@@ -91,7 +91,7 @@ Run queued_steps(Pos pos, bool use_graph, int tile = 0) {
         }
     }
     read();
-    if constexpr (BK::graphs) r.graphs = gpu::graph_count();
+    if constexpr (BK::graphs) r.graphs = graphs_alive();
     r.nodes = g.queue.graph_nodes;
     r.params = g.get(g.params), r.m = g.get(g.m), r.v = g.get(g.v);
     return r;
@@ -133,7 +133,7 @@ std::string identical(const std::string& what, const Run& a, const Run& b) {
 
 std::string test_graph_vs_eager(Pos pos) {
     Run graph = queued_steps<CB>(pos, true);
-    size_t after = gpu::graph_count();  // the model and its graph are gone
+    size_t after = graphs_alive();  // the model and its graph are gone
     Run eager = queued_steps<CB>(pos, false);
     std::string why = identical("graph vs eager", graph, eager);
     if (graph.graphs != 1) append(why, "graph run: " + std::to_string(graph.graphs) + " graphs alive, want 1");
@@ -187,12 +187,12 @@ std::string eval_borrows(Pos pos, bool use_graph) {
     for (int Tn : {kT, kT2}) {
         std::vector<int> in = tokens(kB * Tn, 300 + Tn), tg = tokens(kB * Tn, 400 + Tn);
         size_t before = 0;
-        if constexpr (std::is_same<BK, CB>::value) before = CB::current_memory();
+        if constexpr (std::is_same<BK, CB>::value) before = device_bytes();
         double borrowed = g.forward(in.data(), tg.data(), kB, Tn, false);
         if constexpr (std::is_same<BK, CB>::value)
-            if (CB::current_memory() != before)
+            if (device_bytes() != before)
                 append(why, "T=" + std::to_string(Tn) + ": the evaluation allocated " +
-                                std::to_string((long long)CB::current_memory() - (long long)before) + " bytes");
+                                std::to_string((long long)device_bytes() - (long long)before) + " bytes");
         if (!g.acts.eval.borrowed) append(why, "T=" + std::to_string(Tn) + ": the evaluation did not borrow");
         double own = fresh.forward(in.data(), tg.data(), kB, Tn, false);
         if (fresh.acts.eval.borrowed) append(why, "a model that never trained borrowed");
@@ -280,7 +280,7 @@ std::string test_capture_refuses_sync() {
         append(why, "the capture of a synchronising call succeeded");
     } catch (const std::exception&) {  // refused, as it must be
     }
-    if (gpu::graph_count() != 0) append(why, "a refused capture left a graph");
+    if (graphs_alive() != 0) append(why, "a refused capture left a graph");
     double after = gpu::sum_squares(gx.p, x.size(), gpu::main_stream());
     expect_near(why, "sum of squares after the refused capture", after, cpu::sum_squares(x.data(), x.size()), 1e-10);
     return why;
@@ -305,12 +305,12 @@ std::string test_scratch_growth() {
     CB::zero(gdb.p, gdb.n);
     cudaGraphExec_t g = gpu::capture(gpu::main_stream(), [&] { dbias(gdb, gd, N); });
     dbias(gbigdb, gbigd, big);  // the scratch grows
-    size_t with_retired = CB::current_memory();
+    size_t with_retired = device_bytes();
     gpu::graph_launch(g, gpu::main_stream());
     Vec replayed = gdb.get();
     gpu::graph_free(g);
     if (!same_bits(replayed, eager)) append(why, "the replay after the scratch grew differs from the eager call");
-    if (!(CB::current_memory() < with_retired)) append(why, "the outgrown scratch was not freed with the graph");
+    if (!(device_bytes() < with_retired)) append(why, "the outgrown scratch was not freed with the graph");
     return why;
 }
 

@@ -17,6 +17,7 @@ CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu)) $(EMU
 TESTS     := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_cuda*.cpp)) $(BUILD)/test/test_emu_selftest
 
 $(BUILD)/cuda/%.o: $(EMU_NVCC)
+$(BUILD)/test/cuda_testlib.o: $(EMU_NVCC)
 $(BUILD)/cuda_emu/%.o: test/cuda_emu/src/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(EMU_RT_FLAGS) -Itest/cuda_emu/include -c $< -o $@

@@ -144,12 +144,15 @@ cudaError_t cudaDeviceSynchronize(EMU_SITE);
 cudaError_t cudaDeviceReset();
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
 
-cudaError_t cudaMalloc(void** p, size_t bytes, EMU_SITE);
+// cudaMalloc, cudaFree, cudaGraphInstantiate and cudaGraphExecDestroy have C linkage, as CUDA's:
+// the CUDA test programs wrap them by name (ld --wrap, test/cuda_testlib.cu) to count the device
+// memory and the graphs the backend holds.
+extern "C" cudaError_t cudaMalloc(void** p, size_t bytes, EMU_SITE);
 template <class T>
 cudaError_t cudaMalloc(T** p, size_t bytes, EMU_SITE) {
     return cudaMalloc(reinterpret_cast<void**>(p), bytes, emu_file, emu_line);
 }
-cudaError_t cudaFree(void* p, EMU_SITE);
+extern "C" cudaError_t cudaFree(void* p, EMU_SITE);
 cudaError_t cudaMallocHost(void** p, size_t bytes, EMU_SITE);
 template <class T>
 cudaError_t cudaMallocHost(T** p, size_t bytes, EMU_SITE) {
@@ -192,9 +195,10 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode, EMU_SITE);
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph, EMU_SITE);
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status);
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0, EMU_SITE);
+extern "C" cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0,
+                                            EMU_SITE);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s, EMU_SITE);
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+extern "C" cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 // With nodes null, *numNodes = the graph's node count (one per kernel, GEMM, memset, copy, event,
 // cub or NCCL call recorded); else up to *numNodes opaque handles (not usable with other calls).
