@@ -52,12 +52,14 @@ inline void expect_error(const std::string& name, const std::function<void()>& f
 
 // A test: `run` returns "" (PASS) or why it failed; a group's run reports its own checks (check,
 // report) and returns "" or why it stopped. gpu: needs a CUDA device (as most in the CUDA
-// programs' lists do; a CPU program's tests say false).
+// programs' lists do; a CPU program's tests say false). skip: not empty, the test is listed but
+// not run here, SKIPPED with this reason (it needs another build).
 struct TestCase {
     std::string name;
     std::function<std::string()> run;
     bool gpu = true;
     bool group = false;
+    std::string skip{};
 };
 inline TestCase test_group(const std::string& name, const std::function<void()>& f) {
     return {name, [f] { return f(), std::string(); }, false, true};
@@ -84,8 +86,8 @@ inline int run_test_list(const std::vector<TestCase>& all, int argc, char** argv
             return 2;
         }
     for (const TestCase* t : tests) {
-        if (t->gpu && !gpu_skip.empty()) {
-            report_skipped(t->name, gpu_skip);
+        if (!t->skip.empty() || (t->gpu && !gpu_skip.empty())) {
+            report_skipped(t->name, t->skip.empty() ? gpu_skip : t->skip);
             continue;
         }
         std::string why;

@@ -2,7 +2,8 @@
 // the emulator's report (naming this file and the defect's line where it is in a kernel), and
 // a correct kernel must pass in every thread order. Every case runs in a child process (a
 // report aborts it), with CUDA_EMU_ORDER / CUDA_EMU_MEM_BYTES set in the child before its
-// first CUDA call; the parent never calls CUDA.
+// first CUDA call; the parent never calls CUDA. Reported through the C++ tests' harness
+// (test/testlib.h): test_emu_selftest [--list] [NAME...].
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -18,6 +19,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "../testlib.h"
 
 namespace {
 
@@ -562,15 +565,13 @@ bool exited_ok(const Outcome& o) {
     return WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0;
 }
 
-int failures = 0;
-void report(const std::string& name, const std::string& why) {
-    if (why.empty())
-        std::printf("PASS emu_selftest_%s\n", name.c_str());
-    else {
-        std::printf("FAIL emu_selftest_%s: %s\n", name.c_str(), why.c_str());
-        failures++;
-    }
-    std::fflush(stdout);
+// The cases, in order, each named emu_selftest_NAME: main lists them, run_test_list runs them.
+std::vector<TestCase> g_cases;
+void add_case(const std::string& name, const std::function<std::string()>& why) {
+    g_cases.push_back({"emu_selftest_" + name, why, false});
+}
+void add_skipped(const std::string& name, const std::string& why) {
+    g_cases.push_back({"emu_selftest_" + name, nullptr, false, false, why});
 }
 
 std::string first_line(const std::string& s) {
@@ -580,34 +581,41 @@ std::string first_line(const std::string& s) {
 // The defect must end the child with a failure status and a report containing every pattern.
 void expect_report(const std::string& name, const std::vector<std::string>& patterns, const std::function<int()>& f,
                    const char* order = "forward", const char* mem = nullptr) {
-    Outcome o = in_child(order, mem, f);
-    std::string why;
-    if (exited_ok(o)) why = "no report (child exited 0); stderr: " + first_line(o.err);
-    for (const auto& p : patterns)
-        if (why.empty() && o.err.find(p) == std::string::npos) why = "report lacks '" + p + "': " + first_line(o.err);
-    report(name, why);
+    add_case(name, [=] {
+        Outcome o = in_child(order, mem, f);
+        std::string why;
+        if (exited_ok(o)) why = "no report (child exited 0); stderr: " + first_line(o.err);
+        for (const auto& p : patterns)
+            if (why.empty() && o.err.find(p) == std::string::npos)
+                why = "report lacks '" + p + "': " + first_line(o.err);
+        return why;
+    });
 }
 
 // A correct program must exit 0 with nothing on stderr, in every thread order.
 void expect_clean(const std::string& name, const std::function<int()>& f, const char* mem = nullptr) {
-    std::string why;
-    for (const char* order : {"forward", "reverse", "random"}) {
-        Outcome o = in_child(order, mem, f);
-        if (!exited_ok(o) || !o.err.empty())
-            why += std::string(why.empty() ? "" : "; ") + order + ": " +
-                   (o.err.empty() ? "wrong result" : first_line(o.err));
-    }
-    report(name, why);
+    add_case(name, [=] {
+        std::string why;
+        for (const char* order : {"forward", "reverse", "random"}) {
+            Outcome o = in_child(order, mem, f);
+            if (!exited_ok(o) || !o.err.empty())
+                append(why, std::string(order) + ": " + (o.err.empty() ? "wrong result" : first_line(o.err)));
+        }
+        return why;
+    });
 }
 
 // A call CUDA refuses: the child checks the error codes itself (exit 0), and the report names it.
 void expect_refused(const std::string& name, const std::vector<std::string>& patterns, const std::function<int()>& f) {
-    Outcome o = in_child("forward", nullptr, f);
-    std::string why;
-    if (!exited_ok(o)) why = "wrong error codes or state; stderr: " + first_line(o.err);
-    for (const auto& p : patterns)
-        if (why.empty() && o.err.find(p) == std::string::npos) why = "report lacks '" + p + "': " + first_line(o.err);
-    report(name, why);
+    add_case(name, [=] {
+        Outcome o = in_child("forward", nullptr, f);
+        std::string why;
+        if (!exited_ok(o)) why = "wrong error codes or state; stderr: " + first_line(o.err);
+        for (const auto& p : patterns)
+            if (why.empty() && o.err.find(p) == std::string::npos)
+                why = "report lacks '" + p + "': " + first_line(o.err);
+        return why;
+    });
 }
 
 std::string at(int line) {
@@ -616,7 +624,7 @@ std::string at(int line) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
 #if defined(__SANITIZE_ADDRESS__)
     const bool asan = true;
 #else
@@ -643,13 +651,12 @@ int main() {
                   [] { return run_mma_ptx(16); });
 
     // a missing barrier reads unwritten (0xFF = NaN) shared memory in at least one order
-    {
+    add_case("missing_syncthreads", []() -> std::string {
         int bad = 0;
         for (const char* order : {"forward", "reverse"})
             bad += !exited_ok(in_child(order, nullptr, [] { return run_neighbour(false); }));
-        report("missing_syncthreads",
-               bad > 0 ? "" : "the kernel without its barrier gave the right answer in both orders");
-    }
+        return bad > 0 ? "" : "the kernel without its barrier gave the right answer in both orders";
+    });
     expect_report("partial_warp_shuffle", {at(kShflLine), "names lane 16, which does not exist"}, [] {
         float* o = scratch(48);
         partial_warp_kernel<<<1, 48>>>(o);
@@ -1153,10 +1160,8 @@ int main() {
         expect_clean("race_unseen_by_thread_orders", [] { return run_two_rounds(false) | run_warp_handoff(kShuffle); });
         for (const char* c : {"missing_syncthreads", "missing_syncwarp", "shuffle_is_no_syncwarp"})
             for (const char* order : {"forward", "reverse"})
-                std::printf(
-                    "SKIPPED emu_selftest_race_detected_%s_%s: needs the race detector build "
-                    "(make emu-tsan-tests)\n",
-                    c, order);
+                add_skipped(std::string("race_detected_") + c + "_" + order,
+                            "needs the race detector build (make emu-tsan-tests)");
     }
     // inside a kernel, out-of-bounds and misaligned accesses are the sanitizer build's job
     if (asan) {
@@ -1169,8 +1174,8 @@ int main() {
             return 0;
         });
     } else {
-        std::printf("SKIPPED emu_selftest_oob_write_in_kernel: needs the sanitizer build (make emu-asan)\n");
-        std::printf("SKIPPED emu_selftest_misaligned_access_in_kernel: needs the sanitizer build (make emu-asan)\n");
+        add_skipped("oob_write_in_kernel", "needs the sanitizer build (make emu-asan)");
+        add_skipped("misaligned_access_in_kernel", "needs the sanitizer build (make emu-asan)");
     }
-    return failures ? 1 : 0;
+    return run_test_list(g_cases, argc, argv);
 }
