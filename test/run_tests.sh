@@ -43,38 +43,23 @@ run_emu() {
   CUDA_EMU_ORDER=$order CUDA_EMU_DEFER=$defer run_renamed "$tag" "$@"
 }
 run_tf32_truncated() { CUDA_EMU_TF32=truncate run_renamed emu-tf32-truncate "$@"; }
-# The sanitizer builds (test-all): AddressSanitizer and UBSan (make emu-asan-tests: out-of-bounds
-# and misaligned accesses inside a kernel) and the race detector (make emu-tsan-tests: any shared
-# or global memory access no barrier or __syncwarp orders against another thread's write). Under
-# AddressSanitizer the flash tests leave out the bf16 determinism test (the kernels of
-# forward_backward_bf16, a minute there). For time, the race detector runs test_cuda's kernel
-# tests and a model per precision, test_cuda_flash every head size and precision, and
-# test_cuda_graph not at all (its kernels are test_cuda_step's); one OpenMP thread, as the host's
-# OpenBLAS threads are not what it checks, and no second's sleep at each exit (ThreadSanitizer's
-# default atexit_sleep_ms: the self-tests' forked children slept 35 s in all).
-# The position schemes whose tests test_cuda_graph runs under AddressSanitizer and test_cuda_step
-# under the race detector (name filters): sinusoidal runs learned's kernels with a fixed table, rope
-# crope's without its expand and fold; the emulated runs above take every scheme.
-SAN_SCHEMES="_learned _crope"
-run_asan() { run_renamed asan "$@"; }
-asan_args() {
-  case $1 in
-    test_cuda_flash)
-      echo "cpu_ config forward_backward head_sizes deterministic_fp32 unaligned bad_head_size memory model eval_longer" ;;
-    test_cuda_graph) echo "sum_squares clip_grad capture_refuses scratch_growth tiles_rope call_order $SAN_SCHEMES" ;;
-  esac
+# The sanitizer builds (test-all) and what of each runs, as test/cuda_emu/sanitizers.sh declares
+# them: san_build TAG FOLDER TARGET WHAT [VAR=VALUE...], san_only TAG PROGRAM NAME...,
+# san_never TAG PROGRAM.
+SAN_TAGS=()
+declare -A SAN_DIR SAN_TARGET SAN_WHAT SAN_ENV SAN_ONLY
+san_build() {
+  local tag=$1
+  SAN_TAGS+=("$tag") SAN_DIR[$tag]=$BUILD$2/test SAN_TARGET[$tag]=$3 SAN_WHAT[$tag]=$4
+  shift 4
+  SAN_ENV[$tag]=${*:+$(printf '%s\n' "$@")}  # one a line
 }
-run_tsan() { OMP_NUM_THREADS=1 TSAN_OPTIONS="atexit_sleep_ms=0 ${TSAN_OPTIONS:-}" run_renamed tsan "$@"; }
-tsan_args() {
-  case $1 in
-    test_cuda) echo "cuda_encoder cuda_layernorm cuda_rope cuda_crope cuda_attention cuda_gelu cuda_residual" \
-      "cuda_softmax cuda_adamw cuda_sum_squares cuda_model_crope_loss cuda_tf32_model_learned_loss" \
-      "cuda_bf16_model_rope_loss" ;;
-    test_cuda_flash) echo "forward_backward head_sizes unaligned" ;;
-    test_cuda_step) echo "classifier profile copy_ints bf16 $SAN_SCHEMES" ;;
-    test_cuda_graph) return 1 ;;
-  esac
+san_only() {
+  local key="$1 $2"
+  shift 2
+  SAN_ONLY[$key]="$*"
 }
+san_never() { SAN_ONLY["$1 $2"]=-; }
 
 # --- the programs of the tier: NAMES[i] runs CMDS[i] (words of a command line)
 NAMES=() CMDS=() NOTES=()
@@ -110,26 +95,27 @@ if [ -x "$EMU_BUILD/test/test_cuda" ]; then
 else
   note "emu: no emulated CUDA build in $EMU_BUILD (make emu BUILD=$BUILD builds it)"
 fi
-# sanitizer_suite TAG WHAT DIR TARGET: the self-tests and every test_cuda* of a sanitizer build
-# DIR, through run_TAG, each with the test names TAG_args NAME prints (failing: not run); SKIPPED
-# when DIR was not built (make TARGET builds it).
-sanitizer_suite() {
-  local tag=$1 what=$2 dir=$3 target=$4 t args
-  if [ ! -x "$dir/test_emu_selftest" ]; then
-    note "$tag: no $what build of the emulated CUDA tests (make $target)"
-    return
-  fi
-  add "$dir/test_emu_selftest" "run_$tag" "$dir/test_emu_selftest"
-  for t in "$dir"/test_cuda*; do
-    [ -x "$t" ] || continue
-    args=$("${tag}_args" "${t##*/}") || continue
-    # shellcheck disable=SC2086
-    add "$t (emulated, $what)" "run_$tag" "$t" $args
-  done
-}
+# the sanitizer builds: the self-tests and every test_cuda* of each, with the build's variables
+# and the test names sanitizers.sh gives; SKIPPED when the build is missing (make TARGET builds it)
 if [ $ALL = 1 ]; then
-  sanitizer_suite asan sanitizer "${BUILD}_emu_asan/test" emu-asan-tests
-  sanitizer_suite tsan "race detector" "${BUILD}_emu_tsan/test" emu-tsan-tests
+  # shellcheck source=test/cuda_emu/sanitizers.sh
+  source test/cuda_emu/sanitizers.sh
+  for tag in "${SAN_TAGS[@]}"; do
+    dir=${SAN_DIR[$tag]}
+    if [ ! -x "$dir/test_emu_selftest" ]; then
+      note "$tag: no ${SAN_WHAT[$tag]} build of the emulated CUDA tests (make ${SAN_TARGET[$tag]})"
+      continue
+    fi
+    mapfile -t vars < <(printf '%s' "${SAN_ENV[$tag]}")
+    add "$dir/test_emu_selftest" run_renamed "$tag" env "${vars[@]}" "$dir/test_emu_selftest"
+    for t in "$dir"/test_cuda*; do
+      only=${SAN_ONLY["$tag ${t##*/}"]:-}
+      if [ -x "$t" ] && [ "$only" != - ]; then
+        # shellcheck disable=SC2086
+        add "$t (emulated, ${SAN_WHAT[$tag]})" run_renamed "$tag" env "${vars[@]}" "$t" $only
+      fi
+    done
+  done
 fi
 # the long scripts run in the full tier only
 LONG_SCRIPTS=" test/test_spills.sh "

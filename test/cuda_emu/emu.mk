@@ -1,7 +1,8 @@
 # The CPU emulation of CUDA (README.md here), included by the Makefile. With NVCC=nvcc-emu the
 # Makefile's rules compile the unchanged cuda/*.cu with g++; the emulator's runtime, cuBLAS, cub
 # and NCCL (over MPI) stand in for the libraries, and only the binaries that use CUDA are built.
-# EMU_SAN / EMU_KSAN / EMU_RT_FLAGS: the sanitizer builds' flags (below).
+# EMU_SAN / EMU_KSAN / EMU_RT_FLAGS: the sanitizer builds' flags (below); what of each build
+# make test-all runs: sanitizers.sh.
 EMU_NVCC  := $(CURDIR)/test/cuda_emu/nvcc-emu
 EMU_BUILD ?= $(BUILD)_emu
 .PHONY: emu emu-asan emu-asan-selftest emu-asan-tests emu-tsan-tests
