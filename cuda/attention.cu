@@ -13,6 +13,12 @@
 // entries are exactly 0). The flash kernels further down (attention_forward_lse and
 // attention_backward_lse, --attention flash, the default) avoid that and the (B,H,T,T) buffers.
 //
+// ALiBi (--pos alibi, MODEL.md): with slopes (H,) given, head h's score of query i and key j <= i
+// gets -slopes[h] (i - j) before the softmax, computed where each score is (never a T x T bias);
+// the bias is constant, so the backward's formulas stay as they are, and only the probabilities
+// the flash backward rebuilds from lse take it again. slopes null: every use of the bias is
+// behind a test of slopes, so the arithmetic, and every result, is bit for bit that without it.
+//
 // In bf16 (--precision bf16) this cuBLAS path stores S, P, dP and dS in bf16 too (as PyTorch's
 // math attention does under bf16 autocast): bf16 GEMMs with fp32 accumulation, the softmax and
 // its backward in fp32 between them. The flash kernels keep S and P in fp32 registers:
@@ -33,20 +39,30 @@ namespace {
 
 constexpr int kWarps = 8;  // rows (one warp each) per block in the softmax kernels
 
-// att (rows = B*H*T, T): in: scaled scores; out: causal softmax (row t1 keeps columns <= t1).
-// X: float or __nv_bfloat16 (read into fp32, rounded once at the store).
+// ALiBi's bias on the score s of query i and key j <= i: s - slope (i - j), slope in the units
+// of s (the scaled scores' slopes[h], or slopes[h] / scale on raw products q . k).
+__device__ inline float alibi(float s, float slope, int i, int j) {
+    return s - slope * (float)(i - j);
+}
+
+// att (rows = B*H*T, T): in: scaled scores; out: causal softmax (row t1 keeps columns <= t1),
+// with ALiBi's bias when slopes (H,) is given. X: float or __nv_bfloat16 (read into fp32,
+// rounded once at the store).
 template <class X>
-__global__ void causal_softmax_forward_kernel(X* __restrict__ att, int T, size_t rows) {
+__global__ void causal_softmax_forward_kernel(X* __restrict__ att, const float* __restrict__ slopes, int T, int H,
+                                              size_t rows) {
     size_t row = (size_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= rows) return;  // whole warp leaves together
     int t1 = (int)(row % T);
     X* a = att + row * T;
+    const float slope = slopes ? slopes[row / T % H] : 0.0f;
+    auto score = [&](int t2) { return slopes ? alibi(f32(a[t2]), slope, t1, t2) : f32(a[t2]); };
     float m = -INFINITY, s = 0.0f;
-    for (int t2 = lane; t2 <= t1; t2 += 32) lse_push(m, s, f32(a[t2]));
+    for (int t2 = lane; t2 <= t1; t2 += 32) lse_push(m, s, score(t2));
     warp_lse(m, s);
     float inv = 1.0f / s;  // s >= 1: the row max contributes exp(0)
-    for (int t2 = lane; t2 < T; t2 += 32) a[t2] = from_f32<X>(t2 <= t1 ? expf(f32(a[t2]) - m) * inv : 0.0f);
+    for (int t2 = lane; t2 < T; t2 += 32) a[t2] = from_f32<X>(t2 <= t1 ? expf(score(t2) - m) * inv : 0.0f);
 }
 
 // ds (rows, T): in: dP; out: dS = P * (dP - sum_t2 P dP), zero above the diagonal.
@@ -171,14 +187,15 @@ __device__ inline int flash_row0() {
     return (int)(gridDim.y - 1 - blockIdx.y) * kRows;
 }
 
-// grid (B*H, ceil(T/kRows)). out (B,T,C), lse (B,H,T), qkv (B,T,3C).
+// grid (B*H, ceil(T/kRows)). out (B,T,C), lse (B,H,T), qkv (B,T,3C), slopes (H,) or null.
 template <int D, class X>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_forward_kernel(X* __restrict__ out, float* __restrict__ lse, const X* __restrict__ qkv, int T, int C, int H,
-                         float scale) {
+    flash_forward_kernel(X* __restrict__ out, float* __restrict__ lse, const X* __restrict__ qkv,
+                         const float* __restrict__ slopes, int T, int C, int H, float scale) {
     constexpr int E = D / kQuad;  // dims per thread
     __shared__ float ks[kTile][D], vs[kTile][D];
     const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
+    const float slope = slopes ? slopes[h] : 0.0f;  // q is scaled, and so are the scores
     const int row0 = flash_row0(), t = row0 + threadIdx.x / kQuad;
     const size_t C3 = 3 * (size_t)C;
     const X* base = qkv + (size_t)b * T * C3 + h * D;  // row t2's q of this head: base + t2 * C3
@@ -201,6 +218,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
             for (int e = 0; e < E; e++) p += q[e] * ks[j][r + kQuad * e];
             p = quad_sum(p);
+            if (slopes) p = alibi(p, slope, t, k0 + j);
             s[j] = k0 + j <= t ? p : -INFINITY;
             mt = fmaxf(mt, s[j]);
         }
@@ -243,11 +261,12 @@ __global__ void flash_delta_kernel(float* __restrict__ delta, const X* __restric
 template <int D, class X>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_backward_dkdv_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
-                               const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
-                               float scale) {
+                               const float* __restrict__ lse, const float* __restrict__ delta,
+                               const float* __restrict__ slopes, int T, int C, int H, float scale) {
     constexpr int E = D / kQuad;
     __shared__ float qs[kTile][D], dos[kTile][D], lse_s[kTile], delta_s[kTile];
     const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
+    const float slope = slopes ? slopes[h] / scale : 0.0f;  // in the units of q . k
     const int row0 = (int)blockIdx.y * kRows, j = row0 + threadIdx.x / kQuad;  // this thread's key (longest first)
     const size_t C3 = 3 * (size_t)C;
     const X* base = qkv + (size_t)b * T * C3 + h * D;
@@ -277,6 +296,7 @@ __global__ void __launch_bounds__(kFlashThreads)
             s = quad_sum(s);
             dp = quad_sum(dp);
             const int t = q0 + i;
+            if (slopes) s = alibi(s, slope, t, j);
             float p = j <= t && t < T ? expf(s * scale - lse_s[i]) : 0.0f;
             float ds = p * (dp - delta_s[i]);
 #pragma unroll
@@ -299,11 +319,12 @@ __global__ void __launch_bounds__(kFlashThreads)
 template <int D, class X>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_backward_dq_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
-                             const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
-                             float scale) {
+                             const float* __restrict__ lse, const float* __restrict__ delta,
+                             const float* __restrict__ slopes, int T, int C, int H, float scale) {
     constexpr int E = D / kQuad;
     __shared__ float ks[kTile][D], vs[kTile][D];
     const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
+    const float slope = slopes ? slopes[h] / scale : 0.0f;  // in the units of q . k
     const int row0 = flash_row0(), t = row0 + threadIdx.x / kQuad;
     const size_t C3 = 3 * (size_t)C;
     const X* base = qkv + (size_t)b * T * C3 + h * D;
@@ -330,6 +351,7 @@ __global__ void __launch_bounds__(kFlashThreads)
             }
             s = quad_sum(s);
             dp = quad_sum(dp);
+            if (slopes) s = alibi(s, slope, t, k0 + j);
             float p = k0 + j <= t ? expf(s * scale - lse_t) : 0.0f;
             float ds = p * (dp - delta_t);
 #pragma unroll
@@ -552,6 +574,19 @@ __device__ inline void store_row(X* dst, const float (&acc)[D / 8][4], int r, fl
     }
 }
 
+// ALiBi on the lane's part of a warp's 16 x N tile of raw scores q . k: rows row[0] and row[1]
+// (g, g + 8), columns col0 + 8n + 2t and + 1. slope: slopes[h] / scale; qrows: the rows are
+// the queries (S = Q K^T), else the keys (S^T = K Q^T).
+template <int N>
+__device__ inline void alibi_tile(float (&s)[N / 8][4], float slope, const int (&row)[2], int col0, bool qrows) {
+    const int t = threadIdx.x % 4;
+    for (int n = 0; n < N / 8; n++)
+        for (int i = 0; i < 4; i++) {
+            const int r = row[i / 2], c = col0 + 8 * n + 2 * t + (i & 1);
+            s[n][i] = qrows ? alibi(s[n][i], slope, r, c) : alibi(s[n][i], slope, c, r);
+        }
+}
+
 template <int D, class X>
 struct alignas(16) MmaTiles {
     X a[kMmaRows][D + kPad<X>], b[kMmaRows][D + kPad<X>];
@@ -562,11 +597,12 @@ struct alignas(16) MmaTiles {
 // one of its own, and spilled the fp32 kernels at D = 16 and 32 (scripts/check_spills.sh).
 template <int D, class X>
 __global__ void __launch_bounds__(kMmaThreads, 1)
-    flash_forward_mma_kernel(X* __restrict__ out, float* __restrict__ lse, const X* __restrict__ qkv, int T, int C,
-                             int H, float scale) {
+    flash_forward_mma_kernel(X* __restrict__ out, float* __restrict__ lse, const X* __restrict__ qkv,
+                             const float* __restrict__ slopes, int T, int C, int H, float scale) {
     constexpr int K = kMmaK<X>;
     __shared__ MmaTiles<D, X> sm;  // K and V
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const float slope = slopes ? slopes[h] / scale : 0.0f;
     const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kMmaRows;  // longest rows first
     const int rows[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
@@ -585,6 +621,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         __syncthreads();
         float s[kTiles8][4] = {};
         mma_xyt<D>(s, qa, sm.a);  // S = Q K^T
+        if (slopes) alibi_tile<kMmaRows>(s, slope, rows, k0, true);
         // The row max on the raw scores (the scale is positive), so that each score then costs
         // one multiply-add before its exp2: p = 2^(s * scale2 - m), m in base 2.
         float mt[2] = {-INFINITY, -INFINITY};
@@ -637,11 +674,12 @@ constexpr int kDkdvCols = 16;
 template <int D, class X>
 __global__ void __launch_bounds__(kMmaThreads)
     flash_backward_dkdv_mma_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
-                                   const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
-                                   float scale) {
+                                   const float* __restrict__ lse, const float* __restrict__ delta,
+                                   const float* __restrict__ slopes, int T, int C, int H, float scale) {
     constexpr int K = kMmaK<X>;
     __shared__ MmaDkdvTiles<D, X> sm;
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const float slope = slopes ? slopes[h] / scale : 0.0f;
     const int row0 = (int)blockIdx.y * kMmaRows;  // longest first: the first keys see every query
     const int keys[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
@@ -672,6 +710,7 @@ __global__ void __launch_bounds__(kMmaThreads)
             float p[N / 8][4] = {}, ds[N / 8][4] = {};
             mma_xyt<D, N>(p, ka, sm.q + c0);      // S^T = K Q^T
             mma_xyt<D, N>(ds, va, sm.dout + c0);  // dP^T = V dO^T
+            if (slopes) alibi_tile<N>(p, slope, keys, q0 + c0, false);
             for (int n = 0; n < N / 8; n++)
                 for (int i = 0; i < 4; i++) {
                     const int c = c0 + 8 * n + 2 * t + (i & 1), q = q0 + c;  // query q is the tile's column c
@@ -694,11 +733,12 @@ __global__ void __launch_bounds__(kMmaThreads)
 template <int D, class X>
 __global__ void __launch_bounds__(kMmaThreads)
     flash_backward_dq_mma_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
-                                 const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int H,
-                                 float scale) {
+                                 const float* __restrict__ lse, const float* __restrict__ delta,
+                                 const float* __restrict__ slopes, int T, int C, int H, float scale) {
     constexpr int K = kMmaK<X>;
     __shared__ MmaTiles<D, X> sm;  // K and V
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const float slope = slopes ? slopes[h] / scale : 0.0f;
     const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kMmaRows;
     const int rows[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
@@ -727,6 +767,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         float ds[kTiles8][4] = {}, dp[kTiles8][4] = {};
         mma_xyt<D>(ds, qa, sm.a);  // S = Q K^T
         mma_xyt<D>(dp, oa, sm.b);  // dP = dO V^T
+        if (slopes) alibi_tile<kMmaRows>(ds, slope, rows, k0, true);
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++) {
                 const int r = i / 2;
@@ -794,22 +835,25 @@ bool use_mma(int C, std::initializer_list<const void*> ptrs) {
 
 }  // namespace
 
-// out (B,T,C), att (B,H,T,T) softmax probabilities (saved for backward), qkv (B,T,3C)
+// out (B,T,C), att (B,H,T,T) softmax probabilities (saved for backward), qkv (B,T,3C), slopes
+// (H,) or null
 template <class Act>
-void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, const float* slopes,
+                       cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     scores_gemm(att, qkv, B, T, C, H, stream);
     size_t rows = (size_t)B * H * T;
     causal_softmax_forward_kernel<dev_t<Act>>
-        <<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(dev(att), T, rows);
+        <<<(unsigned)ceil_div(rows, (size_t)kWarps), 32 * kWarps, 0, stream>>>(dev(att), slopes, T, H, rows);
     cudaCheckLaunch();
     pv_gemm(out, att, qkv, B, T, C, H, stream);
 }
 
-// dqkv (B,T,3C) = gradient (overwritten); scratch (B,H,T,T) is overwritten (holds dP, then dS)
+// dqkv (B,T,3C) = gradient (overwritten); scratch (B,H,T,T) is overwritten (holds dP, then dS).
+// ALiBi's bias is in att already.
 template <class Act>
 void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C, int H,
-                        cudaStream_t stream) {
+                        const float* /*slopes*/, cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     dp_gemm(scratch, dout, qkv, B, T, C, H, stream);
     size_t rows = (size_t)B * H * T;
@@ -819,9 +863,10 @@ void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv
     dqkv_gemms(dqkv, dout, qkv, att, scratch, B, T, C, H, stream);
 }
 
-// out (B,T,C), lse (B,H,T), qkv (B,T,3C)
+// out (B,T,C), lse (B,H,T), qkv (B,T,3C), slopes (H,) or null
 template <class Act>
-void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H, cudaStream_t stream) {
+void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H, const float* slopes,
+                           cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     const float scale = 1.0f / sqrtf((float)(C / H));
     check_flash_head_size(C / H);
@@ -831,19 +876,20 @@ void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, i
         if constexpr (mma_head_size(D))
             if (use_mma<X>(C, {out, qkv})) {
                 flash_forward_mma_kernel<D, X>
-                    <<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(dev(out), lse, dev(qkv), T, C, H, scale);
+                    <<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(dev(out), lse, dev(qkv), slopes, T, C, H, scale);
                 return;
             }
         flash_forward_kernel<D, X>
-            <<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(dev(out), lse, dev(qkv), T, C, H, scale);
+            <<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(dev(out), lse, dev(qkv), slopes, T, C, H, scale);
     });
     cudaCheckLaunch();
 }
 
 // dqkv (B,T,3C) = gradient (overwritten); out (B,T,C) and lse (B,H,T) from attention_forward_lse
+// with the same slopes
 template <class Act>
 void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T, int C,
-                            int H, cudaStream_t stream) {
+                            int H, const float* slopes, cudaStream_t stream) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     using X = dev_t<Act>;
     static Scratch<float> s_delta;
@@ -858,27 +904,28 @@ void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Ac
         if constexpr (mma_head_size(D))
             if (use_mma<X>(C, {dqkv, dout, qkv})) {
                 flash_backward_dkdv_mma_kernel<D, X><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
-                    dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
+                    dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
                 cudaCheckLaunch();
                 flash_backward_dq_mma_kernel<D, X><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
-                    dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
+                    dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
                 return;
             }
         flash_backward_dkdv_kernel<D, X><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
-            dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
+            dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
         cudaCheckLaunch();
         flash_backward_dq_kernel<D, X><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
-            dev(dqkv), dev(dout), dev(qkv), lse, delta, T, C, H, scale);
+            dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
     });
     cudaCheckLaunch();
 }
 
-#define INSTANTIATE(Act)                                                                                        \
-    template void attention_forward(Act*, Act*, const Act*, int, int, int, int, cudaStream_t);                      \
-    template void attention_backward(Act*, Act*, const Act*, const Act*, const Act*, int, int, int, int, cudaStream_t); \
-    template void attention_forward_lse(Act*, float*, const Act*, int, int, int, int, cudaStream_t);              \
-    template void attention_backward_lse(Act*, const Act*, const Act*, const Act*, const float*, int, int, int, int,  \
-                                         cudaStream_t);
+#define INSTANTIATE(Act)                                                                                     \
+    template void attention_forward(Act*, Act*, const Act*, int, int, int, int, const float*, cudaStream_t);       \
+    template void attention_backward(Act*, Act*, const Act*, const Act*, const Act*, int, int, int, int, const float*, \
+                                     cudaStream_t);                                                               \
+    template void attention_forward_lse(Act*, float*, const Act*, int, int, int, int, const float*, cudaStream_t); \
+    template void attention_backward_lse(Act*, const Act*, const Act*, const Act*, const float*, int, int, int, int, \
+                                         const float*, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

@@ -106,13 +106,16 @@ template <class Act>
 void crope_expand(Act* w, const float* Am, const float* Bm, int C, cudaStream_t stream);
 void crope_fold(float* dA, float* dB, const float* dw, int C, cudaStream_t stream);
 
+// The attention ops take ALiBi's slopes (H,) (device memory; null: no bias), each head's scores
+// biased by -slopes[h] (i - j) inside the kernels (src/ops/attention.h).
 // The cuBLAS attention: the probabilities att (B,H,T,T) kept for backward, in the activations'
 // element type (bf16: scores and probabilities rounded to bf16, softmax in fp32).
 template <class Act>
-void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, cudaStream_t stream);
+void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, const float* slopes,
+                       cudaStream_t stream);
 template <class Act>
 void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C, int H,
-                        cudaStream_t stream);
+                        const float* slopes, cudaStream_t stream);
 
 // Flash attention (FlashAttention-2 style, attention.cu): out (B,T,C) and lse (B,H,T), the
 // log-sum-exp of each query row's scaled scores; nothing of size T x T is stored. Backward
@@ -120,10 +123,11 @@ void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv
 // atomics). Head sizes D = C/H of 8, 16, 32, 64 or 128; others throw. bf16: tensor-core
 // (mma.sync) kernels at D = 16, 32, 64, the fp32 kernels reading bf16 at the others.
 template <class Act>
-void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H, cudaStream_t stream);
+void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H, const float* slopes,
+                           cudaStream_t stream);
 template <class Act>
 void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T, int C,
-                            int H, cudaStream_t stream);
+                            int H, const float* slopes, cudaStream_t stream);
 // Whether the flash kernels take head size D; the check throws, listing the sizes they take
 // (the launchers call it, and the trainer before it starts).
 bool flash_supports_head_size(int D);
@@ -313,22 +317,23 @@ struct CudaBackend {
         gpu::crope_fold(dA, dB, dw, C, gpu::main_stream());
     }
     template <class Act>
-    static void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H) {
-        gpu::attention_forward(out, att, qkv, B, T, C, H, gpu::main_stream());
+    static void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, const float* slopes) {
+        gpu::attention_forward(out, att, qkv, B, T, C, H, slopes, gpu::main_stream());
     }
     template <class Act>
     static void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C,
-                                   int H) {
-        gpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, H, gpu::main_stream());
+                                   int H, const float* slopes) {
+        gpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, H, slopes, gpu::main_stream());
     }
     template <class Act>
-    static void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H) {
-        gpu::attention_forward_lse(out, lse, qkv, B, T, C, H, gpu::main_stream());
+    static void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H,
+                                      const float* slopes) {
+        gpu::attention_forward_lse(out, lse, qkv, B, T, C, H, slopes, gpu::main_stream());
     }
     template <class Act>
     static void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B,
-                                       int T, int C, int H) {
-        gpu::attention_backward_lse(dqkv, dout, qkv, out, lse, B, T, C, H, gpu::main_stream());
+                                       int T, int C, int H, const float* slopes) {
+        gpu::attention_backward_lse(dqkv, dout, qkv, out, lse, B, T, C, H, slopes, gpu::main_stream());
     }
     template <class Act>
     static void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C) {

@@ -21,7 +21,7 @@
 #   sanitizer       compute-sanitizer memcheck and racecheck, small shapes    -> OUT/memcheck.log, ...
 #   dist            the NCCL path on 1 rank (and 2/4/8 with that many GPUs), when the build
 #                   has NCCL                                                  -> OUT/dist.log
-#   rest            the other benchmark rows: learned, 124M fp32, the eager step -> OUT/bench.md
+#   rest            the other benchmark rows: learned, alibi, 124M fp32, the eager step -> OUT/bench.md
 #   torch           PyTorch at the paper's setting (optional)                 -> OUT/torch.md
 #   lab             every version of every test/lab/ program (optional)       -> OUT/lab.md
 #   grid            --paper-grid: as many of the paper's nine runs as the time left allows
@@ -455,7 +455,7 @@ fi
 # (an H200, 16 cores; no GPU has run this script yet). Every run writes what each part took to
 # OUT/costs.tsv and to the report: put a GPU run's figures here. A run with --skip-done DIR plans
 # with DIR's measured costs instead. Emulated: this machine's dry run at tiny sizes.
-# The required parts (build to rest) sum to 450 s of the 540: 90 s are left for the probes
+# The required parts (build to rest) sum to 455 s of the 540: 85 s are left for the probes
 # (seconds; PyTorch's import up to 60), the report (10) and a part that runs long (each may take
 # twice its cost plus 20 s, the later ones then cut); torch, lab and grid take what is left.
 #   build 120    make -j16 for one architecture: its longest file, cuda/attention.cu (the flash
@@ -473,14 +473,14 @@ fi
 #   sanitizer 60 6 programs under compute-sanitizer (memcheck, then racecheck on cuda/'s kernels
 #                only), 5-10 s each: the tool's start, the modules it instruments, small shapes
 #   dist 20      test/test_dist.sh --device: a plain run, then one rank under mpirun
-#   rest 55      8 runs: 3 at 124M in fp32 (TF32: ~2.5x the bf16 step, ~12 s each), 2 more at 124M,
-#                3 at the paper setting
+#   rest 60      9 runs: 3 at 124M in fp32 (TF32: ~2.5x the bf16 step, ~12 s each), 2 more at 124M,
+#                4 at the paper setting
 #   torch 70     PyTorch's import, then 6 runs (eager, then torch.compile, which compiles ~20 s each)
 #   lab 60       make of 4 lab programs (~30 s), then 10 runs of a few seconds
 if [ $EMU = 1 ]; then
   PLAN="build:60 tests:10 paper:8 gpt2:8 profile:8 head:15 sanitizer:1 dist:1 rest:20 torch:1 lab:40 grid:1"
 else
-  PLAN="build:120 tests:60 paper:25 gpt2:20 profile:20 head:70 sanitizer:60 dist:20 rest:55 torch:70 lab:60 grid:60"
+  PLAN="build:120 tests:60 paper:25 gpt2:20 profile:20 head:70 sanitizer:60 dist:20 rest:60 torch:70 lab:60 grid:60"
 fi
 PLAN+=" ${GPU_CHECK_COSTS:-}"  # PART:SECONDS ... in the environment: a plan to try (the tests' too)
 OPTIONAL=" torch lab grid "  # cut by the budget: SKIPPED; any other part cut: FAIL
@@ -960,11 +960,12 @@ part_dist() {
 run_part dist part_dist
 
 # ---------------------------------------------------------------- the other benchmark rows
-# learned positions, 124M in fp32 and with learned positions, and what the graph gains (the same
-# step launched op by op)
+# learned positions, ALiBi (its bias inside the attention kernels), 124M in fp32 and with learned
+# positions, and what the graph gains (the same step launched op by op)
 part_rest() {
   local prec pos
   for prec in bf16 fp32; do bench_row "$PAPER" learned $prec graph; done
+  bench_row "$PAPER" alibi bf16 graph
   bench_row "$GPT2" learned bf16 graph
   for pos in learned rope crope; do bench_row "$GPT2" $pos fp32 graph; done
   for prec in bf16 fp32; do bench_row "$PAPER" rope $prec eager; done

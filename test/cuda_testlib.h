@@ -3,11 +3,13 @@
 // run_tests, which SKIPs every GPU test without CUDA (build or device). Functions are inline so a
 // program that uses only some of them builds without warnings (test_cuda without CUDA uses none).
 #pragma once
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "backend_cpu.h"
+#include "pos.h"
 #include "testlib.h"
 #ifdef HAVE_CUDA
 #include "backend_cuda.h"
@@ -89,6 +91,25 @@ struct Tf32On {
     Tf32On& operator=(const Tf32On&) = delete;
 };
 #endif
+
+// ALiBi's slopes (H,) (alibi_slopes) as the attention ops take them: for the CPU twins and, copied
+// on first use, for the GPU's; without ALiBi (alibi false) both pointers are null.
+struct Slopes {
+    Vec host;
+    Slopes(int H, bool alibi) {
+        if (alibi)
+            for (double m : alibi_slopes(H)) host.push_back((float)m);
+    }
+    const float* cpu() const { return host.empty() ? nullptr : host.data(); }
+#ifdef HAVE_CUDA
+    const float* gpu() const {
+        if (host.empty()) return nullptr;
+        if (!dev) dev = std::make_unique<DBuf>(host);
+        return dev->p;
+    }
+    mutable std::unique_ptr<DBuf> dev;
+#endif
+};
 
 // run_test_list (testlib.h) with the GPU tests SKIPPED without a usable device, and run with plain
 // fp32 GEMMs (TF32 off) so they compare with the CPU at tight tolerances; each GPU test waits for

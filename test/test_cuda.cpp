@@ -375,35 +375,43 @@ struct AttShape {
     int B, T, C, H;
 };
 const AttShape kAttShapes[] = {{2, 70, 48, 4}, {3, 33, 64, 2}, {1, 1, 16, 2}};
+// ALiBi: a head count that is a power of two and one that is not (the slopes' two rules)
+const AttShape kAlibiShapes[] = {{2, 70, 48, 4}, {2, 45, 48, 3}};
 
-std::string attention_forward_case(const AttShape& s, uint64_t seed, double tol = 1e-5, double min_err = 0.0) {
+std::string att_tag(const AttShape& s, bool alibi) {
+    return " (B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
+           " H=" + std::to_string(s.H) + (alibi ? " alibi" : "") + ")";
+}
+
+std::string attention_forward_case(const AttShape& s, uint64_t seed, bool alibi = false, double tol = 1e-5,
+                                   double min_err = 0.0) {
     Rng r(seed);
     size_t nqkv = (size_t)s.B * s.T * 3 * s.C, natt = (size_t)s.B * s.H * s.T * s.T, nout = (size_t)s.B * s.T * s.C;
     Vec qkv = randn(nqkv, r), out(nout), att(natt);
-    cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    const Slopes m(s.H, alibi);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.H, m.cpu());
     DBuf gq(qkv), go(randn(nout, r)), ga(randn(natt, r));
-    gpu::attention_forward(go.p, ga.p, gq.p, s.B, s.T, s.C, s.H, gpu::main_stream());
+    gpu::attention_forward(go.p, ga.p, gq.p, s.B, s.T, s.C, s.H, m.gpu(), gpu::main_stream());
     std::string why;
-    std::string tag = " (B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
-                      " H=" + std::to_string(s.H) + ")";
-    expect_close(why, ("out" + tag).c_str(), go.get(), out, tol, min_err);
-    expect_close(why, ("att" + tag).c_str(), ga.get(), att, tol);
+    expect_close(why, "out" + att_tag(s, alibi), go.get(), out, tol, min_err);
+    expect_close(why, "att" + att_tag(s, alibi), ga.get(), att, tol);
     return why;
 }
 
-std::string attention_backward_case(const AttShape& s, uint64_t seed, double tol = 1e-5) {
+// The backward takes the forward's probabilities: ALiBi's bias is in them (the slopes go along
+// unread).
+std::string attention_backward_case(const AttShape& s, uint64_t seed, bool alibi = false, double tol = 1e-5) {
     Rng r(seed);
     size_t nqkv = (size_t)s.B * s.T * 3 * s.C, natt = (size_t)s.B * s.H * s.T * s.T, nout = (size_t)s.B * s.T * s.C;
     Vec qkv = randn(nqkv, r), out(nout), att(natt), scratch(natt);
-    cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    const Slopes m(s.H, alibi);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.H, m.cpu());
     Vec d = randn(nout, r), dqkv0 = randn(nqkv, r), dqkv = dqkv0;
-    cpu::attention_backward(dqkv.data(), scratch.data(), d.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.H);
+    cpu::attention_backward(dqkv.data(), scratch.data(), d.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.H, m.cpu());
     DBuf gq(qkv), ga(att), gd(d), gdq(dqkv0), gs(randn(natt, r));
-    gpu::attention_backward(gdq.p, gs.p, gd.p, gq.p, ga.p, s.B, s.T, s.C, s.H, gpu::main_stream());
+    gpu::attention_backward(gdq.p, gs.p, gd.p, gq.p, ga.p, s.B, s.T, s.C, s.H, m.gpu(), gpu::main_stream());
     std::string why;
-    std::string tag = " (B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
-                      " H=" + std::to_string(s.H) + ")";
-    expect_close(why, ("dqkv" + tag).c_str(), gdq.get(), dqkv, tol);
+    expect_close(why, "dqkv" + att_tag(s, alibi), gdq.get(), dqkv, tol);
     return why;
 }
 
@@ -421,13 +429,26 @@ std::string test_attention_backward() {
     return why;
 }
 
-// the paper's sequence length: long rows in the softmax kernels, big GEMMs
+std::string test_attention_alibi() {
+    std::string why;
+    uint64_t seed = 50;
+    for (const auto& s : kAlibiShapes) {
+        append(why, attention_forward_case(s, seed++, true));
+        append(why, attention_backward_case(s, seed++, true));
+    }
+    return why;
+}
+
+// the paper's sequence length: long rows in the softmax kernels, big GEMMs; with ALiBi, whose
+// bias there reaches -64 (slope 2^-4 at distance 1023)
 std::string test_attention_long() {
     AttShape s{1, 1024, 32, 2};
     // sums over up to 1024 terms in a different order than the CPU: a looser tolerance
     std::string why;
-    append(why, attention_forward_case(s, 40, 1e-4));
-    append(why, attention_backward_case(s, 41, 1e-4));
+    for (bool alibi : {false, true}) {
+        append(why, attention_forward_case(s, 40, alibi, 1e-4));
+        append(why, attention_backward_case(s, 41, alibi, 1e-4));
+    }
     return why;
 }
 
@@ -753,6 +774,7 @@ static std::vector<TestCase> all_tests() {
         {"cuda_crope_fold", CUDA_FN(test_crope_fold)},
         {"cuda_attention_forward", CUDA_FN(test_attention_forward)},
         {"cuda_attention_backward", CUDA_FN(test_attention_backward)},
+        {"cuda_attention_alibi", CUDA_FN(test_attention_alibi)},
         {"cuda_attention_long", CUDA_FN(test_attention_long)},
         {"cuda_gelu_forward", CUDA_FN(test_gelu_forward)},
         {"cuda_gelu_backward", CUDA_FN(test_gelu_backward)},

@@ -305,20 +305,23 @@ std::string test_classifier_loss() {
 // The cuBLAS attention in bf16 against the fp32 CPU twin on the same (bf16) inputs. S, P, dP and
 // dS are stored in bf16 between its GEMMs: each result is rounded twice or more (2.4e-3 to
 // 4.7e-3 seen), so 2 kOut for P and out, 1e-2 for dqkv, and at least 5e-4 (bf16 really used).
-// Head sizes 16 and 24 (no flash kernel has 24), T = 37 (rows past a warp's 32 columns).
+// Head sizes 16 and 24 (no flash kernel has 24), T = 37 (rows past a warp's 32 columns); and
+// with ALiBi's bias, H = 4 and 3.
 std::string test_cublas_attention() {
     Rng r(7);
     std::string why;
-    for (auto [B, T, C, H] : std::vector<std::tuple<int, int, int, int>>{{2, 37, 64, 4}, {1, 37, 48, 2}}) {
+    for (auto [B, T, C, H, alibi] : std::vector<std::tuple<int, int, int, int, bool>>{
+             {2, 37, 64, 4, false}, {1, 37, 48, 2, false}, {2, 37, 64, 4, true}, {1, 37, 48, 3, true}}) {
         const size_t natt = (size_t)B * H * T * T, n = (size_t)B * T * C;
         Vec qkv = bf16_round(randn(3 * n, r)), dout = bf16_round(randn(n, r));
         Vec out(n), att(natt), dqkv(3 * n, 0.0f), scratch(natt);
-        cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H);
-        cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, C, H);
+        const Slopes m(H, alibi);
+        cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H, m.cpu());
+        cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, C, H, m.cpu());
         DBf16 gq(qkv), gout(n), gatt(natt), gd(dout), gdq(3 * n), gs(natt);
-        gpu::attention_forward(gout.p, gatt.p, gq.p, B, T, C, H, gpu::main_stream());
-        gpu::attention_backward(gdq.p, gs.p, gd.p, gq.p, gatt.p, B, T, C, H, gpu::main_stream());
-        const std::string at = " (D=" + std::to_string(C / H) + ")";
+        gpu::attention_forward(gout.p, gatt.p, gq.p, B, T, C, H, m.gpu(), gpu::main_stream());
+        gpu::attention_backward(gdq.p, gs.p, gd.p, gq.p, gatt.p, B, T, C, H, m.gpu(), gpu::main_stream());
+        const std::string at = " (D=" + std::to_string(C / H) + " H=" + std::to_string(H) + (alibi ? " alibi" : "") + ")";
         expect_close(why, "probabilities" + at, gatt.get(), att, 2 * kOut, 5e-4);
         expect_close(why, "out" + at, gout.get(), out, 2 * kOut, 5e-4);
         expect_close(why, "dqkv" + at, gdq.get(), dqkv, 1e-2, 5e-4);

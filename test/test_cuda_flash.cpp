@@ -1,10 +1,11 @@
 // Flash attention tests.
 // CPU (always run): the log-sum-exp twin (cpu::attention_forward_lse / _backward_lse) against
-// the reference attention, whole training steps GPT<CpuBackend> flash vs reference, and the
-// config check of the `attention` key.
+// the reference attention (with ALiBi's bias too), whole training steps GPT<CpuBackend> flash vs
+// reference, and the config check of the `attention` key.
 // CUDA (SKIPPED without a device): the flash kernels (gpu::attention_forward_lse /
 // _backward_lse) against the CPU reference for T in {1, 7, 64, 65, 1024}, head sizes 32 and
-// 64 (and 8, 16, 128), several B*H, in fp32 (tight) and bf16 (bf16 tolerance); bf16 buffers
+// 64 (and 8, 16, 128), several B*H, in fp32 (tight) and bf16 (bf16 tolerance); with ALiBi's
+// bias at every head size, H = 3 and 4; bf16 buffers
 // not 16-byte aligned (the fp32 kernels instead of the tensor-core ones); bitwise
 // determinism; whole training steps flash vs cuBLAS attention for each pos mode (loss, grad
 // norm, weights after 5 steps); evaluation above the training length; the memory saved.
@@ -45,16 +46,22 @@ const std::vector<Shape> kShapes = {
 };
 // the other head sizes the kernels take (the model tests use D = 8)
 const std::vector<Shape> kOtherD = {{2, 33, 32, 4}, {1, 40, 64, 4}, {1, 70, 256, 2}};
+// ALiBi: every head size, H = 3 (not a power of two: the slopes' second rule) and 4; T = 65 and
+// 70 (a partial last tile), and 300 with H = 2, where the bias reaches -19 (slope 2^-4).
+const std::vector<Shape> kAlibiShapes = {{2, 65, 96, 3}, {1, 70, 256, 4}, {1, 40, 48, 3},
+                                         {1, 33, 24, 3}, {1, 65, 384, 3}, {1, 300, 64, 2}};
 
-// The CPU reference on random inputs: out, probabilities, lse, dqkv (+= onto dqkv0).
+// The CPU reference on random inputs: out, probabilities, lse, dqkv (+= onto dqkv0); with
+// ALiBi's bias when slopes are given.
 struct Reference {
     Vec qkv, out, att, lse, dout, dqkv0, dqkv;
+    Slopes slopes;
 };
 
 // bf16: the inputs are values a bf16 buffer holds (the GPU gets the same ones), and dqkv0 is
 // small (0.1 of the gradient's scale) so that rounding the accumulated dqkv to bf16 errs by
 // about 2^-9 of the gradient, not of dqkv0.
-Reference reference(const Shape& s, uint64_t seed, bool bf16 = false) {
+Reference reference(const Shape& s, uint64_t seed, bool bf16 = false, bool alibi = false) {
     // the bf16 inputs are for the GPU tests only: a build without CUDA has no bf16 rounding
     auto inputs = [bf16](Vec v) {
 #ifdef HAVE_CUDA
@@ -63,66 +70,72 @@ Reference reference(const Shape& s, uint64_t seed, bool bf16 = false) {
         return v;
     };
     Rng r(seed);
-    Reference ref;
+    Reference ref{{}, {}, {}, {}, {}, {}, {}, Slopes(s.H, alibi)};
+    const float* m = ref.slopes.cpu();
     ref.qkv = inputs(randn(s.nqkv(), r));
     ref.out.resize(s.nout());
     ref.att.resize(s.natt());
     ref.lse.resize(s.nlse());
-    cpu::attention_forward(ref.out.data(), ref.att.data(), ref.qkv.data(), s.B, s.T, s.C, s.H);
+    cpu::attention_forward(ref.out.data(), ref.att.data(), ref.qkv.data(), s.B, s.T, s.C, s.H, m);
     Vec out2(s.nout());
-    cpu::attention_forward_lse(out2.data(), ref.lse.data(), ref.qkv.data(), s.B, s.T, s.C, s.H);
+    cpu::attention_forward_lse(out2.data(), ref.lse.data(), ref.qkv.data(), s.B, s.T, s.C, s.H, m);
     ref.dout = randn(s.nout(), r);
     ref.dqkv0 = randn(s.nqkv(), r, bf16 ? 0.1 : 1.0);
     ref.dout = inputs(ref.dout), ref.dqkv0 = inputs(ref.dqkv0);
     ref.dqkv = ref.dqkv0;
     Vec scratch(s.natt());
     cpu::attention_backward(ref.dqkv.data(), scratch.data(), ref.dout.data(), ref.qkv.data(), ref.att.data(), s.B, s.T,
-                            s.C, s.H);
+                            s.C, s.H, m);
     return ref;
 }
 
 // ---------------------------------------------------------------- CPU twin
+// Without ALiBi on kShapes, with it on kAlibiShapes.
 std::string test_cpu_lse_forward() {
     std::string why;
     uint64_t seed = 1;
-    for (const auto& s : kShapes) {
-        Reference ref = reference(s, seed++);
-        Vec out(s.nout()), lse(s.nlse());
-        cpu::attention_forward_lse(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.C, s.H);
-        // the same per-row code: the output is bitwise the reference's
-        if (std::memcmp(out.data(), ref.out.data(), out.size() * sizeof(float)) != 0)
-            append(why, "out differs from the reference" + s.tag());
-        // lse checked directly: log of the sum of exp of the scaled scores, in double
-        int D = s.C / s.H;
-        for (int bh = 0; bh < s.B * s.H; bh += std::max(1, s.B * s.H - 1))
-            for (int t = 0; t < s.T; t += std::max(1, s.T / 5)) {
-                int b = bh / s.H, h = bh % s.H;
-                double sum = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    double dot = 0;
-                    for (int d = 0; d < D; d++)
-                        dot += (double)ref.qkv[((size_t)b * s.T + t) * 3 * s.C + h * D + d] *
-                               ref.qkv[((size_t)b * s.T + t2) * 3 * s.C + s.C + h * D + d];
-                    sum += std::exp(dot / std::sqrt((double)D));
+    for (bool alibi : {false, true})
+        for (const auto& s : alibi ? kAlibiShapes : kShapes) {
+            Reference ref = reference(s, seed++, false, alibi);
+            Vec out(s.nout()), lse(s.nlse());
+            cpu::attention_forward_lse(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.C, s.H, ref.slopes.cpu());
+            const std::string tag = s.tag() + (alibi ? " alibi" : "");
+            // the same per-row code: the output is bitwise the reference's
+            if (std::memcmp(out.data(), ref.out.data(), out.size() * sizeof(float)) != 0)
+                append(why, "out differs from the reference" + tag);
+            // lse checked directly: log of the sum of exp of the scaled (and biased) scores, in double
+            const int D = s.C / s.H;
+            const std::vector<double> m = alibi_slopes(s.H);
+            for (int bh = 0; bh < s.B * s.H; bh += std::max(1, s.B * s.H - 1))
+                for (int t = 0; t < s.T; t += std::max(1, s.T / 5)) {
+                    int b = bh / s.H, h = bh % s.H;
+                    double sum = 0;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        double dot = 0;
+                        for (int d = 0; d < D; d++)
+                            dot += (double)ref.qkv[((size_t)b * s.T + t) * 3 * s.C + h * D + d] *
+                                   ref.qkv[((size_t)b * s.T + t2) * 3 * s.C + s.C + h * D + d];
+                        sum += std::exp(dot / std::sqrt((double)D) - (alibi ? m[h] * (t - t2) : 0.0));
+                    }
+                    double want = std::log(sum), got = lse[(size_t)bh * s.T + t];
+                    if (!(std::fabs(got - want) <= 1e-5 * std::max(1.0, std::fabs(want))))
+                        append(why, "lse " + fmt(got) + " vs " + fmt(want) + tag);
                 }
-                double want = std::log(sum), got = lse[(size_t)bh * s.T + t];
-                if (!(std::fabs(got - want) <= 1e-5 * std::max(1.0, std::fabs(want))))
-                    append(why, "lse " + fmt(got) + " vs " + fmt(want) + s.tag());
-            }
-    }
+        }
     return why;
 }
 
 std::string test_cpu_lse_backward() {
     std::string why;
     uint64_t seed = 11;
-    for (const auto& s : kShapes) {
-        Reference ref = reference(s, seed++);
-        Vec dqkv = ref.dqkv0;
-        cpu::attention_backward_lse(dqkv.data(), ref.dout.data(), ref.qkv.data(), ref.out.data(), ref.lse.data(), s.B,
-                                    s.T, s.C, s.H);
-        expect_close(why, "dqkv" + s.tag(), dqkv, ref.dqkv, s.T > 100 ? 1e-4 : 1e-5);
-    }
+    for (bool alibi : {false, true})
+        for (const auto& s : alibi ? kAlibiShapes : kShapes) {
+            Reference ref = reference(s, seed++, false, alibi);
+            Vec dqkv = ref.dqkv0;
+            cpu::attention_backward_lse(dqkv.data(), ref.dout.data(), ref.qkv.data(), ref.out.data(), ref.lse.data(),
+                                        s.B, s.T, s.C, s.H, ref.slopes.cpu());
+            expect_close(why, "dqkv" + s.tag() + (alibi ? " alibi" : ""), dqkv, ref.dqkv, s.T > 100 ? 1e-4 : 1e-5);
+        }
     return why;
 }
 
@@ -256,8 +269,9 @@ GpuResult gpu_flash(const Shape& s, const Reference& ref, size_t off = 0) {
     auto unshifted = [off](const Vec& v) { return Vec(v.begin() + (long)off, v.end()); };
     Buf q(shifted(ref.qkv)), out(off + s.nout()), dout(shifted(ref.dout)), dq(shifted(ref.dqkv0));
     DBuf lse(s.nlse());
-    gpu::attention_forward_lse(out.p + off, lse.p, q.p + off, s.B, s.T, s.C, s.H, gpu::main_stream());
-    gpu::attention_backward_lse(dq.p + off, dout.p + off, q.p + off, out.p + off, lse.p, s.B, s.T, s.C, s.H,
+    const float* m = ref.slopes.gpu();
+    gpu::attention_forward_lse(out.p + off, lse.p, q.p + off, s.B, s.T, s.C, s.H, m, gpu::main_stream());
+    gpu::attention_backward_lse(dq.p + off, dout.p + off, q.p + off, out.p + off, lse.p, s.B, s.T, s.C, s.H, m,
                                 gpu::main_stream());
     return {unshifted(out.get()), lse.get(), unshifted(dq.get())};
 }
@@ -290,9 +304,10 @@ std::string expect_reference(const Shape& s, const Reference& ref, const GpuResu
     return why;
 }
 
-std::string flash_case(const Shape& s, uint64_t seed, Prec p) {
-    Reference ref = reference(s, seed, p == Prec::bf16);
-    return expect_reference(s, ref, gpu_flash(s, ref, p), p);
+std::string flash_case(const Shape& s, uint64_t seed, Prec p, bool alibi) {
+    Reference ref = reference(s, seed, p == Prec::bf16, alibi);
+    std::string why = expect_reference(s, ref, gpu_flash(s, ref, p), p);
+    return why.empty() || !alibi ? why : "alibi: " + why;
 }
 
 // Buffers that are not 16-byte aligned (one element in) cannot take the tensor-core kernels'
@@ -310,9 +325,9 @@ std::string test_flash_unaligned(Prec p) {
     return why;
 }
 
-std::string test_flash(const std::vector<Shape>& shapes, uint64_t seed, Prec p) {
+std::string test_flash(const std::vector<Shape>& shapes, uint64_t seed, Prec p, bool alibi = false) {
     std::string why;
-    for (const auto& s : shapes) append(why, flash_case(s, seed++, p));
+    for (const auto& s : shapes) append(why, flash_case(s, seed++, p, alibi));
     return why;
 }
 
@@ -332,7 +347,7 @@ std::string test_flash_deterministic(Prec p) {
 std::string test_flash_bad_head_size() {
     DBuf q((size_t)3 * 24), out((size_t)24), lse((size_t)1);
     try {
-        gpu::attention_forward_lse(out.p, lse.p, q.p, 1, 1, 24, 1, gpu::main_stream());
+        gpu::attention_forward_lse(out.p, lse.p, q.p, 1, 1, 24, 1, nullptr, gpu::main_stream());
         return "head size 24 accepted";
     } catch (const std::runtime_error& e) {
         if (std::string(e.what()).find("head sizes") == std::string::npos) return std::string("message: ") + e.what();
@@ -413,9 +428,10 @@ std::vector<TestCase> all_tests() {
         {"flash_cpu_lse_backward", test_cpu_lse_backward, false},
         {"flash_config_attention", test_config_attention, false},
     };
-    const Pos all_pos[] = {Pos::learned, Pos::sinusoidal, Pos::rope, Pos::crope};
-    for (Pos p : all_pos)
-        t.push_back({std::string("flash_cpu_model_") + pos_name(p), [p] { return test_cpu_model(p); }, false});
+    for (const PosTraits& scheme : kPosSchemes) {
+        const Pos p = scheme.pos;
+        t.push_back({std::string("flash_cpu_model_") + scheme.name, [p] { return test_cpu_model(p); }, false});
+    }
     std::vector<std::pair<std::string, std::function<std::string()>>> gpu = {
         {"forward_backward_fp32", CUDA_FN([] { return test_flash(kShapes, 100, Prec::fp32); })},
         {"head_sizes_fp32", CUDA_FN([] { return test_flash(kOtherD, 200, Prec::fp32); })},
@@ -423,6 +439,9 @@ std::vector<TestCase> all_tests() {
         {"head_sizes_tf32", CUDA_FN([] { return test_flash(kOtherD, 200, Prec::tf32); })},
         {"forward_backward_bf16", CUDA_FN([] { return test_flash(kShapes, 300, Prec::bf16); })},
         {"head_sizes_bf16", CUDA_FN([] { return test_flash(kOtherD, 400, Prec::bf16); })},
+        {"alibi_fp32", CUDA_FN([] { return test_flash(kAlibiShapes, 600, Prec::fp32, true); })},
+        {"alibi_tf32", CUDA_FN([] { return test_flash(kAlibiShapes, 600, Prec::tf32, true); })},
+        {"alibi_bf16", CUDA_FN([] { return test_flash(kAlibiShapes, 700, Prec::bf16, true); })},
         {"deterministic_fp32", CUDA_FN([] { return test_flash_deterministic(Prec::fp32); })},
         {"deterministic_tf32", CUDA_FN([] { return test_flash_deterministic(Prec::tf32); })},
         {"deterministic_bf16", CUDA_FN([] { return test_flash_deterministic(Prec::bf16); })},
@@ -431,15 +450,19 @@ std::vector<TestCase> all_tests() {
         {"bad_head_size", CUDA_FN(test_flash_bad_head_size)},
         {"memory", CUDA_FN(test_gpu_memory)},
     };
-    for (Pos p : all_pos) {
-        std::string n = std::string("model_") + pos_name(p);
+    for (const PosTraits& scheme : kPosSchemes) {
+        [[maybe_unused]] const Pos p = scheme.pos;  // unused without CUDA
+        std::string n = std::string("model_") + scheme.name;
         gpu.push_back({n, CUDA_FN([p] { return compare_runs(gpu_model(p, true), gpu_model(p, false), 1e-5); })});
         gpu.push_back({n + "_tf32", CUDA_FN([p] {
                            return compare_runs(gpu_model(p, true, true), gpu_model(p, false, true), 1e-5);
                        })});
     }
-    for (Pos p : {Pos::sinusoidal, Pos::rope, Pos::crope})
-        gpu.push_back({std::string("eval_longer_") + pos_name(p), CUDA_FN([p] { return test_gpu_eval_longer(p); })});
+    for (const PosTraits& scheme : kPosSchemes) {  // a learned table does not extrapolate
+        [[maybe_unused]] const Pos p = scheme.pos;
+        if (!scheme.learned_table)
+            gpu.push_back({std::string("eval_longer_") + scheme.name, CUDA_FN([p] { return test_gpu_eval_longer(p); })});
+    }
     for (auto& g : gpu) t.push_back({"cuda_flash_" + g.first, g.second, true});
     return t;
 }

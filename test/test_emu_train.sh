@@ -1,6 +1,6 @@
 # The train binary on the CUDA backend under CPU emulation (make emu: $EMU_BUILD/train
-# --device cuda) against build/train --device cpu: 5 training steps for each pos mode on
-# tiny shards, compared step by step (loss and gradient norm, from log.jsonl); and the step
+# --device cuda) against build/train --device cpu: 5 training steps for each scheme --list-pos
+# names on tiny shards, compared step by step (loss and gradient norm, from log.jsonl); and the step
 # replayed as a CUDA graph (the default) against the step launched kernel by kernel (identical),
 # and against a run whose stream work waits until the host waits for it (CUDA_EMU_DEFER=1).
 # - NVIDIA_TF32_OVERRIDE=0 (plain fp32 GEMMs, as on a GPU with that variable, and plain fp32
@@ -51,7 +51,7 @@ compare() {
   if [ $? -eq 0 ]; then echo "# $name: $out"; pass "$name"; else fail "$name" "$out (tolerance $tol, at least $min)"; fi
 }
 
-for pos in learned sinusoidal rope crope; do
+for pos in $($TRAIN --list-pos); do
   if ! $TRAIN $args --pos "$pos" --device cpu --run_dir "$tmp/cpu_$pos" >"$tmp/cpu_$pos.txt" 2>&1; then
     fail "emu_train_$pos" "cpu run failed: $(tail -1 "$tmp/cpu_$pos.txt")"; continue
   fi

@@ -13,7 +13,10 @@
 //                      through shared memory (against version 3, what keeping them in registers gains)
 //   8 flash-tf32       fp32 activations with TF32 on (the trainer's fp32 default): version 3's kernels on
 //                      tf32 operands, mma.sync m16n8k8 (head sizes 16, 32, 64; others run version 2)
+//   9 flash-tf32-alibi version 8 with ALiBi's bias (--pos alibi; against version 8, what the bias costs)
+//  10 flash-bf16-alibi version 3 with ALiBi's bias
 // Versions 4 and 5 are forward only (the backward would rotate dq and dk back as they are stored).
+// The trainer's versions (1, 2, 3, 6, 8, 9, 10) are checked with ALiBi's bias and without.
 // TFLOP/s counts the causal half only: forward 2 GEMMs of B*H*T*T/2*D multiply-adds,
 // backward 2.5 times that (FlashAttention's convention).
 // Usage: attention [--B 16] [--T 1024] [--H 4] [--D 32] [--reps 20] [--version N]
@@ -429,28 +432,37 @@ struct Case {
     const char* name;
     Kind kind;
     bool bf16, tf32;  // tf32: TF32 on (fp32 GEMMs and flash kernels on tf32 tensor cores)
+    bool alibi;       // timed with ALiBi's bias
 };
-const Case kCases[] = {{"cublas", kCublas, false, true},
-                       {"flash", kFlash, false, false},
-                       {"flash-bf16", kFlash, true, false},
-                       {"rope+flash", kRopeThenFlash, false, false},
-                       {"flash-rope-load", kFlashRopeLoad, false, false},
-                       {"cublas-bf16", kCublas, true, false},
-                       {"flash-bf16-wmma", kFlashWmma, true, false},
-                       {"flash-tf32", kFlash, false, true}};
+const Case kCases[] = {{"cublas", kCublas, false, true, false},
+                       {"flash", kFlash, false, false, false},
+                       {"flash-bf16", kFlash, true, false, false},
+                       {"rope+flash", kRopeThenFlash, false, false, false},
+                       {"flash-rope-load", kFlashRopeLoad, false, false, false},
+                       {"cublas-bf16", kCublas, true, false, false},
+                       {"flash-bf16-wmma", kFlashWmma, true, false, false},
+                       {"flash-tf32", kFlash, false, true, false},
+                       {"flash-tf32-alibi", kFlash, false, true, true},
+                       {"flash-bf16-alibi", kFlash, true, false, true}};
 
 bool uses_rope(const Case& v) {
     return v.kind == kRopeThenFlash || v.kind == kFlashRopeLoad;
 }
+// the trainer's attention ops, which take ALiBi's slopes
+bool takes_alibi(const Case& v) {
+    return v.kind == kCublas || v.kind == kFlash;
+}
 
 // Device buffers of one run: the probabilities and their gradient (cublas) or the log-sum-exps
 // (flash). A: the activations' element type (float; bf16_t for the bf16 versions).
+// slopes: ALiBi's (H,), or none (empty: the ops get a null pointer).
 template <class Act>
 struct Buffers {
     lab::Buf<Act> qkv, qkvr, out, dout, dqkv, att, scratch;
-    lab::Buf<float> lse, delta, cos_t, sin_t;
+    lab::Buf<float> lse, delta, cos_t, sin_t, slopes_buf;
+    const float* slopes;
     Buffers(const Shape& s, const Case& v, const std::vector<float>& qkv_h, const std::vector<float>& dout_h,
-            const std::vector<float>& cos_h, const std::vector<float>& sin_h)
+            const std::vector<float>& cos_h, const std::vector<float>& sin_h, const std::vector<float>& slopes_h)
         : qkv(lab::to_act<Act>(qkv_h)),
           qkvr(v.kind == kRopeThenFlash ? s.nqkv() : 0),
           out(s.nout()),
@@ -461,22 +473,25 @@ struct Buffers {
           lse(v.kind == kCublas ? 0 : (size_t)s.B * s.H * s.T),
           delta(v.kind == kFlashWmma ? (size_t)s.B * s.H * s.T : 0),
           cos_t(cos_h),
-          sin_t(sin_h) {}
+          sin_t(sin_h),
+          slopes_buf(slopes_h),
+          slopes(slopes_h.empty() ? nullptr : slopes_buf.p) {}
 };
 
 template <class Act>
 void forward(const Case& v, Buffers<Act>& b, const Shape& s) {
     switch (v.kind) {
         case kCublas:
-            gpu::attention_forward(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::attention_forward(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, b.slopes, gpu::main_stream());
             break;
         case kFlash:
-            gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkv.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkv.p, s.B, s.T, s.C(), s.H, b.slopes,
+                                       gpu::main_stream());
             break;
         case kRopeThenFlash:
             gpu::rope_forward(b.qkvr.p, b.qkv.p, nullptr, b.cos_t.p, b.sin_t.p, s.B, s.T, s.C(), s.H,
                               gpu::main_stream());
-            gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkvr.p, s.B, s.T, s.C(), s.H, gpu::main_stream());
+            gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkvr.p, s.B, s.T, s.C(), s.H, nullptr, gpu::main_stream());
             break;
         case kFlashRopeLoad:  // fp32 only (kCases)
             if constexpr (std::is_same<Act, float>::value) flash_forward_rope(b.out, b.lse, b.qkv, b.cos_t, b.sin_t, s);
@@ -492,10 +507,10 @@ void backward(const Case& v, Buffers<Act>& b, const Shape& s) {
     if constexpr (std::is_same<Act, bf16_t>::value)
         if (v.kind == kFlashWmma) return wmma_backward(b.dqkv, b.delta, b.dout, b.qkv, b.out, b.lse, s);
     if (v.kind == kFlash)
-        gpu::attention_backward_lse(b.dqkv.p, b.dout.p, b.qkv.p, b.out.p, b.lse.p, s.B, s.T, s.C(), s.H,
+        gpu::attention_backward_lse(b.dqkv.p, b.dout.p, b.qkv.p, b.out.p, b.lse.p, s.B, s.T, s.C(), s.H, b.slopes,
                                     gpu::main_stream());
     else
-        gpu::attention_backward(b.dqkv.p, b.scratch.p, b.dout.p, b.qkv.p, b.att.p, s.B, s.T, s.C(), s.H,
+        gpu::attention_backward(b.dqkv.p, b.scratch.p, b.dout.p, b.qkv.p, b.att.p, s.B, s.T, s.C(), s.H, b.slopes,
                                 gpu::main_stream());
 }
 
@@ -507,36 +522,50 @@ void rope_tables_f(std::vector<float>& c, std::vector<float>& s, const Shape& sh
     s.assign(sd.begin(), sd.end());
 }
 
+// ALiBi's slopes (H,) in float, or none
+std::vector<float> slopes_f(const Shape& s, bool alibi) {
+    std::vector<float> m;
+    if (alibi)
+        for (double x : alibi_slopes(s.H)) m.push_back((float)x);
+    return m;
+}
+
 // Output (and, for the versions with a backward, the gradient) against the CPU reference, on
-// the same inputs (bf16 values for flash-bf16).
+// the same inputs (bf16 values for flash-bf16): without ALiBi's bias, and with it for the
+// versions that take it.
 template <class Act>
 bool check(const Case& v, const Shape& s) {
     auto qkv = lab::to_float(lab::to_act<Act>(lab::randn(s.nqkv(), 1)));
     auto dout = lab::to_float(lab::to_act<Act>(lab::randn(s.nout(), 2)));
-    std::vector<float> cos_t, sin_t, out(s.nout()), att(s.natt()), scratch(s.natt()), dqkv(s.nqkv(), 0.0f);
+    std::vector<float> cos_t, sin_t;
     rope_tables_f(cos_t, sin_t, s);
     std::vector<float> qkvr = qkv;
     if (uses_rope(v))
         cpu::rope_forward(qkvr.data(), qkv.data(), (const float*)nullptr, cos_t.data(), sin_t.data(), s.B, s.T, s.C(),
                           s.H);
-    cpu::attention_forward(out.data(), att.data(), qkvr.data(), s.B, s.T, s.C(), s.H);
-    Buffers<Act> b(s, v, qkv, dout, cos_t, sin_t);
-    forward(v, b, s);
     const double tol = v.bf16 ? 2e-2 : v.tf32 ? 2e-3 : 1e-3;
-    const auto got_out = lab::to_float(b.out.host());
-    if (uses_rope(v)) return lab::report(v.name, {{"out", lab::rel_max_err(got_out, out)}}, tol);
-    cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C(), s.H);
-    backward(v, b, s);
-    return lab::report(
-        v.name,
-        {{"out", lab::rel_max_err(got_out, out)}, {"dqkv", lab::rel_max_err(lab::to_float(b.dqkv.host()), dqkv)}}, tol);
+    std::vector<std::pair<const char*, double>> errs;
+    for (bool alibi : {false, true}) {
+        if (alibi && !takes_alibi(v)) break;
+        const std::vector<float> m = slopes_f(s, alibi);
+        std::vector<float> out(s.nout()), att(s.natt()), scratch(s.natt()), dqkv(s.nqkv(), 0.0f);
+        cpu::attention_forward(out.data(), att.data(), qkvr.data(), s.B, s.T, s.C(), s.H, alibi ? m.data() : nullptr);
+        Buffers<Act> b(s, v, qkv, dout, cos_t, sin_t, m);
+        forward(v, b, s);
+        errs.push_back({alibi ? "out alibi" : "out", lab::rel_max_err(lab::to_float(b.out.host()), out)});
+        if (uses_rope(v)) continue;
+        cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C(), s.H);
+        backward(v, b, s);
+        errs.push_back({alibi ? "dqkv alibi" : "dqkv", lab::rel_max_err(lab::to_float(b.dqkv.host()), dqkv)});
+    }
+    return lab::report(v.name, errs, tol);
 }
 
 template <class Act>
 void time_case(const Case& v, const Shape& s, int reps) {
     std::vector<float> cos_t, sin_t;
     rope_tables_f(cos_t, sin_t, s);
-    Buffers<Act> b(s, v, lab::randn(s.nqkv(), 3), lab::randn(s.nout(), 4), cos_t, sin_t);
+    Buffers<Act> b(s, v, lab::randn(s.nqkv(), 3), lab::randn(s.nout(), 4), cos_t, sin_t, slopes_f(s, v.alibi));
     const double fwd_flop = 4.0 * s.B * s.H * (double)s.T * s.T / 2 * s.D;
     std::vector<lab::Stage> stages = {{"forward", [&] { forward(v, b, s); }, fwd_flop, true}};
     if (!uses_rope(v)) stages.push_back({"backward", [&] { backward(v, b, s); }, 2.5 * fwd_flop, true});
