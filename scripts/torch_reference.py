@@ -19,7 +19,7 @@ one JSON line per step, {"step": s, "loss": ..., "grad_norm": ...}, as the train
 does. --save_init FILE writes the initial weights in the trainer's safetensors layout
 (F32), for build/train --init_from FILE; the model then starts from those float32 values.
 
-Usage: torch_reference.py --pos crope [--compile] [--n_layer 4 --n_head 4 --n_embd 128
+Usage: torch_reference.py --pos crope [--compile] [--n_layer 4 --n_head 4 --n_embd 128 --mlp_hidden 0
        --batch_size 16 --seq_len 1024 --steps 30 --warmup 5] [--no-tf32]
        [--device cpu [--threads N]]
        torch_reference.py --pos rope --data SHARD.bin --save_init FILE.safetensors
@@ -118,15 +118,15 @@ class ComplexQKV(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, C, H, L, pos):
+    def __init__(self, C, H, L, pos, hidden):
         super().__init__()
         self.H, self.pos = H, pos
         self.ln1 = nn.LayerNorm(C)
         self.qkv = ComplexQKV(C) if pos == "crope" else nn.Linear(C, 3 * C)
         self.proj = nn.Linear(C, C)
         self.ln2 = nn.LayerNorm(C)
-        self.fc = nn.Linear(C, 4 * C)
-        self.fc2 = nn.Linear(4 * C, C)
+        self.fc = nn.Linear(C, hidden)  # the MLP's hidden width F (4C by default)
+        self.fc2 = nn.Linear(hidden, C)
         for lin in (self.proj, self.fc2):
             nn.init.normal_(lin.weight, std=0.02 / math.sqrt(2 * L))
         for lin in (self.fc,) + ((self.qkv,) if pos != "crope" else ()):
@@ -149,7 +149,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, V, maxT, C, L, H, pos, rope_base=10000.0):
+    def __init__(self, V, maxT, C, L, H, pos, rope_base=10000.0, mlp_hidden=0):
         super().__init__()
         self.pos = pos
         self.wte = nn.Embedding(V, C)
@@ -157,7 +157,7 @@ class GPT(nn.Module):
         if pos == "learned":
             self.wpe = nn.Embedding(maxT, C)
             nn.init.normal_(self.wpe.weight, std=0.02)
-        self.blocks = nn.ModuleList(Block(C, H, L, pos) for _ in range(L))
+        self.blocks = nn.ModuleList(Block(C, H, L, pos, mlp_hidden or 4 * C) for _ in range(L))
         self.lnf = nn.LayerNorm(C)
         cos, sin = rope_tables(maxT, C // H, rope_base)
         # float64 tables: model.to(dtype) rounds them once, as the trainer does
@@ -240,6 +240,7 @@ def main():
     ap.add_argument("--n_embd", type=int, default=128)
     ap.add_argument("--vocab_size", type=int, default=50257)
     ap.add_argument("--max_seq_len", type=int, default=1024)
+    ap.add_argument("--mlp_hidden", type=int, default=0, help="the MLP's hidden width (0 = 4 x n_embd)")
     ap.add_argument("--batch_size", type=int, default=16)
     ap.add_argument("--seq_len", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=30, help="timed steps (with --data: steps to run)")
@@ -269,7 +270,7 @@ def main():
     torch.backends.cudnn.allow_tf32 = not a.no_tf32
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
-    model = GPT(a.vocab_size, a.max_seq_len, a.n_embd, a.n_layer, a.n_head, a.pos)
+    model = GPT(a.vocab_size, a.max_seq_len, a.n_embd, a.n_layer, a.n_head, a.pos, mlp_hidden=a.mlp_hidden)
     if a.save_init:
         save_safetensors(a.save_init, trainer_tensors(model))
     with torch.no_grad():  # start from exactly the float32 values a saved init holds

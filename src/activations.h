@@ -98,7 +98,7 @@ void activation_buffers(const ModelConfig& cfg, const ActSizes<Num>& s, bool tra
         f(&Set::att, Ls * s.att);
     f(&Set::atty, Ls * N * C), f(&Set::res2, Ls * N * C);
     f(&Set::ln2, Ls * N * C), f(&Set::ln2_mean, Ls * N), f(&Set::ln2_rstd, Ls * N);
-    f(&Set::fch, Ls * N * 4 * C), f(&Set::fch_gelu, Ls * N * 4 * C);
+    f(&Set::fch, Ls * N * cfg.F()), f(&Set::fch_gelu, Ls * N * cfg.F());  // (B,T,F) each
     f(&Set::res3, Ls * N * C), f(&Set::proj, N * C);
     f(&Set::lnf, N * C), f(&Set::lnf_mean, N), f(&Set::lnf_rstd, N);
     f(&Set::logits, s.logits), f(&Set::losses, N);  // logits: one chunk's or one tile's
@@ -108,7 +108,7 @@ void activation_buffers(const ModelConfig& cfg, const ActSizes<Num>& s, bool tra
     f(&Set::dres, N * C), f(&Set::dln, N * C), f(&Set::datty, N * C);
     f(&Set::dqkv, N * 3 * C);
     if (pt.rotary) f(&Set::dqkvr, N * 3 * C);  // else dqkvr is dqkv
-    f(&Set::dfch, N * 4 * C), f(&Set::dfch_gelu, N * 4 * C);
+    f(&Set::dfch, N * cfg.F()), f(&Set::dfch_gelu, N * cfg.F());
     if (!cfg.flash) f(&Set::dscores, s.att);
     if (!std::is_same<typename Set::Act, typename Set::Real>::value && cfg.classifier_tile > 0) f(&Set::dlnf, N * C);
 }

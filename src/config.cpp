@@ -38,6 +38,12 @@ const Key kKeys[] = {
     {"vocab_size", "model", &Config::vocab_size, "vocabulary size V (every token must be < V)"},
     {"max_seq_len", "model", &Config::max_seq_len, "longest sequence maxT (size of the learned position table)"},
     {"rope_base", "model", &Config::rope_base, "RoPE base: theta_j = base^(-2j/D)"},
+    {"mlp_hidden", "model", &Config::mlp_hidden,
+     "the MLP's hidden width F (0 = 4 x n_embd); a multiple of 8, so that rows of F and every tensor after the "
+     "MLP's in the parameter buffer stay 16-byte aligned in bf16 (the GPU's vector loads and GEMM operands)"},
+    {"match_params", "model", &Config::match_params,
+     "a position scheme (empty = none): sets mlp_hidden to the multiple of 8 whose total parameter count is nearest "
+     "that scheme's at the default width (crope with rope's: 608 at n_layer 4, n_embd 128)"},
     {"train_data", "data", &Config::train_data,
      "training shards: a glob, or a folder (its *.bin with '_train_' in the name)"},
     {"val_data", "data", &Config::val_data,
@@ -438,6 +444,16 @@ void validate_model(const Config& c) {
     require(c.vocab_size >= 1 && c.vocab_size <= 65536,
             "vocab_size must be in 1..65536 (tokens are uint16), got " + std::to_string(c.vocab_size));
     require(c.max_seq_len >= 1, "max_seq_len must be >= 1, got " + std::to_string(c.max_seq_len));
+    require(c.mlp_hidden >= 0 && c.mlp_hidden % 8 == 0,
+            "mlp_hidden must be 0 (4 x n_embd) or a positive multiple of 8, got " + std::to_string(c.mlp_hidden));
+    if (c.match_params.empty()) return;
+    const PosTraits* other = find_pos(c.match_params);
+    require(other, "match_params must be empty or one of " + pos_names() + ", got '" + c.match_params + "'");
+    // a resolved config (a run's config.json) holds both, agreeing
+    const int matched = matched_mlp_hidden(model_config(c), other->pos);
+    require(c.mlp_hidden == 0 || c.mlp_hidden == matched,
+            "match_params " + c.match_params + " sets mlp_hidden (to " + std::to_string(matched) +
+                " here); it cannot be " + std::to_string(c.mlp_hidden) + " too: give one of them");
 }
 
 void validate(const Config& c) {
@@ -529,6 +545,9 @@ ModelConfig model_config(const Config& c) {
     m.pos = parse_pos(c.pos);
     m.L = c.n_layer, m.H = c.n_head, m.C = c.n_embd, m.V = c.vocab_size, m.maxT = c.max_seq_len;
     m.rope_base = c.rope_base;
+    m.mlp_hidden = c.mlp_hidden;
+    if (m.mlp_hidden == 0)
+        m.mlp_hidden = c.match_params.empty() ? 4 * m.C : matched_mlp_hidden(m, parse_pos(c.match_params));
     m.flash = c.attention == "flash";
     m.classifier_chunk = c.classifier_chunk;
     m.classifier_tile = c.classifier_tile;

@@ -17,6 +17,8 @@ struct Config {
     int vocab_size = 50257;    // V
     int max_seq_len = 1024;    // maxT
     double rope_base = 10000.0;
+    int mlp_hidden = 0;        // the MLP's hidden width F (0 = 4 x n_embd)
+    std::string match_params;  // "" | a scheme: mlp_hidden gives this model that scheme's parameter count
     // data
     std::string train_data;                 // glob or folder (required)
     std::string val_data;                   // glob or folder ("" = no validation)
@@ -98,7 +100,8 @@ void validate_model(const Config& c);
 nlohmann::json config_to_json(const Config& c);
 // Defaults overridden by the keys of j; `where` names the source in error messages.
 Config config_from_json(const nlohmann::json& j, const std::string& where);
-// The model part of a (validated) config.
+// The model part of a (validated) config, with its MLP width resolved: mlp_hidden, or with 0 the
+// width match_params gives, else 4 x n_embd. The trainer stores that width in its config.json.
 ModelConfig model_config(const Config& c);
 
 // Learning rate at step (0-based): linear warmup, then the schedule.

@@ -10,9 +10,9 @@
 // weight's). Causal attention is counted in full (T x T scores), as nanoGPT and PaLM count it;
 // the LM head over the V real columns, not the padded ones. Element-wise work is not counted.
 inline double train_step_flops(const ModelConfig& m, double tokens, int T) {
-    const double C = m.C;
-    // per token and layer: qkv (C -> 3C), attention's projection (C -> C), MLP (C -> 4C -> C)
-    const double layer = 2 * (3 * C * C + C * C + 2 * 4 * C * C);
+    const double C = m.C, F = m.F();
+    // per token and layer: qkv (C -> 3C), attention's projection (C -> C), MLP (C -> F -> C)
+    const double layer = 2 * (3 * C * C + C * C + 2 * F * C);
     const double attention = 2 * 2 * (double)T * C;  // scores Q K^T and the weighted sum P V
     const double head = 2 * C * m.V;
     return 3 * tokens * (m.L * (layer + attention) + head);

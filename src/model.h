@@ -233,7 +233,7 @@ struct GPT {
     void forward_pass(Acts& a, bool loss) {
         const bool grad = a.train;
         int B = a.B, T = a.T, H = cfg.H;
-        size_t N = (size_t)B * T, C = cfg.C;
+        size_t N = (size_t)B * T, C = cfg.C, F = cfg.F();  // F: the MLP's hidden width
         queue.mark(Phase::rest, grad);
         if (pt.complex_qkv)
             for (int l = 0; l < cfg.L; l++)
@@ -265,8 +265,8 @@ struct GPT {
             Act* atty = a.atty + s * N * C;
             Act* res2 = a.res2 + s * N * C;
             Act* ln2 = a.ln2 + s * N * C;
-            Act* fch = a.fch + s * N * 4 * C;
-            Act* fch_gelu = a.fch_gelu + s * N * 4 * C;
+            Act* fch = a.fch + s * N * F;            // (B,T,F)
+            Act* fch_gelu = a.fch_gelu + s * N * F;  // (B,T,F)
             Act* res3 = a.res3 + s * N * C;
             // The biases go in with the elementwise op after each GEMM (RoPE, the residual adds,
             // GELU), not in a pass of their own; without RoPE the qkv GEMM adds its bias itself.
@@ -282,9 +282,9 @@ struct GPT {
             BK::matmul_forward(a.proj, atty, wa.projw + l * C * C, nullptr, (int)N, (int)C, (int)C);
             BK::residual_layernorm_forward(res2, ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, x, a.proj,
                                            w.projb + l * C, w.ln2w + l * C, w.ln2b + l * C, (int)N, (int)C);
-            BK::matmul_forward(fch, ln2, wa.fcw + l * 4 * C * C, nullptr, (int)N, (int)C, (int)(4 * C));
-            BK::gelu_forward(fch_gelu, fch, w.fcb + l * 4 * C, (int)N, (int)(4 * C));
-            BK::matmul_forward(a.proj, fch_gelu, wa.fc2w + l * 4 * C * C, nullptr, (int)N, (int)(4 * C), (int)C);
+            BK::matmul_forward(fch, ln2, wa.fcw + l * F * C, nullptr, (int)N, (int)C, (int)F);
+            BK::gelu_forward(fch_gelu, fch, w.fcb + l * F, (int)N, (int)F);
+            BK::matmul_forward(a.proj, fch_gelu, wa.fc2w + l * C * F, nullptr, (int)N, (int)F, (int)C);
             Norm next = norm(l + 1);
             BK::residual_layernorm_forward(res3, next.out, next.mean, next.rstd, res2, a.proj, w.fc2b + l * C, next.w,
                                            next.b, (int)N, (int)C);
@@ -378,7 +378,7 @@ struct GPT {
     void backward() {
         Acts& a = acts.train;
         int B = a.B, T = a.T, H = cfg.H;
-        size_t N = (size_t)B * T, C = cfg.C;
+        size_t N = (size_t)B * T, C = cfg.C, F = cfg.F();  // F: the MLP's hidden width
         // forward() zeroed the gradients and left d lnf in a.dln (classifier)
         BK::zero(a.dres, N * C);
         // Each LayerNorm backward adds into the residual stream's gradient, and also sums what it
@@ -389,11 +389,11 @@ struct GPT {
         for (int l = cfg.L - 1; l >= 0; l--) {
             // a.dres holds d(res3[l]); the residual passes it on unchanged.
             const Act* x = l == 0 ? a.encoded : a.res3 + (l - 1) * N * C;
-            BK::matmul_backward(a.dfch_gelu, g.fc2w + l * 4 * C * C, nullptr, a.dres, a.fch_gelu + l * N * 4 * C,
-                                wa.fc2w + l * 4 * C * C, (int)N, (int)(4 * C), (int)C);
-            BK::gelu_backward(a.dfch, a.fch + l * N * 4 * C, w.fcb + l * 4 * C, a.dfch_gelu, (int)N, (int)(4 * C));
-            BK::matmul_backward(a.dln, g.fcw + l * 4 * C * C, g.fcb + l * 4 * C, a.dfch, a.ln2 + l * N * C,
-                                wa.fcw + l * 4 * C * C, (int)N, (int)C, (int)(4 * C));
+            BK::matmul_backward(a.dfch_gelu, g.fc2w + l * C * F, nullptr, a.dres, a.fch_gelu + l * N * F,
+                                wa.fc2w + l * C * F, (int)N, (int)F, (int)C);
+            BK::gelu_backward(a.dfch, a.fch + l * N * F, w.fcb + l * F, a.dfch_gelu, (int)N, (int)F);
+            BK::matmul_backward(a.dln, g.fcw + l * F * C, g.fcb + l * F, a.dfch, a.ln2 + l * N * C, wa.fcw + l * F * C,
+                                (int)N, (int)C, (int)F);
             BK::layernorm_backward(a.dres, g.ln2w + l * C, g.ln2b + l * C, g.projb + l * C, a.dln, a.res2 + l * N * C,
                                    w.ln2w + l * C, a.ln2_mean + l * N, a.ln2_rstd + l * N, (int)N, (int)C);
             // a.dres now holds d(res2[l])

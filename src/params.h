@@ -2,6 +2,7 @@
 // one flat buffer (MODEL.md's checkpoint table), their counts, the initial weights, and pointers
 // to each tensor inside a buffer. Backend-independent: GPT<BK> (model.h) allocates the buffers.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -14,6 +15,8 @@
 struct ModelConfig {
     Pos pos = Pos::rope;
     int L = 4, H = 4, C = 128, V = 50257, maxT = 1024;
+    // The MLP's hidden width F (d_ff): 0 = 4C, GPT-2's.
+    int mlp_hidden = 0;
     double rope_base = 10000;
     // Attention keeps each row's log-sum-exp (B,H,T) for backward (flash kernels on the GPU,
     // their loop twin on the CPU) instead of the probabilities (B,H,T,T).
@@ -29,6 +32,7 @@ struct ModelConfig {
     // (GPT::classifier_tiles) instead of in chunks of rows: only one tile's logits exist.
     int classifier_tile = 0;
     int Vp() const { return (V + vocab_pad - 1) / vocab_pad * vocab_pad; }
+    int F() const { return mlp_hidden > 0 ? mlp_hidden : 4 * C; }
 };
 
 // CpuBackend's classifier chunk (rows); also what the CPU memory estimate assumes.
@@ -46,7 +50,7 @@ struct ParamTensor {
 // The parameter layout (order, names, shapes): MODEL.md's checkpoint table. With padded, wte has
 // the model's Vp rows (the layout of GPT's buffers) instead of V (the checkpoints').
 inline std::vector<ParamTensor> param_layout(const ModelConfig& m, bool padded = false) {
-    int64_t L = m.L, C = m.C;
+    int64_t L = m.L, C = m.C, F = m.F();
     std::vector<ParamTensor> t;
     auto add = [&](const char* name, std::vector<int64_t> shape, bool matrix) {
         ParamTensor p{name, shape, 0, 1, matrix};
@@ -70,9 +74,9 @@ inline std::vector<ParamTensor> param_layout(const ModelConfig& m, bool padded =
     add("attn.proj.bias", {L, C}, false);
     add("ln2.weight", {L, C}, false);
     add("ln2.bias", {L, C}, false);
-    add("mlp.fc.weight", {L, 4 * C, C}, true);
-    add("mlp.fc.bias", {L, 4 * C}, false);
-    add("mlp.proj.weight", {L, C, 4 * C}, true);
+    add("mlp.fc.weight", {L, F, C}, true);
+    add("mlp.fc.bias", {L, F}, false);
+    add("mlp.proj.weight", {L, C, F}, true);
     add("mlp.proj.bias", {L, C}, false);
     add("lnf.weight", {C}, false);
     add("lnf.bias", {C}, false);
@@ -91,6 +95,24 @@ inline ParamCounts param_counts(const ModelConfig& m) {
         if (t.name.rfind("attn.", 0) == 0) c.attention += t.numel;
     }
     return c;
+}
+
+// The same model with position scheme p and the default MLP width 4C: what match_params compares with.
+inline ModelConfig with_scheme(ModelConfig m, Pos p) {
+    m.pos = p, m.mlp_hidden = 0;
+    return m;
+}
+
+// The MLP width, a multiple of 8 (at least 8), that gives m the parameter count nearest that of
+// with_scheme(m, other): the count grows linearly with the width (match_params: CRoPE's saved
+// Q/K/V weights spent on a wider MLP).
+inline int matched_mlp_hidden(ModelConfig m, Pos other) {
+    const double target = (double)param_counts(with_scheme(m, other)).total;
+    m.mlp_hidden = 8;
+    const double at8 = (double)param_counts(m).total;
+    m.mlp_hidden = 16;
+    const double per8 = (double)param_counts(m).total - at8;
+    return 8 * (int)std::max(1L, 1 + std::lround((target - at8) / per8));
 }
 
 // Initial weights (MODEL.md): N(0, 0.02) for matrices, mlp/attn output projections

@@ -43,9 +43,9 @@ static std::string with_commas(size_t n) {
 }
 
 static std::string describe(const ModelConfig& m) {
-    char b[160];
-    snprintf(b, sizeof b, "pos=%s L=%d H=%d C=%d V=%d maxT=%d rope_base=%g", pos_name(m.pos), m.L, m.H, m.C, m.V,
-             m.maxT, m.rope_base);
+    char b[192];
+    snprintf(b, sizeof b, "pos=%s L=%d H=%d C=%d mlp_hidden=%d V=%d maxT=%d rope_base=%g", pos_name(m.pos), m.L, m.H,
+             m.C, m.F(), m.V, m.maxT, m.rope_base);
     return b;
 }
 
@@ -579,10 +579,15 @@ static void print_model(const Config& c, const std::string& device, const std::s
                         bool cpu) {
     ModelConfig mc = model_config(c);
     ParamCounts pc = param_counts(mc);
-    printf("model: pos=%s L=%d H=%d C=%d V=%d maxT=%d | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H, mc.C,
-           mc.V, mc.maxT, device.c_str(), arith.c_str());
-    printf("parameters: total %s | embeddings %s | attention block %s\n", with_commas(pc.total).c_str(),
-           with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str());
+    const std::string mlp = mc.F() != 4 * mc.C ? " mlp_hidden=" + std::to_string(mc.F()) : "";
+    printf("model: pos=%s L=%d H=%d C=%d%s V=%d maxT=%d | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H, mc.C,
+           mlp.c_str(), mc.V, mc.maxT, device.c_str(), arith.c_str());
+    std::string matched;  // match_params: the count this model's was matched to
+    if (!c.match_params.empty())
+        matched = " | mlp_hidden " + std::to_string(mc.F()) + ": nearest " + c.match_params + "'s total " +
+                  with_commas(param_counts(with_scheme(mc, parse_pos(c.match_params))).total);
+    printf("parameters: total %s | embeddings %s | attention block %s%s\n", with_commas(pc.total).c_str(),
+           with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str(), matched.c_str());
     printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
     if (c.grad_accum > 1)
         printf("gradient accumulation: each step's batch of %d in %d micro-steps\n", c.batch_size, c.grad_accum);
@@ -624,6 +629,7 @@ static int train_main(int argc, char** argv) {
         }
         bool resume = !cfg.resume.empty();
         validate(cfg);
+        cfg.mlp_hidden = model_config(cfg).mlp_hidden;  // resolved: config.json and the checkpoints record it
         if (cfg.memory) {  // before any folder or allocation: works for a config this machine cannot run
             print_memory(cfg, memory_on_cpu(cfg));
             return 0;

@@ -1,7 +1,7 @@
 // CUDA backend tests: every GPU op (forward and backward) against its CPU twin in float on
 // random inputs, encoder-backward and sum-of-squares determinism, the out-of-memory error,
-// and whole training steps GPT<CudaBackend> vs GPT<CpuBackend<float>> for each pos mode, in
-// plain fp32 and with TF32 GEMMs (looser tolerances), and GPT<CudaBackendBf16> (bf16
+// and whole training steps GPT<CudaBackend> vs GPT<CpuBackend<float>> for each pos mode (and
+// CRoPE with another MLP width), in plain fp32 and with TF32 GEMMs (looser tolerances), and GPT<CudaBackendBf16> (bf16
 // activations) with bf16 tolerances (its kernels: test_cuda_bf16). A smoke test takes one
 // training step at the paper's shapes (V=50257). Without CUDA (build or device) every test is
 // reported SKIPPED.
@@ -644,13 +644,14 @@ constexpr ModelCheck kBf16Check{5, 1e-3, 3e-2, 1e-2, 1e-1, 2e-3};
 
 // A full training step GPT<GB> (GB: CudaBackend or CudaBackendBf16) vs GPT<CpuBackend<float>>
 // (loss, every gradient tensor, grad norm), then the AdamW updates (parameter change and the
-// loss after them).
+// loss after them). mlp_hidden: the MLP's width (0: 4C = 128).
 template <class GB>
-ModelResult run_model(Pos pos, const ModelCheck& tol) {
+ModelResult run_model(Pos pos, const ModelCheck& tol, int mlp_hidden = 0) {
     ModelResult res;
     ModelConfig mc;
     mc.pos = pos;
     mc.L = 2, mc.H = 4, mc.C = 32, mc.V = 97, mc.maxT = 48;
+    mc.mlp_hidden = mlp_hidden;
     const int B = 2, T = 33;
     Rng r(80 + (int)pos);
     auto in = randint((size_t)B * T, mc.V, r), tg = randint((size_t)B * T, mc.V, r);
@@ -714,6 +715,15 @@ ModelResult& model_bf16_result(Pos pos) {
     auto it = cache.find((int)pos);
     if (it == cache.end()) it = cache.emplace((int)pos, run_model<CudaBackendBf16>(pos, kBf16Check)).first;
     return it->second;
+}
+
+// Another MLP width (40, not 4C = 128), in fp32 and bf16: the loss, the gradients and one AdamW
+// step (elementwise over the flat buffers: more steps test nothing the width changes).
+template <class GB>
+std::string test_model_mlp_hidden(ModelCheck tol) {
+    tol.steps = 1;
+    const ModelResult r = run_model<GB>(Pos::crope, tol, 40);
+    return r.loss + r.grads + r.adamw;
 }
 
 // ---------------------------------------------------------------- paper shape
@@ -799,6 +809,9 @@ static std::vector<TestCase> all_tests() {
         t.push_back({n + "_grads", CUDA_FN([p] { return model_bf16_result(p).grads; })});
         t.push_back({n + "_adamw5", CUDA_FN([p] { return model_bf16_result(p).adamw; })});
     }
+    t.push_back({"cuda_model_mlp_hidden_crope", CUDA_FN([] { return test_model_mlp_hidden<CB>(kFp32Check); })});
+    t.push_back({"cuda_bf16_model_mlp_hidden_crope",
+                 CUDA_FN([] { return test_model_mlp_hidden<CudaBackendBf16>(kBf16Check); })});
     for (Pos p : {Pos::learned, Pos::rope, Pos::crope})  // the benchmark's schemes
         t.push_back(
             {std::string("cuda_paper_shape_") + pos_name(p), CUDA_FN([p] { return test_paper_shape_step(p); })});

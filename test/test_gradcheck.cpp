@@ -292,10 +292,13 @@ static std::vector<double> spread_params(const ModelConfig& c, Rng& rng) {
 }
 
 // tile > 0: the classifier over vocabulary tiles (GPT::classifier_tiles) of V = 13 padded to 16:
-// tiles of 6 leave a last tile [12, 16) of one class and three padded columns.
-static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng& rng, int tile = 0) {
+// tiles of 6 leave a last tile [12, 16) of one class and three padded columns. mlp_hidden > 0: the
+// MLP's hidden width instead of 4C = 32.
+static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng& rng, int tile = 0,
+                              int mlp_hidden = 0) {
     ModelConfig c = tiny_config(pos);
     c.flash = flash;
+    c.mlp_hidden = mlp_hidden;
     if (tile > 0) c.vocab_pad = 4, c.classifier_tile = tile;
     const int B = 2, T = 6;
     GPT<CpuBackend<double>> model(c);
@@ -327,7 +330,7 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
         Vd a(analytic.begin() + t.offset, analytic.begin() + t.offset + t.numel),
             num(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel);
         double e = rel_err(a, num);
-        const char* check = flash ? "model_flash_" : tile ? "model_tiles_" : "model_";
+        const char* check = flash ? "model_flash_" : tile ? "model_tiles_" : mlp_hidden ? "model_mlp_" : "model_";
         table_row(check + std::string(pos_name(pos)), t.name, e, t.numel);
         if (!(e < kTol)) {
             ok = false;
@@ -528,11 +531,11 @@ int main(int argc, char** argv) {
             printf(
                 "usage: %s [--list] [NAME...]\n"
                 "Finite differences in double precision against the analytic backward: the inputs of every op and\n"
-                "every parameter tensor of a tiny model in each position scheme (also with flash attention and with\n"
-                "vocabulary tiles), float against double, and the RoPE, CRoPE, ALiBi and AdamW checks. Prints the\n"
-                "table of max relative errors, a PASS or FAIL line per check and the count, \"N passed, N failed\";\n"
-                "exits 1 if a check failed. --list prints the names of the checks and runs nothing; NAME... runs\n"
-                "those whose name contains one of them.\n",
+                "every parameter tensor of a tiny model in each position scheme (also with flash attention, with\n"
+                "vocabulary tiles and with another MLP width), float against double, and the RoPE, CRoPE, ALiBi and\n"
+                "AdamW checks. Prints the table of max relative errors, a PASS or FAIL line per check and the count,\n"
+                "\"N passed, N failed\"; exits 1 if a check failed. --list prints the names of the checks and runs\n"
+                "nothing; NAME... runs those whose name contains one of them.\n",
                 argv[0]);
             return 0;
         }
@@ -558,6 +561,9 @@ int main(int argc, char** argv) {
     }
     tests.push_back(test_group("gradcheck_model_tiles_rope",
                                [&] { model_checks_with("gradcheck_model_tiles_rope", Pos::rope, false, rng, 6); }));
+    tests.push_back(test_group("gradcheck_model_mlp_hidden_crope", [&] {
+        model_checks_with("gradcheck_model_mlp_hidden_crope", Pos::crope, false, rng, 0, 40);
+    }));
     tests.push_back(test_group("classifier_tiles_vs_rows", [&] { tiles_vs_rows(rng); }));
     tests.push_back(test_group("rope_scores_depend_on_relative_position", [&] { rope_relative(rng); }));
     tests.push_back(test_group("crope_equals_complex_matmul", [&] { crope_complex(rng); }));

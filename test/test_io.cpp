@@ -242,7 +242,7 @@ static void test_validate() {
         const char* needle;
     };
     const Case cases[] = {
-        {"pos", [](Config& c) { c.pos = "alibi"; }, "pos must be one of learned | sinusoidal | rope | crope"},
+        {"pos", [](Config& c) { c.pos = "t5"; }, "pos must be one of learned | sinusoidal | rope | crope"},
         {"heads_divide", [](Config& c) { c.n_embd = 130; }, "n_embd (130) must be divisible by n_head (4)"},
         {"rope_odd_head", [](Config& c) { c.n_embd = 12; }, "pos=rope needs an even head size"},
         {"crope_odd_head",
@@ -284,6 +284,18 @@ static void test_validate() {
         {"vocab_large", [](Config& c) { c.vocab_size = 70000; }, "vocab_size must be in 1..65536"},
         {"train_data", [](Config& c) { c.train_data = ""; }, "train_data is not set"},
         {"grad_clip", [](Config& c) { c.grad_clip = -1; }, "grad_clip must be >= 0"},
+        {"mlp_hidden_step", [](Config& c) { c.mlp_hidden = 12; },
+         "mlp_hidden must be 0 (4 x n_embd) or a positive multiple of 8, got 12"},
+        {"mlp_hidden_negative", [](Config& c) { c.mlp_hidden = -8; }, "mlp_hidden must be 0 (4 x n_embd) or"},
+        {"match_params_unknown", [](Config& c) { c.match_params = "rop"; },
+         "match_params must be empty or one of learned | sinusoidal | rope | crope"},
+        {"match_params_and_mlp_hidden",
+         [](Config& c) {
+             c.pos = "crope";
+             c.match_params = "rope";
+             c.mlp_hidden = 512;
+         },
+         "match_params rope sets mlp_hidden (to 608 here); it cannot be 512 too: give one of them"},
     };
     for (const Case& k : cases) {
         Config c = base;
@@ -881,12 +893,41 @@ static void test_flops() {
     m.L = 2, m.H = 2, m.C = 16, m.V = 50, m.maxT = 8;
     const double f = train_step_flops(m, 32, 8);
     check("flops_hand_count", f == 1431552.0, "got " + std::to_string(f));
+    // an MLP of width 32, not 4C = 64: 2 x 32x16x32 = 32,768 per layer, 65,536 fewer FLOPs forward
+    m.mlp_hidden = 32;
+    const double f32 = train_step_flops(m, 32, 8);
+    check("flops_mlp_hidden", f32 == 1431552.0 - 3 * 2 * 2 * 32768, "got " + std::to_string(f32));
     check("flops_gpu_peaks",
           gpu_peak_tflops("NVIDIA H200", "bf16") == 989.4 && gpu_peak_tflops("NVIDIA H200 NVL", "bf16") == 835.0 &&
               gpu_peak_tflops("NVIDIA H100 PCIe", "fp32") == 51.2 &&
               gpu_peak_tflops("NVIDIA A100-SXM4-80GB", "tf32") == 156.0 &&
               gpu_peak_tflops("CUDA emulation on the CPU (H200-like, sm_90)", "bf16") == 0 &&
               gpu_peak_tflops("NVIDIA GeForce RTX 4090", "bf16") == 0 && gpu_peak_tflops("cpu", "fp32") == 0);
+}
+
+// The MLP width: 4 x n_embd by default, or the width match_params gives (the paper's model: CRoPE
+// with RoPE's parameter count), and the parameters and memory it adds.
+static void test_mlp_hidden() {
+    Config c;
+    c.train_data = "x";
+    check("mlp_hidden_default_4C", model_config(c).mlp_hidden == 512 && model_config(c).F() == 512);
+    const size_t rope = param_counts(model_config(c)).total;
+    c.pos = "crope";
+    const ModelConfig plain = model_config(c);
+    c.match_params = "rope";
+    const ModelConfig m = model_config(c);
+    // crope saves L x 3C²/2 = 98,304 weights; each unit of width costs L (2C + 1) = 1,028
+    check("match_params_crope_rope", m.mlp_hidden == 608 && param_counts(m).total == 7226624 && rope == 7226240,
+          "mlp_hidden " + std::to_string(m.mlp_hidden) + ", total " + std::to_string(param_counts(m).total));
+    c.mlp_hidden = 608;  // as the run's config.json records it, with match_params
+    expect_ok("match_params_resolved_config_valid", [&] { validate(c); });
+    // --memory: 96 more units of width, weights, gradients and two moments in fp32 of L (2C + 1)
+    // each; and the activations fch and fch_gelu (per layer) and dfch, dfch_gelu, of B*T each
+    const MemoryParts a = model_memory_parts(plain, 8, 64, true), b = model_memory_parts(m, 8, 64, true);
+    check("memory_mlp_hidden",
+          b.weights - a.weights == 16.0 * 4 * 257 * 96 && b.activations - a.activations == 4.0 * (2 * 4 + 2) * 512 * 96,
+          "weights +" + std::to_string(b.weights - a.weights) + ", activations +" +
+              std::to_string(b.activations - a.activations));
 }
 
 // test_io [GROUP...] runs the groups whose name contains one of them; --list names them.
@@ -908,6 +949,7 @@ int main(int argc, char** argv) {
         test_group("config_robustness", test_config_robustness),
         test_group("files_and_run_dir", test_files_and_run_dir),
         test_group("flops", test_flops),
+        test_group("mlp_hidden", test_mlp_hidden),
     };
     const int rc = run_test_list(groups, argc, argv);  // an unexpected error fails only its group
     std::error_code ec;

@@ -2,7 +2,8 @@
 knows (build/train --list-pos), scripts/torch_reference.py (PyTorch, float64) writes its
 initial weights, the trainer starts from them (--init_from) and both take the same first
 steps on the same batches; the training losses and gradient norms must agree to 1e-5
-relative. SKIPPED when PyTorch is not installed (Debian: python3-torch)."""
+relative; also CRoPE with another MLP width (mlp_hidden 40, not 4C = 64). SKIPPED when
+PyTorch is not installed (Debian: python3-torch)."""
 import json
 import os
 import subprocess
@@ -34,20 +35,20 @@ def rel(a, b):
     return abs(a - b) / max(abs(a), abs(b), 1e-30)
 
 
-def compare(pos, tmp, shard):
-    init = os.path.join(tmp, f"init_{pos}.safetensors")
+def compare(pos, tmp, shard, name, model=MODEL):
+    init = os.path.join(tmp, f"init_{name}.safetensors")
     ref = subprocess.run([sys.executable, REFERENCE, "--pos", pos, "--data", shard, "--save_init", init,
                           "--dtype", "float64", "--steps", str(STEPS), "--threads", "1"]
-                         + flags(MODEL) + flags(BATCH) + flags(OPTIM), capture_output=True, text=True)
+                         + flags(model) + flags(BATCH) + flags(OPTIM), capture_output=True, text=True)
     if ref.returncode != 0:
         return f"torch_reference.py failed: {ref.stderr.strip()[-300:]}"
     expect = [json.loads(line) for line in ref.stdout.splitlines() if line.startswith("{")]
-    run = os.path.join(tmp, f"run_{pos}")
+    run = os.path.join(tmp, f"run_{name}")
     tr = subprocess.run([TRAIN, "--pos", pos, "--train_data", shard, "--init_from", init, "--steps", str(STEPS),
                          "--data_order", "sequential", "--schedule", "constant", "--warmup_steps", "0",
                          "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-8", "--decay", "all",
                          "--grad_clip", "0", "--eval_every", "0", "--checkpoint_every", "0", "--device", "cpu",
-                         "--run_dir", run] + flags(MODEL) + flags(BATCH) + flags(OPTIM),
+                         "--run_dir", run] + flags(model) + flags(BATCH) + flags(OPTIM),
                         capture_output=True, text=True)
     if tr.returncode != 0:
         return f"build/train failed: {(tr.stderr or tr.stdout).strip()[-300:]}"
@@ -61,7 +62,7 @@ def compare(pos, tmp, shard):
             err = rel(g[key], e[key])
             if err > worst:
                 worst, where = err, f"step {e['step']} {key}: trainer {g[key]!r}, torch {e[key]!r}"
-    print(f"# {pos}: max rel diff {worst:.2e} over {STEPS} steps (loss, grad_norm)")
+    print(f"# {name}: max rel diff {worst:.2e} over {STEPS} steps (loss, grad_norm)")
     return "" if worst <= TOL else f"rel diff {worst:.2e} > {TOL:g} at {where}"
 
 
@@ -80,8 +81,10 @@ def main():
         rng = __import__("random").Random(5)
         shards.write_shard(shard, [rng.randrange(MODEL["vocab_size"]) for _ in range(n)])
         for pos in names:
-            why = compare(pos, tmp, shard)
+            why = compare(pos, tmp, shard, pos)
             check(f"torch_reference_{pos}", not why, why)
+        why = compare("crope", tmp, shard, "crope_mlp_hidden_40", dict(MODEL, mlp_hidden=40))
+        check("torch_reference_crope_mlp_hidden_40", not why, why)
 
 
 main()

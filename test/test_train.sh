@@ -24,6 +24,14 @@ if grep -q "data: train 16,000 tokens in 1 shard(s) | val 4,000 tokens in 1 shar
   pass shard_python_writer_cpp_reader
 else fail shard_python_writer_cpp_reader "$(grep '^data' <<<"$out")"; fi
 
+# match_params: crope with rope's count through a wider MLP (4C + 96 = 608), in the header and config.json
+out=$($TRAIN $data --pos crope --match_params rope --steps 0 --eval_every 0 --checkpoint_every 0 \
+  --run_dir "$tmp/count_matched" 2>&1)
+if grep -q "C=128 mlp_hidden=608 V=" <<<"$out" && grep -q '"mlp_hidden": 608' "$tmp/count_matched/config.json" &&
+  grep -q "parameters: total 7,226,624 | .* | mlp_hidden 608: nearest rope's total 7,226,240$" <<<"$out"
+then pass param_counts_crope_match_params_rope
+else fail param_counts_crope_match_params_rope "$(grep -E '^(model|parameters|error)' <<<"$out")"; fi
+
 # Help text lists the keys with defaults.
 if $TRAIN --help | grep -q -- "--pos"; then pass train_help; else fail train_help "--help does not list --pos"; fi
 
@@ -56,11 +64,12 @@ at() { grep '"type":"val"' "$tmp/long_every/log.jsonl" | grep "\"seq_len\":$1[,}
 if [ "$(at 16)" = "0 2 4 6" ] && [ "$(at 32)" = "0 4 6" ]; then pass eval_long_every
 else fail eval_long_every "T=16 at steps '$(at 16)', T=32 at '$(at 32)': $(tail -n 2 "$tmp/long_every.txt")"; fi
 
-# Resume equivalence, sequential and shuffled order, on crope and learned.
+# Resume equivalence, sequential and shuffled order, on crope (with rope's parameter count:
+# mlp_hidden 72, not 4C = 64) and learned.
 strip() { grep -E '"type":"(train|val)"' "$1" | sed 's/"eta_s":[^,]*,//; s/"flops_per_s":[^,]*,//; s/"step_ms":[^,]*,//; s/,"tokens_per_s":[^}]*//'; }
-for mode in "crope sequential" "learned shuffle"; do
+for mode in "crope sequential --match_params rope" "learned shuffle"; do
   set -- $mode
-  common="$data $tiny --pos $1 --data_order $2 --eval_every 10 --eval_batches 2 --checkpoint_every 20 --step_size 15 --gamma 0.5"
+  common="$data $tiny --pos $1 --data_order $2 ${*:3} --eval_every 10 --eval_batches 2 --checkpoint_every 20 --step_size 15 --gamma 0.5"
   $TRAIN $common --steps 50 --run_dir "$tmp/full_$1" >/dev/null 2>&1
   $TRAIN $common --steps 20 --run_dir "$tmp/cut_$1" >/dev/null 2>&1
   $TRAIN --resume "$tmp/cut_$1" --steps 50 >"$tmp/resume_$1.txt" 2>&1
@@ -69,6 +78,14 @@ for mode in "crope sequential" "learned shuffle"; do
     pass "resume_bit_identical_$1_$2"
   else fail "resume_bit_identical_$1_$2" "logs differ: $(head -c 300 "$tmp/diff.txt")"; fi
 done
+
+# The resumed config.json keeps the resolved width; its weights do not load into a model of 4C.
+if grep -q '"mlp_hidden": 72' "$tmp/cut_crope/config.json" && grep -q '"match_params": "rope"' "$tmp/cut_crope/config.json"
+then pass config_json_records_mlp_hidden; else fail config_json_records_mlp_hidden "$(cat "$tmp/cut_crope/config.json")"; fi
+expect_fail init_from_other_mlp_hidden \
+  "^error: .*holds the weights of another model \(pos=crope L=2 H=2 C=16 mlp_hidden=72 .*this run's is .* mlp_hidden=64 " -- \
+  $TRAIN $data $tiny --pos crope --steps 0 --checkpoint_every 0 --run_dir "$tmp/wrong_width" \
+  --init_from "$tmp/cut_crope/ckpt_000050/model.safetensors"
 
 # A checkpoint's weights load with --init-from and give the same first loss.
 $TRAIN $data $tiny --pos rope --steps 1 --eval_every 1 --eval_batches 2 --checkpoint_every 1 --run_dir "$tmp/src" >/dev/null 2>&1
