@@ -2,14 +2,15 @@
 # The main job (`make run`): the CRoPE paper's synthetic "token-dependent position
 # comparison" task (data/make_synthetic.py) trained with every position scheme
 # (build/train --list-pos), ten seeds each, on the CPU (configs/synthetic.json); then the comparison
-# table (loss, accuracy after the markers, seeds that solved it) and figure, and a greedy
-# sample from rope seed 1's checkpoint. No network, no downloads.
+# table (loss, accuracy after the markers, seeds that solved it) and figure, the attention maps of
+# each scheme's first seed (scripts/plot_attention.py) and a greedy sample from rope seed 1's
+# checkpoint. No network, no downloads.
 #   scripts/run_synthetic.sh [--seeds "1 2 ... 10"] [--pos "rope crope ..."] [--out runs/synthetic]
 #                            [--jobs N] [--results DIR] [-- TRAIN_FLAGS...]
 # --jobs: runs trained at once, one OpenMP thread each (default: the number of cores; the
-# numbers are the same for any N). --results DIR: also write DIR/synthetic.md, DIR/synthetic.png
-# and the runs' gzipped logs in DIR/synthetic_logs/ (scripts/results: the README's). Flags after
-# -- go to every build/train run (-- --steps 1000: longer runs).
+# numbers are the same for any N). --results DIR: also write DIR/synthetic.md, DIR/synthetic.png,
+# DIR/attention.png and the runs' gzipped logs in DIR/synthetic_logs/ (scripts/results: the
+# README's). Flags after -- go to every build/train run (-- --steps 1000: longer runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$(value "$@"); shift 2 ;;
     --results) results=$(value "$@"); shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -85,15 +86,20 @@ if [ -n "$results" ]; then
 fi
 "$PYTHON" scripts/compare_runs.py "${runs[@]}" --out "$out/compare" "${save[@]}"
 echo "figure: $out/compare.png (and .svg); table: $out/compare.md"
+# what each scheme looks at (its first seed), on one validation window
+read -r first _ <<<"$seeds"
+firsts=()
+for pos in $positions; do firsts+=("$out/$pos-s$first"); done
+"$PYTHON" scripts/plot_attention.py "${firsts[@]}" --sample "$SAMPLE" --out "$out/attention.png"
 if [ -n "$results" ]; then
   cp "$out/compare.md" "$results/synthetic.md"
   cp "$out/compare.png" "$results/synthetic.png"  # the README shows the PNG
-  echo "results: $results/synthetic.md, $results/synthetic.png, $results/synthetic_logs/"
+  cp "$out/attention.png" "$results/attention.png"
+  echo "results: $results/synthetic.md, $results/synthetic.png, $results/attention.png, $results/synthetic_logs/"
 fi
 
 # what a trained model does (rope, the first seed): after marker 16 the token 1 back, after marker
 # 17 the token 2 back (18 starts a document)
-read -r first _ <<<"$seeds"
 if [[ " $positions " == *" rope "* ]]; then
   for prompt in "18 5 9 2 16" "18 5 9 2 17"; do
     cmd=("$SAMPLE" --checkpoint "$out/rope-s$first" --prompt_ids "$prompt" --tokens 1 --temperature 0)

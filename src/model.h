@@ -521,4 +521,15 @@ struct GPT {
     }
     // The oldest unread step's mean loss (this rank's tokens) and gradient norm; waits for it.
     StepResult read_step() { return queue.read_step(); }
+
+    // The attention probabilities of every layer over inputs (B,T) (host ids), (L,B,H,T,T) on the
+    // host: one forward pass into the training activations, where each layer has a slot of its
+    // own. Only the cublas mode keeps them (flash keeps each row's log-sum-exp).
+    std::vector<Act> attention_maps(const int* inputs, int B, int T) {
+        if (cfg.flash) throw std::logic_error("attention_maps: the flash attention mode keeps no probabilities");
+        forward(inputs, nullptr, B, T, true);
+        std::vector<Act> h((size_t)cfg.L * acts.train.att_n);
+        BK::copy_to_host(h.data(), acts.train.att, h.size());
+        return h;
+    }
 };

@@ -1,6 +1,8 @@
-// The sample binary: loads a checkpoint and generates text from a prompt.
+// The sample binary: loads a checkpoint and generates text from a prompt, or with --attention
+// writes the attention probabilities over the prompt (attention_json).
 //   build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt TEXT | --prompt_ids "464 3290"]
 //                [--tokens 64] [--temperature 1.0] [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]
+//                [--attention FILE.json]
 // --prompt is encoded as data/gpt2_tokenizer.py encode TEXT does (src/gpt2_encoder.h), with the
 // vocab.bpe beside encoder.json; --prompt_ids takes the ids themselves.
 #include <sys/stat.h>
@@ -17,6 +19,7 @@
 #include "backend_cpu.h"
 #include "checkpoint.h"
 #include "config.h"
+#include "fileio.h"
 #include "model_io.h"
 #include "generate.h"
 #include "gpt2_decoder.h"
@@ -57,6 +60,36 @@ static std::vector<int> parse_ids(const std::string& s) {
     return ids;
 }
 
+// The attention file (MODEL.md, "Attention maps"): the checkpoint, the scheme, the prompt's ids and
+// probabilities (L,H,T,T) as nested lists, so that numpy.array(json.load(f)["attention"]) is the
+// array. %.9g keeps every float exactly.
+static std::string attention_json(const std::string& checkpoint, const std::string& pos, const std::vector<int>& ids,
+                                  const std::vector<float>& att, int L, int H) {
+    const size_t T = ids.size();
+    std::string s = "{\"checkpoint\": " + json(checkpoint).dump() + ", \"pos\": " + json(pos).dump() +
+                    ", \"tokens\": " + json(ids).dump() + ", \"shape\": " + json({L, H, (int)T, (int)T}).dump() +
+                    ", \"attention\": [";
+    char num[32];
+    for (int l = 0; l < L; l++) {
+        s += l ? ",\n  [" : "\n  [";
+        for (int h = 0; h < H; h++) {
+            s += h ? ",\n   [" : "[";
+            for (size_t t = 0; t < T; t++) {
+                s += t ? ",\n    [" : "[";
+                const float* row = att.data() + (((size_t)l * H + h) * T + t) * T;  // (T)
+                for (size_t t2 = 0; t2 < T; t2++) {
+                    std::snprintf(num, sizeof num, t2 ? ", %.9g" : "%.9g", row[t2]);
+                    s += num;
+                }
+                s += "]";
+            }
+            s += "]";
+        }
+        s += "]";
+    }
+    return s + "]}\n";
+}
+
 int main(int argc, char** argv) {
     setup_process(argv);
     try {
@@ -67,7 +100,8 @@ int main(int argc, char** argv) {
                                                   {"temperature", "1.0"},
                                                   {"top_k", "40"},
                                                   {"seed", "42"},
-                                                  {"encoder_json", "data/gpt2/encoder.json"}};
+                                                  {"encoder_json", "data/gpt2/encoder.json"},
+                                                  {"attention", ""}};
         std::set<std::string> given;
         for (int i = 1; i < argc; i++) {
             std::string a = argv[i];
@@ -76,9 +110,12 @@ int main(int argc, char** argv) {
                     "usage: build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors\n"
                     "                    [--prompt TEXT | --prompt_ids 464,3290] [--tokens 64] [--temperature 1.0]\n"
                     "                    [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]\n"
+                    "       build/sample --checkpoint ... [--prompt TEXT | --prompt_ids 464,3290] --attention FILE\n"
                     "--prompt TEXT is encoded with GPT-2's BPE (encoder.json and the vocab.bpe beside it); without\n"
                     "a prompt the text starts from <|endoftext|>. temperature 0 = greedy; top_k 0 = whole\n"
-                    "vocabulary. Without encoder.json the ids are printed.\n");
+                    "vocabulary. Without encoder.json the ids are printed. --attention FILE generates nothing: it\n"
+                    "writes the attention probabilities of every layer and head over the prompt (at most\n"
+                    "max_seq_len tokens) to FILE, JSON with the ids and the scheme (MODEL.md, Attention maps).\n");
                 return 0;
             }
             if (a.rfind("--", 0) != 0 || !opt.count(a.substr(2)))
@@ -90,6 +127,11 @@ int main(int argc, char** argv) {
         if (opt["checkpoint"].empty()) throw std::runtime_error("--checkpoint is required (see --help)");
         if (given.count("prompt") && given.count("prompt_ids"))
             throw std::runtime_error("--prompt and --prompt_ids both give the prompt: use one of them");
+        const bool maps = given.count("attention");
+        if (maps && opt["attention"].empty()) throw std::runtime_error("--attention is empty: give the file to write");
+        for (const char* k : {"tokens", "temperature", "top_k", "seed"})
+            if (maps && given.count(k))
+                throw std::runtime_error(std::string("--attention generates nothing: leave out --") + k);
         // every argument is checked before the model is loaded
         int n = (int)parse_int_arg(opt["tokens"], "--tokens", 0, 1 << 20);
         int top_k = (int)parse_int_arg(opt["top_k"], "--top_k", 0, INT_MAX);
@@ -121,18 +163,31 @@ int main(int argc, char** argv) {
         for (int id : prompt)
             if (id < 0 || id >= mc.V)
                 throw std::runtime_error("prompt id " + std::to_string(id) + " is outside the vocabulary");
-        const int window = std::min<int>(mc.maxT, (int)prompt.size() + n);
-        check_host_memory(mc, 1, window, false,
-                          "a window of " + std::to_string(window) + " tokens (the prompt and --tokens)");
+        if (maps && (int)prompt.size() > mc.maxT)
+            throw std::runtime_error("--attention: the prompt has " + std::to_string(prompt.size()) +
+                                     " tokens, more than the model's max_seq_len " + std::to_string(mc.maxT));
+        // --attention: the cublas mode, which keeps every layer's probabilities in the training activations
+        if (maps) mc.flash = false;
+        const int window = maps ? (int)prompt.size() : std::min<int>(mc.maxT, (int)prompt.size() + n);
+        check_host_memory(mc, 1, window, maps,
+                          "a window of " + std::to_string(window) +
+                              (maps ? " tokens (the prompt)" : " tokens (the prompt and --tokens)"));
         // the whole checkpoint is checked before the vocabulary is opened (--prompt's, opened with
         // the arguments, gives errors, not notes): a malformed one gives its error alone, without
         // a note about encoder.json before it
         std::vector<float> weights = layout_from_file<float>(param_layout(mc), f, "");
-        // a broken encoder.json fails before the work
-        std::unique_ptr<GPT2Decoder> opened = encoder ? nullptr : open_decoder(opt["encoder_json"], mc.V);
+        // a broken encoder.json fails before the work (--attention decodes nothing)
+        std::unique_ptr<GPT2Decoder> opened = encoder || maps ? nullptr : open_decoder(opt["encoder_json"], mc.V);
         const GPT2Decoder* decoder = encoder ? &encoder->vocab() : opened.get();
         GPT<CpuBackend<float>> model(mc);
         model.set_params(weights);
+        if (maps) {
+            const int T = (int)prompt.size();
+            std::vector<float> att = model.attention_maps(prompt.data(), 1, T);  // (L,1,H,T,T)
+            write_text_file_atomic(opt["attention"], attention_json(f.path, pos_name(mc.pos), prompt, att, mc.L, mc.H));
+            printf("attention: %s, (L %d, H %d, T %d) over the prompt\n", opt["attention"].c_str(), mc.L, mc.H, T);
+            return 0;
+        }
         auto ids = generate(model, prompt, n, temperature, top_k, seed);
 
         if (decoder) {

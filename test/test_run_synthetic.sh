@@ -1,6 +1,7 @@
 # scripts/run_synthetic.sh (make run's job) on short runs (-- --steps 40): every run's line, the
 # comparison with the seeds that solved the task, a checkpoint build/sample reads (and the samples it
-# prints), --results writing the README's files, and the same numbers whatever --jobs is.
+# prints), the attention maps' figure, --results writing the README's files, and the same numbers
+# whatever --jobs is.
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
 SAMPLE=${SAMPLE:-build/sample}
@@ -23,6 +24,7 @@ if [ -f "$tmp/a/rope-s1/latest" ] && grep -qE "^sample: .*--checkpoint $tmp/a/ro
 else fail run_synthetic_keeps_checkpoints "$(ls "$tmp/a/rope-s1" 2>&1) $(grep sample: <<<"$out")"; fi
 logs=$(cd "$tmp/res/synthetic_logs" 2>/dev/null && ls | tr '\n' ' ')
 if [ -f "$tmp/res/synthetic.md" ] && [ -f "$tmp/res/synthetic.png" ] && [ ! -e "$tmp/res/synthetic.svg" ] &&
+  cmp -s "$tmp/a/attention.png" "$tmp/res/attention.png" && grep -q "^attention figure: $tmp/a/attention.png " <<<"$out" &&
   [ "$logs" = "crope-s1.jsonl.gz crope-s2.jsonl.gz rope-s1.jsonl.gz rope-s2.jsonl.gz " ]; then pass run_synthetic_results
 else fail run_synthetic_results "$(ls "$tmp/res" 2>&1) logs: $logs"; fi
 
