@@ -1,5 +1,5 @@
 // GELU, tanh approximation, of x = inp + bias: the fc layer's GEMM writes its output without
-// the bias and GELU adds it (one pass over the (N, 4C) activations fewer). CPU reference, a
+// the bias and GELU adds it (one pass over the (N, F) activations fewer). CPU reference, a
 // vector of channels at a time (vec.h). With u = sqrt(2/pi) (x + 0.044715 x^3),
 // 0.5 x (1 + tanh u) = x s, s = 1 / (1 + exp(-2u)) (the logistic function of 2u), so one of
 // SLEEF's exps per element gives it, and no cancellation near 1 + tanh u = 0 loses accuracy.
