@@ -6,17 +6,19 @@ usage: compare_runs.py RUN_DIR... [--out PREFIX] [--smooth N] [--eval-lengths]
        compare_runs.py --status RUN_DIR... [--plan CONFIG.json [--set KEY=VALUE]...]
 
 Each RUN_DIR holds log.jsonl (first record {"type":"config",...}, then "train"
-and "val" records; see MODEL.md). Runs are grouped by dataset, pos and the
-rest of their config; runs that differ only in seed form one group and are
+and "val" records; see MODEL.md). Runs are grouped by dataset, pos, variant
+(VARIANT_KEYS: a non-standard mlp_hidden is "crope, mlp 608") and the rest of
+their config; runs that differ only in seed form one group and are
 drawn as a mean line with a min-max band, and summarised as mean +- std. Each
 scheme's final validation loss is compared with RoPE's: the mean difference and
 its 95 % interval over seeds (Student's t; paired by seed when the seeds match).
 
 Outputs: PREFIX.png, PREFIX.svg (one column per dataset: validation loss at the
 training seq_len on top, its difference to RoPE, training loss, the intervals of
-the differences), PREFIX.md (the table, also
-printed), and, when val records exist at several seq_len values (or with
---eval-lengths), PREFIX_lengths.png/.svg: final validation loss against the
+the differences; with marker accuracy, its curves and, at several lengths, the
+final accuracy against the length), PREFIX.md (the table, also printed; at
+several lengths, or with --eval-lengths, a table of the final loss and accuracy
+per length), and then PREFIX_lengths.png/.svg: final validation loss against the
 evaluation length.
 
 --status prints one line per RUN_DIR, "complete", "partial DONE/STEPS" or
@@ -41,8 +43,9 @@ t_dist = require("scipy.stats").t  # Student's t quantiles for the intervals of 
 
 
 def pos_schemes():
-    """The position schemes' names in the order of src/pos.h's kPosSchemes, their one home (read
-    from the header, so no build is needed)."""
+    """The position schemes of src/pos.h's kPosSchemes, their one home, in its order: (name,
+    learned_table) pairs, learned_table being a row's first trait (read from the header, so no
+    build is needed)."""
     path = os.path.join(ROOT, "src", "pos.h")
     try:
         with open(path, encoding="utf-8") as f:
@@ -51,13 +54,17 @@ def pos_schemes():
         sys.exit(f"error: cannot read the position schemes from {path} (compare_runs.py runs inside the "
                  f"repository): {e.strerror}")
     table = re.search(r"kPosSchemes\[\]\s*=\s*\{(.*?)\n\};", text, re.S)
-    names = re.findall(r'\{\s*Pos::\w+,\s*"([^"]+)"', table.group(1)) if table else []
-    if not names:
-        sys.exit(f"error: {path}: no kPosSchemes table of {{Pos::NAME, \"name\", ...}} rows found")
-    return names
+    rows = re.findall(r'\{\s*Pos::\w+,\s*"([^"]+)",\s*(true|false)\b', table.group(1)) if table else []
+    if not rows:
+        sys.exit(f"error: {path}: no kPosSchemes table of {{Pos::NAME, \"name\", true|false, ...}} rows found")
+    return [(name, learned == "true") for name, learned in rows]
 
 
-POS_ORDER = pos_schemes()
+POS_SCHEMES = pos_schemes()
+POS_ORDER = [name for name, _ in POS_SCHEMES]
+# Schemes with a trained position table: evaluated past the training length, they read rows that
+# no training step reached.
+LEARNED_TABLE = {name for name, learned in POS_SCHEMES if learned}
 # Fixed colour per known position scheme so every figure of the project reads alike; a scheme
 # added to pos.h since takes the next of FALLBACK_COLOURS (by its place in POS_ORDER).
 POS_COLOURS = {
@@ -84,6 +91,14 @@ NON_GROUP_KEYS = {
 # a difference in any other key is warned about.
 NOT_WARNED_KEYS = {"pos", "seed", "run_dir", "checkpoint_every", "sample_every", "encoder_json",
                    "eval_long_every"}  # when the longer lengths are evaluated; the final evaluation has them all
+# Keys that make a labelled variant of a scheme ("crope, mlp 608"): its own group and row, compared
+# with RoPE like any scheme, not a difference warned about. key: (name in the label, the values
+# that are the standard model given the config: absent, the default 0, or what 0 resolves to).
+VARIANT_KEYS = {"mlp_hidden": ("mlp", lambda c: (None, 0, 4 * c.get("n_embd", 0)))}
+# match_params only chooses mlp_hidden, which the trainer records resolved: the model is the same
+# however its width was asked for
+NON_GROUP_KEYS |= set(VARIANT_KEYS) | {"match_params"}
+NOT_WARNED_KEYS |= set(VARIANT_KEYS) | {"match_params"}
 # Keys that may change between a run's start and its resume without changing what it computes
 # (a moved folder; how often files are written), and those a resumed run may not change.
 NOT_CHANGED_KEYS = {"run_dir", "checkpoint_every", "sample_every", "encoder_json"}
@@ -238,22 +253,20 @@ class Run:
             # FLOP/s of each step (MODEL.md "FLOPs"; logs of older trainers have none)
             self.flops = [float(r["flops_per_s"]) for r in records
                           if r.get("type") == "train" and r.get("flops_per_s") is not None]
-            val = [(int(r["step"]), float(r["loss"]),
-                    int(r.get("seq_len") or self.seq_len or 0))
+            # (step, loss, length, accuracy after the accuracy_tokens (the synthetic task) or None)
+            val = [(int(r["step"]), float(r["loss"]), int(r.get("seq_len") or self.seq_len or 0),
+                    None if r.get("accuracy") is None else float(r["accuracy"]))
                    for r in records if r.get("type") == "val"]
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{self.log}: train/val record without a valid "
                              f"step or loss ({e!r})")
-        self.val = sorted(val)
-        # the training-length curve: records at seq_len, or all if unknown
+        self.val = sorted(val, key=lambda v: v[:3])
+        # the training-length curves: records at seq_len, or all if unknown
         self.val_lens = sorted({v[2] for v in self.val})
         at = self.seq_len if self.seq_len in self.val_lens else (
             self.val_lens[0] if len(self.val_lens) == 1 else None)
-        self.val_curve = [(s, l) for s, l, t in self.val if t == at]
-        # accuracy after the accuracy_tokens (synthetic task) at seq_len, per evaluation
-        self.acc_curve = sorted((int(r["step"]), float(r["accuracy"])) for r in records
-                                if r.get("type") == "val" and r.get("accuracy") is not None
-                                and int(r.get("seq_len") or self.seq_len or 0) == at)
+        self.val_curve = [(s, l) for s, l, t, _ in self.val if t == at]
+        self.acc_curve = [(s, a) for s, _, t, a in self.val if t == at and a is not None]
         self.final_accuracy = self.acc_curve[-1][1] if self.acc_curve else None
 
     # Steps may be logged 0-based (0..steps-1) or 1-based (1..steps): a log
@@ -273,21 +286,27 @@ class Run:
     def best_val(self):
         return min(l for _, l in self.val_curve) if self.val_curve else None
 
-    def final_val_by_len(self):
-        """{seq_len: loss of the last val record at that length}"""
+    def final_by_len(self, accuracy=False):
+        """{seq_len: the loss (or the accuracy) of the last val record at that length that has one}"""
         out = {}
-        for s, l, t in self.val:  # sorted by step, so the last one wins
-            out[t] = l
+        for _, l, t, a in self.val:  # sorted by step, so the last one wins
+            if not accuracy or a is not None:
+                out[t] = a if accuracy else l
         return out
 
     def label(self):
         return f"{self.pos} seed {self.seed}"
 
+    def variant(self):
+        """((name, value), ...): the VARIANT_KEYS this run sets to something other than the standard."""
+        return tuple((name, self.config[k]) for k, (name, standard) in sorted(VARIANT_KEYS.items())
+                     if self.config.get(k) not in standard(self.config))
+
     def group_key(self):
         rest = tuple(sorted((k, json.dumps(v, sort_keys=True))
                             for k, v in self.config.items()
                             if k not in NON_GROUP_KEYS))
-        return (self.dataset, self.pos, rest)
+        return (self.dataset, self.pos, self.variant(), rest)
 
 
 # ---------------------------------------------------------------- grouping
@@ -307,8 +326,15 @@ class Group:
         self.dataset = runs[0].dataset
         self.pos = runs[0].pos
         self.config = runs[0].config
-        self.label = self.pos  # extended below when groups need telling apart
-        self.style = POS_STYLES.get(self.pos, "-")
+        # a variant is labelled by its keys and its parameter count ("crope, mlp 608 (51,392
+        # params)") and drawn in its scheme's colour with another line style
+        self.variant = runs[0].variant()
+        total = (runs[0].params or {}).get("total")
+        self.label = self.pos + "".join(f", {name} {v}" for name, v in self.variant) + \
+            (f" ({total:,} params)" if self.variant and total is not None else "")
+        style = POS_STYLES.get(self.pos, "-")
+        self.style = ("--" if style == "-." else "-.") if self.variant else style
+        # extended below when groups of the same scheme and variant need telling apart
 
 
 def make_groups(runs):
@@ -317,12 +343,12 @@ def make_groups(runs):
         by_key.setdefault(r.group_key(), []).append(r)
     groups = [Group(rs) for rs in by_key.values()]
     groups.sort(key=lambda g: order_key(g.dataset, g.pos) +
-                (json.dumps(g.config, sort_keys=True, default=str),))
-    # Config keys on which groups of the same (dataset, pos) differ go into
+                (bool(g.variant), json.dumps(g.variant), json.dumps(g.config, sort_keys=True, default=str)))
+    # Config keys on which groups of the same (dataset, pos, variant) differ go into
     # their labels, and such groups get distinct line styles.
     by_dp = {}
     for g in groups:
-        by_dp.setdefault((g.dataset, g.pos), []).append(g)
+        by_dp.setdefault((g.dataset, g.pos, g.variant), []).append(g)
     styles = ["-", "--", ":", "-."]
     for gs in by_dp.values():
         if len(gs) < 2:
@@ -332,8 +358,7 @@ def make_groups(runs):
                        len({json.dumps(h.config.get(k), sort_keys=True)
                             for h in gs}) > 1})
         for i, g in enumerate(gs):
-            g.label = g.pos + " (" + ", ".join(
-                f"{k}={g.config.get(k)}" for k in keys) + ")"
+            g.label += " (" + ", ".join(f"{k}={g.config.get(k)}" for k in keys) + ")"
             g.style = styles[i % len(styles)]
     return groups
 
@@ -480,15 +505,21 @@ def problem_lines(runs):
 
 
 def reference_group(g, groups):
-    """The RoPE group of the same dataset the difference is taken against:
-    the one with the same other config if there is one, else the first."""
+    """The RoPE group of the same dataset the difference is taken against: a standard one (not a
+    variant) where there is one, with the same other config if there is one, else the first."""
     ropes = [h for h in groups if h.dataset == g.dataset and h.pos == "rope"]
+    ropes = [h for h in ropes if not h.variant] or ropes
     if not ropes:
         return None
     for h in ropes:
-        if h.runs[0].group_key()[2] == g.runs[0].group_key()[2]:
+        if h.runs[0].group_key()[3] == g.runs[0].group_key()[3]:
             return h
     return ropes[0]
+
+
+def t_half(sd, n):
+    """The half width of the 95 % interval of a mean of n values of sample std sd (Student's t)."""
+    return t_dist.ppf(0.975, n - 1) * sd / math.sqrt(n)
 
 
 def diff_interval(g, ref):
@@ -506,7 +537,7 @@ def diff_interval(g, ref):
         n = len(a)
         if n < 2:
             return m, None, None, "1 seed"
-        half = t_dist.ppf(0.975, n - 1) * sd / math.sqrt(n)
+        half = t_half(sd, n)
         return m, m - half, m + half, f"paired, {n} seeds"
     (ma, sa), (mb, sb), na, nb = mean_std(list(a.values())), mean_std(list(b.values())), len(a), len(b)
     if na < 2 or nb < 2:
@@ -620,19 +651,29 @@ def build_table(groups, stats, diffs, paper=False):
     return "\n".join(lines)
 
 
-def build_length_table(groups):
+def untrained(g, t):
+    """Whether group g at evaluation length t reads a learned position table past the training
+    length: rows no training step reached."""
+    return g.pos in LEARNED_TABLE and t > (g.config.get("seq_len") or t)
+
+
+def build_length_table(groups, accuracy):
+    """The final validation loss at each evaluation length, then (accuracy) the marker accuracy:
+    mean ± std over seeds, n/a where not evaluated, † where untrained()."""
     lens = sorted({t for g in groups for r in g.runs for t in r.val_lens})
-    head = ["dataset", "pos"] + [f"T={t}" for t in lens]
+    whats = [False, True] if accuracy else [False]
+    head = ["dataset", "pos"] + [f"{'accuracy' if a else 'loss'} T={t}" for a in whats for t in lens]
     lines = ["| " + " | ".join(head) + " |",
              "|" + "|".join("---" for _ in head) + "|"]
     for g in groups:
         cells = []
-        for t in lens:
-            xs = [r.final_val_by_len().get(t) for r in g.runs]
-            m, s = mean_std(xs)
-            cells.append(fmt_ms(m, s, sum(x is not None for x in xs)))
+        for a in whats:
+            for t in lens:
+                xs = [r.final_by_len(a).get(t) for r in g.runs]
+                n = sum(x is not None for x in xs)
+                cells.append(fmt_ms(*mean_std(xs), n) + (" †" if n and untrained(g, t) else ""))
         lines.append("| " + " | ".join([g.dataset, g.label] + cells) + " |")
-    return "\n".join(lines), lens
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- curves
@@ -804,14 +845,16 @@ def paper_marks(ax, gs, runs, delta):
 
 def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
     """Panels (rows; a single dataset lays them out in a row): marker accuracy
-    (when measured), validation loss, its difference to RoPE (when there is
+    (when measured), the final one against the evaluation length (when measured
+    at several), validation loss, its difference to RoPE (when there is
     RoPE and something to compare it with, and no accuracy panel), training
     loss. With accuracy (the synthetic task) every seed is its own thin line,
     since a seed that fails makes a mean that matches no run."""
     plt = pyplot()
     datasets = datasets_of(groups)
     has_acc = any(r.acc_curve for g in groups for r in g.runs)
-    rows = (["acc"] if has_acc else []) + ["val"]
+    several = len({t for g in groups for r in g.runs for t in r.val_lens}) > 1
+    rows = (["acc"] if has_acc else []) + (["acc_len"] if has_acc and several else []) + ["val"]
     compared = any(reference_group(g, groups) not in (None, g) for g in groups)
     if not has_acc and compared:
         rows.append("delta")
@@ -845,6 +888,10 @@ def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
                 ax.set_ylim(-0.03, 1.03)
                 toks = sorted({str(t) for r in ds_runs for t in (r.config.get("accuracy_tokens") or [])})
                 ax.set_ylabel("accuracy after the markers" + (f" ({', '.join(toks)})" if toks else ""))
+            elif row == "acc_len":
+                draw_by_length(ax, gs, "final accuracy after the markers", accuracy=True)
+                ax.axhline(SOLVED, color="#444444", ls="--", lw=0.9)
+                ax.set_ylim(-0.03, 1.03)
             elif row == "val":
                 for g in gs:
                     draw(ax, g, [r.val_curve for r in g.runs], per_seed=has_acc)
@@ -874,7 +921,7 @@ def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
                             ax.axvline(r.train[-1][0], color=colour(g), ls=":", lw=0.8)
                 zoom(ax)
                 ax.set_ylabel("training loss" + (f" (moving avg {smooth_n} steps)" if smooth_n > 1 else ""))
-            if row != "interval":
+            if row not in ("interval", "acc_len"):
                 ax.set_xlabel("step")
             finish_axes(ax)
             if i == 0 and not one:
@@ -935,14 +982,49 @@ def draw_intervals(ax, gs, groups):
                   "over seeds (Student's t); dots: each seed")
 
 
+def draw_by_length(ax, gs, what, accuracy=False):
+    """Each group's final validation loss (or marker accuracy) against the evaluation length: the
+    mean over seeds and its 95 % interval (Student's t; none, and said so, for one seed), each
+    scheme a little to the side so that the bars at one length do not overlap; hollow points where
+    untrained(); dotted: the training length. The y label is `what` and the number of seeds (the
+    legend stays short: the panel is crowded)."""
+    seeds = set()
+    for k, g in enumerate(gs):
+        shift = 2 ** (0.04 * (k - (len(gs) - 1) / 2))
+        at = {}
+        for r in g.runs:
+            for t, v in r.final_by_len(accuracy).items():
+                at.setdefault(t, []).append(v)
+        if not at:  # a length a run never evaluated is not applicable
+            continue
+        lens = sorted(at)
+        stats = [mean_std(at[t]) for t in lens]
+        halves = [t_half(sd, len(at[t])) if len(at[t]) > 1 else 0 for t, (_, sd) in zip(lens, stats)]
+        seeds |= {len(v) for v in at.values()}
+        hollow = [untrained(g, t) for t in lens]
+        ax.errorbar([t * shift for t in lens], [m for m, _ in stats], yerr=halves if any(halves) else None,
+                    fmt=g.style, capsize=3,
+                    color=colour(g), label=g.label + (": hollow, untrained table rows" if any(hollow) else ""))
+        for t, (m, _), h in zip(lens, stats, hollow):
+            ax.plot([t * shift], [m], "o", ms=4, color=colour(g), mfc="white" if h else colour(g))
+        if g.config.get("seq_len"):
+            ax.axvline(g.config["seq_len"], color="#999999", ls=":", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ticks = sorted({t for g in gs for r in g.runs for t in r.val_lens})
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(t) for t in ticks])
+    ax.set_xlabel("evaluation length (tokens); dotted = training length")
+    n = "/".join(str(x) for x in sorted(seeds))
+    ax.set_ylabel(what + ("\n(1 seed: no interval)" if n == "1" else f"\n(mean, 95 % interval over {n} seeds)"))
+
+
 # The lengths figure's y axis spans at least this much loss: the differences between lengths
 # are often a few thousandths, which a span fitted to them would draw as large.
 MIN_LOSS_SPAN = 0.1
 
 
 def plot_lengths(groups, prefix, diffs):
-    """Final validation loss against the evaluation length: mean over seeds,
-    error bars = sample std over seeds (none, and said so, for one seed)."""
+    """Final validation loss against the evaluation length (draw_by_length), one panel per dataset."""
     plt = pyplot()
     datasets = datasets_of(groups)
     fig, axes = plt.subplots(1, len(datasets), squeeze=False,
@@ -951,41 +1033,14 @@ def plot_lengths(groups, prefix, diffs):
     for j, ds in enumerate(datasets):
         ax = axes[0][j]
         gs = [g for g in groups if g.dataset == ds]
-        for k, g in enumerate(gs):
-            # each scheme a little to the side, so error bars at one length do not overlap
-            shift = 2 ** (0.04 * (k - (len(gs) - 1) / 2))
-            lens = sorted({t for r in g.runs for t in r.val_lens})
-            xs, ms, sds, ns = [], [], [], []
-            for t in lens:  # a length a run never evaluated is not applicable
-                vals = [r.final_val_by_len()[t] for r in g.runs if t in r.final_val_by_len()]
-                if vals:
-                    m, sd = mean_std(vals)
-                    xs.append(t)
-                    ms.append(m)
-                    sds.append(sd)
-                    ns.append(len(vals))
-            if not xs:
-                continue
-            n = max(ns)
-            ax.errorbar([x * shift for x in xs], ms, yerr=sds if n > 1 else None, fmt=g.style, marker="o", ms=3,
-                        capsize=3, color=colour(g),
-                        label=g.label + (f" ({n} seeds, ± std)" if n > 1 else " (1 seed: no error bar)"))
-            tr = g.config.get("seq_len")
-            if tr:
-                ax.axvline(tr, color="#999999", ls=":", lw=0.8)
-        ax.set_xscale("log", base=2)
-        ticks = sorted({t for g in gs for r in g.runs for t in r.val_lens})
-        ax.set_xticks(ticks)
-        ax.set_xticklabels([str(t) for t in ticks])
+        draw_by_length(ax, gs, "validation loss")
         ax.set_title(f"{ds}: final val loss vs eval length\n{setting_text([r for g in gs for r in g.runs])}",
                      fontsize=10)
-        ax.set_xlabel("evaluation length (tokens); dotted = training length")
         lo, hi = ax.get_ylim()
-        widened = hi - lo < MIN_LOSS_SPAN
-        if widened:
+        if hi - lo < MIN_LOSS_SPAN:
             mid = (lo + hi) / 2
             ax.set_ylim(mid - MIN_LOSS_SPAN / 2, mid + MIN_LOSS_SPAN / 2)
-        ax.set_ylabel("validation loss" + (f" (axis widened to span {MIN_LOSS_SPAN:g})" if widened else ""))
+            ax.set_ylabel(ax.get_ylabel() + f" (axis widened to span {MIN_LOSS_SPAN:g})")
         finish_axes(ax)
     save(fig, prefix, n_warn)
 
@@ -1135,19 +1190,24 @@ def main(argv):
         "Δ = mean final minus the RoPE group of the same dataset; its 95 % interval from Student's t " \
         "over seeds, paired by seed when both groups ran the same seeds, else Welch's; " \
         "\"not distinguishable from RoPE\" when the interval covers 0.\n"
-    if any(r.acc_curve for r in runs):
-        md += (f"Solved: final marker accuracy ≥ {SOLVED:g}; first solved: the step of the first "
-               "evaluation at or above it, the median over all seeds (a seed that ends unsolved "
-               "counts as never).\n")
+    accuracy = any(r.acc_curve for r in runs)
+    if accuracy:
+        md += (f"Solved: final marker accuracy (at the training seq_len) ≥ {SOLVED:g}; first solved: the "
+               "step of the first evaluation at or above it, the median over all seeds (a seed that ends "
+               "unsolved counts as never).\n")
     if a.paper:
         md += "\n" + paper_note(runs)
     all_lens = sorted({t for r in runs for t in r.val_lens})
     lengths = a.eval_lengths or len(all_lens) > 1
     if lengths:
-        lt, _ = build_length_table(groups)
-        md += "\n## Final validation loss by evaluation length\n\n" + lt + "\n"
-        if "| n/a |" in lt:
-            md += "\nn/a: not evaluated at that length (learned positions stop at max_seq_len).\n"
+        md += (f"\n## Final validation loss{' and marker accuracy' if accuracy else ''} by evaluation length\n\n"
+               + build_length_table(groups, accuracy) + "\n\nMean ± sample std over seeds of each run's "
+               "last evaluation at that length.\n")
+        if any(untrained(g, t) for g in groups for r in g.runs for t in r.val_lens):
+            md += ("†: learned positions past the training seq_len read rows of their table that no "
+                   "training step reached (their initial random values, weight decay aside).\n")
+        if "| n/a |" in md.split("by evaluation length")[-1]:
+            md += "n/a: not evaluated at that length (learned positions stop at max_seq_len).\n"
     out_dir = os.path.dirname(a.out)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)

@@ -24,10 +24,11 @@ PARAMS = {
 
 def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=None,
               one_based=False, tps=1000.0, extra_lens=None, truncate_tail=False,
-              config_in_log=True, accuracy=None, cfg_extra=None, arithmetic=(), flops=None):
+              config_in_log=True, accuracy=None, cfg_extra=None, arithmetic=(), flops=None, params=None):
     """A run whose val loss (at seq_len 64) every 20 steps follows `finals`
-    (list of values, the last one is the final loss); `arithmetic`: what the
-    first record's run_on says, then a "resumed" record mid-run for each further value."""
+    (list of values, the last one is the final loss); `extra_lens`: {length: loss, or (loss,
+    accuracy)} at the last step; `arithmetic`: what the first record's run_on says, then a
+    "resumed" record mid-run for each further value; `params`: the log's counts (default PARAMS')."""
     d = os.path.join(root, name)
     os.makedirs(d)
     cfg = {"pos": pos, "seed": seed, "steps": steps, "seq_len": 64, "batch_size": 8,
@@ -37,7 +38,7 @@ def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=No
     cfg.update(cfg_extra or {})
     recs = []
     if config_in_log:
-        recs.append({"type": "config", "config": cfg, "params": PARAMS[pos]})
+        recs.append({"type": "config", "config": cfg, "params": params or PARAMS[pos]})
         if arithmetic:
             recs[-1]["run_on"] = {"device": "cuda (GPU)", "arithmetic": arithmetic[0]}
     else:
@@ -64,6 +65,8 @@ def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=No
             if s == last and extra_lens:
                 for t, l in extra_lens.items():
                     recs.append({"type": "val", "step": s, "loss": l, "seq_len": t})
+                    if isinstance(l, tuple):
+                        recs[-1].update(loss=l[0], accuracy=l[1])
     text = "".join(json.dumps(r) + "\n" for r in recs)
     if truncate_tail:
         text += '{"type": "train", "step": 10'  # a run still writing its log
@@ -77,9 +80,10 @@ def run(args):
     return p.returncode, p.stdout, p.stderr
 
 
-def parse_table(md):
+def parse_table(md, part=0):
+    """The main table (part 0) or the table by evaluation length (part 1): {(dataset, pos): {column: cell}}."""
     rows = {}
-    lines = [l for l in md.split("## Final validation loss by")[0].splitlines()
+    lines = [l for l in (md.split(" by evaluation length") + [""])[part].splitlines()
              if l.startswith("|")]
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     for l in lines[2:]:
@@ -177,7 +181,7 @@ def main():
     check("figure_difference_to_rope_panel", "minus RoPE" in svg)
     check("figure_smoothing_label", "moving avg 5 steps" in svg)
     lsvg = open(out + "_lengths.svg", encoding="utf-8").read()
-    check("lengths_error_bars_from_seeds", "(2 seeds, ± std)" in lsvg and "(1 seed: no error bar)" in lsvg)
+    check("lengths_error_bars_from_seeds", "(mean, 95 % interval over 1/2 seeds)" in lsvg)
 
     # A short run at another seq_len beside a long one (the issue's +2.79 "delta"): warned
     # about on stderr, above the table, in the rows and in the figure.
@@ -358,8 +362,56 @@ def main():
     cr.plot_lengths(cr.make_groups([cr.Run(d) for d in near]), "unused", {})
     ax = figs[-1].axes[0]
     lo, hi = ax.get_ylim()
-    check("lengths_figure_minimum_span", hi - lo >= cr.MIN_LOSS_SPAN - 1e-12 and "widened" in ax.get_ylabel(),
+    check("lengths_figure_minimum_span", hi - lo >= cr.MIN_LOSS_SPAN - 1e-12 and "widened" in ax.get_ylabel()
+          and "(1 seed: no interval)" in ax.get_ylabel(),
           f"span {hi - lo}, label {ax.get_ylabel()!r}")
+
+    # The synthetic task at several lengths, with variants of a scheme: the accuracy and loss per
+    # length (mean ± std; † where a learned table is read past the training length), a panel of
+    # the final accuracy against the length with 95 % intervals (t(0.975, 1) = 12.706); a
+    # non-standard mlp_hidden is a labelled variant compared with the standard RoPE (no warning),
+    # while an absent mlp_hidden, 0 and 4 x n_embd are the standard model; match_params (which
+    # chose the width the trainer records) changes nothing.
+    def syn(name, pos, seed, final, acc, by_len, mlp=None, total=None, match=None):
+        cfg = {k: v for k, v in (("mlp_hidden", mlp), ("match_params", match)) if v is not None}
+        return write_run(tmp, f"v-{name}-s{seed}", "synthetic", pos, seed, [2.8, final], accuracy=acc,
+                         extra_lens=by_len, cfg_extra=cfg,
+                         params=None if total is None else dict(PARAMS[pos], total=total))
+    vr = [syn("rope", "rope", 1, 2.60, 1.0, {128: (2.65, 0.97), 256: (2.70, 0.88)}),
+          syn("rope", "rope", 2, 2.60, 1.0, {128: (2.67, 0.95), 256: (2.72, 0.86)}, mlp=0),
+          syn("rope1024", "rope", 1, 2.55, 1.0, {128: (2.6, 0.9)}, mlp=1024, total=7500000),
+          syn("crope", "crope", 1, 2.61, 1.0, {128: (2.7, 0.9)}, mlp=512, match=""),
+          syn("crope608", "crope", 1, 2.59, 1.0, {128: (2.6, 0.99)}, mlp=608, total=7226624, match="rope"),
+          syn("crope608", "crope", 2, 2.60, 1.0, {128: (2.6, 0.97)}, mlp=608, total=7226624),
+          syn("learned", "learned", 1, 2.8, 0.2, {128: (3.0, 0.1), 256: (3.1, 0.08)}),
+          syn("learned", "learned", 2, 2.8, 0.2, {128: (3.0, 0.1), 256: (3.1, 0.08)})]
+    rc, so, se = run(vr + ["--out", os.path.join(tmp, "out23", "cmp")])
+    vt, lt = (parse_table(so.split("Setting:")[-1], part) for part in (0, 1)) if rc == 0 else ({}, {})
+    v608 = "crope, mlp 608 (7,226,624 params)"
+    check("variant_rows_labelled", list(vt) == [("synthetic", p) for p in ("learned", "rope", "rope, mlp 1024 (7,500,000 "
+          "params)", "crope", v608)] and vt[("synthetic", "rope")]["seeds"] == "2 (1,2)", f"{list(vt)} {se[-300:]}")
+    check("variant_compared_not_warned", "warning" not in se and "WARNING" not in so and "not comparable" not in so
+          and vt.get(("synthetic", v608), {}).get("Δ final vs rope") == "-0.0050"
+          and vt[("synthetic", v608)]["vs rope"] == "not distinguishable from RoPE", str(vt.get(("synthetic", v608))))
+    check("rope_variant_against_standard_rope", vt.get(("synthetic", "rope, mlp 1024 (7,500,000 params)"), {})
+          .get("Δ final vs rope") == "-0.0500", str(vt)[:300])
+    lr, ll = lt.get(("synthetic", "rope"), {}), lt.get(("synthetic", "learned"), {})
+    check("length_table_loss_and_accuracy", "## Final validation loss and marker accuracy by evaluation length" in so
+          and lr.get("loss T=256") == "2.7100 ± 0.0141" and lr.get("accuracy T=128") == "0.9600 ± 0.0141"
+          and lr.get("accuracy T=64") == "1.0000 ± 0.0000" and lt.get(("synthetic", "crope"), {}).get(
+              "accuracy T=256") == "n/a", f"{lr} {so[-900:]}")
+    check("length_table_untrained_rows_marked", ll.get("accuracy T=256") == "0.0800 ± 0.0000 †"
+          and ll.get("loss T=64") == "2.8000 ± 0.0000" and "†" not in lr.get("loss T=256", "†")
+          and "†: learned positions past the training seq_len read rows of their table that no training" in so, str(ll))
+    svg = open(os.path.join(tmp, "out23", "cmp.svg"), encoding="utf-8").read() if rc == 0 else ""
+    check("figure_accuracy_by_length_panel", "final accuracy after the markers" in svg and
+          "(mean, 95 % interval over 1/2 seeds)" in svg and "hollow, untrained table rows" in svg and v608 in svg)
+    cr.plot_curves(cr.make_groups([cr.Run(d) for d in vr[:2]]), "unused", 1, {})
+    ax = panel(figs[-1], "final accuracy after the markers")
+    bars = [seg for c in ax.collections for seg in c.get_segments()]
+    check("accuracy_by_length_95_interval", any(abs(seg[1][1] - seg[0][1] - 2 * 12.7062 * 0.01 / 1) < 1e-3
+                                                and abs(seg[0][1] + seg[1][1] - 2 * 0.87) < 1e-9 for seg in bars),
+          str([list(map(list, seg)) for seg in bars]))
     rc, se = run_without("scipy", SCRIPT, iv[:1] + ["--out", os.path.join(tmp, "out18", "cmp")])
     check("no_scipy_clear_error", rc == 1 and "has no module 'scipy' (Debian: apt-get install python3-scipy)" in se
           and se.startswith("error: ") and "Traceback" not in se, se[-300:])
