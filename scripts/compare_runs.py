@@ -326,12 +326,10 @@ class Group:
         self.dataset = runs[0].dataset
         self.pos = runs[0].pos
         self.config = runs[0].config
-        # a variant is labelled by its keys and its parameter count ("crope, mlp 608 (51,392
-        # params)") and drawn in its scheme's colour with another line style
+        # a variant is labelled by its keys ("crope, mlp 608"; its parameter count is in the table
+        # and the legends) and drawn in its scheme's colour with another line style
         self.variant = runs[0].variant()
-        total = (runs[0].params or {}).get("total")
-        self.label = self.pos + "".join(f", {name} {v}" for name, v in self.variant) + \
-            (f" ({total:,} params)" if self.variant and total is not None else "")
+        self.label = self.pos + "".join(f", {name} {v}" for name, v in self.variant)
         style = POS_STYLES.get(self.pos, "-")
         self.style = ("--" if style == "-." else "-.") if self.variant else style
         # extended below when groups of the same scheme and variant need telling apart
@@ -724,9 +722,11 @@ def draw(ax, g, curves, per_seed=False, label=None):
     if not curves:
         return
     if label is None:
-        attention = (g.runs[0].params or {}).get("attention")
-        label = g.label + ("" if attention is None else f", {attention:,} attention params") + \
-            (f" ({len(curves)} seeds)" if len(curves) > 1 else "")
+        p = g.runs[0].params or {}
+        attention = "" if p.get("attention") is None else f", {p['attention']:,} attention params"
+        if g.variant and p.get("total") is not None:  # the variant's point: its total
+            attention = f", {p['total']:,} params" + (f" ({p['attention']:,} attention)" if attention else "")
+        label = g.label + attention + (f" ({len(curves)} seeds)" if len(curves) > 1 else "")
     marker = "o" if max(len(c) for c in curves) < 4 else None  # a point or two is no line
     if per_seed:
         for i, c in enumerate(curves):
@@ -773,8 +773,9 @@ def mark_outside(ax):
 
 def finish_axes(ax):
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+    handles = ax.get_legend_handles_labels()[0]
+    if handles:
+        ax.legend(fontsize=8 if len(handles) <= 6 else 7)
 
 
 def warn_figure(fig, diffs):
@@ -862,8 +863,11 @@ def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
     if compared:
         rows.append("interval")
     one = len(datasets) == 1
-    nr, nc = (1, len(rows)) if one else (len(rows), len(datasets))
+    # one dataset: its panels in a row, or in two rows when there are more than four
+    nr, nc = ((1, len(rows)) if len(rows) <= 4 else (2, (len(rows) + 1) // 2)) if one else (len(rows), len(datasets))
     fig, axes = plt.subplots(nr, nc, squeeze=False, figsize=(4.8 * nc, 3.6 * nr + 0.6))
+    for ax in axes.flat[len(rows):] if one else []:
+        ax.axis("off")
     runs = [r for g in groups for r in g.runs]
     what = ("one thin line per seed" if has_acc else "mean line, band = min-max over seeds"
             if any(len(g.runs) > 1 for g in groups) else "one seed per scheme")
@@ -877,7 +881,7 @@ def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
         ds_runs = [r for g in gs for r in g.runs]
         seq = sorted({str(g.config.get("seq_len")) for g in gs})
         for i, row in enumerate(rows):
-            ax = axes[0][i] if one else axes[i][j]
+            ax = axes.flat[i] if one else axes[i][j]
             if row == "acc":
                 for g in gs:  # the answer in the legend: how many seeds solved the task
                     done = [r for r in g.runs if r.acc_curve]
@@ -889,7 +893,7 @@ def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
                 toks = sorted({str(t) for r in ds_runs for t in (r.config.get("accuracy_tokens") or [])})
                 ax.set_ylabel("accuracy after the markers" + (f" ({', '.join(toks)})" if toks else ""))
             elif row == "acc_len":
-                draw_by_length(ax, gs, "final accuracy after the markers", accuracy=True)
+                draw_by_length(ax, gs, "final accuracy after the markers", accuracy=True, legend=False)
                 ax.axhline(SOLVED, color="#444444", ls="--", lw=0.9)
                 ax.set_ylim(-0.03, 1.03)
             elif row == "val":
@@ -982,12 +986,12 @@ def draw_intervals(ax, gs, groups):
                   "over seeds (Student's t); dots: each seed")
 
 
-def draw_by_length(ax, gs, what, accuracy=False):
+def draw_by_length(ax, gs, what, accuracy=False, legend=True):
     """Each group's final validation loss (or marker accuracy) against the evaluation length: the
     mean over seeds and its 95 % interval (Student's t; none, and said so, for one seed), each
     scheme a little to the side so that the bars at one length do not overlap; hollow points where
-    untrained(); dotted: the training length. The y label is `what` and the number of seeds (the
-    legend stays short: the panel is crowded)."""
+    untrained(); dotted: the training length. The y label is `what` and the number of seeds; without
+    legend (a panel beside others of the same colours, too full for one) the title tells the hollow."""
     seeds = set()
     for k, g in enumerate(gs):
         shift = 2 ** (0.04 * (k - (len(gs) - 1) / 2))
@@ -1003,8 +1007,10 @@ def draw_by_length(ax, gs, what, accuracy=False):
         seeds |= {len(v) for v in at.values()}
         hollow = [untrained(g, t) for t in lens]
         ax.errorbar([t * shift for t in lens], [m for m, _ in stats], yerr=halves if any(halves) else None,
-                    fmt=g.style, capsize=3,
-                    color=colour(g), label=g.label + (": hollow, untrained table rows" if any(hollow) else ""))
+                    fmt=g.style, capsize=3, color=colour(g),
+                    label=g.label + (": hollow, untrained table rows" if any(hollow) else "") if legend else None)
+        if any(hollow) and not legend:
+            ax.set_title(f"colours as beside; hollow: {g.label}'s untrained table rows", fontsize=9)
         for t, (m, _), h in zip(lens, stats, hollow):
             ax.plot([t * shift], [m], "o", ms=4, color=colour(g), mfc="white" if h else colour(g))
         if g.config.get("seq_len"):

@@ -387,13 +387,14 @@ def main():
           syn("learned", "learned", 2, 2.8, 0.2, {128: (3.0, 0.1), 256: (3.1, 0.08)})]
     rc, so, se = run(vr + ["--out", os.path.join(tmp, "out23", "cmp")])
     vt, lt = (parse_table(so.split("Setting:")[-1], part) for part in (0, 1)) if rc == 0 else ({}, {})
-    v608 = "crope, mlp 608 (7,226,624 params)"
-    check("variant_rows_labelled", list(vt) == [("synthetic", p) for p in ("learned", "rope", "rope, mlp 1024 (7,500,000 "
-          "params)", "crope", v608)] and vt[("synthetic", "rope")]["seeds"] == "2 (1,2)", f"{list(vt)} {se[-300:]}")
+    v608 = "crope, mlp 608"
+    check("variant_rows_labelled", list(vt) == [("synthetic", p) for p in ("learned", "rope", "rope, mlp 1024", "crope",
+          v608)] and vt[("synthetic", "rope")]["seeds"] == "2 (1,2)" and vt[("synthetic", v608)]["params"] == "7,226,624",
+          f"{list(vt)} {se[-300:]}")
     check("variant_compared_not_warned", "warning" not in se and "WARNING" not in so and "not comparable" not in so
           and vt.get(("synthetic", v608), {}).get("Δ final vs rope") == "-0.0050"
           and vt[("synthetic", v608)]["vs rope"] == "not distinguishable from RoPE", str(vt.get(("synthetic", v608))))
-    check("rope_variant_against_standard_rope", vt.get(("synthetic", "rope, mlp 1024 (7,500,000 params)"), {})
+    check("rope_variant_against_standard_rope", vt.get(("synthetic", "rope, mlp 1024"), {})
           .get("Δ final vs rope") == "-0.0500", str(vt)[:300])
     lr, ll = lt.get(("synthetic", "rope"), {}), lt.get(("synthetic", "learned"), {})
     check("length_table_loss_and_accuracy", "## Final validation loss and marker accuracy by evaluation length" in so
@@ -405,8 +406,11 @@ def main():
           and "†: learned positions past the training seq_len read rows of their table that no training" in so, str(ll))
     svg = open(os.path.join(tmp, "out23", "cmp.svg"), encoding="utf-8").read() if rc == 0 else ""
     check("figure_accuracy_by_length_panel", "final accuracy after the markers" in svg and
-          "(mean, 95 % interval over 1/2 seeds)" in svg and "hollow, untrained table rows" in svg and v608 in svg)
-    cr.plot_curves(cr.make_groups([cr.Run(d) for d in vr[:2]]), "unused", 1, {})
+          "(mean, 95 % interval over 1/2 seeds)" in svg and "hollow: learned's untrained table rows" in svg
+          and "crope, mlp 608, 7,226,624 params (165,888 attention) (2 seeds)" in svg)
+    cr.plot_curves(cr.make_groups([cr.Run(d) for d in vr]), "unused", 1, {})
+    check("five_panels_in_two_rows", [a.axison for a in figs[-1].axes] == [True] * 5 + [False]
+          and figs[-1].axes[3].get_subplotspec().rowspan.start == 1, str(len(figs[-1].axes)))
     ax = panel(figs[-1], "final accuracy after the markers")
     bars = [seg for c in ax.collections for seg in c.get_segments()]
     check("accuracy_by_length_95_interval", any(abs(seg[1][1] - seg[0][1] - 2 * 12.7062 * 0.01 / 1) < 1e-3
