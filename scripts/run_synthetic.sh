@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The main job (`make run`): the CRoPE paper's synthetic "token-dependent position
 # comparison" task (data/make_synthetic.py) trained with every position scheme
-# (build/train --list-pos), ten seeds each, on the CPU (configs/synthetic.json); then the comparison
+# (build/train --list-pos) and CRoPE at RoPE's parameter count (crope=rope: --match_params rope, a
+# wider MLP), ten seeds each, on the CPU (configs/synthetic.json); then the comparison
 # table (loss, accuracy after the markers, seeds that solved it) and figure, the attention maps of
 # each scheme's first seed (scripts/plot_attention.py) and a greedy sample from rope seed 1's
 # checkpoint. No network, no downloads.
-#   scripts/run_synthetic.sh [--seeds "1 2 ... 10"] [--pos "rope crope ..."] [--out runs/synthetic]
+#   scripts/run_synthetic.sh [--seeds "1 2 ... 10"] [--pos "rope crope=rope ..."] [--out runs/synthetic]
 #                            [--jobs N] [--results DIR] [-- TRAIN_FLAGS...]
 # --jobs: runs trained at once, one OpenMP thread each (default: the number of cores; the
 # numbers are the same for any N). --results DIR: also write DIR/synthetic.md, DIR/synthetic.png,
@@ -17,7 +18,7 @@ PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
 TRAIN=${TRAIN:-build/train}
 SAMPLE=${SAMPLE:-build/sample}
 seeds="1 2 3 4 5 6 7 8 9 10"
-positions=""  # every scheme
+positions=""  # every scheme, and crope=rope
 out=runs/synthetic
 jobs=$(nproc)
 results=""
@@ -34,12 +35,12 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$(value "$@"); shift 2 ;;
     --results) results=$(value "$@"); shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
 flags=("$@")  # after --
-[ -n "$positions" ] || positions=$("$TRAIN" --list-pos | tr '\n' ' ')
+[ -n "$positions" ] || positions="$("$TRAIN" --list-pos | tr '\n' ' ')crope=rope"
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "error: --jobs must be a whole number >= 1, got '$jobs'" >&2; exit 1; }
 # the task's shards, written each time (in a second; the same bytes every time), with markers far
 # enough into each window of the config's seq_len that every one can be answered
@@ -47,17 +48,19 @@ seq_len=$("$PYTHON" -c 'import json; print(json.load(open("configs/synthetic.jso
 "$PYTHON" data/make_synthetic.py --out data/synthetic --window "$seq_len" >/dev/null
 mkdir -p "$out"
 
-# train POS SEED: one run into $out/POS-sSEED (its output in .txt beside it), then its last line
+# train POS SEED: one run into $out/POS-sSEED (its output in .txt beside it), then its last line;
+# POS is a scheme, or SCHEME=REF: SCHEME with REF's parameter count
 train() {
-  local run="$out/$1-s$2" start
+  local run="$out/$1-s$2" start match=()
+  [[ $1 == *=* ]] && match=(--match_params "${1#*=}")
   start=$(date +%s)
   rm -rf "$run"
   # one OpenMP thread per run, however many run at once: runs side by side use the cores better
   # than threads (a step 7.3 ms on one thread, 4.9 on two), and some OpenBLAS kernels (0.3.21's
   # Haswell ones) round a product differently when split among other thread counts
-  if OMP_NUM_THREADS=1 "$TRAIN" --config configs/synthetic.json --pos "$1" --seed "$2" --run_dir "$run" \
-    "${flags[@]}" >"$run.txt" 2>&1; then
-    echo "$1 seed $2: $(grep '^val' "$run.txt" | tail -1 | cut -d'|' -f4-) ($(($(date +%s) - start)) s)"
+  if OMP_NUM_THREADS=1 "$TRAIN" --config configs/synthetic.json --pos "${1%%=*}" "${match[@]}" --seed "$2" \
+    --run_dir "$run" "${flags[@]}" >"$run.txt" 2>&1; then
+    echo "$1 seed $2: $(grep "^val | step [0-9]* | seq_len $seq_len |" "$run.txt" | tail -1 | cut -d'|' -f4-) ($(($(date +%s) - start)) s)"
   else
     echo "error: $1 seed $2 failed, see $run.txt:" >&2
     tail -3 "$run.txt" >&2
@@ -89,7 +92,7 @@ echo "figure: $out/compare.png (and .svg); table: $out/compare.md"
 # what each scheme looks at (its first seed), on one validation window
 read -r first _ <<<"$seeds"
 firsts=()
-for pos in $positions; do firsts+=("$out/$pos-s$first"); done
+for pos in $positions; do [[ $pos == *=* ]] || firsts+=("$out/$pos-s$first"); done
 "$PYTHON" scripts/plot_attention.py "${firsts[@]}" --sample "$SAMPLE" --out "$out/attention.png"
 if [ -n "$results" ]; then
   cp "$out/compare.md" "$results/synthetic.md"

@@ -37,12 +37,19 @@ done
 [ $same -eq 1 ] && [ -s "$tmp/b/rope-s1/log.jsonl" ] && pass run_synthetic_jobs_same_numbers ||
   fail run_synthetic_jobs_same_numbers "--jobs 1 and --jobs 2 logged different losses"
 
-# without --pos, every scheme build/train --list-pos names
+# without --pos, every scheme build/train --list-pos names, and crope=rope: crope with a wider MLP
+# (match_params rope)
 out=$(scripts/run_synthetic.sh --out "$tmp/all" --seeds 1 -- --steps 2 --eval_every 2 2>&1); rc=$?
-got=$(grep -o '^[a-z]* seed 1: ' <<<"$out" | cut -d' ' -f1 | sort | tr '\n' ' ')
-want=$("$TRAIN" --list-pos | sort | tr '\n' ' ')
+got=$(grep -o '^[a-z=]* seed 1: ' <<<"$out" | cut -d' ' -f1 | sort | tr '\n' ' ')
+want=$( (echo crope=rope; "$TRAIN" --list-pos) | sort | tr '\n' ' ')
 [ $rc -eq 0 ] && [ "$got" = "$want" ] && pass run_synthetic_default_every_scheme ||
   fail run_synthetic_default_every_scheme "status $rc, trained '$got', schemes '$want'"
+eq=$(tr -d ' \n' <"$tmp/all/crope=rope-s1/config.json" 2>/dev/null)
+plain=$(tr -d ' \n' <"$tmp/all/crope-s1/config.json" 2>/dev/null)
+if [[ $eq == *'"match_params":"rope"'* && $eq == *'"pos":"crope"'* && $plain == *'"mlp_hidden":256'* &&
+  $eq =~ \"mlp_hidden\":([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -gt 256 ]; then
+  pass run_synthetic_equal_params_variant
+else fail run_synthetic_equal_params_variant "crope=rope's config: $eq"; fi
 
 # the trainer itself at 1 and 2 threads, GPT-2's vocabulary size (the LM head in 66 tiles per
 # chunk): the same bits. With OpenBLAS's SkylakeX kernels, which round a product the same however
