@@ -10,8 +10,8 @@
 #                            [--jobs N] [--results DIR] [-- TRAIN_FLAGS...]
 # --jobs: runs trained at once, one OpenMP thread each (default: the number of cores; the
 # numbers are the same for any N). --results DIR: also write DIR/synthetic.md, DIR/synthetic.png,
-# DIR/attention.png and the runs' gzipped logs in DIR/synthetic_logs/ (scripts/results: the
-# README's). Flags after -- go to every build/train run (-- --steps 1000: longer runs).
+# DIR/synthetic_lengths.png, DIR/attention.png and the runs' gzipped logs in DIR/synthetic_logs/
+# (scripts/results: the README's). Flags after -- go to every build/train run (-- --steps 1000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
@@ -97,8 +97,11 @@ for pos in $positions; do [[ $pos == *=* ]] || firsts+=("$out/$pos-s$first"); do
 if [ -n "$results" ]; then
   cp "$out/compare.md" "$results/synthetic.md"
   cp "$out/compare.png" "$results/synthetic.png"  # the README shows the PNG
+  # (written when the runs were validated at more than one length)
+  if [ -f "$out/compare_lengths.png" ]; then cp "$out/compare_lengths.png" "$results/synthetic_lengths.png"; fi
   cp "$out/attention.png" "$results/attention.png"
-  echo "results: $results/synthetic.md, $results/synthetic.png, $results/attention.png, $results/synthetic_logs/"
+  echo "results: $results/synthetic.md, $results/synthetic.png, $results/synthetic_lengths.png," \
+    "$results/attention.png, $results/synthetic_logs/"
 fi
 
 # what a trained model does (rope, the first seed): after marker 16 the token 1 back, after marker

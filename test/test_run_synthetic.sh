@@ -23,7 +23,8 @@ if [ -f "$tmp/a/rope-s1/latest" ] && grep -qE "^sample: .*--checkpoint $tmp/a/ro
   "$SAMPLE" --checkpoint "$tmp/a/crope-s2" --tokens 3 >/dev/null 2>&1; then pass run_synthetic_keeps_checkpoints
 else fail run_synthetic_keeps_checkpoints "$(ls "$tmp/a/rope-s1" 2>&1) $(grep sample: <<<"$out")"; fi
 logs=$(cd "$tmp/res/synthetic_logs" 2>/dev/null && ls | tr '\n' ' ')
-if [ -f "$tmp/res/synthetic.md" ] && [ -f "$tmp/res/synthetic.png" ] && [ ! -e "$tmp/res/synthetic.svg" ] &&
+if [ -f "$tmp/res/synthetic.md" ] && [ -f "$tmp/res/synthetic.png" ] && [ -f "$tmp/res/synthetic_lengths.png" ] &&
+  [ ! -e "$tmp/res/synthetic.svg" ] &&
   cmp -s "$tmp/a/attention.png" "$tmp/res/attention.png" && grep -q "^attention figure: $tmp/a/attention.png " <<<"$out" &&
   [ "$logs" = "crope-s1.jsonl.gz crope-s2.jsonl.gz rope-s1.jsonl.gz rope-s2.jsonl.gz " ]; then pass run_synthetic_results
 else fail run_synthetic_results "$(ls "$tmp/res" 2>&1) logs: $logs"; fi
