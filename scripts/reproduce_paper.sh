@@ -28,8 +28,9 @@ Runs go to OUT/NAME-POS-sSEED; their console output to OUT/NAME-POS-sSEED.txt.
 options:
   --seeds N            seeds 1..N per (dataset, pos)          (default 1)
   --datasets "A B"     datasets                               (default "wikitext2 ptb pg19")
-  --pos "A B"          position schemes, of those build/train --list-pos names
-                                                              (default: all of them)
+  --pos "A B"          position schemes, of those build/train --list-pos names;
+                       A=B: scheme A at B's parameter count (--match_params B,
+                       a wider MLP)          (default: all of them, and crope=rope)
   --scale paper|cpu    paper: configs/paper.json (10,000 steps of 16 x 1024 tokens; a GPU job)
                        cpu: configs/cpu_small.json (the same model, 300 steps of 8 x 64
                        tokens; about 12 minutes for 9 runs on 2 quiet cores)   (default paper)
@@ -118,9 +119,11 @@ if [ "$BUILD" = 1 ]; then
 fi
 if [ -x "$TRAIN" ]; then
   known=$("$TRAIN" --list-pos) || die "$TRAIN --list-pos failed"
-  [ "$POS_GIVEN" = 1 ] || POS_LIST=$(echo $known)
+  [ "$POS_GIVEN" = 1 ] || POS_LIST="$(echo $known) crope=rope"
   for p in $POS_LIST; do
-    grep -qx -- "$p" <<<"$known" || die "unknown pos '$p' (one of: $(echo $known))"
+    for scheme in ${p%%=*} ${p#*=}; do
+      grep -qx -- "$scheme" <<<"$known" || die "unknown pos '$scheme' (one of: $(echo $known))"
+    done
   done
 elif [ "$DRY" = 0 ] || [ "$POS_GIVEN" = 0 ]; then
   die "$TRAIN not found or not executable"
@@ -167,7 +170,8 @@ for s in $(seq 1 "$SEEDS"); do
       dir="$OUT/$d-$p-s$s"
       dirs+=("$dir")
       # what a new run gets: the config file, these keys, and the ARGS after --
-      new=(--pos "$p" --train_data "$DATA/$d/${d}_train_*.bin" --val_data "$DATA/$d/${d}_val_*.bin" --seed "$s")
+      new=(--pos "${p%%=*}" --train_data "$DATA/$d/${d}_train_*.bin" --val_data "$DATA/$d/${d}_val_*.bin" --seed "$s")
+      [[ $p == *=* ]] && new+=(--match_params "${p#*=}")  # A=B: A at B's parameter count
       state=missing
       if [ -e "$dir" ]; then
         sets=() args=("${new[@]}" "${EXTRA[@]}")

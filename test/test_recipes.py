@@ -73,6 +73,12 @@ try:
           out[-300:] + out2[-300:])
     rc, out, err = sh("scripts/reproduce_paper.sh --dry-run --no-build --datasets ptb --pos 'rope bogus'")
     check("reproduce_paper_unknown_pos", rc == 1 and "error: unknown pos 'bogus' (one of: " in err, err[-300:])
+    # A=B: scheme A at B's parameter count (match_params), a group of its own
+    rc, out, err = sh(f"scripts/reproduce_paper.sh --dry-run --no-build --datasets ptb --pos 'crope=rope' --out {tmp}/g3")
+    check("reproduce_paper_equal_params", rc == 0 and "--pos crope --train_data" in out
+          and f"--seed 1 --match_params rope --run_dir {tmp}/g3/ptb-crope=rope-s1" in out, out[-400:] + err[-300:])
+    rc, out, err = sh("scripts/reproduce_paper.sh --dry-run --no-build --datasets ptb --pos 'crope=bogus'")
+    check("reproduce_paper_equal_params_unknown", rc == 1 and "error: unknown pos 'bogus' (one of: " in err, err[-300:])
     desc = (f"{cfg['steps']} AdamW steps of {cfg['batch_size']} x {cfg['seq_len']} tokens, lr {cfg['lr']:g} "
             f"x{cfg['gamma']:g} every {cfg['step_size']} steps")
     check("readme_cpu_scale_is_the_config", desc in README, f"README does not say {desc!r}")
