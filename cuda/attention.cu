@@ -16,8 +16,9 @@
 // ALiBi (--pos alibi, MODEL.md): with slopes (H,) given, head h's score of query i and key j <= i
 // gets -slopes[h] (i - j) before the softmax, computed where each score is (never a T x T bias);
 // the bias is constant, so the backward's formulas stay as they are, and only the probabilities
-// the flash backward rebuilds from lse take it again. slopes null: every use of the bias is
-// behind a test of slopes, so the arithmetic, and every result, is bit for bit that without it.
+// the flash backward rebuilds from lse take it again. slopes null: no bias is computed, so the
+// arithmetic, and every result, is bit for bit that without it; the flash kernels take the bias
+// as a template flag (kAlibi), so that without it they are the same kernels, to the register.
 //
 // In bf16 (--precision bf16) this cuBLAS path stores S, P, dP and dS in bf16 too (as PyTorch's
 // math attention does under bf16 autocast): bf16 GEMMs with fp32 accumulation, the softmax and
@@ -188,14 +189,14 @@ __device__ inline int flash_row0() {
 }
 
 // grid (B*H, ceil(T/kRows)). out (B,T,C), lse (B,H,T), qkv (B,T,3C), slopes (H,) or null.
-template <int D, class X>
+template <int D, class X, bool kAlibi>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_forward_kernel(X* __restrict__ out, float* __restrict__ lse, const X* __restrict__ qkv,
                          const float* __restrict__ slopes, int T, int C, int H, float scale) {
     constexpr int E = D / kQuad;  // dims per thread
     __shared__ float ks[kTile][D], vs[kTile][D];
     const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
-    const float slope = slopes ? slopes[h] : 0.0f;  // q is scaled, and so are the scores
+    const float slope = kAlibi ? slopes[h] : 0.0f;  // q is scaled, and so are the scores
     const int row0 = flash_row0(), t = row0 + threadIdx.x / kQuad;
     const size_t C3 = 3 * (size_t)C;
     const X* base = qkv + (size_t)b * T * C3 + h * D;  // row t2's q of this head: base + t2 * C3
@@ -218,7 +219,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
             for (int e = 0; e < E; e++) p += q[e] * ks[j][r + kQuad * e];
             p = quad_sum(p);
-            if (slopes) p = alibi(p, slope, t, k0 + j);
+            if constexpr (kAlibi) p = alibi(p, slope, t, k0 + j);
             s[j] = k0 + j <= t ? p : -INFINITY;
             mt = fmaxf(mt, s[j]);
         }
@@ -258,7 +259,7 @@ __global__ void flash_delta_kernel(float* __restrict__ delta, const X* __restric
 // dK and dV: a block owns kRows keys and walks the query tiles from its diagonal to T.
 // Per (query i, key j): p = exp(s - lse_i), dv_j += p dO_i, ds = p (dO_i . v_j - delta_i),
 // dk_j += scale ds q_i; the sums written over dqkv's k and v. grid (B*H, ceil(T/kRows)).
-template <int D, class X>
+template <int D, class X, bool kAlibi>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_backward_dkdv_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
                                const float* __restrict__ lse, const float* __restrict__ delta,
@@ -266,7 +267,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     constexpr int E = D / kQuad;
     __shared__ float qs[kTile][D], dos[kTile][D], lse_s[kTile], delta_s[kTile];
     const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
-    const float slope = slopes ? slopes[h] / scale : 0.0f;  // in the units of q . k
+    const float slope = kAlibi ? slopes[h] / scale : 0.0f;  // in the units of q . k
     const int row0 = (int)blockIdx.y * kRows, j = row0 + threadIdx.x / kQuad;  // this thread's key (longest first)
     const size_t C3 = 3 * (size_t)C;
     const X* base = qkv + (size_t)b * T * C3 + h * D;
@@ -296,7 +297,7 @@ __global__ void __launch_bounds__(kFlashThreads)
             s = quad_sum(s);
             dp = quad_sum(dp);
             const int t = q0 + i;
-            if (slopes) s = alibi(s, slope, t, j);
+            if constexpr (kAlibi) s = alibi(s, slope, t, j);
             float p = j <= t && t < T ? expf(s * scale - lse_s[i]) : 0.0f;
             float ds = p * (dp - delta_s[i]);
 #pragma unroll
@@ -316,7 +317,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 
 // dQ: a block owns kRows queries and walks the key tiles up to its diagonal:
 // dq_i = scale sum_j p (dO_i . v_j - delta_i) k_j, written over dqkv's q. grid (B*H, ceil(T/kRows)).
-template <int D, class X>
+template <int D, class X, bool kAlibi>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_backward_dq_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
                              const float* __restrict__ lse, const float* __restrict__ delta,
@@ -324,7 +325,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     constexpr int E = D / kQuad;
     __shared__ float ks[kTile][D], vs[kTile][D];
     const int bh = blockIdx.x, b = bh / H, h = bh % H, r = threadIdx.x % kQuad;
-    const float slope = slopes ? slopes[h] / scale : 0.0f;  // in the units of q . k
+    const float slope = kAlibi ? slopes[h] / scale : 0.0f;  // in the units of q . k
     const int row0 = flash_row0(), t = row0 + threadIdx.x / kQuad;
     const size_t C3 = 3 * (size_t)C;
     const X* base = qkv + (size_t)b * T * C3 + h * D;
@@ -351,7 +352,7 @@ __global__ void __launch_bounds__(kFlashThreads)
             }
             s = quad_sum(s);
             dp = quad_sum(dp);
-            if (slopes) s = alibi(s, slope, t, k0 + j);
+            if constexpr (kAlibi) s = alibi(s, slope, t, k0 + j);
             float p = k0 + j <= t ? expf(s * scale - lse_t) : 0.0f;
             float ds = p * (dp - delta_t);
 #pragma unroll
@@ -579,12 +580,14 @@ __device__ inline void store_row(X* dst, const float (&acc)[D / 8][4], int r, fl
 // the queries (S = Q K^T), else the keys (S^T = K Q^T).
 template <int N>
 __device__ inline void alibi_tile(float (&s)[N / 8][4], float slope, const int (&row)[2], int col0, bool qrows) {
-    const int t = threadIdx.x % 4;
-    for (int n = 0; n < N / 8; n++)
-        for (int i = 0; i < 4; i++) {
-            const int r = row[i / 2], c = col0 + 8 * n + 2 * t + (i & 1);
-            s[n][i] = qrows ? alibi(s[n][i], slope, r, c) : alibi(s[n][i], slope, c, r);
-        }
+    const int c = col0 + 2 * (threadIdx.x % 4);
+    for (int r = 0; r < 2; r++) {
+        // query minus key at the lane's first column, then column by column: whole numbers, exact
+        // in float, so each score is alibi()'s
+        const float d = (float)(qrows ? row[r] - c : c - row[r]), step = qrows ? -1.0f : 1.0f;
+        for (int n = 0; n < N / 8; n++)
+            for (int e = 0; e < 2; e++) s[n][2 * r + e] -= slope * (d + step * (float)(8 * n + e));
+    }
 }
 
 template <int D, class X>
@@ -595,14 +598,14 @@ struct alignas(16) MmaTiles {
 // grid (B*H, ceil(T/kMmaRows)); key tiles up to the diagonal. At least one block per SM: so
 // ptxas's register budget is the hardware's 255; given the block size alone it picked a tighter
 // one of its own, and spilled the fp32 kernels at D = 16 and 32 (scripts/check_spills.sh).
-template <int D, class X>
+template <int D, class X, bool kAlibi>
 __global__ void __launch_bounds__(kMmaThreads, 1)
     flash_forward_mma_kernel(X* __restrict__ out, float* __restrict__ lse, const X* __restrict__ qkv,
                              const float* __restrict__ slopes, int T, int C, int H, float scale) {
     constexpr int K = kMmaK<X>;
     __shared__ MmaTiles<D, X> sm;  // K and V
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const float slope = slopes ? slopes[h] / scale : 0.0f;
+    const float slope = kAlibi ? slopes[h] / scale : 0.0f;
     const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kMmaRows;  // longest rows first
     const int rows[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
@@ -621,7 +624,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         __syncthreads();
         float s[kTiles8][4] = {};
         mma_xyt<D>(s, qa, sm.a);  // S = Q K^T
-        if (slopes) alibi_tile<kMmaRows>(s, slope, rows, k0, true);
+        if constexpr (kAlibi) alibi_tile<kMmaRows>(s, slope, rows, k0, true);
         // The row max on the raw scores (the scale is positive), so that each score then costs
         // one multiply-add before its exp2: p = 2^(s * scale2 - m), m in base 2.
         float mt[2] = {-INFINITY, -INFINITY};
@@ -671,7 +674,7 @@ struct alignas(16) MmaDkdvTiles {
 // of 32 queries 236, of 16 216: scripts/check_spills.sh). The sums run in the same order.
 // grid (B*H, ceil(T/kMmaRows)).
 constexpr int kDkdvCols = 16;
-template <int D, class X>
+template <int D, class X, bool kAlibi>
 __global__ void __launch_bounds__(kMmaThreads)
     flash_backward_dkdv_mma_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
                                    const float* __restrict__ lse, const float* __restrict__ delta,
@@ -679,7 +682,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     constexpr int K = kMmaK<X>;
     __shared__ MmaDkdvTiles<D, X> sm;
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const float slope = slopes ? slopes[h] / scale : 0.0f;
+    const float slope = kAlibi ? slopes[h] / scale : 0.0f;
     const int row0 = (int)blockIdx.y * kMmaRows;  // longest first: the first keys see every query
     const int keys[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
@@ -710,7 +713,7 @@ __global__ void __launch_bounds__(kMmaThreads)
             float p[N / 8][4] = {}, ds[N / 8][4] = {};
             mma_xyt<D, N>(p, ka, sm.q + c0);      // S^T = K Q^T
             mma_xyt<D, N>(ds, va, sm.dout + c0);  // dP^T = V dO^T
-            if (slopes) alibi_tile<N>(p, slope, keys, q0 + c0, false);
+            if constexpr (kAlibi) alibi_tile<N>(p, slope, keys, q0 + c0, false);
             for (int n = 0; n < N / 8; n++)
                 for (int i = 0; i < 4; i++) {
                     const int c = c0 + 8 * n + 2 * t + (i & 1), q = q0 + c;  // query q is the tile's column c
@@ -730,7 +733,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 }
 
 // dQ: a warp owns 16 queries; key tiles up to the diagonal. grid (B*H, ceil(T/kMmaRows)).
-template <int D, class X>
+template <int D, class X, bool kAlibi>
 __global__ void __launch_bounds__(kMmaThreads)
     flash_backward_dq_mma_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
                                  const float* __restrict__ lse, const float* __restrict__ delta,
@@ -738,7 +741,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     constexpr int K = kMmaK<X>;
     __shared__ MmaTiles<D, X> sm;  // K and V
     const int bh = blockIdx.x, b = bh / H, h = bh % H, w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const float slope = slopes ? slopes[h] / scale : 0.0f;
+    const float slope = kAlibi ? slopes[h] / scale : 0.0f;
     const int row0 = (int)(gridDim.y - 1 - blockIdx.y) * kMmaRows;
     const int rows[2] = {row0 + 16 * w + lane / 4, row0 + 16 * w + lane / 4 + 8}, t = lane % 4;
     const size_t C3 = 3 * (size_t)C;
@@ -767,7 +770,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         float ds[kTiles8][4] = {}, dp[kTiles8][4] = {};
         mma_xyt<D>(ds, qa, sm.a);  // S = Q K^T
         mma_xyt<D>(dp, oa, sm.b);  // dP = dO V^T
-        if (slopes) alibi_tile<kMmaRows>(ds, slope, rows, k0, true);
+        if constexpr (kAlibi) alibi_tile<kMmaRows>(ds, slope, rows, k0, true);
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++) {
                 const int r = i / 2;
@@ -778,6 +781,16 @@ __global__ void __launch_bounds__(kMmaThreads)
     }
     for (int r = 0; r < 2; r++)
         if (rows[r] < T) store_row<D>(dqkv + ((size_t)b * T + rows[r]) * C3 + h * D, dq, r, scale);
+}
+
+// Calls f(std::true_type()) with ALiBi's slopes, f(std::false_type()) without: the flash kernels
+// take the bias as a template flag, so that those without it stay as they were (registers).
+template <class F>
+void with_alibi(const float* slopes, F f) {
+    if (slopes)
+        f(std::true_type());
+    else
+        f(std::false_type());
 }
 
 // Calls f(std::integral_constant<int, D>) when the kernels are instantiated for head size D
@@ -872,15 +885,18 @@ void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, i
     check_flash_head_size(C / H);
     using X = dev_t<Act>;
     with_head_size(C / H, [&](auto d) {
-        constexpr int D = d.value;
-        if constexpr (mma_head_size(D))
-            if (use_mma<X>(C, {out, qkv})) {
-                flash_forward_mma_kernel<D, X>
-                    <<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(dev(out), lse, dev(qkv), slopes, T, C, H, scale);
-                return;
-            }
-        flash_forward_kernel<D, X>
-            <<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(dev(out), lse, dev(qkv), slopes, T, C, H, scale);
+        with_alibi(slopes, [&](auto alibi) {
+            constexpr int D = d.value;
+            constexpr bool A = alibi.value;
+            if constexpr (mma_head_size(D))
+                if (use_mma<X>(C, {out, qkv})) {
+                    flash_forward_mma_kernel<D, X, A><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
+                        dev(out), lse, dev(qkv), slopes, T, C, H, scale);
+                    return;
+                }
+            flash_forward_kernel<D, X, A><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
+                dev(out), lse, dev(qkv), slopes, T, C, H, scale);
+        });
     });
     cudaCheckLaunch();
 }
@@ -900,21 +916,24 @@ void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Ac
     const float scale = 1.0f / sqrtf((float)(C / H));
     check_flash_head_size(C / H);
     with_head_size(C / H, [&](auto d) {
-        constexpr int D = d.value;
-        if constexpr (mma_head_size(D))
-            if (use_mma<X>(C, {dqkv, dout, qkv})) {
-                flash_backward_dkdv_mma_kernel<D, X><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
-                    dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
-                cudaCheckLaunch();
-                flash_backward_dq_mma_kernel<D, X><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
-                    dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
-                return;
-            }
-        flash_backward_dkdv_kernel<D, X><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
-            dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
-        cudaCheckLaunch();
-        flash_backward_dq_kernel<D, X><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
-            dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
+        with_alibi(slopes, [&](auto alibi) {
+            constexpr int D = d.value;
+            constexpr bool A = alibi.value;
+            if constexpr (mma_head_size(D))
+                if (use_mma<X>(C, {dqkv, dout, qkv})) {
+                    flash_backward_dkdv_mma_kernel<D, X, A><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
+                        dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
+                    cudaCheckLaunch();
+                    flash_backward_dq_mma_kernel<D, X, A><<<mma_grid(B, T, H), kMmaThreads, 0, stream>>>(
+                        dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
+                    return;
+                }
+            flash_backward_dkdv_kernel<D, X, A><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
+                dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
+            cudaCheckLaunch();
+            flash_backward_dq_kernel<D, X, A><<<flash_grid(B, T, H), kFlashThreads, 0, stream>>>(
+                dev(dqkv), dev(dout), dev(qkv), lse, delta, slopes, T, C, H, scale);
+        });
     });
     cudaCheckLaunch();
 }
