@@ -67,13 +67,23 @@ if wait_for "$tmp/fifo2.txt" "^parameters: total" 20 && tr '\0' '\n' <"/proc/$p2
 then pass openmp_user_setting_wins; else fail openmp_user_setting_wins "$(tr '\0' '\n' <"/proc/$p2/environ" | grep OMP_)"; fi
 kill -9 "$p2"
 wait "$p2" 2>/dev/null
-kill -INT "$pid"
-sleep 0.5
-if kill -0 "$pid" 2>/dev/null; then pass first_sigint_finishes_step; else fail first_sigint_finishes_step "exited at once"; fi
-kill -INT "$pid"
-wait "$pid"
-rc=$?
-if [ $rc -eq 130 ]; then pass second_sigint_exits_at_once; else fail second_sigint_exits_at_once "exit status $rc"; fi
+# A shell started in the background without job control passes SIGINT on ignored, and no shell
+# can undo that; the trainer then keeps ignoring it (as under nohup), so there is nothing to test
+if (( 0x$(awk '/^SigIgn/ {print $2}' /proc/$$/status) & 2 )); then
+  why="SIGINT is ignored in this test's environment (started in the background), and so in the trainer"
+  skip first_sigint_finishes_step "$why"
+  skip second_sigint_exits_at_once "$why"
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null
+else
+  kill -INT "$pid"
+  sleep 0.5
+  if kill -0 "$pid" 2>/dev/null; then pass first_sigint_finishes_step; else fail first_sigint_finishes_step "exited at once"; fi
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  if [ $rc -eq 130 ]; then pass second_sigint_exits_at_once; else fail second_sigint_exits_at_once "exit status $rc"; fi
+fi
 
 # --- SIGTERM mid-run: the step finishes, a checkpoint is written, a "stopped" record logged,
 # exit 143; --resume then continues exactly as a run that was never stopped
