@@ -772,9 +772,12 @@ def mark_outside(ax):
 
 
 def finish_axes(ax):
+    """Grid lines, and the legend unless a panel finished before it shows the same one: a grid
+    of datasets x panels gets one legend, not one over every panel's curves."""
     ax.grid(alpha=0.3)
-    handles = ax.get_legend_handles_labels()[0]
-    if handles:
+    handles, labels = ax.get_legend_handles_labels()
+    shown = [other.get_legend_handles_labels()[1] for other in ax.figure.axes if other.get_legend()]
+    if handles and labels not in shown:
         ax.legend(fontsize=8 if len(handles) <= 6 else 7)
 
 

@@ -348,6 +348,9 @@ def main():
         legend = [t.get_text() for a in figs[-1].axes if a.get_legend() for t in a.get_legend().get_texts()]
         check(f"legend_has_parameters_{name}", "crope, 165,888 attention params" + (f" ({n_seeds} seeds)" if n_seeds > 1
               else "") in legend, str(legend))
+        # panels with the same curves share one legend
+        sets = [tuple(t.get_text() for t in a.get_legend().get_texts()) for a in figs[-1].axes if a.get_legend()]
+        check(f"one_legend_per_label_set_{name}", sets and len(sets) == len(set(sets)), str(sets))
     ax = panel(figs[-2], "validation loss minus RoPE's mean")
     lo, hi = ax.get_ylim()
     check("difference_panel_scaled_after_step_0", hi < 0.5 and any("step 0: +1.100" in t.get_text() for t in ax.texts)
