@@ -14,8 +14,9 @@ tmp=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 
-# t_val: 249 windows of 16+1, not a multiple of B=4; big_val: a long evaluation
-pattern_shards "$tmp" 1 0.1 16 12000 t_train:0:4000 t_val:4000:8000 big_val:4000:12000
+# t_val: 249 windows of 16+1, not a multiple of B=4; big_val: an evaluation many steps long (at
+# 8,000 tokens it took only about two of this tiny model's steps, and CI once saw the ETA check miss)
+pattern_shards "$tmp" 1 0.1 16 60000 t_train:0:4000 t_val:4000:8000 big_val:4000:60000
 data=(--train_data "$tmp/t_train_000000.bin" --val_data "$tmp/t_val_000000.bin")
 tiny=(--n_layer 1 --n_head 2 --n_embd 16 --vocab_size 16 --max_seq_len 32 --seq_len 16 --batch_size 4 --device cpu)
 
