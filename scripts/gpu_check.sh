@@ -4,10 +4,12 @@
 # it comes, the report on any exit), and a second run that does only what the first did not
 # (--skip-done DIR). The parts run in the order of what matters most, each sized from its cost:
 #   prerequisites   one line each (make, g++, nvcc, cuBLAS, NCCL, nlohmann/json, python3, a GPU,
-#                   its driver, compute-sanitizer, PyTorch), each probe capped; never apt (such a
-#                   machine may have no network). A missing or unfit one (a driver too old for
-#                   the toolkit, a GPU below sm_80, a header not found) is an `error:` line that
-#                   says how to get it, and the check stops before building
+#                   its driver, CUDA's first calls, compute-sanitizer, PyTorch), each probe
+#                   capped; never apt (such a machine may have no network). A missing or unfit
+#                   one (a driver too old for the toolkit, a GPU below sm_80, a header not found,
+#                   a GPU CUDA cannot open: fabric manager down, a cuda-compat libcuda that does
+#                   not fit the driver, MIG without an instance, CUDA_VISIBLE_DEVICES naming no
+#                   GPU) is an `error:` line that says what to do, and the check stops before building
 #   build           the trainer and the GPU test programs, for this GPU's architecture only
 #   tests           every build/test/test_cuda*, bf16 and tf32 included      -> OUT/test_cuda.log
 #   paper           the CRoPE paper's setting (V=50257 C=128 L=4 H=4 B=16 T=1024), rope and crope,
@@ -59,8 +61,8 @@ usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper
   -h, --help        this text
 Environment: DATA (where prepared shards are looked for, default data), GPU_CHECK_COSTS
 ("PART:SECONDS ...": costs to plan with instead of the estimates), GPU_CHECK_PROBE_S (the
-seconds each probe of the machine may take, default 20: nvidia-smi, nvcc, the compiler, PyTorch
-3 times that), CUDA_HOME, NVCC, CXX, MPICC, NCCL_HOME (as the Makefile reads them).
+seconds each probe of the machine may take, default 20: nvidia-smi, nvcc, the compiler, CUDA's
+first calls, PyTorch 3 times that), CUDA_HOME, NVCC, CXX, MPICC, NCCL_HOME (as the Makefile reads them).
 EOF
 }
 
@@ -275,12 +277,13 @@ need() {  # need NAME MESSAGE: a required prerequisite is missing or unfit
   echo "error: $1: $2"
   missing+=("$1")
 }
-# probe SECONDS CMD...: CMD's stdout and status, or status 124 once SECONDS have passed without its
-# end. Not `timeout`, which waits for the process it kills: one stuck in the driver does not die.
+# probe SECONDS CMD...: CMD's stdout and status (its stderr in WORK/probe.err), or status 124 once
+# SECONDS have passed without its end. Not `timeout`, which waits for the process it kills: one
+# stuck in the driver does not die.
 probe() {
   local s=$1 pid i rc
   shift
-  "$@" >"$WORK/probe.out" 2>/dev/null &
+  "$@" >"$WORK/probe.out" 2>"$WORK/probe.err" &
   pid=$!
   for ((i = 0; i < s * 10; i++)); do
     kill -0 $pid 2>/dev/null || break
@@ -295,12 +298,14 @@ probe() {
 # our_kernels: the names of the kernels in cuda/, |-separated (each ends in _kernel, on its
 # __global__ line or the next)
 our_kernels() { grep -h -A1 '^__global__' cuda/*.cu cuda/*.cuh | grep -o '[a-z_0-9]*_kernel *(' | tr -d ' (' | sort -u | paste -sd'|'; }
-# has_header HEADER [FLAG...]: the C++ compiler (CXX, as make's) finds HEADER
+# The C++ compiler as make runs it: CXX split into words (CXX="ccache g++" is two)
+read -ra CXX_CMD <<<"${CXX:-g++}"
+# has_header HEADER [FLAG...]: the C++ compiler finds HEADER
 has_header() {
   printf '#include <%s>\n' "$1" >"$WORK/probe.cpp"
-  probe "$PROBE_S" "${CXX:-g++}" "${@:2}" -E "$WORK/probe.cpp" -o /dev/null >/dev/null
+  probe "$PROBE_S" "${CXX_CMD[@]}" "${@:2}" -E "$WORK/probe.cpp" -o /dev/null >/dev/null
 }
-for tool in make g++ timeout stdbuf; do
+for tool in make $(printf '%s\n' "${CXX_CMD[@]}" | grep -v '^-') timeout stdbuf; do
   if command -v $tool >/dev/null; then echo "$tool: $(command -v $tool)"; else need $tool "not on PATH"; fi
 done
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -324,14 +329,15 @@ else
     # NCCL: the Makefile builds it in when `$MPICC -show` names MPI's flags and nccl.h is in
     # $NCCL_HOME/include, /usr/include or the toolkit's include folder (the first found)
     nccl_h=$(ls ${NCCL_HOME:+"$NCCL_HOME/include/nccl.h"} /usr/include/nccl.h "$home/include/nccl.h" 2>/dev/null | head -n 1)
-    if [ "$(probe "$PROBE_S" "${MPICC:-mpicc}" -show | wc -w)" -lt 2 ]; then
+    read -ra mpicc <<<"${MPICC:-mpicc}"  # split into words, as make does
+    if [ "$(probe "$PROBE_S" "${mpicc[@]}" -show | wc -w)" -lt 2 ]; then
       NCCL_WHY="no ${MPICC:-mpicc}: the build has no MPI (libopenmpi-dev), so no NCCL"
     elif [ -z "$nccl_h" ]; then
       NCCL_WHY="no nccl.h in ${NCCL_HOME:+\$NCCL_HOME/include, }/usr/include or $home/include (NVIDIA's libnccl-dev, or set NCCL_HOME)"
     else
       NCCL_WHY=""
       printf 'int main() { return 0; }\n' >"$WORK/probe.cpp"
-      if probe "$PROBE_S" "${CXX:-g++}" "$WORK/probe.cpp" -o "$WORK/probe" -L"$home/lib64" ${NCCL_HOME:+-L"$NCCL_HOME/lib"} \
+      if probe "$PROBE_S" "${CXX_CMD[@]}" "$WORK/probe.cpp" -o "$WORK/probe" -L"$home/lib64" ${NCCL_HOME:+-L"$NCCL_HOME/lib"} \
         -lnccl >/dev/null; then
         echo "NCCL: $nccl_h, with MPI (the data-parallel part runs under mpirun)"
       else
@@ -371,16 +377,18 @@ if [ $EMU = 1 ]; then
 elif ! command -v nvidia-smi >/dev/null; then
   need GPU "nvidia-smi not found (the NVIDIA driver); for a dry run without a GPU: --emulated"
 else
-  q="--format=csv,noheader --query-gpu=name,memory.total,driver_version"
+  # smi FIELDS: nvidia-smi's line per GPU of FIELDS (its options are two arguments)
+  smi() { probe "$PROBE_S" nvidia-smi --query-gpu="$1" --format=csv,noheader; }
   # compute_cap needs a driver from 2022 on; an older one still names the GPU
-  gpu=$(probe "$PROBE_S" nvidia-smi "$q,compute_cap")
+  gpu=$(smi name,memory.total,driver_version,compute_cap)
   rc=$?
-  [ $rc = 0 ] || [ $rc = 124 ] || { gpu=$(probe "$PROBE_S" nvidia-smi "$q"); rc=$?; }
-  gpu=$(head -n 1 <<<"$gpu")
+  [ $rc = 0 ] || [ $rc = 124 ] || { gpu=$(smi name,memory.total,driver_version); rc=$?; }
+  ngpu=$(grep -c . <<<"$gpu") gpu=$(head -n 1 <<<"$gpu")
   if [ $rc = 124 ]; then
     need GPU "nvidia-smi did not answer within $PROBE_S s: the GPU or its driver is wedged (dmesg says more; nvidia-smi -r or a reboot)"
   elif [ $rc != 0 ] || [ -z "$gpu" ]; then
-    need GPU "nvidia-smi finds no GPU; for a dry run without one: --emulated"
+    said=$(cat "$WORK/probe.out" "$WORK/probe.err" | grep -m1 .)  # its own words, e.g. NVML's version mismatch
+    need GPU "nvidia-smi finds no GPU${said:+ (it says: $said)}; for a dry run without one: --emulated"
   else
     DEVICE=$gpu
     echo "GPU: $gpu"
@@ -404,6 +412,88 @@ else
       else
         echo "nvcc has no sm_$cc: the build takes the Makefile's architectures (and their PTX, which the driver compiles for this GPU)"
       fi
+    fi
+  fi
+fi
+# CUDA's first calls, as the trainer makes them (cuda/memory.cu), before the build: a GPU that
+# nvidia-smi lists but CUDA cannot open (fabric manager down, a libcuda that does not fit the
+# driver, MIG without an instance, CUDA_VISIBLE_DEVICES naming no GPU) stops the check in seconds.
+# The probe is a small C++ program built with CXX against the toolkit's runtime, linked as the
+# Makefile links the trainer: a second or two, where nvcc takes longer and the toolkit's own
+# device query (__nvcc_device_query) is an undocumented part of nvcc.
+# ld_libcuda: the first folder on LD_LIBRARY_PATH with a libcuda.so.1 (cuda-compat's), which the
+# runtime loads before the driver's own
+ld_libcuda() {
+  local d
+  IFS=: read -ra ds <<<"${LD_LIBRARY_PATH:-}"
+  for d in "${ds[@]}"; do [ -n "$d" ] && [ -e "$d/libcuda.so.1" ] && { echo "$d"; return 0; }; done
+  return 1
+}
+# cuda_advice CODE: what to do when CUDA's first call fails with CODE
+cuda_advice() {
+  local d
+  case $1 in
+    802) echo "on an NVSwitch machine (HGX, DGX) NVIDIA's fabric manager must run before CUDA can use the GPUs: sudo systemctl start nvidia-fabricmanager (at the driver's version, $drv; systemctl status nvidia-fabricmanager says why it stopped)" ;;
+    803)
+      if d=$(ld_libcuda) && [ -n "$min" ] && [[ ${drv%%.*} =~ ^[0-9]+$ ]] && [ "${drv%%.*}" -ge "$min" ]; then
+        echo "the libcuda.so.1 of $d (cuda-compat's, first on LD_LIBRARY_PATH) does not fit the driver $drv, which runs CUDA $CUDA_VERSION by itself: take $d off LD_LIBRARY_PATH"
+      elif [ -n "$d" ]; then
+        echo "the libcuda.so.1 of $d (cuda-compat's, first on LD_LIBRARY_PATH) does not fit the driver $drv: cuda-compat's must be newer than the driver (that of CUDA $CUDA_VERSION, in $home/compat)"
+      else
+        echo "the NVIDIA kernel module and the driver's library differ (a driver upgrade without a reboot?): reboot"
+      fi ;;
+    100)
+      if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+        echo "CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' names none of the GPUs (nvidia-smi lists $ngpu: their indices from 0, or their UUIDs, nvidia-smi -L): name one, or unset it"
+      elif smi mig.mode.current | grep -q Enabled; then
+        echo "MIG mode is on and CUDA finds no MIG instance: create one (sudo nvidia-smi mig -cgi PROFILE -C; nvidia-smi mig -lgip lists the profiles), or turn MIG off (sudo nvidia-smi -mig 0, then a GPU reset)"
+      else
+        echo "nvidia-smi lists $ngpu but CUDA finds none: see whether this user may open /dev/nvidia* (in a container: whether the GPU is passed in)"
+      fi ;;
+    35) echo "the driver $drv is older than CUDA $CUDA_VERSION's runtime needs: update it, or put cuda-compat's libcuda first on LD_LIBRARY_PATH" ;;
+    46) echo "the GPU is busy or in a prohibited compute mode (nvidia-smi -q -d COMPUTE)" ;;
+    *) echo "see what nvidia-smi and dmesg say" ;;
+  esac
+}
+if [ ${#missing[@]} = 0 ] && [ $EMU = 0 ]; then
+  cat >"$WORK/cuda_probe.cpp" <<'EOF'
+#include <cuda_runtime_api.h>
+#include <cstdio>
+// One line: "ok DEVICES SM NAME" or "fail CALL CODE NAME: TEXT".
+static int failed(const char* call, cudaError_t e) {
+    std::printf("fail %s %d %s: %s\n", call, int(e), cudaGetErrorName(e), cudaGetErrorString(e));
+    return 1;
+}
+int main() {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e) return failed("cudaGetDeviceCount", e);
+    cudaDeviceProp p;
+    if ((e = cudaGetDeviceProperties(&p, 0))) return failed("cudaGetDeviceProperties", e);
+    if ((e = cudaSetDevice(0))) return failed("cudaSetDevice", e);
+    if ((e = cudaFree(nullptr))) return failed("cudaFree", e);  // creates the context
+    std::printf("ok %d %d%d %s\n", n, p.major, p.minor, p.name);
+    return 0;
+}
+EOF
+  probe "$PROBE_S" "${CXX_CMD[@]}" "$WORK/cuda_probe.cpp" -o "$WORK/cuda_probe" -I"$home/include" -L"$home/lib64" \
+    -Wl,-rpath,"$home/lib64" -lcudart >/dev/null
+  rc=$?
+  if [ $rc != 0 ]; then
+    need "CUDA runtime" "no program builds with ${CXX_CMD[*]} against $home's runtime (cuda_runtime_api.h, libcudart.so): $(
+      [ $rc = 124 ] && echo "not within $PROBE_S s" ||
+        { grep -m1 -E 'error|cannot find' "$WORK/probe.err" || grep -m1 . "$WORK/probe.err"; } | sed 's/^.*error: //')"
+  else
+    cuda=$(probe "$PROBE_S" "$WORK/cuda_probe")
+    rc=$?
+    if [ $rc = 124 ]; then
+      need GPU "CUDA's first call did not return within $PROBE_S s: the GPU or its driver is wedged (dmesg says more; nvidia-smi -r or a reboot)"
+    elif [[ $cuda =~ ^ok\ ([0-9]+)\ ([0-9]+)\ (.*)$ ]]; then
+      echo "CUDA: ${BASH_REMATCH[1]} device(s); device 0: ${BASH_REMATCH[3]} (sm_${BASH_REMATCH[2]})"
+    elif [[ $cuda =~ ^fail\ ([a-zA-Z]+)\ ([0-9]+)\ ([a-zA-Z]+):\ (.*)$ ]]; then
+      need GPU "CUDA's ${BASH_REMATCH[1]} fails with ${BASH_REMATCH[3]} (${BASH_REMATCH[2]}: ${BASH_REMATCH[4]}): $(cuda_advice "${BASH_REMATCH[2]}")"
+    else
+      need GPU "the CUDA probe stopped with status $rc: $(cat "$WORK/probe.out" "$WORK/probe.err" | grep -m1 . || echo 'no message')"
     fi
   fi
 fi

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh without a GPU: its options; the prerequisites on a fake toolkit and a fake
-# nvidia-smi, each refusal one exact error: line before any build (no nvcc, no GPU, a wedged one,
-# a driver too old for the toolkit's CUDA, a GPU below sm_80, a header missing); the data-parallel
+# scripts/gpu_check.sh without a GPU: its options; the prerequisites on a fake machine
+# (test/fake_gpu/: nvidia-smi, nvcc, the CUDA runtime, each as strict as the real tool): a working
+# GPU passes, each refusal is one exact error: line before any build (no nvcc, no GPU, a wedged
+# one, a driver too old for the toolkit's CUDA, a GPU below sm_80, a header missing, and CUDA's
+# first call failing: fabric manager down, a cuda-compat libcuda over a newer driver, MIG without
+# an instance, CUDA_VISIBLE_DEVICES naming no GPU, a call that never returns); the data-parallel
 # part only with NCCL linked; racecheck's kernel filter; scripts/prepare_gpu_deps.sh's sources and
 # its error; and dry runs on the CPU execution layer (--emulated): a run whose plan leaves a part
 # out (the parts it cut are failures, the rest written as it goes), a second run with --skip-done
@@ -80,37 +83,66 @@ if [ -z "$gate" ]; then fail gpu_check_grid_gate "the gate's block was not found
 elif [ -n "$why" ]; then fail gpu_check_grid_gate "$why"
 else pass gpu_check_grid_gate; fi
 
-# The prerequisites, on a fake toolkit (CUDA_HOME: an nvcc that tells its version and
-# architectures, cuBLAS's files) and a fake nvidia-smi first on PATH, whatever this machine has.
-# Each refusal is one exact `error:` line, the FAIL line, the report, and nothing built.
+# The prerequisites, on a fake machine (test/fake_gpu/: its README says what each fake answers)
+# first on PATH and as CUDA_HOME, whatever this machine has: nvidia-smi, an nvcc that tells its
+# version and architectures, the CUDA runtime's header and a libcudart.so for the script's CUDA
+# probe, cuBLAS's files. Each fake answers only the argument vectors the script should send,
+# in the form the real tool takes them, and refuses any other as the real one does. A working
+# GPU passes; each refusal is one exact `error:` line, the FAIL line, the report, and nothing built.
 mkdir -p "$tmp/fakebin" "$tmp/cuda/bin" "$tmp/cuda/include" "$tmp/cuda/lib64"
-cat >"$tmp/cuda/bin/nvcc" <<'SH'
-#!/bin/sh
-case $1 in
-  --version) echo "Cuda compilation tools, release ${FAKE_CUDA:-13.0}, V${FAKE_CUDA:-13.0}.88" ;;
-  --list-gpu-arch) printf 'compute_%s\n' 75 80 86 87 89 90 100 120 ;;
-  *) echo "fake nvcc: nothing is to be built" >&2; exit 1 ;;
-esac
-SH
-chmod +x "$tmp/cuda/bin/nvcc"
+cp test/fake_gpu/nvidia-smi "$tmp/fakebin/"
+cp test/fake_gpu/nvcc "$tmp/cuda/bin/"
+cp test/fake_gpu/cuda_runtime_api.h "$tmp/cuda/include/"
+gcc -shared -fPIC -Wall test/fake_gpu/cudart.c -o "$tmp/cuda/lib64/libcudart.so" || echo "# the fake libcudart.so did not build"
 touch "$tmp/cuda/include/cublas_v2.h" "$tmp/cuda/lib64/libcublas.so"
-# smi 'LINE' | smi-exit N | smi-hang: the fake nvidia-smi prints LINE (name, memory, driver,
-# compute capability), or finds no GPU, or never answers
+
+# The fakes are strict: they refuse what the real tools refuse (the single argument that held
+# both of nvidia-smi's options, a query without its format, a field the driver lacks) and what
+# the script has no business sending, and answer the script's own calls.
+H200="NVIDIA H200, 143771 MiB, 580.65.06, 9.0"
+why=""
+fk() {  # fk 0|x CMD...: CMD must succeed (0) or be refused (x)
+  local want=$1 rc
+  shift
+  "$@" >/dev/null 2>&1
+  rc=$?
+  if [ "$want" = 0 ] && [ $rc != 0 ]; then why+="'$*' failed (status $rc); "; fi
+  if [ "$want" = x ] && [ $rc = 0 ]; then why+="'$*' was answered; "; fi
+}
+smi_bin=$tmp/fakebin/nvidia-smi nvcc_bin=$tmp/cuda/bin/nvcc
+export FAKE_GPU=$H200 FAKE_SMI=ok
+fk x $smi_bin "--format=csv,noheader --query-gpu=name,memory.total,driver_version,compute_cap"
+fk x $smi_bin --query-gpu=name
+fk x $smi_bin --query-gpu=name --format=csv
+fk x $smi_bin --query-gpu=name,bogus --format=csv,noheader
+fk x $smi_bin -L
+fk x env FAKE_GPU="Tesla K80, 11441 MiB, 470.82.01, 3.7" $smi_bin --query-gpu=name,compute_cap --format=csv,noheader
+fk 0 $smi_bin --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader
+fk 0 $smi_bin --format=csv,noheader --query-gpu=mig.mode.current
+[ "$($smi_bin --format=csv,noheader --query-gpu=name,compute_cap)" = "NVIDIA H200, 9.0" ] || why+="nvidia-smi's answer: $($smi_bin --format=csv,noheader --query-gpu=name,compute_cap 2>&1); "
+fk x $nvcc_bin "--version --list-gpu-arch"
+fk x $nvcc_bin --version --list-gpu-arch
+fk x $nvcc_bin -c x.cu -o x.o
+fk 0 $nvcc_bin --version
+fk 0 $nvcc_bin --list-gpu-arch
+if [ -n "$why" ]; then fail gpu_check_fakes_strict "$why"; else pass gpu_check_fakes_strict; fi
+
+# smi 'LINE' | smi -nodev | smi -hang: the fake machine has one GPU (LINE: name, memory, driver,
+# compute capability as nvidia-smi prints them), or no GPU, or a driver that never answers
 smi() {
   case $1 in
-    -exit) printf '#!/bin/sh\necho "No devices were found"\nexit %s\n' "$2" ;;
-    -hang) printf '#!/bin/sh\nexec sleep 60\n' ;;
-    *) printf '#!/bin/sh\necho "%s"\n' "$1" ;;
-  esac >"$tmp/fakebin/nvidia-smi"
-  chmod +x "$tmp/fakebin/nvidia-smi"
+    -nodev) export FAKE_SMI=nodev ;;
+    -hang) export FAKE_SMI=hang ;;
+    *) export FAKE_SMI=ok FAKE_GPU=$1 ;;
+  esac
 }
-H200="NVIDIA H200, 143771 MiB, 580.65.06, 9.0"
-# gpu_run DIR [VAR=VALUE...]: the check (not emulated) with the fakes; sets out and rc
+# gpu_run DIR [VAR=VALUE...]: the check (not emulated) with the fakes; sets out and rc. The
+# environment the CUDA runtime reads is the fake machine's unless given.
 gpu_run() {
   local dir=$1
   shift
-  out=$(env -u NCCL_HOME -u MPICC -u CXX -u GPU_CHECK_PROBE_S PATH="$tmp/fakebin:$PATH" CUDA_HOME="$tmp/cuda" NVCC= "$@" \
-    bash $gc --out "$tmp/$dir" 2>&1)
+  out=$(env -u NCCL_HOME -u MPICC -u CXX -u GPU_CHECK_PROBE_S -u CUDA_VISIBLE_DEVICES -u LD_LIBRARY_PATH \
+    PATH="$tmp/fakebin:$PATH" CUDA_HOME="$tmp/cuda" NVCC= "$@" bash $gc --out "$tmp/$dir" 2>&1)
   rc=$?
 }
 # refused NAME DIR LINE [OTHER-PATTERN]: the last gpu_run stopped at its prerequisites with LINE its
@@ -125,20 +157,47 @@ refused() {
   { [ -e "$tmp/$dir/build.log" ] || grep -q '^== build' <<<"$out"; } && why+="a build started; "
   if [ -n "$why" ]; then fail "$name" "$why$(tail -n 12 <<<"$out")"; else pass "$name"; fi
 }
+# passed NAME DIR PATTERN...: the last gpu_run (GPU_CHECK_COSTS=build:100000: no time to build)
+# passed its prerequisites, with a line matching each PATTERN, and then stopped, its build not
+# started for the time budget
+passed() {
+  local name=$1 dir=$2 p why=""
+  shift 2
+  grep -q '^error: ' <<<"$out" && why+="$(grep '^error: ' <<<"$out"); "
+  grep -qx 'PASS gpu_check_prerequisites' "$tmp/$dir/parts.txt" 2>/dev/null || why+="no PASS line for the prerequisites; "
+  for p in "$@"; do grep -q -- "$p" <<<"$out" || why+="no line '$p'; "; done
+  grep -q '^FAIL gpu_check_build: not run: needs ~100000 s' "$tmp/$dir/parts.txt" 2>/dev/null || why+="the build was not the next step; "
+  if [ -n "$why" ]; then fail "$name" "$why$(tail -n 12 <<<"$out")"; else pass "$name"; fi
+}
+nobuild=(GPU_CHECK_COSTS=build:100000 BUILD="$tmp/nobuild")
+
+# A working H200 (and CXX of two words, as CXX="ccache g++": each its own argument, as make has it).
+smi "$H200"
+gpu_run working "${nobuild[@]}" CXX="env g++"
+passed gpu_check_working_gpu working "^GPU: $H200\$" "^nvcc: $tmp/cuda/bin/nvcc (CUDA 13.0)\$" \
+  "^CUDA: 1 device(s); device 0: NVIDIA H200 (sm_90)\$"
+# A driver without compute_cap (R470): the query falls back to the fields it has; CUDA 11 runs on it.
+smi "NVIDIA A100-SXM4-80GB, 81251 MiB, 470.82.01, 8.0"
+gpu_run olderfields "${nobuild[@]}" FAKE_CUDA=11.8
+passed gpu_check_driver_without_compute_cap olderfields "^GPU: NVIDIA A100-SXM4-80GB, 81251 MiB, 470.82.01\$" \
+  "^CUDA: 1 device(s); device 0: NVIDIA A100-SXM4-80GB (sm_80)\$"
+# MIG on with two instances, the second chosen by CUDA_VISIBLE_DEVICES: CUDA has a device.
+smi "$H200"
+gpu_run mig1 "${nobuild[@]}" FAKE_MIG=Enabled FAKE_MIG_INSTANCES=2 CUDA_VISIBLE_DEVICES=1
+passed gpu_check_mig_instance mig1 "^CUDA: 1 device(s); device 0: NVIDIA H200 (sm_90)\$"
 
 # A PATH without nvcc (and no CUDA_HOME): one line names it.
 nonvcc=""
 IFS=: read -ra dirs <<<"$PATH"
 for d in "${dirs[@]}"; do [ -x "$d/nvcc" ] || nonvcc+="${nonvcc:+:}$d"; done
-smi "$H200"
 gpu_run nonvcc PATH="$tmp/fakebin:$nonvcc" CUDA_HOME=/nonexistent
 refused gpu_check_missing_nvcc nonvcc \
   "error: nvcc: not in \$CUDA_HOME/bin (/nonexistent) nor on PATH: install NVIDIA's CUDA toolkit, or set CUDA_HOME"
 
-# No GPU (an nvidia-smi that finds none): a failure, never a pass.
-smi -exit 6
+# No GPU (an nvidia-smi that finds none): a failure, never a pass; nvidia-smi's words are said.
+smi -nodev
 gpu_run nogpu
-refused gpu_check_no_gpu nogpu "error: GPU: nvidia-smi finds no GPU; for a dry run without one: --emulated"
+refused gpu_check_no_gpu nogpu "error: GPU: nvidia-smi finds no GPU (it says: No devices were found); for a dry run without one: --emulated"
 
 # A wedged GPU (an nvidia-smi that never answers): refused once the probe's time is up.
 smi -hang
@@ -160,15 +219,42 @@ T4_LINE="error: GPU: the GPU is sm_75 (Tesla T4); the trainer needs sm_80 or new
 smi "$T4_OLD"
 gpu_run cuda12 FAKE_CUDA=12.4
 refused gpu_check_driver_cuda12 cuda12 "$T4_LINE"
-mkdir -p "$tmp/cuda/compat" && touch "$tmp/cuda/compat/libcuda.so.1"
+# cuda-compat's folder as NVIDIA's package lays it out: libcuda.so.1 a link to libcuda.so.VERSION
+mkdir -p "$tmp/cuda/compat" && touch "$tmp/cuda/compat/libcuda.so.580.65.06" && ln -s libcuda.so.580.65.06 "$tmp/cuda/compat/libcuda.so.1"
 gpu_run compat LD_LIBRARY_PATH="$tmp/cuda/compat"
 refused gpu_check_driver_compat compat "$T4_LINE" "^driver: 535.104.05, with the forward-compatibility libcuda of $tmp/cuda/compat"
-rm -r "$tmp/cuda/compat"
 
 # A GPU below sm_80 (a T4 with a new driver).
 smi "Tesla T4, 15360 MiB, 580.65.06, 7.5"
 gpu_run sm75
 refused gpu_check_old_gpu sm75 "$T4_LINE"
+
+# GPUs nvidia-smi lists but CUDA cannot open, refused by the CUDA probe before the build: an
+# NVSwitch machine whose fabric manager is down (802); cuda-compat's libcuda (of R580) left on
+# LD_LIBRARY_PATH over a newer driver (803); MIG on without an instance; CUDA_VISIBLE_DEVICES
+# naming no GPU; CUDA's first call never returning; no runtime header to build the probe with.
+smi "$H200"
+cuda_line() { echo "error: GPU: CUDA's cudaGetDeviceCount fails with $1"; }
+gpu_run fabric FAKE_FABRIC_MANAGER=stopped
+refused gpu_check_cuda_fabric_manager fabric "$(cuda_line "cudaErrorSystemNotReady (802: system not yet initialized): on an NVSwitch machine (HGX, DGX) NVIDIA's fabric manager must run before CUDA can use the GPUs: sudo systemctl start nvidia-fabricmanager (at the driver's version, 580.65.06; systemctl status nvidia-fabricmanager says why it stopped)")"
+smi "NVIDIA H200, 143771 MiB, 590.48.01, 9.0"
+gpu_run compat803 LD_LIBRARY_PATH="$tmp/cuda/compat"
+refused gpu_check_cuda_compat_mismatch compat803 "$(cuda_line "cudaErrorSystemDriverMismatch (803: system has unsupported display driver / cuda driver combination): the libcuda.so.1 of $tmp/cuda/compat (cuda-compat's, first on LD_LIBRARY_PATH) does not fit the driver 590.48.01, which runs CUDA 13.0 by itself: take $tmp/cuda/compat off LD_LIBRARY_PATH")"
+rm -r "$tmp/cuda/compat"
+smi "$H200"
+gpu_run mig0 FAKE_MIG=Enabled
+refused gpu_check_cuda_mig_without_instance mig0 "$(cuda_line "cudaErrorNoDevice (100: no CUDA-capable device is detected): MIG mode is on and CUDA finds no MIG instance: create one (sudo nvidia-smi mig -cgi PROFILE -C; nvidia-smi mig -lgip lists the profiles), or turn MIG off (sudo nvidia-smi -mig 0, then a GPU reset)")"
+gpu_run cvd CUDA_VISIBLE_DEVICES=1
+refused gpu_check_cuda_visible_devices cvd "$(cuda_line "cudaErrorNoDevice (100: no CUDA-capable device is detected): CUDA_VISIBLE_DEVICES='1' names none of the GPUs (nvidia-smi lists 1: their indices from 0, or their UUIDs, nvidia-smi -L): name one, or unset it")"
+start=$SECONDS
+gpu_run cudahang FAKE_CUDA_HANG=1 GPU_CHECK_PROBE_S=4
+if [ $((SECONDS - start)) -gt 30 ]; then fail gpu_check_cuda_wedged "took $((SECONDS - start)) s with 4 s probes"
+else refused gpu_check_cuda_wedged cudahang \
+  "error: GPU: CUDA's first call did not return within 4 s: the GPU or its driver is wedged (dmesg says more; nvidia-smi -r or a reboot)"; fi
+mv "$tmp/cuda/include/cuda_runtime_api.h" "$tmp/"
+gpu_run noruntime
+refused gpu_check_cuda_no_runtime_header noruntime "error: CUDA runtime: no program builds with g++ against $tmp/cuda's runtime (cuda_runtime_api.h, libcudart.so): cuda_runtime_api.h: No such file or directory"
+mv "$tmp/cuda_runtime_api.h" "$tmp/cuda/include/"
 
 # Missing headers: nlohmann/json (a compiler that finds no such header), cuBLAS, and NCCL's
 # library where its header is (an mpicc that shows MPI's flags and NCCL_HOME with nccl.h only:
@@ -186,7 +272,9 @@ printf 'int main() { return 0; }\n' >"$tmp/main.cpp"
 if g++ "$tmp/main.cpp" -o "$tmp/main" -lnccl 2>/dev/null; then
   skip gpu_check_missing_nccl_lib "this machine's system folders have libnccl"
 else
-  printf '#!/bin/sh\necho "gcc -I/mpi -lmpi"\n' >"$tmp/fakebin/mpicc" && chmod +x "$tmp/fakebin/mpicc"
+  # an mpicc answers -show alone (what the script and the Makefile ask); it compiles nothing
+  printf '#!/bin/sh\n[ "$*" = -show ] || { echo "fake mpicc: compiles nothing (arguments: $*)" >&2; exit 1; }\necho "gcc -I/mpi -lmpi"\n' >"$tmp/fakebin/mpicc"
+  chmod +x "$tmp/fakebin/mpicc"
   mkdir -p "$tmp/ncclhome/include" && touch "$tmp/ncclhome/include/nccl.h"
   gpu_run nonccl NCCL_HOME="$tmp/ncclhome"
   refused gpu_check_missing_nccl_lib nonccl "error: NCCL: $tmp/ncclhome/include/nccl.h is there, so the build links -lnccl, but no libnccl.so links from $tmp/cuda/lib64, $tmp/ncclhome/lib or the system's folders: install NCCL's library (libnccl2 and libnccl-dev) beside its header"
@@ -223,8 +311,23 @@ if [ -n "$why" ]; then fail gpu_check_racecheck_filter "$why"; else pass gpu_che
 # scripts/prepare_gpu_deps.sh: the header from the system's folder, from Debian's package
 # unpacked (a fake apt-get that downloads a .deb built here), and one error line when nothing
 # works (no such folder, apt-get and the download failing, a download whose sha256 is wrong).
+# The fake apt-get and curl answer only the script's own calls, each option its own argument,
+# and refuse any other as the real ones do.
 pg=scripts/prepare_gpu_deps.sh
+url=https://github.com/nlohmann/json/releases/download/v3.11.3/json.hpp
 mkdir -p "$tmp/sys/nlohmann" "$tmp/depsbin"
+# apt_fake BODY: an apt-get that runs BODY for `apt-get download nlohmann-json3-dev`
+apt_fake() {
+  printf '#!/bin/sh\n[ $# = 2 ] && [ "$1" = download ] && [ "$2" = nlohmann-json3-dev ] || { echo "E: Invalid operation $1"; exit 100; }\n%s\n' \
+    "$1" >"$tmp/depsbin/apt-get"
+  chmod +x "$tmp/depsbin/apt-get"
+}
+# curl_fake BODY: a curl that runs BODY (the file to write: $5) for `curl -fsSL --max-time 120 -o FILE URL`
+curl_fake() {
+  printf '#!/bin/sh\n[ $# = 6 ] && [ "$1" = -fsSL ] && [ "$2" = --max-time ] && [ "$3" = 120 ] && [ "$4" = -o ] && [ "$6" = %s ] ||
+  { echo "curl: (2) fake curl: not the call modelled: $*" >&2; exit 2; }\n%s\n' "$url" "$1" >"$tmp/depsbin/curl"
+  chmod +x "$tmp/depsbin/curl"
+}
 echo '// json' >"$tmp/sys/nlohmann/json.hpp"
 out=$(SYSTEM_INCLUDE="$tmp/sys" bash $pg "$tmp/deps1" 2>&1)
 if [ $? = 0 ] && cmp -s "$tmp/sys/nlohmann/json.hpp" "$tmp/deps1/include/nlohmann/json.hpp"; then pass gpu_deps_system
@@ -236,21 +339,24 @@ else
   printf 'Package: nlohmann-json3-dev\nVersion: 1\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n' >"$tmp/debroot/DEBIAN/control"
   echo '// json from the deb' >"$tmp/debroot/usr/include/nlohmann/json.hpp"
   dpkg-deb --build "$tmp/debroot" "$tmp/nlohmann-json3-dev_1_all.deb" >/dev/null
-  printf '#!/bin/sh\n[ "$1" = download ] && cp %s .\n' "$tmp/nlohmann-json3-dev_1_all.deb" >"$tmp/depsbin/apt-get"
-  chmod +x "$tmp/depsbin/apt-get"
+  apt_fake "cp $tmp/nlohmann-json3-dev_1_all.deb ."
   out=$(PATH="$tmp/depsbin:$PATH" SYSTEM_INCLUDE=/nonexistent bash $pg "$tmp/deps2" 2>&1)
   if [ $? = 0 ] && grep -q "from Debian's nlohmann-json3-dev, unpacked" <<<"$out" &&
     grep -q 'json from the deb' "$tmp/deps2/include/nlohmann/json.hpp" 2>/dev/null; then pass gpu_deps_apt_download
   else fail gpu_deps_apt_download "$out"; fi
 fi
-printf '#!/bin/sh\necho "E: Unable to locate package $2"; exit 100\n' >"$tmp/depsbin/apt-get"
-printf '#!/bin/sh\necho "curl: (6) Could not resolve host: github.com" >&2; exit 6\n' >"$tmp/depsbin/curl"
-chmod +x "$tmp/depsbin/apt-get" "$tmp/depsbin/curl"
-url=https://github.com/nlohmann/json/releases/download/v3.11.3/json.hpp
+apt_fake 'echo "E: Unable to locate package $2"; exit 100'
+curl_fake 'echo "curl: (6) Could not resolve host: github.com" >&2; exit 6'
+why=""
+"$tmp/depsbin/apt-get" download "nlohmann-json3-dev " >/dev/null 2>&1
+[ $? = 100 ] && grep -q 'Invalid operation' <("$tmp/depsbin/apt-get" install x) || why+="the fake apt-get takes other calls; "
+"$tmp/depsbin/curl" -fsSL --max-time 120 "$url" >/dev/null 2>&1
+[ $? = 2 ] || why+="the fake curl takes other calls; "
+if [ -n "$why" ]; then fail gpu_deps_fakes_strict "$why"; else pass gpu_deps_fakes_strict; fi
 expect_only_error gpu_deps_none_works "^error: no nlohmann/json header for $tmp/deps3/include: not in /nonexistent/nlohmann; apt-get download nlohmann-json3-dev failed: E: Unable to locate package nlohmann-json3-dev; the download of $url failed \(curl: \(6\) Could not resolve host: github.com\) \(install" -- \
   env PATH="$tmp/depsbin:$PATH" SYSTEM_INCLUDE=/nonexistent bash $pg "$tmp/deps3"
 [ -e "$tmp/deps3" ] && fail gpu_deps_none_works_nothing_left "$tmp/deps3 was left behind"
-printf '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && echo "not json" >"$2"; shift; done\n' >"$tmp/depsbin/curl"
+curl_fake 'echo "not json" >"$5"'
 expect_only_error gpu_deps_bad_checksum "the downloaded json.hpp's sha256 is not v3.11.3's 9bea4c8066ef4a1c206b2be5a36302f8926f7fdc6087af5d20b417d0cf103ea6 \(install" -- \
   env PATH="$tmp/depsbin:$PATH" SYSTEM_INCLUDE=/nonexistent bash $pg "$tmp/deps4"
 
