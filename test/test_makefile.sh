@@ -5,8 +5,10 @@ source test/testlib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/nccl/include"
-# MPICH's wrapper: the compiler, then its flags
-printf '#!/bin/sh\necho "gcc -Wl,-z,relro -I/opt/mpich/include -L/opt/mpich/lib -lmpich"\n' >"$tmp/bin/mpicc"
+# MPICH's wrapper: the compiler, then its flags, for -show alone (what the Makefile asks); it
+# compiles nothing
+printf '#!/bin/sh\n[ $# = 1 ] && [ "$1" = -show ] || { echo "fake mpicc: compiles nothing ($*)" >&2; exit 1; }
+echo "gcc -Wl,-z,relro -I/opt/mpich/include -L/opt/mpich/lib -lmpich"\n' >"$tmp/bin/mpicc"
 chmod +x "$tmp/bin/mpicc"
 touch "$tmp/nccl/include/nccl.h"
 # the Makefile's lines, then the flags it built (a second makefile read after it prints them)

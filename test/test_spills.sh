@@ -10,11 +10,19 @@ trap 'rm -rf "$tmp"' EXIT
 cs=scripts/check_spills.sh
 
 # fake NAME REGS SPILL: an nvcc whose ptxas report has kernel NAME() with REGS registers and SPILL
-# bytes of spill stores (and loads); REGS "fail": it does not compile
+# bytes of spill stores (and loads); REGS "fail": it does not compile. It takes only the argument
+# vector check_spills.sh sends (each option its own argument, an existing .cu, -o a .cubin), and
+# refuses any other as nvcc does.
 fake() {
   local m="_Z${#1}$1v"  # mangled NAME()
   cat >"$tmp/$1" <<EOF
 #!/bin/sh
+all="\$*"
+refuse() { echo "nvcc fatal   : fake nvcc: not the call check_spills.sh makes: \$all" >&2; exit 1; }
+for w in -O3 -arch=sm_90 -std=c++17 -Isrc -Icuda; do [ "\${1-}" = "\$w" ] || refuse; shift; done
+[ "\${1-}" = -DHAVE_NCCL ] && shift
+for w in -cubin -Xptxas -v; do [ "\${1-}" = "\$w" ] || refuse; shift; done
+[ \$# = 3 ] && [ -f "\$1" ] && [ "\$2" = -o ] && [ "\${3%.cubin}" != "\$3" ] || refuse
 [ "$2" = fail ] && { echo "x.cu(1): error: expected a declaration" >&2; exit 1; }
 echo "ptxas info    : Compiling entry function '$m' for 'sm_90'" >&2
 echo "ptxas info    : Function properties for $m" >&2
@@ -28,6 +36,12 @@ fake greedy 250 0
 fake clean 128 0
 fake broken fail
 one=cuda/norm.cu  # any file: the fake compilers do not read it
+# the fakes refuse what nvcc would not be asked: an option folded into another's argument, no -o
+if "$tmp/clean" -O3 -arch=sm_90 -std=c++17 -Isrc -Icuda -cubin "-Xptxas -v" $one -o "$tmp/x.cubin" 2>/dev/null ||
+  "$tmp/clean" -O3 -arch=sm_90 -std=c++17 -Isrc -Icuda -cubin -Xptxas -v $one 2>/dev/null ||
+  ! "$tmp/clean" -O3 -arch=sm_90 -std=c++17 -Isrc -Icuda -cubin -Xptxas -v $one -o "$tmp/x.cubin" 2>/dev/null; then
+  fail spill_check_fake_strict "the fake nvcc's answers do not follow its arguments"
+else pass spill_check_fake_strict; fi
 
 out=$(NVCC=$tmp/spiller bash $cs "$one" 2>&1)
 if [ $? = 1 ] && grep -q '^FAILED: spiller spills (24 bytes stored, 24 loaded)' <<<"$out" &&
