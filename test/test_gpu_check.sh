@@ -273,7 +273,7 @@ if g++ "$tmp/main.cpp" -o "$tmp/main" -lnccl 2>/dev/null; then
   skip gpu_check_missing_nccl_lib "this machine's system folders have libnccl"
 else
   # an mpicc answers -show alone (what the script and the Makefile ask); it compiles nothing
-  printf '#!/bin/sh\n[ "$*" = -show ] || { echo "fake mpicc: compiles nothing (arguments: $*)" >&2; exit 1; }\necho "gcc -I/mpi -lmpi"\n' >"$tmp/fakebin/mpicc"
+  printf '#!/bin/sh\n[ $# = 1 ] && [ "$1" = -show ] || { echo "fake mpicc: compiles nothing (arguments: $*)" >&2; exit 1; }\necho "gcc -I/mpi -lmpi"\n' >"$tmp/fakebin/mpicc"
   chmod +x "$tmp/fakebin/mpicc"
   mkdir -p "$tmp/ncclhome/include" && touch "$tmp/ncclhome/include/nccl.h"
   gpu_run nonccl NCCL_HOME="$tmp/ncclhome"
