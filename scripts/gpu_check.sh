@@ -61,8 +61,8 @@ usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper
   -h, --help        this text
 Environment: DATA (where prepared shards are looked for, default data), GPU_CHECK_COSTS
 ("PART:SECONDS ...": costs to plan with instead of the estimates), GPU_CHECK_PROBE_S (the
-seconds each probe of the machine may take, default 20: nvidia-smi, nvcc, the compiler, CUDA's
-first calls, PyTorch 3 times that), CUDA_HOME, NVCC, CXX, MPICC, NCCL_HOME (as the Makefile reads them).
+seconds each probe of the machine may take, default 20: nvidia-smi, nvcc, the compiler; CUDA's
+first calls twice that, PyTorch 3 times that), CUDA_HOME, NVCC, CXX, MPICC, NCCL_HOME (as the Makefile reads them).
 EOF
 }
 
@@ -484,10 +484,11 @@ EOF
       [ $rc = 124 ] && echo "not within $PROBE_S s" ||
         { grep -m1 -E 'error|cannot find' "$WORK/probe.err" || grep -m1 . "$WORK/probe.err"; } | sed 's/^.*error: //')"
   else
-    cuda=$(probe "$PROBE_S" "$WORK/cuda_probe")
+    # twice the time: without the persistence daemon the driver starts every GPU at the first call
+    cuda=$(probe $((PROBE_S * 2)) "$WORK/cuda_probe")
     rc=$?
     if [ $rc = 124 ]; then
-      need GPU "CUDA's first call did not return within $PROBE_S s: the GPU or its driver is wedged (dmesg says more; nvidia-smi -r or a reboot)"
+      need GPU "CUDA's first call did not return within $((PROBE_S * 2)) s: the GPU or its driver is wedged (dmesg says more; nvidia-smi -r or a reboot)"
     elif [[ $cuda =~ ^ok\ ([0-9]+)\ ([0-9]+)\ (.*)$ ]]; then
       echo "CUDA: ${BASH_REMATCH[1]} device(s); device 0: ${BASH_REMATCH[3]} (sm_${BASH_REMATCH[2]})"
     elif [[ $cuda =~ ^fail\ ([a-zA-Z]+)\ ([0-9]+)\ ([a-zA-Z]+):\ (.*)$ ]]; then

@@ -247,10 +247,10 @@ refused gpu_check_cuda_mig_without_instance mig0 "$(cuda_line "cudaErrorNoDevice
 gpu_run cvd CUDA_VISIBLE_DEVICES=1
 refused gpu_check_cuda_visible_devices cvd "$(cuda_line "cudaErrorNoDevice (100: no CUDA-capable device is detected): CUDA_VISIBLE_DEVICES='1' names none of the GPUs (nvidia-smi lists 1: their indices from 0, or their UUIDs, nvidia-smi -L): name one, or unset it")"
 start=$SECONDS
-gpu_run cudahang FAKE_CUDA_HANG=1 GPU_CHECK_PROBE_S=4
-if [ $((SECONDS - start)) -gt 30 ]; then fail gpu_check_cuda_wedged "took $((SECONDS - start)) s with 4 s probes"
+gpu_run cudahang FAKE_CUDA_HANG=1 GPU_CHECK_PROBE_S=3
+if [ $((SECONDS - start)) -gt 30 ]; then fail gpu_check_cuda_wedged "took $((SECONDS - start)) s with 3 s probes"
 else refused gpu_check_cuda_wedged cudahang \
-  "error: GPU: CUDA's first call did not return within 4 s: the GPU or its driver is wedged (dmesg says more; nvidia-smi -r or a reboot)"; fi
+  "error: GPU: CUDA's first call did not return within 6 s: the GPU or its driver is wedged (dmesg says more; nvidia-smi -r or a reboot)"; fi
 mv "$tmp/cuda/include/cuda_runtime_api.h" "$tmp/"
 gpu_run noruntime
 refused gpu_check_cuda_no_runtime_header noruntime "error: CUDA runtime: no program builds with g++ against $tmp/cuda's runtime (cuda_runtime_api.h, libcudart.so): cuda_runtime_api.h: No such file or directory"
