@@ -62,7 +62,8 @@ usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper
 Environment: DATA (where prepared shards are looked for, default data), GPU_CHECK_COSTS
 ("PART:SECONDS ...": costs to plan with instead of the estimates), GPU_CHECK_PROBE_S (the
 seconds each probe of the machine may take, default 20: nvidia-smi, nvcc, the compiler; CUDA's
-first calls twice that, PyTorch 3 times that), CUDA_HOME, NVCC, CXX, MPICC, NCCL_HOME (as the Makefile reads them).
+first calls twice that, PyTorch 3 times that), CUDA_HOME, NVCC, CXX, MPICC, NCCL_HOME (as the
+Makefile reads them).
 EOF
 }
 
@@ -442,11 +443,12 @@ cuda_advice() {
       else
         echo "the NVIDIA kernel module and the driver's library differ (a driver upgrade without a reboot?): reboot"
       fi ;;
-    100)
-      if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    100)  # MIG first: a scheduler may set CUDA_VISIBLE_DEVICES by itself
+      if smi mig.mode.current | grep -q Enabled; then
+        echo "MIG mode is on and CUDA finds no MIG instance$([ -n "${CUDA_VISIBLE_DEVICES+set}" ] &&
+          echo " in CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' (nvidia-smi -L lists their UUIDs)"): create one (sudo nvidia-smi mig -cgi PROFILE -C; nvidia-smi mig -lgip lists the profiles), or turn MIG off (sudo nvidia-smi -mig 0, then a GPU reset)"
+      elif [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
         echo "CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' names none of the GPUs (nvidia-smi lists $ngpu: their indices from 0, or their UUIDs, nvidia-smi -L): name one, or unset it"
-      elif smi mig.mode.current | grep -q Enabled; then
-        echo "MIG mode is on and CUDA finds no MIG instance: create one (sudo nvidia-smi mig -cgi PROFILE -C; nvidia-smi mig -lgip lists the profiles), or turn MIG off (sudo nvidia-smi -mig 0, then a GPU reset)"
       else
         echo "nvidia-smi lists $ngpu but CUDA finds none: see whether this user may open /dev/nvidia* (in a container: whether the GPU is passed in)"
       fi ;;

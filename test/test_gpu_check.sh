@@ -244,6 +244,9 @@ rm -r "$tmp/cuda/compat"
 smi "$H200"
 gpu_run mig0 FAKE_MIG=Enabled
 refused gpu_check_cuda_mig_without_instance mig0 "$(cuda_line "cudaErrorNoDevice (100: no CUDA-capable device is detected): MIG mode is on and CUDA finds no MIG instance: create one (sudo nvidia-smi mig -cgi PROFILE -C; nvidia-smi mig -lgip lists the profiles), or turn MIG off (sudo nvidia-smi -mig 0, then a GPU reset)")"
+# (a scheduler's CUDA_VISIBLE_DEVICES beside it: still MIG's line)
+gpu_run mig0cvd FAKE_MIG=Enabled CUDA_VISIBLE_DEVICES=0
+refused gpu_check_cuda_mig_without_instance_cvd mig0cvd "$(cuda_line "cudaErrorNoDevice (100: no CUDA-capable device is detected): MIG mode is on and CUDA finds no MIG instance in CUDA_VISIBLE_DEVICES='0' (nvidia-smi -L lists their UUIDs): create one (sudo nvidia-smi mig -cgi PROFILE -C; nvidia-smi mig -lgip lists the profiles), or turn MIG off (sudo nvidia-smi -mig 0, then a GPU reset)")"
 gpu_run cvd CUDA_VISIBLE_DEVICES=1
 refused gpu_check_cuda_visible_devices cvd "$(cuda_line "cudaErrorNoDevice (100: no CUDA-capable device is detected): CUDA_VISIBLE_DEVICES='1' names none of the GPUs (nvidia-smi lists 1: their indices from 0, or their UUIDs, nvidia-smi -L): name one, or unset it")"
 start=$SECONDS
