@@ -69,7 +69,8 @@ const Key kKeys[] = {
     {"seed", "optimiser", &Config::seed, "random seed (initialisation and data order)"},
     {"eval_every", "eval", &Config::eval_every, "evaluate every this many steps (0 = never)"},
     {"eval_batches", "eval", &Config::eval_batches,
-     "validation batches per evaluation, counted at seq_len: other lengths see the same tokens (0 = whole split)"},
+     "validation batches of seq_len tokens per evaluation, read as windows of the longest eval_seq_lens entry: "
+     "every length scores the same tokens (0 = whole split)"},
     {"eval_seq_lens", "eval", &Config::eval_seq_lens, "evaluation lengths, e.g. 512,1024 (empty = seq_len)"},
     {"eval_long_every", "eval", &Config::eval_long_every,
      "evaluate the eval_seq_lens other than seq_len only every this many steps and after the last (0 = at every "

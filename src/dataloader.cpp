@@ -170,14 +170,50 @@ void DataLoader::next_batch(int* inputs, int* targets, int row0, int rows) {
         }
         size_t s, off;
         window(cursor_++, &s, &off);
-        if (b < row0 || b >= row0 + rows) continue;     // another rank's row
-        const uint16_t* tok = shards_[s].data() + off;  // T+1 tokens
-        size_t r = b - row0;
-        for (int t = 0; t < T_; t++) {
-            inputs[r * T_ + t] = tok[t];
-            targets[r * T_ + t] = tok[t + 1];
-        }
+        if (b >= row0 && b < row0 + rows) copy(s, off, T_, b - row0, inputs, targets);  // else another rank's row
     }
+}
+
+void DataLoader::copy(size_t shard, size_t offset, int T, int r, int* inputs, int* targets) const {
+    const uint16_t* tok = shards_[shard].data() + offset;  // T+1 tokens
+    for (int t = 0; t < T; t++) {
+        inputs[(size_t)r * T + t] = tok[t];
+        targets[(size_t)r * T + t] = tok[t + 1];
+    }
+}
+
+std::vector<DataLoader::EvalBatch> DataLoader::eval_batches(int B, int L, size_t n, int T) const {
+    if (B < 1 || T < 1 || T > L || n % B)
+        throw std::logic_error("eval_batches: needs 1 <= T <= L and n a multiple of B >= 1");
+    std::vector<std::pair<size_t, size_t>> windows;  // the first n windows of L, shard by shard, cycled
+    while (windows.size() < n) {
+        size_t before = windows.size();
+        for (size_t s = 0; s < shards_.size() && windows.size() < n; s++)
+            for (size_t off = 0; off + L < shards_[s].size() && windows.size() < n; off += L)
+                windows.push_back({s, off});
+        if (windows.size() == before)
+            throw std::runtime_error("split '" + pattern_ + "' has no window of " + std::to_string(L + 1) + " tokens");
+    }
+    // the pieces of T of every window in order (for T dividing L: the windows of T of the same
+    // tokens), then the rest pieces, each group in batches of B
+    std::vector<EvalBatch> batches;
+    auto add = [&](int len, int first, int last) {  // pieces at first, first + len, .. < last
+        for (size_t w = 0; w < n; w++)
+            for (int p = first; p < last; p += len) {
+                if (batches.empty() || batches.back().T != len || batches.back().pieces.size() == (size_t)B)
+                    batches.push_back({len, {}});
+                batches.back().pieces.push_back({windows[w].first, windows[w].second + p});
+            }
+    };
+    const int full = L / T * T;
+    add(T, 0, full);
+    if (full < L) add(L - full, full, L);
+    return batches;
+}
+
+void DataLoader::read(const EvalBatch& b, int* inputs, int* targets, int row0, int rows) const {
+    if (rows < 0) rows = (int)b.pieces.size();
+    for (int r = 0; r < rows; r++) copy(b.pieces[row0 + r].first, b.pieces[row0 + r].second, b.T, r, inputs, targets);
 }
 
 uint64_t DataLoader::fingerprint() const {

@@ -37,6 +37,18 @@ class DataLoader {
     // Call after start() with the same T and order; continues exactly where state() was taken.
     void set_state(const nlohmann::json& s);
 
+    // Evaluation's batches (MODEL.md, Evaluation): every length T <= L scores the targets of the
+    // first n windows of length L in sequential order (n a multiple of B; past the split's end they
+    // start again). Each window is cut from its start into L/T pieces of T tokens and, when T does
+    // not divide L, one of L mod T. A batch holds B pieces of one length, those of T first.
+    struct EvalBatch {
+        int T;                                          // the pieces' length
+        std::vector<std::pair<size_t, size_t>> pieces;  // (shard, offset) of each piece's T+1 tokens
+    };
+    std::vector<EvalBatch> eval_batches(int B, int L, size_t n, int T) const;
+    // Fills inputs and targets (rows x b.T ints each) from pieces [row0, row0 + rows) of b.
+    void read(const EvalBatch& b, int* inputs, int* targets, int row0 = 0, int rows = -1) const;
+
     size_t num_windows(int T) const;  // windows of T+1 tokens over all shards
     size_t num_tokens() const;
     size_t num_shards() const { return shards_.size(); }
@@ -45,6 +57,8 @@ class DataLoader {
   private:
     void make_order();                                           // builds the window order of epoch_
     void window(size_t i, size_t* shard, size_t* offset) const;  // i-th window of the current order
+    // row r of inputs and targets (T ints each) from the T+1 tokens at offset of shard
+    void copy(size_t shard, size_t offset, int T, int r, int* inputs, int* targets) const;
 
     std::string pattern_;
     std::vector<std::string> paths_;

@@ -119,6 +119,12 @@ struct StepClock {
 static std::vector<int> eval_lengths(const Config& c) {
     return c.eval_seq_lens.empty() ? std::vector<int>{c.seq_len} : c.eval_seq_lens;
 }
+// L, whose windows' targets every length scores: the longest length, also where not applicable
+// (learned positions), so that every scheme scores the same tokens.
+static int eval_span_len(const Config& c) {
+    std::vector<int> lens = eval_lengths(c);
+    return *std::max_element(lens.begin(), lens.end());
+}
 
 template <class BK>
 struct Trainer {
@@ -153,14 +159,11 @@ struct Trainer {
         if (val) printf(" | val %s tokens in %zu shard(s)", with_commas(val->num_tokens()).c_str(), val->num_shards());
         printf(" | %s order\n", cfg.data_order.c_str());
         int longest = cfg.seq_len;
-        for (int t : eval_lengths(cfg)) {
-            if (pos_traits(mc.pos).learned_table && t > mc.maxT) continue;  // a trained table ends at maxT: n/a
-            longest = std::max(longest, t);
-            if (val)
-                val->start(cfg.batch_size, t, false,
-                           0);  // a split too small for B x (t+1) fails now, not after training
-        }
+        for (int t : eval_lengths(cfg))
+            if (!pos_traits(mc.pos).learned_table || t <= mc.maxT) longest = std::max(longest, t);  // else n/a
         model.set_max_positions(longest);
+        // a split too small for B x (L+1) fails now, not after training
+        if (val) val->start(cfg.batch_size, eval_span_len(cfg), false, 0);
         if (cfg.zero) model.shard_optimizer();
         dist::check_same("training data", std::to_string(train.fingerprint()));
         if (val) dist::check_same("validation data", std::to_string(val->fingerprint()));
@@ -256,44 +259,50 @@ struct Trainer {
         }
     }
 
-    // Mean validation loss over eval_batches batches (0 = the whole split), per length; the lengths
-    // other than seq_len only every eval_long_every steps and at the end (last).
+    // Mean validation loss per length over the same target tokens (MODEL.md, Evaluation): those of
+    // eval_batches batches of seq_len tokens (0 = the whole split), taken as whole batches of windows
+    // of the longest length L; the lengths other than seq_len only every eval_long_every steps and
+    // at the end (last).
     void evaluate(bool last = false) {
         if (!val) return;
+        const int B = cfg.batch_size, L = eval_span_len(cfg);
+        const size_t windows = (size_t)B * (cfg.eval_batches > 0
+                                                ? std::max<size_t>(1, (size_t)cfg.eval_batches * cfg.seq_len / L)
+                                                : val->num_windows(L) / B);
         for (int Te : eval_lengths(cfg)) {
             if (Te != cfg.seq_len && !last && cfg.eval_long_every > 0 && step % cfg.eval_long_every != 0) continue;
             if (pos_traits(mc.pos).learned_table && Te > mc.maxT) {
                 printf("val | step %d | seq_len %d | n/a (learned positions end at %d)\n", step, Te, mc.maxT);
                 continue;
             }
-            int B = cfg.batch_size;
-            // eval_batches counts batches of the training length: every length sees the same
-            // tokens (the start of the split), so the losses at different lengths compare. The whole
-            // split (eval_batches 0) is its full batches: the last windows, fewer than B, are left out.
-            size_t batches = cfg.eval_batches > 0 ? std::max<size_t>(1, (size_t)cfg.eval_batches * cfg.seq_len / Te)
-                                                  : std::max<size_t>(1, val->num_windows(Te) / B);
-            val->start(B, Te, false, 0);
-            std::vector<int> in((size_t)rows * Te), tg((size_t)rows * Te);
-            double sum = 0;
+            const std::vector<DataLoader::EvalBatch> plan = val->eval_batches(B, L, windows, Te);
+            std::vector<int> in, tg;
+            double sum = 0, full_batches = 0;  // batch means weighted by their tokens over a full batch's
             size_t hits = 0, counted = 0;
-            // the batches are queued and read at once at the end, unless the accuracy needs each
-            // batch's logits before the next batch overwrites them
+            // the batches are queued and read at once, unless the accuracy needs each batch's logits
+            // before the next batch overwrites them
             const bool per_batch = !cfg.accuracy_tokens.empty();
-            for (size_t i = 0; i < batches; i++) {
-                val->next_batch(in.data(), tg.data(), row0, rows);
-                if (!per_batch) {
-                    model.eval_queue(in.data(), tg.data(), rows, Te);
+            for (size_t i = 0; i < plan.size(); i++) {
+                const int T = plan[i].T;
+                const double w = (double)T / Te;
+                in.resize((size_t)rows * T), tg.resize((size_t)rows * T);
+                val->read(plan[i], in.data(), tg.data(), row0, rows);
+                full_batches += w;
+                if (per_batch) {
+                    sum += w * model.forward(in.data(), tg.data(), rows, T, false);
+                    count_hits(in, tg, hits, counted);
                     continue;
                 }
-                sum += model.forward(in.data(), tg.data(), rows, Te, false);
-                count_hits(in, tg, hits, counted);
+                model.eval_queue(in.data(), tg.data(), rows, T);
+                // read before the shorter pieces' batches replace the buffers the queued ones fill
+                if (i + 1 == plan.size() || plan[i + 1].T != T)
+                    for (double batch_loss : model.eval_read()) sum += w * batch_loss;
             }
-            for (double batch_loss : model.eval_read()) sum += batch_loss;
             // every rank saw its rows of each batch: the mean of the ranks' means is the batch mean
-            double loss = dist::sum(sum) / dg.world / batches;
+            double loss = dist::sum(sum) / dg.world / full_batches;
             hits = (size_t)dist::sum((long long)hits);
             counted = (size_t)dist::sum((long long)counted);
-            json rec = {{"type", "val"}, {"step", step}, {"loss", loss}, {"seq_len", Te}, {"tokens", batches * B * Te}};
+            json rec = {{"type", "val"}, {"step", step}, {"loss", loss}, {"seq_len", Te}, {"tokens", windows * L}};
             std::string acc;
             if (counted) {
                 rec["accuracy"] = (double)hits / counted;

@@ -139,6 +139,18 @@ mpi 2 $TRAIN $args $rep --run_dir "$tmp/rep_a" >/dev/null 2>&1
 mpi 2 $TRAIN $args $rep --run_dir "$tmp/rep_b" >/dev/null 2>&1
 if out=$(cmp_losses "$tmp/rep_a" "$tmp/rep_b" 0); then pass dist_bitwise_repeatable; else fail dist_bitwise_repeatable "$out"; fi
 
+# Evaluation at lengths that do not divide the longest (MODEL.md, Evaluation: pieces of its
+# windows, the short ones in their own batches): 2 ranks, each its rows, score the 1 process's
+# tokens to rounding.
+ev="--pos rope --steps 0 --eval_every 1 --eval_seq_lens 16,24,40 --eval_batches 3"
+$TRAIN $args $ev --run_dir "$tmp/eval_one" >/dev/null 2>&1
+mpi 2 $TRAIN $args $ev --run_dir "$tmp/eval_two" >"$tmp/eval_two.txt" 2>&1
+tokens() { grep -o '"tokens":[0-9]*' "$1/log.jsonl" 2>/dev/null | tr -d '"' | xargs; }
+if [ "$(tokens "$tmp/eval_two")" != 'tokens:160 tokens:160 tokens:160' ]; then
+  fail dist_eval_pieces "tokens '$(tokens "$tmp/eval_two")': $(tail -2 "$tmp/eval_two.txt")"
+elif out=$(cmp_losses "$tmp/eval_one" "$tmp/eval_two" 1e-6); then pass dist_eval_pieces; echo "# $out"
+else fail dist_eval_pieces "$out"; fi
+
 # Resume: a 2-rank run cut at step 5 and resumed at 2 ranks logs bit-identical losses; resumed
 # at 1 rank (the moments gathered from the ZeRO-1 shards, the data position kept) it agrees to
 # rounding; and a 1-process checkpoint resumes at 2 ranks.

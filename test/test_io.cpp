@@ -436,6 +436,80 @@ static void test_dataloader() {
         "shard_folder_no_split", [&] { DataLoader dl(dir, "test", V); }, "looked for NAME_test_NNNNNN.bin");
 }
 
+// Evaluation's pieces (MODEL.md, Evaluation): at every length T <= L the targets are those of the
+// first n windows of L, each piece T tokens from its window's start (the last one L mod T).
+static void test_eval_windows() {
+    std::string dir = g_tmp + "/eval_shards";
+    fs::create_directories(dir);
+    // token = 100 * shard + position: a target names its place. With L = 12: 4, 1 and 3 windows.
+    const std::vector<size_t> sizes = {50, 23, 41};
+    for (size_t s = 0; s < sizes.size(); s++)
+        write_shard(dir + "/e_val_00000" + std::to_string(s) + ".bin", iota_tokens(sizes[s], (uint16_t)(100 * s)));
+    DataLoader dl(dir, "val", 400);
+    const int B = 2, L = 12;
+    std::vector<int> starts;  // the first token of each window of L, shard by shard
+    for (size_t s = 0; s < sizes.size(); s++)
+        for (size_t off = 0; off + L < sizes[s]; off += L) starts.push_back((int)(100 * s + off));
+    check("eval_windows_of_L", starts.size() == dl.num_windows(L) && starts.size() == 8);
+
+    for (size_t n : {4, 8, 10}) {  // within shard 0, the whole split, past its end (cycled)
+        std::multiset<int> expect;
+        for (size_t w = 0; w < n; w++)
+            for (int t = 1; t <= L; t++) expect.insert(starts[w % starts.size()] + t);
+        for (int T : {12, 6, 4, 5, 7, 1}) {
+            const std::string name = "eval_pieces_n" + std::to_string(n) + "_T" + std::to_string(T);
+            std::vector<DataLoader::EvalBatch> plan = dl.eval_batches(B, L, n, T);
+            std::multiset<int> got, ranks;
+            bool shapes = true, consecutive = true, aligned = true;
+            size_t tokens = 0;
+            for (size_t i = 0; i < plan.size(); i++) {
+                const DataLoader::EvalBatch& b = plan[i];
+                // B pieces each; the pieces of T first, then those of L mod T
+                shapes = shapes && b.pieces.size() == (size_t)B && (b.T == T || (b.T == L % T && i > 0));
+                std::vector<int> in(B * b.T), tg(B * b.T);
+                dl.read(b, in.data(), tg.data());
+                for (int r = 0; r < B; r++) {
+                    int window_start = starts[0];
+                    for (int w : starts)
+                        if (w <= in[r * b.T] && w / 100 == in[r * b.T] / 100) window_start = w;
+                    // a piece starts a multiple of T into its window, and ends inside it
+                    aligned = aligned && (in[r * b.T] - window_start) % T == 0 && in[r * b.T] - window_start + b.T <= L;
+                    for (int t = 0; t < b.T; t++) {
+                        consecutive = consecutive && tg[r * b.T + t] == in[r * b.T + t] + 1;
+                        got.insert(tg[r * b.T + t]);
+                    }
+                }
+                tokens += (size_t)B * b.T;
+                for (int rank = 0; rank < B; rank++) {  // data parallel: each rank its row
+                    std::vector<int> in1(b.T), tg1(b.T);
+                    dl.read(b, in1.data(), tg1.data(), rank, 1);
+                    ranks.insert(tg1.begin(), tg1.end());
+                }
+            }
+            check(name + "_shapes", shapes && plan.size() == n / B * (L / T + (L % T ? 1 : 0)));
+            check(name + "_windows", consecutive && aligned);
+            check(name + "_same_targets", got == expect && tokens == n * L);
+            check(name + "_ranks_partition", ranks == expect);
+        }
+    }
+    // T dividing L: the pieces are the sequential windows of T over the same tokens, in order
+    for (int T : {12, 6, 4, 3}) {
+        std::vector<int> pieces;
+        for (const DataLoader::EvalBatch& b : dl.eval_batches(B, L, 4, T)) {
+            std::vector<int> in(B * T), tg(B * T);
+            dl.read(b, in.data(), tg.data());
+            pieces.insert(pieces.end(), in.begin(), in.end());
+            pieces.insert(pieces.end(), tg.begin(), tg.end());
+        }
+        dl.start(B, T, false, 0);
+        check("eval_pieces_dividing_are_windows_T" + std::to_string(T), pieces == take(dl, B, T, 4 * L / T / B));
+    }
+    expect_error(
+        "eval_pieces_longer_than_L", [&] { dl.eval_batches(B, L, 4, 13); }, "1 <= T <= L");
+    expect_error(
+        "eval_pieces_partial_batch", [&] { dl.eval_batches(B, L, 3, 4); }, "n a multiple of B");
+}
+
 // ------------------------------------------------------------------------------------ safetensors
 
 static void test_safetensors() {
@@ -942,6 +1016,7 @@ int main(int argc, char** argv) {
         test_group("config", test_config),
         test_group("validate", test_validate),
         test_group("dataloader", test_dataloader),
+        test_group("eval_windows", test_eval_windows),
         test_group("safetensors", test_safetensors),
         test_group("checkpoint", test_checkpoint),
         test_group("full_disk", test_full_disk),

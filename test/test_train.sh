@@ -64,6 +64,30 @@ at() { grep '"type":"val"' "$tmp/long_every/log.jsonl" | grep "\"seq_len\":$1[,}
 if [ "$(at 16)" = "0 2 4 6" ] && [ "$(at 32)" = "0 4 6" ]; then pass eval_long_every
 else fail eval_long_every "T=16 at steps '$(at 16)', T=32 at '$(at 32)': $(tail -n 2 "$tmp/long_every.txt")"; fi
 
+# Every evaluation length scores the same target tokens (MODEL.md, Evaluation), the windows of the
+# longest length cut into pieces: the log's tokens agree at lengths that divide the longest and at
+# ones that do not, over the whole split too, and where the longest is n/a (learned ends at 32).
+# The accuracy path (one batch at a time) logs the queued path's very losses.
+val_at() {  # RUN FIELD: "seq_len:value" of each val record
+  grep '"type":"val"' "$1/log.jsonl" | while read -r r; do
+    echo "$(sed 's/.*"seq_len":\([0-9]*\).*/\1/' <<<"$r"):$(sed "s/.*\"$2\":\([^,}]*\).*/\1/" <<<"$r")"
+  done | xargs
+}
+for c in "divide 16,32,64 4 rope 16:256 32:256 64:256" "not_divide 16,24,40 5 rope 16:320 24:320 40:320" \
+  "whole_split 16,24,40 0 rope 16:3840 24:3840 40:3840" "learned_na 16,24,40 5 learned 16:320 24:320"; do
+  set -- $c
+  $TRAIN $data $tiny --pos $4 --steps 0 --eval_every 1 --eval_seq_lens $2 --eval_batches $3 --checkpoint_every 0 \
+    --run_dir "$tmp/evallen_$1" >"$tmp/evallen_$1.txt" 2>&1
+  got=$(val_at "$tmp/evallen_$1" tokens)
+  if [ "$got" = "${*:5}" ]; then pass "eval_same_tokens_$1"
+  else fail "eval_same_tokens_$1" "seq_len:tokens '$got', expected '${*:5}': $(tail -n 2 "$tmp/evallen_$1.txt")"; fi
+done
+$TRAIN $data $tiny --steps 0 --eval_every 1 --eval_seq_lens 16,24,40 --eval_batches 5 --accuracy_tokens 3 \
+  --checkpoint_every 0 --run_dir "$tmp/evallen_acc" >"$tmp/evallen_acc.txt" 2>&1
+if [ -n "$(val_at "$tmp/evallen_acc" loss)" ] && [ "$(val_at "$tmp/evallen_acc" loss)" = "$(val_at "$tmp/evallen_not_divide" loss)" ]; then
+  pass eval_pieces_per_batch_same_losses
+else fail eval_pieces_per_batch_same_losses "'$(val_at "$tmp/evallen_acc" loss)' vs '$(val_at "$tmp/evallen_not_divide" loss)'"; fi
+
 # Resume equivalence, sequential and shuffled order, on crope (with rope's parameter count:
 # mlp_hidden 72, not 4C = 64) and learned.
 strip() { grep -E '"type":"(train|val)"' "$1" | sed 's/"eta_s":[^,]*,//; s/"flops_per_s":[^,]*,//; s/"step_ms":[^,]*,//; s/,"tokens_per_s":[^}]*//'; }
