@@ -118,6 +118,9 @@ expect_fail resume_no_checkpoint "^error: .*no checkpoint in '$tmp/nockpt'" -- "
 expect_fail val_too_small_for_eval_len "^error: .*too small for 2 x \(100\+1\)" -- run evallen "$good" --eval_seq_lens 100
 if grep -qs '"type":"train"' "$tmp/run_evallen/log.jsonl"; then fail val_too_small_fails_before_training "a step ran"
 else pass val_too_small_fails_before_training; fi
+# so where that length is n/a (learned positions end at max_seq_len 16): its windows set the tokens
+expect_fail val_too_small_for_na_eval_len "^error: .*too small for 2 x \(100\+1\)" -- \
+  run evallen_na "$good" --pos learned --eval_seq_lens 8,100
 
 # bf16 is a CUDA-backend mode
 expect_fail bf16_needs_cuda "^error: precision bf16 needs --device cuda" -- run bf16 "$good" --precision bf16

@@ -138,6 +138,21 @@ elif ! $EMU_TRAIN $args --n_embd 48 --device cuda --precision bf16 --attention c
     >"$tmp/bf16_d24.txt" 2>&1; then
   fail emu_train_bf16_cublas_head_size_24 "emulated cuda run failed: $(tail -1 "$tmp/bf16_d24.txt")"
 else compare emu_train_bf16_cublas_head_size_24 "$tmp/bf16_d24" "$tmp/cpu_d24" 2e-2 2e-4; fi
+# evaluation's pieces (MODEL.md, Evaluation) on the CUDA backend, its work deferred: a length that
+# does not divide the longest queues batches of two shapes (each shape's second batch captures the
+# evaluation graph); the same tokens at every length, the CPU's losses to summation order
+vargs="$args --steps 0 --eval_every 1 --eval_seq_lens 24,16,40 --eval_batches 4"
+vals() { grep '"type":"val"' "$1/log.jsonl" | sed 's/.*"loss":\([^,]*\),"seq_len":\([0-9]*\).*"tokens":\([0-9]*\).*/\2 \3 \1/'; }
+if ! $TRAIN $vargs --device cpu --run_dir "$tmp/cpu_pieces" >"$tmp/cpu_pieces.txt" 2>&1; then
+  fail emu_train_eval_pieces "cpu run failed: $(tail -1 "$tmp/cpu_pieces.txt")"
+elif ! CUDA_EMU_DEFER=1 NVIDIA_TF32_OVERRIDE=0 $EMU_TRAIN $vargs --device cuda --run_dir "$tmp/emu_pieces" \
+    >"$tmp/emu_pieces.txt" 2>&1; then
+  fail emu_train_eval_pieces "emulated cuda run failed: $(tail -2 "$tmp/emu_pieces.txt")"
+elif out=$(paste <(vals "$tmp/cpu_pieces") <(vals "$tmp/emu_pieces") | awk '
+    NF == 6 && $1 == $4 && $2 == 240 && $5 == 240 { n++; d = $3 - $6; if (d < 0) d = -d; if (d / $3 > m) m = d / $3 }
+    END { printf "%d lengths of 240 tokens, max rel diff %.3g", n, m; exit !(n == 3 && m <= 1e-5) }'); then
+  echo "# emu_train_eval_pieces: $out"; pass emu_train_eval_pieces
+else fail emu_train_eval_pieces "$out: $(vals "$tmp/cpu_pieces" | xargs) vs $(vals "$tmp/emu_pieces" | xargs)"; fi
 # the classifier over vocabulary tiles (--classifier_tile 128; V = 300 padded to 384: three tiles,
 # padding in the last) against the CPU's row chunks: on the CPU, emulated (a CUDA graph, and
 # deferred), and in bf16
