@@ -150,6 +150,20 @@ done
 n_total=$(( SEEDS * $(wc -w <<<"$DATASETS") * $(wc -w <<<"$POS_LIST") ))
 i=0 failed=() dirs=() pids=() piddirs=() pidstart=()
 
+# Ctrl-C / SIGTERM: each running trainer gets it once (it finishes its step, writes a checkpoint
+# and exits), then this script ends as a process stopped by that signal. The trainers run in
+# their own process groups (set -m below), so a Ctrl-C reaches them only from here: a second
+# signal would end them at once, without their checkpoint.
+stop_runs() {
+  trap '' INT TERM
+  echo "== stopped by SIG$1: waiting for ${#pids[@]} run(s) to checkpoint; run this command again to resume" >&2
+  for p in "${pids[@]}"; do kill -"$1" "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p"; done
+  exit "$2"
+}
+trap 'stop_runs INT 130' INT
+trap 'stop_runs TERM 143' TERM
+
 # finish_oldest: wait for the oldest run started, and say how it went
 finish_oldest() {
   local dir=${piddirs[0]} start=${pidstart[0]}
@@ -209,8 +223,10 @@ for s in $(seq 1 "$SEEDS"); do
         continue
       fi
       [ ${#pids[@]} -lt "$JOBS" ] || finish_oldest  # they take about as long: the oldest ends first
+      set -m  # its own process group, and SIGINT not ignored as a background job's would be
       "${cmd[@]}" >>"$dir.txt" 2>&1 &
       pids+=($!) piddirs+=("$dir") pidstart+=("$(date +%s)")
+      set +m
     done
   done
 done

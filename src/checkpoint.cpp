@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -18,7 +19,7 @@ bool is_run_entry(const std::string& name) {
     std::string base = name;
     for (const char* suffix : {".tmp", ".old", ".del"})
         if (base.size() > 4 && base.compare(base.size() - 4, 4, suffix) == 0) base.resize(base.size() - 4);
-    return base == "config.json" || base == "log.jsonl" || base == "latest" || base == ".write_probe" ||
+    return base == "config.json" || base == "log.jsonl" || base == "latest" || base == "lock" || base == ".write_probe" ||
            base.rfind("ckpt_", 0) == 0;
 }
 
@@ -29,6 +30,7 @@ bool is_run_entry(const std::string& name) {
 void claim_run_dir(const std::string& path, bool overwrite) {
     std::error_code ec;
     if (!fs::is_directory(path, ec)) return;  // a new folder (or a file: make_run_dir says so)
+    lock_run_dir(path);
     bool holds_run = false;
     std::string foreign;
     for (const auto& e : fs::directory_iterator(path, ec)) {
@@ -44,8 +46,39 @@ void claim_run_dir(const std::string& path, bool overwrite) {
     if (!foreign.empty())
         throw std::runtime_error("--overwrite: run folder '" + path + "' also holds files no run writes (" + foreign +
                                  "); not deleting it: move them away or choose another --run_dir");
-    fs::remove_all(path, ec);
+    // everything but the lock: a new lock file would be another file, and another trainer could take it
+    std::vector<fs::path> entries;
+    for (const auto& e : fs::directory_iterator(path, ec))
+        if (e.path().filename() != "lock") entries.push_back(e.path());
+    for (const fs::path& e : entries)
+        if (fs::remove_all(e, ec), ec) break;
     if (ec) throw std::runtime_error("--overwrite: cannot delete run folder '" + path + "': " + ec.message());
+}
+
+void lock_run_dir(const std::string& path) {
+    static std::map<std::string, int> held;  // folder -> its open lock file, never closed
+    if (held.count(path)) return;
+    const std::string file = path + "/lock";
+    int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error("cannot lock run folder '" + path + "': " + errno_text());
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        char pid[32] = {};
+        ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+        ::close(fd);
+        const std::string holder = n > 0 ? "pid " + std::to_string(std::atol(pid)) : "its pid not written yet";
+        if (err == EWOULDBLOCK)
+            throw std::runtime_error("run folder '" + path + "' is in use by another trainer (" + holder +
+                                     "): wait for it to end, or stop it (Ctrl-C, kill -INT) and resume it");
+        throw std::runtime_error("cannot lock run folder '" + path + "': " + std::strerror(err));
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != (ssize_t)pid.size()) {
+        const std::string why = errno_text();
+        ::close(fd);
+        throw std::runtime_error("cannot write " + file + ": " + why);
+    }
+    held[path] = fd;
 }
 
 void make_run_dir(const std::string& path) {

@@ -12,9 +12,15 @@
 
 // A run folder "holds a run" when it has any of config.json, log.jsonl or latest. Starting a new
 // run there would mix two runs (a new log beside the old checkpoints), so it is refused unless
-// overwrite is set; overwrite deletes the folder whole, but only when everything in it belongs to
-// a run (never a folder of other files given by mistake). Throws with what to do instead.
+// overwrite is set; overwrite deletes what is in the folder, but only when everything in it belongs
+// to a run (never a folder of other files given by mistake). An existing folder is locked
+// (lock_run_dir) before it is looked at. Throws with what to do instead.
 void claim_run_dir(const std::string& path, bool overwrite);
+// Locks the run folder for as long as this process lives: an flock on RUN_DIR/lock, which holds
+// the pid, so that a second trainer on the folder stops before it writes anything, with
+// "run folder '<path>' is in use by another trainer (pid N)". The OS drops the lock when the
+// process ends, however it ends (SIGKILL too). Locking a folder this process holds does nothing.
+void lock_run_dir(const std::string& path);
 // mkdir -p plus a write probe; throws "cannot create run folder '<path>': <reason>".
 void make_run_dir(const std::string& path);
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <unistd.h>
 #include <stdexcept>
 #include <variant>
@@ -367,19 +368,11 @@ Config parse_args(int argc, char** argv) {
     if (!resume.empty() && overwrite)
         throw std::runtime_error("--overwrite deletes a run; --resume continues it: give only one");
     if (!resume.empty()) {
-        std::string path = resume + "/config.json";
         try {
-            json j;
-            try {
-                j = json::parse(read_text_file(path));
-            } catch (const json::exception& e) {
-                throw std::runtime_error("cannot parse " + path + ": " + e.what());
-            }
-            c = config_from_json(j, path);
+            c = resumed_config(resume);
         } catch (const std::exception& e) {
             throw std::runtime_error("cannot resume from '" + resume + "' (no checkpoint in it?): " + e.what());
         }
-        c.run_dir = resume;  // the run continues in its own folder, wherever it lives now
     }
     for (const auto& [key, value] : opts)  // several --config files apply left to right
         if (key == "config") apply_json_file(c, value);
@@ -539,6 +532,51 @@ Config config_from_json(const json& j, const std::string& where) {
     }
     apply_json(c, keys, where);
     return c;
+}
+
+Config resumed_config(const std::string& run_dir) {
+    const std::string path = run_dir + "/config.json", log = run_dir + "/log.jsonl";
+    json j;
+    try {
+        j = json::parse(read_text_file(path));
+    } catch (const json::exception& e) {
+        throw std::runtime_error("cannot parse " + path + ": " + e.what());
+    }
+    if (j.is_object() && access(log.c_str(), F_OK) == 0) {
+        std::istringstream in(read_text_file(log));
+        for (std::string line; std::getline(in, line);) {
+            if (line.find("\"config_change\"") == std::string::npos) continue;  // most lines: no parse
+            json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
+            if (!r.is_object() || r.value("type", json()) != "config_change" || !r.contains("changes") ||
+                !r["changes"].is_object())
+                continue;
+            for (const auto& [key, was_now] : r["changes"].items())
+                if (was_now.is_array() && was_now.size() == 2) j[key] = was_now[1];
+        }
+    }
+    Config c = config_from_json(j, path + " with the changes in " + log);
+    c.run_dir = run_dir;  // the run continues in its own folder, wherever it lives now
+    return c;
+}
+
+json resume_changes(const Config& was, const Config& now) {
+    const json a = config_to_json(was), b = config_to_json(now);
+    json changes = json::object();
+    std::string fixed;
+    for (const Key& k : kKeys) {
+        if (cli_only(k) || a[k.name] == b[k.name]) continue;
+        const std::string name = k.name, group = k.group;
+        const bool model_or_data = (group == "model" || group == "data") && name != "grad_accum";
+        if (model_or_data || name == "seed" || name == "run_dir")
+            fixed += (fixed.empty() ? "" : ", ") + name + " " + b[k.name].dump() + " (the run's: " + a[k.name].dump() + ")";
+        else
+            changes[name] = {a[k.name], b[k.name]};
+    }
+    if (!fixed.empty())
+        throw std::runtime_error("--resume " + was.run_dir + " with " + fixed +
+                                 ": a resumed run keeps its model, its data and its folder; start a new run for "
+                                 "these (--init_from takes a checkpoint's weights)");
+    return changes;
 }
 
 ModelConfig model_config(const Config& c) {

@@ -19,11 +19,12 @@ void JsonlLog::truncate_after(long step) {
         if (j.is_discarded() || !j.is_object()) continue;
         if (j.contains("step") && j["step"].is_number()) {
             // a train record at `step` is the update that led to the checkpoint, and a stopped
-            // record there is the history of the stop; anything else at `step` (an evaluation) is
-            // redone by the resumed run when its schedule says so
+            // record there is the history of the stop, a config_change the config from there on;
+            // anything else at `step` (an evaluation) is redone by the resumed run when its
+            // schedule says so
             double s = j["step"].get<double>();
             std::string type = j.value("type", "");
-            bool kept_at_step = type == "train" || type == "stopped";
+            bool kept_at_step = type == "train" || type == "stopped" || type == "config_change";
             if (s > (double)step || (!kept_at_step && s == (double)step)) continue;
         }
         kept += line + "\n";

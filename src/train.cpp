@@ -368,23 +368,37 @@ struct Trainer {
     }
 
     // Runs the training loop; returns the exit status: 0, or 128 + signal when stopped by one.
-    int run(bool resume) {
+    // resume: the keys this resume changes (resume_changes), logged at the step they apply from;
+    // config.json keeps what the run started with.
+    int run(bool resume, const json& changes) {
         const bool root = dg.rank == 0;  // rank 0 writes the run folder; the others only read it
-        if (root) make_run_dir(cfg.run_dir);
+        if (root) {
+            make_run_dir(cfg.run_dir);
+            lock_run_dir(cfg.run_dir);  // held since claim_run_dir unless the folder is new
+            if (!resume) claim_run_dir(cfg.run_dir, false);  // a run another trainer began here meanwhile
+        }
         if (resume) {
             load_checkpoint(checkpoint_latest(cfg.run_dir));
             if (root) log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", true);
             if (root) log->truncate_after(step);
             printf("resumed %s at step %d\n", cfg.run_dir.c_str(), step);
             record({{"type", "resumed"}, {"step", step}, {"run_on", run_on}});  // this machine may not be the first's
+            std::string line;
+            for (const auto& [key, was_now] : changes.items())
+                line += (line.empty() ? "" : ", ") + key + " " + was_now[0].dump() + " -> " + was_now[1].dump();
+            if (!changes.empty()) {
+                printf("config change from step %d: %s (in the log; config.json keeps the run's start)\n", step,
+                       line.c_str());
+                record({{"type", "config_change"}, {"step", step}, {"changes", changes}});
+            }
         } else {
             if (!cfg.init_from.empty())
                 load_init_weights();
             else
                 model.init(cfg.seed);
             if (root) log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", false);
+            if (root) write_text_file_atomic(cfg.run_dir + "/config.json", config_to_json(cfg).dump(2) + "\n");
         }
-        if (root) write_text_file_atomic(cfg.run_dir + "/config.json", config_to_json(cfg).dump(2) + "\n");
         ParamCounts pc = param_counts(mc);
         if (!resume)
             record({{"type", "config"},
@@ -604,7 +618,7 @@ static void print_model(const Config& c, const std::string& device, const std::s
 }
 
 template <class BK>
-static int train_with(const Config& cfg, bool resume, std::string device) {
+static int train_with(const Config& cfg, bool resume, const json& changes, std::string device) {
     const dist::Group& dg = dist::group();
     if (dg.mpi)
         device +=
@@ -614,7 +628,7 @@ static int train_with(const Config& cfg, bool resume, std::string device) {
     const std::string arith = arithmetic(cfg, device);
     print_model(cfg, device, arith, sizeof(typename BK::real), std::is_same<BK, CpuBackend<float>>::value);
     Trainer<BK> t(cfg, {{"device", device}, {"arithmetic", arith}});
-    return t.run(resume);
+    return t.run(resume, changes);
 }
 
 static int fail(const std::string& msg);
@@ -638,6 +652,8 @@ static int train_main(int argc, char** argv) {
         }
         bool resume = !cfg.resume.empty();
         validate(cfg);
+        // before mlp_hidden is resolved (below): an older run's config.json may hold 0
+        const json changes = resume ? resume_changes(resumed_config(cfg.resume), cfg) : json::object();
         cfg.mlp_hidden = model_config(cfg).mlp_hidden;  // resolved: config.json and the checkpoints record it
         if (cfg.memory) {  // before any folder or allocation: works for a config this machine cannot run
             print_memory(cfg, memory_on_cpu(cfg));
@@ -666,22 +682,27 @@ static int train_main(int argc, char** argv) {
             check_host_memory(model_config(cfg), cfg.batch_size, longest, true,
                               "batch_size " + std::to_string(cfg.batch_size) + " x " + tokens);
         }
-        if (!resume && dg.rank == 0) claim_run_dir(cfg.run_dir, cfg.overwrite);
+        if (dg.rank == 0) {  // the run folder is this process's before anything in it changes
+            if (resume)
+                lock_run_dir(cfg.run_dir);
+            else
+                claim_run_dir(cfg.run_dir, cfg.overwrite);
+        }
         catch_stop_signals();
 #ifdef HAVE_CUDA
         if (cuda) {
             if (dg.mpi) CudaBackend::use_device(dg.local_rank);
             // bf16: bf16 activations and GEMMs; fp32 master weights, gradients and AdamW moments
             std::string device = "cuda (" + CudaBackend::device_name() + ")";
-            int rc = cfg.precision == "bf16" ? train_with<CudaBackendBf16>(cfg, resume, device)
-                                             : train_with<CudaBackend>(cfg, resume, device);
+            int rc = cfg.precision == "bf16" ? train_with<CudaBackendBf16>(cfg, resume, changes, device)
+                                             : train_with<CudaBackend>(cfg, resume, changes, device);
             // ours (weights, activations, kernel scratch, the cuBLAS workspace), then the device's own count
             printf("peak device memory: %.1f MiB | device used at the end: %.1f MiB\n",
                    CudaBackend::peak_memory() / 1048576.0, CudaBackend::device_used_memory() / 1048576.0);
             return rc;
         }
 #endif
-        return train_with<CpuBackend<float>>(cfg, resume, "cpu");
+        return train_with<CpuBackend<float>>(cfg, resume, changes, "cpu");
     } catch (const std::bad_alloc&) {
         return fail("out of memory (make the model, batch_size or seq_len smaller)");
     } catch (const std::exception& e) {

@@ -117,6 +117,28 @@ if head -1 "$s/log.jsonl" | grep -q "$on" && grep -q "^{\"run_on\":{\"arithmetic
 then pass run_on_logged_and_on_resume
 else fail run_on_logged_and_on_resume "$(head -1 "$s/log.jsonl" | grep -o '"run_on":{[^}]*}'); $(grep '"resumed"' "$s/log.jsonl")"; fi
 
+# --- a run folder is locked while a trainer uses it: a second trainer there (--resume, a new run,
+# --overwrite) stops with one error line naming the folder and the holder's pid, and changes
+# nothing; the OS drops the lock with the process, so after a SIGKILL the run resumes
+l=$tmp/locked
+"$TRAIN" "${data[@]}" "${tiny[@]}" --steps 100000 --eval_every 0 --checkpoint_every 5 --run_dir "$l" >"$tmp/locked.txt" 2>&1 &
+pid=$!
+pids+=("$pid")
+wait_for "$l/latest" ckpt_ 60
+held="^error: run folder '$l' is in use by another trainer \(pid $pid\): wait for it to end"
+expect_only_error lock_second_resume_refused "$held" -- "$TRAIN" --resume "$l"
+expect_only_error lock_new_run_refused "$held" -- "$TRAIN" "${data[@]}" "${tiny[@]}" --steps 1 --run_dir "$l"
+expect_only_error lock_overwrite_refused "$held" -- "$TRAIN" "${data[@]}" "${tiny[@]}" --steps 1 --overwrite --run_dir "$l"
+if kill -0 "$pid" 2>/dev/null && [ -f "$l/config.json" ] && ! grep -q '"resumed"' "$l/log.jsonl" &&
+  head -1 "$l/log.jsonl" | grep -q '"type":"config"}$'; then pass lock_refusals_touch_nothing
+else fail lock_refusals_touch_nothing "$(ls "$l"; grep -v '"train"' "$l/log.jsonl" | tail -c 300)"; fi
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+k=$(sed 's/ckpt_0*//' "$l/latest")
+if "$TRAIN" --resume "$l" --steps $((k + 2)) >"$tmp/locked_resume.txt" 2>&1 &&
+  [ "$(cat "$l/latest")" = "$(printf 'ckpt_%06d' $((k + 2)))" ]; then pass lock_released_by_sigkill
+else fail lock_released_by_sigkill "$(tail -c 300 "$tmp/locked_resume.txt")"; fi
+
 # --- the ETA counts the whole wall time of a step, evaluation included: with an evaluation
 # far longer than a step, the ETA after step 2 (the first to follow one of the step
 # evaluations; step 0's is not counted) is far more than the remaining steps' step_ms
