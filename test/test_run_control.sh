@@ -1,7 +1,9 @@
 # How build/train treats a run as a user lives it: a run folder that holds a run is not
 # reused by mistake, Ctrl-C / SIGTERM stop with a checkpoint the run resumes from exactly,
-# output reaches a pipe or file at once, the ETA counts evaluation, --init_from is recorded,
-# eval_every 0 never evaluates, and sampling says where it looked for the GPT-2 vocabulary.
+# output reaches a pipe or file at once, a run folder is locked while a trainer uses it, a
+# resume refuses a changed model or data and logs any other change, the grid runner passes
+# Ctrl-C to its trainers, the ETA counts evaluation, --init_from is recorded, eval_every 0 never
+# evaluates, and sampling says where it looked for the GPT-2 vocabulary.
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
 SAMPLE=${SAMPLE:-build/sample}
@@ -138,6 +140,83 @@ k=$(sed 's/ckpt_0*//' "$l/latest")
 if "$TRAIN" --resume "$l" --steps $((k + 2)) >"$tmp/locked_resume.txt" 2>&1 &&
   [ "$(cat "$l/latest")" = "$(printf 'ckpt_%06d' $((k + 2)))" ]; then pass lock_released_by_sigkill
 else fail lock_released_by_sigkill "$(tail -c 300 "$tmp/locked_resume.txt")"; fi
+
+# --- --resume with changed keys: a model or data key (or the seed, or the folder) is refused with
+# one error line naming each with both values, touching nothing; any other change is logged as a
+# config_change record at the resume step and applies from there (a later --resume too), while
+# config.json keeps what the run started with
+c=$tmp/changed
+"$TRAIN" "${data[@]}" "${tiny[@]}" --steps 4 --schedule constant --eval_every 0 --checkpoint_every 2 --run_dir "$c" >/dev/null 2>&1
+sums() { md5sum "$c/config.json" "$c/log.jsonl" "$c/latest"; }
+before=$(sums)
+expect_only_error resume_model_keys_refused \
+  "^error: --resume $c with n_embd 32 \(the run's: 16\), seq_len 8 \(the run's: 16\), seed 7 \(the run's: 1337\): a resumed run keeps its model, its data and its folder" \
+  -- "$TRAIN" --resume "$c" --n_embd 32 --seq_len 8 --seed 7 --lr 0.01
+if [ "$(sums)" = "$before" ]; then pass resume_refused_touches_nothing; else fail resume_refused_touches_nothing "the run's files changed"; fi
+# a finished run resumed with another lr trains nothing: the change is logged at its last step
+"$TRAIN" --resume "$c" --lr 0.01 >"$tmp/changed1.txt" 2>&1
+"$TRAIN" --resume "$c" --steps 6 >"$tmp/changed2.txt" 2>&1
+if "$PYTHON" - "$c" <<'PY'
+import json, sys
+run = sys.argv[1]
+log = [json.loads(l) for l in open(run + "/log.jsonl")]
+changes = [(r["step"], r["changes"]) for r in log if r["type"] == "config_change"]
+lrs = [r["lr"] for r in log if r["type"] == "train"]
+cfg = json.load(open(run + "/config.json"))
+print(changes, lrs, cfg["lr"], cfg["steps"])
+sys.exit(0 if changes == [(4, {"lr": [0.001, 0.01]}), (4, {"steps": [4, 6]})] and lrs == [0.001] * 4 + [0.01] * 2
+         and cfg["lr"] == 0.001 and cfg["steps"] == 4 else 1)
+PY
+then pass resume_change_logged_config_kept; else fail resume_change_logged_config_kept "$(grep -h 'config change' "$tmp"/changed[12].txt)"; fi
+
+# --- the grid runner (scripts/reproduce_paper.sh --jobs 2): Ctrl-C (SIGINT to its process group)
+# reaches each running trainer once, from the runner: each checkpoints, the runner exits 130 and
+# leaves no trainer behind; run again, it resumes and finishes every run, its log's last step the
+# one `latest` names. Where this test's SIGINT is ignored (and so the runner's), SIGTERM, exit 143.
+g=$tmp/grid
+mkdir -p "$g/tiny"
+pattern_shards "$g/tiny" 3 0.1 16 6000 tiny_train:0:4000 tiny_val:4000:
+cat >"$g/tiny.json" <<'EOF'
+{"n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 16, "max_seq_len": 32, "seq_len": 16, "batch_size": 4,
+ "steps": 1500, "eval_every": 500, "eval_batches": 1, "checkpoint_every": 500}
+EOF
+grid=(env DATA="$g" CONFIG="$g/tiny.json" TRAIN="$TRAIN" bash scripts/reproduce_paper.sh --no-build --scale cpu
+  --datasets tiny --pos "rope crope" --jobs 2 --out "$g/out" -- --device cpu)
+sig=INT rc_want=130
+(( 0x$(awk '/^SigIgn/ {print $2}' /proc/$$/status) & 2 )) && sig=TERM rc_want=143
+set -m  # the runner in a process group of its own, as a shell's foreground job
+"${grid[@]}" >"$g/first.txt" 2>&1 &
+runner=$!
+pids+=("$runner")
+set +m
+wait_for "$g/out/tiny-rope-s1/log.jsonl" '"step":5,' 60 && wait_for "$g/out/tiny-crope-s1/log.jsonl" '"step":5,' 60
+trainers=$(ps -o pid= --ppid "$runner")
+kill -$sig -- -"$runner"
+wait "$runner"
+rc=$?
+why=""
+[ $rc = $rc_want ] || why+="exit $rc; "
+[ "$(wc -w <<<"$trainers")" = 2 ] || why+="trainers '$trainers'; "
+for p in $trainers; do kill -0 "$p" 2>/dev/null && { why+="trainer $p left running; "; kill -9 "$p"; }; done
+for r in rope crope; do
+  k=$(sed -n "s/^stopped by SIG$sig at step \([0-9]*\);.*/\1/p" "$g/out/tiny-$r-s1.txt" 2>/dev/null)
+  [ -n "$k" ] && [ "$(cat "$g/out/tiny-$r-s1/latest" 2>/dev/null)" = "$(printf 'ckpt_%06d' "$k")" ] ||
+    why+="$r: stopped at '$k', latest $(cat "$g/out/tiny-$r-s1/latest" 2>/dev/null); "
+done
+name=grid_runner_sig${sig,,}_stops_trainers
+if [ -z "$why" ]; then pass "$name"; else fail "$name" "$why$(tail -n 5 "$g/first.txt")"; fi
+[ $sig = TERM ] && skip grid_runner_sigint_stops_trainers "SIGINT is ignored in this test's environment (started in the background), and so in the runner"
+"${grid[@]}" >"$g/second.txt" 2>&1
+rc=$?
+why=""
+[ $rc = 0 ] || why+="exit $rc; "
+for r in rope crope; do
+  grep -q "resuming $g/out/tiny-$r-s1" "$g/second.txt" || why+="$r not resumed; "
+  last=$(grep '"type":"train"' "$g/out/tiny-$r-s1/log.jsonl" | tail -1 | grep -o '"step":[0-9]*')
+  [ "$last" = '"step":1500' ] && [ "$(cat "$g/out/tiny-$r-s1/latest" 2>/dev/null)" = ckpt_001500 ] ||
+    why+="$r: log's last $last, latest $(cat "$g/out/tiny-$r-s1/latest" 2>/dev/null); "
+done
+if [ -z "$why" ]; then pass grid_runner_rerun_finishes; else fail grid_runner_rerun_finishes "$why$(tail -n 5 "$g/second.txt")"; fi
 
 # --- the ETA counts the whole wall time of a step, evaluation included: with an evaluation
 # far longer than a step, the ETA after step 2 (the first to follow one of the step
