@@ -223,14 +223,25 @@ class Run:
         if not isinstance(config, dict):
             raise InputError(f"{self.log}: config is not a JSON object")
         self.config = config
-        # config.json beside the log is the config of the last start or resume (the log's config
-        # record is the first start's): the keys a resume changed, and the steps the run now aims at
+        # The keys a resume changed, as (step it applies from, key, was, now): the log's
+        # config_change records (MODEL.md); config.json keeps the run's start. Trainers before
+        # those records rewrote config.json at each resume: a key it holds otherwise than the
+        # log's config record is such a change (step None).
         self.changed = []
         now = read_config_json(os.path.join(os.path.dirname(self.log), "config.json")) \
             if self.log.endswith("log.jsonl") else None
         if now is not None and now is not config:
-            self.changed = [(k, config.get(k), now.get(k)) for k in sorted(set(config) | set(now))
+            self.changed = [(None, k, config.get(k), now.get(k)) for k in sorted(set(config) | set(now))
                             if k not in NOT_CHANGED_KEYS and config.get(k) != now.get(k)]
+        self.current = dict(now or config)  # the config the run now trains with
+        for r in records:
+            if r.get("type") == "config_change" and isinstance(r.get("changes"), dict):
+                for k, was_to in sorted(r["changes"].items()):
+                    if not (isinstance(was_to, list) and len(was_to) == 2):
+                        raise InputError(f"{self.log}: config_change of {k} is not [was, now]")
+                    self.current[k] = was_to[1]
+                    if k not in NOT_CHANGED_KEYS:
+                        self.changed.append((r.get("step"), k, *was_to))
         self.params = params
         # the arithmetic of each stretch of the run (the first record's, then each resume's);
         # empty in logs written before the trainer recorded it
@@ -244,7 +255,7 @@ class Run:
         self.dataset = dataset_of(config)
         self.seed = config.get("seed")
         self.seq_len = config.get("seq_len")
-        self.steps = (now or config).get("steps")
+        self.steps = self.current.get("steps")
         try:
             self.train = sorted(
                 ((int(r["step"]), float(r["loss"]), r.get("tokens_per_s"))
@@ -492,9 +503,12 @@ def run_problems(r):
     """What makes a run's numbers not those of its config run to the end: unfinished (its last
     step short of the steps it aims at), or resumed with another config."""
     out = [f"unfinished: step {r.steps_done()} of {r.steps}"] if r.is_cut() else []
-    if r.changed:
-        out.append("config changed on resume: " +
-                   ", ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, a, b in r.changed))
+    # a change at the last step done applied to no step (a finished run resumed with another lr)
+    changed = [(s, k, a, b) for s, k, a, b in r.changed if s is None or s < r.steps_done()]
+    if changed:
+        out.append("config changed on resume: " + ", ".join(
+            f"{k} {json.dumps(a)} -> {json.dumps(b)}" + ("" if s is None else f" from step {s}")
+            for s, k, a, b in changed))
     return out
 
 
@@ -1119,10 +1133,11 @@ def planned_config(path, sets):
     return plan
 
 
-def plan_differences(run_dir, plan):
-    """'steps 3, planned 300; ...': where the run folder's config.json differs from the plan
-    (NOT_CHANGED_KEYS and device, which says where a run goes, not what it computes, aside)."""
-    now = read_config_json(os.path.join(run_dir, "config.json")) or {}
+def plan_differences(run, plan):
+    """'steps 3, planned 300; ...': where the run's config (config.json with its resumes'
+    changes) differs from the plan (NOT_CHANGED_KEYS and device, which says where a run goes,
+    not what it computes, aside)."""
+    now = run.current
     def same(a, b):  # a list of one, as the command line gives it, is that value
         return a == b or (isinstance(a, list) and a == [b]) or (isinstance(b, list) and [a] == b)
     return "; ".join(f"{k} {json.dumps(now.get(k))}, planned {json.dumps(v)}" for k, v in sorted(plan.items())
@@ -1136,7 +1151,7 @@ def status(paths, plan=None):
         except InputError:
             print(f"missing {p}")
             continue
-        differs = plan_differences(p, plan) if plan is not None else ""
+        differs = plan_differences(r, plan) if plan is not None else ""
         if differs:
             print(f"differs {p}: {differs}")
         elif r.is_cut() or r.steps is None:

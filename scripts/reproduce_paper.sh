@@ -49,7 +49,9 @@ command would train (the config file, the pos, seed and data, and the ARGS; wher
 files go and the device aside); any other is an error naming the keys that differ.
 A run whose log reached its final step is skipped; a cut run with a `latest`
 checkpoint is continued with `build/train --resume RUN_DIR`; a cut run without a
-checkpoint is moved aside (RUN_DIR.stale-TIME) and started again.
+checkpoint is moved aside (RUN_DIR.stale-TIME) and started again. Ctrl-C (or
+SIGTERM) stops every running run after its step, with a checkpoint: run the same
+command again to continue.
 Environment: PYTHON (default: scripts/pick_python.sh), TRAIN (default build/train),
 CONFIG (default: the scale's config file), DATA (default data: the shards are
 DATA/NAME/NAME_{train,val}_*.bin).

@@ -456,6 +456,26 @@ def main():
     rc, so, se = run(["--status", ch])
     check("resumed_run_status_partial", rc == 0 and so.startswith("partial 303/310"), so + se)
 
+    # the trainer's config_change records (config.json keeps the start): a change is named with
+    # the step it applies from, unless it applied to no step (at the last step done); the steps
+    # the run aims at and its config for --plan are the changed ones
+    cc = write_run(tmp, "cc-rope-s1", "ptb", "rope", 1, [5.0, 4.5], steps=300, one_based=True)
+    with open(os.path.join(cc, "config.json"), "w") as f:
+        json.dump(json.loads(open(os.path.join(cc, "log.jsonl")).readline())["config"], f)
+    with open(os.path.join(cc, "log.jsonl"), "a") as f:
+        for step, changes in ((150, {"lr": [1e-3, 0.01], "checkpoint_every": [500, 50]}),
+                              (200, {"steps": [200, 300]}), (300, {"eval_every": [100, 10]})):
+            f.write(json.dumps({"type": "config_change", "step": step, "changes": changes}) + "\n")
+    rc, so, se = run([cc, "--out", os.path.join(tmp, "out22", "cmp")])
+    notes = parse_table(so.split("Setting:")[-1]).get(("ptb", "rope"), {}).get("notes", "") if rc == 0 else ""
+    check("config_change_records_named", notes == "(config changed on resume: lr 0.001 -> 0.01 from step 150, "
+          "steps 200 -> 300 from step 200)", notes + se[-300:])
+    plan_cc = os.path.join(tmp, "plan_cc.json")
+    with open(plan_cc, "w") as f:
+        json.dump({"steps": 300, "eval_every": 10}, f)
+    rc, so, se = run(["--status", cc, "--plan", plan_cc, "--set", "lr=0.01"])
+    check("config_change_status_plan", rc == 0 and so == f"complete {cc}\n", so + se)
+
     # --status --plan: a run folder reused only when its config.json is the planned config
     plan = os.path.join(tmp, "plan.json")
     with open(plan, "w") as f:
