@@ -44,9 +44,10 @@ options:
   -h, --help           this text
   -- ARGS...           passed on to build/train for new runs (not for resumed ones)
 
-Resuming: a run folder is reused only when its config.json is the config this
-command would train (the config file, the pos, seed and data, and the ARGS; where
-files go and the device aside); any other is an error naming the keys that differ.
+Resuming: a run folder is reused only when its config (config.json with the
+changes its log records) is the config this command would train (the config file,
+the pos, seed and data, and the ARGS; where files go and the device aside); any
+other is an error naming the keys that differ.
 A run whose log reached its final step is skipped; a cut run with a `latest`
 checkpoint is continued with `build/train --resume RUN_DIR`; a cut run without a
 checkpoint is moved aside (RUN_DIR.stale-TIME) and started again. Ctrl-C (or

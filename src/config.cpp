@@ -110,7 +110,8 @@ const Key kKeys[] = {
     {"dist_timeout", "parallel", &Config::dist_timeout,
      "seconds a collective across ranks may wait before the run ends with an error (0 = forever)"},
     {"resume", "command line", &Config::resume,
-     "resume RUN_DIR from its latest checkpoint (its config.json is the base)"},
+     "resume RUN_DIR from its latest checkpoint (its config.json, with the changes its log records, is the base; "
+     "a changed key is logged, one of the model or the data refused)"},
     {"init_from", "command line", &Config::init_from, "initialise the weights from this .safetensors file"},
 };
 

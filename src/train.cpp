@@ -641,7 +641,7 @@ static int train_main(int argc, char** argv) {
                     argv[0] + " --help lists every key");
     }
     try {
-        Config cfg = parse_args(argc, argv);  // --resume RUN_DIR starts from RUN_DIR/config.json
+        Config cfg = parse_args(argc, argv);  // --resume RUN_DIR starts from its config (resumed_config)
         if (cfg.help) {
             printf("%s", help_text().c_str());
             return 0;

@@ -144,6 +144,22 @@ static void test_config() {
     Config r = parse({"--resume", run, "--steps", "5"});
     check("config_resume_base", r.pos == "learned" && r.lr == 3e-4 && r.steps == 5 && r.run_dir == run &&
                                     r.resume == run && r.eval_seq_lens == std::vector<int>{8, 16});
+    // its log's config_change records apply in order (a torn last line aside); resume_changes
+    // names what a resume changes and refuses a model or data key, naming both values
+    write_raw(run + "/log.jsonl",
+              "{\"type\":\"config\"}\n{\"changes\":{\"lr\":[0.0003,0.01]},\"step\":4,\"type\":\"config_change\"}\n"
+              "{\"changes\":{\"lr\":[0.01,0.02],\"steps\":[1000,8]},\"step\":6,\"type\":\"config_change\"}\n"
+              "{\"changes\":{\"lr\":[0.02,");
+    Config was = parse({"--resume", run});
+    check("config_resume_log_changes", was.lr == 0.02 && was.steps == 8 && was.pos == "learned");
+    Config now = was;
+    now.lr = 0.5, now.grad_accum = 2;
+    check("resume_changes_logged",
+          resume_changes(was, now) == json::parse(R"({"grad_accum": [1, 2], "lr": [0.02, 0.5]})"));
+    now.seq_len = 8, now.pos = "rope";
+    expect_error(
+        "resume_changes_model_refused", [&] { resume_changes(was, now); },
+        "--resume " + run + " with pos \"rope\" (the run's: \"learned\"), seq_len 8 (the run's: ");
     expect_error(
         "config_resume_empty",
         [&] {
