@@ -19,8 +19,8 @@ bool is_run_entry(const std::string& name) {
     std::string base = name;
     for (const char* suffix : {".tmp", ".old", ".del"})
         if (base.size() > 4 && base.compare(base.size() - 4, 4, suffix) == 0) base.resize(base.size() - 4);
-    return base == "config.json" || base == "log.jsonl" || base == "latest" || base == "lock" || base == ".write_probe" ||
-           base.rfind("ckpt_", 0) == 0;
+    return base == "config.json" || base == "log.jsonl" || base == "latest" || base == "lock" ||
+           base == ".write_probe" || base.rfind("ckpt_", 0) == 0;
 }
 
 }  // namespace

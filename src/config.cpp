@@ -569,7 +569,8 @@ json resume_changes(const Config& was, const Config& now) {
         const std::string name = k.name, group = k.group;
         const bool model_or_data = (group == "model" || group == "data") && name != "grad_accum";
         if (model_or_data || name == "seed" || name == "run_dir")
-            fixed += (fixed.empty() ? "" : ", ") + name + " " + b[k.name].dump() + " (the run's: " + a[k.name].dump() + ")";
+            fixed +=
+                (fixed.empty() ? "" : ", ") + name + " " + b[k.name].dump() + " (the run's: " + a[k.name].dump() + ")";
         else
             changes[name] = {a[k.name], b[k.name]};
     }

@@ -103,9 +103,10 @@ Config config_from_json(const nlohmann::json& j, const std::string& where);
 // The config a resumed run continues from: RUN_DIR/config.json (the run's start) with the changes
 // of its log's "config_change" records applied in order, and run_dir = RUN_DIR.
 Config resumed_config(const std::string& run_dir);
-// What a resume changes in the run's config `was` (resumed_config): {"key": [was, now]} of every key
-// that differs. The model, its data (the checkpoint's weights, the loader's position and the
-// validation curve belong to them; grad_accum aside, the same step) and its folder cannot change: throws naming each such key with both values.
+// What a resume changes in the run's config `was` (resumed_config): {"key": [was, now]} of every
+// key that differs. The model, its data (the checkpoint's weights, the loader's position and the
+// validation curve belong to them; grad_accum aside: the same step), the seed and the folder
+// cannot change: throws naming each such key with both values.
 nlohmann::json resume_changes(const Config& was, const Config& now);
 // The model part of a (validated) config, with its MLP width resolved: mlp_hidden, or with 0 the
 // width match_params gives, else 4 x n_embd. The trainer stores that width in its config.json.

@@ -13,9 +13,8 @@ class JsonlLog {
     // One line per record; throws "cannot write <path>: ..." on failure.
     void write(const nlohmann::json& record);
     // For resume from `step`: rewrites the file without records whose "step" is > step, or is
-    // == step for anything but a train, stopped or config_change record (the steps and evaluations that
-    // will be redone),
-    // and without unparsable lines (a record torn by a crash).
+    // == step for anything but a train, stopped or config_change record (the steps and evaluations
+    // that will be redone), and without unparsable lines (a record torn by a crash).
     // Records without a "step" (e.g. the config record) are kept.
     void truncate_after(long step);
     const std::string& path() const { return path_; }

@@ -374,7 +374,7 @@ struct Trainer {
         const bool root = dg.rank == 0;  // rank 0 writes the run folder; the others only read it
         if (root) {
             make_run_dir(cfg.run_dir);
-            lock_run_dir(cfg.run_dir);  // held since claim_run_dir unless the folder is new
+            lock_run_dir(cfg.run_dir);                       // held since claim_run_dir unless the folder is new
             if (!resume) claim_run_dir(cfg.run_dir, false);  // a run another trainer began here meanwhile
         }
         if (resume) {
@@ -383,10 +383,10 @@ struct Trainer {
             if (root) log->truncate_after(step);
             printf("resumed %s at step %d\n", cfg.run_dir.c_str(), step);
             record({{"type", "resumed"}, {"step", step}, {"run_on", run_on}});  // this machine may not be the first's
-            std::string line;
-            for (const auto& [key, was_now] : changes.items())
-                line += (line.empty() ? "" : ", ") + key + " " + was_now[0].dump() + " -> " + was_now[1].dump();
             if (!changes.empty()) {
+                std::string line;
+                for (const auto& [key, was_now] : changes.items())
+                    line += (line.empty() ? "" : ", ") + key + " " + was_now[0].dump() + " -> " + was_now[1].dump();
                 printf("config change from step %d: %s (in the log; config.json keeps the run's start)\n", step,
                        line.c_str());
                 record({{"type", "config_change"}, {"step", step}, {"changes", changes}});

@@ -951,7 +951,8 @@ static void test_files_and_run_dir() {
     fs::remove(run + "/notes.txt");
     expect_ok("run_dir_overwrite", [&] { claim_run_dir(run, true); });
     // all but its lock: another trainer must not take a new lock file while this one holds the old
-    check("run_dir_overwrite_deletes", fs::exists(run + "/lock") && std::distance(fs::directory_iterator(run), {}) == 1);
+    check("run_dir_overwrite_deletes",
+          fs::exists(run + "/lock") && std::distance(fs::directory_iterator(run), {}) == 1);
 
     std::string bad = g_tmp + "/badlatest";
     make_run_dir(bad);
