@@ -3,7 +3,9 @@
 #   make           build build/train, build/sample and the test programs (installs missing
 #                  Debian packages; the CUDA backend too when nvcc is found)
 #   make run       the main job: the synthetic position task, every position scheme, on the
-#                  CPU; builds only the trainer and the sampler, without nvcc (see RUN_BUILD)
+#                  CPU; builds only what make cpu builds
+#   make cpu       build_cpu/train and build_cpu/sample, without the CUDA backend even where
+#                  nvcc is found (make run's, and the CPU recipe's with --device cpu)
 #   make test      every CPU test, the gradient check, every CUDA test once under the CPU
 #                  emulation; last line "N passed, N failed, N skipped" (test/README.md)
 #   make test-all  make test, and the second thread order with deferred work, the sanitizer
@@ -77,6 +79,11 @@ endif
 MAINS    := src/train.cpp src/sample.cpp
 TESTS    := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_*.cpp))
 
+# NVCC= on make's command line leaves the CUDA backend out on purpose (make cpu): the trainer
+# then says so, not that nvcc was not found.
+ifeq ($(origin NVCC)$(NVCC),command line)
+CXXFLAGS += -DCUDA_LEFT_OUT
+endif
 # The CUDA backend (cuda/*.cu). With NVCC=nvcc-emu the same rules build it for the CPU
 # emulation of CUDA instead: test/cuda_emu/emu.mk says how (and holds its sanitizer builds).
 EMU      := $(filter nvcc-emu,$(notdir $(NVCC)))
@@ -111,7 +118,7 @@ endif
 BINS     := $(patsubst src/%.cpp,$(BUILD)/%,$(MAINS))
 LIB_OBJ  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
 
-.PHONY: all test test-all run bench deps clean help
+.PHONY: all test test-all cpu run bench deps clean help
 .SECONDARY:  # keep the objects make would see as intermediate
 all: $(BINS) $(TESTS)
 
@@ -165,16 +172,18 @@ test-all: all
 	@$(MAKE) --no-print-directory emu && $(MAKE) --no-print-directory lab-emu emu-asan-tests emu-tsan-tests
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh --all
 
-# make run builds what it runs and no more: the trainer and the sampler, with the CUDA backend
-# only when configs/synthetic.json asks for --device cuda. Without it, and with nvcc found, they
-# go into $(BUILD)_cpu, so the CUDA build in $(BUILD) stays whole. Options of
-# scripts/run_synthetic.sh go in ARGS: make run ARGS="--results scripts/results" regenerates the
-# README's table, figure and logs.
+# make cpu builds the trainer and the sampler without the CUDA backend into $(BUILD)_cpu, whether
+# nvcc is found or not, so the build in $(BUILD) stays whole: what make run and the CPU recipe
+# (scripts/reproduce_paper.sh ... -- --device cpu) train with, and no more.
+# make run trains with it, unless configs/synthetic.json asks for --device cuda (then $(BUILD)).
+# Options of scripts/run_synthetic.sh go in ARGS: make run ARGS="--results scripts/results"
+# regenerates the README's table, figure and logs.
+CPU_BUILD := $(BUILD)_cpu
+cpu:
+	@$(MAKE) --no-print-directory BUILD=$(CPU_BUILD) NVCC= $(CPU_BUILD)/train $(CPU_BUILD)/sample
 RUN_CUDA  := $(and $(NVCC),$(shell grep -l '"device": *"cuda"' configs/synthetic.json))
-RUN_BUILD := $(if $(NVCC),$(if $(RUN_CUDA),$(BUILD),$(BUILD)_cpu),$(BUILD))
-run:
-	@$(MAKE) --no-print-directory BUILD=$(RUN_BUILD) \
-	  $(if $(RUN_CUDA),,NVCC=) $(RUN_BUILD)/train $(RUN_BUILD)/sample
+RUN_BUILD := $(if $(RUN_CUDA),$(BUILD),$(CPU_BUILD))
+run: $(if $(RUN_CUDA),$(RUN_BUILD)/train $(RUN_BUILD)/sample,cpu)
 	TRAIN=$(RUN_BUILD)/train SAMPLE=$(RUN_BUILD)/sample PYTHON=$(PYTHON) scripts/run_synthetic.sh $(ARGS)
 
 help:

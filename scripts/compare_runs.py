@@ -340,7 +340,11 @@ class Group:
         # a variant is labelled by its keys ("crope, mlp 608"; its parameter count is in the table
         # and the legends) and drawn in its scheme's colour with another line style
         self.variant = runs[0].variant()
-        self.label = self.pos + "".join(f", {name} {v}" for name, v in self.variant)
+        # a variant made by match_params REF is named as --pos names it, "crope=rope" (one name for
+        # it everywhere); another by its keys
+        match = next((r.config["match_params"] for r in runs if r.config.get("match_params")), None)
+        self.label = f"{self.pos}={match}" if self.variant and match else \
+            self.pos + "".join(f", {name} {v}" for name, v in self.variant)
         style = POS_STYLES.get(self.pos, "-")
         self.style = ("--" if style == "-." else "-.") if self.variant else style
         # extended below when groups of the same scheme and variant need telling apart
@@ -534,14 +538,18 @@ def t_half(sd, n):
     return t_dist.ppf(0.975, n - 1) * sd / math.sqrt(n)
 
 
-def diff_interval(g, ref):
-    """g's final validation loss minus ref's (RoPE's) over seeds, with its 95 % interval from
-    Student's t: paired by seed when both groups ran the same seeds (the mean of each seed's
-    difference), else Welch's interval of the difference of the two means. Returns (mean, lo,
-    hi, how), lo and hi None with fewer than two seeds on a side; how says which, e.g. "paired,
-    5 seeds"."""
-    a = {r.seed: r.final_val() for r in g.runs if r.final_val() is not None}
-    b = {r.seed: r.final_val() for r in ref.runs if r.final_val() is not None}
+def final_val(r):
+    return r.final_val()
+
+
+def diff_interval(g, ref, value=final_val):
+    """g's value (by default the final validation loss) minus ref's (RoPE's) over seeds, with its
+    95 % interval from Student's t: paired by seed when both groups ran the same seeds (the mean of
+    each seed's difference), else Welch's interval of the difference of the two means. value(run)
+    is a run's number, None where it has none. Returns (mean, lo, hi, how), lo and hi None with
+    fewer than two seeds on a side; how says which, e.g. "paired, 5 seeds"."""
+    a = {r.seed: value(r) for r in g.runs if value(r) is not None}
+    b = {r.seed: value(r) for r in ref.runs if value(r) is not None}
     if not a or not b:
         return None, None, None, "no final validation loss"
     if set(a) == set(b):
@@ -663,10 +671,72 @@ def build_table(groups, stats, diffs, paper=False):
     return "\n".join(lines)
 
 
+def summary_text(groups, md_path):
+    """A short summary for a terminal, one line per scheme and dataset: the seeds that solved the
+    task (when measured), the final validation loss minus RoPE's with its 95 % interval, and what
+    the interval says; the tables are in md_path."""
+    with_acc = any(r.acc_curve for g in groups for r in g.runs)
+    width = max(len(g.label) for g in groups) + 2
+    out = []
+    for ds in datasets_of(groups):
+        gs = [g for g in groups if g.dataset == ds]
+        out.append(f"{ds} ({setting_text([r for g in gs for r in g.runs])}): final validation loss "
+                   "minus RoPE's, 95 % interval over seeds")
+        for g in gs:
+            ref = reference_group(g, groups)
+            if ref is g:
+                diff, says = "ref", ""
+            elif ref is None:
+                diff, says = "n/a", "no RoPE runs"
+            else:
+                m, lo, hi, how = diff_interval(g, ref)
+                diff, says = ("n/a", how) if m is None else (diff_text(m, lo, hi), verdict(lo, hi))
+            solved = ""
+            if with_acc:
+                k, n, _, _ = solved_summary(g)
+                solved = f"{k}/{n} solved".ljust(13)
+            out.append(f"  {g.label.ljust(width)}{solved}{diff.ljust(28)}{says}".rstrip())
+    out.append(f"tables (per seed, by evaluation length, each with its interval): {md_path}")
+    return "\n".join(out) + "\n"
+
+
 def untrained(g, t):
     """Whether group g at evaluation length t reads a learned position table past the training
     length: rows no training step reached."""
     return g.pos in LEARNED_TABLE and t > (g.config.get("seq_len") or t)
+
+
+def resolved(lo, hi):
+    """Whether a 95 % interval of a difference excludes 0."""
+    return lo is not None and not lo <= 0 <= hi
+
+
+def diff_text(m, lo, hi, digits=4):
+    """'+0.1650 [+0.0890, +0.2420]', the mean alone without an interval."""
+    return f"{m:+.{digits}f}" + ("" if lo is None else f" [{lo:+.{digits}f}, {hi:+.{digits}f}]")
+
+
+def build_length_diff_table(groups, accuracy):
+    """Each scheme's final validation loss (then marker accuracy) minus RoPE's at each evaluation
+    length: the mean difference over seeds and its 95 % interval (diff_interval), in bold where
+    the interval excludes 0. Every statement about lengths rests on these."""
+    lens = sorted({t for g in groups for r in g.runs for t in r.val_lens})
+    whats = [False, True] if accuracy else [False]
+    head = ["dataset", "pos"] + [f"Δ {'accuracy' if a else 'loss'} T={t}" for a in whats for t in lens]
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join("---" for _ in head) + "|"]
+    for g in groups:
+        ref = reference_group(g, groups)
+        if ref in (None, g):
+            continue
+        cells = []
+        for a in whats:
+            for t in lens:
+                m, lo, hi, _ = diff_interval(g, ref, lambda r: r.final_by_len(a).get(t))
+                cell = "n/a" if m is None else diff_text(m, lo, hi, 3 if a else 4)
+                cells.append((f"**{cell}**" if resolved(lo, hi) else cell) + (" †" if untrained(g, t) else ""))
+        lines.append("| " + " | ".join([g.dataset, g.label] + cells) + " |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def build_length_table(groups, accuracy):
@@ -1179,6 +1249,9 @@ def main(argv):
     ap.add_argument("--paper", action="store_true",
                     help="beside the runs' numbers, the CRoPE paper's final validation losses "
                          "(Table 1; RoPE and CRoPE) in the table and as dashed lines in the figure")
+    ap.add_argument("--summary", action="store_true",
+                    help="print a short summary (scheme, seeds solved, difference to RoPE with its "
+                         "interval, verdict) instead of the tables; they are in PREFIX.md")
     ap.add_argument("--status", action="store_true",
                     help="only print complete / partial DONE/STEPS / missing per RUN_DIR")
     ap.add_argument("--plan", metavar="CONFIG.json",
@@ -1227,6 +1300,12 @@ def main(argv):
         md += (f"\n## Final validation loss{' and marker accuracy' if accuracy else ''} by evaluation length\n\n"
                + build_length_table(groups, accuracy) + "\n\nMean ± sample std over seeds of each run's "
                "last evaluation at that length.\n")
+        diff_table = build_length_diff_table(groups, accuracy)
+        if diff_table:
+            md += ("\n## Difference to RoPE by evaluation length\n\n" + diff_table + "\n\nEach scheme's "
+                   "final value minus RoPE's at that length: the mean over seeds and its 95 % interval "
+                   "(Student's t, paired by seed when both ran the same seeds, else Welch's); **bold**: the "
+                   "interval excludes 0, a difference these seeds resolve; the others they do not.\n")
         if any(untrained(g, t) for g in groups for r in g.runs for t in r.val_lens):
             md += ("†: learned positions past the training seq_len read rows of their table that no "
                    "training step reached (their initial random values, weight decay aside).\n")
@@ -1237,7 +1316,7 @@ def main(argv):
         os.makedirs(out_dir, exist_ok=True)
     with open(a.out + ".md", "w", encoding="utf-8") as f:
         f.write(md)
-    print(md, end="")
+    print(summary_text(groups, a.out + ".md") if a.summary else md, end="")
     plot_curves(groups, a.out, smooth_n, diffs, a.paper)
     written = [a.out + ".png", a.out + ".svg", a.out + ".md"]
     if lengths:

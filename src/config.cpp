@@ -149,14 +149,16 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     return row[b.size()];
 }
 
-// "did you mean --steps? " for a mistyped key: the nearest key within a third of its length
-// (at least 1 edit), or "" when none is that near.
-std::string did_you_mean(const std::string& key) {
+// "did you mean --steps? " for a mistyped key (in_file: "did you mean 'steps'? ", of the keys a
+// config file may hold): the nearest key within a third of its length (at least 1 edit), or ""
+// when none is that near.
+std::string did_you_mean(const std::string& key, bool in_file = false) {
     const char* best = nullptr;
     size_t best_d = std::max<size_t>(1, key.size() / 3) + 1;
     for (const Key& k : kKeys)
-        if (size_t d = edit_distance(key, k.name); d < best_d) best = k.name, best_d = d;
-    return best ? "did you mean --" + std::string(best) + "? " : "";
+        if (size_t d = edit_distance(key, k.name); d < best_d && !(in_file && cli_only(k))) best = k.name, best_d = d;
+    if (!best) return "";
+    return in_file ? "did you mean '" + std::string(best) + "'? " : "did you mean --" + std::string(best) + "? ";
 }
 
 // ---- one parser / converter per field type; `what` names the setting in errors ----
@@ -270,7 +272,11 @@ void apply_json(Config& c, const json& j, const std::string& where) {
     if (!j.is_object()) throw std::runtime_error("config " + where + " must be a JSON object");
     for (auto it = j.begin(); it != j.end(); ++it) {
         const Key* k = find_key(it.key());
-        if (!k || cli_only(*k)) throw std::runtime_error("unknown config key '" + it.key() + "' in " + where);
+        if (!k || cli_only(*k)) {
+            std::string hint = did_you_mean(it.key(), true);
+            throw std::runtime_error("unknown config key '" + it.key() + "' in " + where +
+                                     (hint.empty() ? "" : " (" + hint.substr(0, hint.size() - 1) + ")"));
+        }
         std::string what = "config key '" + it.key() + "' in " + where;
         std::visit([&](auto field) { from_json_value(it.value(), c.*field, what); }, k->field);
     }

@@ -577,9 +577,15 @@ static bool use_cuda(const Config& c, int local_rank) {
     if (c.attention == "flash") ::gpu::check_flash_head_size(c.n_embd / c.n_head);
     return true;
 #else
+    // NVCC= on make's command line (make cpu, make run's build) leaves the backend out on purpose
+#ifdef CUDA_LEFT_OUT
+    constexpr const char* kNoCudaWhy = "built without it on purpose, as make run's build_cpu/ is; make builds build/train with it";
+#else
+    constexpr const char* kNoCudaWhy = "nvcc was not found at build time";
+#endif
     (void)local_rank;
     if (c.device == "cuda")
-        throw std::runtime_error("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
+        throw std::runtime_error("--device cuda: this build has no CUDA backend (" + std::string(kNoCudaWhy) + ")");
     if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (this build has no CUDA backend)");
     return false;
 #endif

@@ -51,6 +51,9 @@ expect_fail malformed_json "^error: .*cannot parse config .*bad.json" -- run jso
 echo '{"n_layer": 1, "foo": 2}' >"$tmp/unknown.json"
 expect_fail unknown_config_key "^error: .*unknown config key 'foo' in .*unknown.json" -- \
   run key "$good" --config "$tmp/unknown.json"
+echo '{"n_layer": 1, "seq-len": 8}' >"$tmp/typo.json"
+expect_fail config_key_did_you_mean "^error: .*unknown config key 'seq-len' in .*typo.json \(did you mean 'seq_len'\?\)$" -- \
+  run key "$good" --config "$tmp/typo.json"
 expect_fail unknown_flag "^error: .*unknown option '--foo' \(see --help\)" -- run flag "$good" --foo 1
 expect_fail unknown_flag_did_you_mean "^error: unknown option '--step' \(did you mean --steps\? see --help\)$" -- \
   run flag "$good" --step 3
@@ -283,5 +286,16 @@ expect_fail memory_huge_max_seq_len "^error: this model needs about [0-9.]+ GiB 
   run hugeP "$good" --pos learned --max_seq_len 100000000
 expect_fail memory_huge_eval_seq_len "^error: this model needs about [0-9.]+ GiB .*; batch_size 2 x eval_seq_lens entry 100000000: the activations" -- \
   run hugeE "$good" --eval_seq_lens 8,100000000
+
+# --- --device cuda on a build without the CUDA backend says why it has none: left out on purpose
+# (NVCC= on make's command line, as make cpu builds build_cpu/) or nvcc not found at build time
+if grep -q 'device cuda: this build has no CUDA backend (' "$TRAIN"; then
+  why="nvcc was not found at build time"
+  [[ $(basename "$(dirname "$TRAIN")") == *_cpu ]] && why="built without it on purpose, as make run's build_cpu/ is"
+  expect_only_error device_cuda_without_backend "^error: --device cuda: this build has no CUDA backend \($why" -- \
+    run cuda "$good" --device cuda
+else
+  skip device_cuda_without_backend "$TRAIN has the CUDA backend"
+fi
 
 finish

@@ -181,6 +181,14 @@ static void test_config() {
             parse({"--config", cfg});
         },
         "unknown config key 'foo' in " + cfg);
+    // a mistyped key gets the nearest key a file may hold, as a mistyped flag does
+    write_raw(cfg, R"({"step": 3})");
+    expect_error(
+        "config_unknown_key_did_you_mean",
+        [&] {
+            parse({"--config", cfg});
+        },
+        "unknown config key 'step' in " + cfg + " (did you mean 'steps'?)");
     write_raw(cfg, R"({"resume": "x"})");
     expect_error(
         "config_cli_only_key_in_file",

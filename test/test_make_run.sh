@@ -1,6 +1,6 @@
-# make run builds what it runs: the trainer and the sampler, never the CUDA backend when its config
-# (configs/synthetic.json) does not ask for --device cuda, even where nvcc is found; plain make
-# still builds the CUDA backend there; make help lists the targets. Dry runs (make -n) into a
+# make run builds what it runs (make cpu): the trainer and the sampler into build_cpu/, never the
+# CUDA backend when its config (configs/synthetic.json) does not ask for --device cuda, even where
+# nvcc is found; plain make still builds the CUDA backend there; make help lists the targets. Dry runs (make -n) into a
 # scratch build folder, with a stand-in nvcc path: nothing is compiled.
 source test/testlib.sh
 tmp=$(mktemp -d)
@@ -15,17 +15,25 @@ else fail make_run_no_nvcc "$(grep -m3 -e "$nvcc" -e HAVE_CUDA -e test/test_ <<<
 grep -q '"device": "cpu"' configs/synthetic.json && pass synthetic_config_on_cpu ||
   fail synthetic_config_on_cpu "configs/synthetic.json does not say device cpu"
 
+# without nvcc too: the same folder, so make run, make cpu and the CPU recipe share one name
 out=$(make -n --no-print-directory run BUILD="$tmp/b" NVCC= 2>&1)
-if grep -q -- "-c src/sample.cpp -o $tmp/b/src/sample.o" <<<"$out" && grep -q "TRAIN=$tmp/b/train" <<<"$out"; then
-  pass make_run_without_nvcc_uses_build
-else fail make_run_without_nvcc_uses_build "$(tail -c 300 <<<"$out")"; fi
+if grep -q -- "-c src/sample.cpp -o $tmp/b_cpu/src/sample.o" <<<"$out" && grep -q "TRAIN=$tmp/b_cpu/train" <<<"$out"; then
+  pass make_run_without_nvcc_uses_build_cpu
+else fail make_run_without_nvcc_uses_build_cpu "$(tail -c 300 <<<"$out")"; fi
+# the trainer built by make cpu knows the backend was left out on purpose (CUDA_LEFT_OUT), one
+# built where no nvcc was found does not
+out=$(make -n --no-print-directory cpu BUILD="$tmp/b" NVCC="$nvcc" 2>&1)
+if grep -q -- "-DCUDA_LEFT_OUT.* -c src/train.cpp -o $tmp/b_cpu/src/train.o" <<<"$out" && ! grep -q "$nvcc" <<<"$out" &&
+  ! grep -q -- "-o $tmp/b/" <<<"$out"; then pass make_cpu_left_out_on_purpose
+else fail make_cpu_left_out_on_purpose "$(grep -m2 -e src/train.cpp -e "$nvcc" <<<"$out" || tail -c 300 <<<"$out")"; fi
 
 out=$(make -n --no-print-directory all BUILD="$tmp/b" NVCC="$nvcc" 2>&1)
-if grep -q "^$nvcc .* -c cuda/.*\.cu -o $tmp/b/cuda/" <<<"$out"; then pass make_all_builds_cuda_with_nvcc
-else fail make_all_builds_cuda_with_nvcc "no nvcc command in: $(head -c 300 <<<"$out")"; fi
+if grep -q "^$nvcc .* -c cuda/.*\.cu -o $tmp/b/cuda/" <<<"$out" && ! grep -q CUDA_LEFT_OUT <<<"$out"; then
+  pass make_all_builds_cuda_with_nvcc
+else fail make_all_builds_cuda_with_nvcc "no nvcc command, or CUDA_LEFT_OUT, in: $(head -c 300 <<<"$out")"; fi
 
 out=$(make --no-print-directory help 2>&1)
-if grep -q "^  make run  " <<<"$out" && grep -q "^  make help  " <<<"$out" && grep -q "^  make test  " <<<"$out" &&
+if grep -q "^  make run  " <<<"$out" && grep -q "^  make cpu  " <<<"$out" && grep -q "^  make help  " <<<"$out" && grep -q "^  make test  " <<<"$out" &&
   ! grep -q "^#" <<<"$out"; then pass make_help
 else fail make_help "$(head -c 300 <<<"$out")"; fi
 

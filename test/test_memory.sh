@@ -60,7 +60,7 @@ fi
 # holds the difference in rows of padded (50304) fp32 logits more, less the CPU head's scratch
 # (src/ops/loss.h classifier_head_scratch: per tile of 768 columns and row 2 + C floats, per row 1)
 chunk_rows() { sed -n 's/.*| classifier chunk \([0-9]*\) rows$/\1/p' <<<"$LINE"; }
-if grep -q 'nvcc was not found' "$TRAIN"; then
+if grep -q 'device cuda: this build has no CUDA backend (' "$TRAIN"; then
   skip memory_device_chunk "this build has no CUDA backend"
 elif memory_line memory_cpu_chunk --batch_size 16 --seq_len 1024 --device cpu && cpu_flash=$FLASH &&
   cpu_rows=$(chunk_rows) && memory_line memory_gpu_chunk --batch_size 16 --seq_len 1024 --device cuda; then
