@@ -76,6 +76,10 @@ def read_sha256sums(path):
     return sums
 
 
+# What a failed download error ends with: every script that downloads reads a local copy instead.
+OFFLINE_HINT = "; without network, --mirror DIR reads a local copy laid out as upstream (data/README.md)"
+
+
 def download(url, dest, sha256=None, quiet=False):
     """Download url to dest (via dest.part, renamed when complete and verified).
     An existing dest is reused when it matches sha256 (or when no checksum is known)."""
@@ -98,7 +102,7 @@ def download(url, dest, sha256=None, quiet=False):
     except OSError as e:  # URLError, HTTPError, timeouts, disk errors are all OSError
         if os.path.exists(part):
             os.remove(part)
-        raise DataError(f"cannot download {url}: {e}") from None
+        raise DataError(f"cannot download {url}: {e}{OFFLINE_HINT}") from None
     if sha256 is not None:
         actual = sha256_file(part)
         if actual != sha256:
@@ -115,4 +119,4 @@ def read_url(url):
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.read()
     except OSError as e:
-        raise DataError(f"cannot download {url}: {e}") from None
+        raise DataError(f"cannot download {url}: {e}{OFFLINE_HINT}") from None

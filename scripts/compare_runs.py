@@ -680,8 +680,9 @@ def summary_text(groups, md_path):
     out = []
     for ds in datasets_of(groups):
         gs = [g for g in groups if g.dataset == ds]
-        out.append(f"{ds} ({setting_text([r for g in gs for r in g.runs])}): final validation loss "
-                   "minus RoPE's, 95 % interval over seeds")
+        out.append(f"{ds}: {setting_text([r for g in gs for r in g.runs])}")
+        out.append(f"  {'scheme'.ljust(width)}{'solved'.ljust(8) if with_acc else ''}"
+                   f"{'final loss - RoPE [95 %]'.ljust(28)}verdict")
         for g in gs:
             ref = reference_group(g, groups)
             if ref is g:
@@ -694,9 +695,9 @@ def summary_text(groups, md_path):
             solved = ""
             if with_acc:
                 k, n, _, _ = solved_summary(g)
-                solved = f"{k}/{n} solved".ljust(13)
+                solved = f"{k}/{n}".ljust(8)
             out.append(f"  {g.label.ljust(width)}{solved}{diff.ljust(28)}{says}".rstrip())
-    out.append(f"tables (per seed, by evaluation length, each with its interval): {md_path}")
+    out.append(f"tables (by evaluation length too, each with its interval): {md_path}")
     return "\n".join(out) + "\n"
 
 
@@ -875,12 +876,90 @@ def warn_figure(fig, diffs):
     return len(lines)
 
 
-def save(fig, prefix, n_warnings=0):
-    """Writes PREFIX.png and PREFIX.svg and closes the figure (room at the top for the
-    title and n_warnings lines of warning)."""
-    import matplotlib.pyplot as plt
+# Where a legend may go in its panel, in the order tried.
+LEGEND_LOCS = ("upper right", "upper left", "lower left", "lower right", "center right", "center left",
+               "upper center", "lower center", "center")
+# A legend never covers this last part of any curve: where the curves end is the result.
+LEGEND_CLEAR_TAIL = 0.2
+
+
+def curve_points(ax, tail=1.0):
+    """Display coordinates along the last `tail` of each line of ax (its points and 10 between
+    each two, so that a box between two far points is seen), and of the bands' outlines."""
+    import numpy as np
+    pts = []
+    for line in ax.lines:
+        xy = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float)
+        if not len(xy) or not line.get_visible():
+            continue
+        xy = line.get_transform().transform(xy[-max(1, math.ceil(tail * len(xy))):])
+        if len(xy) > 1:
+            f = np.linspace(0, 1, 11)[:, None, None]
+            xy = (xy[:-1] + f * (xy[1:] - xy[:-1])).reshape(-1, 2)
+        pts.append(xy)
+    if tail >= 1:
+        pts += [c.get_transform().transform(p.vertices) for c in ax.collections for p in c.get_paths() if len(p.vertices)]
+    return np.concatenate(pts) if pts else np.zeros((0, 2))
+
+
+def holds(outer, box):
+    """Whether the display bounding box outer holds box."""
+    return outer.x0 <= box.x0 and box.x1 <= outer.x1 and outer.y0 <= box.y0 and box.y1 <= outer.y1
+
+
+def inside(box, pts):
+    """How many of the display points pts a display bounding box holds."""
+    return int(((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1)).sum())
+
+
+def place_legends(fig):
+    """Puts each panel's legend where no curve ends: of LEGEND_LOCS, the first whose box lies in
+    the panel and holds none of the last LEGEND_CLEAR_TAIL of any curve, with the fewest other
+    points; where none does, in an empty panel of the figure that holds it, else under the
+    figure. Returns the height in inches the legends under the figure need."""
+    renderer = fig.canvas.get_renderer()
+    spare = [a for a in fig.axes if not a.axison and not a.get_legend()]
+    below = []
+    for ax in [a for a in fig.axes if a.get_legend() and a.axison]:
+        handles, labels = ax.get_legend_handles_labels()
+        size = ax.get_legend().get_texts()[0].get_fontsize()
+        ends, every, panel = curve_points(ax, LEGEND_CLEAR_TAIL), curve_points(ax), ax.get_window_extent(renderer)
+        best = None
+        for loc in LEGEND_LOCS:
+            box = ax.legend(handles, labels, loc=loc, fontsize=size).get_window_extent(renderer)
+            if holds(panel, box) and inside(box, ends) == 0 and (best is None or inside(box, every) < best[0]):
+                best = (inside(box, every), loc)
+        ax.get_legend().remove()
+        if best:
+            ax.legend(handles, labels, loc=best[1], fontsize=size)
+            continue
+        if spare:
+            leg = spare[0].legend(handles, labels, loc="center", fontsize=size)
+            if holds(spare[0].get_window_extent(renderer), leg.get_window_extent(renderer)):
+                spare.pop(0)
+                continue
+            leg.remove()
+        below.append(fig.legend(handles, labels, loc="lower center", fontsize=size,
+                                ncol=min(3, len(handles)), bbox_to_anchor=(0.5, 0)))
+    return sum(leg.get_window_extent(renderer).height for leg in below) / fig.dpi
+
+
+def lay_out(fig, n_warnings=0):
+    """tight_layout with room at the top for the title and n_warnings lines of warning, then the
+    legends where no curve ends (place_legends), and room under the figure for any put there."""
     h = fig.get_figheight()
-    fig.tight_layout(rect=(0, 0, 1, 1 - (0.5 + 0.2 * n_warnings) / h if n_warnings else 1))
+    top = 1 - (0.5 + 0.2 * n_warnings) / h if n_warnings else 1
+    fig.tight_layout(rect=(0, 0, 1, top))
+    under = place_legends(fig)
+    if under:
+        fig.set_figheight(h + under)  # the panels keep their size; the legend goes in the added strip
+        fig.tight_layout(rect=(0, under / (h + under), 1, 1 - (1 - top) * h / (h + under)))
+
+
+def save(fig, prefix, n_warnings=0):
+    """Writes PREFIX.png and PREFIX.svg (lay_out) and closes the figure."""
+    import matplotlib.pyplot as plt
+    lay_out(fig, n_warnings)
     for ext in ("png", "svg"):
         fig.savefig(f"{prefix}.{ext}", dpi=120)
     plt.close(fig)
@@ -1324,7 +1403,10 @@ def main(argv):
         written += [a.out + "_lengths.png", a.out + "_lengths.svg"]
     if a.save_logs:
         written += save_logs(runs, a.save_logs)
-    print("\nwrote " + ", ".join(written), file=sys.stderr)
+    if a.summary:  # the summary named the tables; the figures, one line
+        print("figures: " + ", ".join(w for w in written if w.endswith(".png")) + " (and .svg)")
+    else:
+        print("\nwrote " + ", ".join(written), file=sys.stderr)
     return 0
 
 

@@ -10,8 +10,7 @@
 #   paper: configs/paper.json (10,000 steps of 16 x 1024 tokens; a GPU job)
 #   cpu:   configs/cpu_small.json (the same model; 300 steps of 8 x 64 tokens, lr x0.8
 #          every 30 steps: the paper's 10 decays over the run; validation at 1x, 2x
-#          and 4x the training length), sized so 9 runs finish in about 12 minutes
-#          on 2 quiet CPU cores.
+#          and 4x the training length): time and disk in scripts/results/cpu_recipe.md.
 # Each scale has its own default folder, so runs of one never stand in for the other's.
 CPU_SMOOTH=10      # moving average of the train loss in the figure
 PAPER_SMOOTH=50
@@ -33,13 +32,15 @@ options:
                        a wider MLP)          (default: all of them, and crope=rope)
   --scale paper|cpu    paper: configs/paper.json (10,000 steps of 16 x 1024 tokens; a GPU job)
                        cpu: configs/cpu_small.json (the same model, 300 steps of 8 x 64
-                       tokens; about 12 minutes for 9 runs on 2 quiet cores)   (default paper)
+                       tokens; 16 runs at --jobs 2 on 2 cores: about 20 minutes and 2.6 GB,
+                       scripts/results/cpu_recipe.md)                          (default paper)
   --jobs N             runs trained at once, one OpenMP thread each when N > 1 (default 1)
   --mirror DIR         local mirror for data/prepare_data.py when a dataset is missing
   --out DIR            where the runs and the comparison go
                                                   (default runs/paper or runs/cpu, by --scale)
   --smooth N           train-loss moving average in the figure (default 50 paper, 10 cpu)
-  --no-build           do not run make first
+  --no-build           do not run make first (else: make; with --device cpu in ARGS,
+                       make cpu, which builds build_cpu/train without the CUDA backend)
   --dry-run            print what would run, run nothing
   -h, --help           this text
   -- ARGS...           passed on to build/train for new runs (not for resumed ones)
@@ -53,7 +54,8 @@ checkpoint is continued with `build/train --resume RUN_DIR`; a cut run without a
 checkpoint is moved aside (RUN_DIR.stale-TIME) and started again. Ctrl-C (or
 SIGTERM) stops every running run after its step, with a checkpoint: run the same
 command again to continue.
-Environment: PYTHON (default: scripts/pick_python.sh), TRAIN (default build/train),
+Environment: PYTHON (default: scripts/pick_python.sh), TRAIN (default build/train;
+build_cpu/train with --device cpu in ARGS),
 CONFIG (default: the scale's config file), DATA (default data: the shards are
 DATA/NAME/NAME_{train,val}_*.bin).
 EOF
@@ -105,7 +107,13 @@ esac
 for d in $DATASETS; do [[ "$d" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad dataset name '$d'"; done
 
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
-TRAIN=${TRAIN:-build/train}
+# --device cpu in ARGS: the trainer make run trains with (make cpu: build_cpu/, no CUDA backend,
+# no nvcc run), not make's whole build with the CUDA backend and the tests
+CPU_ONLY=0
+for ((k = 0; k < ${#EXTRA[@]}; k++)); do
+  [[ ${EXTRA[k]} == --device=cpu || (${EXTRA[k]} == --device && ${EXTRA[k + 1]:-} == cpu) ]] && CPU_ONLY=1
+done
+if [ "$CPU_ONLY" = 1 ]; then TRAIN=${TRAIN:-build_cpu/train}; else TRAIN=${TRAIN:-build/train}; fi
 DATA=${DATA:-data}
 CONFIG=${CONFIG:-$SCALE_CONFIG}
 [ -f "$CONFIG" ] || die "$CONFIG not found (the --scale $SCALE preset)"
@@ -117,7 +125,9 @@ run() {
 }
 
 # --- build, then the schemes asked for: those src/pos.h defines (build/train --list-pos)
-if [ "$BUILD" = 1 ]; then
+if [ "$BUILD" = 1 ] && [ "$CPU_ONLY" = 1 ]; then
+  run make cpu CPU_BUILD="$(dirname "$TRAIN")" || die "build failed"
+elif [ "$BUILD" = 1 ]; then
   run make BUILD="$(dirname "$TRAIN")" || die "build failed"
 fi
 if [ -x "$TRAIN" ]; then
@@ -242,7 +252,7 @@ if [ "$DRY" = 1 ]; then
   echo "+ $PYTHON scripts/compare_runs.py ${dirs[*]} --out $OUT/compare --smooth $SMOOTH"
 elif [ ${#have[@]} -gt 0 ]; then
   echo "== comparing ${#have[@]} runs"
-  "$PYTHON" scripts/compare_runs.py "${have[@]}" --out "$OUT/compare" --smooth "$SMOOTH" \
+  "$PYTHON" scripts/compare_runs.py "${have[@]}" --out "$OUT/compare" --smooth "$SMOOTH" --summary \
     || failed+=("compare_runs")
 else
   echo "error: no run produced a log" >&2

@@ -68,6 +68,7 @@ train() {
   fi
 }
 runs=() pids=() failed=0
+echo "each run's last validation at $seq_len tokens; accuracy A (N): A of N markers answered right"
 for seed in $seeds; do
   for pos in $positions; do
     if [ ${#pids[@]} -ge "$jobs" ]; then  # wait for the oldest run: they take about as long
@@ -87,8 +88,9 @@ if [ -n "$results" ]; then
   rm -rf "$results/synthetic_logs"
   save=(--save-logs "$results/synthetic_logs")
 fi
-"$PYTHON" scripts/compare_runs.py "${runs[@]}" --out "$out/compare" "${save[@]}"
-echo "figure: $out/compare.png (and .svg); table: $out/compare.md"
+echo
+"$PYTHON" scripts/compare_runs.py "${runs[@]}" --out "$out/compare" --summary "${save[@]}"
+[[ " $positions " != *" crope=rope "* ]] || echo "crope=rope: crope with a wider MLP, at rope's parameter count"
 # what each scheme looks at (its first seed), on one validation window
 read -r first _ <<<"$seeds"
 firsts=()
@@ -107,6 +109,7 @@ fi
 # what a trained model does (rope, the first seed): after marker 16 the token 1 back, after marker
 # 17 the token 2 back (18 starts a document)
 if [[ " $positions " == *" rope "* ]]; then
+  echo "rope seed $first's greedy next token after a marker: 16 asks for the token 1 back, 17 for 2 back"
   for prompt in "18 5 9 2 16" "18 5 9 2 17"; do
     cmd=("$SAMPLE" --checkpoint "$out/rope-s$first" --prompt_ids "$prompt" --tokens 1 --temperature 0)
     echo "sample: ${cmd[*]}  ->  $("${cmd[@]}")"

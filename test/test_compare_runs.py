@@ -323,7 +323,34 @@ def main():
     sys.path.insert(0, "scripts")
     import compare_runs as cr
     figs = []
-    cr.save = lambda fig, prefix, n_warnings=0: figs.append(fig)
+    cr.save = lambda fig, prefix, n_warnings=0: (cr.lay_out(fig, n_warnings), figs.append(fig))
+
+    def legends_clear(fig):
+        """Where a legend covers the last 20 % of a curve's points, or the line between two of
+        them, in any panel: [(legend's first label, panel's y label, point)]; [] when none does."""
+        import numpy as np
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        boxes = [(leg, leg.get_window_extent(r)) for leg in [a.get_legend() for a in fig.axes] + fig.legends if leg]
+        bad = []
+        for ax in [a for a in fig.axes if a.axison]:
+            for line in ax.lines:
+                xy = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float)
+                if not len(xy):
+                    continue
+                xy = line.get_transform().transform(xy[-max(1, -(-len(xy) // 5)):])
+                pts = [p + f * (q - p) for p, q in zip(xy, xy[1:]) for f in np.linspace(0, 1, 9)] or list(xy)
+                bad += [(leg.get_texts()[0].get_text(), ax.get_ylabel(), tuple(p)) for leg, b in boxes
+                        for p in pts if b.x0 <= p[0] <= b.x1 and b.y0 <= p[1] <= b.y1]
+        return bad
+
+    def legends_in_panels(fig):
+        """Each panel's legend (an empty panel's too) lies inside its panel, one under the
+        figure inside the figure."""
+        r = fig.canvas.get_renderer()
+        return all(cr.holds(a.get_window_extent(r), a.get_legend().get_window_extent(r))
+                   for a in fig.axes if a.get_legend()) and \
+            all(cr.holds(fig.bbox, leg.get_window_extent(r)) for leg in fig.legends)
 
     def panel(fig, label):
         return [a for a in fig.axes if label in a.get_ylabel() or label in a.get_xlabel()][0]
@@ -390,7 +417,7 @@ def main():
           syn("learned", "learned", 2, 2.8, 0.2, {128: (3.0, 0.1), 256: (3.1, 0.08)})]
     rc, so, se = run(vr + ["--out", os.path.join(tmp, "out23", "cmp")])
     vt, lt = (parse_table(so.split("Setting:")[-1], part) for part in (0, 1)) if rc == 0 else ({}, {})
-    v608 = "crope, mlp 608"
+    v608 = "crope=rope"  # a variant made by match_params is named as --pos names it
     check("variant_rows_labelled", list(vt) == [("synthetic", p) for p in ("learned", "rope", "rope, mlp 1024", "crope",
           v608)] and vt[("synthetic", "rope")]["seeds"] == "2 (1,2)" and vt[("synthetic", v608)]["params"] == "7,226,624",
           f"{list(vt)} {se[-300:]}")
@@ -410,15 +437,46 @@ def main():
     svg = open(os.path.join(tmp, "out23", "cmp.svg"), encoding="utf-8").read() if rc == 0 else ""
     check("figure_accuracy_by_length_panel", "final accuracy after the markers" in svg and
           "(mean, 95 % interval over 1/2 seeds)" in svg and "hollow: learned's untrained table rows" in svg
-          and "crope, mlp 608, 7,226,624 params (165,888 attention) (2 seeds)" in svg)
+          and "crope=rope, 7,226,624 params (165,888 attention) (2 seeds)" in svg)
+    dt = parse_table(so.split("Setting:")[-1], 2) if rc == 0 else {}
+    dl, dc = dt.get(("synthetic", "learned"), {}), dt.get(("synthetic", v608), {})
+    check("length_diff_table_paired_intervals", "## Difference to RoPE by evaluation length" in so
+          and dl.get("Δ loss T=256") == "**+0.3900 [+0.2629, +0.5171]** †"
+          and dl.get("Δ accuracy T=256") == "**-0.790 [-0.917, -0.663]** †"
+          and dc.get("Δ loss T=128") == "-0.0600 [-0.1871, +0.0671]" and dc.get("Δ loss T=256") == "n/a"
+          and ("synthetic", "rope") not in dt and "**bold**: the interval excludes 0" in so, f"{dl} {dc}")
+    rc, so, se = run(vr + ["--out", os.path.join(tmp, "out24", "cmp"), "--summary"])
+    lines = so.splitlines()
+    check("summary_short", rc == 0 and lines and all(len(l) <= 100 and "|" not in l for l in lines[:-2])
+          and any(l.split() == ["crope=rope", "2/2", "-0.0050", "[-0.0685,", "+0.0585]", "not",
+                                "distinguishable", "from", "RoPE"] for l in lines)
+          and lines[-2].endswith(os.path.join(tmp, "out24", "cmp") + ".md") and lines[-1].startswith("figures: ")
+          and os.path.exists(os.path.join(tmp, "out24", "cmp.md")), so)
     cr.plot_curves(cr.make_groups([cr.Run(d) for d in vr]), "unused", 1, {})
     check("five_panels_in_two_rows", [a.axison for a in figs[-1].axes] == [True] * 5 + [False]
           and figs[-1].axes[3].get_subplotspec().rowspan.start == 1, str(len(figs[-1].axes)))
+    check("legends_clear_of_curve_ends", not legends_clear(figs[-1]) and legends_in_panels(figs[-1]),
+          str(legends_clear(figs[-1])[:3]))
     ax = panel(figs[-1], "final accuracy after the markers")
     bars = [seg for c in ax.collections for seg in c.get_segments()]
     check("accuracy_by_length_95_interval", any(abs(seg[1][1] - seg[0][1] - 2 * 12.7062 * 0.01 / 1) < 1e-3
                                                 and abs(seg[0][1] + seg[1][1] - 2 * 0.87) < 1e-9 for seg in bars),
           str([list(map(list, seg)) for seg in bars]))
+    # the committed figures' logs: the synthetic task's validation loss panel, whose curves end
+    # where its legend used to be, and the CPU grid's, whose legend fits in no panel (under it)
+    for name, folder in (("synthetic", "synthetic_logs"), ("paper_cpu", "paper_cpu_logs")):
+        logs = os.path.join("scripts", "results", folder)
+        if os.path.isdir(logs):
+            runs_ = [cr.Run(os.path.join(logs, f)) for f in sorted(os.listdir(logs))]
+            cr.plot_curves(cr.make_groups(runs_), "unused", 10, {})
+            check(f"legends_clear_of_curve_ends_{name}", not legends_clear(figs[-1]) and legends_in_panels(figs[-1])
+                  and sum(1 for a in figs[-1].axes if a.get_legend()) + len(figs[-1].legends) >= 1,
+                  str(legends_clear(figs[-1])[:3]))
+            cr.plot_lengths(cr.make_groups(runs_), "unused", {})
+            check(f"legends_clear_of_curve_ends_{name}_lengths", not legends_clear(figs[-1]),
+                  str(legends_clear(figs[-1])[:3]))
+        else:
+            check(f"legends_clear_of_curve_ends_{name}", False, f"{logs} is missing")
     rc, se = run_without("scipy", SCRIPT, iv[:1] + ["--out", os.path.join(tmp, "out18", "cmp")])
     check("no_scipy_clear_error", rc == 1 and "has no module 'scipy' (Debian: apt-get install python3-scipy)" in se
           and se.startswith("error: ") and "Traceback" not in se, se[-300:])

@@ -280,6 +280,16 @@ try:
     check("download_pg19_layout", got == {"train": ["pg19/train/1.txt", "pg19/train/2.txt"],
                                           "val": ["pg19/validation/4.txt"], "test": ["pg19/test/10.txt"]}, f"{got}")
 
+    # a download that fails says how to do without the network (an unreadable file:// URL: no
+    # network needed to fail)
+    import fetch
+    try:
+        fetch.download("file://" + os.path.join(tmp, "no_such_file.zip"), os.path.join(tmp, "dl", "x.zip"), quiet=True)
+        check("download_error_names_mirror", False, "no error")
+    except DataError as e:
+        check("download_error_names_mirror", str(e).startswith("cannot download file://") and "--mirror DIR" in str(e)
+              and not os.path.exists(os.path.join(tmp, "dl", "x.zip.part")), str(e))
+
     # ---- prepare_data.py end to end (needs the vocabulary) --------------------------------------
     tok, mirror, why = load_tokenizer()
     E2E = ["prepare_pg19_shards", "prepare_pg19_check_dataset", "prepare_installs_vocab", "prepare_workers_identical", "prepare_max_train_tokens",

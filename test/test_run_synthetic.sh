@@ -22,6 +22,15 @@ else fail run_synthetic_runs_and_table "status $rc: $(tail -c 400 <<<"$out")"; f
 if [ -f "$tmp/a/rope-s1/latest" ] && grep -qE "^sample: .*--checkpoint $tmp/a/rope-s1 --prompt_ids 18 5 9 2 16 .* ->  18 5 9 2 16 [0-9]+$" <<<"$out" &&
   "$SAMPLE" --checkpoint "$tmp/a/crope-s2" --tokens 3 >/dev/null 2>&1; then pass run_synthetic_keeps_checkpoints
 else fail run_synthetic_keeps_checkpoints "$(ls "$tmp/a/rope-s1" 2>&1) $(grep sample: <<<"$out")"; fi
+# the terminal's ending is a summary a terminal shows whole (the wide tables are in compare.md),
+# and the run lines' "(N)" and the sample lines are said once each
+long=$(sed -n '/^synthetic: /,$p' <<<"$out" | grep -v "^tables \|^figures: \|^attention figure: \|^sample: " |
+  awk 'length > 100' | head -2)
+if [ -z "$long" ] && grep -q "^  crope  *2/2  " <<<"$out" && ! grep -q "^|" <<<"$out" &&
+  grep -q "^each run's last validation at 16 tokens; accuracy A (N): A of N markers answered right$" <<<"$out" &&
+  grep -q "^rope seed 1's greedy next token after 5 9 2 and a marker: " <<<"$out"; then
+  pass run_synthetic_short_ending
+else fail run_synthetic_short_ending "long lines: $long; $(tail -c 600 <<<"$out")"; fi
 logs=$(cd "$tmp/res/synthetic_logs" 2>/dev/null && ls | tr '\n' ' ')
 if [ -f "$tmp/res/synthetic.md" ] && [ -f "$tmp/res/synthetic.png" ] && [ -f "$tmp/res/synthetic_lengths.png" ] &&
   [ ! -e "$tmp/res/synthetic.svg" ] &&
