@@ -1371,6 +1371,9 @@ def main(argv):
         md += (f"Solved: final marker accuracy (at the training seq_len) ≥ {SOLVED:g}; first solved: the "
                "step of the first evaluation at or above it, the median over all seeds (a seed that ends "
                "unsolved counts as never).\n")
+    for label, width in sorted({(g.label, g.config.get("mlp_hidden")) for g in groups if "=" in g.label}):
+        scheme, ref = label.split("=", 1)
+        md += f"{label}: {scheme} at {ref}'s parameter count (match_params {ref}: its MLP {width} wide).\n"
     if a.paper:
         md += "\n" + paper_note(runs)
     all_lens = sorted({t for r in runs for t in r.val_lens})
