@@ -79,6 +79,21 @@ try:
           and f"--seed 1 --match_params rope --run_dir {tmp}/g3/ptb-crope=rope-s1" in out, out[-400:] + err[-300:])
     rc, out, err = sh("scripts/reproduce_paper.sh --dry-run --no-build --datasets ptb --pos 'crope=bogus'")
     check("reproduce_paper_equal_params_unknown", rc == 1 and "error: unknown pos 'bogus' (one of: " in err, err[-300:])
+    # --device cpu builds what make run builds (make cpu: build_cpu/, no CUDA backend) and trains
+    # with it; any other device, make's whole build
+    rc, out, err = sh(f"scripts/reproduce_paper.sh --scale cpu --dry-run --datasets wikitext2 --pos rope --out {tmp}/g4 "
+                      "-- --device cpu")
+    rc2, out2, err2 = sh(f"scripts/reproduce_paper.sh --dry-run --datasets ptb --pos rope --out {tmp}/g5")
+    check("recipe_cpu_builds_make_cpu", rc == 0 and out.startswith("+ make cpu CPU_BUILD=build_cpu\n")
+          and "+ build_cpu/train --config configs/cpu_small.json" in out and out2.startswith("+ make BUILD=build\n"),
+          out[:300] + err[-300:] + out2[:200])
+    # the recipe's time and disk: measured once, in scripts/results/cpu_recipe.md, and --help agrees
+    rc, out, err = sh("scripts/reproduce_paper.sh --help")
+    measured = re.search(r"\*\*about (\d+) minutes and ([0-9.]+ GB)\*\*",
+                         open(os.path.join(ROOT, "scripts", "results", "cpu_recipe.md"), encoding="utf-8").read())
+    check("recipe_time_disk_help_agrees", measured and re.search(
+        rf"16 runs at --jobs 2 on 2 cores: about {measured[1]} minutes and {measured[2]}", out) is not None,
+        f"{measured and measured.groups()} {out[-700:]}")
     desc = (f"{cfg['steps']} AdamW steps of {cfg['batch_size']} x {cfg['seq_len']} tokens, lr {cfg['lr']:g} "
             f"x{cfg['gamma']:g} every {cfg['step_size']} steps")
     check("readme_cpu_scale_is_the_config", desc in README, f"README does not say {desc!r}")
@@ -109,7 +124,8 @@ try:
         os.makedirs(os.path.join(work, "data", "wikitext2"))
         for d in ("scripts", "configs", "src"):  # compare_runs.py reads the schemes from src/pos.h
             os.symlink(os.path.join(ROOT, d), os.path.join(work, d))
-        os.symlink(BUILD, os.path.join(work, "build"))
+        for b in ("build", "build_cpu"):  # the recipe's --device cpu trains with build_cpu/ (make cpu)
+            os.symlink(BUILD, os.path.join(work, b))
         # copies, not links: Python resolves a script's links, and the tokenizer would then look
         # for its vocabulary cache in this repository's data/gpt2/ instead of the clone's
         for f in os.listdir(os.path.join(ROOT, "data")):
@@ -134,7 +150,7 @@ try:
                 continue                  # the test runner built $BUILD already
             if "prepare_data.py" in l:
                 continue                  # replaced by the stand-in above
-            if "gpt2_tokenizer.py" in l and not have_vocab:
+            if "--prompt " in l and not have_vocab:
                 continue                  # encoding the prompt needs the vocabulary
             if l.startswith("build/train "):
                 l += " --steps 3 --eval_batches 1"   # tiny, but every line as written
