@@ -1,7 +1,7 @@
 # make run builds what it runs (make cpu): the trainer and the sampler into build_cpu/, never the
 # CUDA backend when its config (configs/synthetic.json) does not ask for --device cuda, even where
-# nvcc is found; plain make still builds the CUDA backend there; make help lists the targets. Dry runs (make -n) into a
-# scratch build folder, with a stand-in nvcc path: nothing is compiled.
+# nvcc is found; plain make still builds the CUDA backend there; make help lists the targets. Dry
+# runs (make -n) into a scratch build folder, with a stand-in nvcc path: nothing is compiled.
 source test/testlib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
