@@ -665,10 +665,7 @@ def build_table(groups, stats, diffs, paper=False):
             k, n, med, firsts = solved_summary(g)
             rows[-1][8:8] = [fmt_ms(*st["accuracy"], st["n_acc"]), f"{k} of {n}",
                              f"{step_text(med)} ({', '.join(step_text(f) for f in firsts)})" if n else "n/a"]
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" for _ in head) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
+    return md_table(head, rows)
 
 
 def summary_text(groups, md_path):
@@ -717,46 +714,49 @@ def diff_text(m, lo, hi, digits=4):
     return f"{m:+.{digits}f}" + ("" if lo is None else f" [{lo:+.{digits}f}, {hi:+.{digits}f}]")
 
 
+def md_table(head, rows):
+    """A Markdown table of the head's columns and the rows' cells."""
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"] +
+                     ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def length_columns(groups, accuracy):
+    """The length tables' columns, (accuracy?, length): the loss at each length, then the accuracy."""
+    lens = sorted({t for g in groups for r in g.runs for t in r.val_lens})
+    return [(a, t) for a in ([False, True] if accuracy else [False]) for t in lens]
+
+
 def build_length_diff_table(groups, accuracy):
     """Each scheme's final validation loss (then marker accuracy) minus RoPE's at each evaluation
     length: the mean difference over seeds and its 95 % interval (diff_interval), in bold where
     the interval excludes 0. Every statement about lengths rests on these."""
-    lens = sorted({t for g in groups for r in g.runs for t in r.val_lens})
-    whats = [False, True] if accuracy else [False]
-    head = ["dataset", "pos"] + [f"Δ {'accuracy' if a else 'loss'} T={t}" for a in whats for t in lens]
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" for _ in head) + "|"]
+    cols = length_columns(groups, accuracy)
+    rows = []
     for g in groups:
         ref = reference_group(g, groups)
         if ref in (None, g):
             continue
-        cells = []
-        for a in whats:
-            for t in lens:
-                m, lo, hi, _ = diff_interval(g, ref, lambda r: r.final_by_len(a).get(t))
-                cell = "n/a" if m is None else diff_text(m, lo, hi, 3 if a else 4)
-                cells.append((f"**{cell}**" if resolved(lo, hi) else cell) + (" †" if untrained(g, t) else ""))
-        lines.append("| " + " | ".join([g.dataset, g.label] + cells) + " |")
-    return "\n".join(lines) if len(lines) > 2 else ""
+        rows.append([g.dataset, g.label])
+        for a, t in cols:
+            m, lo, hi, _ = diff_interval(g, ref, lambda r: r.final_by_len(a).get(t))
+            cell = "n/a" if m is None else diff_text(m, lo, hi, 3 if a else 4)
+            rows[-1].append((f"**{cell}**" if resolved(lo, hi) else cell) + (" †" if untrained(g, t) else ""))
+    head = ["dataset", "pos"] + [f"Δ {'accuracy' if a else 'loss'} T={t}" for a, t in cols]
+    return md_table(head, rows) if rows else ""
 
 
 def build_length_table(groups, accuracy):
     """The final validation loss at each evaluation length, then (accuracy) the marker accuracy:
     mean ± std over seeds, n/a where not evaluated, † where untrained()."""
-    lens = sorted({t for g in groups for r in g.runs for t in r.val_lens})
-    whats = [False, True] if accuracy else [False]
-    head = ["dataset", "pos"] + [f"{'accuracy' if a else 'loss'} T={t}" for a in whats for t in lens]
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" for _ in head) + "|"]
+    cols = length_columns(groups, accuracy)
+    rows = []
     for g in groups:
-        cells = []
-        for a in whats:
-            for t in lens:
-                xs = [r.final_by_len(a).get(t) for r in g.runs]
-                n = sum(x is not None for x in xs)
-                cells.append(fmt_ms(*mean_std(xs), n) + (" †" if n and untrained(g, t) else ""))
-        lines.append("| " + " | ".join([g.dataset, g.label] + cells) + " |")
-    return "\n".join(lines)
+        rows.append([g.dataset, g.label])
+        for a, t in cols:
+            xs = [r.final_by_len(a).get(t) for r in g.runs]
+            n = sum(x is not None for x in xs)
+            rows[-1].append(fmt_ms(*mean_std(xs), n) + (" †" if n and untrained(g, t) else ""))
+    return md_table(["dataset", "pos"] + [f"{'accuracy' if a else 'loss'} T={t}" for a, t in cols], rows)
 
 
 # ---------------------------------------------------------------- curves
