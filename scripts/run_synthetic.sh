@@ -102,8 +102,7 @@ if [ -n "$results" ]; then
   # (written when the runs were validated at more than one length)
   if [ -f "$out/compare_lengths.png" ]; then cp "$out/compare_lengths.png" "$results/synthetic_lengths.png"; fi
   cp "$out/attention.png" "$results/attention.png"
-  echo "results: $results/synthetic.md, $results/synthetic.png, $results/synthetic_lengths.png," \
-    "$results/attention.png, $results/synthetic_logs/"
+  echo "results in $results/: synthetic.md, synthetic.png, synthetic_lengths.png, attention.png, synthetic_logs/"
 fi
 
 # what a trained model does (rope, the first seed): after marker 16 the token 1 back, after marker

@@ -81,9 +81,10 @@ try:
     check("reproduce_paper_equal_params_unknown", rc == 1 and "error: unknown pos 'bogus' (one of: " in err, err[-300:])
     # --device cpu builds what make run builds (make cpu: build_cpu/, no CUDA backend) and trains
     # with it; any other device, make's whole build
-    rc, out, err = sh(f"scripts/reproduce_paper.sh --scale cpu --dry-run --datasets wikitext2 --pos rope --out {tmp}/g4 "
-                      "-- --device cpu")
-    rc2, out2, err2 = sh(f"scripts/reproduce_paper.sh --dry-run --datasets ptb --pos rope --out {tmp}/g5")
+    # (the default trainer: without the TRAIN the test runner sets)
+    rc, out, err = sh(f"env -u TRAIN scripts/reproduce_paper.sh --scale cpu --dry-run --datasets wikitext2 --pos rope "
+                      f"--out {tmp}/g4 -- --device cpu")
+    rc2, out2, err2 = sh(f"env -u TRAIN scripts/reproduce_paper.sh --dry-run --datasets ptb --pos rope --out {tmp}/g5")
     check("recipe_cpu_builds_make_cpu", rc == 0 and out.startswith("+ make cpu CPU_BUILD=build_cpu\n")
           and "+ build_cpu/train --config configs/cpu_small.json" in out and out2.startswith("+ make BUILD=build\n"),
           out[:300] + err[-300:] + out2[:200])
