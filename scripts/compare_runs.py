@@ -916,7 +916,7 @@ def place_legends(fig):
     """Puts each panel's legend where no curve ends: of LEGEND_LOCS, the first whose box lies in
     the panel and holds none of the last LEGEND_CLEAR_TAIL of any curve, with the fewest other
     points; where none does, in an empty panel of the figure that holds it, else under the
-    figure. Returns the height in inches the legends under the figure need."""
+    figure. Returns the legends put under the figure."""
     renderer = fig.canvas.get_renderer()
     spare = [a for a in fig.axes if not a.axison and not a.get_legend()]
     below = []
@@ -941,7 +941,7 @@ def place_legends(fig):
             leg.remove()
         below.append(fig.legend(handles, labels, loc="lower center", fontsize=size,
                                 ncol=min(3, len(handles)), bbox_to_anchor=(0.5, 0)))
-    return sum(leg.get_window_extent(renderer).height for leg in below) / fig.dpi
+    return below
 
 
 def lay_out(fig, n_warnings=0):
@@ -950,9 +950,13 @@ def lay_out(fig, n_warnings=0):
     h = fig.get_figheight()
     top = 1 - (0.5 + 0.2 * n_warnings) / h if n_warnings else 1
     fig.tight_layout(rect=(0, 0, 1, top))
-    under = place_legends(fig)
-    if under:
-        fig.set_figheight(h + under)  # the panels keep their size; the legend goes in the added strip
+    below = place_legends(fig)
+    heights = [leg.get_window_extent(fig.canvas.get_renderer()).height / fig.dpi for leg in below]
+    if below:
+        under = sum(heights)
+        fig.set_figheight(h + under)  # the panels keep their size; the legends go in the added strip
+        for i, leg in enumerate(below):  # one above the other
+            leg.set_bbox_to_anchor((0.5, sum(heights[i + 1:]) / (h + under)), transform=fig.transFigure)
         fig.tight_layout(rect=(0, under / (h + under), 1, 1 - (1 - top) * h / (h + under)))
 
 
