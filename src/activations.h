@@ -113,6 +113,29 @@ void activation_buffers(const ModelConfig& cfg, const ActSizes<Num>& s, bool tra
     if (!std::is_same<typename Set::Act, typename Set::Real>::value && cfg.classifier_tile > 0) f(&Set::dlnf, N * C);
 }
 
+// Evaluation runs a batch of B rows of T tokens in groups of rows: the largest divisor of B
+// whose tokens are at most `tokens` (a training micro-step's), at least one row. A longer T
+// then takes fewer rows, not more memory; groups of one shape share one graph.
+template <class Num>
+int eval_group_rows(int B, int T, Num tokens) {
+    for (int g = B; g > 1; g--)
+        if (B % g == 0 && Num(g) * T <= tokens) return g;
+    return 1;
+}
+
+// Whether every buffer of an evaluation set of sizes e is at most the training set's of sizes t
+// (all its layers' slots), so that it can borrow them. Both lists come from the one table in the
+// same order; the training set's goes on past the evaluation's.
+template <class Num, class Set>
+bool eval_fits(const ModelConfig& cfg, const ActSizes<Num>& e, const ActSizes<Num>& t) {
+    std::vector<Num> ev, tv;
+    activation_buffers<Num, Set>(cfg, e, false, [&](auto, Num n) { ev.push_back(n); });
+    activation_buffers<Num, Set>(cfg, t, true, [&](auto, Num n) { tv.push_back(n); });
+    for (size_t i = 0; i < ev.size(); i++)
+        if (ev[i] > tv[i]) return false;
+    return true;
+}
+
 template <class BK>
 struct Activations {
     using Real = typename BK::real;
@@ -136,16 +159,16 @@ struct Activations {
 
     bool holds(const Set& a, int B, int T) const { return a.B == B && a.T == T; }
 
-    // Evaluation borrows the training set's buffers when they are large enough: it uses one
-    // layer's slot of each, and each of its buffers is at most the size of that slot. So
-    // evaluating during training allocates no second activation set (nor a second logits chunk).
-    // Safe with the queued step and its graph: both run in stream order, and every training step
-    // writes its activations before it reads them.
+    // Evaluation borrows the training set's buffers when they are large enough (eval_fits): it
+    // uses one layer's slot of each. So evaluating during training allocates no second activation
+    // set (nor a second logits chunk). Safe with the queued step and its graph: both run in stream
+    // order, and every training step writes its activations before it reads them.
     bool eval_fits_train(int B, int T) const {
-        if (!train.B) return false;
-        const ActSizes<size_t> e = sizes(B, T), t = sizes(train);
-        return e.N <= t.N && e.att <= t.att && e.logits <= t.logits && e.scratch <= t.scratch;
+        return train.B && eval_fits<size_t, Set>(cfg, sizes(B, T), sizes(train));
     }
+    // The rows of B that evaluation at length T runs at a time (eval_group_rows): as many as the
+    // training set's tokens, all B when there is none.
+    int eval_rows(int B, int T) const { return train.B ? eval_group_rows(B, T, sizes(train).N) : B; }
 
     // Makes a (train or eval) hold buffers for (B, T); the ones it held are freed (the caller
     // drops whatever CUDA graph reads them first).

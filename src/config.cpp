@@ -612,12 +612,16 @@ double lr_at(const Config& c, int step) {
     return c.lr;
 }
 
+// The CPU head's per-tile statistics and shares of d lnf (src/ops/loss.h); none on the GPU.
+static ClassifierHead estimated_head(bool cpu) {
+    return {kCpuClassifierChunk, cpu ? cpu::classifier_head_scratch<float> : nullptr};
+}
+
 // The bytes of a set of activations (activations.h's table) with elements of type Act.
 template <class Act>
 static double activation_bytes(const ModelConfig& m, int B, int T, bool train, bool cpu) {
     using Set = Acts<float, Act>;
-    // the CPU head's per-tile statistics and shares of d lnf (src/ops/loss.h); none on the GPU
-    const ClassifierHead head{kCpuClassifierChunk, cpu ? cpu::classifier_head_scratch<float> : nullptr};
+    const ClassifierHead head = estimated_head(cpu);
     double bytes = 0;
     activation_buffers<double, Set>(m, act_sizes<double>(m, head, B, T), train, [&](auto member, double n) {
         bytes += n * sizeof(*(Set().*member));
@@ -650,14 +654,33 @@ double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int ac
     return model_memory_parts(m, B, T, train, act_bytes, cpu).total();
 }
 
-void check_host_memory(const ModelConfig& m, int B, int T, bool train, const std::string& tokens) {
+double eval_memory_bytes(const ModelConfig& m, int B, int T, const std::vector<int>& lengths, int act_bytes, bool cpu,
+                         int* largest) {
+    const ClassifierHead head = estimated_head(cpu);
+    const ActSizes<double> train = act_sizes<double>(m, head, B, T);
+    double most = 0;
+    for (int Te : lengths) {
+        const int rows = eval_group_rows(B, Te, train.N);
+        if (eval_fits<double, Acts<float, float>>(m, act_sizes<double>(m, head, rows, Te), train)) continue;
+        const double bytes = act_bytes == 2 ? activation_bytes<uint16_t>(m, rows, Te, false, cpu)
+                                            : activation_bytes<float>(m, rows, Te, false, cpu);
+        if (bytes > most && largest) *largest = Te;
+        most = std::max(most, bytes);
+    }
+    return most;
+}
+
+void check_host_memory(const ModelConfig& m, int B, int T, bool train, const std::string& tokens, double eval_bytes) {
     MemoryParts parts = model_memory_parts(m, B, T, train);
+    parts.activations += eval_bytes;
     double need = parts.total();
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
     if (have > 0 && need > have) {
         // name the setting behind the largest part, so the message says what to make smaller
-        std::string key = "n_layer " + std::to_string(m.L) + ", n_embd " + std::to_string(m.C) + " and vocab_size " +
-                          std::to_string(m.V) + ": the weights with their gradients and AdamW moments alone need";
+        const std::string mlp = m.F() != 4 * m.C ? ", mlp_hidden " + std::to_string(m.F()) : "";
+        std::string key = "n_layer " + std::to_string(m.L) + ", n_embd " + std::to_string(m.C) + mlp +
+                          " and vocab_size " + std::to_string(m.V) +
+                          ": the weights with their gradients and AdamW moments alone need";
         double part = parts.weights;
         if (parts.positions > part)
             key = "max_seq_len " + std::to_string(m.maxT) + ": the position table alone needs", part = parts.positions;

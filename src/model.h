@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -195,7 +196,8 @@ struct GPT {
         if (targets) BK::copy_ints_from_host(a.targets, targets, N);
         return a;
     }
-    // The training activations for (B, T) before any evaluation, so that evaluation borrows them.
+    // The training activations for (B, T) (one micro-step's rows) before any evaluation, so that
+    // evaluation borrows them.
     void reserve_training(int B, int T) {
         if (!acts.holds(acts.train, B, T)) queue.drop_graph(), acts.resize(acts.train, B, T);
     }
@@ -219,12 +221,21 @@ struct GPT {
         return mean_loss(host_losses.data(), N);
     }
     // One evaluation batch over inputs and targets (B,T) (host ids), queued without waiting for the
-    // device: the uploads, the forward pass (with use_graph the replay of evaluation's graph) and
-    // the loss, and an asynchronous copy of the per-token losses. eval_read() returns their means.
-    void eval_queue(const int* inputs, const int* targets, int B, int T) {
-        Acts& a = upload(inputs, targets, B, T, false);
-        queue.run_eval([&] { forward_pass(a, true); });
-        queue.fetch_eval(a.losses, (size_t)B * T);
+    // device: per group of rows (Activations::eval_rows: at most a training step's tokens, so a
+    // long T borrows the training buffers too) the uploads, the forward pass (with use_graph the
+    // replay of evaluation's graph) and the loss, and an asynchronous copy of its per-token losses
+    // into the batch's. eval_read() returns the batches' means. after(row0, rows), if given, runs
+    // after each group, while logits() can read its rows.
+    void eval_queue(const int* inputs, const int* targets, int B, int T,
+                    const std::function<void(int, int)>& after = nullptr) {
+        const int rows = acts.eval_rows(B, T);
+        for (int r = 0; r < B; r += rows) {
+            const size_t at = (size_t)r * T;
+            Acts& a = upload(inputs + at, targets + at, rows, T, false);
+            queue.run_eval([&] { forward_pass(a, true); });
+            queue.fetch_eval(a.losses, at, (size_t)rows * T, (size_t)B * T);
+            if (after) after(r, rows);
+        }
     }
     std::vector<double> eval_read() { return queue.eval_read(); }
 
@@ -349,8 +360,8 @@ struct GPT {
         if constexpr (kActCopy) BK::to_bf16(a.dln, dx, N * C);
     }
 
-    // Rows [row0, row0 + rows) of the (B*T, V) logits of the last forward without grad, on the
-    // host. The classifier keeps no logits: they are computed again from the final LayerNorm, a
+    // Rows [row0, row0 + rows) of the (B*T, V) logits of the last forward without grad (of an
+    // evaluation batch: of its last group of rows), on the host. The classifier keeps no logits: they are computed again from the final LayerNorm, a
     // block of the logits buffer's shape at a time (a chunk of rows, or all rows of one tile).
     std::vector<Real> logits(size_t row0, size_t rows) {
         Acts& a = acts.eval;

@@ -4,6 +4,7 @@
 // losses likewise; the CUDA graphs that replay the training step and evaluation's forward pass;
 // and the profiling mode's phase marks. On the CPU backend all of it is plain memory and memcpy.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <deque>
@@ -49,15 +50,18 @@ struct StepQueue {
     struct HostLosses {
         Real* p = nullptr;
         size_t n = 0, cap = 0;
-        // Queues the copy of n losses from backend memory (the last copy into it has been read).
-        void fetch(const Real* src, size_t count) {
-            if (count > cap) {
-                BK::free_pinned(p);
-                p = static_cast<Real*>(BK::alloc_pinned(count * sizeof(Real)));
-                cap = count;
+        // Queues the copy of count losses from backend memory into [at, at + count) of `total`
+        // (at 0 starts them: the last copy into it has been read).
+        void fetch(const Real* src, size_t count, size_t at = 0, size_t total = 0) {
+            if (at == 0) {
+                n = std::max(count, total);
+                if (n > cap) {
+                    BK::free_pinned(p);
+                    p = static_cast<Real*>(BK::alloc_pinned(n * sizeof(Real)));
+                    cap = n;
+                }
             }
-            n = count;
-            BK::copy_to_host_async(p, src, count * sizeof(Real));
+            BK::copy_to_host_async(p + at, src, count * sizeof(Real));
         }
         double mean() const { return mean_loss(p, n); }
         void release() { BK::free_pinned(p), p = nullptr, n = cap = 0; }
@@ -151,10 +155,11 @@ struct StepQueue {
     void run_eval(const F& work) {
         if (!replay(eval_graph, eval_eager, work)) work(), eval_eager = true;
     }
-    // Queues the copy of a batch's n losses (read at the next eval_read).
-    void fetch_eval(const Real* losses, size_t n) {
-        if (eval_queued == eval_losses.size()) eval_losses.emplace_back();
-        eval_losses[eval_queued++].fetch(losses, n);
+    // Queues the copy of n losses of a batch of `total` into its [at, at + n) (read at the next
+    // eval_read); at 0 starts the batch.
+    void fetch_eval(const Real* losses, size_t at, size_t n, size_t total) {
+        if (at == 0 && eval_queued++ == eval_losses.size()) eval_losses.emplace_back();
+        eval_losses[eval_queued - 1].fetch(losses, n, at, total);
         BK::event_record(eval_done);
     }
     // The mean loss of each batch queued since the last call, in order; waits for them.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -124,6 +125,17 @@ static std::vector<int> eval_lengths(const Config& c) {
 static int eval_span_len(const Config& c) {
     std::vector<int> lens = eval_lengths(c);
     return *std::max_element(lens.begin(), lens.end());
+}
+
+// The lengths evaluation runs at, for the memory estimate: none without validation data or
+// evaluation; a learned position table's only up to max_seq_len.
+static std::vector<int> evaluated_lengths(const Config& c) {
+    std::vector<int> ts;
+    if (c.val_data.empty() || c.eval_every == 0) return ts;
+    const ModelConfig mc = model_config(c);
+    for (int t : eval_lengths(c))
+        if (!pos_traits(mc.pos).learned_table || t <= mc.maxT) ts.push_back(t);
+    return ts;
 }
 
 template <class BK>
@@ -279,21 +291,18 @@ struct Trainer {
             std::vector<int> in, tg;
             double sum = 0, full_batches = 0;  // batch means weighted by their tokens over a full batch's
             size_t hits = 0, counted = 0;
-            // the batches are queued and read at once, unless the accuracy needs each batch's logits
-            // before the next batch overwrites them
-            const bool per_batch = !cfg.accuracy_tokens.empty();
+            // the batches are queued and read at once (per length of piece); the accuracy reads each
+            // group of rows' logits (GPT::eval_queue) before the next group overwrites them
             for (size_t i = 0; i < plan.size(); i++) {
                 const int T = plan[i].T;
                 const double w = (double)T / Te;
                 in.resize((size_t)rows * T), tg.resize((size_t)rows * T);
                 val->read(plan[i], in.data(), tg.data(), row0, rows);
                 full_batches += w;
-                if (per_batch) {
-                    sum += w * model.forward(in.data(), tg.data(), rows, T, false);
-                    count_hits(in, tg, hits, counted);
-                    continue;
-                }
-                model.eval_queue(in.data(), tg.data(), rows, T);
+                std::function<void(int, int)> accuracy;
+                if (!cfg.accuracy_tokens.empty())
+                    accuracy = [&](int r, int n) { count_hits(in, tg, (size_t)r * T, (size_t)n * T, hits, counted); };
+                model.eval_queue(in.data(), tg.data(), rows, T, accuracy);
                 // read before the shorter pieces' batches replace the buffers the queued ones fill
                 if (i + 1 == plan.size() || plan[i + 1].T != T)
                     for (double batch_loss : model.eval_read()) sum += w * batch_loss;
@@ -319,13 +328,14 @@ struct Trainer {
         }
     }
 
-    // Greedy next-token hits at positions whose input is one of accuracy_tokens
-    // (the synthetic task's markers), from the logits of the last forward.
-    void count_hits(const std::vector<int>& in, const std::vector<int>& tg, size_t& hits, size_t& counted) {
-        for (size_t i = 0; i < in.size(); i++) {
+    // Greedy next-token hits at positions [i0, i0 + n) of the batch whose input is one of
+    // accuracy_tokens (the synthetic task's markers), from the logits of the last forward (of them).
+    void count_hits(const std::vector<int>& in, const std::vector<int>& tg, size_t i0, size_t n, size_t& hits,
+                    size_t& counted) {
+        for (size_t i = i0; i < i0 + n; i++) {
             if (std::find(cfg.accuracy_tokens.begin(), cfg.accuracy_tokens.end(), in[i]) == cfg.accuracy_tokens.end())
                 continue;
-            auto row = model.logits(i, 1);
+            auto row = model.logits(i - i0, 1);
             hits += std::max_element(row.begin(), row.end()) - row.begin() == tg[i];
             counted++;
         }
@@ -407,7 +417,7 @@ struct Trainer {
                     {"run_on", run_on}});
 
         const int T = cfg.seq_len;
-        model.reserve_training(rows, T);  // evaluation borrows these buffers
+        model.reserve_training(rows / cfg.grad_accum, T);  // one micro-step's; evaluation borrows them
         std::vector<int> in((size_t)rows * T), tg((size_t)rows * T);
         clock = StepClock(std::max(20, cfg.eval_every));  // a window that always holds an evaluation
         model.queue.profile = cfg.profile;
@@ -519,10 +529,11 @@ struct Trainer {
     }
 };
 
-// model_memory_bytes of a training step of this config under each attention mode: flash keeps
-// (B,H,T) log-sum-exps where cublas keeps every layer's (B,H,T,T) probabilities and their gradient.
-// bf16 activations take 2 bytes. cpu: the run's device is the CPU (else a GPU), whose classifier
-// rows per chunk (BK::classifier_chunk) it takes unless the config sets them.
+// model_memory_bytes of a training step of this config under each attention mode, with what
+// evaluation adds (eval_memory_bytes): flash keeps (B,H,T) log-sum-exps where cublas keeps every
+// layer's (B,H,T,T) probabilities and their gradient. bf16 activations take 2 bytes. cpu: the
+// run's device is the CPU (else a GPU), whose classifier rows per chunk (BK::classifier_chunk)
+// it takes unless the config sets them.
 static void print_memory(const Config& c, bool cpu) {
     ModelConfig mc = model_config(c);
     int chunk = CpuBackend<float>::classifier_chunk;
@@ -533,9 +544,14 @@ static void print_memory(const Config& c, bool cpu) {
     const int act_bytes = c.precision == "bf16" ? 2 : 4;
     mc.flash = true;
     const int rows = c.batch_size / c.grad_accum;  // one micro-step's (per rank: divide by the ranks too)
-    double flash = model_memory_bytes(mc, rows, c.seq_len, true, act_bytes, cpu) / 1048576.0;
+    auto mib = [&] {
+        return (model_memory_bytes(mc, rows, c.seq_len, true, act_bytes, cpu) +
+                eval_memory_bytes(mc, rows, c.seq_len, evaluated_lengths(c), act_bytes, cpu)) /
+               1048576.0;
+    };
+    double flash = mib();
     mc.flash = false;
-    double cublas = model_memory_bytes(mc, rows, c.seq_len, true, act_bytes, cpu) / 1048576.0;
+    double cublas = mib();
     std::string head = mc.classifier_tile > 0 ? "classifier tiles of " + std::to_string(mc.classifier_tile) + " columns"
                                               : "classifier chunk " + std::to_string(mc.classifier_chunk) + " rows";
     printf(
@@ -680,13 +696,17 @@ static int train_main(int argc, char** argv) {
         }
         // the device and the memory first: a machine that cannot run this config keeps the old run
         const bool cuda = use_cuda(cfg, dg.mpi ? dg.local_rank : 0);
-        if (!cuda) {
-            int longest = cfg.seq_len;
-            std::string tokens = "seq_len " + std::to_string(cfg.seq_len);
-            for (int t : cfg.eval_seq_lens)
-                if (t > longest) longest = t, tokens = "eval_seq_lens entry " + std::to_string(t);
-            check_host_memory(model_config(cfg), cfg.batch_size, longest, true,
-                              "batch_size " + std::to_string(cfg.batch_size) + " x " + tokens);
+        if (!cuda) {  // one micro-step's activations, and evaluation's where they do not fit in them
+            const ModelConfig mc = model_config(cfg);
+            const int rows = cfg.batch_size / cfg.grad_accum;
+            int Te = 0;
+            const double eval = eval_memory_bytes(mc, rows, cfg.seq_len, evaluated_lengths(cfg), 4, true, &Te);
+            const bool by_eval = eval > model_memory_parts(mc, rows, cfg.seq_len, true).activations;
+            check_host_memory(mc, rows, cfg.seq_len, true,
+                              by_eval ? "eval_seq_lens entry " + std::to_string(Te)
+                                      : "batch_size " + std::to_string(cfg.batch_size) + " x seq_len " +
+                                            std::to_string(cfg.seq_len),
+                              eval);
         }
         if (dg.rank == 0) {  // the run folder is this process's before anything in it changes
             if (resume)

@@ -284,7 +284,7 @@ expect_fail memory_huge_seq_len "^error: this model needs about [0-9.]+ GiB .*; 
   run hugeT "$good" --max_seq_len 20000000 --seq_len 10000000 --batch_size 8
 expect_fail memory_huge_max_seq_len "^error: this model needs about [0-9.]+ GiB .*; max_seq_len 100000000: the position table alone needs about [0-9.]+ GiB" -- \
   run hugeP "$good" --pos learned --max_seq_len 100000000
-expect_fail memory_huge_eval_seq_len "^error: this model needs about [0-9.]+ GiB .*; batch_size 2 x eval_seq_lens entry 100000000: the activations" -- \
+expect_fail memory_huge_eval_seq_len "^error: this model needs about [0-9.]+ GiB .*; eval_seq_lens entry 100000000: the activations" -- \
   run hugeE "$good" --eval_seq_lens 8,100000000
 
 # --- --device cuda on a build without the CUDA backend says why it has none: left out on purpose

@@ -72,4 +72,41 @@ elif memory_line memory_cpu_chunk --batch_size 16 --seq_len 1024 --device cpu &&
   else fail memory_device_chunk "--device cuda $FLASH MiB ($gpu_rows rows) - --device cpu $cpu_flash MiB ($cpu_rows rows) is not the $want MiB of their difference in rows of logits less the CPU head's scratch"; fi
 fi
 expect_fail memory_bad_config "^error: .*batch_size" -- "$TRAIN" --config configs/paper.json --batch_size 0 --memory
+
+# --- the estimate against the peak resident memory of real runs: the paper's model at B16 T256 on
+# the CPU, one step. grad_accum 4 holds one micro-step's activations from the start (before the
+# step-0 evaluation too), so it saves what the estimates differ by; evaluation at 4x the training
+# length runs in groups of rows that borrow the training buffers, adding little; each estimate
+# (flash, the default) is within 10 % of its run's peak.
+PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
+pattern_shards "$tmp" 1 0.3 50257 40000 p_train:0:20000 p_val:20000:
+peak_args=(--config configs/paper.json --train_data "$tmp/p_train_000000.bin" --val_data "$tmp/p_val_000000.bin"
+  --batch_size 16 --seq_len 256 --steps 1 --device cpu --checkpoint_every 0 --eval_batches 1 --eval_seq_lens 256,1024)
+# peak NAME ARGS...: sets EST (the flash estimate, MiB) and PEAK (the run's peak resident memory, MiB)
+peak() {
+  local name=$1; shift
+  EST=$("$TRAIN" "${peak_args[@]}" "$@" --memory | sed -n 's/^memory estimate, .*attention flash \([0-9]*\) MiB.*/\1/p')
+  PEAK=$("$PYTHON" -c '
+import resource, subprocess, sys
+rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 if rc == 0 else "")' \
+    "$TRAIN" "${peak_args[@]}" "$@" --run_dir "$tmp/$name")
+  if [ -z "$EST" ] || [ -z "$PEAK" ]; then fail "$name" "no estimate ($EST) or the run failed"; return 1; fi
+  echo "# $name: estimate $EST MiB, peak $PEAK MiB"
+  if [ $((EST * 10)) -ge $((PEAK * 9)) ] && [ $((EST * 10)) -le $((PEAK * 11)) ]; then pass "$name"
+  else fail "$name" "--memory says $EST MiB, the run's peak was $PEAK MiB (not within 10 %)"; fi
+}
+peak memory_peak_accum1 --eval_every 0 && est1=$EST peak1=$PEAK
+peak memory_peak_accum4 --eval_every 0 --grad_accum 4 && est4=$EST peak4=$PEAK
+if [ -n "$peak1" ] && [ -n "$peak4" ]; then
+  saved=$((peak1 - peak4)) want=$((est1 - est4))
+  if [ $((saved * 10)) -ge $((want * 8)) ] && [ $((saved * 10)) -le $((want * 12)) ]; then pass memory_peak_accum_saves
+  else fail memory_peak_accum_saves "grad_accum 4 saved $saved MiB of the peak, --memory says $want MiB (not within 20 %)"; fi
+fi
+for k in 1 4; do
+  peak memory_peak_eval_accum$k --eval_every 1 --grad_accum $k || continue
+  base=$([ $k = 1 ] && echo "$peak1" || echo "$peak4")
+  if [ -n "$base" ] && [ $((PEAK * 4)) -le $((base * 5)) ]; then pass memory_peak_eval_small_accum$k
+  else fail memory_peak_eval_small_accum$k "evaluation took the peak from $base to $PEAK MiB (more than a quarter)"; fi
+done
 finish
