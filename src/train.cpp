@@ -127,11 +127,12 @@ static int eval_span_len(const Config& c) {
     return *std::max_element(lens.begin(), lens.end());
 }
 
-// The lengths evaluation runs at, for the memory estimate: none without validation data or
-// evaluation; a learned position table's only up to max_seq_len.
+// The lengths evaluation runs at, for the memory estimate: none without validation data; a
+// learned position table's only up to max_seq_len. With eval_every 0 too: the trainer prepares
+// every length (its position tables, its data) all the same.
 static std::vector<int> evaluated_lengths(const Config& c) {
     std::vector<int> ts;
-    if (c.val_data.empty() || c.eval_every == 0) return ts;
+    if (c.val_data.empty()) return ts;
     const ModelConfig mc = model_config(c);
     for (int t : eval_lengths(c))
         if (!pos_traits(mc.pos).learned_table || t <= mc.maxT) ts.push_back(t);

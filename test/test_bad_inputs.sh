@@ -280,6 +280,8 @@ else pass train_sample_encoder_before_steps; fi
 # and names the setting behind the largest part of it
 expect_fail memory_huge_n_embd "^error: this model needs about [0-9.]+ GiB .*; n_layer 1, n_embd 1048576 and vocab_size 64: the weights" -- \
   run huge "$good" --n_embd 1048576 --n_head 8192
+expect_fail memory_huge_mlp_hidden "^error: this model needs about [0-9.]+ GiB .*; n_layer 1, n_embd 16, mlp_hidden 2000000000 and vocab_size 64: the weights" -- \
+  run hugeF "$good" --mlp_hidden 2000000000
 expect_fail memory_huge_seq_len "^error: this model needs about [0-9.]+ GiB .*; batch_size 8 x seq_len 10000000: the activations alone" -- \
   run hugeT "$good" --max_seq_len 20000000 --seq_len 10000000 --batch_size 8
 expect_fail memory_huge_max_seq_len "^error: this model needs about [0-9.]+ GiB .*; max_seq_len 100000000: the position table alone needs about [0-9.]+ GiB" -- \
