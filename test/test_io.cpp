@@ -915,6 +915,16 @@ static void test_config_robustness() {
               mr.total() == model_memory_bytes(rope, 8, 64, true),
           "positions " + std::to_string(ml.positions - mr.positions) + ", weights " + std::to_string(ml.weights) +
               " vs " + std::to_string(mr.weights));
+    // evaluation's own activations: none where its groups of rows (4 of 16 at 4x T) borrow the
+    // training buffers; with the cublas attention at 8x T (2 rows: their (2,H,8T,8T) probabilities
+    // pass the training set's L layers of (16,H,T,T)) the set of those 2 rows, and no more
+    ModelConfig cublas = small, flash = small;
+    flash.flash = true;
+    const double own = eval_memory_bytes(cublas, 16, 256, {256, 1024, 2048});
+    check("memory_eval_counted",
+          eval_memory_bytes(flash, 16, 256, {256, 1024, 2048}) == 0 && eval_memory_bytes(cublas, 16, 256, {1024}) == 0 &&
+              own == model_memory_parts(cublas, 2, 2048, false).activations && own > 0,
+          "cublas at 2048: " + std::to_string(own) + " bytes");
 
     // numbers on other binaries' command lines
     expect_error(
