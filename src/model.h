@@ -221,7 +221,7 @@ struct GPT {
         return mean_loss(host_losses.data(), N);
     }
     // One evaluation batch over inputs and targets (B,T) (host ids), queued without waiting for the
-    // device: per group of rows (Activations::eval_rows: at most a training step's tokens, so a
+    // device: per group of rows (Activations::eval_rows: at most a training micro-step's tokens, so a
     // long T borrows the training buffers too) the uploads, the forward pass (with use_graph the
     // replay of evaluation's graph) and the loss, and an asynchronous copy of its per-token losses
     // into the batch's. eval_read() returns the batches' means. after(row0, rows), if given, runs
@@ -361,8 +361,9 @@ struct GPT {
     }
 
     // Rows [row0, row0 + rows) of the (B*T, V) logits of the last forward without grad (of an
-    // evaluation batch: of its last group of rows), on the host. The classifier keeps no logits: they are computed again from the final LayerNorm, a
-    // block of the logits buffer's shape at a time (a chunk of rows, or all rows of one tile).
+    // evaluation batch: of its last group of rows), on the host. The classifier keeps no logits:
+    // they are computed again from the final LayerNorm, a block of the logits buffer's shape at a
+    // time (a chunk of rows, or all rows of one tile).
     std::vector<Real> logits(size_t row0, size_t rows) {
         Acts& a = acts.eval;
         const size_t C = cfg.C, V = cfg.V, Vp = cfg.Vp(), tile = acts.sizes(a).tile;
