@@ -20,7 +20,8 @@ inline double train_step_flops(const ModelConfig& m, double tokens, int T) {
 
 // Dense peak TFLOP/s of the GPUs the progress line knows (NVIDIA's data sheets, SXM unless the
 // name says otherwise), for the run's arithmetic: bf16 and TF32 on tensor cores, plain fp32.
-// Matched by the start of the CUDA device name, the more specific names first; 0 = not known.
+// Matched by the start of the CUDA device name, the more specific names first; 0 = not known,
+// and for a MIG instance ("NVIDIA H200 MIG 1g.18gb"): it holds a share of the GPU's units.
 struct GpuPeak {
     const char* name;
     double bf16, tf32, fp32;
@@ -33,6 +34,7 @@ inline constexpr GpuPeak kGpuPeaks[] = {
 };
 // arithmetic: "bf16", "tf32" or "fp32"
 inline double gpu_peak_tflops(const std::string& device_name, const std::string& arithmetic) {
+    if (device_name.find(" MIG ") != std::string::npos) return 0;
     for (const GpuPeak& g : kGpuPeaks)
         if (device_name.compare(0, std::strlen(g.name), g.name) == 0)
             return arithmetic == "bf16" ? g.bf16 : arithmetic == "tf32" ? g.tf32 : g.fp32;

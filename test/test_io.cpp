@@ -1013,6 +1013,10 @@ static void test_flops() {
               gpu_peak_tflops("NVIDIA A100-SXM4-80GB", "tf32") == 156.0 &&
               gpu_peak_tflops("CUDA emulation on the CPU (H200-like, sm_90)", "bf16") == 0 &&
               gpu_peak_tflops("NVIDIA GeForce RTX 4090", "bf16") == 0 && gpu_peak_tflops("cpu", "fp32") == 0);
+    // a MIG instance has a share of the GPU's units: no peak, whatever the GPU
+    check("flops_gpu_peak_mig", gpu_peak_tflops("NVIDIA H200 MIG 1g.18gb", "bf16") == 0 &&
+                                    gpu_peak_tflops("NVIDIA A100-SXM4-80GB MIG 3g.40gb", "tf32") == 0 &&
+                                    gpu_peak_tflops("NVIDIA H100 80GB HBM3 MIG 7g.80gb", "fp32") == 0);
 }
 
 // The MLP width: 4 x n_embd by default, or the width match_params gives (the paper's model: CRoPE
