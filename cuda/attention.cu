@@ -674,8 +674,12 @@ struct alignas(16) MmaDkdvTiles {
 // of 32 queries 236, of 16 216: scripts/check_spills.sh). The sums run in the same order.
 // grid (B*H, ceil(T/kMmaRows)).
 constexpr int kDkdvCols = 16;
+// Blocks per SM asked of ptxas (0: its own choice). ALiBi's bias took bf16 at D = 32 from 96
+// registers to 128, 5 blocks to 4; asked for 5 it fits 96 without spilling (scripts/results/registers.md).
 template <int D, class X, bool kAlibi>
-__global__ void __launch_bounds__(kMmaThreads)
+constexpr int kDkdvMinBlocks = (kAlibi && D == 32 && is_bf16<X>) ? 5 : 0;
+template <int D, class X, bool kAlibi>
+__global__ void __launch_bounds__(kMmaThreads, (kDkdvMinBlocks<D, X, kAlibi>))
     flash_backward_dkdv_mma_kernel(X* __restrict__ dqkv, const X* __restrict__ dout, const X* __restrict__ qkv,
                                    const float* __restrict__ lse, const float* __restrict__ delta,
                                    const float* __restrict__ slopes, int T, int C, int H, float scale) {
