@@ -235,7 +235,8 @@ struct CudaBackend {
     static void graph_free(Graph g) { gpu::graph_free(g); }
     // Whether this process can compute on its GPU (local_rank modulo the GPUs, as use_device):
     // Absent (no driver or no GPU: nothing is wrong), Unusable (a GPU that the driver, its age or
-    // this build cannot run; `why`: the CUDA error and what to do, in one line) or Usable.
+    // this build cannot run, or CUDA_VISIBLE_DEVICES hides; `why`: the CUDA error and what to do,
+    // in one line) or Usable.
     struct DeviceCheck {
         enum State { Absent, Unusable, Usable } state;
         std::string why;

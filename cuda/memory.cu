@@ -2,6 +2,7 @@
 // bytes (parameters, activations and every kernel's scratch go through it), and the
 // memory / device members of CudaBackend.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -231,9 +232,14 @@ std::string device_advice(cudaError_t err, int driver, int runtime) {
                    cuda_version(runtime) +
                    ": update the driver (CUDA 13 needs R580 or newer), install NVIDIA's forward-compatibility "
                    "package cuda-compat, or build with an older CUDA toolkit";
+        case cudaErrorSystemNotReady:
+            return "the GPUs' NVSwitch fabric is not up: on an NVSwitch system (HGX, DGX) start NVIDIA's "
+                   "fabric manager (systemctl start nvidia-fabricmanager, the driver's own version) and see "
+                   "nvidia-smi -q's Fabric state";
         case cudaErrorSystemDriverMismatch:
-            return "the NVIDIA kernel module and the driver's library differ (a driver upgrade without a reboot?): "
-                   "reboot";
+            return "the NVIDIA kernel module and the driver's library differ: after a driver upgrade without a reboot, "
+                   "reboot; with NVIDIA's forward-compatibility package cuda-compat on LD_LIBRARY_PATH over a driver "
+                   "new enough without it, take it off LD_LIBRARY_PATH";
         case cudaErrorCompatNotSupportedOnDevice:
             return "NVIDIA's forward-compatibility package (cuda-compat) does not support this GPU: take it off the "
                    "library path and update the driver";
@@ -256,8 +262,15 @@ CudaBackend::DeviceCheck CudaBackend::check_device(int local_rank) {
     (void)cudaDriverGetVersion(&driver);
     (void)cudaRuntimeGetVersion(&runtime);
     (void)cudaGetLastError();
+    const bool none = err == cudaErrorNoDevice || (!err && n == 0);
+    // CUDA_VISIBLE_DEVICES hides every GPU (an index or UUID nvidia-smi -L does not list, a GPU in
+    // MIG mode without an instance): someone meant one to be used
+    if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); none && visible)
+        return {DeviceCheck::Unusable, "no GPU visible with CUDA_VISIBLE_DEVICES='" + std::string(visible) +
+                                           "': unset it, or name an index or UUID that nvidia-smi -L lists (a GPU in "
+                                           "MIG mode needs an instance: nvidia-smi mig -lgi)"};
     // no driver installed (its version 0) or no GPU: a machine without one, nothing to fix
-    if (err == cudaErrorNoDevice || (err == cudaErrorInsufficientDriver && driver == 0) || (!err && n == 0))
+    if (none || (err == cudaErrorInsufficientDriver && driver == 0))
         return {DeviceCheck::Absent, "no CUDA device found"};
     if (err) return {DeviceCheck::Unusable, error_text(err) + ": " + device_advice(err, driver, runtime)};
     const int dev = local_rank % n;

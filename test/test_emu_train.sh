@@ -183,13 +183,17 @@ expect_fail emu_train_diverged_loss "^error: loss is -?(nan|inf) at step 1 " -- 
 if [ ! -e "$tmp/nan/latest" ]; then pass emu_train_diverged_no_checkpoint
 else fail emu_train_diverged_no_checkpoint "latest names $(cat "$tmp/nan/latest")"; fi
 # A GPU that cannot run the trainer (the emulator pretends each: test/cuda_emu/README.md): one
-# line with the CUDA error's name and text (or the GPU's architecture) and what to do, from the
-# trainer (--device cuda: an error, before the run folder is touched; auto: a warning, then the
-# CPU) and from the test programs (every GPU test SKIPPED with it). No driver or no GPU at all is
+# line with the CUDA error's name and text (or the GPU's architecture, or CUDA_VISIBLE_DEVICES
+# hiding every GPU) and what to do, from the trainer (--device cuda: an error, before the run
+# folder is touched; auto: a warning, then the CPU) and from the test programs (every GPU test
+# SKIPPED with it). No driver or no GPU at all is
 # no fault: "no CUDA device found", and auto trains on the CPU without a word.
 unusable=(
   "CUDA_EMU_DRIVER=12.4|cudaErrorInsufficientDriver \(CUDA driver version is insufficient for CUDA runtime version\): the NVIDIA driver supports CUDA 12\.4, this build's runtime is CUDA 13\.0: update the driver \(CUDA 13 needs R580 or newer\), install NVIDIA's forward-compatibility package cuda-compat, or build with an older CUDA toolkit"
-  "CUDA_EMU_INIT_ERROR=803|cudaErrorSystemDriverMismatch \(system has unsupported display driver / cuda driver combination\): the NVIDIA kernel module and the driver's library differ \(a driver upgrade without a reboot\?\): reboot"
+  "CUDA_EMU_INIT_ERROR=802|cudaErrorSystemNotReady \(system not yet initialized\): the GPUs' NVSwitch fabric is not up: on an NVSwitch system \(HGX, DGX\) start NVIDIA's fabric manager \(systemctl start nvidia-fabricmanager, the driver's own version\) and see nvidia-smi -q's Fabric state"
+  "CUDA_EMU_INIT_ERROR=803|cudaErrorSystemDriverMismatch \(system has unsupported display driver / cuda driver combination\): the NVIDIA kernel module and the driver's library differ: after a driver upgrade without a reboot, reboot; with NVIDIA's forward-compatibility package cuda-compat on LD_LIBRARY_PATH over a driver new enough without it, take it off LD_LIBRARY_PATH"
+  "CUDA_VISIBLE_DEVICES=|no GPU visible with CUDA_VISIBLE_DEVICES='': unset it, or name an index or UUID that nvidia-smi -L lists \(a GPU in MIG mode needs an instance: nvidia-smi mig -lgi\)"
+  "CUDA_VISIBLE_DEVICES=MIG-1|no GPU visible with CUDA_VISIBLE_DEVICES='MIG-1': unset it, or name an index or UUID that nvidia-smi -L lists \(a GPU in MIG mode needs an instance: nvidia-smi mig -lgi\)"
   "CUDA_EMU_INIT_ERROR=804|cudaErrorCompatNotSupportedOnDevice \(forward compatibility was attempted on non supported HW\): NVIDIA's forward-compatibility package \(cuda-compat\) does not support this GPU: take it off the library path and update the driver"
   "CUDA_EMU_INIT_ERROR=3|cudaErrorInitializationError \(initialization error\): the driver cannot start the GPU: see what nvidia-smi says, and whether this user may open /dev/nvidia\*"
   "CUDA_EMU_CC=7.5|the GPU \(CUDA emulation on the CPU, sm_75\) is too old for this trainer: its kernels need sm_80 or newer \(A100, H100, H200, RTX 30xx and later\)"
@@ -214,7 +218,7 @@ for case in "${unusable[@]}"; do
   else fail "emu_test_cuda_unusable_$name" "expected every test SKIPPED with the line: $(head -c 300 <<<"$out")"; fi
 done
 # bf16 needs the GPU whatever --device says; --memory works on any machine (auto: the CPU's estimate)
-expect_only_error emu_train_unusable_bf16_auto "^error: precision bf16 needs --device cuda \(--device auto: cudaErrorSystemDriverMismatch .*: reboot\)$" -- \
+expect_only_error emu_train_unusable_bf16_auto "^error: precision bf16 needs --device cuda \(--device auto: cudaErrorSystemDriverMismatch .*, take it off LD_LIBRARY_PATH\)$" -- \
   env CUDA_EMU_INIT_ERROR=803 $EMU_TRAIN $args --device auto --precision bf16 --run_dir "$tmp/bf16_auto"
 for dev in auto cuda; do
   out=$(env CUDA_EMU_DRIVER=12.4 $EMU_TRAIN $args --device $dev --memory 2>&1) && grep -q "^memory estimate" <<<"$out" &&

@@ -815,6 +815,22 @@ int main(int argc, char** argv) {
                    ? 0
                    : 1;
     });
+    // CUDA_VISIBLE_DEVICES: the list ends at its first entry that names no device; the emulated one
+    // is index 0, without a UUID
+    for (const char* v : {"", "1", "1,0", "MIG-4a9e1c3f-5b2d-5e8a-9f10-2c7d6b1e0a42", "GPU-0"})
+        expect_clean(std::string("visible_devices_none_") + (*v ? v : "empty"), [v] {
+            setenv("CUDA_VISIBLE_DEVICES", v, 1);
+            int n = -1;
+            void* p = nullptr;
+            const bool none = cudaGetDeviceCount(&n) == cudaErrorNoDevice && n == 0;
+            return none && cudaMalloc(&p, 16) == cudaErrorNoDevice ? 0 : 1;
+        });
+    for (const char* v : {"0", "0,1"})
+        expect_clean(std::string("visible_devices_one_") + v, [v] {
+            setenv("CUDA_VISIBLE_DEVICES", v, 1);
+            int n = -1;
+            return cudaGetDeviceCount(&n) == cudaSuccess && n == 1 ? 0 : 1;
+        });
     expect_report("bad_init_error_variable", {"error: CUDA_EMU_INIT_ERROR=12345: expected the code of a CUDA error"},
                   [] {
                       setenv("CUDA_EMU_INIT_ERROR", "12345", 1);

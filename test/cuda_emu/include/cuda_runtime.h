@@ -26,6 +26,7 @@ enum cudaError_t : int {
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorNotSupported = 801,
+    cudaErrorSystemNotReady = 802,
     cudaErrorSystemDriverMismatch = 803,
     cudaErrorCompatNotSupportedOnDevice = 804,
     cudaErrorStreamCaptureUnsupported = 900,
@@ -129,10 +130,12 @@ cudaError_t cudaPeekAtLastError();
 // A machine whose GPU cannot run the program, pretended for the tests (README.md here):
 // CUDA_EMU_DRIVER=X.Y a driver older than the runtime (13.0), or `none` (no driver installed),
 // fails these, the device and memory calls, with cudaErrorInsufficientDriver, as CUDA's runtime
-// does; CUDA_EMU_INIT_ERROR=N fails them with error N (100: no device, 803: a driver upgraded
-// without a reboot, ...); CUDA_EMU_CC=X.Y is the device's compute capability (default 9.0);
-// below 8.0, or with CUDA_EMU_NO_IMAGE=1, the program holds no code for the device:
-// cudaFuncGetAttributes and every launch fail with cudaErrorNoKernelImageForDevice.
+// does; CUDA_EMU_INIT_ERROR=N fails them with error N (100: no device, 802: an NVSwitch system
+// whose fabric manager is not running, 803: a driver upgraded without a reboot, ...);
+// CUDA_VISIBLE_DEVICES, read as CUDA reads it, can hide the one device (cudaErrorNoDevice);
+// CUDA_EMU_CC=X.Y is the device's compute capability (default 9.0); below 8.0, or with
+// CUDA_EMU_NO_IMAGE=1, the program holds no code for the device: cudaFuncGetAttributes and every
+// launch fail with cudaErrorNoKernelImageForDevice.
 cudaError_t cudaDriverGetVersion(int* version);
 cudaError_t cudaRuntimeGetVersion(int* version);
 cudaError_t cudaGetDeviceCount(int* n);

@@ -97,10 +97,22 @@ cudaError_t init_error() {
     return err;
 }
 
+// CUDA_VISIBLE_DEVICES, as CUDA reads it: a list of device indices or UUIDs whose first entry
+// that names no device ends it. The one emulated device is index 0 and has no UUID, so it is
+// visible when the variable is unset or its first entry is 0.
+bool device_visible() {
+    static const bool visible = [] {
+        const char* e = std::getenv("CUDA_VISIBLE_DEVICES");
+        return !e || (std::strcspn(e, ",") == 1 && e[0] == '0');
+    }();
+    return visible;
+}
+
 // The device calls' first check: the pretended driver's error, or none
 cudaError_t driver_check() {
     if (driver_version() < kRuntimeVersion) return ret(cudaErrorInsufficientDriver);
-    return ret(init_error());
+    if (cudaError_t e = init_error()) return ret(e);
+    return ret(device_visible() ? cudaSuccess : cudaErrorNoDevice);
 }
 
 // CUDA_EMU_CC=X.Y: the device's compute capability, 10 X + Y (default 90, an H200's)
@@ -203,7 +215,8 @@ const char* cudaGetErrorName(cudaError_t err) {
         E(cudaErrorInvalidValue)
         E(cudaErrorMemoryAllocation)
         E(cudaErrorInitializationError) E(cudaErrorInvalidConfiguration) E(cudaErrorInsufficientDriver)
-            E(cudaErrorDevicesUnavailable) E(cudaErrorNoKernelImageForDevice) E(cudaErrorSystemDriverMismatch)
+            E(cudaErrorDevicesUnavailable) E(cudaErrorNoKernelImageForDevice) E(cudaErrorSystemNotReady)
+                E(cudaErrorSystemDriverMismatch)
                 E(cudaErrorCompatNotSupportedOnDevice) E(cudaErrorInvalidDevicePointer)
             E(cudaErrorInvalidMemcpyDirection) E(cudaErrorInvalidDeviceFunction) E(cudaErrorNoDevice)
                 E(cudaErrorInvalidDevice) E(cudaErrorInvalidResourceHandle) E(cudaErrorIllegalState)
@@ -233,6 +246,8 @@ const char* cudaGetErrorString(cudaError_t err) {
             return "CUDA-capable device(s) is/are busy or unavailable";
         case cudaErrorNoKernelImageForDevice:
             return "no kernel image is available for execution on the device";
+        case cudaErrorSystemNotReady:
+            return "system not yet initialized";
         case cudaErrorSystemDriverMismatch:
             return "system has unsupported display driver / cuda driver combination";
         case cudaErrorCompatNotSupportedOnDevice:
