@@ -35,13 +35,16 @@ const Key kKeys[] = {
     {"pos", "model", &Config::pos, kPosHelp.c_str()},
     {"n_layer", "model", &Config::n_layer, "number of transformer blocks L"},
     {"n_head", "model", &Config::n_head, "attention heads H (head size D = n_embd / n_head)"},
-    {"n_embd", "model", &Config::n_embd, "model width C"},
+    {"n_embd", "model", &Config::n_embd,
+     "model width C (on the GPU a multiple of 8 in bf16, of 4 in fp32, for its 16-byte loads; any other costs speed "
+     "only)"},
     {"vocab_size", "model", &Config::vocab_size, "vocabulary size V (every token must be < V)"},
     {"max_seq_len", "model", &Config::max_seq_len, "longest sequence maxT (size of the learned position table)"},
     {"rope_base", "model", &Config::rope_base, "RoPE base: theta_j = base^(-2j/D)"},
     {"mlp_hidden", "model", &Config::mlp_hidden,
-     "the MLP's hidden width F (0 = 4 x n_embd); a multiple of 8, so that rows of F and every tensor after the "
-     "MLP's in the parameter buffer stay 16-byte aligned in bf16 (the GPU's vector loads and GEMM operands)"},
+     "the MLP's hidden width F (0 = 4 x n_embd); a multiple of 8, so that with n_embd a multiple of 8 too rows of F "
+     "and every parameter tensor stay 16-byte aligned in bf16 (the GPU's vector loads and GEMM operands; without, "
+     "its slower element-wise paths)"},
     {"match_params", "model", &Config::match_params,
      "a position scheme (empty = none): sets mlp_hidden to the multiple of 8 whose total parameter count is nearest "
      "that scheme's at the default width (crope with rope's: 608 at n_layer 4, n_embd 128)"},

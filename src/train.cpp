@@ -592,6 +592,12 @@ static bool use_cuda(const Config& c, int local_rank) {
         return false;
     }
     if (c.attention == "flash") ::gpu::check_flash_head_size(c.n_embd / c.n_head);
+    // The kernels' 16-byte loads need rows of C in whole packs; otherwise they go element-wise.
+    if (const int pack = bf16 ? 8 : 4; c.n_embd % pack)
+        fprintf(stderr,
+                "warning: n_embd %d is not a multiple of %d: rows of %s activations and weights are not whole 16-byte "
+                "packs, so the GPU takes its slower element-wise paths (same results, less speed)\n",
+                c.n_embd, pack, c.precision.c_str());
     return true;
 #else
     // NVCC= on make's command line (make cpu, make run's build) leaves the backend out on purpose
