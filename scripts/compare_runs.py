@@ -44,8 +44,8 @@ t_dist = require("scipy.stats").t  # Student's t quantiles for the intervals of 
 
 def pos_schemes():
     """The position schemes of src/pos.h's kPosSchemes, their one home, in its order: (name,
-    learned_table) pairs, learned_table being a row's first trait (read from the header, so no
-    build is needed)."""
+    learned_table) pairs, learned_table being a row's first trait; and kSinScale, the sinusoidal
+    table's default factor (read from the header, so no build is needed)."""
     path = os.path.join(ROOT, "src", "pos.h")
     try:
         with open(path, encoding="utf-8") as f:
@@ -57,10 +57,13 @@ def pos_schemes():
     rows = re.findall(r'\{\s*Pos::\w+,\s*"([^"]+)",\s*(true|false)\b', table.group(1)) if table else []
     if not rows:
         sys.exit(f"error: {path}: no kPosSchemes table of {{Pos::NAME, \"name\", true|false, ...}} rows found")
-    return [(name, learned == "true") for name, learned in rows]
+    scale = re.search(r"kSinScale\s*=\s*([0-9.eE+-]+);", text)
+    if not scale:
+        sys.exit(f"error: {path}: no kSinScale = NUMBER; found")
+    return [(name, learned == "true") for name, learned in rows], float(scale.group(1))
 
 
-POS_SCHEMES = pos_schemes()
+POS_SCHEMES, SIN_SCALE = pos_schemes()
 POS_ORDER = [name for name, _ in POS_SCHEMES]
 # Schemes with a trained position table: evaluated past the training length, they read rows that
 # no training step reached.
@@ -94,7 +97,10 @@ NOT_WARNED_KEYS = {"pos", "seed", "run_dir", "checkpoint_every", "sample_every",
 # Keys that make a labelled variant of a scheme ("crope, mlp 608"): its own group and row, compared
 # with RoPE like any scheme, not a difference warned about. key: (name in the label, the values
 # that are the standard model given the config: absent, the default 0, or what 0 resolves to).
-VARIANT_KEYS = {"mlp_hidden": ("mlp", lambda c: (None, 0, 4 * c.get("n_embd", 0)))}
+# sin_scale: only sinusoidal runs set it (the trainer refuses it elsewhere); one from before the key
+# existed ran the unscaled table, which resolved_config records as 1.
+VARIANT_KEYS = {"mlp_hidden": ("mlp", lambda c: (None, 0, 4 * c.get("n_embd", 0))),
+                "sin_scale": ("sin_scale", lambda c: (SIN_SCALE,) if c.get("pos") == "sinusoidal" else (c.get("sin_scale"),))}
 # match_params only chooses mlp_hidden, which the trainer records resolved: the model is the same
 # however its width was asked for
 NON_GROUP_KEYS |= set(VARIANT_KEYS) | {"match_params"}
@@ -202,6 +208,14 @@ def read_config_json(path):
     return config
 
 
+def resolved_config(config):
+    """A config as the trainer reads it back: a sinusoidal run from before the key sin_scale
+    existed ran the unscaled table (src/config.cpp, config_from_json)."""
+    if isinstance(config, dict) and config.get("pos") == "sinusoidal" and "sin_scale" not in config:
+        return dict(config, sin_scale=1.0)
+    return config
+
+
 class Run:
     def __init__(self, run_dir):
         self.dir = run_dir
@@ -222,13 +236,13 @@ class Run:
                                  f"{cfg_path}")
         if not isinstance(config, dict):
             raise InputError(f"{self.log}: config is not a JSON object")
-        self.config = config
+        self.config = config = resolved_config(config)
         # The keys a resume changed, as (step it applies from, key, was, now): the log's
         # config_change records (MODEL.md); config.json keeps the run's start. Trainers before
         # those records rewrote config.json at each resume: a key it holds otherwise than the
         # log's config record is such a change (step None).
         self.changed = []
-        now = read_config_json(os.path.join(os.path.dirname(self.log), "config.json")) \
+        now = resolved_config(read_config_json(os.path.join(os.path.dirname(self.log), "config.json"))) \
             if self.log.endswith("log.jsonl") else None
         if now is not None and now is not config:
             self.changed = [(None, k, config.get(k), now.get(k)) for k in sorted(set(config) | set(now))

@@ -3,8 +3,8 @@
 the trainer against and to check its steps with.
 
 The same model as the trainer: pre-LN GPT-2 blocks, tanh GELU, tied LM head, and a
-position scheme: learned (wpe table), sinusoidal (fixed sin/cos table added to the
-embedding), rope (q, k rotated on adjacent pairs (2j, 2j+1) after the QKV projection), or
+position scheme: learned (wpe table), sinusoidal (fixed sin/cos table, times sin_scale, added to
+the embedding), rope (q, k rotated on adjacent pairs (2j, 2j+1) after the QKV projection), or
 crope (as rope, and the Q/K/V projections are complex-linear: each stores A, B (C/2, C/2)
 and uses the real matrix with 2x2 blocks [[a, -b], [b, a]]), nope (no position information)
 or alibi (head h's scaled scores get -m_h (i - j) before the softmax). AdamW is
@@ -29,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import re
 import struct
 import sys
 import time
@@ -49,13 +50,20 @@ def rope_tables(T, D, base):
     return torch.cos(ang), torch.sin(ang)
 
 
-def sinusoidal_table(T, C):
-    """(T, C): pe[t, 2i] = sin(t / 10000^(2i/C)), pe[t, 2i+1] = cos(...)."""
+def default_sin_scale():
+    """The trainer's default sin_scale: kSinScale in src/pos.h, its one home."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "pos.h")
+    with open(path, encoding="utf-8") as f:
+        return float(re.search(r"kSinScale\s*=\s*([0-9.eE+-]+);", f.read()).group(1))
+
+
+def sinusoidal_table(T, C, scale):
+    """(T, C): pe[t, 2i] = scale sin(t / 10000^(2i/C)), pe[t, 2i+1] = scale cos(...)."""
     i = torch.arange(C // 2, dtype=torch.float64)
     ang = torch.arange(T, dtype=torch.float64)[:, None] / 10000.0 ** (2.0 * i / C)[None, :]
     pe = torch.zeros(T, C, dtype=torch.float64)
     pe[:, 0:2 * (C // 2):2], pe[:, 1:2 * (C // 2):2] = torch.sin(ang), torch.cos(ang)
-    return pe
+    return scale * pe
 
 
 def apply_rope(x, cos, sin):
@@ -149,7 +157,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, V, maxT, C, L, H, pos, rope_base=10000.0, mlp_hidden=0):
+    def __init__(self, V, maxT, C, L, H, pos, rope_base=10000.0, mlp_hidden=0, sin_scale=1.0):
         super().__init__()
         self.pos = pos
         self.wte = nn.Embedding(V, C)
@@ -163,7 +171,7 @@ class GPT(nn.Module):
         # float64 tables: model.to(dtype) rounds them once, as the trainer does
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
-        self.register_buffer("pe", sinusoidal_table(maxT, C), persistent=False)
+        self.register_buffer("pe", sinusoidal_table(maxT, C, sin_scale), persistent=False)
         self.register_buffer("slopes", alibi_slopes(H), persistent=False)
 
     def forward(self, idx, targets):
@@ -241,6 +249,7 @@ def main():
     ap.add_argument("--vocab_size", type=int, default=50257)
     ap.add_argument("--max_seq_len", type=int, default=1024)
     ap.add_argument("--mlp_hidden", type=int, default=0, help="the MLP's hidden width (0 = 4 x n_embd)")
+    ap.add_argument("--sin_scale", type=float, default=default_sin_scale(), help="sinusoidal: the fixed table's factor")
     ap.add_argument("--batch_size", type=int, default=16)
     ap.add_argument("--seq_len", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=30, help="timed steps (with --data: steps to run)")
@@ -270,7 +279,8 @@ def main():
     torch.backends.cudnn.allow_tf32 = not a.no_tf32
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
-    model = GPT(a.vocab_size, a.max_seq_len, a.n_embd, a.n_layer, a.n_head, a.pos, mlp_hidden=a.mlp_hidden)
+    model = GPT(a.vocab_size, a.max_seq_len, a.n_embd, a.n_layer, a.n_head, a.pos, mlp_hidden=a.mlp_hidden,
+                sin_scale=a.sin_scale)
     if a.save_init:
         save_safetensors(a.save_init, trainer_tensors(model))
     with torch.no_grad():  # start from exactly the float32 values a saved init holds

@@ -41,6 +41,8 @@ const Key kKeys[] = {
     {"vocab_size", "model", &Config::vocab_size, "vocabulary size V (every token must be < V)"},
     {"max_seq_len", "model", &Config::max_seq_len, "longest sequence maxT (size of the learned position table)"},
     {"rope_base", "model", &Config::rope_base, "RoPE base: theta_j = base^(-2j/D)"},
+    {"sin_scale", "model", &Config::sin_scale,
+     "sinusoidal only: the factor the fixed table is multiplied by (1 = the original table of +-1; MODEL.md)"},
     {"mlp_hidden", "model", &Config::mlp_hidden,
      "the MLP's hidden width F (0 = 4 x n_embd); a multiple of 8, so that with n_embd a multiple of 8 too rows of F "
      "and every parameter tensor stay 16-byte aligned in bf16 (the GPU's vector loads and GEMM operands; without, "
@@ -445,6 +447,10 @@ void validate_model(const Config& c) {
     require(!pos->rotary || D % 2 == 0,
             "pos=" + c.pos + " needs an even head size, got n_embd/n_head = " + std::to_string(D));
     require(!pos->rotary || c.rope_base > 0, "rope_base must be > 0");
+    require(c.sin_scale > 0, "sin_scale must be > 0, got " + to_text(c.sin_scale));
+    require(pos->fixed_table || c.sin_scale == kSinScale,
+            "sin_scale " + to_text(c.sin_scale) + " is set, but pos=" + c.pos +
+                " adds no sinusoidal table to scale (the key is for pos=sinusoidal)");
     require(c.vocab_size >= 1 && c.vocab_size <= 65536,
             "vocab_size must be in 1..65536 (tokens are uint16), got " + std::to_string(c.vocab_size));
     require(c.max_seq_len >= 1, "max_seq_len must be >= 1, got " + std::to_string(c.max_seq_len));
@@ -541,6 +547,9 @@ Config config_from_json(const json& j, const std::string& where) {
         keys.erase("init_from");
     }
     apply_json(c, keys, where);
+    // a record from before the key existed: its sinusoidal table was the unscaled one
+    const PosTraits* pos = find_pos(c.pos);
+    if (keys.is_object() && !keys.contains("sin_scale") && pos && pos->fixed_table) c.sin_scale = 1;
     return c;
 }
 
@@ -595,6 +604,7 @@ ModelConfig model_config(const Config& c) {
     m.pos = parse_pos(c.pos);
     m.L = c.n_layer, m.H = c.n_head, m.C = c.n_embd, m.V = c.vocab_size, m.maxT = c.max_seq_len;
     m.rope_base = c.rope_base;
+    m.sin_scale = c.sin_scale;
     m.mlp_hidden = c.mlp_hidden;
     if (m.mlp_hidden == 0)
         m.mlp_hidden = c.match_params.empty() ? 4 * m.C : matched_mlp_hidden(m, parse_pos(c.match_params));

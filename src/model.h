@@ -171,7 +171,7 @@ struct GPT {
             std::vector<Real> t(src.begin(), src.end());
             BK::copy_from_host(dst, t.data(), t.size());
         };
-        if (pt.fixed_table) upload(pos_table, sinusoidal_table(n, cfg.C));
+        if (pt.fixed_table) upload(pos_table, sinusoidal_table(n, cfg.C, cfg.sin_scale));
         if (pt.rotary) {
             std::vector<double> c, s;
             rope_tables(c, s, n, cfg.C / cfg.H, cfg.rope_base);

@@ -45,8 +45,8 @@ static std::string with_commas(size_t n) {
 
 static std::string describe(const ModelConfig& m) {
     char b[192];
-    snprintf(b, sizeof b, "pos=%s L=%d H=%d C=%d mlp_hidden=%d V=%d maxT=%d rope_base=%g", pos_name(m.pos), m.L, m.H,
-             m.C, m.F(), m.V, m.maxT, m.rope_base);
+    snprintf(b, sizeof b, "pos=%s L=%d H=%d C=%d mlp_hidden=%d V=%d maxT=%d rope_base=%g sin_scale=%g", pos_name(m.pos),
+             m.L, m.H, m.C, m.F(), m.V, m.maxT, m.rope_base, m.sin_scale);
     return b;
 }
 

@@ -73,6 +73,9 @@ expect_fail rope_odd_head "^error: .*pos=rope needs an even head size" -- run ro
 expect_fail crope_odd_head "^error: .*pos=crope needs an even head size" -- run crope "$good" --pos crope --n_embd 6
 expect_fail crope_odd_embd "^error: .*pos=crope needs an even n_embd" -- \
   run crope2 "$good" --pos crope --n_embd 9 --n_head 1
+expect_only_error sin_scale_zero "^error: .*sin_scale must be > 0, got 0$" -- run sin0 "$good" --pos sinusoidal --sin_scale 0
+expect_only_error sin_scale_other_scheme "^error: .*sin_scale 0.5 is set, but pos=rope adds no sinusoidal table to scale" -- \
+  run sinrope "$good" --sin_scale 0.5
 expect_fail batch_size_zero "^error: .*batch_size must be >= 1" -- run b0 "$good" --batch_size 0
 expect_fail eval_long_every_negative "^error: .*eval_long_every must be >= 0, got -1" -- run ele "$good" --eval_long_every -1
 expect_fail seq_len_too_long "^error: .*seq_len 32 with max_seq_len 16" -- run t32 "$good" --seq_len 32
@@ -220,6 +223,13 @@ expect_fail sample_nan_weights "^error: .*holds non-finite values" -- "$SAMPLE" 
 cp "$w" "$tmp/crope.safetensors" && stfix "$tmp/crope.safetensors" 'meta["pos"] = "crope"'
 expect_fail init_from_other_model "^error: .*crope.safetensors holds the weights of another model \(pos=crope" -- \
   run initcrope "$good" --init_from "$tmp/crope.safetensors"
+# sinusoidal weights belong to their table's factor: another factor is another model
+cp "$w" "$tmp/sin.safetensors" && stfix "$tmp/sin.safetensors" 'meta["pos"] = "sinusoidal"; meta["sin_scale"] = 0.5'
+expect_fail init_from_other_sin_scale "^error: .*sin.safetensors holds the weights of another model \(pos=sinusoidal .* sin_scale=0.5\)" -- \
+  run initsin "$good" --pos sinusoidal --init_from "$tmp/sin.safetensors"
+if out=$(run initsin_same "$good" --pos sinusoidal --sin_scale 0.5 --init_from "$tmp/sin.safetensors" 2>&1); then
+  pass init_from_same_sin_scale
+else fail init_from_same_sin_scale "$(tail -c 300 <<<"$out")"; fi
 
 # a checkpoint that does not hold its own model (the tensors of one layer, the config of two):
 # the error is all build/sample prints, no note about the missing GPT-2 vocabulary before it

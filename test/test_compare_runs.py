@@ -426,6 +426,13 @@ def main():
           and vt[("synthetic", v608)]["vs rope"] == "not distinguishable from RoPE", str(vt.get(("synthetic", v608))))
     check("rope_variant_against_standard_rope", vt.get(("synthetic", "rope, mlp 1024"), {})
           .get("Δ final vs rope") == "-0.0500", str(vt)[:300])
+    # sin_scale: a sinusoidal factor other than the default (src/pos.h) is a variant; a log from
+    # before the key ran the unscaled table (1); other schemes record the default, unlabelled
+    sin_cases = [("sinusoidal", {}, (("sin_scale", 1.0),)), ("sinusoidal", {"sin_scale": cr.SIN_SCALE}, ()),
+                 ("sinusoidal", {"sin_scale": 0.5}, (("sin_scale", 0.5),)), ("rope", {"sin_scale": cr.SIN_SCALE}, ())]
+    got = [cr.Run(write_run(tmp, f"sin{i}", "wikitext2", pos, 1, [6.0], cfg_extra=extra, params=PARAMS["rope"]))
+           .variant() for i, (pos, extra, _) in enumerate(sin_cases)]
+    check("sin_scale_variant", got == [want for _, _, want in sin_cases] and cr.SIN_SCALE > 0, f"{got} {cr.SIN_SCALE}")
     lr, ll = lt.get(("synthetic", "rope"), {}), lt.get(("synthetic", "learned"), {})
     check("length_table_loss_and_accuracy", "## Final validation loss and marker accuracy by evaluation length" in so
           and lr.get("loss T=256") == "2.7100 ± 0.0141" and lr.get("accuracy T=128") == "0.9600 ± 0.0141"

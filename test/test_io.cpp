@@ -70,7 +70,7 @@ static void test_config() {
     Config d = parse({});
     check("config_defaults",
           d.pos == "rope" && d.n_layer == 4 && d.n_head == 4 && d.n_embd == 128 && d.vocab_size == 50257 &&
-              d.max_seq_len == 1024 && d.rope_base == 10000 && d.batch_size == 4 && d.seq_len == 256 &&
+              d.max_seq_len == 1024 && d.rope_base == 10000 && d.sin_scale == kSinScale && d.batch_size == 4 && d.seq_len == 256 &&
               d.steps == 1000 && d.lr == 1e-3 && d.beta1 == 0.9 && d.beta2 == 0.999 && d.eps == 1e-8 &&
               d.weight_decay == 0.01 && d.decay == "all" && d.schedule == "step" && d.step_size == 1000 &&
               d.gamma == 0.8 && d.warmup_steps == 0 && d.min_lr == 0 && d.grad_clip == 0 && d.seed == 1337 &&
@@ -313,6 +313,20 @@ static void test_validate() {
         {"mlp_hidden_negative", [](Config& c) { c.mlp_hidden = -8; }, "mlp_hidden must be 0 (4 x n_embd) or"},
         {"match_params_unknown", [](Config& c) { c.match_params = "rop"; },
          "match_params must be empty or one of learned | sinusoidal | rope | crope"},
+        {"sin_scale_zero",
+         [](Config& c) {
+             c.pos = "sinusoidal";
+             c.sin_scale = 0;
+         },
+         "sin_scale must be > 0, got 0"},
+        {"sin_scale_negative",
+         [](Config& c) {
+             c.pos = "sinusoidal";
+             c.sin_scale = -0.5;
+         },
+         "sin_scale must be > 0, got -0.5"},
+        {"sin_scale_other_scheme", [](Config& c) { c.sin_scale = 0.5; },
+         "sin_scale 0.5 is set, but pos=rope adds no sinusoidal table to scale (the key is for pos=sinusoidal)"},
         {"match_params_and_mlp_hidden",
          [](Config& c) {
              c.pos = "crope";
@@ -336,6 +350,10 @@ static void test_validate() {
     ok.n_embd = 8;
     ok.n_head = 2;
     expect_ok("validate_allowed_combinations", [&] { validate(ok); });
+    Config sin = base;
+    sin.pos = "sinusoidal";
+    sin.sin_scale = 1;  // the original table
+    expect_ok("validate_sin_scale_sinusoidal", [&] { validate(sin); });
 }
 
 // ------------------------------------------------------------------------------------ shards
@@ -825,6 +843,11 @@ static void test_config_robustness() {
         "stored_config_not_json", [&] { stored_config("{n_layer", "w.safetensors"); },
         "cannot parse the config in w.safetensors");
     expect_ok("stored_config_needs_no_data", [&] { stored_config(R"({"pos": "crope"})", "w"); });
+    // a record from before sin_scale existed ran the unscaled table; a new one says its factor
+    check("stored_config_sin_scale_before_the_key",
+          stored_config(R"({"pos": "sinusoidal"})", "w").sin_scale == 1 &&
+              stored_config(R"({"pos": "rope"})", "w").sin_scale == kSinScale &&
+              stored_config(R"({"pos": "sinusoidal", "sin_scale": 0.25})", "w").sin_scale == 0.25);
 
     // --init_from is recorded with its SHA-256; --resume reads the record back without loading it
     Config c;

@@ -2,7 +2,8 @@
 knows (build/train --list-pos), scripts/torch_reference.py (PyTorch, float64) writes its
 initial weights, the trainer starts from them (--init_from) and both take the same first
 steps on the same batches; the training losses and gradient norms must agree to 1e-5
-relative; also CRoPE with another MLP width (mlp_hidden 40, not 4C = 64). SKIPPED when
+relative; also CRoPE with another MLP width (mlp_hidden 40, not 4C = 64) and the sinusoidal
+table at a factor other than the default (sin_scale 1, the original table). SKIPPED when
 PyTorch is not installed (Debian: python3-torch)."""
 import json
 import os
@@ -85,6 +86,8 @@ def main():
             check(f"torch_reference_{pos}", not why, why)
         why = compare("crope", tmp, shard, "crope_mlp_hidden_40", dict(MODEL, mlp_hidden=40))
         check("torch_reference_crope_mlp_hidden_40", not why, why)
+        why = compare("sinusoidal", tmp, shard, "sinusoidal_sin_scale_1", dict(MODEL, sin_scale=1))
+        check("torch_reference_sinusoidal_sin_scale_1", not why, why)
 
 
 main()
