@@ -95,6 +95,8 @@ struct CpuBackend {
     static constexpr auto attention_backward = cpu::attention_backward<Real>;
     static constexpr auto attention_forward_lse = cpu::attention_forward_lse<Real>;
     static constexpr auto attention_backward_lse = cpu::attention_backward_lse<Real>;
+    static constexpr auto kv_cache_write = cpu::kv_cache_write<Real>;
+    static constexpr auto attention_decode = cpu::attention_decode<Real>;
     static constexpr auto gelu_forward = cpu::gelu_forward<Real>;
     static constexpr auto gelu_backward = cpu::gelu_backward<Real>;
     static constexpr auto classifier_loss = cpu::classifier_loss<Real>;

@@ -1,48 +1,124 @@
-// Text generation from a trained model: temperature and top-k sampling with a seeded RNG.
+// Text generation from a trained model: temperature and top-k sampling with a seeded RNG. By
+// default incremental decoding: the prompt runs through the model once (the prefill), filling
+// the KV cache (GPT::forward_cached), then each new token runs one position against the cache.
+// cache = false keeps the full recompute: the whole window's forward pass for every token.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "model.h"
 #include "rng.h"
 
-// Samples n tokens after prompt (non-empty). Keeps the last maxT tokens as
-// context; temperature 0 means greedy; top_k 0 means the whole vocabulary.
+struct GenOptions {
+    int tokens = 64;           // how many to generate
+    double temperature = 1.0;  // 0: greedy
+    int top_k = 40;            // 0: the whole vocabulary
+    int window = 0;            // the longest context the model sees (0: max_seq_len)
+    bool cache = true;         // incremental decoding; false: the full recompute
+};
+
+// What a run took: the prefill (the prompt's forward pass, which gives the first token) and the
+// tokens after it.
+struct GenStats {
+    size_t prefill_tokens = 0, tokens = 0;
+    double prefill_s = 0, generate_s = 0;
+};
+
+// The window of o for model m: max_seq_len unless given. Learned positions have no row past
+// max_seq_len; the other schemes' tables are computed for any length.
+inline int gen_window(const ModelConfig& m, const GenOptions& o) {
+    const int W = o.window > 0 ? o.window : m.maxT;
+    if (pos_traits(m.pos).learned_table && W > m.maxT)
+        throw std::runtime_error("a context of " + std::to_string(W) + " tokens is longer than max_seq_len " +
+                                 std::to_string(m.maxT) + ", the rows of the learned position table");
+    return W;
+}
+
+// The next token from a row of logits (V): the largest with temperature 0, else drawn from the
+// softmax of the top_k largest over temperature. Ties go to the lower id.
+template <class Real>
+int pick_token(const std::vector<Real>& row, double temperature, int top_k, Rng& rng) {
+    const int V = (int)row.size();
+    std::vector<int> order(V);
+    for (int v = 0; v < V; v++) order[v] = v;
+    const int k = top_k > 0 && top_k < V ? top_k : V;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    if (temperature <= 0) return order[0];
+    std::vector<double> p(k);
+    double sum = 0;
+    for (int j = 0; j < k; j++) sum += p[j] = std::exp((row[order[j]] - row[order[0]]) / temperature);
+    double r = rng.uniform() * sum;
+    for (int j = 0; j < k; j++)
+        if ((r -= p[j]) < 0) return order[j];
+    return order[k - 1];
+}
+
+// Generates o.tokens tokens after ids (the prompt: 1 to the window's tokens), calling
+// on_token(id, logits) as each one is picked (logits: the row (V) it was picked from) and
+// on_slide() once, when the text first outgrows the window. Past the window, the window slides:
+// each token comes from a forward pass over the last `window` tokens at positions 0.. (the
+// prefill again, with the cache), as the full recompute does. Returns the prompt and the tokens.
+template <class BK, class OnToken, class OnSlide>
+std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, const GenOptions& o, Rng& rng, OnToken&& on_token,
+                          OnSlide&& on_slide, GenStats& st) {
+    const int W = gen_window(model.cfg, o);
+    if (ids.empty()) throw std::runtime_error("the prompt is empty: give at least one token id");
+    if ((int)ids.size() > W)
+        throw std::runtime_error("the prompt has " + std::to_string(ids.size()) + " tokens, more than the context of " +
+                                 std::to_string(W));
+    model.set_max_positions(W);
+    using clock = std::chrono::steady_clock;
+    auto t0 = clock::now();
+    auto lap = [&] {  // seconds since the last lap
+        auto t = clock::now();
+        double s = std::chrono::duration<double>(t - t0).count();
+        t0 = t;
+        return s;
+    };
+    // One fixed window for the full recompute, so the activations are allocated once: attention
+    // is causal, so the padding after the last real token does not change its logits.
+    const int Tfull = std::min<int>(W, (int)ids.size() + o.tokens);
+    if (o.cache) model.kv_reserve(1, W);
+    // the logits after the last token of ids: from the cache when it holds all but the last one
+    auto next_logits = [&](bool first) {
+        const int n = (int)ids.size();
+        if (o.cache && !first && n <= W) {
+            model.forward_cached(&ids.back(), 1, 1, n - 1);
+            return model.logits(0, 1);
+        }
+        std::vector<int> ctx(ids.end() - std::min(n, W), ids.end());
+        const int last = (int)ctx.size() - 1;
+        if (o.cache) {
+            model.forward_cached(ctx.data(), 1, (int)ctx.size(), 0);
+        } else {
+            ctx.resize(Tfull, 0);
+            model.forward(ctx.data(), nullptr, 1, Tfull, false);
+        }
+        return model.logits(last, 1);
+    };
+    const size_t prompt = ids.size();
+    for (int i = 0; i < o.tokens; i++) {
+        if ((int)ids.size() == W + 1) on_slide();
+        auto row = next_logits(i == 0);
+        if (i == 0) st.prefill_s += lap(), st.prefill_tokens += prompt;
+        ids.push_back(pick_token(row, o.temperature, o.top_k, rng));
+        on_token(ids.back(), row);
+    }
+    st.generate_s += lap(), st.tokens += o.tokens - 1;
+    return ids;
+}
+
+// The same without callbacks: the prompt and n tokens after it, sampled with seed.
 template <class BK>
 std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, int n, double temperature, int top_k, uint64_t seed) {
-    if (ids.empty()) throw std::runtime_error("the prompt is empty: give at least one token id");
     Rng rng(seed);
-    const int V = model.cfg.V;
-    // One fixed window length, so the activations are allocated once: attention is
-    // causal, so the padding after the last real token does not change its logits.
-    const int T = std::min<int>(model.cfg.maxT, (int)ids.size() + n);
-    for (int i = 0; i < n; i++) {
-        int start = std::max(0, (int)ids.size() - T);
-        std::vector<int> ctx(ids.begin() + start, ids.end());
-        int last = (int)ctx.size() - 1;
-        ctx.resize(T, 0);
-        model.forward(ctx.data(), nullptr, 1, T, false);
-        auto row = model.logits(last, 1);  // (V)
-        std::vector<int> order(V);
-        for (int v = 0; v < V; v++) order[v] = v;
-        int k = top_k > 0 && top_k < V ? top_k : V;
-        std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                          [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-        int next = order[0];
-        if (temperature > 0) {
-            std::vector<double> p(k);
-            double sum = 0;
-            for (int j = 0; j < k; j++) sum += p[j] = std::exp((row[order[j]] - row[order[0]]) / temperature);
-            double r = rng.uniform() * sum;
-            for (int j = 0; j < k; j++)
-                if ((r -= p[j]) < 0 || j == k - 1) {
-                    next = order[j];
-                    break;
-                }
-        }
-        ids.push_back(next);
-    }
-    return ids;
+    GenStats st;
+    GenOptions o;
+    o.tokens = n, o.temperature = temperature, o.top_k = top_k;
+    return generate(model, std::move(ids), o, rng, [](int, const auto&) {}, [] {}, st);
 }

@@ -53,6 +53,10 @@ struct GPT {
     Real *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
     Real* alibi = nullptr;  // ALiBi's slopes (H,); null: no bias
     int table_len = 0;      // positions covered by the tables
+    // Incremental decoding (src/generate.h): every layer's keys and values, as attention reads
+    // them (after RoPE), kcache and vcache (L, kv_B, kv_cap, C) each; null until kv_reserve.
+    Act *kcache = nullptr, *vcache = nullptr;
+    int kv_B = 0, kv_cap = 0;
     // The training step's scalars that change from step to step (src/step.h), in backend memory.
     StepScalars* scalars = nullptr;
     Activations<BK> acts;
@@ -101,6 +105,7 @@ struct GPT {
             if (p) BK::free_int(p);
         if (qkv_expanded) BK::free(qkv_expanded);
         if (kActCopy && wc) BK::free(wc);
+        if (kcache) BK::free(kcache), BK::free(vcache);
     }
     GPT(const GPT&) = delete;
     GPT& operator=(const GPT&) = delete;
@@ -239,9 +244,31 @@ struct GPT {
     }
     std::vector<double> eval_read() { return queue.eval_read(); }
 
+    // The KV cache for B rows of up to cap positions each (kept when it is large enough).
+    void kv_reserve(int B, int cap) {
+        if (B == kv_B && cap <= kv_cap) return;
+        if (kcache) BK::free(kcache), BK::free(vcache);
+        const size_t n = (size_t)cfg.L * B * cap * cfg.C;
+        kcache = BK::alloc_act(n), vcache = BK::alloc_act(n);
+        kv_B = B, kv_cap = cap;
+    }
+    // Incremental decoding's forward (without grad) over inputs (B,T) (host ids) at positions
+    // [pos, pos + T) of each row, into the evaluation activations (logits() reads them): every
+    // layer's keys and values go into the cache at those positions. pos 0: the prefill, its
+    // attention the causal one over the T positions; pos > 0: one token (T = 1) whose query attends
+    // to the cache's pos + 1 positions.
+    void forward_cached(const int* inputs, int B, int T, int pos) {
+        if (B != kv_B || pos + T > kv_cap) throw std::logic_error("forward_cached: outside the KV cache (kv_reserve)");
+        if (pos > 0 && T != 1) throw std::logic_error("forward_cached: after the prefill, one token at a time");
+        if (pos + T > table_len) throw std::runtime_error("position past the position tables");
+        forward_pass(upload(inputs, nullptr, B, T, false), false, pos);
+    }
+
     // The forward pass over a.inputs (and with loss, a.targets) in backend memory; with a.train
     // (the training activations) also the gradients' zeroing and the classifier's backward.
-    void forward_pass(Acts& a, bool loss) {
+    // pos >= 0 (forward_cached): the tokens sit at positions [pos, pos + T) and the KV cache is
+    // written; the position tables are read from row pos on.
+    void forward_pass(Acts& a, bool loss, int pos = -1) {
         const bool grad = a.train;
         int B = a.B, T = a.T, H = cfg.H;
         size_t N = (size_t)B * T, C = cfg.C, F = cfg.F();  // F: the MLP's hidden width
@@ -251,8 +278,9 @@ struct GPT {
                 BK::crope_expand(qkv_expanded + (size_t)l * 3 * C * C, w.qkvA + (size_t)l * 3 * C * C / 4,
                                  w.qkvB + (size_t)l * 3 * C * C / 4, (int)C);
 
+        const int p0 = std::max(pos, 0), D = (int)C / H;  // the first position
         const Real* add_pos = pt.learned_table ? w.wpe : pt.fixed_table ? pos_table : nullptr;  // fp32, as wte
-        BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos, B, T, (int)C);
+        BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos ? add_pos + (size_t)p0 * C : nullptr, B, T, (int)C);
         // The LayerNorm before layer l (l = L: the final one) and where it writes. Each one after
         // the first comes with the residual add before it (residual_layernorm_forward).
         struct Norm {
@@ -283,9 +311,15 @@ struct GPT {
             // GELU), not in a pass of their own; without RoPE the qkv GEMM adds its bias itself.
             const Real* qkvb = w.qkvb + l * 3 * C;
             BK::matmul_forward(qkv, ln1, qkv_weight(l), pt.rotary ? nullptr : qkvb, (int)N, (int)C, (int)(3 * C));
-            if (pt.rotary) BK::rope_forward(qkvr, qkv, qkvb, rope_cos, rope_sin, B, T, (int)C, H);  // (B,T,3C)
+            if (pt.rotary)  // (B,T,3C)
+                BK::rope_forward(qkvr, qkv, qkvb, rope_cos + (size_t)p0 * D / 2, rope_sin + (size_t)p0 * D / 2, B, T,
+                                 (int)C, H);
             queue.mark(Phase::attention, grad);
-            if (cfg.flash)
+            const size_t kv_l = (size_t)l * kv_B * kv_cap * C;  // layer l's cache
+            if (pos >= 0) BK::kv_cache_write(kcache + kv_l, vcache + kv_l, qkvr, B, T, (int)C, pos, kv_cap);
+            if (pos > 0)
+                BK::attention_decode(atty, qkvr, kcache + kv_l, vcache + kv_l, B, pos + 1, kv_cap, (int)C, H, alibi);
+            else if (cfg.flash)
                 BK::attention_forward_lse(atty, a.lse + s * a.att_n, qkvr, B, T, (int)C, H, alibi);  // (B,T,C)
             else
                 BK::attention_forward(atty, a.att + s * a.att_n, qkvr, B, T, (int)C, H, alibi);

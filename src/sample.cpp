@@ -1,8 +1,10 @@
-// The sample binary: loads a checkpoint and generates text from a prompt, or with --attention
-// writes the attention probabilities over the prompt (attention_json).
+// The sample binary: loads a checkpoint and generates text from a prompt, streaming each token as
+// it comes (generate.h: a KV cache, or the full recompute with --no_cache), then a line of its
+// speed on stderr; or with --attention writes the attention probabilities over the prompt
+// (attention_json).
 //   build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt TEXT | --prompt_ids "464 3290"]
 //                [--tokens 64] [--temperature 1.0] [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]
-//                [--attention FILE.json]
+//                [--num_samples 1] [--context N] [--no_cache] [--attention FILE.json]
 // --prompt is encoded as data/gpt2_tokenizer.py encode TEXT does (src/gpt2_encoder.h), with the
 // vocab.bpe beside encoder.json; --prompt_ids takes the ids themselves.
 #include <sys/stat.h>
@@ -101,7 +103,10 @@ int main(int argc, char** argv) {
                                                   {"top_k", "40"},
                                                   {"seed", "42"},
                                                   {"encoder_json", "data/gpt2/encoder.json"},
+                                                  {"num_samples", "1"},
+                                                  {"context", "0"},
                                                   {"attention", ""}};
+        bool no_cache = false;
         std::set<std::string> given;
         for (int i = 1; i < argc; i++) {
             std::string a = argv[i];
@@ -110,13 +115,23 @@ int main(int argc, char** argv) {
                     "usage: build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors\n"
                     "                    [--prompt TEXT | --prompt_ids 464,3290] [--tokens 64] [--temperature 1.0]\n"
                     "                    [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]\n"
+                    "                    [--num_samples 1] [--context N] [--no_cache]\n"
                     "       build/sample --checkpoint ... [--prompt TEXT | --prompt_ids 464,3290] --attention FILE\n"
                     "--prompt TEXT is encoded with GPT-2's BPE (encoder.json and the vocab.bpe beside it); without\n"
                     "a prompt the text starts from <|endoftext|>. temperature 0 = greedy; top_k 0 = whole\n"
-                    "vocabulary. Without encoder.json the ids are printed. --attention FILE generates nothing: it\n"
+                    "vocabulary. Without encoder.json the ids are printed. Tokens are printed as they come, then a\n"
+                    "line of the speed (stderr). --num_samples N: N samples, one after another. --context N: the\n"
+                    "longest context the model sees (default max_seq_len; with learned positions at most that);\n"
+                    "past it the window slides, each token from the last N. --no_cache: the whole window's\n"
+                    "forward pass for every token instead of the KV cache (same tokens, slower).\n"
+                    "--attention FILE generates nothing: it\n"
                     "writes the attention probabilities of every layer and head over the prompt (at most\n"
                     "max_seq_len tokens) to FILE, JSON with the ids and the scheme (MODEL.md, Attention maps).\n");
                 return 0;
+            }
+            if (a == "--no_cache") {
+                no_cache = true;
+                continue;
             }
             if (a.rfind("--", 0) != 0 || !opt.count(a.substr(2)))
                 throw std::runtime_error("unknown argument '" + a + "' (see --help)");
@@ -129,14 +144,25 @@ int main(int argc, char** argv) {
             throw std::runtime_error("--prompt and --prompt_ids both give the prompt: use one of them");
         const bool maps = given.count("attention");
         if (maps && opt["attention"].empty()) throw std::runtime_error("--attention is empty: give the file to write");
-        for (const char* k : {"tokens", "temperature", "top_k", "seed"})
+        for (const char* k : {"tokens", "temperature", "top_k", "seed", "num_samples", "context"})
             if (maps && given.count(k))
                 throw std::runtime_error(std::string("--attention generates nothing: leave out --") + k);
+        if (maps && no_cache) throw std::runtime_error("--attention generates nothing: leave out --no_cache");
         // every argument is checked before the model is loaded
-        int n = (int)parse_int_arg(opt["tokens"], "--tokens", 0, 1 << 20);
-        int top_k = (int)parse_int_arg(opt["top_k"], "--top_k", 0, INT_MAX);
+        auto positive = [&](const char* k) {  // a count from 1 to 2^20
+            const std::string flag = std::string("--") + k;
+            const long long v = parse_int_arg(opt[k], flag, INT_MIN, 1 << 20);
+            if (v < 1) throw std::runtime_error(flag + " must be at least 1, got " + opt[k]);
+            return (int)v;
+        };
+        GenOptions go;
+        go.tokens = positive("tokens");
+        go.cache = !no_cache;
+        const int samples = positive("num_samples");
+        if (given.count("context")) go.window = positive("context");
+        go.top_k = (int)parse_int_arg(opt["top_k"], "--top_k", 0, INT_MAX);
         uint64_t seed = (uint64_t)parse_int_arg(opt["seed"], "--seed", 0, LLONG_MAX);
-        double temperature = parse_number_arg(opt["temperature"], "--temperature");
+        double temperature = go.temperature = parse_number_arg(opt["temperature"], "--temperature");
         if (temperature < 0)
             throw std::runtime_error("--temperature must be >= 0 (0 = greedy), got " + opt["temperature"]);
         std::vector<int> prompt = opt["prompt_ids"].empty() ? std::vector<int>{} : parse_ids(opt["prompt_ids"]);
@@ -166,11 +192,26 @@ int main(int argc, char** argv) {
         if (maps && (int)prompt.size() > mc.maxT)
             throw std::runtime_error("--attention: the prompt has " + std::to_string(prompt.size()) +
                                      " tokens, more than the model's max_seq_len " + std::to_string(mc.maxT));
+        int window = mc.maxT;
+        if (!maps) {
+            try {
+                window = gen_window(mc, go);
+            } catch (const std::exception& e) {
+                throw std::runtime_error(std::string("--context: ") + e.what());
+            }
+            if ((int)prompt.size() > window)
+                throw std::runtime_error(
+                    "the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context of " +
+                    std::to_string(window) +
+                    (pos_traits(mc.pos).learned_table
+                         ? " (max_seq_len: learned positions have no row past it)"
+                         : given.count("context") ? " (--context)" : " (max_seq_len; a longer one: --context N)"));
+        }
         // --attention: the cublas mode, which keeps every layer's probabilities in the training activations
         if (maps) mc.flash = false;
-        const int window = maps ? (int)prompt.size() : std::min<int>(mc.maxT, (int)prompt.size() + n);
-        check_host_memory(mc, 1, window, maps,
-                          "a window of " + std::to_string(window) +
+        const int T = maps ? (int)prompt.size() : std::min<int>(window, (int)prompt.size() + go.tokens);
+        check_host_memory(mc, 1, T, maps,
+                          "a window of " + std::to_string(T) +
                               (maps ? " tokens (the prompt)" : " tokens (the prompt and --tokens)"));
         // the whole checkpoint is checked before the vocabulary is opened (--prompt's, opened with
         // the arguments, gives errors, not notes): a malformed one gives its error alone, without
@@ -188,14 +229,39 @@ int main(int argc, char** argv) {
             printf("attention: %s, (L %d, H %d, T %d) over the prompt\n", opt["attention"].c_str(), mc.L, mc.H, T);
             return 0;
         }
-        auto ids = generate(model, prompt, n, temperature, top_k, seed);
-
-        if (decoder) {
-            printf("%s\n", decoder->decode(ids).c_str());
-        } else {
-            for (size_t i = 0; i < ids.size(); i++) printf("%s%d", i ? " " : "", ids[i]);
+        // the text as it comes: the decoded bytes of each token, or the ids
+        auto print = [&](const std::vector<int>& ids, bool first) {
+            if (decoder) {
+                const std::string s = decoder->decode(ids);
+                fwrite(s.data(), 1, s.size(), stdout);
+            } else {
+                for (size_t i = 0; i < ids.size(); i++) printf(first && i == 0 ? "%d" : " %d", ids[i]);
+            }
+            fflush(stdout);
+        };
+        Rng rng(seed);
+        GenStats st;
+        bool said = false;
+        for (int s = 0; s < samples; s++) {
+            if (samples > 1) printf("--- sample %d of %d ---\n", s + 1, samples);
+            print(prompt, true);
+            generate(model, prompt, go, rng, [&](int id, const auto&) { print({id}, false); },
+                     [&] {
+                         if (said) return;
+                         said = true;
+                         fflush(stdout);
+                         fprintf(stderr,
+                                 "note: the text is longer than the context of %d tokens: the window slides, each "
+                                 "further token from a forward pass over the last %d\n",
+                                 window, window);
+                     },
+                     st);
             printf("\n");
         }
+        fflush(stdout);
+        fprintf(stderr, "speed: prefill %zu tokens at %.0f tokens/s, generation %zu tokens at %.1f tokens/s (%s)\n",
+                st.prefill_tokens, st.prefill_tokens / std::max(st.prefill_s, 1e-9), st.tokens,
+                st.tokens / std::max(st.generate_s, 1e-9), go.cache ? "KV cache" : "full recompute");
         return 0;
     } catch (const std::exception& e) {
         fprintf(stderr, "error: %s\n", e.what());

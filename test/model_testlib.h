@@ -1,8 +1,13 @@
 // What the tests that drive GPT<BK> op by op share (the trainer runs whole steps,
-// GPT::train_step): an AdamW step with scalars from the host, and the gradient's norm.
+// GPT::train_step): an AdamW step with scalars from the host, the gradient's norm, and runs of
+// generate() compared token by token and logit by logit.
 #pragma once
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "generate.h"
 #include "model.h"
 
 // One AdamW step of g with the scalars given here (t is 1-based, gscale the clip factor).
@@ -18,4 +23,42 @@ void adamw_step(GPT<BK>& g, float lr, double beta1, double beta2, float eps, flo
 template <class BK>
 double gradient_norm(const GPT<BK>& g) {
     return std::sqrt(BK::sum_squares(g.grads, g.num_params));
+}
+
+// A run of generate() (src/generate.h): the prompt and its tokens, the logits (V) each token was
+// picked from, and how often on_slide was called.
+struct GenRun {
+    std::vector<int> ids;
+    std::vector<std::vector<double>> logits;
+    int slides = 0;
+};
+template <class BK>
+GenRun gen_run(GPT<BK>& m, const std::vector<int>& prompt, const GenOptions& o, uint64_t seed) {
+    GenRun r;
+    Rng rng(seed);
+    GenStats st;
+    r.ids = generate(
+        m, prompt, o, rng, [&](int, const auto& row) { r.logits.emplace_back(row.begin(), row.end()); },
+        [&] { r.slides++; }, st);
+    return r;
+}
+
+// Why run a differs from run b ("" if it does not): another token, or at some step logits
+// further apart than tol times that step's largest |logit|.
+inline std::string gen_diff(const GenRun& a, const GenRun& b, double tol) {
+    if (a.ids != b.ids || a.logits.size() != b.logits.size()) {
+        size_t i = 0;
+        while (i < a.ids.size() && i < b.ids.size() && a.ids[i] == b.ids[i]) i++;
+        return "tokens differ from position " + std::to_string(i) + " on";
+    }
+    if (a.slides != b.slides) return "slid " + std::to_string(a.slides) + " vs " + std::to_string(b.slides) + " times";
+    for (size_t s = 0; s < a.logits.size(); s++) {
+        double d = 0, mx = 0;
+        for (size_t v = 0; v < a.logits[s].size(); v++)
+            d = std::max(d, std::fabs(a.logits[s][v] - b.logits[s][v])), mx = std::max(mx, std::fabs(b.logits[s][v]));
+        if (!(d <= tol * mx))
+            return "step " + std::to_string(s) + ": logits differ by " + std::to_string(d) + " (max |logit| " +
+                   std::to_string(mx) + ")";
+    }
+    return "";
 }

@@ -247,6 +247,29 @@ expect_fail sample_temperature_nan "^error: --temperature: expected a number, go
 expect_fail sample_tokens_not_number "^error: --tokens: expected an integer, got 'abc'" -- "$SAMPLE" --checkpoint "$ck" --tokens abc
 expect_fail sample_tokens_huge "^error: --tokens: expected an integer, got '99999999999'" -- \
   "$SAMPLE" --checkpoint "$ck" --tokens 99999999999
+expect_only_error sample_tokens_zero "^error: --tokens must be at least 1, got 0$" -- "$SAMPLE" --checkpoint "$ck" --tokens 0
+expect_only_error sample_tokens_negative "^error: --tokens must be at least 1, got -5$" -- "$SAMPLE" --checkpoint "$ck" --tokens -5
+expect_only_error sample_num_samples_zero "^error: --num_samples must be at least 1, got 0$" -- \
+  "$SAMPLE" --checkpoint "$ck" --num_samples 0
+expect_only_error sample_context_zero "^error: --context must be at least 1, got 0$" -- "$SAMPLE" --checkpoint "$ck" --context 0
+expect_only_error sample_no_cache_with_attention "^error: --attention generates nothing: leave out --no_cache$" -- \
+  "$SAMPLE" --checkpoint "$ck" --no_cache --attention "$tmp/a.json"
+# learned positions (max_seq_len 16): no row past max_seq_len for the context or the prompt; the
+# tiny run's RoPE takes a longer context, not a longer prompt than it
+run learned "$good" --pos learned --checkpoint_every 1 >/dev/null 2>&1
+expect_only_error sample_context_past_learned_table \
+  "^error: --context: a context of 17 tokens is longer than max_seq_len 16, the rows of the learned position table$" -- \
+  "$SAMPLE" --checkpoint "$tmp/run_learned" --context 17
+long=$(seq -s ' ' 1 17)
+expect_only_error sample_prompt_past_learned_table \
+  "^error: the prompt has 17 tokens, more than the context of 16 \(max_seq_len: learned positions have no row past it\)$" -- \
+  "$SAMPLE" --checkpoint "$tmp/run_learned" --prompt_ids "$long"
+expect_only_error sample_prompt_past_context \
+  "^error: the prompt has 17 tokens, more than the context of 16 \(max_seq_len; a longer one: --context N\)$" -- \
+  "$SAMPLE" --checkpoint "$ck" --prompt_ids "$long"
+if out=$("$SAMPLE" --checkpoint "$ck" --prompt_ids "$long" --context 20 --tokens 2 2>/dev/null) &&
+  grep -qE "^1( [0-9]+){18}$" <<<"$out"; then pass sample_rope_context_past_max_seq_len
+else fail sample_rope_context_past_max_seq_len "$out"; fi
 echo '{}' >"$tmp/empty_encoder.json"
 expect_fail sample_encoder_empty_object "^error: .*empty_encoder.json is not a GPT-2 encoder.json" -- \
   "$SAMPLE" --checkpoint "$ck" --encoder_json "$tmp/empty_encoder.json"

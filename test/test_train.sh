@@ -121,14 +121,14 @@ if [ -n "$a" ] && [ "$a" = "$b" ]; then pass init_from_weights; else fail init_f
 
 # Sampling: the same seed gives the same text, another seed other text; bad input is an error.
 SAMPLE=${SAMPLE:-build/sample}
-s1=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 40 --seed 7 2>&1)
-s2=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 40 --seed 7 2>&1)
-s3=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 40 --seed 8 --temperature 2 2>&1)
+s1=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 40 --seed 7 2>/dev/null)
+s2=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 40 --seed 7 2>/dev/null)
+s3=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 40 --seed 8 --temperature 2 2>/dev/null)
 if [ "$(wc -w <<<"$s1")" -eq 43 ] && [ "$s1" = "$s2" ]; then pass sample_deterministic_for_seed
 else fail sample_deterministic_for_seed "'$s1' vs '$s2'"; fi
 if [ "$s1" != "$s3" ]; then pass sample_seed_changes_output; else fail sample_seed_changes_output "same text for seeds 7 and 8"; fi
-g1=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 20 --temperature 0 --seed 1 2>&1)
-g2=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 20 --temperature 0 --seed 2 2>&1)
+g1=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 20 --temperature 0 --seed 1 2>/dev/null)
+g2=$($SAMPLE --checkpoint "$tmp/fall_rope" --prompt_ids 3,1,4 --tokens 20 --temperature 0 --seed 2 2>/dev/null)
 if [ "$(wc -w <<<"$g1")" -eq 23 ] && [ "$g1" = "$g2" ]; then pass sample_greedy_ignores_seed
 else fail sample_greedy_ignores_seed "'$g1' vs '$g2'"; fi
 expect_fail sample_missing_checkpoint "error: cannot read checkpoint" -- $SAMPLE --checkpoint "$tmp/nope"
@@ -152,14 +152,15 @@ if [ -f "$mirror/gpt2/encoder.json" ]; then
     --eval_every 0 --checkpoint_every 1 --run_dir "$tmp/v50257" >/dev/null 2>&1
   text=$'Hello world, café 日本語 👍\n  it\'s 2026!'
   ids=$("$PYTHON" data/gpt2_tokenizer.py --mirror "$mirror" encode "$text")
-  back=$($SAMPLE --checkpoint "$tmp/v50257" --prompt_ids "$ids" --tokens 0 --encoder_json "$mirror/gpt2/encoder.json" 2>&1)
-  if [ "$back" = "$text" ]; then pass sample_decodes_gpt2_ids; else fail sample_decodes_gpt2_ids "ids '$ids' gave '$back'"; fi
+  # the prompt is printed first, decoded, then the generated token
+  back=$($SAMPLE --checkpoint "$tmp/v50257" --prompt_ids "$ids" --tokens 1 --encoder_json "$mirror/gpt2/encoder.json" 2>/dev/null)
+  if [[ $back == "$text"?* ]]; then pass sample_decodes_gpt2_ids; else fail sample_decodes_gpt2_ids "ids '$ids' gave '$back'"; fi
   # --prompt TEXT: the same ids as data/gpt2_tokenizer.py's, so the same greedy continuation
   from_text=$($SAMPLE --checkpoint "$tmp/v50257" --prompt "$text" --tokens 4 --temperature 0 \
-    --encoder_json "$mirror/gpt2/encoder.json" 2>&1)
+    --encoder_json "$mirror/gpt2/encoder.json" 2>"$tmp/from_text.err")
   from_ids=$($SAMPLE --checkpoint "$tmp/v50257" --prompt_ids "$ids" --tokens 4 --temperature 0 \
-    --encoder_json "$mirror/gpt2/encoder.json" 2>&1)
-  if grep -q "no Unicode library" <<<"$from_text"; then skip sample_prompt_text "$SAMPLE has no Unicode library (ICU)"
+    --encoder_json "$mirror/gpt2/encoder.json" 2>/dev/null)
+  if grep -q "no Unicode library" "$tmp/from_text.err"; then skip sample_prompt_text "$SAMPLE has no Unicode library (ICU)"
   elif [ "$from_text" = "$from_ids" ] && [[ $from_text == "$text"?* ]]; then pass sample_prompt_text
   else fail sample_prompt_text "--prompt gave '$from_text', --prompt_ids '$from_ids'"; fi
 else

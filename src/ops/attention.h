@@ -3,6 +3,8 @@
 //   attention_forward / attention_backward: the softmax probabilities (B,H,T,T);
 //   attention_forward_lse / attention_backward_lse (the CPU twin of the flash kernels):
 //   only each row's log-sum-exp (B,H,T); backward recomputes the probabilities.
+// Incremental decoding (src/generate.h) keeps every layer's keys and values in a cache:
+// kv_cache_write stores positions into it, attention_decode runs one query against it.
 // Both run the same block code below, so they differ only where backward rebuilds a
 // probability as exp(s - lse) instead of reading the stored exp(s - max) / sum.
 //
@@ -191,6 +193,43 @@ void attention_backward_lse(Real* dqkv, const Real* dout, const Real* qkv, const
                 }
                 block_backward<Real, Gemm>(dqkv, dsc, p, T, dout, qkv, b, h, t0, t1, T, C, H);
             }
+        }
+    }
+}
+
+// The KV cache of one layer: kc, vc (B, cap, C), position t of row b at (b, t). Stores the keys
+// and values of qkv (B,T,3C) (after RoPE: as attention reads them) at positions [pos, pos + T).
+template <class Real>
+void kv_cache_write(Real* kc, Real* vc, const Real* qkv, int B, int T, int C, int pos, int cap) {
+#pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        const Real* k = qkv + (size_t)bt * 3 * C + C;
+        const size_t at = ((size_t)(bt / T) * cap + pos + bt % T) * C;
+        std::copy_n(k, C, kc + at);
+        std::copy_n(k + C, C, vc + at);
+    }
+}
+
+// out (B,C) <- attention of one query per row, the q of qkv (B,1,3C) at position n - 1, over the
+// n cached keys and values [0, n) of kc, vc (B, cap, C): the last row of attention_forward over
+// those n positions, ALiBi's bias -slopes[h] (n - 1 - j) included.
+template <class Real, class Gemm = Blas>
+void attention_decode(Real* out, const Real* qkv, const Real* kc, const Real* vc, int B, int n, int cap, int C, int H,
+                      const Real* slopes = nullptr) {
+    const int D = C / H;
+#pragma omp parallel
+    {
+        Real* p = block_scratch<Real>(0, (size_t)n);
+#pragma omp for
+        for (int bh = 0; bh < B * H; bh++) {
+            const int b = bh / H, h = bh % H;
+            const size_t kv0 = (size_t)b * cap * C + h * D;  // key 0 of head h
+            Gemm::gemm(false, true, 1, n, D, Real(1) / std::sqrt(Real(D)), qkv + (size_t)b * 3 * C + h * D, 3 * C,
+                       kc + kv0, C, Real(0), p, n);
+            if (slopes)
+                for (int j = 0; j < n; j++) p[j] -= slopes[h] * Real(n - 1 - j);
+            softmax_row(p, n - 1, n);
+            Gemm::gemm(false, false, 1, D, n, Real(1), p, n, vc + kv0, C, Real(0), out + (size_t)b * C + h * D, C);
         }
     }
 }
