@@ -942,13 +942,121 @@ void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Ac
     cudaCheckLaunch();
 }
 
+// ---- incremental decoding (src/generate.h): the KV cache and one query against it ----
+
+namespace {
+
+constexpr int kDecodeThreads = 256;  // per (b, h); also the largest head size taken
+constexpr int kDecodeKeys = 1024;    // keys per chunk of scores in shared memory
+
+// (B*T*C) threads: position pos + t of row b of kc and vc (B, cap, C) <- the k and v of row (b,t)
+// of qkv (B,T,3C).
+template <class X>
+__global__ void kv_cache_write_kernel(X* __restrict__ kc, X* __restrict__ vc, const X* __restrict__ qkv, int T, int C,
+                                      int pos, int cap, size_t n) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const size_t bt = i / C, c = i % C, at = ((bt / T) * cap + pos + bt % T) * C + c;
+    kc[at] = qkv[bt * 3 * C + C + c];
+    vc[at] = qkv[bt * 3 * C + 2 * C + c];
+}
+
+// The max over the block, as block_sum (common.cuh): every thread gets it; shared holds 32.
+__device__ inline float block_max(float v, float* shared) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    v = warp_max(v);
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    float r = lane < nwarps ? shared[lane] : -INFINITY;
+    r = warp_max(r);
+    __syncthreads();
+    return r;
+}
+
+// One block per (b, h): the query of qkv (B,1,3C) against the n cached keys of kc, vc (B, cap, C),
+// the query at position n - 1. The keys go in chunks of kDecodeKeys: one thread per key writes
+// its score to shared memory, the block takes the chunk's max and sum of exps (the running ones
+// rescaled, an online softmax), then G = blockDim / D groups of D threads each sum every G-th
+// key's p v into one channel, the groups folded in order at the end.
+template <class X>
+__global__ void __launch_bounds__(kDecodeThreads)
+    attention_decode_kernel(X* __restrict__ out, const X* __restrict__ qkv, const X* __restrict__ kc,
+                            const X* __restrict__ vc, const float* __restrict__ slopes, int n, int cap, int C, int H,
+                            float scale) {
+    __shared__ float q[kDecodeThreads], p[kDecodeKeys], part[kDecodeThreads], red[32];
+    const int b = blockIdx.x / H, h = blockIdx.x % H, D = C / H, tid = threadIdx.x;
+    const int G = blockDim.x / D, g = tid / D, d = tid % D;  // this thread's group and channel
+    const X *k0 = kc + (size_t)b * cap * C + h * D, *v0 = vc + (size_t)b * cap * C + h * D;
+    for (int e = tid; e < D; e += blockDim.x) q[e] = f32(qkv[(size_t)b * 3 * C + h * D + e]);
+    __syncthreads();
+    float m = -INFINITY, s = 0.0f, acc = 0.0f;  // m, s: the same in every thread
+    for (int j0 = 0; j0 < n; j0 += kDecodeKeys) {
+        const int nk = min(kDecodeKeys, n - j0);
+        float cmax = -INFINITY;
+        for (int j = tid; j < nk; j += blockDim.x) {
+            const X* k = k0 + (size_t)(j0 + j) * C;
+            float dot = 0.0f;
+            for (int e = 0; e < D; e++) dot += q[e] * f32(k[e]);
+            float x = dot * scale;
+            if (slopes) x = alibi(x, slopes[h], n - 1, j0 + j);
+            p[j] = x;
+            cmax = fmaxf(cmax, x);
+        }
+        const float mnew = fmaxf(m, block_max(cmax, red)), f = expf(m - mnew);  // f = 0 on the first chunk
+        float csum = 0.0f;
+        for (int j = tid; j < nk; j += blockDim.x) csum += p[j] = expf(p[j] - mnew);
+        s = s * f + block_sum(csum, red);  // its barrier makes every p visible
+        m = mnew;
+        if (g < G) {
+            acc *= f;
+            for (int j = g; j < nk; j += G) acc += p[j] * f32(v0[(size_t)(j0 + j) * C + d]);
+        }
+        __syncthreads();  // p is read before the next chunk writes it
+    }
+    if (g < G) part[tid] = acc;
+    __syncthreads();
+    if (tid < D) {
+        float o = 0.0f;
+        for (int k = 0; k < G; k++) o += part[k * D + tid];
+        out[(size_t)b * C + h * D + tid] = from_f32<X>(o / s);
+    }
+}
+
+}  // namespace
+
+// kc, vc (B, cap, C): positions [pos, pos + T) of each row <- the keys and values of qkv (B,T,3C)
+template <class Act>
+void kv_cache_write(Act* kc, Act* vc, const Act* qkv, int B, int T, int C, int pos, int cap, cudaStream_t stream) {
+    const size_t n = (size_t)B * T * C;
+    if (n == 0) return;
+    kv_cache_write_kernel<dev_t<Act>><<<grid_for(n, 256), 256, 0, stream>>>(dev(kc), dev(vc), dev(qkv), T, C, pos, cap, n);
+    cudaCheckLaunch();
+}
+
+// out (B,C): the query of qkv (B,1,3C) at position n - 1 against the n cached positions of kc, vc
+// (B, cap, C); slopes (H,) or null. Head sizes up to kDecodeThreads.
+template <class Act>
+void attention_decode(Act* out, const Act* qkv, const Act* kc, const Act* vc, int B, int n, int cap, int C, int H,
+                      const float* slopes, cudaStream_t stream) {
+    if (B <= 0 || n <= 0 || C <= 0) return;
+    if (C / H > kDecodeThreads)
+        throw std::runtime_error("attention_decode: head size " + std::to_string(C / H) + " is over " +
+                                 std::to_string(kDecodeThreads));
+    attention_decode_kernel<dev_t<Act>><<<(unsigned)(B * H), kDecodeThreads, 0, stream>>>(
+        dev(out), dev(qkv), dev(kc), dev(vc), slopes, n, cap, C, H, 1.0f / sqrtf((float)(C / H)));
+    cudaCheckLaunch();
+}
+
 #define INSTANTIATE(Act)                                                                                     \
     template void attention_forward(Act*, Act*, const Act*, int, int, int, int, const float*, cudaStream_t);       \
     template void attention_backward(Act*, Act*, const Act*, const Act*, const Act*, int, int, int, int, const float*, \
                                      cudaStream_t);                                                               \
     template void attention_forward_lse(Act*, float*, const Act*, int, int, int, int, const float*, cudaStream_t); \
     template void attention_backward_lse(Act*, const Act*, const Act*, const Act*, const float*, int, int, int, int, \
-                                         const float*, cudaStream_t);
+                                         const float*, cudaStream_t);                \
+    template void kv_cache_write(Act*, Act*, const Act*, int, int, int, int, int, cudaStream_t);                      \
+    template void attention_decode(Act*, const Act*, const Act*, const Act*, int, int, int, int, int, const float*,   \
+                                   cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

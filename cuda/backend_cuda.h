@@ -128,6 +128,14 @@ void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, i
 template <class Act>
 void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T, int C,
                             int H, const float* slopes, cudaStream_t stream);
+// Incremental decoding (src/generate.h): kv_cache_write stores the keys and values of qkv (B,T,3C)
+// at positions [pos, pos + T) of the cache kc, vc (B, cap, C); attention_decode runs the one query
+// of qkv (B,1,3C), at position n - 1, against the cache's first n positions into out (B,C).
+template <class Act>
+void kv_cache_write(Act* kc, Act* vc, const Act* qkv, int B, int T, int C, int pos, int cap, cudaStream_t stream);
+template <class Act>
+void attention_decode(Act* out, const Act* qkv, const Act* kc, const Act* vc, int B, int n, int cap, int C, int H,
+                      const float* slopes, cudaStream_t stream);
 // Whether the flash kernels take head size D; the check throws, listing the sizes they take
 // (the launchers call it, and the trainer before it starts).
 bool flash_supports_head_size(int D);
@@ -335,6 +343,15 @@ struct CudaBackend {
     static void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B,
                                        int T, int C, int H, const float* slopes) {
         gpu::attention_backward_lse(dqkv, dout, qkv, out, lse, B, T, C, H, slopes, gpu::main_stream());
+    }
+    template <class Act>
+    static void kv_cache_write(Act* kc, Act* vc, const Act* qkv, int B, int T, int C, int pos, int cap) {
+        gpu::kv_cache_write(kc, vc, qkv, B, T, C, pos, cap, gpu::main_stream());
+    }
+    template <class Act>
+    static void attention_decode(Act* out, const Act* qkv, const Act* kc, const Act* vc, int B, int n, int cap, int C,
+                                 int H, const float* slopes) {
+        gpu::attention_decode(out, qkv, kc, vc, B, n, cap, C, H, slopes, gpu::main_stream());
     }
     template <class Act>
     static void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C) {

@@ -9,6 +9,7 @@
 
 #include "generate.h"
 #include "model.h"
+#include "testlib.h"
 
 // One AdamW step of g with the scalars given here (t is 1-based, gscale the clip factor).
 // decay_all: every tensor decays, else only matrices.
@@ -61,4 +62,49 @@ inline std::string gen_diff(const GenRun& a, const GenRun& b, double tol) {
                    std::to_string(mx) + ")";
     }
     return "";
+}
+
+// Greedy decoding's options.
+inline GenOptions greedy() {
+    GenOptions o;
+    o.temperature = 0;
+    return o;
+}
+
+// The generation tests' tiny model of scheme pos, and its weights: drawn with seed and tripled,
+// for peaked logits, so that greedy decoding follows the text rather than near-ties.
+inline ModelConfig gen_config(Pos pos, bool flash) {
+    ModelConfig mc;
+    mc.pos = pos, mc.flash = flash;
+    mc.L = 2, mc.H = 2, mc.C = 16, mc.V = 37, mc.maxT = 32;
+    return mc;
+}
+template <class BK>
+void gen_weights(GPT<BK>& m, uint64_t seed) {
+    m.init(seed);
+    auto p = m.get(m.params);
+    for (auto& x : p) x *= 3;
+    m.set_params(p);
+}
+
+// Runs of n tokens after a prompt of `prompt` tokens through a window W (o: the sampling), on
+// backend A with the KV cache and on B with it or not (cache_b), compared at every step (gen_diff);
+// each must have slid its window once when the text outgrew it.
+template <class A, class B>
+std::string gen_compare(const ModelConfig& mc, int prompt, int W, int n, double tol, GenOptions o, bool cache_b) {
+    GPT<A> a(mc);
+    GPT<B> b(mc);
+    gen_weights(a, 7), gen_weights(b, 7);
+    o.tokens = n, o.window = W;
+    Rng r(11 + (int)mc.pos);
+    const auto p = randint(prompt, mc.V, r);
+    o.cache = true;
+    GenRun ra = gen_run(a, p, o, 5);
+    o.cache = cache_b;
+    GenRun rb = gen_run(b, p, o, 5);
+    std::string why = gen_diff(ra, rb, tol);
+    const int slides = prompt + n - 1 > W ? 1 : 0;  // the last token needs no forward pass
+    if (why.empty() && ra.slides != slides)
+        why = "the window slid " + std::to_string(ra.slides) + " times, not " + std::to_string(slides);
+    return why;
 }

@@ -15,45 +15,10 @@
 
 namespace {
 
-// A tiny model of scheme pos, its weights drawn with seed and tripled: peaked logits, so that
-// greedy decoding follows the text rather than ties.
-template <class BK>
-void tiny_model(GPT<BK>& m, uint64_t seed) {
-    m.init(seed);
-    auto p = m.get(m.params);
-    for (auto& x : p) x *= 3;
-    m.set_params(p);
-}
-ModelConfig tiny_config(Pos pos, bool flash) {
-    ModelConfig mc;
-    mc.pos = pos, mc.flash = flash;
-    mc.L = 2, mc.H = 2, mc.C = 16, mc.V = 37, mc.maxT = 32;
-    return mc;
-}
-std::vector<int> prompt_of(int n, int V, uint64_t seed) {
-    Rng r(seed);
-    return randint(n, V, r);
-}
-
-// Greedy runs with and without the cache (prompt of `prompt` tokens, window W, n tokens),
-// compared at every step; slides: how often the window must have slid.
+// Greedy (unless o says otherwise) runs with and without the cache on the CPU in Real.
 template <class Real>
-std::string cache_vs_recompute(Pos pos, bool flash, int prompt, int W, int n, double tol, GenOptions o = {}) {
-    const ModelConfig mc = tiny_config(pos, flash);
-    GPT<CpuBackend<Real>> a(mc), b(mc);
-    tiny_model(a, 7), tiny_model(b, 7);
-    o.tokens = n, o.window = W;
-    if (o.temperature == 1.0 && o.top_k == 40) o.temperature = 0;  // greedy unless asked otherwise
-    const auto p = prompt_of(prompt, mc.V, 11 + (int)pos);
-    o.cache = true;
-    GenRun cached = gen_run(a, p, o, 5);
-    o.cache = false;
-    GenRun full = gen_run(b, p, o, 5);
-    std::string why = gen_diff(cached, full, tol);
-    const int slides = prompt + n - 1 > W ? 1 : 0;  // the last token needs no forward pass
-    if (why.empty() && cached.slides != slides)
-        why = "the window slid " + std::to_string(cached.slides) + " times, not " + std::to_string(slides);
-    return why;
+std::string cache_vs_recompute(Pos pos, bool flash, int prompt, int W, int n, double tol, GenOptions o = greedy()) {
+    return gen_compare<CpuBackend<Real>, CpuBackend<Real>>(gen_config(pos, flash), prompt, W, n, tol, o, false);
 }
 
 // attention_decode's output for the last of n positions = attention_forward's last row, over the
@@ -89,7 +54,7 @@ std::string test_attention_decode_op() {
 // the window.
 void test_bad_windows() {
     GenOptions o;
-    ModelConfig mc = tiny_config(Pos::learned, false);
+    ModelConfig mc = gen_config(Pos::learned, false);
     o.window = mc.maxT + 1;
     expect_error("generate_learned_window_past_max_seq_len", [&] { gen_window(mc, o); }, "max_seq_len 32");
     GPT<CpuBackend<float>> m(mc);
@@ -99,7 +64,7 @@ void test_bad_windows() {
     GenStats st;
     expect_error(
         "generate_prompt_longer_than_window",
-        [&] { generate(m, prompt_of(9, mc.V, 1), o, rng, [](int, const auto&) {}, [] {}, st); },
+        [&] { generate(m, std::vector<int>(9, 1), o, rng, [](int, const auto&) {}, [] {}, st); },
         "the prompt has 9 tokens, more than the context of 8");
 }
 
@@ -124,7 +89,7 @@ int main(int argc, char** argv) {
                      [p] { return cache_vs_recompute<float>(p, false, 32, 32, 8, 1e-4); }, false});
         t.push_back({"generate_sampled_" + n,
                      [p] {
-                         GenOptions o;
+                         GenOptions o;  // seeded sampling: the same draws from the same logits
                          o.temperature = 0.8, o.top_k = 10;
                          return cache_vs_recompute<float>(p, false, 3, 32, 80, 1e-4, o);
                      },
