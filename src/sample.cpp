@@ -4,7 +4,8 @@
 // (attention_json).
 //   build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt TEXT | --prompt_ids "464 3290"]
 //                [--tokens 64] [--temperature 1.0] [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]
-//                [--num_samples 1] [--context N] [--no_cache] [--attention FILE.json]
+//                [--num_samples 1] [--context N] [--no_cache] [--device cpu|cuda] [--precision fp32|bf16]
+//                [--attention FILE.json]
 // --prompt is encoded as data/gpt2_tokenizer.py encode TEXT does (src/gpt2_encoder.h), with the
 // vocab.bpe beside encoder.json; --prompt_ids takes the ids themselves.
 #include <sys/stat.h>
@@ -26,6 +27,9 @@
 #include "generate.h"
 #include "gpt2_decoder.h"
 #include "gpt2_encoder.h"
+#ifdef HAVE_CUDA
+#include "backend_cuda.h"
+#endif
 
 using json = nlohmann::json;
 
@@ -92,6 +96,47 @@ static std::string attention_json(const std::string& checkpoint, const std::stri
     return s + "]}\n";
 }
 
+// Samples `samples` texts after the prompt on backend BK, each printed as it comes (decoded with
+// decoder, or ids), one after another from one RNG; returns the speed over all of them.
+template <class BK>
+GenStats sample_with(const ModelConfig& mc, const std::vector<float>& weights, const std::vector<int>& prompt,
+                     const GenOptions& go, int samples, uint64_t seed, const GPT2Decoder* decoder) {
+    GPT<BK> model(mc);
+    model.set_params(weights);
+    auto print = [&](const std::vector<int>& ids, bool first) {
+        if (decoder) {
+            const std::string s = decoder->decode(ids);
+            fwrite(s.data(), 1, s.size(), stdout);
+        } else {
+            for (size_t i = 0; i < ids.size(); i++) printf(first && i == 0 ? "%d" : " %d", ids[i]);
+        }
+        fflush(stdout);
+    };
+    Rng rng(seed);
+    GenStats st;
+    bool said = false;
+    const int window = gen_window(mc, go);
+    for (int s = 0; s < samples; s++) {
+        if (samples > 1) printf("--- sample %d of %d ---\n", s + 1, samples);
+        print(prompt, true);
+        generate(
+            model, prompt, go, rng, [&](int id, const auto&) { print({id}, false); },
+            [&] {
+                if (said) return;
+                said = true;
+                fflush(stdout);
+                fprintf(stderr,
+                        "note: the text is longer than the context of %d tokens: the window slides, each further "
+                        "token from a forward pass over the last %d\n",
+                        window, window);
+            },
+            st);
+        printf("\n");
+    }
+    fflush(stdout);
+    return st;
+}
+
 int main(int argc, char** argv) {
     setup_process(argv);
     try {
@@ -105,6 +150,8 @@ int main(int argc, char** argv) {
                                                   {"encoder_json", "data/gpt2/encoder.json"},
                                                   {"num_samples", "1"},
                                                   {"context", "0"},
+                                                  {"device", "cpu"},
+                                                  {"precision", "fp32"},
                                                   {"attention", ""}};
         bool no_cache = false;
         std::set<std::string> given;
@@ -115,7 +162,8 @@ int main(int argc, char** argv) {
                     "usage: build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors\n"
                     "                    [--prompt TEXT | --prompt_ids 464,3290] [--tokens 64] [--temperature 1.0]\n"
                     "                    [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]\n"
-                    "                    [--num_samples 1] [--context N] [--no_cache]\n"
+                    "                    [--num_samples 1] [--context N] [--no_cache] [--device cpu|cuda]\n"
+                    "                    [--precision fp32|bf16]\n"
                     "       build/sample --checkpoint ... [--prompt TEXT | --prompt_ids 464,3290] --attention FILE\n"
                     "--prompt TEXT is encoded with GPT-2's BPE (encoder.json and the vocab.bpe beside it); without\n"
                     "a prompt the text starts from <|endoftext|>. temperature 0 = greedy; top_k 0 = whole\n"
@@ -123,7 +171,8 @@ int main(int argc, char** argv) {
                     "line of the speed (stderr). --num_samples N: N samples, one after another. --context N: the\n"
                     "longest context the model sees (default max_seq_len; with learned positions at most that);\n"
                     "past it the window slides, each token from the last N. --no_cache: the whole window's\n"
-                    "forward pass for every token instead of the KV cache (same tokens, slower).\n"
+                    "forward pass for every token instead of the KV cache (same tokens, slower). --device cuda:\n"
+                    "on the GPU (a build with nvcc), with --precision bf16 in bf16 activations.\n"
                     "--attention FILE generates nothing: it\n"
                     "writes the attention probabilities of every layer and head over the prompt (at most\n"
                     "max_seq_len tokens) to FILE, JSON with the ids and the scheme (MODEL.md, Attention maps).\n");
@@ -144,11 +193,27 @@ int main(int argc, char** argv) {
             throw std::runtime_error("--prompt and --prompt_ids both give the prompt: use one of them");
         const bool maps = given.count("attention");
         if (maps && opt["attention"].empty()) throw std::runtime_error("--attention is empty: give the file to write");
-        for (const char* k : {"tokens", "temperature", "top_k", "seed", "num_samples", "context"})
+        for (const char* k :
+             {"tokens", "temperature", "top_k", "seed", "num_samples", "context", "device", "precision"})
             if (maps && given.count(k))
                 throw std::runtime_error(std::string("--attention generates nothing: leave out --") + k);
         if (maps && no_cache) throw std::runtime_error("--attention generates nothing: leave out --no_cache");
         // every argument is checked before the model is loaded
+        if (opt["device"] != "cpu" && opt["device"] != "cuda")
+            throw std::runtime_error("--device must be cpu or cuda, got '" + opt["device"] + "'");
+        if (opt["precision"] != "fp32" && opt["precision"] != "bf16")
+            throw std::runtime_error("--precision must be fp32 or bf16, got '" + opt["precision"] + "'");
+        const bool cuda = opt["device"] == "cuda", bf16 = opt["precision"] == "bf16";
+        if (bf16 && !cuda) throw std::runtime_error("--precision bf16 needs --device cuda");
+#ifdef HAVE_CUDA
+        if (cuda) {
+            const CudaBackend::DeviceCheck d = CudaBackend::check_device();
+            if (d.state != CudaBackend::DeviceCheck::Usable) throw std::runtime_error("--device cuda: " + d.why);
+        }
+#else
+        if (cuda)
+            throw std::runtime_error("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
+#endif
         auto positive = [&](const char* k) {  // a count from 1 to 2^20
             const std::string flag = std::string("--") + k;
             const long long v = parse_int_arg(opt[k], flag, INT_MIN, 1 << 20);
@@ -209,10 +274,15 @@ int main(int argc, char** argv) {
         }
         // --attention: the cublas mode, which keeps every layer's probabilities in the training activations
         if (maps) mc.flash = false;
+#ifdef HAVE_CUDA
+        // the flash kernels take some head sizes; the cublas attention computes the same for the others
+        if (cuda && mc.flash && !gpu::flash_supports_head_size(mc.C / mc.H)) mc.flash = false;
+#endif
         const int T = maps ? (int)prompt.size() : std::min<int>(window, (int)prompt.size() + go.tokens);
-        check_host_memory(mc, 1, T, maps,
-                          "a window of " + std::to_string(T) +
-                              (maps ? " tokens (the prompt)" : " tokens (the prompt and --tokens)"));
+        if (!cuda)  // host memory for the CPU's activations
+            check_host_memory(mc, 1, T, maps,
+                              "a window of " + std::to_string(T) +
+                                  (maps ? " tokens (the prompt)" : " tokens (the prompt and --tokens)"));
         // the whole checkpoint is checked before the vocabulary is opened (--prompt's, opened with
         // the arguments, gives errors, not notes): a malformed one gives its error alone, without
         // a note about encoder.json before it
@@ -220,48 +290,27 @@ int main(int argc, char** argv) {
         // a broken encoder.json fails before the work (--attention decodes nothing)
         std::unique_ptr<GPT2Decoder> opened = encoder || maps ? nullptr : open_decoder(opt["encoder_json"], mc.V);
         const GPT2Decoder* decoder = encoder ? &encoder->vocab() : opened.get();
-        GPT<CpuBackend<float>> model(mc);
-        model.set_params(weights);
         if (maps) {
+            GPT<CpuBackend<float>> model(mc);
+            model.set_params(weights);
             const int T = (int)prompt.size();
             std::vector<float> att = model.attention_maps(prompt.data(), 1, T);  // (L,1,H,T,T)
             write_text_file_atomic(opt["attention"], attention_json(f.path, pos_name(mc.pos), prompt, att, mc.L, mc.H));
             printf("attention: %s, (L %d, H %d, T %d) over the prompt\n", opt["attention"].c_str(), mc.L, mc.H, T);
             return 0;
         }
-        // the text as it comes: the decoded bytes of each token, or the ids
-        auto print = [&](const std::vector<int>& ids, bool first) {
-            if (decoder) {
-                const std::string s = decoder->decode(ids);
-                fwrite(s.data(), 1, s.size(), stdout);
-            } else {
-                for (size_t i = 0; i < ids.size(); i++) printf(first && i == 0 ? "%d" : " %d", ids[i]);
-            }
-            fflush(stdout);
-        };
-        Rng rng(seed);
         GenStats st;
-        bool said = false;
-        for (int s = 0; s < samples; s++) {
-            if (samples > 1) printf("--- sample %d of %d ---\n", s + 1, samples);
-            print(prompt, true);
-            generate(model, prompt, go, rng, [&](int id, const auto&) { print({id}, false); },
-                     [&] {
-                         if (said) return;
-                         said = true;
-                         fflush(stdout);
-                         fprintf(stderr,
-                                 "note: the text is longer than the context of %d tokens: the window slides, each "
-                                 "further token from a forward pass over the last %d\n",
-                                 window, window);
-                     },
-                     st);
-            printf("\n");
-        }
-        fflush(stdout);
-        fprintf(stderr, "speed: prefill %zu tokens at %.0f tokens/s, generation %zu tokens at %.1f tokens/s (%s)\n",
+#ifdef HAVE_CUDA
+        if (cuda)
+            st = bf16 ? sample_with<CudaBackendBf16>(mc, weights, prompt, go, samples, seed, decoder)
+                      : sample_with<CudaBackend>(mc, weights, prompt, go, samples, seed, decoder);
+        else
+#endif
+            st = sample_with<CpuBackend<float>>(mc, weights, prompt, go, samples, seed, decoder);
+        fprintf(stderr, "speed: prefill %zu tokens at %.0f tokens/s, generation %zu tokens at %.1f tokens/s (%s, %s)\n",
                 st.prefill_tokens, st.prefill_tokens / std::max(st.prefill_s, 1e-9), st.tokens,
-                st.tokens / std::max(st.generate_s, 1e-9), go.cache ? "KV cache" : "full recompute");
+                st.tokens / std::max(st.generate_s, 1e-9), go.cache ? "KV cache" : "full recompute",
+                cuda ? (bf16 ? "cuda bf16" : "cuda") : "cpu");
         return 0;
     } catch (const std::exception& e) {
         fprintf(stderr, "error: %s\n", e.what());

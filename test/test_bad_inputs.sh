@@ -252,6 +252,12 @@ expect_only_error sample_tokens_negative "^error: --tokens must be at least 1, g
 expect_only_error sample_num_samples_zero "^error: --num_samples must be at least 1, got 0$" -- \
   "$SAMPLE" --checkpoint "$ck" --num_samples 0
 expect_only_error sample_context_zero "^error: --context must be at least 1, got 0$" -- "$SAMPLE" --checkpoint "$ck" --context 0
+expect_only_error sample_device_unknown "^error: --device must be cpu or cuda, got 'gpu'$" -- "$SAMPLE" --checkpoint "$ck" --device gpu
+expect_only_error sample_precision_unknown "^error: --precision must be fp32 or bf16, got 'fp16'$" -- \
+  "$SAMPLE" --checkpoint "$ck" --precision fp16
+expect_only_error sample_bf16_on_cpu "^error: --precision bf16 needs --device cuda$" -- "$SAMPLE" --checkpoint "$ck" --precision bf16
+# without a CUDA backend, or without a GPU it can use: what is missing
+expect_only_error sample_cuda_not_here "^error: --device cuda: " -- "$SAMPLE" --checkpoint "$ck" --device cuda
 expect_only_error sample_no_cache_with_attention "^error: --attention generates nothing: leave out --no_cache$" -- \
   "$SAMPLE" --checkpoint "$ck" --no_cache --attention "$tmp/a.json"
 # learned positions (max_seq_len 16): no row past max_seq_len for the context or the prompt; the
