@@ -42,13 +42,13 @@ inline int gen_window(const ModelConfig& m, const GenOptions& o) {
 // softmax of the top_k largest over temperature. Ties go to the lower id.
 template <class Real>
 int pick_token(const std::vector<Real>& row, double temperature, int top_k, Rng& rng) {
+    if (temperature <= 0) return (int)(std::max_element(row.begin(), row.end()) - row.begin());  // the first largest
     const int V = (int)row.size();
     std::vector<int> order(V);
     for (int v = 0; v < V; v++) order[v] = v;
     const int k = top_k > 0 && top_k < V ? top_k : V;
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-    if (temperature <= 0) return order[0];
     std::vector<double> p(k);
     double sum = 0;
     for (int j = 0; j < k; j++) sum += p[j] = std::exp((row[order[j]] - row[order[0]]) / temperature);

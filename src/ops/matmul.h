@@ -9,14 +9,21 @@
 namespace cpu {
 
 #ifndef NO_CBLAS
-// C (M,N) = alpha * op(A) op(B) + beta * C, row-major
+// C (M,N) = alpha * op(A) op(B) + beta * C, row-major. One row (M = 1: a generated token's
+// products) goes to GEMV: GEMM would pack all of B for it (the LM head's 25 MB per token).
 inline void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
                  float beta, float* Cm, int ldc) {
+    if (M == 1)  // c = op(B)^T a, a's elements lda apart when A is transposed
+        return cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, tb ? N : K, tb ? K : N, alpha, B, ldb, A,
+                           ta ? lda : 1, beta, Cm, 1);
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
                 B, ldb, beta, Cm, ldc);
 }
 inline void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
                  int ldb, double beta, double* Cm, int ldc) {
+    if (M == 1)
+        return cblas_dgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, tb ? N : K, tb ? K : N, alpha, B, ldb, A,
+                           ta ? lda : 1, beta, Cm, 1);
     cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
                 B, ldb, beta, Cm, ldc);
 }
