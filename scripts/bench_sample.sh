@@ -9,12 +9,12 @@
 # run: the prompt is the window less those tokens. Both from build/sample's speed line, one after
 # the other in the same run. Writes a Markdown table with the command, machine, load and commit.
 #
-# usage: scripts/bench_sample.sh [--out scripts/results/bench_sample.md] [--recompute_tokens 8]
+# usage: scripts/bench_sample.sh [--out scripts/results/bench_sample.md] [--recompute_tokens 4]
 # Environment: TRAIN and SAMPLE (default build/train, build/sample).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=scripts/results/bench_sample.md
-K=8
+K=4
 while [ $# -gt 0 ]; do
   case $1 in
     --out) OUT=$2; shift 2 ;;
