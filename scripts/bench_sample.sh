@@ -4,10 +4,11 @@
 # (learned: C=768, L=12, H=12), both with max_seq_len 1024, generating 256 and 1,024 tokens after
 # a one-token prompt, greedy, on randomly initialised weights (speed does not depend on them).
 # The cache's number is the whole run's (its steps grow with the context). The full recompute runs
-# one forward pass over a fixed window (the prompt and the tokens: 257 or 1,025 - 1 positions) for
-# every token, the same work at every step, so it is timed over the last --recompute_tokens of such a
-# run: the prompt is the window less those tokens. Both from build/sample's speed line, one after
-# the other in the same run. Writes a Markdown table with the command, machine, load and commit.
+# one forward pass over a fixed window (the prompt and the tokens: 257 or 1,024 positions) for
+# every token, the same work at every step, so it is timed over a short run that fills that
+# window: a prompt of the window less --recompute_tokens, then those tokens (the first from the
+# prefill). Both from build/sample's speed line, one after the other in the same run. Writes a
+# Markdown table with the command, machine, load and commit.
 #
 # usage: scripts/bench_sample.sh [--out scripts/results/bench_sample.md] [--recompute_tokens 4]
 # Environment: TRAIN and SAMPLE (default build/train, build/sample).
@@ -19,11 +20,12 @@ while [ $# -gt 0 ]; do
   case $1 in
     --out) OUT=$2; shift 2 ;;
     --recompute_tokens) K=$2; shift 2 ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown option '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
-[[ $K =~ ^[1-9][0-9]*$ ]] || { echo "error: --recompute_tokens must be a positive integer, got '$K'" >&2; exit 1; }
+[[ $K =~ ^[1-9][0-9]*$ ]] && [ "$K" -ge 2 ] ||
+  { echo "error: --recompute_tokens must be an integer of at least 2, got '$K'" >&2; exit 1; }
 TRAIN=${TRAIN:-build/train}
 SAMPLE=${SAMPLE:-build/sample}
 for b in "$TRAIN" "$SAMPLE"; do
@@ -76,7 +78,10 @@ load_after=$(uptime | sed 's/.*load average: //')
   echo
   echo "Generation tokens/s of \`build/sample\` (greedy, one-token prompt, randomly initialised weights,"
   echo "max_seq_len 1024) with the KV cache (the whole run) and with \`--no_cache\` (one forward pass over"
-  echo "the whole window per token, timed over the last $K tokens of a run of that window)."
+  echo "the whole window per token, timed over the $((K - 1)) tokens after the first of a $K-token run that"
+  echo "fills the window). Each number is one run, the two of a row a few minutes apart: with other jobs"
+  echo "on the machine (the load below, on $(nproc) cores) each had a share of the cores that changed from"
+  echo "run to run, so a row's ratio is as uncertain as that share."
   echo
   echo "| model | tokens | KV cache (tokens/s) | full recompute (tokens/s) | speed-up |"
   echo "|---|---:|---:|---:|---:|"
