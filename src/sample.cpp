@@ -193,10 +193,12 @@ int main(int argc, char** argv) {
             throw std::runtime_error("--prompt and --prompt_ids both give the prompt: use one of them");
         const bool maps = given.count("attention");
         if (maps && opt["attention"].empty()) throw std::runtime_error("--attention is empty: give the file to write");
-        for (const char* k :
-             {"tokens", "temperature", "top_k", "seed", "num_samples", "context", "device", "precision"})
+        for (const char* k : {"tokens", "temperature", "top_k", "seed", "num_samples", "context"})
             if (maps && given.count(k))
                 throw std::runtime_error(std::string("--attention generates nothing: leave out --") + k);
+        for (const char* k : {"device", "precision"})
+            if (maps && given.count(k))
+                throw std::runtime_error(std::string("--attention computes on the CPU: leave out --") + k);
         if (maps && no_cache) throw std::runtime_error("--attention generates nothing: leave out --no_cache");
         // every argument is checked before the model is loaded
         if (opt["device"] != "cpu" && opt["device"] != "cuda")

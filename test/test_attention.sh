@@ -88,7 +88,7 @@ expect_only_error sample_attention_generates_nothing "^error: --attention genera
   "${r[@]}" --attention "$tmp/a.json" --tokens 4
 expect_only_error sample_attention_too_long "^error: --attention: the prompt has 17 tokens, more than the model's max_seq_len 16$" -- \
   "$SAMPLE" --checkpoint "$tmp/rope" --prompt_ids "$(seq -s ' ' 0 16)" --attention "$tmp/a.json"
-expect_only_error sample_cpu_only "^error: unknown argument '--device' \(see --help\)$" -- \
+expect_only_error sample_attention_cpu_only "^error: --attention computes on the CPU: leave out --device$" -- \
   "${r[@]}" --attention "$tmp/a.json" --device cuda
 [ ! -e "$tmp/a.json" ] && pass sample_attention_nothing_written_on_error || fail sample_attention_nothing_written_on_error "$tmp/a.json exists"
 
