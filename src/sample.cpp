@@ -173,9 +173,9 @@ int main(int argc, char** argv) {
                     "past it the window slides, each token from the last N. --no_cache: the whole window's\n"
                     "forward pass for every token instead of the KV cache (same tokens, slower). --device cuda:\n"
                     "on the GPU (a build with nvcc), with --precision bf16 in bf16 activations.\n"
-                    "--attention FILE generates nothing: it\n"
-                    "writes the attention probabilities of every layer and head over the prompt (at most\n"
-                    "max_seq_len tokens) to FILE, JSON with the ids and the scheme (MODEL.md, Attention maps).\n");
+                    "--attention FILE generates nothing: it writes the attention probabilities of every layer\n"
+                    "and head over the prompt (at most max_seq_len tokens) to FILE, JSON with the ids and the\n"
+                    "scheme (MODEL.md, Attention maps).\n");
                 return 0;
             }
             if (a == "--no_cache") {
