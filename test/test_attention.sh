@@ -1,7 +1,7 @@
 # build/sample --attention (the attention maps' file) and scripts/plot_attention.py on short runs
 # of the synthetic task: the file's shape, ids and scheme, probabilities that are causal rows summing
 # to 1 and equal to numpy's own layer 0 (rope and alibi: the rotation and the bias), its bad
-# inputs, and the figure of two runs.
+# inputs, and the figure of two runs; scripts/plot_decay.py on the same runs.
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
 SAMPLE=${SAMPLE:-build/sample}
@@ -106,4 +106,12 @@ expect_only_error plot_attention_bad_head "^error: --layer 0 --head 4: the model
 expect_fail plot_attention_layer_alone "^error: --layer and --head go together$" -- "${p[@]}" --layer 0
 expect_only_error plot_attention_no_checkpoint "^error: .*sample on $tmp/syn: no checkpoint in '$tmp/syn'" -- \
   "$PYTHON" scripts/plot_attention.py "$tmp/rope" "$tmp/syn" --data "$tmp/syn" --sample "$SAMPLE" --out "$tmp/b.png"
+
+# scripts/plot_decay.py on both run folders: sample's maps of 2 validation windows each, pooled
+out=$("$PYTHON" scripts/plot_decay.py "$tmp/rope" "$tmp/alibi" --windows 2 --sample "$SAMPLE" --out "$tmp/decay.png" 2>&1)
+if [[ $out == "decay figure: $tmp/decay.png (T 16;"* && $out == *$'\n| rope | 2 | '* && $out == *$'\n| alibi | 2 | '* ]] &&
+  [ "$(head -c 4 "$tmp/decay.png" | tail -c 3)" = PNG ]; then pass plot_decay_two_runs
+else fail plot_decay_two_runs "$out"; fi
+expect_only_error plot_decay_not_a_run "^error: cannot read the run's config $tmp/syn/config.json: " -- \
+  "$PYTHON" scripts/plot_decay.py "$tmp/rope" "$tmp/syn" --val "$tmp/syn/synthetic_val_000000.bin" --sample "$SAMPLE" --out "$tmp/b.png"
 finish
