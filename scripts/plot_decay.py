@@ -3,15 +3,16 @@
 give each query-key distance.
 
 usage: plot_decay.py INPUT... [--out decay.png] [--windows 8] [--length T] [--val SHARD]
-                     [--sample build/sample] [--head_dim 32] [--rope_base 10000] [--max_distance 1024]
+                     [--sample build/sample] [--maps_dir DIR] [--head_dim 32] [--rope_base 10000] [--max_distance 1024]
 
 Panel (a): RoFormer's relative upper bound (Su et al. 2021, section 3.4.3) against the relative
 distance r = m - n, for a head of --head_dim channels turning at θ_k = rope_base^(-2k/D):
 (2/D) Σ_{j=1}^{D/2} |S_j| with S_j = Σ_{k<j} e^{i r θ_k}; at r = 0 it is (D/2 + 1) / 2.
 
-Panel (b): each scheme's mean attention probability at distance d = query - key, over every
-layer, head and query that can see distance d (queries d … T-1), pooled over all its inputs;
-beside it the uniform causal baseline (query i giving 1/(i+1) to each key) averaged the same way.
+Panel (b): each scheme's attention at distance d = query - key relative to uniform causal
+attention: the mean of (i + 1) p(i, i - d) over every layer, head and query i that can see
+distance d (i = d … T-1), pooled over all its inputs. Query i spread evenly over its i + 1 keys
+gives 1 at every distance (the dashed line); above 1, the distance gets more than its share.
 An INPUT is a run folder, whose latest checkpoint reads --windows validation windows of --length
 tokens (evenly spaced over the shard) through `build/sample --attention`, or an attention-map
 JSON file that command wrote (MODEL.md, "Attention maps"). Inputs of the same scheme (seeds,
@@ -66,17 +67,11 @@ def read_maps(path):
 
 
 def by_distance(att):
-    """(sum of probability at each distance over layers, heads and queries, number of terms): (T,) each."""
+    """(sum over layers, heads and queries of (i + 1) p(i, i - d), number of terms): (T,) each."""
     L, H, T, _ = att.shape
-    per_query = att.reshape(L * H, T, T)
+    per_query = att.reshape(L * H, T, T) * np.arange(1, T + 1)[:, None]  # relative to uniform
     total = np.array([np.trace(per_query, offset=-d, axis1=1, axis2=2).sum() for d in range(T)])
     return total, L * H * (T - np.arange(T))
-
-
-def uniform_baseline(T):
-    """Mean of 1/(i+1) over the queries i = d … T-1 that see distance d: (T,)."""
-    inv = 1.0 / np.arange(1, T + 1)
-    return np.cumsum(inv[::-1])[::-1] / (T - np.arange(T))
 
 
 def val_windows(shard, T, n):
@@ -94,6 +89,11 @@ def gather(inputs, a):
     groups = {}
     T = None
     with tempfile.TemporaryDirectory() as tmp:
+        try:
+            if a.maps_dir:
+                os.makedirs(a.maps_dir, exist_ok=True)
+        except OSError as e:
+            raise DataError(f"cannot make --maps_dir {a.maps_dir}: {e}")
         for path in inputs:
             if os.path.isdir(path):
                 cfg = read_json(os.path.join(path, "config.json"), "the run's config")
@@ -101,7 +101,7 @@ def gather(inputs, a):
                 shard = a.val or next(iter(sorted(glob.glob(cfg["val_data"]))), None)
                 if shard is None:
                     raise DataError(f"no validation shard matches {cfg['val_data']!r} of {path} (give --val)")
-                maps = [attention(path, ids, a.sample, tmp) for ids in val_windows(shard, T, a.windows)]
+                maps = [attention(path, ids, a.sample, a.maps_dir or tmp) for ids in val_windows(shard, T, a.windows)]
                 for _, att in maps:
                     check_maps(att, path)
             elif os.path.exists(path):
@@ -124,7 +124,7 @@ COLORS = {"learned": "#1f77b4", "sinusoidal": "#ff7f0e", "rope": "#2ca02c", "cro
 
 
 def table(curves, T):
-    """Markdown: the mean probability at a few distances, and near over far (d 1–4 / d ≥ T/2)."""
+    """Markdown: attention relative to uniform at a few distances, and near over far (d 1–4 / d ≥ T/2)."""
     ds = sorted({d for d in (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if d < T} | {T - 1})
     lines = ["| scheme | maps | " + " | ".join(f"d={d}" for d in ds) + f" | d 1–4 / d {T // 2}–{T - 1} |",
              "|---|---|" + "---|" * (len(ds) + 1)]
@@ -151,14 +151,13 @@ def plot(bound_d, bound, curves, T, D, base, out):
                   f"dotted: T = {T})", fontsize=9)
     d = np.arange(1, T)
     for name, (p, n) in curves.items():
-        base_name = name.split()[0]
-        style = dict(color="black", ls="--", lw=1) if name == "uniform" else dict(color=COLORS.get(base_name))
-        ax2.plot(d, p[1:], label=name if name == "uniform" else f"{name} ({n} maps)", **style)
+        ax2.plot(d, p[1:], label=f"{name} ({n} maps)", color=COLORS.get(name))
+    ax2.axhline(1.0, color="black", ls="--", lw=1, label="uniform causal")
     ax2.set_xscale("log")
     ax2.set_yscale("log")
     ax2.set_xlabel("query - key distance d")
-    ax2.set_ylabel("mean attention probability")
-    ax2.set_title("(b) trained models: mean over layers, heads, queries ≥ d, windows", fontsize=9)
+    ax2.set_ylabel("attention relative to uniform, mean (i+1) p(i, i-d)")
+    ax2.set_title("(b) trained models: mean over layers, heads, queries i ≥ d, windows", fontsize=9)
     ax2.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
@@ -174,6 +173,8 @@ def main(argv):
     ap.add_argument("--length", type=int, help="window length (default: the first run's seq_len)")
     ap.add_argument("--val", help="validation shard (default: the first match of the run's val_data)")
     ap.add_argument("--sample", default=os.path.join(ROOT, "build", "sample"), help="the sample binary")
+    ap.add_argument("--maps_dir", help="keep the maps sample writes in this folder, to be read again as inputs "
+                    "(default: a temporary folder)")
     ap.add_argument("--head_dim", type=int, default=32, help="D of the bound (default 32)")
     ap.add_argument("--rope_base", type=float, default=10000.0, help="base of the bound (default 10000)")
     ap.add_argument("--max_distance", type=int, default=1024, help="the bound's last distance (default 1024)")
@@ -189,7 +190,6 @@ def main(argv):
     groups, T = gather(a.inputs, a)
     order = sorted(groups, key=lambda s: (ORDER.index(s) if s in ORDER else len(ORDER), s))
     curves = {s: (groups[s][0] / groups[s][1], groups[s][2]) for s in order}
-    curves["uniform"] = (uniform_baseline(T), 0)
     bound_d = np.arange(a.max_distance + 1)
     plot(bound_d, rope_bound(a.head_dim, a.rope_base, bound_d), curves, T, a.head_dim, a.rope_base, a.out)
     print(f"decay figure: {a.out} (T {T}; bound at D {a.head_dim}, base {a.rope_base:g})")

@@ -107,11 +107,16 @@ expect_fail plot_attention_layer_alone "^error: --layer and --head go together$"
 expect_only_error plot_attention_no_checkpoint "^error: .*sample on $tmp/syn: no checkpoint in '$tmp/syn'" -- \
   "$PYTHON" scripts/plot_attention.py "$tmp/rope" "$tmp/syn" --data "$tmp/syn" --sample "$SAMPLE" --out "$tmp/b.png"
 
-# scripts/plot_decay.py on both run folders: sample's maps of 2 validation windows each, pooled
-out=$("$PYTHON" scripts/plot_decay.py "$tmp/rope" "$tmp/alibi" --windows 2 --sample "$SAMPLE" --out "$tmp/decay.png" 2>&1)
+# scripts/plot_decay.py on both run folders: sample's maps of 2 validation windows each, pooled, kept
+out=$("$PYTHON" scripts/plot_decay.py "$tmp/rope" "$tmp/alibi" --windows 2 --sample "$SAMPLE" --out "$tmp/decay.png" \
+  --maps_dir "$tmp/maps" 2>&1)
 if [[ $out == "decay figure: $tmp/decay.png (T 16;"* && $out == *$'\n| rope | 2 | '* && $out == *$'\n| alibi | 2 | '* ]] &&
   [ "$(head -c 4 "$tmp/decay.png" | tail -c 3)" = PNG ]; then pass plot_decay_two_runs
 else fail plot_decay_two_runs "$out"; fi
+# the kept maps, read again, give the same table
+again=$("$PYTHON" scripts/plot_decay.py "$tmp"/maps/*.json --out "$tmp/decay2.png" 2>&1)
+[ "$(ls "$tmp/maps")" = "$(printf '%s\n' 0.json 1.json 2.json 3.json)" ] && [ "${again#*$'\n'}" = "${out#*$'\n'}" ] &&
+  pass plot_decay_kept_maps || fail plot_decay_kept_maps "$(ls "$tmp/maps") $again"
 expect_only_error plot_decay_not_a_run "^error: cannot read the run's config $tmp/syn/config.json: " -- \
   "$PYTHON" scripts/plot_decay.py "$tmp/rope" "$tmp/syn" --val "$tmp/syn/synthetic_val_000000.bin" --sample "$SAMPLE" --out "$tmp/b.png"
 finish

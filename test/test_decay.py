@@ -59,14 +59,15 @@ b = plot_decay.rope_bound(32, 10000.0, np.arange(1025))
 check("bound_at_zero", b[0] == 8.5, f"{b[0]}")
 check("bound_decays", b[1] > b[16] > b[256] and b[1000] < 0.5 * b[0], f"{b[[1, 16, 256, 1000]]}")
 
-# the curves: uniform maps give the uniform baseline; previous-token maps 1 at distance 1
+# the curves relative to uniform: uniform maps give 1 at every distance; previous-token maps give
+# query 0's 1 over T queries at distance 0, and the mean of i + 1 over queries 1 … T-1 at distance 1
 T = 6
 total, count = plot_decay.by_distance(uniform(2, 3, T))
-check("uniform_maps_give_baseline", np.allclose(total / count, plot_decay.uniform_baseline(T)))
-check("baseline_values", np.allclose(plot_decay.uniform_baseline(3), [(1 + 1 / 2 + 1 / 3) / 3, (1 / 2 + 1 / 3) / 2, 1 / 3]))
+check("uniform_maps_give_one", np.allclose(total / count, 1.0), f"{total / count}")
 check("counts", list(count) == [6 * (T - d) for d in range(T)], f"{count}")
+PREV = np.array([1 / T, (2 + 3 + 4 + 5 + 6) / 5, 0, 0, 0, 0])
 total, count = plot_decay.by_distance(previous(1, 2, T))
-check("previous_token_maps", np.allclose(total / count, [1 / T, 1, 0, 0, 0, 0]), f"{total / count}")
+check("previous_token_maps", np.allclose(total / count, PREV), f"{total / count}")
 
 with tempfile.TemporaryDirectory() as tmp:
     a = write(os.path.join(tmp, "a.json"), "rope", previous(1, 2, T))
@@ -79,14 +80,12 @@ with tempfile.TemporaryDirectory() as tmp:
     check("figure_written", rc == 0 and png[1:4] == b"PNG" and out.startswith(f"decay figure: {out_png} (T 6;"),
           f"rc {rc} {out} {err}")
     rows = {line.split(" | ")[0].strip("| "): line for line in out.splitlines() if line.startswith("| ")}
-    # rope: the mean of the two maps; distance 0 = (1/6 + 1) / 2 over 2 + 2 heads
-    want = (np.array([1 / T, 1, 0, 0, 0, 0]) + plot_decay.uniform_baseline(T)) / 2
-    check("table_rows", list(rows) == ["scheme", "rope", "alibi", "uniform"], f"{list(rows)}")
-    check("table_rope", rows.get("rope", "").startswith("| rope | 2 | " + " | ".join(f"{v:.4f}" for v in want[[0, 1, 2, 4, 5]])),
-          rows.get("rope"))
-    check("table_ratio_uniform", rows.get("uniform", "").endswith(
-        f" | {plot_decay.uniform_baseline(T)[1:5].mean() / plot_decay.uniform_baseline(T)[3:].mean():.2f} |"),
-        rows.get("uniform"))
+    # rope: the mean of the two maps (2 heads each); alibi: uniform, 1 everywhere, near/far 1
+    want = (PREV + 1) / 2
+    check("table_rows", list(rows) == ["scheme", "rope", "alibi"], f"{list(rows)}")
+    check("table_rope", rows.get("rope", "").startswith("| rope | 2 | " + " | ".join(f"{v:.4f}" for v in want[[0, 1, 2, 4, 5]])
+                                                        + f" | {want[1:5].mean() / want[3:].mean():.2f} |"), rows.get("rope"))
+    check("table_alibi", rows.get("alibi") == "| alibi | 1 | " + " | ".join(["1.0000"] * 5) + " | 1.00 |", rows.get("alibi"))
 
     expect_error("missing_file", [os.path.join(tmp, "none.json")], r"^error: .*none\.json: no such file or folder$")
     flat = write(os.path.join(tmp, "flat.json"), "rope", np.ones((2, 3, 3)))
