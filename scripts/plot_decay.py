@@ -154,7 +154,6 @@ def plot(bound_d, bound, curves, T, D, base, out):
         ax2.plot(d, p[1:], label=f"{name} ({n} maps)", color=COLORS.get(name))
     ax2.axhline(1.0, color="black", ls="--", lw=1, label="uniform causal")
     ax2.set_xscale("log")
-    ax2.set_yscale("log")
     ax2.set_xlabel("query - key distance d")
     ax2.set_ylabel("attention relative to uniform, mean (i+1) p(i, i-d)")
     ax2.set_title("(b) trained models: mean over layers, heads, queries i ≥ d, windows", fontsize=9)
