@@ -3,7 +3,8 @@
 give each query-key distance.
 
 usage: plot_decay.py INPUT... [--out decay.png] [--windows 8] [--length T] [--val SHARD]
-                     [--sample build/sample] [--maps_dir DIR] [--head_dim 32] [--rope_base 10000] [--max_distance 1024]
+                     [--sample build/sample] [--maps_dir DIR] [--head_dim 32] [--rope_base 10000]
+                     [--max_distance 1024]
 
 Panel (a): RoFormer's relative upper bound (Su et al. 2021, section 3.4.3) against the relative
 distance r = m - n, for a head of --head_dim channels turning at θ_k = rope_base^(-2k/D):
@@ -97,6 +98,8 @@ def gather(inputs, a):
         for path in inputs:
             if os.path.isdir(path):
                 cfg = read_json(os.path.join(path, "config.json"), "the run's config")
+                if not isinstance(cfg, dict) or "seq_len" not in cfg or "val_data" not in cfg:
+                    raise DataError(f"{path}/config.json: not a run's config (no seq_len or val_data)")
                 T = T or a.length or cfg["seq_len"]
                 shard = a.val or next(iter(sorted(glob.glob(cfg["val_data"]))), None)
                 if shard is None:

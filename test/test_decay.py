@@ -111,5 +111,8 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(os.path.join(tmp, "run", "config.json"), "w") as f:
         json.dump({"seq_len": 4, "val_data": os.path.join(tmp, "nothing_*.bin")}, f)
     expect_error("run_without_shard", [os.path.join(tmp, "run")], r"^error: no validation shard matches .*nothing_\*\.bin.* \(give --val\)$")
+    with open(os.path.join(tmp, "run", "config.json"), "w") as f:
+        json.dump({"pos": "rope"}, f)
+    expect_error("run_config_without_keys", [os.path.join(tmp, "run")], r"^error: .*run/config\.json: not a run's config \(no seq_len or val_data\)$")
     check("nothing_written_on_error", not os.path.exists(os.path.join(tmp, "decay.png")))
 finish()
