@@ -74,9 +74,9 @@ struct CpuBackend {
         return ms;
     }
     // data-parallel collectives over the ranks (src/dist.h: MPI on host memory)
-    static void allreduce_sum(Real* x, size_t n) { dist::allreduce_sum(x, n); }
-    static void reduce_scatter_sum(Real* x, size_t block) { dist::reduce_scatter_sum(x, block); }
-    static void allgather(Real* x, size_t block) { dist::allgather(x, block); }
+    static constexpr auto allreduce_sum = dist::allreduce_sum<Real>;
+    static constexpr auto reduce_scatter_sum = dist::reduce_scatter_sum<Real>;
+    static constexpr auto allgather = dist::allgather<Real>;
     static constexpr bool async_allreduce = false;  // the same cores compute and communicate: no overlap
 
     static constexpr auto encoder_forward = cpu::encoder_forward<Real>;

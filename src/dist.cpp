@@ -133,7 +133,8 @@ void abort_all(const std::string& msg, int code) {
 
 // large buffers in pieces: MPI counts are int
 template <class Real>
-static void allreduce_t(Real* x, size_t n) {
+void allreduce_sum(Real* x, size_t n) {
+    if (!g_group.mpi) return;
     Watch w("MPI all-reduce");
     const size_t piece = 1 << 28;
     for (size_t i = 0; i < n; i += piece)
@@ -142,7 +143,8 @@ static void allreduce_t(Real* x, size_t n) {
 }
 
 template <class Real>
-static void reduce_scatter_t(Real* x, size_t block) {
+void reduce_scatter_sum(Real* x, size_t block) {
+    if (!g_group.mpi) return;
     Watch w("MPI reduce-scatter");
     std::vector<Real> mine(block);
     mpiCheck(MPI_Reduce_scatter_block(x, mine.data(), (int)block, mpi_type<Real>(), MPI_SUM, MPI_COMM_WORLD));
@@ -150,20 +152,21 @@ static void reduce_scatter_t(Real* x, size_t block) {
 }
 
 template <class Real>
-static void allgather_t(Real* x, size_t block) {
+void allgather(Real* x, size_t block) {
+    if (!g_group.mpi) return;
     Watch w("MPI all-gather");
     mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, (int)block, mpi_type<Real>(), MPI_COMM_WORLD));
 }
 
 template <class Real>
-static void gather_t(const Real* mine, Real* all, size_t block) {
+void gather(const Real* mine, Real* all, size_t block) {
+    if (!g_group.mpi) return (void)std::memcpy(all, mine, block * sizeof(Real));
     Watch w("MPI gather");
     mpiCheck(MPI_Gather(mine, (int)block, mpi_type<Real>(), all, (int)block, mpi_type<Real>(), 0, MPI_COMM_WORLD));
 }
 
 double sum(double x) {
-    if (!g_group.mpi) return x;
-    allreduce_t(&x, 1);
+    allreduce_sum(&x, 1);
     return x;
 }
 
@@ -236,13 +239,15 @@ void abort_all(const std::string& msg, int code) {
     exit(code);
 }
 template <class Real>
-static void allreduce_t(Real*, size_t) {}
+void allreduce_sum(Real*, size_t) {}
 template <class Real>
-static void reduce_scatter_t(Real*, size_t) {}
+void reduce_scatter_sum(Real*, size_t) {}
 template <class Real>
-static void allgather_t(Real*, size_t) {}
+void allgather(Real*, size_t) {}
 template <class Real>
-static void gather_t(const Real*, Real*, size_t) {}
+void gather(const Real* mine, Real* all, size_t block) {
+    std::memcpy(all, mine, block * sizeof(Real));
+}
 double sum(double x) {
     return x;
 }
@@ -258,36 +263,14 @@ void check_same(const std::string&, const std::string&) {}
 
 #endif
 
-void allreduce_sum(float* x, size_t n) {
-    if (g_group.mpi) allreduce_t(x, n);
-}
-void allreduce_sum(double* x, size_t n) {
-    if (g_group.mpi) allreduce_t(x, n);
-}
-void reduce_scatter_sum(float* x, size_t block) {
-    if (g_group.mpi) reduce_scatter_t(x, block);
-}
-void reduce_scatter_sum(double* x, size_t block) {
-    if (g_group.mpi) reduce_scatter_t(x, block);
-}
-void allgather(float* x, size_t block) {
-    if (g_group.mpi) allgather_t(x, block);
-}
-void allgather(double* x, size_t block) {
-    if (g_group.mpi) allgather_t(x, block);
-}
-template <class Real>
-static void gather_any(const Real* mine, Real* all, size_t block) {
-    if (g_group.mpi)
-        gather_t(mine, all, block);
-    else
-        std::memcpy(all, mine, block * sizeof(Real));
-}
-void gather(const float* mine, float* all, size_t block) {
-    gather_any(mine, all, block);
-}
-void gather(const double* mine, double* all, size_t block) {
-    gather_any(mine, all, block);
-}
+// the parameters' types of the backends (CpuBackend<float>, <double>; the CUDA backend's float)
+#define INSTANTIATE(Real)                                         \
+    template void allreduce_sum(Real*, size_t);                   \
+    template void reduce_scatter_sum(Real*, size_t);              \
+    template void allgather(Real*, size_t);                       \
+    template void gather(const Real*, Real*, size_t);
+INSTANTIATE(float)
+INSTANTIATE(double)
+#undef INSTANTIATE
 
 }  // namespace dist

@@ -32,21 +32,22 @@ void finalize();
 // "rank r/N: " in a multi-rank run, "" otherwise (a prefix for messages).
 std::string rank_prefix();
 
-// Host collectives (float and double; no-ops without a launcher).
-void allreduce_sum(float* x, size_t n);
-void allreduce_sum(double* x, size_t n);
+// Host collectives over Real = float or double (dist.cpp instantiates both; no-ops without a
+// launcher).
+template <class Real>
+void allreduce_sum(Real* x, size_t n);
 double sum(double x);
 long long sum(long long x);
 int max(int x);
 // In place over a buffer of block*world elements: rank r's block gets the sum of everyone's.
-void reduce_scatter_sum(float* x, size_t block);
-void reduce_scatter_sum(double* x, size_t block);
+template <class Real>
+void reduce_scatter_sum(Real* x, size_t block);
 // In place: every rank's block of x (block*world elements) is copied to every rank.
-void allgather(float* x, size_t block);
-void allgather(double* x, size_t block);
+template <class Real>
+void allgather(Real* x, size_t block);
 // Rank 0 gets every rank's `block` elements of mine, in rank order, in all (block*world).
-void gather(const float* mine, float* all, size_t block);
-void gather(const double* mine, double* all, size_t block);
+template <class Real>
+void gather(const Real* mine, Real* all, size_t block);
 void broadcast(void* bytes, size_t n);  // rank 0's bytes to every rank
 void barrier();
 // Throws, on every rank, when ranks hold different values of `what` (a config, a dataset).
