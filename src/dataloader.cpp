@@ -262,12 +262,3 @@ void DataLoader::set_state(const nlohmann::json& s) {
     cursor_ = cursor;
     make_order();
 }
-
-void write_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
-    if (tokens.size() > (size_t)INT32_MAX) throw std::runtime_error("cannot write " + path + ": too many tokens");
-    int32_t header[256] = {kMagic, kVersion, (int32_t)tokens.size()};
-    OutFile f(path);
-    f.write(header, sizeof header);
-    f.write(tokens.data(), 2 * tokens.size());
-    f.close();
-}

@@ -72,6 +72,3 @@ class DataLoader {
     std::vector<size_t> first_window_;  // per shard: global index of its first window (+ total at end)
     std::vector<size_t> perm_;          // shuffle only: epoch order of global window indices
 };
-
-// Writes a shard (used by tests and tools); throws "cannot write <path>: ..." on failure.
-void write_shard(const std::string& path, const std::vector<uint16_t>& tokens);

@@ -1,10 +1,10 @@
 // The GEMM-only time of one CPU training step: the limit scripts/bench_cpu.sh prints beside the
 // trainer's step time. Takes build/train's model flags (--pos, --n_layer, --n_head, --n_embd,
 // --batch_size, --seq_len, ...), runs real training steps of that model on random tokens through
-// a backend whose matrix products note their (transA, transB, M, N, K) and operands as they go,
-// then times exactly the products of one step through the same BLAS, on the step's own buffers
-// (the same addresses, so the same traffic through the caches): so the list can never drift from
-// what the model calls. Products the step ran inside a parallel region, one per thread on one
+// the trainer's CPU backend, noting each matrix product's (transA, transB, M, N, K) and operands
+// as it reaches the BLAS, then times exactly the products of one step through the same BLAS, on
+// the step's own buffers (the same addresses, so the same traffic through the caches): so the
+// list can never drift from what the model calls. Products the step ran inside a parallel region, one per thread on one
 // core each (the LM head's vocabulary tiles, attention's blocks), run so again, each on the thread
 // that ran it.
 // Not a test (no PASS lines): a benchmark tool.
@@ -53,30 +53,36 @@ double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The Gemm of src/ops/matmul.h that notes each product, then runs (and times) it through cpu::gemm.
-struct NotingGemm {
-    static void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                     int ldb, float beta, float* Cm, int ldc) {
-        const double t0 = now_ms();
-        cpu::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
-        const Product p{ta, tb, beta != 0.0f, M, N, K, lda, ldb, ldc, A, B, Cm, now_ms() - t0,
-                        omp_in_parallel() ? omp_get_thread_num() : -1};
-#pragma omp critical(noting)
-        noted.push_back(p);
-    }
-};
+// The step's products are noted where they reach the BLAS: this program's own cblas_sgemm stands
+// in front of the library's (the executable's symbol wins the link), notes each product while
+// `noting`, and runs (and times) it through the library's Fortran entry sgemm_, which its
+// cblas_sgemm calls too: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+bool noting = false;
 
-// CpuBackend<float> with its matrix products noted: everything else is the trainer's.
-struct NotingBackend : CpuBackend<float> {
-    static constexpr auto matmul_forward = cpu::matmul_forward<float, NotingGemm>;
-    static constexpr auto matmul_backward = cpu::matmul_backward<float, NotingGemm>;
-    static constexpr auto matmul_dinp_add = cpu::matmul_dinp_add<float, NotingGemm>;
-    static constexpr auto classifier_head = cpu::classifier_head<float, NotingGemm>;
-    static constexpr auto attention_forward = cpu::attention_forward<float, NotingGemm>;
-    static constexpr auto attention_backward = cpu::attention_backward<float, NotingGemm>;
-    static constexpr auto attention_forward_lse = cpu::attention_forward_lse<float, NotingGemm>;
-    static constexpr auto attention_backward_lse = cpu::attention_backward_lse<float, NotingGemm>;
-};
+}  // namespace
+
+#ifndef NO_CBLAS
+extern "C" void sgemm_(const char* ta, const char* tb, const blasint* m, const blasint* n, const blasint* k,
+                       const float* alpha, const float* a, const blasint* lda, const float* b, const blasint* ldb,
+                       const float* beta, float* c, const blasint* ldc);
+
+extern "C" void cblas_sgemm(const CBLAS_ORDER order, const CBLAS_TRANSPOSE ta, const CBLAS_TRANSPOSE tb,
+                            const blasint M, const blasint N, const blasint K, const float alpha, const float* A,
+                            const blasint lda, const float* B, const blasint ldb, const float beta, float* Cm,
+                            const blasint ldc) {
+    if (order != CblasRowMajor) throw std::logic_error("bench_gemms: the CPU ops' products are row-major");
+    const double t0 = now_ms();
+    const char cta = ta == CblasTrans ? 'T' : 'N', ctb = tb == CblasTrans ? 'T' : 'N';
+    sgemm_(&ctb, &cta, &N, &M, &K, &alpha, B, &ldb, A, &lda, &beta, Cm, &ldc);
+    if (!noting) return;
+    const Product p{ta == CblasTrans, tb == CblasTrans, beta != 0.0f, M, N, K, lda, ldb, ldc, A, B, Cm, now_ms() - t0,
+                    omp_in_parallel() ? omp_get_thread_num() : -1};
+#pragma omp critical(noting)
+    noted.push_back(p);
+}
+#endif
+
+namespace {
 
 // The products in runs [begin, end): one product from outside a parallel region, or all the
 // products in a row that ran inside parallel regions.
@@ -149,6 +155,10 @@ double sgemm_gflops(int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef NO_CBLAS
+    std::fprintf(stderr, "error: bench_gemms times the products a BLAS runs; this build has none (no cblas.h)\n");
+    return 1;
+#endif
     setup_process(argv);  // the trainer's OpenMP settings
     int reps = 5;
     bool shapes = false, peak = false;
@@ -176,7 +186,7 @@ int main(int argc, char** argv) {
         validate(cfg);  // as the trainer does (train_data is checked, not read: the tokens are random)
         const int B = cfg.batch_size, Tn = cfg.seq_len;
 
-        GPT<NotingBackend> model(model_config(cfg));
+        GPT<CpuBackend<float>> model(model_config(cfg));
         model.init(cfg.seed);
         Rng rng(cfg.seed);
         std::vector<int> tokens((size_t)B * (Tn + 1));
@@ -192,9 +202,11 @@ int main(int argc, char** argv) {
         // the first step touches the buffers for the first time; the second is the one noted
         for (int step = 1; step <= 2; step++) {
             noted.clear();
+            noting = step == 2;
             model.train_step(in.data(), tg.data(), B, Tn, opt, (float)cfg.lr, step);
             model.read_step();
         }
+        noting = false;
         const std::vector<Product> ps = noted;
 
         // on the step's buffers (the model's: alive until main returns), whose values stay small:

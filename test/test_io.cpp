@@ -58,6 +58,11 @@ static std::string shard_bytes(int32_t magic, int32_t version, int32_t n, const 
     return s;
 }
 
+// a well-formed shard of these tokens (the format of data/shards.py)
+static void write_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
+    write_raw(path, shard_bytes(20240520, 1, (int32_t)tokens.size(), tokens));
+}
+
 static std::vector<uint16_t> iota_tokens(size_t n, uint16_t first) {
     std::vector<uint16_t> t(n);
     for (size_t i = 0; i < n; i++) t[i] = (uint16_t)(first + i);

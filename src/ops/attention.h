@@ -38,11 +38,11 @@ inline size_t out_at(int b, int h, int t, int T, int C, int H) {
 
 // s (t1 - t0, ld) <- the scaled scores of query rows [t0, t1) of head (b,h) against keys [0, t1),
 // with ALiBi's bias -slopes[h] (t - j) on keys j <= t when slopes (H,) is given.
-template <class Real, class Gemm = Blas>
+template <class Real>
 void block_scores(Real* s, int ld, const Real* qkv, int b, int h, int t0, int t1, int T, int C, int H,
                   const Real* slopes) {
     const int D = C / H;
-    Gemm::gemm(false, true, t1 - t0, t1, D, Real(1) / std::sqrt(Real(D)), qkv + qkv_at(b, h, t0, T, C, H), 3 * C,
+    gemm(false, true, t1 - t0, t1, D, Real(1) / std::sqrt(Real(D)), qkv + qkv_at(b, h, t0, T, C, H), 3 * C,
                qkv + qkv_at(b, h, 0, T, C, H) + C, 3 * C, Real(0), s, ld);
     if (!slopes) return;
     for (int t = t0; t < t1; t++)
@@ -62,19 +62,19 @@ Real softmax_row(Real* p, int t, int n) {
 
 // Forward of query rows [t0, t1) of head (b,h): p (t1 - t0, ld) <- the probabilities over keys
 // [0, t1), lse (the head's, T) <- the rows' log-sum-exps, out <- p v.
-template <class Real, class Gemm = Blas>
+template <class Real>
 void block_forward(Real* out, Real* p, int ld, Real* lse, const Real* qkv, int b, int h, int t0, int t1, int T, int C,
                    int H, const Real* slopes) {
-    block_scores<Real, Gemm>(p, ld, qkv, b, h, t0, t1, T, C, H, slopes);
+    block_scores<Real>(p, ld, qkv, b, h, t0, t1, T, C, H, slopes);
     for (int t = t0; t < t1; t++) lse[t] = softmax_row(p + (size_t)(t - t0) * ld, t, t1);
-    Gemm::gemm(false, false, t1 - t0, C / H, t1, Real(1), p, ld, qkv + qkv_at(b, h, 0, T, C, H) + 2 * C, 3 * C, Real(0),
+    gemm(false, false, t1 - t0, C / H, t1, Real(1), p, ld, qkv + qkv_at(b, h, 0, T, C, H) + 2 * C, 3 * C, Real(0),
                out + out_at(b, h, t0, T, C, H), C);
 }
 
 // Backward of query rows [t0, t1) of head (b,h), given their probabilities p (t1 - t0, ld) over
 // keys [0, t1): dq of the rows <- its gradient, dk and dv of keys [0, t1) += the rows' share of
 // theirs (in dqkv (B,T,3C)). dsc (t1 - t0, t1) is scratch.
-template <class Real, class Gemm = Blas>
+template <class Real>
 void block_backward(Real* dqkv, Real* dsc, const Real* p, int ld, const Real* dout, const Real* qkv, int b, int h,
                     int t0, int t1, int T, int C, int H) {
     const int D = C / H, R = t1 - t0;
@@ -83,8 +83,8 @@ void block_backward(Real* dqkv, Real* dsc, const Real* p, int ld, const Real* do
     const Real* dO = dout + out_at(b, h, t0, T, C, H);
     Real *dk0 = dqkv + qkv_at(b, h, 0, T, C, H) + C, *dv0 = dk0 + C;
     // d(att) = dO v^T ; dv += att^T dO
-    Gemm::gemm(false, true, R, t1, D, Real(1), dO, C, v0, 3 * C, Real(0), dsc, t1);
-    Gemm::gemm(true, false, t1, D, R, Real(1), p, ld, dO, C, Real(1), dv0, 3 * C);
+    gemm(false, true, R, t1, D, Real(1), dO, C, v0, 3 * C, Real(0), dsc, t1);
+    gemm(true, false, t1, D, R, Real(1), p, ld, dO, C, Real(1), dv0, 3 * C);
     // the softmax backward, d(scores) = att * (d(att) - sum att d(att)), scaled
     for (int r = 0; r < R; r++) {
         const Real* pr = p + (size_t)r * ld;
@@ -93,8 +93,8 @@ void block_backward(Real* dqkv, Real* dsc, const Real* p, int ld, const Real* do
         for (int j = 0; j < t1; j++) g[j] = pr[j] * (g[j] - dot) * scale;
     }
     // dq = d(scores) k ; dk += d(scores)^T q
-    Gemm::gemm(false, false, R, D, t1, Real(1), dsc, t1, k0, 3 * C, Real(0), dqkv + qkv_at(b, h, t0, T, C, H), 3 * C);
-    Gemm::gemm(true, false, t1, D, R, Real(1), dsc, t1, q, 3 * C, Real(1), dk0, 3 * C);
+    gemm(false, false, R, D, t1, Real(1), dsc, t1, k0, 3 * C, Real(0), dqkv + qkv_at(b, h, t0, T, C, H), 3 * C);
+    gemm(true, false, t1, D, R, Real(1), dsc, t1, q, 3 * C, Real(1), dk0, 3 * C);
 }
 
 // A thread's scratch for one block (kAttRows x T), the first or the second (which), kept from call
@@ -116,7 +116,7 @@ void zero_head_kv(Real* dqkv, int b, int h, int T, int C, int H) {
 
 // out (B,T,C), att (B,H,T,T): att[b,h,t,t2] = softmax_t2<=t(q_t . k_t2 / sqrt(D) - m_h (t - t2)),
 // m_h = slopes[h] (ALiBi) or 0 when slopes is null. The same slopes argument in every op below.
-template <class Real, class Gemm = Blas>
+template <class Real>
 void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int C, int H,
                        const Real* slopes = nullptr) {
 #pragma omp parallel
@@ -127,7 +127,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int 
             for (int t0 = 0; t0 < T; t0 += kAttRows) {
                 const int t1 = std::min(T, t0 + kAttRows);
                 Real* p = att + ((size_t)bh * T + t0) * T;
-                block_forward<Real, Gemm>(out, p, T, lse.data(), qkv, bh / H, bh % H, t0, t1, T, C, H, slopes);
+                block_forward<Real>(out, p, T, lse.data(), qkv, bh / H, bh % H, t0, t1, T, C, H, slopes);
                 for (int t = t0; t < t1; t++)
                     std::fill(p + (size_t)(t - t0) * T + t1, p + (size_t)(t - t0 + 1) * T, Real(0));
             }
@@ -136,7 +136,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int 
 
 // dqkv (B,T,3C) = gradient (overwritten). scratch (B,H,T,T) holds the GPU kernels' d(scores);
 // these loops need one block of it at a time, their own.
-template <class Real, class Gemm = Blas>
+template <class Real>
 void attention_backward(Real* dqkv, Real* /*scratch*/, const Real* dout, const Real* qkv, const Real* att, int B, int T,
                         int C, int H, const Real* /*slopes: in att already*/ = nullptr) {
 #pragma omp parallel
@@ -146,7 +146,7 @@ void attention_backward(Real* dqkv, Real* /*scratch*/, const Real* dout, const R
         for (int bh = 0; bh < B * H; bh++) {
             zero_head_kv(dqkv, bh / H, bh % H, T, C, H);
             for (int t0 = 0; t0 < T; t0 += kAttRows)
-                block_backward<Real, Gemm>(dqkv, dsc, att + ((size_t)bh * T + t0) * T, T, dout, qkv, bh / H, bh % H, t0,
+                block_backward<Real>(dqkv, dsc, att + ((size_t)bh * T + t0) * T, T, dout, qkv, bh / H, bh % H, t0,
                                            std::min(T, t0 + kAttRows), T, C, H);
         }
     }
@@ -154,7 +154,7 @@ void attention_backward(Real* dqkv, Real* /*scratch*/, const Real* dout, const R
 
 // out (B,T,C), lse (B,H,T): the same output as attention_forward, keeping only each row's
 // log-sum-exp of the scaled scores.
-template <class Real, class Gemm = Blas>
+template <class Real>
 void attention_forward_lse(Real* out, Real* lse, const Real* qkv, int B, int T, int C, int H,
                            const Real* slopes = nullptr) {
 #pragma omp parallel
@@ -164,7 +164,7 @@ void attention_forward_lse(Real* out, Real* lse, const Real* qkv, int B, int T, 
         for (int bh = 0; bh < B * H; bh++)
             for (int t0 = 0; t0 < T; t0 += kAttRows) {
                 const int t1 = std::min(T, t0 + kAttRows);
-                block_forward<Real, Gemm>(out, p, T, lse + (size_t)bh * T, qkv, bh / H, bh % H, t0, t1, T, C, H,
+                block_forward<Real>(out, p, T, lse + (size_t)bh * T, qkv, bh / H, bh % H, t0, t1, T, C, H,
                                           slopes);
             }
     }
@@ -173,7 +173,7 @@ void attention_forward_lse(Real* out, Real* lse, const Real* qkv, int B, int T, 
 // dqkv (B,T,3C) = gradient (overwritten), from the row log-sum-exps of attention_forward_lse: each
 // row's probabilities are rebuilt as exp(score - lse), the score biased as in forward. The forward output (B,T,C) is
 // part of the signature for the GPU kernels (they take rowsum(dO * out)); these loops do not need it.
-template <class Real, class Gemm = Blas>
+template <class Real>
 void attention_backward_lse(Real* dqkv, const Real* dout, const Real* qkv, const Real* /*out*/, const Real* lse, int B,
                             int T, int C, int H, const Real* slopes = nullptr) {
 #pragma omp parallel
@@ -185,13 +185,13 @@ void attention_backward_lse(Real* dqkv, const Real* dout, const Real* qkv, const
             zero_head_kv(dqkv, b, h, T, C, H);
             for (int t0 = 0; t0 < T; t0 += kAttRows) {
                 const int t1 = std::min(T, t0 + kAttRows);
-                block_scores<Real, Gemm>(p, T, qkv, b, h, t0, t1, T, C, H, slopes);
+                block_scores<Real>(p, T, qkv, b, h, t0, t1, T, C, H, slopes);
                 for (int t = t0; t < t1; t++) {
                     Real* pr = p + (size_t)(t - t0) * T;
                     exp_sum_n(pr, pr, lse[(size_t)bh * T + t], t + 1);
                     std::fill(pr + t + 1, pr + t1, Real(0));
                 }
-                block_backward<Real, Gemm>(dqkv, dsc, p, T, dout, qkv, b, h, t0, t1, T, C, H);
+                block_backward<Real>(dqkv, dsc, p, T, dout, qkv, b, h, t0, t1, T, C, H);
             }
         }
     }

@@ -111,7 +111,7 @@ size_t classifier_head_scratch(int N, int C, int Vp) {
     return (size_t)(Vp + w - 1) / w * N * (2 + (size_t)C) + N;
 }
 
-template <class Real, class Gemm = Blas>
+template <class Real>
 void classifier_head(Real* logits, Real* losses, const int* targets, const Real* x, const Real* wte, Real* dx,
                      Real* dwte, Real* scratch, int N, int C, int V, int Vp, Real dscale) {
     const bool grad = dscale != Real(0);
@@ -134,7 +134,7 @@ void classifier_head(Real* logits, Real* losses, const int* targets, const Real*
             int v0, w, real;
             Real* z = tile(t, v0, w, real);
             const Real* wt = wte + (size_t)v0 * C;
-            Gemm::gemm(false, true, N, w, C, Real(1), x, C, wt, C, Real(0), z, w);
+            gemm(false, true, N, w, C, Real(1), x, C, wt, C, Real(0), z, w);
             for (int i = 0; i < N; i++) {
                 Real* zi = z + (size_t)i * w;
                 const int tg = targets[i] - v0;
@@ -145,7 +145,7 @@ void classifier_head(Real* logits, Real* losses, const int* targets, const Real*
                 if (grad) std::fill(zi + real, zi + w, Real(0));
             }
             // d lnf's share, while the exps are in L2; each row's scale comes once the lse is known
-            if (grad) Gemm::gemm(false, false, N, C, w, Real(1), z, w, wt, C, Real(0), part + (size_t)t * N * C, C);
+            if (grad) gemm(false, false, N, C, w, Real(1), z, w, wt, C, Real(0), part + (size_t)t * N * C, C);
         }
 #pragma omp for schedule(static)
         for (int i = 0; i < N; i++) {
@@ -181,7 +181,7 @@ void classifier_head(Real* logits, Real* losses, const int* targets, const Real*
                     const Real a = scale(t, i);
                     for (int c = 0; c < C; c++) xs[(size_t)i * C + c] = a * x[(size_t)i * C + c];
                 }
-                Gemm::gemm(true, false, w, C, N, Real(1), z, w, xs, C, Real(1), dw, C);
+                gemm(true, false, w, C, N, Real(1), z, w, xs, C, Real(1), dw, C);
                 for (int i = 0; i < N; i++) {  // rows in order: a class several rows target gets them in order
                     const int tg = targets[i] - v0;
                     if (tg < 0 || tg >= real) continue;

@@ -47,34 +47,24 @@ void gemm(bool ta, bool tb, int M, int N, int K, Real alpha, const Real* A, int 
 }
 #endif
 
-// The products below go through Gemm::gemm, Blas by default: a benchmark (test/bench_gemms.cpp)
-// passes its own, which notes every product a training step makes before running it here.
-struct Blas {
-    template <class Real>
-    static void gemm(bool ta, bool tb, int M, int N, int K, Real alpha, const Real* A, int lda, const Real* B, int ldb,
-                     Real beta, Real* Cm, int ldc) {
-        cpu::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
-    }
-};
-
 // out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
-template <class Real, class Gemm = Blas>
+template <class Real>
 void matmul_forward(Real* out, const Real* inp, const Real* w, const Real* bias, int N, int IC, int OC) {
     if (bias) {
 #pragma omp parallel for
         for (int i = 0; i < N; i++)
             for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] = bias[o];
     }
-    Gemm::gemm(false, true, N, OC, IC, Real(1), inp, IC, w, IC, bias ? Real(1) : Real(0), out, OC);
+    gemm(false, true, N, OC, IC, Real(1), inp, IC, w, IC, bias ? Real(1) : Real(0), out, OC);
 }
 
 // dinp (N,IC) = dout . w (overwritten: no zeroed buffer needed) ; dw (OC,IC) += dout^T . inp ;
 // dbias (OC) += column sums of dout (the weights' gradients add up over a step). Any may be null.
-template <class Real, class Gemm = Blas>
+template <class Real>
 void matmul_backward(Real* dinp, Real* dw, Real* dbias, const Real* dout, const Real* inp, const Real* w, int N, int IC,
                      int OC) {
-    if (dinp) Gemm::gemm(false, false, N, IC, OC, Real(1), dout, OC, w, IC, Real(0), dinp, IC);
-    if (dw) Gemm::gemm(true, false, OC, IC, N, Real(1), dout, OC, inp, IC, Real(1), dw, IC);
+    if (dinp) gemm(false, false, N, IC, OC, Real(1), dout, OC, w, IC, Real(0), dinp, IC);
+    if (dw) gemm(true, false, OC, IC, N, Real(1), dout, OC, inp, IC, Real(1), dw, IC);
     if (dbias) {  // a vector of columns per task, its rows in order
 #pragma omp parallel for
         for (int o = 0; o < OC; o += kLanes<Real>) {
@@ -87,9 +77,9 @@ void matmul_backward(Real* dinp, Real* dw, Real* dbias, const Real* dout, const 
 
 // dinp (N,IC) += dout (N,OC) . w (OC,IC): an input gradient summed over several GEMMs (the
 // classifier's vocabulary tiles)
-template <class Real, class Gemm = Blas>
+template <class Real>
 void matmul_dinp_add(Real* dinp, const Real* dout, const Real* w, int N, int IC, int OC) {
-    Gemm::gemm(false, false, N, IC, OC, Real(1), dout, OC, w, IC, Real(1), dinp, IC);
+    gemm(false, false, N, IC, OC, Real(1), dout, OC, w, IC, Real(1), dinp, IC);
 }
 
 }  // namespace cpu
