@@ -31,8 +31,8 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
 
 }  // namespace
 
-void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, const StepScalars* s,
-                  double beta1, double beta2, float eps, float wd, cudaStream_t stream) {
+void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, const StepScalars* s, double beta1, double beta2, float eps, float wd) {
+    const cudaStream_t stream = main_stream();
     if (n == 0) return;
     // 1 - beta in double, as the CPU twin (and torch) computes it
     adamw_kernel<<<grid_for(n, 256), 256, 0, stream>>>(p, g, m, v, dev(p_act), n, s, (float)beta1, (float)(1 - beta1),
@@ -40,9 +40,8 @@ void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, s
     cudaCheckLaunch();
 }
 
-void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const StepScalars* s, double beta1,
-                  double beta2, float eps, float wd, cudaStream_t stream) {
-    adamw_update(p, g, m, v, nullptr, n, s, beta1, beta2, eps, wd, stream);
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const StepScalars* s, double beta1, double beta2, float eps, float wd) {
+    adamw_update(p, g, m, v, nullptr, n, s, beta1, beta2, eps, wd);
 }
 
 }  // namespace gpu

@@ -852,12 +852,13 @@ bool use_mma(int C, std::initializer_list<const void*> ptrs) {
 
 }  // namespace
 
-// out (B,T,C), att (B,H,T,T) softmax probabilities (saved for backward), qkv (B,T,3C), slopes
-// (H,) or null
+// out (B,T,C), att (B,H,T,T) softmax probabilities (saved for backward), qkv (B,T,3C); ALiBi's
+// bias when pos has slopes (H,)
 template <class Act>
-void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, const float* slopes,
-                       cudaStream_t stream) {
+void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, const PosData<float>& pos) {
+    const cudaStream_t stream = main_stream();
     if (B <= 0 || T <= 0 || C <= 0) return;
+    const float* slopes = pos.slopes;
     scores_gemm(att, qkv, B, T, C, H, stream);
     size_t rows = (size_t)B * H * T;
     causal_softmax_forward_kernel<dev_t<Act>>
@@ -869,8 +870,8 @@ void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, 
 // dqkv (B,T,3C) = gradient (overwritten); scratch (B,H,T,T) is overwritten (holds dP, then dS).
 // ALiBi's bias is in att already.
 template <class Act>
-void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C, int H,
-                        const float* /*slopes*/, cudaStream_t stream) {
+void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C, int H, const PosData<float>& /*pos*/) {
+    const cudaStream_t stream = main_stream();
     if (B <= 0 || T <= 0 || C <= 0) return;
     dp_gemm(scratch, dout, qkv, B, T, C, H, stream);
     size_t rows = (size_t)B * H * T;
@@ -880,11 +881,12 @@ void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv
     dqkv_gemms(dqkv, dout, qkv, att, scratch, B, T, C, H, stream);
 }
 
-// out (B,T,C), lse (B,H,T), qkv (B,T,3C), slopes (H,) or null
+// out (B,T,C), lse (B,H,T), qkv (B,T,3C); ALiBi's bias when pos has slopes (H,)
 template <class Act>
-void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H, const float* slopes,
-                           cudaStream_t stream) {
+void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H, const PosData<float>& pos) {
+    const cudaStream_t stream = main_stream();
     if (B <= 0 || T <= 0 || C <= 0) return;
+    const float* slopes = pos.slopes;
     const float scale = 1.0f / sqrtf((float)(C / H));
     check_flash_head_size(C / H);
     using X = dev_t<Act>;
@@ -906,11 +908,12 @@ void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, i
 }
 
 // dqkv (B,T,3C) = gradient (overwritten); out (B,T,C) and lse (B,H,T) from attention_forward_lse
-// with the same slopes
+// with the same position data
 template <class Act>
-void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T, int C,
-                            int H, const float* slopes, cudaStream_t stream) {
+void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T, int C, int H, const PosData<float>& pos) {
+    const cudaStream_t stream = main_stream();
     if (B <= 0 || T <= 0 || C <= 0) return;
+    const float* slopes = pos.slopes;
     using X = dev_t<Act>;
     static Scratch<float> s_delta;
     const size_t rows = (size_t)B * H * T;
@@ -1026,7 +1029,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
 
 // kc, vc (B, cap, C): positions [pos, pos + T) of each row <- the keys and values of qkv (B,T,3C)
 template <class Act>
-void kv_cache_write(Act* kc, Act* vc, const Act* qkv, int B, int T, int C, int pos, int cap, cudaStream_t stream) {
+void kv_cache_write(Act* kc, Act* vc, const Act* qkv, int B, int T, int C, int pos, int cap) {
+    const cudaStream_t stream = main_stream();
     const size_t n = (size_t)B * T * C;
     if (n == 0) return;
     kv_cache_write_kernel<dev_t<Act>><<<grid_for(n, 256), 256, 0, stream>>>(dev(kc), dev(vc), dev(qkv), T, C, pos, cap, n);
@@ -1034,29 +1038,29 @@ void kv_cache_write(Act* kc, Act* vc, const Act* qkv, int B, int T, int C, int p
 }
 
 // out (B,C): the query of qkv (B,1,3C) at position n - 1 against the n cached positions of kc, vc
-// (B, cap, C); slopes (H,) or null. Head sizes up to kDecodeThreads.
+// (B, cap, C); ALiBi's slopes from pos (null: none). Head sizes up to kDecodeThreads.
 template <class Act>
 void attention_decode(Act* out, const Act* qkv, const Act* kc, const Act* vc, int B, int n, int cap, int C, int H,
-                      const float* slopes, cudaStream_t stream) {
+                      const PosData<float>& pos) {
+    const cudaStream_t stream = main_stream();
     if (B <= 0 || n <= 0 || C <= 0) return;
     if (C / H > kDecodeThreads)
         throw std::runtime_error("attention_decode: head size " + std::to_string(C / H) + " is over " +
                                  std::to_string(kDecodeThreads));
     attention_decode_kernel<dev_t<Act>><<<(unsigned)(B * H), kDecodeThreads, 0, stream>>>(
-        dev(out), dev(qkv), dev(kc), dev(vc), slopes, n, cap, C, H, 1.0f / sqrtf((float)(C / H)));
+        dev(out), dev(qkv), dev(kc), dev(vc), pos.slopes, n, cap, C, H, 1.0f / sqrtf((float)(C / H)));
     cudaCheckLaunch();
 }
 
-#define INSTANTIATE(Act)                                                                                     \
-    template void attention_forward(Act*, Act*, const Act*, int, int, int, int, const float*, cudaStream_t);       \
-    template void attention_backward(Act*, Act*, const Act*, const Act*, const Act*, int, int, int, int, const float*, \
-                                     cudaStream_t);                                                               \
-    template void attention_forward_lse(Act*, float*, const Act*, int, int, int, int, const float*, cudaStream_t); \
-    template void attention_backward_lse(Act*, const Act*, const Act*, const Act*, const float*, int, int, int, int, \
-                                         const float*, cudaStream_t);                \
-    template void kv_cache_write(Act*, Act*, const Act*, int, int, int, int, int, cudaStream_t);                      \
-    template void attention_decode(Act*, const Act*, const Act*, const Act*, int, int, int, int, int, const float*,   \
-                                   cudaStream_t);
+#define INSTANTIATE(Act)                                                                                              \
+    template void attention_forward(Act*, Act*, const Act*, int, int, int, int, const PosData<float>&); \
+    template void attention_backward(Act*, Act*, const Act*, const Act*, const Act*, int, int, int, int,              \
+                                     const PosData<float>&);                                            \
+    template void attention_forward_lse(Act*, float*, const Act*, int, int, int, int, const PosData<float>&);                                                                \
+    template void attention_backward_lse(Act*, const Act*, const Act*, const Act*, const float*, int, int, int, int,  \
+                                         const PosData<float>&); \
+    template void kv_cache_write(Act*, Act*, const Act*, int, int, int, int, int);                      \
+    template void attention_decode(Act*, const Act*, const Act*, const Act*, int, int, int, int, int, const PosData<float>&);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

@@ -1,23 +1,25 @@
 // The CUDA backend: device memory and the GPU ops of cuda/*.cu. Same members as CpuBackend
-// (src/backend_cpu.h), so GPT<CudaBackend> (src/model.h) runs on the GPU unchanged; fp32
-// activations (CudaBackend) or bf16 ones (CudaBackendBf16, --precision bf16). This header is
-// plain C++ (no CUDA types): host code compiled by g++ includes it; the definitions live in the
-// .cu files (nvcc).
+// (src/backend_cpu.h), so GPT<CudaBackend<Act>> (src/model.h) runs on the GPU unchanged; fp32
+// activations (Act = float) or bf16 ones (bf16_t, --precision bf16). This header is plain C++
+// (no CUDA types): host code compiled by g++ includes it; the definitions live in the .cu files
+// (nvcc). Every op is declared once, in namespace gpu below, and defined by the same name in its
+// .cu file; CudaBackend<Act> names each one.
 //
-// All pointers passed to the ops are device pointers. Every op takes the stream it launches
-// on (its kernels and its cuBLAS calls) as its last argument and does not synchronise, except
-// sum_squares, which returns a host double. CudaBackend runs them all on one compute stream,
-// gpu::main_stream(). Backward ops accumulate (+=) into every gradient output, as the CPU
-// twins do.
+// All pointers passed to the ops are device pointers. Every op queues its kernels and cuBLAS
+// calls on the backend's one compute stream, gpu::main_stream(), and does not synchronise,
+// except sum_squares, which returns a host double. Backward ops accumulate (+=) into every
+// gradient output, as the CPU twins do.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "pos.h"
 #include "step.h"
 
 // CUDA's own declarations of the handles, so host code compiled by g++ needs no CUDA header.
@@ -58,64 +60,58 @@ cudaStream_t main_stream();
 // read into float, and every sum, statistic and accumulator is fp32); only stores round to Act.
 // The GEMM weights (matmul w, the LM head) are Act too: the model's compute copy of the weights.
 template <class Act>
-void encoder_forward(Act* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
-                     cudaStream_t stream);
+void encoder_forward(Act* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C);
 // Deterministic: every (token, channel) sums its positions in increasing position order, a
 // long run of one token in pieces of consecutive positions added in order (encoder.cu).
 template <class Act>
-void encoder_backward(float* dwte, float* dwpe, const Act* dout, const int* tok, int B, int T, int C, int V,
-                      cudaStream_t stream);
+void encoder_backward(float* dwte, float* dwpe, const Act* dout, const int* tok, int B, int T, int C, int V);
 
 template <class Act>
-void layernorm_forward(Act* out, float* mean, float* rstd, const Act* inp, const float* w, const float* b, int N, int C,
-                       cudaStream_t stream);
+void layernorm_forward(Act* out, float* mean, float* rstd, const Act* inp, const float* w, const float* b, int N, int C);
 // res = x + (y + ybias) (ybias may be null; res may be x), then out = the LayerNorm of res
 // (src/ops/layernorm.h)
 template <class Act>
 void residual_layernorm_forward(Act* res, Act* out, float* mean, float* rstd, const Act* x, const Act* y, const float* ybias,
-                                const float* w, const float* b, int N, int C, cudaStream_t stream);
+                                const float* w, const float* b, int N, int C);
 // dsum, when given, adds the column sums of dinp as updated (src/ops/layernorm.h says why).
 template <class Act>
 void layernorm_backward(Act* dinp, float* dw, float* db, float* dsum, const Act* dout, const Act* inp, const float* w,
-                        const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
+                        const float* mean, const float* rstd, int N, int C);
 
 // bf16: bf16 tensor-core GEMMs with fp32 accumulation (split-K partials included), the output
 // rounded once; dw, dbias fp32. matmul_backward
 // overwrites dinp and adds to dw, dbias (src/ops/matmul.h); matmul_dinp_add adds to dinp, in Act
 // or in fp32 over bf16 operands (a sum kept in fp32 over several GEMMs: the classifier's tiles).
 template <class Act>
-void matmul_forward(Act* out, const Act* inp, const Act* w, const float* bias, int N, int IC, int OC, cudaStream_t stream);
+void matmul_forward(Act* out, const Act* inp, const Act* w, const float* bias, int N, int IC, int OC);
 template <class Act>
-void matmul_backward(Act* dinp, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, int N, int IC, int OC,
-                     cudaStream_t stream);
+void matmul_backward(Act* dinp, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, int N, int IC,
+                     int OC);
 template <class Act, class D>
-void matmul_dinp_add(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC, cudaStream_t stream);
+void matmul_dinp_add(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC);
 
 // rope_forward, gelu_forward/backward and residual_layernorm_forward add the fp32 bias (may be null) of the
 // linear layer whose output they read: that layer's GEMM writes none (src/ops/ says how).
 template <class Act>
-void rope_forward(Act* out, const Act* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
-                  int H, cudaStream_t stream);
+void rope_forward(Act* out, const Act* inp, const float* bias, const PosData<float>& pos, int B, int T, int C, int H);
 // The backwards of RoPE and GELU overwrite dinp (no zeroed buffer needed).
 template <class Act>
-void rope_backward(Act* dinp, const Act* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
-                   cudaStream_t stream);
+void rope_backward(Act* dinp, const Act* dout, const PosData<float>& pos, int B, int T, int C, int H);
 
 // w: CRoPE's expanded (3C, C) weights, written in Act from the fp32 A, B.
 template <class Act>
-void crope_expand(Act* w, const float* Am, const float* Bm, int C, cudaStream_t stream);
-void crope_fold(float* dA, float* dB, const float* dw, int C, cudaStream_t stream);
+void crope_expand(Act* w, const float* Am, const float* Bm, int C);
+void crope_fold(float* dA, float* dB, const float* dw, int C);
 
-// The attention ops take ALiBi's slopes (H,) (device memory; null: no bias), each head's scores
-// biased by -slopes[h] (i - j) inside the kernels (src/ops/attention.h).
+// The attention ops take the position data (src/pos.h, device memory): with ALiBi's slopes (H,),
+// each head's scores biased by -slopes[h] (i - j) inside the kernels (src/ops/attention.h).
 // The cuBLAS attention: the probabilities att (B,H,T,T) kept for backward, in the activations'
 // element type (bf16: scores and probabilities rounded to bf16, softmax in fp32).
 template <class Act>
-void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, const float* slopes,
-                       cudaStream_t stream);
+void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, const PosData<float>& pos);
 template <class Act>
-void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C, int H,
-                        const float* slopes, cudaStream_t stream);
+void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C,
+                        int H, const PosData<float>& pos);
 
 // Flash attention (FlashAttention-2 style, attention.cu): out (B,T,C) and lse (B,H,T), the
 // log-sum-exp of each query row's scaled scores; nothing of size T x T is stored. Backward
@@ -123,63 +119,67 @@ void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv
 // atomics). Head sizes D = C/H of 8, 16, 32, 64 or 128; others throw. bf16: tensor-core
 // (mma.sync) kernels at D = 16, 32, 64, the fp32 kernels reading bf16 at the others.
 template <class Act>
-void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H, const float* slopes,
-                           cudaStream_t stream);
+void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H, const PosData<float>& pos);
 template <class Act>
-void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T, int C,
-                            int H, const float* slopes, cudaStream_t stream);
+void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T,
+                            int C, int H, const PosData<float>& pos);
 // Incremental decoding (src/generate.h): kv_cache_write stores the keys and values of qkv (B,T,3C)
 // at positions [pos, pos + T) of the cache kc, vc (B, cap, C); attention_decode runs the one query
 // of qkv (B,1,3C), at position n - 1, against the cache's first n positions into out (B,C).
 template <class Act>
-void kv_cache_write(Act* kc, Act* vc, const Act* qkv, int B, int T, int C, int pos, int cap, cudaStream_t stream);
+void kv_cache_write(Act* kc, Act* vc, const Act* qkv, int B, int T, int C, int pos, int cap);
 template <class Act>
 void attention_decode(Act* out, const Act* qkv, const Act* kc, const Act* vc, int B, int n, int cap, int C, int H,
-                      const float* slopes, cudaStream_t stream);
+                      const PosData<float>& pos);
 // Whether the flash kernels take head size D; the check throws, listing the sizes they take
 // (the launchers call it, and the trainer before it starts).
 bool flash_supports_head_size(int D);
 void check_flash_head_size(int D);
 
 template <class Act>
-void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C, cudaStream_t stream);
+void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C);
 template <class Act>
-void gelu_backward(Act* dinp, const Act* inp, const float* bias, const Act* dout, int N, int C, cudaStream_t stream);
+void gelu_backward(Act* dinp, const Act* inp, const float* bias, const Act* dout, int N, int C);
 
 // losses (N) = -log softmax(logits)[target]; with dscale != 0, logits (N, ld) <- (softmax - onehot)
 // * dscale. Rows of ld >= V columns (the padded vocabulary): columns [V, ld) are left out of the
 // softmax and get dlogits 0. Vector loads (16 bytes) when ld allows and logits is aligned.
 // Losses, the max and the sum are fp32 whatever Act is; dlogits overwrite the logits in A.
 template <class Act>
-void classifier_loss(Act* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
-                     cudaStream_t stream);
+void classifier_loss(Act* logits, float* losses, const int* targets, int N, int V, int ld, float dscale);
 // The same over vocabulary tiles z (N, w) of the padded logits' columns [v0, v0 + w), columns
 // >= V left out (src/ops/loss.h has the CPU twins and says what each pass does): per tile,
 // the running max m and sum of exp s, and the target's logit into losses; then the losses, and m
 // becomes the log-sum-exp; then per tile, dlogits over z from it.
 template <class Act>
-void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V,
-                         cudaStream_t stream);
-void classifier_tile_loss(float* losses, float* m, const float* s, int N, cudaStream_t stream);
+void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V);
+void classifier_tile_loss(float* losses, float* m, const float* s, int N);
 template <class Act>
-void classifier_tile_dlogits(Act* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale,
-                             cudaStream_t stream);
+void classifier_tile_dlogits(Act* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale);
+// The LM head and the loss of one chunk of rows (GPT::classifier): the logits GEMM, the loss and,
+// with dscale != 0, the head's backward (d x into dx, d w added into dw): three launches over one
+// chunk's logits, which stay in HBM (the CPU backend fuses them by tiles: src/ops/loss.h). It
+// needs no scratch: classifier_head_scratch is 0.
+template <class Act>
+void classifier_head(Act* logits, float* losses, const int* targets, const Act* x, const Act* w, Act* dx, float* dw,
+                     float* scratch, int N, int C, int V, int Vp, float dscale);
+size_t classifier_head_scratch(int rows, int C, int Vp);
 
 // lr, bias corrections and clip scale from s (device memory), read when the kernel runs.
 // p_act (may be null): the compute copy of the weights, p rounded to bf16, written in the
 // same pass.
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const StepScalars* s, double beta1,
-                  double beta2, float eps, float wd, cudaStream_t stream);
+                  double beta2, float eps, float wd);
 void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, const StepScalars* s,
-                  double beta1, double beta2, float eps, float wd, cudaStream_t stream);
+                  double beta1, double beta2, float eps, float wd);
 // Sum of x[i]^2 in double, deterministic (fixed grid and reduction order), into *out (device).
-void sum_squares_to(double* out, const float* x, size_t n, cudaStream_t stream);
+void sum_squares_to(double* out, const float* x, size_t n);
 // The same returned to the host. Synchronises.
-double sum_squares(const float* x, size_t n, cudaStream_t stream);
+double sum_squares(const float* x, size_t n);
 // s->gscale = clip_scale(grad_clip, sqrt(s->sumsq)) (src/step.h), on the device.
-void clip_grad(StepScalars* s, double grad_clip, cudaStream_t stream);
+void clip_grad(StepScalars* s, double grad_clip);
 // dst = src rounded to nearest even bf16 (the weights' compute copy after they are set).
-void to_bf16(bf16_t* dst, const float* src, size_t n, cudaStream_t stream);
+void to_bf16(bf16_t* dst, const float* src, size_t n);
 
 // CUDA graphs of the training step (graph.cu): capture records what `work` queues on `stream`
 // (global mode: a call that would synchronise fails the capture, which is then ended and the
@@ -198,12 +198,12 @@ bool tf32_enabled();
 
 }  // namespace gpu
 
-// fp32 activations; the members for bf16 buffers serve CudaBackendBf16 below.
-struct CudaBackend {
+// The CUDA backend's memory, streams, graphs and device: everything but the ops, the same for
+// both activation types (CudaBackend<Act> below adds the ops).
+struct CudaDevice {
     using real = float;
-    using act = float;              // the activations' element type (model.h)
-    static float* alloc(size_t n);  // zero-filled, like CpuBackend
-    static float* alloc_act(size_t n) { return alloc(n); }
+    static float* alloc(size_t n);        // zero-filled, like CpuBackend
+    static bf16_t* alloc_bf16(size_t n);  // zero-filled (precision.cu)
     // buffers of float or bf16_t (E; memory.cu instantiates both)
     template <class E>
     static void free(E* p);
@@ -269,148 +269,61 @@ struct CudaBackend {
     static void allreduce_sum_async(const std::vector<std::pair<float*, size_t>>& parts);
     static void allreduce_wait();
     static void use_device(int local_rank);  // one GPU per process: local_rank modulo the GPUs
+};
 
-    // The ops: each calls its namesake in namespace gpu (above; defined in cuda/*.cu) on the
-    // compute stream.
-    template <class Act>
-    static void encoder_forward(Act* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C) {
-        gpu::encoder_forward(out, tok, wte, wpe, B, T, C, gpu::main_stream());
+// The backend GPT<CudaBackend<Act>> runs (src/model.h): Act = float, or bf16_t (--precision bf16:
+// activations and their gradients in bf16, half the memory and traffic of fp32, GEMMs on bf16
+// tensor cores; fp32 master weights, gradients and AdamW moments; the model keeps a bf16 copy of
+// the weights for the GEMMs, model.h's GPT::wc, which AdamW writes). Each op is its launcher in
+// namespace gpu (above; defined in cuda/*.cu by the same name), which queues on main_stream().
+template <class Act>
+struct CudaBackend : CudaDevice {
+    using act = Act;  // the activations' element type (model.h)
+    static Act* alloc_act(size_t n) {
+        if constexpr (std::is_same<Act, float>::value)
+            return alloc(n);
+        else
+            return alloc_bf16(n);
     }
-    template <class Act>
-    static void encoder_backward(float* dwte, float* dwpe, const Act* dout, const int* tok, int B, int T, int C, int V) {
-        gpu::encoder_backward(dwte, dwpe, dout, tok, B, T, C, V, gpu::main_stream());
-    }
-    template <class Act>
-    static void layernorm_forward(Act* out, float* mean, float* rstd, const Act* inp, const float* w, const float* b, int N,
-                                  int C) {
-        gpu::layernorm_forward(out, mean, rstd, inp, w, b, N, C, gpu::main_stream());
-    }
-    template <class Act>
-    static void residual_layernorm_forward(Act* res, Act* out, float* mean, float* rstd, const Act* x, const Act* y,
-                                           const float* ybias, const float* w, const float* b, int N, int C) {
-        gpu::residual_layernorm_forward(res, out, mean, rstd, x, y, ybias, w, b, N, C, gpu::main_stream());
-    }
-    template <class Act>
-    static void layernorm_backward(Act* dinp, float* dw, float* db, float* dsum, const Act* dout, const Act* inp,
-                                   const float* w, const float* mean, const float* rstd, int N, int C) {
-        gpu::layernorm_backward(dinp, dw, db, dsum, dout, inp, w, mean, rstd, N, C, gpu::main_stream());
-    }
-    template <class Act>
-    static void matmul_forward(Act* out, const Act* inp, const Act* w, const float* bias, int N, int IC, int OC) {
-        gpu::matmul_forward(out, inp, w, bias, N, IC, OC, gpu::main_stream());
-    }
-    template <class Act>
-    static void matmul_backward(Act* dinp, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, int N,
-                                int IC, int OC) {
-        gpu::matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC, gpu::main_stream());
-    }
-    template <class Act, class D>
-    static void matmul_dinp_add(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC) {
-        gpu::matmul_dinp_add(dinp, dout, w, N, IC, OC, gpu::main_stream());
-    }
-    template <class Act>
-    static void rope_forward(Act* out, const Act* inp, const float* bias, const float* cos_t, const float* sin_t, int B,
-                             int T, int C, int H) {
-        gpu::rope_forward(out, inp, bias, cos_t, sin_t, B, T, C, H, gpu::main_stream());
-    }
-    template <class Act>
-    static void rope_backward(Act* dinp, const Act* dout, const float* cos_t, const float* sin_t, int B, int T, int C,
-                              int H) {
-        gpu::rope_backward(dinp, dout, cos_t, sin_t, B, T, C, H, gpu::main_stream());
-    }
-    template <class Act>
-    static void crope_expand(Act* w, const float* Am, const float* Bm, int C) {
-        gpu::crope_expand(w, Am, Bm, C, gpu::main_stream());
-    }
-    static void crope_fold(float* dA, float* dB, const float* dw, int C) {
-        gpu::crope_fold(dA, dB, dw, C, gpu::main_stream());
-    }
-    template <class Act>
-    static void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, const float* slopes) {
-        gpu::attention_forward(out, att, qkv, B, T, C, H, slopes, gpu::main_stream());
-    }
-    template <class Act>
-    static void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C,
-                                   int H, const float* slopes) {
-        gpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, H, slopes, gpu::main_stream());
-    }
-    template <class Act>
-    static void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H,
-                                      const float* slopes) {
-        gpu::attention_forward_lse(out, lse, qkv, B, T, C, H, slopes, gpu::main_stream());
-    }
-    template <class Act>
-    static void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B,
-                                       int T, int C, int H, const float* slopes) {
-        gpu::attention_backward_lse(dqkv, dout, qkv, out, lse, B, T, C, H, slopes, gpu::main_stream());
-    }
-    template <class Act>
-    static void kv_cache_write(Act* kc, Act* vc, const Act* qkv, int B, int T, int C, int pos, int cap) {
-        gpu::kv_cache_write(kc, vc, qkv, B, T, C, pos, cap, gpu::main_stream());
-    }
-    template <class Act>
-    static void attention_decode(Act* out, const Act* qkv, const Act* kc, const Act* vc, int B, int n, int cap, int C,
-                                 int H, const float* slopes) {
-        gpu::attention_decode(out, qkv, kc, vc, B, n, cap, C, H, slopes, gpu::main_stream());
-    }
-    template <class Act>
-    static void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C) {
-        gpu::gelu_forward(out, inp, bias, N, C, gpu::main_stream());
-    }
-    template <class Act>
-    static void gelu_backward(Act* dinp, const Act* inp, const float* bias, const Act* dout, int N, int C) {
-        gpu::gelu_backward(dinp, inp, bias, dout, N, C, gpu::main_stream());
-    }
-    template <class Act>
-    static void classifier_loss(Act* logits, float* losses, const int* targets, int N, int V, int ld, float dscale) {
-        gpu::classifier_loss(logits, losses, targets, N, V, ld, dscale, gpu::main_stream());
-    }
-    template <class Act>
-    static void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const int* targets, int N, int w,
-                                    int v0, int V) {
-        gpu::classifier_tile_lse(z, m, s, losses, targets, N, w, v0, V, gpu::main_stream());
-    }
-    static void classifier_tile_loss(float* losses, float* m, const float* s, int N) {
-        gpu::classifier_tile_loss(losses, m, s, N, gpu::main_stream());
-    }
-    template <class Act>
-    static void classifier_tile_dlogits(Act* z, const float* lse, const int* targets, int N, int w, int v0, int V,
-                                        float dscale) {
-        gpu::classifier_tile_dlogits(z, lse, targets, N, w, v0, V, dscale, gpu::main_stream());
-    }
-    // The LM head and the loss of one chunk of rows (GPT::classifier): three launches over one
-    // chunk's logits, which stay in HBM (the CPU backend fuses them by tiles: src/ops/loss.h).
-    template <class Act>
-    static void classifier_head(Act* logits, float* losses, const int* targets, const Act* x, const Act* w, Act* dx, float* dw,
-                                float* /*scratch*/, int N, int C, int V, int Vp, float dscale) {
-        matmul_forward(logits, x, w, nullptr, N, C, Vp);  // (N, Vp)
-        classifier_loss(logits, losses, targets, N, V, Vp, dscale);
-        if (dscale != 0.0f) matmul_backward(dx, dw, nullptr, logits, x, w, N, C, Vp);
-    }
-    static size_t classifier_head_scratch(int, int, int) { return 0; }
+
+    static constexpr auto encoder_forward = gpu::encoder_forward<Act>;
+    static constexpr auto encoder_backward = gpu::encoder_backward<Act>;
+    static constexpr auto layernorm_forward = gpu::layernorm_forward<Act>;
+    static constexpr auto residual_layernorm_forward = gpu::residual_layernorm_forward<Act>;
+    static constexpr auto layernorm_backward = gpu::layernorm_backward<Act>;
+    static constexpr auto matmul_forward = gpu::matmul_forward<Act>;
+    static constexpr auto matmul_backward = gpu::matmul_backward<Act>;
+    static constexpr auto matmul_dinp_add = gpu::matmul_dinp_add<Act, float>;
+    static constexpr auto rope_forward = gpu::rope_forward<Act>;
+    static constexpr auto rope_backward = gpu::rope_backward<Act>;
+    static constexpr auto crope_expand = gpu::crope_expand<Act>;
+    static constexpr auto crope_fold = gpu::crope_fold;
+    static constexpr auto attention_forward = gpu::attention_forward<Act>;
+    static constexpr auto attention_backward = gpu::attention_backward<Act>;
+    static constexpr auto attention_forward_lse = gpu::attention_forward_lse<Act>;
+    static constexpr auto attention_backward_lse = gpu::attention_backward_lse<Act>;
+    static constexpr auto kv_cache_write = gpu::kv_cache_write<Act>;
+    static constexpr auto attention_decode = gpu::attention_decode<Act>;
+    static constexpr auto gelu_forward = gpu::gelu_forward<Act>;
+    static constexpr auto gelu_backward = gpu::gelu_backward<Act>;
+    static constexpr auto classifier_loss = gpu::classifier_loss<Act>;
+    static constexpr auto classifier_head = gpu::classifier_head<Act>;
+    static constexpr auto classifier_head_scratch = gpu::classifier_head_scratch;
+    static constexpr auto classifier_tile_lse = gpu::classifier_tile_lse<Act>;
+    static constexpr auto classifier_tile_loss = gpu::classifier_tile_loss;
+    static constexpr auto classifier_tile_dlogits = gpu::classifier_tile_dlogits<Act>;
     // rows per classifier chunk: 4096 x 50304 fp32 logits (786 MiB, a quarter of the paper batch's);
     // until scripts/gpu_check.sh's LM head sweep measures the others (its head.md names the fastest)
     static constexpr int classifier_chunk = 4096;
-    static void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const StepScalars* s, double beta1,
-                             double beta2, float eps, float wd) {
-        gpu::adamw_update(p, g, m, v, n, s, beta1, beta2, eps, wd, gpu::main_stream());
-    }
-    static void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n,
-                             const StepScalars* s, double beta1, double beta2, float eps, float wd) {
-        gpu::adamw_update(p, g, m, v, p_act, n, s, beta1, beta2, eps, wd, gpu::main_stream());
-    }
-    static double sum_squares(const float* x, size_t n) { return gpu::sum_squares(x, n, gpu::main_stream()); }
-    static void sum_squares_to(double* out, const float* x, size_t n) {
-        gpu::sum_squares_to(out, x, n, gpu::main_stream());
-    }
-    static void clip_grad(StepScalars* s, double grad_clip) { gpu::clip_grad(s, grad_clip, gpu::main_stream()); }
-    static void to_bf16(bf16_t* dst, const float* src, size_t n) { gpu::to_bf16(dst, src, n, gpu::main_stream()); }
-};
-
-// --precision bf16: activations and their gradients in bf16 (half the memory and traffic of
-// fp32), GEMMs on bf16 tensor cores; fp32 master weights, gradients and AdamW moments. The
-// model keeps a bf16 copy of the weights for the GEMMs (model.h: GPT::wc), which AdamW writes.
-struct CudaBackendBf16 : CudaBackend {
-    using act = bf16_t;
-    static bf16_t* alloc_act(size_t n);  // zero-filled
+    // bf16: AdamW also writes the GEMMs' copy of the weights (the overload with p_act)
+    using AdamW = std::conditional_t<std::is_same<Act, float>::value,
+                                     void (*)(float*, const float*, float*, float*, size_t, const StepScalars*, double,
+                                              double, float, float),
+                                     void (*)(float*, const float*, float*, float*, bf16_t*, size_t,
+                                              const StepScalars*, double, double, float, float)>;
+    static constexpr AdamW adamw_update = gpu::adamw_update;
+    static constexpr auto sum_squares = gpu::sum_squares;
+    static constexpr auto sum_squares_to = gpu::sum_squares_to;
+    static constexpr auto clip_grad = gpu::clip_grad;
+    static constexpr auto to_bf16 = gpu::to_bf16;
 };

@@ -48,21 +48,23 @@ __global__ void crope_fold_kernel(float* __restrict__ dA, float* __restrict__ dB
 }  // namespace
 
 template <class Act>
-void crope_expand(Act* w, const float* Am, const float* Bm, int C, cudaStream_t stream) {
+void crope_expand(Act* w, const float* Am, const float* Bm, int C) {
+    const cudaStream_t stream = main_stream();
     size_t total = (size_t)3 * C * C;
     if (total == 0) return;
     crope_expand_kernel<dev_t<Act>><<<grid_for(total, 256), 256, 0, stream>>>(dev(w), Am, Bm, C, total);
     cudaCheckLaunch();
 }
 
-void crope_fold(float* dA, float* dB, const float* dw, int C, cudaStream_t stream) {
+void crope_fold(float* dA, float* dB, const float* dw, int C) {
+    const cudaStream_t stream = main_stream();
     size_t total = (size_t)3 * (C / 2) * (C / 2);
     if (total == 0) return;
     crope_fold_kernel<<<grid_for(total, 256), 256, 0, stream>>>(dA, dB, dw, C, total);
     cudaCheckLaunch();
 }
 
-template void crope_expand(float*, const float*, const float*, int, cudaStream_t);
-template void crope_expand(bf16_t*, const float*, const float*, int, cudaStream_t);
+template void crope_expand(float*, const float*, const float*, int);
+template void crope_expand(bf16_t*, const float*, const float*, int);
 
 }  // namespace gpu

@@ -116,8 +116,8 @@ __global__ void encoder_backward_wpe_kernel(float* __restrict__ dwpe, const E* _
 }  // namespace
 
 template <class Act>
-void encoder_forward(Act* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C,
-                     cudaStream_t stream) {
+void encoder_forward(Act* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C) {
+    const cudaStream_t stream = main_stream();
     size_t total = (size_t)B * T * C;
     if (total == 0) return;
     encoder_forward_kernel<dev_t<Act>><<<grid_for(total, 256), 256, 0, stream>>>(dev(out), tok, wte, wpe, T, C, total);
@@ -125,8 +125,8 @@ void encoder_forward(Act* out, const int* tok, const float* wte, const float* wp
 }
 
 template <class Act>
-void encoder_backward(float* dwte, float* dwpe, const Act* dout, const int* tok, int B, int T, int C, int V,
-                      cudaStream_t stream) {
+void encoder_backward(float* dwte, float* dwpe, const Act* dout, const int* tok, int B, int T, int C, int V) {
+    const cudaStream_t stream = main_stream();
     const int N = B * T;
     if (N == 0 || C == 0) return;
     if (dwpe) {
@@ -164,9 +164,9 @@ void encoder_backward(float* dwte, float* dwpe, const Act* dout, const int* tok,
     cudaCheckLaunch();
 }
 
-template void encoder_forward(float*, const int*, const float*, const float*, int, int, int, cudaStream_t);
-template void encoder_forward(bf16_t*, const int*, const float*, const float*, int, int, int, cudaStream_t);
-template void encoder_backward(float*, float*, const float*, const int*, int, int, int, int, cudaStream_t);
-template void encoder_backward(float*, float*, const bf16_t*, const int*, int, int, int, int, cudaStream_t);
+template void encoder_forward(float*, const int*, const float*, const float*, int, int, int);
+template void encoder_forward(bf16_t*, const int*, const float*, const float*, int, int, int);
+template void encoder_backward(float*, float*, const float*, const int*, int, int, int, int);
+template void encoder_backward(float*, float*, const bf16_t*, const int*, int, int, int, int);
 
 }  // namespace gpu

@@ -49,7 +49,8 @@ struct GeluBackward {
 
 // 16-byte accesses when the rows and every pointer allow them (the bias is read per column)
 template <class Act>
-void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C, cudaStream_t stream) {
+void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C) {
+    const cudaStream_t stream = main_stream();
     using E = dev_t<Act>;
     with_pack<E>(C, {out, inp}, [&](auto w) {
         constexpr int W = decltype(w)::value;
@@ -58,7 +59,8 @@ void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C, cud
 }
 
 template <class Act>
-void gelu_backward(Act* dinp, const Act* inp, const float* bias, const Act* dout, int N, int C, cudaStream_t stream) {
+void gelu_backward(Act* dinp, const Act* inp, const float* bias, const Act* dout, int N, int C) {
+    const cudaStream_t stream = main_stream();
     using E = dev_t<Act>;
     with_pack<E>(C, {dinp, inp, dout}, [&](auto w) {
         constexpr int W = decltype(w)::value;
@@ -67,8 +69,8 @@ void gelu_backward(Act* dinp, const Act* inp, const float* bias, const Act* dout
 }
 
 #define INSTANTIATE(Act)                                                              \
-    template void gelu_forward(Act*, const Act*, const float*, int, int, cudaStream_t); \
-    template void gelu_backward(Act*, const Act*, const float*, const Act*, int, int, cudaStream_t);
+    template void gelu_forward(Act*, const Act*, const float*, int, int); \
+    template void gelu_backward(Act*, const Act*, const float*, const Act*, int, int);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

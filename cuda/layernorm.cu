@@ -110,8 +110,8 @@ struct BackwardSums {
 }  // namespace
 
 template <class Act>
-void residual_layernorm_forward(Act* res, Act* out, float* mean, float* rstd, const Act* x, const Act* y, const float* ybias,
-                                const float* w, const float* b, int N, int C, cudaStream_t stream) {
+void residual_layernorm_forward(Act* res, Act* out, float* mean, float* rstd, const Act* x, const Act* y, const float* ybias, const float* w, const float* b, int N, int C) {
+    const cudaStream_t stream = main_stream();
     if (N <= 0 || C <= 0) return;
     layernorm_forward_kernel<dev_t<Act>><<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream>>>(
         dev(out), mean, rstd, dev(res), dev(x), dev(y), ybias, w, b, N, C);
@@ -119,14 +119,13 @@ void residual_layernorm_forward(Act* res, Act* out, float* mean, float* rstd, co
 }
 
 template <class Act>
-void layernorm_forward(Act* out, float* mean, float* rstd, const Act* inp, const float* w, const float* b, int N, int C,
-                       cudaStream_t stream) {
-    residual_layernorm_forward<Act>(nullptr, out, mean, rstd, inp, nullptr, nullptr, w, b, N, C, stream);
+void layernorm_forward(Act* out, float* mean, float* rstd, const Act* inp, const float* w, const float* b, int N, int C) {
+    residual_layernorm_forward<Act>(nullptr, out, mean, rstd, inp, nullptr, nullptr, w, b, N, C);
 }
 
 template <class Act>
-void layernorm_backward(Act* dinp, float* dw, float* db, float* dsum, const Act* dout, const Act* inp, const float* w,
-                        const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
+void layernorm_backward(Act* dinp, float* dw, float* db, float* dsum, const Act* dout, const Act* inp, const float* w, const float* mean, const float* rstd, int N, int C) {
+    const cudaStream_t stream = main_stream();
     if (N <= 0 || C <= 0) return;
     layernorm_backward_dinp_kernel<dev_t<Act>><<<ceil_div(N, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream>>>(
         dev(dinp), dev(dout), dev(inp), w, mean, rstd, N, C);
@@ -144,11 +143,11 @@ void layernorm_backward(Act* dinp, float* dw, float* db, float* dsum, const Act*
 }
 
 #define INSTANTIATE(Act)                                                                                                 \
-    template void layernorm_forward(Act*, float*, float*, const Act*, const float*, const float*, int, int, cudaStream_t); \
+    template void layernorm_forward(Act*, float*, float*, const Act*, const float*, const float*, int, int); \
     template void residual_layernorm_forward(Act*, Act*, float*, float*, const Act*, const Act*, const float*, const float*,   \
-                                             const float*, int, int, cudaStream_t);                                    \
+                                             const float*, int, int);                                    \
     template void layernorm_backward(Act*, float*, float*, float*, const Act*, const Act*, const float*, const float*,       \
-                                     const float*, int, int, cudaStream_t);
+                                     const float*, int, int);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

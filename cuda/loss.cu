@@ -149,8 +149,8 @@ __global__ void classifier_tile_dlogits_kernel(E* __restrict__ z, const float* _
 }  // namespace
 
 template <class Act>
-void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V,
-                         cudaStream_t stream) {
+void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V) {
+    const cudaStream_t stream = main_stream();
     if (N <= 0 || w <= 0) return;
     using E = dev_t<Act>;
     const int blocks = ceil_div(N, kTileWarps), threads = 32 * kTileWarps;
@@ -161,15 +161,16 @@ void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const 
     cudaCheckLaunch();
 }
 
-void classifier_tile_loss(float* losses, float* m, const float* s, int N, cudaStream_t stream) {
+void classifier_tile_loss(float* losses, float* m, const float* s, int N) {
+    const cudaStream_t stream = main_stream();
     if (N <= 0) return;
     classifier_tile_loss_kernel<<<ceil_div(N, 256), 256, 0, stream>>>(losses, m, s, N);
     cudaCheckLaunch();
 }
 
 template <class Act>
-void classifier_tile_dlogits(Act* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale,
-                             cudaStream_t stream) {
+void classifier_tile_dlogits(Act* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale) {
+    const cudaStream_t stream = main_stream();
     if (N <= 0 || w <= 0) return;
     using E = dev_t<Act>;
     const size_t n = (size_t)N * w;
@@ -182,8 +183,8 @@ void classifier_tile_dlogits(Act* z, const float* lse, const int* targets, int N
 }
 
 template <class Act>
-void classifier_loss(Act* logits, float* losses, const int* targets, int N, int V, int ld, float dscale,
-                     cudaStream_t stream) {
+void classifier_loss(Act* logits, float* losses, const int* targets, int N, int V, int ld, float dscale) {
+    const cudaStream_t stream = main_stream();
     if (N <= 0 || V <= 0) return;
     if (ld < V) throw std::logic_error("classifier_loss: row stride ld < V");
     using E = dev_t<Act>;
@@ -194,10 +195,24 @@ void classifier_loss(Act* logits, float* losses, const int* targets, int N, int 
     cudaCheckLaunch();
 }
 
+template <class Act>
+void classifier_head(Act* logits, float* losses, const int* targets, const Act* x, const Act* w, Act* dx, float* dw,
+                     float* /*scratch*/, int N, int C, int V, int Vp, float dscale) {
+    matmul_forward(logits, x, w, nullptr, N, C, Vp);  // (N, Vp)
+    classifier_loss(logits, losses, targets, N, V, Vp, dscale);
+    if (dscale != 0.0f) matmul_backward(dx, dw, nullptr, logits, x, w, N, C, Vp);
+}
+
+size_t classifier_head_scratch(int, int, int) {
+    return 0;
+}
+
 #define INSTANTIATE(Act)                                                                                                 \
-    template void classifier_loss(Act*, float*, const int*, int, int, int, float, cudaStream_t);                         \
-    template void classifier_tile_lse(const Act*, float*, float*, float*, const int*, int, int, int, int, cudaStream_t); \
-    template void classifier_tile_dlogits(Act*, const float*, const int*, int, int, int, int, float, cudaStream_t);
+    template void classifier_loss(Act*, float*, const int*, int, int, int, float);                         \
+    template void classifier_tile_lse(const Act*, float*, float*, float*, const int*, int, int, int, int); \
+    template void classifier_tile_dlogits(Act*, const float*, const int*, int, int, int, int, float); \
+    template void classifier_head(Act*, float*, const int*, const Act*, const Act*, Act*, float*, float*, int, int, int, \
+                                  int, float);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

@@ -100,7 +100,8 @@ struct Load {
 
 // out (N,OC) = inp (N,IC) . w (OC,IC)^T + bias (OC)
 template <class Act>
-void matmul_forward(Act* out, const Act* inp, const Act* w, const float* bias, int N, int IC, int OC, cudaStream_t stream) {
+void matmul_forward(Act* out, const Act* inp, const Act* w, const float* bias, int N, int IC, int OC) {
+    const cudaStream_t stream = main_stream();
     if (N <= 0 || OC <= 0) return;
     // column-major: out^T (OC,N) = W (OC,IC) [stored as W^T (IC,OC), so op = T] . inp^T (IC,N)
     gemm_cm(true, false, OC, N, IC, 1.0f, w, IC, inp, IC, 0.0f, out, OC, stream);
@@ -125,8 +126,8 @@ void dinp_gemm(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC, fl
 // dinp (N,IC) = dout (N,OC) . w (OC,IC) (overwritten) ; dw (OC,IC) += dout^T . inp ; dbias (OC) +=
 // column sums of dout
 template <class Act>
-void matmul_backward(Act* dinp, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, int N, int IC, int OC,
-                     cudaStream_t stream) {
+void matmul_backward(Act* dinp, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, int N, int IC, int OC) {
+    const cudaStream_t stream = main_stream();
     if (N <= 0 || IC <= 0 || OC <= 0) return;
     if (dinp) dinp_gemm(dinp, dout, w, N, IC, OC, 0.0f, stream);
     // column-major: dw^T (IC,OC) += inp^T (IC,N) [stored as is] . dout (N,OC) [stored as dout^T, op = T]
@@ -140,17 +141,18 @@ void matmul_backward(Act* dinp, float* dw, float* dbias, const Act* dout, const 
 
 // dinp (N,IC) += dout (N,OC) . w (OC,IC)
 template <class Act, class D>
-void matmul_dinp_add(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC, cudaStream_t stream) {
+void matmul_dinp_add(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC) {
+    const cudaStream_t stream = main_stream();
     if (N > 0 && IC > 0 && OC > 0) dinp_gemm(dinp, dout, w, N, IC, OC, 1.0f, stream);
 }
 
 #define INSTANTIATE(Act)                                                                               \
-    template void matmul_forward(Act*, const Act*, const Act*, const float*, int, int, int, cudaStream_t); \
-    template void matmul_backward(Act*, float*, float*, const Act*, const Act*, const Act*, int, int, int, cudaStream_t);
+    template void matmul_forward(Act*, const Act*, const Act*, const float*, int, int, int); \
+    template void matmul_backward(Act*, float*, float*, const Act*, const Act*, const Act*, int, int, int);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE
-template void matmul_dinp_add(float*, const float*, const float*, int, int, int, cudaStream_t);
-template void matmul_dinp_add(float*, const bf16_t*, const bf16_t*, int, int, int, cudaStream_t);
+template void matmul_dinp_add(float*, const float*, const float*, int, int, int);
+template void matmul_dinp_add(float*, const bf16_t*, const bf16_t*, int, int, int);
 
 }  // namespace gpu

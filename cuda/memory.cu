@@ -1,6 +1,6 @@
 // Device memory for the CUDA backend: a cudaMalloc wrapper that tracks current and peak
 // bytes (parameters, activations and every kernel's scratch go through it), and the
-// memory / device members of CudaBackend.
+// memory / device members of CudaDevice (the CUDA backend without its ops).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -74,17 +74,17 @@ cudaStream_t main_stream() {
 
 }  // namespace gpu
 
-float* CudaBackend::alloc(size_t n) {
+float* CudaDevice::alloc(size_t n) {
     return gpu::alloc_zeroed<float>(n);
 }
 
 template <class E>
-void CudaBackend::free(E* p) {
+void CudaDevice::free(E* p) {
     gpu::device_free(p);
 }
 
 template <class E>
-void CudaBackend::zero(E* p, size_t n) {
+void CudaDevice::zero(E* p, size_t n) {
     if (n) cudaCheck(cudaMemsetAsync(p, 0, n * sizeof(E), gpu::main_stream()));
 }
 
@@ -98,30 +98,30 @@ void copy_and_wait(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind
 }  // namespace
 
 template <class E>
-void CudaBackend::copy_to_host(E* dst, const E* src, size_t n) {
+void CudaDevice::copy_to_host(E* dst, const E* src, size_t n) {
     copy_and_wait(dst, src, n * sizeof(E), cudaMemcpyDeviceToHost);
 }
 
 template <class E>
-void CudaBackend::copy_from_host(E* dst, const E* src, size_t n) {
+void CudaDevice::copy_from_host(E* dst, const E* src, size_t n) {
     copy_and_wait(dst, src, n * sizeof(E), cudaMemcpyHostToDevice);
 }
 
 // The element types of the model's buffers: fp32, and bf16 (activations, the weights' copy).
 #define INSTANTIATE_BUFFER_OPS(E)                                  \
-    template void CudaBackend::free(E*);                           \
-    template void CudaBackend::zero(E*, size_t);                   \
-    template void CudaBackend::copy_to_host(E*, const E*, size_t); \
-    template void CudaBackend::copy_from_host(E*, const E*, size_t);
+    template void CudaDevice::free(E*);                           \
+    template void CudaDevice::zero(E*, size_t);                   \
+    template void CudaDevice::copy_to_host(E*, const E*, size_t); \
+    template void CudaDevice::copy_from_host(E*, const E*, size_t);
 INSTANTIATE_BUFFER_OPS(float)
 INSTANTIATE_BUFFER_OPS(bf16_t)
 #undef INSTANTIATE_BUFFER_OPS
 
-int* CudaBackend::alloc_int(size_t n) {
+int* CudaDevice::alloc_int(size_t n) {
     return gpu::alloc_zeroed<int>(n);
 }
 
-void CudaBackend::free_int(int* p) {
+void CudaDevice::free_int(int* p) {
     gpu::device_free(p);
 }
 
@@ -159,11 +159,11 @@ StagedUploads g_token_uploads, g_scalar_uploads;
 }  // namespace
 }  // namespace gpu
 
-void CudaBackend::copy_ints_from_host(int* dst, const int* src, size_t n) {
+void CudaDevice::copy_ints_from_host(int* dst, const int* src, size_t n) {
     if (n) gpu::g_token_uploads.copy(dst, src, n * sizeof(int));
 }
 
-StepScalars* CudaBackend::alloc_scalars() {
+StepScalars* CudaDevice::alloc_scalars() {
     auto* s = static_cast<StepScalars*>(gpu::device_malloc(sizeof(StepScalars)));
     StepScalars init;
     cudaCheck(cudaMemcpyAsync(s, &init, sizeof init, cudaMemcpyHostToDevice, gpu::main_stream()));
@@ -171,47 +171,47 @@ StepScalars* CudaBackend::alloc_scalars() {
     return s;
 }
 
-void CudaBackend::free_scalars(StepScalars* s) {
+void CudaDevice::free_scalars(StepScalars* s) {
     gpu::device_free(s);
 }
 
-void CudaBackend::copy_scalars_from_host(StepScalars* dst, const StepScalars& src) {
+void CudaDevice::copy_scalars_from_host(StepScalars* dst, const StepScalars& src) {
     gpu::g_scalar_uploads.copy(dst, &src, sizeof src);
 }
 
-void* CudaBackend::alloc_pinned(size_t bytes) {
+void* CudaDevice::alloc_pinned(size_t bytes) {
     void* p = nullptr;
     cudaCheck(cudaMallocHost(&p, bytes));
     return p;
 }
 
-void CudaBackend::free_pinned(void* p) {
+void CudaDevice::free_pinned(void* p) {
     if (p && cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();  // runs in destructors: never throws
 }
 
-void CudaBackend::copy_to_host_async(void* dst, const void* src, size_t bytes) {
+void CudaDevice::copy_to_host_async(void* dst, const void* src, size_t bytes) {
     if (bytes) cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, gpu::main_stream()));
 }
 
-CudaBackend::Event CudaBackend::event_create() {
+CudaDevice::Event CudaDevice::event_create() {
     cudaEvent_t e;
     cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     return e;
 }
 
-void CudaBackend::event_record(Event e) {
+void CudaDevice::event_record(Event e) {
     cudaCheck(cudaEventRecord(e, gpu::main_stream()));
 }
 
-void CudaBackend::event_wait(Event e) {
+void CudaDevice::event_wait(Event e) {
     cudaCheck(cudaEventSynchronize(e));
 }
 
-void CudaBackend::event_destroy(Event e) {
+void CudaDevice::event_destroy(Event e) {
     if (e && cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();
 }
 
-void CudaBackend::synchronize() {
+void CudaDevice::synchronize() {
     cudaCheck(cudaDeviceSynchronize());
 }
 
@@ -256,7 +256,7 @@ std::string error_text(cudaError_t err) {
 }
 }  // namespace
 
-CudaBackend::DeviceCheck CudaBackend::check_device(int local_rank) {
+CudaDevice::DeviceCheck CudaDevice::check_device(int local_rank) {
     int n = 0, driver = 0, runtime = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     (void)cudaDriverGetVersion(&driver);
@@ -295,7 +295,7 @@ CudaBackend::DeviceCheck CudaBackend::check_device(int local_rank) {
     return {DeviceCheck::Usable, ""};
 }
 
-std::string CudaBackend::device_name() {
+std::string CudaDevice::device_name() {
     int dev = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaDeviceProp prop;
@@ -303,13 +303,13 @@ std::string CudaBackend::device_name() {
     return prop.name;
 }
 
-size_t CudaBackend::peak_memory() {
+size_t CudaDevice::peak_memory() {
     gpu::Tracker& t = gpu::tracker();
     std::lock_guard<std::mutex> lock(t.mu);
     return t.peak;
 }
 
-size_t CudaBackend::device_used_memory() {
+size_t CudaDevice::device_used_memory() {
     size_t free_bytes = 0, total = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total));
     return total - free_bytes;

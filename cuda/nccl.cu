@@ -54,7 +54,7 @@ CommStream& comm_stream() {
 }
 }  // namespace
 
-void CudaBackend::allreduce_sum_async(const std::vector<std::pair<float*, size_t>>& parts) {
+void CudaDevice::allreduce_sum_async(const std::vector<std::pair<float*, size_t>>& parts) {
     if (!dist::group().mpi) return;
     CommStream& s = comm_stream();
     ncclComm_t c = comm();  // made before the group: a communicator's setup cannot be inside one
@@ -65,27 +65,27 @@ void CudaBackend::allreduce_sum_async(const std::vector<std::pair<float*, size_t
     ncclCheck(ncclGroupEnd());
 }
 
-void CudaBackend::allreduce_wait() {
+void CudaDevice::allreduce_wait() {
     if (!dist::group().mpi) return;
     dist::Watch w("NCCL all-reduce");
     cudaCheck(cudaStreamSynchronize(comm_stream().stream));
 }
 
-void CudaBackend::allreduce_sum(float* x, size_t n) {
+void CudaDevice::allreduce_sum(float* x, size_t n) {
     if (!dist::group().mpi) return;
     ncclCheck(ncclAllReduce(x, x, n, ncclFloat, ncclSum, comm(), gpu::main_stream()));
     finish("NCCL all-reduce");
 }
 
 // in place: rank r's result lands in its own block of x (NCCL's in-place reduce-scatter layout)
-void CudaBackend::reduce_scatter_sum(float* x, size_t block) {
+void CudaDevice::reduce_scatter_sum(float* x, size_t block) {
     if (!dist::group().mpi) return;
     ncclCheck(
         ncclReduceScatter(x, x + dist::group().rank * block, block, ncclFloat, ncclSum, comm(), gpu::main_stream()));
     finish("NCCL reduce-scatter");
 }
 
-void CudaBackend::allgather(float* x, size_t block) {
+void CudaDevice::allgather(float* x, size_t block) {
     if (!dist::group().mpi) return;
     ncclCheck(ncclAllGather(x + dist::group().rank * block, x, block, ncclFloat, comm(), gpu::main_stream()));
     finish("NCCL all-gather");
@@ -98,23 +98,23 @@ static void no_nccl() {
         "this build has no NCCL (nccl.h and MPI are needed at build time): the CUDA backend "
         "trains on one rank only");
 }
-void CudaBackend::allreduce_sum(float*, size_t) {
+void CudaDevice::allreduce_sum(float*, size_t) {
     if (dist::group().mpi) no_nccl();
 }
-void CudaBackend::reduce_scatter_sum(float*, size_t) {
+void CudaDevice::reduce_scatter_sum(float*, size_t) {
     if (dist::group().mpi) no_nccl();
 }
-void CudaBackend::allgather(float*, size_t) {
+void CudaDevice::allgather(float*, size_t) {
     if (dist::group().mpi) no_nccl();
 }
-void CudaBackend::allreduce_sum_async(const std::vector<std::pair<float*, size_t>>&) {
+void CudaDevice::allreduce_sum_async(const std::vector<std::pair<float*, size_t>>&) {
     if (dist::group().mpi) no_nccl();
 }
-void CudaBackend::allreduce_wait() {}
+void CudaDevice::allreduce_wait() {}
 
 #endif
 
-void CudaBackend::use_device(int local_rank) {
+void CudaDevice::use_device(int local_rank) {
     int n = 0;
     cudaCheck(cudaGetDeviceCount(&n));
     if (n > 0) cudaCheck(cudaSetDevice(local_rank % n));

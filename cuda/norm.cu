@@ -36,7 +36,8 @@ __global__ void clip_grad_kernel(StepScalars* s, double grad_clip) {
 
 }  // namespace
 
-void sum_squares_to(double* out, const float* x, size_t n, cudaStream_t stream) {
+void sum_squares_to(double* out, const float* x, size_t n) {
+    const cudaStream_t stream = main_stream();
     static Scratch<double> s_partial;
     double* partial = s_partial.get(kNormBlocks);
     if (n == 0) {
@@ -47,17 +48,19 @@ void sum_squares_to(double* out, const float* x, size_t n, cudaStream_t stream) 
     cudaCheckLaunch();
 }
 
-double sum_squares(const float* x, size_t n, cudaStream_t stream) {
+double sum_squares(const float* x, size_t n) {
+    const cudaStream_t stream = main_stream();
     static Scratch<double> s_out;
     double* out = s_out.get(1);
-    sum_squares_to(out, x, n, stream);
+    sum_squares_to(out, x, n);
     double h = 0.0;
     cudaCheck(cudaMemcpyAsync(&h, out, sizeof(double), cudaMemcpyDeviceToHost, stream));
     cudaCheck(cudaStreamSynchronize(stream));
     return h;
 }
 
-void clip_grad(StepScalars* s, double grad_clip, cudaStream_t stream) {
+void clip_grad(StepScalars* s, double grad_clip) {
+    const cudaStream_t stream = main_stream();
     clip_grad_kernel<<<1, 1, 0, stream>>>(s, grad_clip);
     cudaCheckLaunch();
 }

@@ -1,4 +1,4 @@
-// The profiling mode's timeline (CudaBackend::profile_mark / profile_read): one CUDA event per
+// The profiling mode's timeline (CudaDevice::profile_mark / profile_read): one CUDA event per
 // mark, recorded on the stream the step runs on, so the phases are timed on the GPU's clock
 // without waiting for the GPU until the step ends. The events are created once and reused.
 #include <vector>
@@ -23,7 +23,7 @@ Timeline& timeline() {
 }  // namespace
 }  // namespace gpu
 
-void CudaBackend::profile_mark(int phase) {
+void CudaDevice::profile_mark(int phase) {
     gpu::Timeline& t = gpu::timeline();
     if (t.used == t.events.size()) {
         cudaEvent_t e;
@@ -35,7 +35,7 @@ void CudaBackend::profile_mark(int phase) {
     t.phases[t.used++] = phase;
 }
 
-std::vector<double> CudaBackend::profile_read(int nphases) {
+std::vector<double> CudaDevice::profile_read(int nphases) {
     gpu::Timeline& t = gpu::timeline();
     std::vector<double> ms(nphases, 0.0);
     if (t.used) cudaCheck(cudaEventSynchronize(t.events[t.used - 1]));

@@ -1,6 +1,6 @@
 // RoPE on the packed qkv (B, T, 3C): q and k (the first 2C channels) have each adjacent
 // pair (2j, 2j+1) of every head rotated by the angle of position t (row t of the
-// precomputed cos/sin tables (maxT, D/2)); v (the last C channels) passes through.
+// position data's cos/sin tables (n, D/2), src/pos.h); v (the last C channels) passes through.
 #include "backend_cuda.h"
 #include "common.cuh"
 
@@ -47,21 +47,20 @@ void rope(Act* out, const Act* inp, const float* bias, const float* cos_t, const
 }  // namespace
 
 template <class Act>
-void rope_forward(Act* out, const Act* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C,
-                  int H, cudaStream_t stream) {
-    rope<1>(out, inp, bias, cos_t, sin_t, B, T, C, H, stream);
+void rope_forward(Act* out, const Act* inp, const float* bias, const PosData<float>& pos, int B, int T, int C, int H) {
+    const cudaStream_t stream = main_stream();
+    rope<1>(out, inp, bias, pos.cos, pos.sin, B, T, C, H, stream);
 }
 
 template <class Act>
-void rope_backward(Act* dinp, const Act* dout, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
-                   cudaStream_t stream) {
-    rope<-1>(dinp, dout, nullptr, cos_t, sin_t, B, T, C, H, stream);
+void rope_backward(Act* dinp, const Act* dout, const PosData<float>& pos, int B, int T, int C, int H) {
+    const cudaStream_t stream = main_stream();
+    rope<-1>(dinp, dout, nullptr, pos.cos, pos.sin, B, T, C, H, stream);
 }
 
-#define INSTANTIATE(Act)                                                                                     \
-    template void rope_forward(Act*, const Act*, const float*, const float*, const float*, int, int, int, int, \
-                               cudaStream_t);                                                              \
-    template void rope_backward(Act*, const Act*, const float*, const float*, int, int, int, int, cudaStream_t);
+#define INSTANTIATE(Act)                                                                                  \
+    template void rope_forward(Act*, const Act*, const float*, const PosData<float>&, int, int, int, int);                                                             \
+    template void rope_backward(Act*, const Act*, const PosData<float>&, int, int, int, int);
 INSTANTIATE(float)
 INSTANTIATE(bf16_t)
 #undef INSTANTIATE

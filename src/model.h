@@ -1,6 +1,6 @@
 // GPT-2 with a choice of position scheme (src/pos.h; this file reads its traits): the one model
-// orchestration shared by every backend. A backend BK (CpuBackend<Real> in backend_cpu.h, CudaBackend
-// and CudaBackendBf16 in cuda/backend_cuda.h) supplies memory and the ops; this file says in which
+// orchestration shared by every backend. A backend BK (CpuBackend<Real> in backend_cpu.h,
+// CudaBackend<Act> in cuda/backend_cuda.h) supplies memory and the ops; this file says in which
 // order they run: forward_pass, classifier, backward, adamw, and train_step, one step of them.
 // Around it: params.h (the parameter layout), activations.h (the buffers the ops write),
 // step_queue.h (queuing without waiting for the device: readbacks, CUDA graphs, profile marks) and
@@ -8,11 +8,11 @@
 //
 // Two element types: Real (BK::real) for the parameters, their gradients and AdamW's moments,
 // Act (BK::act) for the activations and their gradients. They are the same type except on
-// CudaBackendBf16 (Real float, Act bf16). The GEMMs multiply activations by weights of type Act:
+// CudaBackend<bf16_t> (Real float, Act bf16). The GEMMs multiply activations by weights of type Act:
 // the compute copy wc, which is the parameter buffer itself when Act is Real, else a bf16 copy
 // that AdamW writes in its pass. Kept in Real (fp32) whatever Act is, because they are reductions or
 // feed the loss: LayerNorm's mean and rstd, flash attention's log-sum-exps, the losses, the
-// fixed position tables. The cuBLAS attention's probabilities and dscores are activations (Act).
+// position data (pos.h). The cuBLAS attention's probabilities and dscores are activations (Act).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -50,9 +50,9 @@ struct GPT {
     TensorsOf<Act> wa;            // into wc
     Act* qkv_expanded = nullptr;  // complex_qkv: real (L,3C,C) weights
     Real* dqkv_w = nullptr;       // and a (3C,C) gradient
-    Real *pos_table = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
-    Real* alibi = nullptr;  // ALiBi's slopes (H,); null: no bias
-    int table_len = 0;      // positions covered by the tables
+    Real* pos_buf = nullptr;  // the position data (pos.h) in one buffer; null when the scheme has none
+    PosData<Real> pos;        // its parts, as the ops take them
+    int table_len = 0;        // positions covered by the position data
     // Incremental decoding (src/generate.h): every layer's keys and values, as attention reads
     // them (after RoPE), kcache and vcache (L, kv_B, kv_cap, C) each; null until kv_reserve.
     Act *kcache = nullptr, *vcache = nullptr;
@@ -99,7 +99,7 @@ struct GPT {
         queue.drop_graph();
         BK::synchronize();
         BK::free_scalars(scalars);
-        for (Real* p : {params, grads, m, v, dqkv_w, pos_table, rope_cos, rope_sin, alibi, step_losses})
+        for (Real* p : {params, grads, m, v, dqkv_w, pos_buf, step_losses})
             if (p) BK::free(p);
         for (int* p : {step_inputs, step_targets})
             if (p) BK::free_int(p);
@@ -164,26 +164,19 @@ struct GPT {
         set_params(std::vector<Real>(p.begin(), p.end()));
     }
 
-    // Fixed position tables (sinusoidal, rotary) must cover the longest sequence run; ALiBi's slopes
-    // depend on no length, but live with them.
+    // The position data (sinusoidal, rotary tables) must cover the longest sequence run.
     void set_max_positions(int n) {
         if (n <= table_len) return;
-        queue.drop_graph();  // it reads the tables replaced here
+        queue.drop_graph();  // it reads the data replaced here
         table_len = n;
-        auto upload = [](Real*& dst, const std::vector<double>& src) {
-            if (dst) BK::free(dst);
-            dst = BK::alloc(src.size());
-            std::vector<Real> t(src.begin(), src.end());
-            BK::copy_from_host(dst, t.data(), t.size());
-        };
-        if (pt.fixed_table) upload(pos_table, sinusoidal_table(n, cfg.C, cfg.sin_scale));
-        if (pt.rotary) {
-            std::vector<double> c, s;
-            rope_tables(c, s, n, cfg.C / cfg.H, cfg.rope_base);
-            upload(rope_cos, c);
-            upload(rope_sin, s);
+        const PosBuffer b = pos_buffer(pt, n, cfg.C, cfg.H, cfg.rope_base, cfg.sin_scale);
+        if (pos_buf) BK::free(pos_buf), pos_buf = nullptr;
+        if (b.size) {
+            pos_buf = BK::alloc(b.size);
+            const std::vector<Real> h(b.data.begin(), b.data.end());
+            BK::copy_from_host(pos_buf, h.data(), h.size());
         }
-        if (pt.alibi) upload(alibi, alibi_slopes(cfg.H));
+        pos = b.view<Real>(pos_buf);
     }
 
     // The activations for (B, T) (training's or evaluation's) with inputs and, if given, targets
@@ -253,22 +246,22 @@ struct GPT {
         kv_B = B, kv_cap = cap;
     }
     // Incremental decoding's forward (without grad) over inputs (B,T) (host ids) at positions
-    // [pos, pos + T) of each row, into the evaluation activations (logits() reads them): every
-    // layer's keys and values go into the cache at those positions. pos 0: the prefill, its
-    // attention the causal one over the T positions; pos > 0: one token (T = 1) whose query attends
-    // to the cache's pos + 1 positions.
-    void forward_cached(const int* inputs, int B, int T, int pos) {
-        if (B != kv_B || pos + T > kv_cap) throw std::logic_error("forward_cached: outside the KV cache (kv_reserve)");
-        if (pos > 0 && T != 1) throw std::logic_error("forward_cached: after the prefill, one token at a time");
-        if (pos + T > table_len) throw std::runtime_error("position past the position tables");
-        forward_pass(upload(inputs, nullptr, B, T, false), false, pos);
+    // [first, first + T) of each row, into the evaluation activations (logits() reads them): every
+    // layer's keys and values go into the cache at those positions. first 0: the prefill, its
+    // attention the causal one over the T positions; first > 0: one token (T = 1) whose query
+    // attends to the cache's first + 1 positions.
+    void forward_cached(const int* inputs, int B, int T, int first) {
+        if (B != kv_B || first + T > kv_cap) throw std::logic_error("forward_cached: outside the KV cache (kv_reserve)");
+        if (first > 0 && T != 1) throw std::logic_error("forward_cached: after the prefill, one token at a time");
+        if (first + T > table_len) throw std::runtime_error("position past the position tables");
+        forward_pass(upload(inputs, nullptr, B, T, false), false, first);
     }
 
     // The forward pass over a.inputs (and with loss, a.targets) in backend memory; with a.train
     // (the training activations) also the gradients' zeroing and the classifier's backward.
-    // pos >= 0 (forward_cached): the tokens sit at positions [pos, pos + T) and the KV cache is
-    // written; the position tables are read from row pos on.
-    void forward_pass(Acts& a, bool loss, int pos = -1) {
+    // first >= 0 (forward_cached): the tokens sit at positions [first, first + T) and the KV cache
+    // is written; the position data is read from position first on.
+    void forward_pass(Acts& a, bool loss, int first = -1) {
         const bool grad = a.train;
         int B = a.B, T = a.T, H = cfg.H;
         size_t N = (size_t)B * T, C = cfg.C, F = cfg.F();  // F: the MLP's hidden width
@@ -278,9 +271,10 @@ struct GPT {
                 BK::crope_expand(qkv_expanded + (size_t)l * 3 * C * C, w.qkvA + (size_t)l * 3 * C * C / 4,
                                  w.qkvB + (size_t)l * 3 * C * C / 4, (int)C);
 
-        const int p0 = std::max(pos, 0), D = (int)C / H;  // the first position
-        const Real* add_pos = pt.learned_table ? w.wpe : pt.fixed_table ? pos_table : nullptr;  // fp32, as wte
-        BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos ? add_pos + (size_t)p0 * C : nullptr, B, T, (int)C);
+        const int p0 = std::max(first, 0);  // the first token's position
+        const PosData<Real> at = pos.from(p0, (int)C, (int)C / H);
+        const Real* add_pos = pt.learned_table ? w.wpe + (size_t)p0 * C : at.table;  // fp32, as wte
+        BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos, B, T, (int)C);
         // The LayerNorm before layer l (l = L: the final one) and where it writes. Each one after
         // the first comes with the residual add before it (residual_layernorm_forward).
         struct Norm {
@@ -311,18 +305,16 @@ struct GPT {
             // GELU), not in a pass of their own; without RoPE the qkv GEMM adds its bias itself.
             const Real* qkvb = w.qkvb + l * 3 * C;
             BK::matmul_forward(qkv, ln1, qkv_weight(l), pt.rotary ? nullptr : qkvb, (int)N, (int)C, (int)(3 * C));
-            if (pt.rotary)  // (B,T,3C)
-                BK::rope_forward(qkvr, qkv, qkvb, rope_cos + (size_t)p0 * D / 2, rope_sin + (size_t)p0 * D / 2, B, T,
-                                 (int)C, H);
+            if (pt.rotary) BK::rope_forward(qkvr, qkv, qkvb, at, B, T, (int)C, H);  // (B,T,3C)
             queue.mark(Phase::attention, grad);
             const size_t kv_l = (size_t)l * kv_B * kv_cap * C;  // layer l's cache
-            if (pos >= 0) BK::kv_cache_write(kcache + kv_l, vcache + kv_l, qkvr, B, T, (int)C, pos, kv_cap);
-            if (pos > 0)
-                BK::attention_decode(atty, qkvr, kcache + kv_l, vcache + kv_l, B, pos + 1, kv_cap, (int)C, H, alibi);
+            if (first >= 0) BK::kv_cache_write(kcache + kv_l, vcache + kv_l, qkvr, B, T, (int)C, first, kv_cap);
+            if (first > 0)
+                BK::attention_decode(atty, qkvr, kcache + kv_l, vcache + kv_l, B, first + 1, kv_cap, (int)C, H, pos);
             else if (cfg.flash)
-                BK::attention_forward_lse(atty, a.lse + s * a.att_n, qkvr, B, T, (int)C, H, alibi);  // (B,T,C)
+                BK::attention_forward_lse(atty, a.lse + s * a.att_n, qkvr, B, T, (int)C, H, pos);  // (B,T,C)
             else
-                BK::attention_forward(atty, a.att + s * a.att_n, qkvr, B, T, (int)C, H, alibi);
+                BK::attention_forward(atty, a.att + s * a.att_n, qkvr, B, T, (int)C, H, pos);
             queue.mark(Phase::rest, grad);
             BK::matmul_forward(a.proj, atty, wa.projw + l * C * C, nullptr, (int)N, (int)C, (int)C);
             BK::residual_layernorm_forward(res2, ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, x, a.proj,
@@ -449,13 +441,13 @@ struct GPT {
             queue.mark(Phase::attention);
             if (cfg.flash)
                 BK::attention_backward_lse(a.dqkvr, a.datty, a.qkvr + l * N * 3 * C, a.atty + l * N * C, a.lse + at, B,
-                                           T, (int)C, H, alibi);
+                                           T, (int)C, H, pos);
             else
                 BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, a.att + at, B, T, (int)C, H,
-                                       alibi);
+                                       pos);
             queue.mark(Phase::rest);
             if (a.dqkv != a.dqkvr) {
-                BK::rope_backward(a.dqkv, a.dqkvr, rope_cos, rope_sin, B, T, (int)C, H);
+                BK::rope_backward(a.dqkv, a.dqkvr, pos, B, T, (int)C, H);
             }
             if (pt.complex_qkv) {
                 BK::zero(dqkv_w, 3 * C * C);

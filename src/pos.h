@@ -4,7 +4,9 @@
 // Adding a scheme: a Pos value, a row below, and (when a trait is new) the code
 // that reads it. MODEL.md has the math of each scheme.
 #pragma once
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -100,4 +102,59 @@ inline std::vector<double> alibi_slopes(int H) {
     std::vector<double> m(H);
     for (int h = 1; h <= H; h++) m[h - 1] = h <= n ? std::exp2(-8.0 * h / n) : std::exp2(-4.0 * (2 * (h - n) - 1) / n);
     return m;
+}
+
+// The position data the ops read, for positions 0..n-1: each part a scheme's traits ask for, null
+// when absent. Built on the host by pos_buffer (below), uploaded as one buffer and passed whole to
+// the rope and attention ops of both backends, so a new mechanism (a table, a scale) is a member
+// here, its part in pos_buffer and the kernels that read it.
+template <class Real>
+struct PosData {
+    const Real* table = nullptr;   // fixed_table: the sinusoidal table (n, C) added to the embedding
+    const Real* cos = nullptr;     // rotary: cos and sin of each position's angles (n, D/2)
+    const Real* sin = nullptr;
+    const Real* slopes = nullptr;  // alibi: each head's slope (H,)
+    // The data from position p on, for tokens that start there (incremental decoding); C, D: the
+    // widths of the table's and the rotary tables' rows.
+    PosData from(int p, int C, int D) const {
+        auto row = [&](const Real* t, int w) { return t ? t + (size_t)p * w : nullptr; };
+        return {row(table, C), row(cos, D / 2), row(sin, D / 2), slopes};
+    }
+};
+
+// A scheme's position data for n positions as one flat buffer (double), each part's offset in it
+// (kAbsent: the scheme has none). pos_layout gives the offsets and size alone (the memory estimate).
+struct PosBuffer {
+    static constexpr size_t kAbsent = ~(size_t)0;
+    size_t table = kAbsent, cos = kAbsent, sin = kAbsent, slopes = kAbsent, size = 0;
+    std::vector<double> data;  // pos_buffer's, size doubles
+    // the parts as they lie in a copy of the buffer at base
+    template <class Real>
+    PosData<Real> view(const Real* base) const {
+        auto at = [&](size_t off) { return off == kAbsent ? nullptr : base + off; };
+        return {at(table), at(cos), at(sin), at(slopes)};
+    }
+};
+
+inline PosBuffer pos_layout(const PosTraits& t, int n, int C, int H) {
+    PosBuffer b;
+    auto part = [&](size_t& off, size_t len) { off = b.size, b.size += len; };
+    if (t.fixed_table) part(b.table, (size_t)n * C);
+    if (t.rotary) part(b.cos, (size_t)n * (C / H / 2)), part(b.sin, (size_t)n * (C / H / 2));
+    if (t.alibi) part(b.slopes, (size_t)H);
+    return b;
+}
+
+inline PosBuffer pos_buffer(const PosTraits& t, int n, int C, int H, double rope_base, double sin_scale) {
+    PosBuffer b = pos_layout(t, n, C, H);
+    b.data.resize(b.size);
+    auto put = [&](size_t off, const std::vector<double>& v) { std::copy(v.begin(), v.end(), b.data.begin() + off); };
+    if (t.fixed_table) put(b.table, sinusoidal_table(n, C, sin_scale));
+    if (t.rotary) {
+        std::vector<double> c, s;
+        rope_tables(c, s, n, C / H, rope_base);
+        put(b.cos, c), put(b.sin, s);
+    }
+    if (t.alibi) put(b.slopes, alibi_slopes(H));
+    return b;
 }

@@ -209,8 +209,8 @@ int main(int argc, char** argv) {
         if (bf16 && !cuda) throw std::runtime_error("--precision bf16 needs --device cuda");
 #ifdef HAVE_CUDA
         if (cuda) {
-            const CudaBackend::DeviceCheck d = CudaBackend::check_device();
-            if (d.state != CudaBackend::DeviceCheck::Usable) throw std::runtime_error("--device cuda: " + d.why);
+            const CudaDevice::DeviceCheck d = CudaDevice::check_device();
+            if (d.state != CudaDevice::DeviceCheck::Usable) throw std::runtime_error("--device cuda: " + d.why);
         }
 #else
         if (cuda)
@@ -304,8 +304,8 @@ int main(int argc, char** argv) {
         GenStats st;
 #ifdef HAVE_CUDA
         if (cuda)
-            st = bf16 ? sample_with<CudaBackendBf16>(mc, weights, prompt, go, samples, seed, decoder)
-                      : sample_with<CudaBackend>(mc, weights, prompt, go, samples, seed, decoder);
+            st = bf16 ? sample_with<CudaBackend<bf16_t>>(mc, weights, prompt, go, samples, seed, decoder)
+                      : sample_with<CudaBackend<float>>(mc, weights, prompt, go, samples, seed, decoder);
         else
 #endif
             st = sample_with<CpuBackend<float>>(mc, weights, prompt, go, samples, seed, decoder);

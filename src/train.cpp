@@ -539,7 +539,7 @@ static void print_memory(const Config& c, bool cpu) {
     ModelConfig mc = model_config(c);
     int chunk = CpuBackend<float>::classifier_chunk;
 #ifdef HAVE_CUDA
-    if (!cpu) chunk = CudaBackend::classifier_chunk;
+    if (!cpu) chunk = CudaBackend<float>::classifier_chunk;
 #endif
     if (mc.classifier_chunk == 0) mc.classifier_chunk = chunk;
     const int act_bytes = c.precision == "bf16" ? 2 : 4;
@@ -567,7 +567,7 @@ static void print_memory(const Config& c, bool cpu) {
 static bool memory_on_cpu(const Config& c) {
 #ifdef HAVE_CUDA
     if (c.device == "cuda" || c.precision == "bf16") return false;
-    if (c.device == "auto") return CudaBackend::check_device().state != CudaBackend::DeviceCheck::Usable;
+    if (c.device == "auto") return CudaDevice::check_device().state != CudaDevice::DeviceCheck::Usable;
 #else
     (void)c;
 #endif
@@ -583,11 +583,11 @@ static bool use_cuda(const Config& c, int local_rank) {
         if (bf16) throw std::runtime_error("precision bf16 needs --device cuda");
         return false;
     }
-    const CudaBackend::DeviceCheck d = CudaBackend::check_device(local_rank);
-    if (d.state != CudaBackend::DeviceCheck::Usable) {
+    const CudaDevice::DeviceCheck d = CudaDevice::check_device(local_rank);
+    if (d.state != CudaDevice::DeviceCheck::Usable) {
         if (c.device == "cuda") throw std::runtime_error("--device cuda: " + d.why);
         if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (--device auto: " + d.why + ")");
-        if (d.state == CudaBackend::DeviceCheck::Unusable)
+        if (d.state == CudaDevice::DeviceCheck::Unusable)
             fprintf(stderr, "warning: --device auto: training on the CPU, the GPU is not usable: %s\n", d.why.c_str());
         return false;
     }
@@ -724,14 +724,14 @@ static int train_main(int argc, char** argv) {
         catch_stop_signals();
 #ifdef HAVE_CUDA
         if (cuda) {
-            if (dg.mpi) CudaBackend::use_device(dg.local_rank);
+            if (dg.mpi) CudaDevice::use_device(dg.local_rank);
             // bf16: bf16 activations and GEMMs; fp32 master weights, gradients and AdamW moments
-            std::string device = "cuda (" + CudaBackend::device_name() + ")";
-            int rc = cfg.precision == "bf16" ? train_with<CudaBackendBf16>(cfg, resume, changes, device)
-                                             : train_with<CudaBackend>(cfg, resume, changes, device);
+            std::string device = "cuda (" + CudaDevice::device_name() + ")";
+            int rc = cfg.precision == "bf16" ? train_with<CudaBackend<bf16_t>>(cfg, resume, changes, device)
+                                             : train_with<CudaBackend<float>>(cfg, resume, changes, device);
             // ours (weights, activations, kernel scratch, the cuBLAS workspace), then the device's own count
             printf("peak device memory: %.1f MiB | device used at the end: %.1f MiB\n",
-                   CudaBackend::peak_memory() / 1048576.0, CudaBackend::device_used_memory() / 1048576.0);
+                   CudaDevice::peak_memory() / 1048576.0, CudaDevice::device_used_memory() / 1048576.0);
             return rc;
         }
 #endif

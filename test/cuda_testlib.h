@@ -17,7 +17,7 @@
 
 using K = CpuBackend<float>;  // the CPU reference, in float
 #ifdef HAVE_CUDA
-using CB = CudaBackend;
+using CB = CudaBackend<float>;
 #endif
 
 // One list of names for both builds: without CUDA a GPU test is listed (and reported SKIPPED)
@@ -36,7 +36,7 @@ struct DevBuf {
     E* p = nullptr;
     size_t n = 0;
     explicit DevBuf(size_t count) : n(count) {
-        p = std::conditional_t<std::is_same<E, float>::value, CudaBackend, CudaBackendBf16>::alloc_act(n);
+        p = CudaBackend<E>::alloc_act(n);
     }
     explicit DevBuf(const Vec& h) : DevBuf(h.size()) {
         if constexpr (std::is_same<E, float>::value) {
@@ -92,20 +92,20 @@ struct Tf32On {
 };
 #endif
 
-// ALiBi's slopes (H,) (alibi_slopes) as the attention ops take them: for the CPU twins and, copied
-// on first use, for the GPU's; without ALiBi (alibi false) both pointers are null.
-struct Slopes {
+// A scheme's position data (pos_buffer, src/pos.h) as the rope and attention ops take it: for the
+// CPU twins and, copied on first use, for the GPU's. (H, alibi): ALiBi's slopes, or no data at all.
+struct TestPos {
+    PosBuffer buf;
     Vec host;
-    Slopes(int H, bool alibi) {
-        if (alibi)
-            for (double m : alibi_slopes(H)) host.push_back((float)m);
-    }
-    const float* cpu() const { return host.empty() ? nullptr : host.data(); }
+    TestPos(Pos p, int n, int C, int H)
+        : buf(pos_buffer(pos_traits(p), n, C, H, 10000.0, kSinScale)), host(buf.data.begin(), buf.data.end()) {}
+    TestPos(int H, bool alibi) : TestPos(alibi ? Pos::alibi : Pos::nope, 0, H, H) {}
+    PosData<float> cpu() const { return buf.view<float>(host.data()); }
 #ifdef HAVE_CUDA
-    const float* gpu() const {
-        if (host.empty()) return nullptr;
+    PosData<float> gpu() const {
+        if (host.empty()) return {};
         if (!dev) dev = std::make_unique<DBuf>(host);
-        return dev->p;
+        return buf.view<float>(dev->p);
     }
     mutable std::unique_ptr<DBuf> dev;
 #endif
@@ -117,17 +117,17 @@ struct Slopes {
 inline int run_tests(std::vector<TestCase> all, int argc, char** argv) {
 #ifdef HAVE_CUDA
     // no GPU, or one that cannot run this build: every GPU test says why
-    const CudaBackend::DeviceCheck device = CudaBackend::check_device();
-    const bool have_device = device.state == CudaBackend::DeviceCheck::Usable;
+    const CudaDevice::DeviceCheck device = CudaDevice::check_device();
+    const bool have_device = device.state == CudaDevice::DeviceCheck::Usable;
     if (have_device && !(argc == 2 && std::string(argv[1]) == "--list")) {
-        std::printf("# device: %s\n", CudaBackend::device_name().c_str());
+        std::printf("# device: %s\n", CudaDevice::device_name().c_str());
         gpu::set_tf32(false);
     }
     for (TestCase& t : all)
         if (t.gpu && t.run)
             t.run = [run = t.run] {
                 std::string why = run();
-                CudaBackend::synchronize();
+                CudaDevice::synchronize();
                 return why;
             };
     return run_test_list(all, argc, argv, have_device ? "" : device.why);

@@ -1,7 +1,7 @@
 // CUDA backend tests: every GPU op (forward and backward) against its CPU twin in float on
 // random inputs, encoder-backward and sum-of-squares determinism, the out-of-memory error,
-// and whole training steps GPT<CudaBackend> vs GPT<CpuBackend<float>> for each pos mode (and
-// CRoPE with another MLP width), in plain fp32 and with TF32 GEMMs (looser tolerances), and GPT<CudaBackendBf16> (bf16
+// and whole training steps GPT<CudaBackend<float>> vs GPT<CpuBackend<float>> for each pos mode (and
+// CRoPE with another MLP width), in plain fp32 and with TF32 GEMMs (looser tolerances), and GPT<CudaBackend<bf16_t>> (bf16
 // activations) with bf16 tolerances (its kernels: test_cuda_bf16). A smoke test takes one
 // training step at the paper's shapes (V=50257). Without CUDA (build or device) every test is
 // reported SKIPPED.
@@ -40,7 +40,7 @@ std::string test_encoder_forward() {
     for (int with_pos = 0; with_pos < 2; with_pos++) {
         Vec ref((size_t)B * T * C);
         cpu::encoder_forward(ref.data(), tok.data(), wte.data(), with_pos ? wpe.data() : nullptr, B, T, C);
-        gpu::encoder_forward(dout.p, dtok.p, dwte.p, with_pos ? dwpe.p : nullptr, B, T, C, gpu::main_stream());
+        gpu::encoder_forward(dout.p, dtok.p, dwte.p, with_pos ? dwpe.p : nullptr, B, T, C);
         expect_close(why, with_pos ? "out (wpe)" : "out (no wpe)", dout.get(), ref, 1e-6);
     }
     return why;
@@ -58,7 +58,7 @@ std::string test_encoder_backward() {
         cpu::encoder_backward(rw.data(), with_pos ? rp.data() : nullptr, dout.data(), tok.data(), B, T, C, V);
         DInts dtok(tok);
         DBuf gw(dwte0), gp(dwpe0), gd(dout);
-        gpu::encoder_backward(gw.p, with_pos ? gp.p : nullptr, gd.p, dtok.p, B, T, C, V, gpu::main_stream());
+        gpu::encoder_backward(gw.p, with_pos ? gp.p : nullptr, gd.p, dtok.p, B, T, C, V);
         expect_close(why, "dwte", gw.get(), rw, 1e-5);
         if (with_pos)
             expect_close(why, "dwpe", gp.get(), rp, 1e-5);
@@ -92,7 +92,7 @@ std::string test_encoder_backward_skewed() {
             cpu::encoder_backward<float>(ref.data(), nullptr, dout.data(), tok.data(), B, T, C, V);
             DInts dtok(tok);
             DBuf gw(dwte), gd(dout);
-            gpu::encoder_backward(gw.p, nullptr, gd.p, dtok.p, B, T, C, V, gpu::main_stream());
+            gpu::encoder_backward(gw.p, nullptr, gd.p, dtok.p, B, T, C, V);
             expect_close(why, "dwte, " + std::to_string(N) + " positions, " + dist, gw.get(), ref, 1e-5);
         }
     return why;
@@ -111,7 +111,7 @@ std::string test_encoder_backward_vocab_bits() {
         cpu::encoder_backward<float>(ref.data(), nullptr, dout.data(), tok.data(), B, T, C, V);
         DInts dtok(tok);
         DBuf gw(Vec((size_t)V * C, 0.0f)), gd(dout);
-        gpu::encoder_backward(gw.p, nullptr, gd.p, dtok.p, B, T, C, V, gpu::main_stream());
+        gpu::encoder_backward(gw.p, nullptr, gd.p, dtok.p, B, T, C, V);
         expect_close(why, "dwte, V=" + std::to_string(V), gw.get(), ref, 1e-5);
     }
     return why;
@@ -128,7 +128,7 @@ std::string test_encoder_backward_deterministic() {
     Vec w[2], p[2];
     for (int run = 0; run < 2; run++) {
         DBuf gw(dwte0), gp(dwpe0);
-        gpu::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C, V, gpu::main_stream());
+        gpu::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C, V);
         w[run] = gw.get();
         p[run] = gp.get();
     }
@@ -147,7 +147,7 @@ std::string test_layernorm_forward() {
         Vec out((size_t)N * C), mean(N), rstd(N);
         cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
         DBuf gx(x), gw(w), gb(b), go((size_t)N * C), gm((size_t)N), gr((size_t)N);
-        gpu::layernorm_forward(go.p, gm.p, gr.p, gx.p, gw.p, gb.p, N, C, gpu::main_stream());
+        gpu::layernorm_forward(go.p, gm.p, gr.p, gx.p, gw.p, gb.p, N, C);
         expect_close(why, "out", go.get(), out, 1e-5);
         expect_close(why, "mean", gm.get(), mean, 1e-5);
         expect_close(why, "rstd", gr.get(), rstd, 1e-5);
@@ -174,8 +174,7 @@ std::string test_layernorm_backward() {
             cpu::layernorm_backward(dx.data(), dw.data(), db.data(), sum ? ds.data() : nullptr, d.data(), x.data(),
                                     w.data(), mean.data(), rstd.data(), N, C);
             DBuf gx(x), gw(w), gd(d), gm(mean), gr(rstd), gdx(dx0), gdw(dw0), gdb(db0), gds(ds0);
-            gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, sum ? gds.p : nullptr, gd.p, gx.p, gw.p, gm.p, gr.p, N, C,
-                                    gpu::main_stream());
+            gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, sum ? gds.p : nullptr, gd.p, gx.p, gw.p, gm.p, gr.p, N, C);
             expect_close(why, "dinp", gdx.get(), dx, 1e-5);
             expect_close(why, "dw", gdw.get(), dw, 1e-4);
             expect_close(why, "db", gdb.get(), db, 1e-4);
@@ -192,7 +191,7 @@ std::string matmul_forward_case(int N, int IC, int OC, bool bias, double tol, ui
     Vec ref((size_t)N * OC);
     cpu::matmul_forward(ref.data(), x.data(), w.data(), bias ? b.data() : nullptr, N, IC, OC);
     DBuf gx(x), gw(w), gb(b), go(randn((size_t)N * OC, r));  // garbage in out: must be overwritten
-    gpu::matmul_forward(go.p, gx.p, gw.p, bias ? gb.p : nullptr, N, IC, OC, gpu::main_stream());
+    gpu::matmul_forward(go.p, gx.p, gw.p, bias ? gb.p : nullptr, N, IC, OC);
     std::string why;
     std::string what = "out N=" + std::to_string(N) + " IC=" + std::to_string(IC) + " OC=" + std::to_string(OC) +
                        (bias ? " bias" : " no bias");
@@ -219,8 +218,7 @@ std::string matmul_backward_cases(double tol) {
             cpu::matmul_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr, d.data(), x.data(), w.data(), N,
                                  IC, OC);
             DBuf gx(x), gw(w), gd(d), gdx(dx0), gdw(dw0), gdb(db0);
-            gpu::matmul_backward(gdx.p, gdw.p, with_bias ? gdb.p : nullptr, gd.p, gx.p, gw.p, N, IC, OC,
-                                 gpu::main_stream());
+            gpu::matmul_backward(gdx.p, gdw.p, with_bias ? gdb.p : nullptr, gd.p, gx.p, gw.p, N, IC, OC);
             expect_close(why, "dinp", gdx.get(), dx, tol);
             expect_close(why, "dw", gdw.get(), dw, tol);
             expect_close(why, "dbias", gdb.get(), db, with_bias ? 1e-5 : 0.0);
@@ -229,7 +227,7 @@ std::string matmul_backward_cases(double tol) {
         Vec dx = dx0;
         cpu::matmul_dinp_add(dx.data(), d.data(), w.data(), N, IC, OC);
         DBuf gw(w), gd(d), gdx(dx0);
-        gpu::matmul_dinp_add(gdx.p, gd.p, gw.p, N, IC, OC, gpu::main_stream());
+        gpu::matmul_dinp_add(gdx.p, gd.p, gw.p, N, IC, OC);
         expect_close(why, "dinp added", gdx.get(), dx, tol);
     }
     return why;
@@ -261,7 +259,7 @@ std::string test_reduction_bits() {
                             rstd.data(), N, C);
     DBuf gx(x), gw(w), gd(d), gm(mean), gr(rstd), gdx(Vec((size_t)N * C, 0.0f)), gdw(Vec(C, 0.0f)), gdb(Vec(C, 0.0f)),
         gds(Vec(C, 0.0f));
-    gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gds.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C, gpu::main_stream());
+    gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gds.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C);
     results = {gdw.get(), gdb.get(), gds.get()};
     expect_close(why, "layernorm dw", results[0], dw, 1e-4);
     expect_close(why, "layernorm dsum", results[2], ds, 1e-4);
@@ -272,7 +270,7 @@ std::string test_reduction_bits() {
         Vec dout = randn((size_t)n * OC, r), dbias(OC, 0.0f);
         cpu::matmul_backward<float>(nullptr, nullptr, dbias.data(), dout.data(), nullptr, nullptr, n, C, OC);
         DBuf go(dout), gb(Vec(OC, 0.0f));
-        gpu::matmul_backward<float>(nullptr, nullptr, gb.p, go.p, nullptr, nullptr, n, C, OC, gpu::main_stream());
+        gpu::matmul_backward<float>(nullptr, nullptr, gb.p, go.p, nullptr, nullptr, n, C, OC);
         results.push_back(gb.get());
         expect_close(why, "dbias N=" + std::to_string(n) + " OC=" + std::to_string(OC), results.back(), dbias, 1e-4);
     }
@@ -283,7 +281,7 @@ std::string test_reduction_bits() {
     cpu::encoder_backward<float>(dwte.data(), nullptr, d.data(), tok.data(), 1, N, C, V);
     DInts dtok(tok);
     DBuf gwte(Vec(V * C, 0.0f));
-    gpu::encoder_backward(gwte.p, nullptr, gd.p, dtok.p, 1, N, C, V, gpu::main_stream());
+    gpu::encoder_backward(gwte.p, nullptr, gd.p, dtok.p, 1, N, C, V);
     results.push_back(gwte.get());
     expect_close(why, "dwte", results.back(), dwte, 1e-5);
     uint64_t h = 1469598103934665603ull;  // FNV-1a over the bits
@@ -301,13 +299,8 @@ std::string test_reduction_bits() {
 // C = 48: rows of 3C = 144 go in 16-byte packs; C = 22 (H = 1): 66 do not, one pair per access.
 struct RopeSetup {
     int B = 2, T = 37, C = 48, H = 4, maxT = 64;
-    Vec cos_t, sin_t;
-    explicit RopeSetup(int C_ = 48, int H_ = 4) : C(C_), H(H_) {
-        std::vector<double> c, s;
-        rope_tables(c, s, maxT, C / H, 10000.0);
-        cos_t.assign(c.begin(), c.end());
-        sin_t.assign(s.begin(), s.end());
-    }
+    TestPos pos;
+    explicit RopeSetup(int C_ = 48, int H_ = 4) : C(C_), H(H_), pos(Pos::rope, maxT, C, H) {}
 };
 
 std::string test_rope_forward() {
@@ -316,14 +309,12 @@ std::string test_rope_forward() {
     for (const RopeSetup& s : {RopeSetup(), RopeSetup(22, 1)}) {
         size_t n = (size_t)s.B * s.T * 3 * s.C;
         Vec x = randn(n, r), bias = randn((size_t)3 * s.C, r);
-        DBuf gx(x), go(randn(n, r)), gc(s.cos_t), gs(s.sin_t), gb(bias);
+        DBuf gx(x), go(randn(n, r)), gb(bias);
         for (bool with_bias : {false, true}) {  // the qkv bias added before the rotation, or none
             const std::string tag = " (C=" + std::to_string(s.C) + (with_bias ? ", bias)" : ")");
             Vec ref(n);
-            cpu::rope_forward(ref.data(), x.data(), with_bias ? bias.data() : nullptr, s.cos_t.data(), s.sin_t.data(),
-                              s.B, s.T, s.C, s.H);
-            gpu::rope_forward(go.p, gx.p, with_bias ? gb.p : nullptr, gc.p, gs.p, s.B, s.T, s.C, s.H,
-                              gpu::main_stream());
+            cpu::rope_forward(ref.data(), x.data(), with_bias ? bias.data() : nullptr, s.pos.cpu(), s.B, s.T, s.C, s.H);
+            gpu::rope_forward(go.p, gx.p, with_bias ? gb.p : nullptr, s.pos.gpu(), s.B, s.T, s.C, s.H);
             expect_close(why, "out" + tag, go.get(), ref, 1e-6);
         }
     }
@@ -336,9 +327,9 @@ std::string test_rope_backward() {
     for (const RopeSetup& s : {RopeSetup(), RopeSetup(22, 1)}) {
         size_t n = (size_t)s.B * s.T * 3 * s.C;
         Vec d = randn(n, r), dx0 = randn(n, r), dx = dx0;  // dx0: what the backward must overwrite
-        cpu::rope_backward(dx.data(), d.data(), s.cos_t.data(), s.sin_t.data(), s.B, s.T, s.C, s.H);
-        DBuf gd(d), gdx(dx0), gc(s.cos_t), gs(s.sin_t);
-        gpu::rope_backward(gdx.p, gd.p, gc.p, gs.p, s.B, s.T, s.C, s.H, gpu::main_stream());
+        cpu::rope_backward(dx.data(), d.data(), s.pos.cpu(), s.B, s.T, s.C, s.H);
+        DBuf gd(d), gdx(dx0);
+        gpu::rope_backward(gdx.p, gd.p, s.pos.gpu(), s.B, s.T, s.C, s.H);
         expect_close(why, "dinp (C=" + std::to_string(s.C) + ")", gdx.get(), dx, 1e-6);
     }
     return why;
@@ -350,7 +341,7 @@ std::string test_crope_expand() {
     Vec A = randn((size_t)3 * h * h, r), Bm = randn((size_t)3 * h * h, r), ref((size_t)3 * C * C);
     cpu::crope_expand(ref.data(), A.data(), Bm.data(), C);
     DBuf gA(A), gB(Bm), gw(randn((size_t)3 * C * C, r));
-    gpu::crope_expand(gw.p, gA.p, gB.p, C, gpu::main_stream());
+    gpu::crope_expand(gw.p, gA.p, gB.p, C);
     std::string why;
     expect_close(why, "w", gw.get(), ref, 0.0);
     return why;
@@ -363,7 +354,7 @@ std::string test_crope_fold() {
     Vec dA = dA0, dB = dB0;
     cpu::crope_fold(dA.data(), dB.data(), dw.data(), C);
     DBuf gdw(dw), gdA(dA0), gdB(dB0);
-    gpu::crope_fold(gdA.p, gdB.p, gdw.p, C, gpu::main_stream());
+    gpu::crope_fold(gdA.p, gdB.p, gdw.p, C);
     std::string why;
     expect_close(why, "dA", gdA.get(), dA, 1e-6);
     expect_close(why, "dB", gdB.get(), dB, 1e-6);
@@ -388,10 +379,10 @@ std::string attention_forward_case(const AttShape& s, uint64_t seed, bool alibi 
     Rng r(seed);
     size_t nqkv = (size_t)s.B * s.T * 3 * s.C, natt = (size_t)s.B * s.H * s.T * s.T, nout = (size_t)s.B * s.T * s.C;
     Vec qkv = randn(nqkv, r), out(nout), att(natt);
-    const Slopes m(s.H, alibi);
+    const TestPos m(s.H, alibi);
     cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.H, m.cpu());
     DBuf gq(qkv), go(randn(nout, r)), ga(randn(natt, r));
-    gpu::attention_forward(go.p, ga.p, gq.p, s.B, s.T, s.C, s.H, m.gpu(), gpu::main_stream());
+    gpu::attention_forward(go.p, ga.p, gq.p, s.B, s.T, s.C, s.H, m.gpu());
     std::string why;
     expect_close(why, "out" + att_tag(s, alibi), go.get(), out, tol, min_err);
     expect_close(why, "att" + att_tag(s, alibi), ga.get(), att, tol);
@@ -404,12 +395,12 @@ std::string attention_backward_case(const AttShape& s, uint64_t seed, bool alibi
     Rng r(seed);
     size_t nqkv = (size_t)s.B * s.T * 3 * s.C, natt = (size_t)s.B * s.H * s.T * s.T, nout = (size_t)s.B * s.T * s.C;
     Vec qkv = randn(nqkv, r), out(nout), att(natt), scratch(natt);
-    const Slopes m(s.H, alibi);
+    const TestPos m(s.H, alibi);
     cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.H, m.cpu());
     Vec d = randn(nout, r), dqkv0 = randn(nqkv, r), dqkv = dqkv0;
     cpu::attention_backward(dqkv.data(), scratch.data(), d.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.H, m.cpu());
     DBuf gq(qkv), ga(att), gd(d), gdq(dqkv0), gs(randn(natt, r));
-    gpu::attention_backward(gdq.p, gs.p, gd.p, gq.p, ga.p, s.B, s.T, s.C, s.H, m.gpu(), gpu::main_stream());
+    gpu::attention_backward(gdq.p, gs.p, gd.p, gq.p, ga.p, s.B, s.T, s.C, s.H, m.gpu());
     std::string why;
     expect_close(why, "dqkv" + att_tag(s, alibi), gdq.get(), dqkv, tol);
     return why;
@@ -469,7 +460,7 @@ std::string test_gelu_forward() {
             const std::string tag = " (C=" + std::to_string(C) + (with_bias ? ", bias)" : ")");
             Vec ref(n);
             cpu::gelu_forward(ref.data(), x.data(), with_bias ? bias.data() : nullptr, kEwN, C);
-            gpu::gelu_forward(go.p, gx.p, with_bias ? gb.p : nullptr, kEwN, C, gpu::main_stream());
+            gpu::gelu_forward(go.p, gx.p, with_bias ? gb.p : nullptr, kEwN, C);
             expect_close(why, "out" + tag, go.get(), ref, 1e-6);
         }
     }
@@ -488,7 +479,7 @@ std::string test_gelu_backward() {
             Vec dx = dx0;
             cpu::gelu_backward(dx.data(), x.data(), with_bias ? bias.data() : nullptr, d.data(), kEwN, C);
             DBuf gdx(dx0);
-            gpu::gelu_backward(gdx.p, gx.p, with_bias ? gb.p : nullptr, gd.p, kEwN, C, gpu::main_stream());
+            gpu::gelu_backward(gdx.p, gx.p, with_bias ? gb.p : nullptr, gd.p, kEwN, C);
             expect_close(why, "dinp" + tag, gdx.get(), dx, 1e-6);
         }
     }
@@ -512,7 +503,7 @@ std::string test_residual_layernorm_forward() {
             DBuf gx(x), gres(n), go(n), gm((size_t)kEwN), gr((size_t)kEwN);
             float* dres = in_place ? gx.p : gres.p;
             gpu::residual_layernorm_forward(dres, go.p, gm.p, gr.p, gx.p, gy.p, with_bias ? gbias.p : nullptr, gw.p,
-                                            gb.p, kEwN, kEwC, gpu::main_stream());
+                                            gb.p, kEwN, kEwC);
             expect_close(why, "res" + tag, in_place ? gx.get() : gres.get(), res, 0.0);
             expect_close(why, "out" + tag, go.get(), out, 1e-5);
             expect_close(why, "mean" + tag, gm.get(), mean, 1e-5);
@@ -531,7 +522,7 @@ std::string loss_case(int N, int V, float dscale, uint64_t seed) {
     cpu::classifier_loss(zref.data(), losses.data(), tgt.data(), N, V, V, dscale);
     DBuf gz(z), gl((size_t)N);
     DInts gt(tgt);
-    gpu::classifier_loss(gz.p, gl.p, gt.p, N, V, V, dscale, gpu::main_stream());
+    gpu::classifier_loss(gz.p, gl.p, gt.p, N, V, V, dscale);
     std::string why;
     std::string tag = " (N=" + std::to_string(N) + " V=" + std::to_string(V) + ")";
     expect_close(why, ("losses" + tag).c_str(), gl.get(), losses, 1e-5);
@@ -570,7 +561,7 @@ std::string test_adamw_update() {
         const StepScalars sc = adamw_scalars(1e-3f, 0.9f, 0.999f, t, 0.7f);
         cpu::adamw_update(rp.data(), g.data(), rm.data(), rv.data(), n, &sc, 0.9f, 0.999f, 1e-8f, 0.01f);
         CB::copy_scalars_from_host(ds, sc);
-        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, n, ds, 0.9f, 0.999f, 1e-8f, 0.01f, gpu::main_stream());
+        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, n, ds, 0.9f, 0.999f, 1e-8f, 0.01f);
     }
     CB::free_scalars(ds);
     std::string why;
@@ -587,12 +578,12 @@ std::string test_sum_squares() {
         Vec x = randn(n, r);
         DBuf gx(x);
         double ref = cpu::sum_squares(x.data(), n);
-        double a = gpu::sum_squares(gx.p, n, gpu::main_stream()), b = gpu::sum_squares(gx.p, n, gpu::main_stream());
+        double a = gpu::sum_squares(gx.p, n), b = gpu::sum_squares(gx.p, n);
         if (!(std::fabs(a - ref) <= 1e-10 * std::fabs(ref)))  // both sum exact squares in double
             why += "n=" + std::to_string(n) + ": " + fmt(a) + " vs cpu " + fmt(ref) + "; ";
         if (std::memcmp(&a, &b, sizeof a) != 0) why += "n=" + std::to_string(n) + ": two calls differ; ";
     }
-    if (gpu::sum_squares(nullptr, 0, gpu::main_stream()) != 0.0) why += "n=0 is not 0";
+    if (gpu::sum_squares(nullptr, 0) != 0.0) why += "n=0 is not 0";
     return why;
 }
 
@@ -642,7 +633,7 @@ struct ModelCheck {
 constexpr ModelCheck kFp32Check{5, 1e-5, 1e-3, 1e-4, 1e-2, 1e-4}, kTf32Check{1, 1e-2, 1e-2, 1e-2, 5e-2, 1e-2};
 constexpr ModelCheck kBf16Check{5, 1e-3, 3e-2, 1e-2, 1e-1, 2e-3};
 
-// A full training step GPT<GB> (GB: CudaBackend or CudaBackendBf16) vs GPT<CpuBackend<float>>
+// A full training step GPT<GB> (GB: CudaBackend<float> or CudaBackend<bf16_t>) vs GPT<CpuBackend<float>>
 // (loss, every gradient tensor, grad norm), then the AdamW updates (parameter change and the
 // loss after them). mlp_hidden: the MLP's width (0: 4C = 128).
 template <class GB>
@@ -656,7 +647,7 @@ ModelResult run_model(Pos pos, const ModelCheck& tol, int mlp_hidden = 0) {
     Rng r(80 + (int)pos);
     auto in = randint((size_t)B * T, mc.V, r), tg = randint((size_t)B * T, mc.V, r);
     // fp32: the cublas attention; bf16: flash (bf16 cublas: test_cuda_bf16, test_emu_train)
-    mc.flash = !std::is_same<GB, CudaBackend>::value;
+    mc.flash = !std::is_same<GB, CudaBackend<float>>::value;
     GPT<GB> gg(mc);
     GPT<K> gc(mc);
     gg.init(1234);
@@ -702,9 +693,9 @@ ModelResult& model_result(Pos pos, bool tf32) {
     if (it == cache.end()) {
         if (tf32) {
             Tf32On on;
-            it = cache.emplace(key, run_model<CudaBackend>(pos, kTf32Check)).first;
+            it = cache.emplace(key, run_model<CudaBackend<float>>(pos, kTf32Check)).first;
         } else {
-            it = cache.emplace(key, run_model<CudaBackend>(pos, kFp32Check)).first;
+            it = cache.emplace(key, run_model<CudaBackend<float>>(pos, kFp32Check)).first;
         }
     }
     return it->second;
@@ -713,7 +704,7 @@ ModelResult& model_result(Pos pos, bool tf32) {
 ModelResult& model_bf16_result(Pos pos) {
     static std::map<int, ModelResult> cache;
     auto it = cache.find((int)pos);
-    if (it == cache.end()) it = cache.emplace((int)pos, run_model<CudaBackendBf16>(pos, kBf16Check)).first;
+    if (it == cache.end()) it = cache.emplace((int)pos, run_model<CudaBackend<bf16_t>>(pos, kBf16Check)).first;
     return it->second;
 }
 
@@ -745,7 +736,7 @@ std::string test_paper_shape_step(Pos pos) {
     const int B = emu ? 1 : 16, T = emu ? 128 : 1024;
     Rng r(200 + (int)pos);
     auto in = randint((size_t)B * T, mc.V, r), tg = randint((size_t)B * T, mc.V, r);
-    GPT<CudaBackend> g(mc);
+    GPT<CudaBackend<float>> g(mc);
     g.init(42);
     double l0 = g.forward(in.data(), tg.data(), B, T, true);
     g.backward();
@@ -811,7 +802,7 @@ static std::vector<TestCase> all_tests() {
     }
     t.push_back({"cuda_model_mlp_hidden_crope", CUDA_FN([] { return test_model_mlp_hidden<CB>(kFp32Check); })});
     t.push_back({"cuda_bf16_model_mlp_hidden_crope",
-                 CUDA_FN([] { return test_model_mlp_hidden<CudaBackendBf16>(kBf16Check); })});
+                 CUDA_FN([] { return test_model_mlp_hidden<CudaBackend<bf16_t>>(kBf16Check); })});
     for (Pos p : {Pos::learned, Pos::rope, Pos::crope})  // the benchmark's schemes
         t.push_back(
             {std::string("cuda_paper_shape_") + pos_name(p), CUDA_FN([p] { return test_paper_shape_step(p); })});

@@ -1,9 +1,9 @@
-// bf16 activations on the CUDA backend (--precision bf16, CudaBackendBf16): every kernel that
+// bf16 activations on the CUDA backend (--precision bf16, CudaBackend<bf16_t>): every kernel that
 // reads or writes bf16 against its fp32 CPU twin on the same inputs (bf16 values), forward and
 // backward; the rounding (device = host round-to-nearest-even); AdamW's bf16 copy of the
 // weights; the model's compute copy and padded vocabulary rows over 5 training steps; the
 // memory a bf16 model allocates against the estimate (train --memory), with either attention. The kernels' fp32
-// instantiations and GPT<CudaBackendBf16> against the CPU are in test_cuda; flash attention
+// instantiations and GPT<CudaBackend<bf16_t>> against the CPU are in test_cuda; flash attention
 // in bf16 in test_cuda_flash. Without CUDA (build or device) every test is reported SKIPPED.
 //
 // Tolerances (max |gpu - cpu| / max |cpu|): the inputs are the same, every sum is fp32, so
@@ -30,7 +30,7 @@
 namespace {
 
 constexpr double kOut = 4e-3;
-using CB16 = CudaBackendBf16;
+using CB16 = CudaBackend<bf16_t>;
 
 // ---------------------------------------------------------------- rounding
 // gpu::to_bf16 and the host's float_to_bf16 agree bit for bit: ties to even, NaN, infinities,
@@ -43,7 +43,7 @@ std::string test_round() {
     for (float v : randn(1000, r, 100.0)) x.push_back(v);
     DBuf gx(x);
     DBf16 gy(x.size());
-    gpu::to_bf16(gy.p, gx.p, x.size(), gpu::main_stream());
+    gpu::to_bf16(gy.p, gx.p, x.size());
     std::vector<bf16_t> got(x.size());
     CB::copy_to_host(got.data(), gy.p, x.size());
     std::string why;
@@ -71,7 +71,7 @@ std::string test_encoder() {
     Vec ref((size_t)B * T * C);
     cpu::encoder_forward(ref.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
     DBf16 out(ref.size());
-    gpu::encoder_forward(out.p, dtok.p, dwte.p, dwpe.p, B, T, C, gpu::main_stream());
+    gpu::encoder_forward(out.p, dtok.p, dwte.p, dwpe.p, B, T, C);
     expect_close(why, "out", out.get(), ref, kOut);
 
     Vec dout = bf16_round(randn((size_t)B * T * C, r)), gw0 = randn((size_t)V * C, r), gp0 = randn((size_t)T * C, r);
@@ -79,7 +79,7 @@ std::string test_encoder() {
     cpu::encoder_backward(rw.data(), rp.data(), dout.data(), tok.data(), B, T, C, V);
     DBf16 gd(dout);
     DBuf gw(gw0), gp(gp0);
-    gpu::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C, V, gpu::main_stream());
+    gpu::encoder_backward(gw.p, gp.p, gd.p, dtok.p, B, T, C, V);
     expect_close(why, "dwte", gw.get(), rw, 1e-5);
     expect_close(why, "dwpe", gp.get(), rp, 1e-5);
     return why;
@@ -99,7 +99,7 @@ std::string test_layernorm() {
         cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
         DBf16 gx(x), go((size_t)N * C);
         DBuf gw(w), gb(b), gm((size_t)N), gr((size_t)N);
-        gpu::layernorm_forward(go.p, gm.p, gr.p, gx.p, gw.p, gb.p, N, C, gpu::main_stream());
+        gpu::layernorm_forward(go.p, gm.p, gr.p, gx.p, gw.p, gb.p, N, C);
         expect_close(why, "out" + tag, go.get(), out, kOut);
         expect_close(why, "mean" + tag, gm.get(), mean, 1e-5);
         expect_close(why, "rstd" + tag, gr.get(), rstd, 1e-5);
@@ -110,7 +110,7 @@ std::string test_layernorm() {
                                        mean.data(), rstd.data(), N, C);
         DBf16 gd(dout), gdx(dx0);
         DBuf gdw(dw0), gdb(db0), gds(ds0);
-        gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gds.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C, gpu::main_stream());
+        gpu::layernorm_backward(gdx.p, gdw.p, gdb.p, gds.p, gd.p, gx.p, gw.p, gm.p, gr.p, N, C);
         expect_close(why, "dinp" + tag, gdx.get(), dx, kOut);
         expect_close(why, "dw" + tag, gdw.get(), dw, 1e-4);
         expect_close(why, "db" + tag, gdb.get(), db, 1e-4);
@@ -136,7 +136,7 @@ std::string test_matmul() {
         cpu::matmul_forward(out.data(), x.data(), w.data(), bias ? b.data() : nullptr, N, IC, OC);
         DBf16 gx(x), gw(w), go(randn((size_t)N * OC, r));  // garbage in out: must be overwritten
         DBuf gb(b);
-        gpu::matmul_forward(go.p, gx.p, gw.p, bias ? gb.p : nullptr, N, IC, OC, gpu::main_stream());
+        gpu::matmul_forward(go.p, gx.p, gw.p, bias ? gb.p : nullptr, N, IC, OC);
         expect_close(why, "out" + tag, go.get(), out, bias ? 2 * kOut : kOut);
 
         Vec d = bf16_round(randn((size_t)N * OC, r)), dx0 = bf16_round(randn((size_t)N * IC, r));
@@ -144,7 +144,7 @@ std::string test_matmul() {
         cpu::matmul_backward(dx.data(), dw.data(), db.data(), d.data(), x.data(), w.data(), N, IC, OC);
         DBf16 gd(d), gdx(dx0);
         DBuf gdw(dw0), gdb(db0);
-        gpu::matmul_backward(gdx.p, gdw.p, gdb.p, gd.p, gx.p, gw.p, N, IC, OC, gpu::main_stream());
+        gpu::matmul_backward(gdx.p, gdw.p, gdb.p, gd.p, gx.p, gw.p, N, IC, OC);
         expect_close(why, "dinp" + tag, gdx.get(), dx, kOut);
         expect_close(why, "dw" + tag, gdw.get(), dw, 1e-5);
         expect_close(why, "dbias" + tag, gdb.get(), db, 1e-5);
@@ -152,7 +152,7 @@ std::string test_matmul() {
         Vec dx32 = randn((size_t)N * IC, r), dx_add = dx32;
         cpu::matmul_dinp_add(dx_add.data(), d.data(), w.data(), N, IC, OC);
         DBuf gdx32(dx32);
-        gpu::matmul_dinp_add(gdx32.p, gd.p, gw.p, N, IC, OC, gpu::main_stream());
+        gpu::matmul_dinp_add(gdx32.p, gd.p, gw.p, N, IC, OC);
         expect_close(why, "dinp added in fp32" + tag, gdx32.get(), dx_add, 1e-5);
     }
     return why;
@@ -171,7 +171,7 @@ std::string test_matmul_long_k() {
     for (int k = 0; k < OC; k++)
         for (int i = 0; i < IC; i++) w[(size_t)k * IC + i] = 1.0f + (float)(i % 2);
     DBf16 gd(d), gw(w), gdx(Vec((size_t)N * IC, 0.0f));
-    gpu::matmul_backward<bf16_t>(gdx.p, nullptr, nullptr, gd.p, nullptr, gw.p, N, IC, OC, gpu::main_stream());
+    gpu::matmul_backward<bf16_t>(gdx.p, nullptr, nullptr, gd.p, nullptr, gw.p, N, IC, OC);
     const Vec got = gdx.get();
     for (int n = 0; n < N; n++)
         for (int i = 0; i < IC; i++)
@@ -189,17 +189,15 @@ std::string test_rope() {
     for (auto [C, H] : std::vector<std::pair<int, int>>{{48, 4}, {22, 1}}) {
         const int B = 2, T = 37;
         const std::string tag = " (C=" + std::to_string(C) + ")";
-        std::vector<double> cd, sd;
-        rope_tables(cd, sd, T, C / H, 10000.0);
-        Vec cs(cd.begin(), cd.end()), sn(sd.begin(), sd.end());
+        const TestPos pos(Pos::rope, T, C, H);
         size_t n = (size_t)B * T * 3 * C;
         Vec x = bf16_round(randn(n, r)), out(n), d0 = bf16_round(randn(n, r)), d = d0, bias = randn((size_t)3 * C, r);
-        cpu::rope_forward(out.data(), x.data(), bias.data(), cs.data(), sn.data(), B, T, C, H);    // with the qkv bias
-        cpu::rope_backward(d.data(), x.data(), cs.data(), sn.data(), B, T, C, H);                  // x as the gradient
+        cpu::rope_forward(out.data(), x.data(), bias.data(), pos.cpu(), B, T, C, H);  // with the qkv bias
+        cpu::rope_backward(d.data(), x.data(), pos.cpu(), B, T, C, H);                // x as the gradient
         DBf16 gx(x), go(n), gd(d0);
-        DBuf gc(cs), gs(sn), gb(bias);
-        gpu::rope_forward(go.p, gx.p, gb.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
-        gpu::rope_backward(gd.p, gx.p, gc.p, gs.p, B, T, C, H, gpu::main_stream());
+        DBuf gb(bias);
+        gpu::rope_forward(go.p, gx.p, gb.p, pos.gpu(), B, T, C, H);
+        gpu::rope_backward(gd.p, gx.p, pos.gpu(), B, T, C, H);
         expect_close(why, "out" + tag, go.get(), out, kOut);
         expect_close(why, "dinp" + tag, gd.get(), d, kOut);
     }
@@ -214,7 +212,7 @@ std::string test_crope_expand() {
     cpu::crope_expand(w.data(), A.data(), Bm.data(), C);
     DBuf gA(A), gB(Bm);
     DBf16 gw(w.size());
-    gpu::crope_expand(gw.p, gA.p, gB.p, C, gpu::main_stream());
+    gpu::crope_expand(gw.p, gA.p, gB.p, C);
     std::string why;
     expect_close(why, "w", gw.get(), bf16_round(w), 0.0);
     return why;
@@ -237,8 +235,8 @@ std::string test_gelu_residual() {
         cpu::gelu_backward(dx.data(), x.data(), bias.data(), d.data(), N, C);
         DBf16 gx(x), go(n), gd(d), gdx(dx0);
         DBuf gb(bias);
-        gpu::gelu_forward(go.p, gx.p, gb.p, N, C, gpu::main_stream());
-        gpu::gelu_backward(gdx.p, gx.p, gb.p, gd.p, N, C, gpu::main_stream());
+        gpu::gelu_forward(go.p, gx.p, gb.p, N, C);
+        gpu::gelu_backward(gdx.p, gx.p, gb.p, gd.p, N, C);
         expect_close(why, "gelu out" + tag, go.get(), out, kOut);
         expect_close(why, "gelu dinp" + tag, gdx.get(), dx, kOut);
     }
@@ -258,8 +256,7 @@ std::string test_gelu_residual() {
     for (bool in_place : {false, true}) {
         const std::string tag = in_place ? " (in place)" : "";
         bf16_t* dres = in_place ? gx.p : gs.p;
-        gpu::residual_layernorm_forward(dres, gln.p, gm.p, gr.p, gx.p, gy.p, gb.p, gw.p, glb.p, N, C,
-                                        gpu::main_stream());
+        gpu::residual_layernorm_forward(dres, gln.p, gm.p, gr.p, gx.p, gy.p, gb.p, gw.p, glb.p, N, C);
         const Vec got = in_place ? gx.get() : gs.get();
         expect_close(why, "residual out" + tag, got, sum, kOut);
         cpu::layernorm_forward(ln.data(), mean.data(), rstd.data(), got.data(), w.data(), lb.data(), N, C);
@@ -285,7 +282,7 @@ std::string loss_case(int N, int V, int ld, float dscale, uint64_t seed) {
     DBf16 gz(z);
     DBuf gl((size_t)N);
     DInts gt(tgt);
-    gpu::classifier_loss(gz.p, gl.p, gt.p, N, V, ld, dscale, gpu::main_stream());
+    gpu::classifier_loss(gz.p, gl.p, gt.p, N, V, ld, dscale);
     std::string why, tag = " (N=" + std::to_string(N) + " V=" + std::to_string(V) + " ld=" + std::to_string(ld) + ")";
     expect_close(why, "losses" + tag, gl.get(), losses, 1e-5);
     expect_close(why, "dlogits" + tag, gz.get(), zref, kOut);
@@ -315,12 +312,12 @@ std::string test_cublas_attention() {
         const size_t natt = (size_t)B * H * T * T, n = (size_t)B * T * C;
         Vec qkv = bf16_round(randn(3 * n, r)), dout = bf16_round(randn(n, r));
         Vec out(n), att(natt), dqkv(3 * n, 0.0f), scratch(natt);
-        const Slopes m(H, alibi);
+        const TestPos m(H, alibi);
         cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H, m.cpu());
         cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, C, H, m.cpu());
         DBf16 gq(qkv), gout(n), gatt(natt), gd(dout), gdq(3 * n), gs(natt);
-        gpu::attention_forward(gout.p, gatt.p, gq.p, B, T, C, H, m.gpu(), gpu::main_stream());
-        gpu::attention_backward(gdq.p, gs.p, gd.p, gq.p, gatt.p, B, T, C, H, m.gpu(), gpu::main_stream());
+        gpu::attention_forward(gout.p, gatt.p, gq.p, B, T, C, H, m.gpu());
+        gpu::attention_backward(gdq.p, gs.p, gd.p, gq.p, gatt.p, B, T, C, H, m.gpu());
         const std::string at = " (D=" + std::to_string(C / H) + " H=" + std::to_string(H) + (alibi ? " alibi" : "") + ")";
         expect_close(why, "probabilities" + at, gatt.get(), att, 2 * kOut, 5e-4);
         expect_close(why, "out" + at, gout.get(), out, 2 * kOut, 5e-4);
@@ -343,8 +340,8 @@ std::string test_adamw_copy() {
     std::string why;
     for (int t = 1; t <= 3; t++) {
         CB::copy_scalars_from_host(ds, adamw_scalars(1e-3f, 0.9, 0.999, t, 0.7f));
-        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, copy.p, n, ds, 0.9, 0.999, 1e-8f, 0.01f, gpu::main_stream());
-        gpu::adamw_update(rp.p, gg.p, rm.p, rv.p, n, ds, 0.9, 0.999, 1e-8f, 0.01f, gpu::main_stream());
+        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, copy.p, n, ds, 0.9, 0.999, 1e-8f, 0.01f);
+        gpu::adamw_update(rp.p, gg.p, rm.p, rv.p, n, ds, 0.9, 0.999, 1e-8f, 0.01f);
         Vec pt = gp.get();
         expect_close(why, "p", pt, rp.get(), 0.0);
         expect_close(why, "m", gm.get(), rm.get(), 0.0);
@@ -356,7 +353,7 @@ std::string test_adamw_copy() {
 }
 
 // ---------------------------------------------------------------- model
-// GPT<CudaBackendBf16>, 5 training steps: the compute copy wc equals the fp32 weights rounded
+// GPT<CudaBackend<bf16_t>>, 5 training steps: the compute copy wc equals the fp32 weights rounded
 // to nearest even after init and after every update, and the padded vocabulary rows (V..Vp)
 // stay zero in the weights, their copy and the gradients.
 std::string test_model_copy(Pos pos) {
@@ -434,7 +431,7 @@ ModelConfig memory_model(Pos pos, bool flash, int V) {
 // weights.
 std::string test_memory(Pos pos, bool flash) {
     const ModelConfig mc = memory_model(pos, flash, 97);
-    const Difference d = step_difference<CudaBackend, CB16>(mc, mc);
+    const Difference d = step_difference<CudaBackend<float>, CB16>(mc, mc);
     if (d.got != d.want)
         return "bf16 saves " + std::to_string((long long)-d.got) + " bytes, the estimate says " +
                std::to_string((long long)-d.want);
@@ -456,7 +453,7 @@ std::string test_memory_tiles() {
                             std::to_string((long long)d.got) + " bytes, the estimate by " +
                             std::to_string((long long)d.want));
     };
-    check("fp32", step_difference<CudaBackend, CudaBackend>(rows, tiles));
+    check("fp32", step_difference<CudaBackend<float>, CudaBackend<float>>(rows, tiles));
     check("bf16", step_difference<CB16, CB16>(rows, tiles));
     return why;
 }

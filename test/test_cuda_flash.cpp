@@ -52,10 +52,10 @@ const std::vector<Shape> kAlibiShapes = {{2, 65, 96, 3}, {1, 70, 256, 4}, {1, 40
                                          {1, 33, 24, 3}, {1, 65, 384, 3}, {1, 300, 64, 2}};
 
 // The CPU reference on random inputs: out, probabilities, lse, dqkv (+= onto dqkv0); with
-// ALiBi's bias when slopes are given.
+// ALiBi's bias when pos has slopes.
 struct Reference {
     Vec qkv, out, att, lse, dout, dqkv0, dqkv;
-    Slopes slopes;
+    TestPos pos;
 };
 
 // bf16: the inputs are values a bf16 buffer holds (the GPU gets the same ones), and dqkv0 is
@@ -70,8 +70,8 @@ Reference reference(const Shape& s, uint64_t seed, bool bf16 = false, bool alibi
         return v;
     };
     Rng r(seed);
-    Reference ref{{}, {}, {}, {}, {}, {}, {}, Slopes(s.H, alibi)};
-    const float* m = ref.slopes.cpu();
+    Reference ref{{}, {}, {}, {}, {}, {}, {}, TestPos(s.H, alibi)};
+    const PosData<float> m = ref.pos.cpu();
     ref.qkv = inputs(randn(s.nqkv(), r));
     ref.out.resize(s.nout());
     ref.att.resize(s.natt());
@@ -98,7 +98,7 @@ std::string test_cpu_lse_forward() {
         for (const auto& s : alibi ? kAlibiShapes : kShapes) {
             Reference ref = reference(s, seed++, false, alibi);
             Vec out(s.nout()), lse(s.nlse());
-            cpu::attention_forward_lse(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.C, s.H, ref.slopes.cpu());
+            cpu::attention_forward_lse(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.C, s.H, ref.pos.cpu());
             const std::string tag = s.tag() + (alibi ? " alibi" : "");
             // the same per-row code: the output is bitwise the reference's
             if (std::memcmp(out.data(), ref.out.data(), out.size() * sizeof(float)) != 0)
@@ -133,7 +133,7 @@ std::string test_cpu_lse_backward() {
             Reference ref = reference(s, seed++, false, alibi);
             Vec dqkv = ref.dqkv0;
             cpu::attention_backward_lse(dqkv.data(), ref.dout.data(), ref.qkv.data(), ref.out.data(), ref.lse.data(),
-                                        s.B, s.T, s.C, s.H, ref.slopes.cpu());
+                                        s.B, s.T, s.C, s.H, ref.pos.cpu());
             expect_close(why, "dqkv" + s.tag() + (alibi ? " alibi" : ""), dqkv, ref.dqkv, s.T > 100 ? 1e-4 : 1e-5);
         }
     return why;
@@ -269,10 +269,9 @@ GpuResult gpu_flash(const Shape& s, const Reference& ref, size_t off = 0) {
     auto unshifted = [off](const Vec& v) { return Vec(v.begin() + (long)off, v.end()); };
     Buf q(shifted(ref.qkv)), out(off + s.nout()), dout(shifted(ref.dout)), dq(shifted(ref.dqkv0));
     DBuf lse(s.nlse());
-    const float* m = ref.slopes.gpu();
-    gpu::attention_forward_lse(out.p + off, lse.p, q.p + off, s.B, s.T, s.C, s.H, m, gpu::main_stream());
-    gpu::attention_backward_lse(dq.p + off, dout.p + off, q.p + off, out.p + off, lse.p, s.B, s.T, s.C, s.H, m,
-                                gpu::main_stream());
+    const PosData<float> m = ref.pos.gpu();
+    gpu::attention_forward_lse(out.p + off, lse.p, q.p + off, s.B, s.T, s.C, s.H, m);
+    gpu::attention_backward_lse(dq.p + off, dout.p + off, q.p + off, out.p + off, lse.p, s.B, s.T, s.C, s.H, m);
     return {unshifted(out.get()), lse.get(), unshifted(dq.get())};
 }
 
@@ -347,7 +346,7 @@ std::string test_flash_deterministic(Prec p) {
 std::string test_flash_bad_head_size() {
     DBuf q((size_t)3 * 24), out((size_t)24), lse((size_t)1);
     try {
-        gpu::attention_forward_lse(out.p, lse.p, q.p, 1, 1, 24, 1, nullptr, gpu::main_stream());
+        gpu::attention_forward_lse(out.p, lse.p, q.p, 1, 1, 24, 1, {});
         return "head size 24 accepted";
     } catch (const std::runtime_error& e) {
         if (std::string(e.what()).find("head sizes") == std::string::npos) return std::string("message: ") + e.what();

@@ -2,8 +2,8 @@
 // KV cache's write and the one-query attention against their CPU twins, in fp32 and bf16 (with
 // ALiBi, over more keys than one chunk of the kernel's shared memory); then for every position
 // scheme greedy runs of 200 tokens (text shorter than, equal to and longer than the window) on
-// GPT<CudaBackend>: with the cache against the full recompute and against the CPU's cache, the
-// same tokens and logits equal to float rounding at every step; GPT<CudaBackendBf16> with the
+// GPT<CudaBackend<float>>: with the cache against the full recompute and against the CPU's cache, the
+// same tokens and logits equal to float rounding at every step; GPT<CudaBackend<bf16_t>> with the
 // cache against its own full recompute, within bf16's rounding. Without CUDA (build or device)
 // every test is reported SKIPPED.
 // Usage: test_cuda_generate [NAME...]
@@ -32,13 +32,13 @@ std::string decode_case(int B, int C, int H, int n, int cap, bool alibi, double 
     const int T = 1, pos = n - 1;
     Vec qkv = bf16_rounded(randn((size_t)B * T * 3 * C, r));
     Vec kc = bf16_rounded(randn((size_t)B * cap * C, r)), vc = bf16_rounded(randn(kc.size(), r));
-    Slopes m(H, alibi);
+    TestPos m(H, alibi);
     DevBuf<E> gq(qkv), gk(kc), gv(vc), go((size_t)B * C);
     cpu::kv_cache_write(kc.data(), vc.data(), qkv.data(), B, T, C, pos, cap);
-    gpu::kv_cache_write(gk.p, gv.p, gq.p, B, T, C, pos, cap, gpu::main_stream());
+    gpu::kv_cache_write(gk.p, gv.p, gq.p, B, T, C, pos, cap);
     Vec out((size_t)B * C);
     cpu::attention_decode(out.data(), qkv.data(), kc.data(), vc.data(), B, n, cap, C, H, m.cpu());
-    gpu::attention_decode(go.p, gq.p, gk.p, gv.p, B, n, cap, C, H, m.gpu(), gpu::main_stream());
+    gpu::attention_decode(go.p, gq.p, gk.p, gv.p, B, n, cap, C, H, m.gpu());
     std::string why;
     const std::string tag = " (n " + std::to_string(n) + ", D " + std::to_string(C / H) + (alibi ? ", alibi)" : ")");
     expect_close(why, "k cache" + tag, gk.get(), kc, 0.0);
@@ -64,7 +64,7 @@ std::string test_decode(double tol) {
     Vec qkv = bf16_rounded(randn((size_t)B * T * 3 * C, r)), kc((size_t)B * cap * C), vc(kc.size());
     DevBuf<E> gq(qkv), gk(kc), gv(vc);
     cpu::kv_cache_write(kc.data(), vc.data(), qkv.data(), B, T, C, pos, cap);
-    gpu::kv_cache_write(gk.p, gv.p, gq.p, B, T, C, pos, cap, gpu::main_stream());
+    gpu::kv_cache_write(gk.p, gv.p, gq.p, B, T, C, pos, cap);
     expect_close(why, "prefill k cache", gk.get(), kc, 0.0);
     expect_close(why, "prefill v cache", gv.get(), vc, 0.0);
     return why;
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
                      })});
         // bf16: the cache's keys and values are the prefill's bf16 ones, as the recompute's are
         t.push_back({"cuda_bf16_generate_greedy_" + n, CUDA_FN([p] {
-                         return gen_compare<CudaBackendBf16, CudaBackendBf16>(gen_config(p, true), 5, 32, 200, 2e-2,
+                         return gen_compare<CudaBackend<bf16_t>, CudaBackend<bf16_t>>(gen_config(p, true), 5, 32, 200, 2e-2,
                                                                               greedy(), false);
                      })});
     }

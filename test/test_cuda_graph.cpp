@@ -3,7 +3,7 @@
 //     the graph is dropped and captured again), a changing learning rate, clipping on, an
 //     evaluation at a longer length between steps (the scratch buffers grow while the graph
 //     exists): identical losses, norms, weights and AdamW moments, bit for bit; the same with
-//     bf16 activations (GPT<CudaBackendBf16>: AdamW writes the weights' bf16 copy in the graph);
+//     bf16 activations (GPT<CudaBackend<bf16_t>>: AdamW writes the weights' bf16 copy in the graph);
 //   - the queued step against the synchronous one (forward, backward, grad_norm, update with the
 //     host's clip scale), on the GPU and on the CPU: identical losses, norms and weights;
 //   - the device-side ops against their CPU twins: the sum of squares into device memory and
@@ -69,7 +69,7 @@ bool same_bits(const Vec& a, const Vec& b) {
 template <class BK>
 Run queued_steps(Pos pos, bool use_graph, int tile = 0) {
     ModelConfig mc = small_model(pos);
-    mc.flash = std::is_same<BK, CudaBackendBf16>::value;  // fp32: the cublas attention; bf16: flash
+    mc.flash = std::is_same<BK, CudaBackend<bf16_t>>::value;  // fp32: the cublas attention; bf16: flash
     mc.classifier_tile = tile;
     GPT<BK> g(mc);
     g.init(7);
@@ -146,7 +146,7 @@ std::string test_graph_vs_eager(Pos pos) {
 }
 
 std::string test_graph_vs_eager_bf16(Pos pos) {
-    using BB = CudaBackendBf16;
+    using BB = CudaBackend<bf16_t>;
     return identical("bf16 graph vs eager", queued_steps<BB>(pos, true), queued_steps<BB>(pos, false));
 }
 
@@ -155,7 +155,7 @@ std::string test_graph_vs_eager_bf16(Pos pos) {
 std::string test_graph_vs_eager_tiles() {
     std::string why = identical("tiles graph vs eager", queued_steps<CB>(Pos::rope, true, 32),
                                 queued_steps<CB>(Pos::rope, false, 32));
-    using BB = CudaBackendBf16;
+    using BB = CudaBackend<bf16_t>;
     append(why, identical("bf16 tiles graph vs eager", queued_steps<BB>(Pos::rope, true, 32),
                           queued_steps<BB>(Pos::rope, false, 32)));
     return why;
@@ -228,11 +228,11 @@ std::string test_sum_squares_to() {
         DBuf gx(n ? x : Vec{0.0f});
         StepScalars h;
         cpu::sum_squares_to(&h.sumsq, x.data(), n);
-        gpu::sum_squares_to(&ds->sumsq, gx.p, n, gpu::main_stream());
+        gpu::sum_squares_to(&ds->sumsq, gx.p, n);
         StepScalars got;
         CB::copy_to_host_async(&got, ds, sizeof got);
         CB::synchronize();
-        double host = gpu::sum_squares(gx.p, n, gpu::main_stream());  // the synchronous form: same bits
+        double host = gpu::sum_squares(gx.p, n);  // the synchronous form: same bits
         if (!(std::fabs(got.sumsq - h.sumsq) <= 1e-10 * h.sumsq))
             append(why, "n=" + std::to_string(n) + ": " + fmt(got.sumsq) + " vs cpu " + fmt(h.sumsq));
         if (std::memcmp(&host, &got.sumsq, sizeof host) != 0)
@@ -252,7 +252,7 @@ std::string test_clip_grad() {
             h.sumsq = sumsq;
             CB::copy_scalars_from_host(ds, h);
             cpu::clip_grad(&h, clip);
-            gpu::clip_grad(ds, clip, gpu::main_stream());
+            gpu::clip_grad(ds, clip);
             StepScalars got;
             CB::copy_to_host_async(&got, ds, sizeof got);
             CB::synchronize();
@@ -278,13 +278,13 @@ std::string test_capture_refuses_sync() {
     std::string why;
     try {
         cudaGraphExec_t g =
-            gpu::capture(gpu::main_stream(), [&] { gpu::sum_squares(gx.p, x.size(), gpu::main_stream()); });
+            gpu::capture(gpu::main_stream(), [&] { gpu::sum_squares(gx.p, x.size()); });
         gpu::graph_free(g);
         append(why, "the capture of a synchronising call succeeded");
     } catch (const std::exception&) {  // refused, as it must be
     }
     if (graphs_alive() != 0) append(why, "a refused capture left a graph");
-    double after = gpu::sum_squares(gx.p, x.size(), gpu::main_stream());
+    double after = gpu::sum_squares(gx.p, x.size());
     expect_near(why, "sum of squares after the refused capture", after, cpu::sum_squares(x.data(), x.size()), 1e-10);
     return why;
 }
@@ -300,7 +300,7 @@ std::string test_scratch_growth() {
     DBuf gd(d), gdb((size_t)OC), gbigd(bigd), gbigdb((size_t)OC);
     float* none = nullptr;  // no dinp, dw, inp, w: the column sums alone
     auto dbias = [&](DBuf& db, const DBuf& dout, int n) {
-        gpu::matmul_backward(none, none, db.p, dout.p, none, none, n, IC, OC, gpu::main_stream());
+        gpu::matmul_backward(none, none, db.p, dout.p, none, none, n, IC, OC);
     };
     std::string why;
     dbias(gdb, gd, N);
@@ -331,8 +331,7 @@ std::string test_column_sums_replays() {
     float* none = nullptr;  // no dinp, dw, inp, w: the column sums alone
     auto dbias = [&](size_t k) {
         CB::zero(db[k]->p, db[k]->n);
-        gpu::matmul_backward(none, none, db[k]->p, dout[k]->p, none, none, shapes[k].first, IC, shapes[k].second,
-                             gpu::main_stream());
+        gpu::matmul_backward(none, none, db[k]->p, dout[k]->p, none, none, shapes[k].first, IC, shapes[k].second);
     };
     for (size_t k = 0; k < 2; k++) {  // the largest shape first runs after the capture
         dout.push_back(std::make_unique<DBuf>(randn((size_t)shapes[k].first * shapes[k].second, r)));

@@ -54,7 +54,7 @@ std::string classifier_loss_case(int N, int V, int ld, float dscale, uint64_t se
     int* dt = CB::alloc_int(N);
     CB::copy_from_host(dz, z.data(), z.size());
     CB::copy_ints_from_host(dt, tg.data(), N);
-    gpu::classifier_loss(dz, dl, dt, N, V, ld, dscale, gpu::main_stream());
+    gpu::classifier_loss(dz, dl, dt, N, V, ld, dscale);
     Vec gz(z.size()), gl(N);
     CB::copy_to_host(gz.data(), dz, gz.size());
     CB::copy_to_host(gl.data(), dl, N);
@@ -119,15 +119,15 @@ std::string tile_case(int N, int V, int Vp, int tile, float dscale, uint64_t see
     };
     each_tile([&](int v0, int w, Vec& t, DevBuf<E>& gt) {
         cpu::classifier_tile_lse(t.data(), m.data(), sum.data(), losses.data(), tg.data(), N, w, v0, V);
-        gpu::classifier_tile_lse(gt.p, dm.p, ds.p, dl.p, dt.p, N, w, v0, V, gpu::main_stream());
+        gpu::classifier_tile_lse(gt.p, dm.p, ds.p, dl.p, dt.p, N, w, v0, V);
     });
     cpu::classifier_tile_loss(losses.data(), m.data(), sum.data(), N);
-    gpu::classifier_tile_loss(dl.p, dm.p, ds.p, N, gpu::main_stream());
+    gpu::classifier_tile_loss(dl.p, dm.p, ds.p, N);
     gm = dm.get(), glosses = dl.get();
     if (dscale != 0)
         each_tile([&](int v0, int w, Vec& t, DevBuf<E>& gt) {
             cpu::classifier_tile_dlogits(t.data(), m.data(), tg.data(), N, w, v0, V, dscale);
-            gpu::classifier_tile_dlogits(gt.p, dm.p, dt.p, N, w, v0, V, dscale, gpu::main_stream());
+            gpu::classifier_tile_dlogits(gt.p, dm.p, dt.p, N, w, v0, V, dscale);
             Vec g = gt.get();
             for (int i = 0; i < N; i++) {
                 std::copy_n(t.begin() + (size_t)i * w, w, dz.begin() + (size_t)i * Vp + v0);
@@ -294,8 +294,8 @@ std::string test_bf16_chunked_vs_whole() {
     Batch b = batch(Pos::rope);
     ModelConfig chunked = small_model(Pos::rope, 128, kChunk), whole = small_model(Pos::rope, 128, kB * kT);
     chunked.flash = whole.flash = true;
-    return compare("bf16 gpu chunked vs one chunk:", train<CudaBackendBf16>(chunked, b),
-                   train<CudaBackendBf16>(whole, b), Tol{1e-5, 1e-4, 1e-5, 1e-3});
+    return compare("bf16 gpu chunked vs one chunk:", train<CudaBackend<bf16_t>>(chunked, b),
+                   train<CudaBackend<bf16_t>>(whole, b), Tol{1e-5, 1e-4, 1e-5, 1e-3});
 }
 
 // Vocabulary tiles (GPT::classifier_tiles) against row chunks: the same sums in another order.
@@ -317,7 +317,7 @@ std::string test_bf16_tiles_vs_rows() {
     Batch b = batch(Pos::rope);
     ModelConfig tiled = tiled_model(Pos::rope), rows = small_model(Pos::rope, 128, kChunk);
     tiled.flash = rows.flash = true;
-    return compare("bf16 gpu tiles vs rows:", train<CudaBackendBf16>(tiled, b), train<CudaBackendBf16>(rows, b),
+    return compare("bf16 gpu tiles vs rows:", train<CudaBackend<bf16_t>>(tiled, b), train<CudaBackend<bf16_t>>(rows, b),
                    Tol{1e-5, 1e-4, 1e-5, 1e-3});
 }
 
@@ -391,7 +391,7 @@ std::string test_profile() {
     return why;
 }
 
-// CudaBackend::copy_ints_from_host stages through pinned memory and returns before the copy
+// CudaDevice::copy_ints_from_host stages through pinned memory and returns before the copy
 // runs; the caller may overwrite its source at once. Read back through the embedding: with
 // C = 1 and wte[v] = v, encoder_forward writes each id as a float.
 std::string test_copy_ints_staged() {
@@ -403,7 +403,7 @@ std::string test_copy_ints_staged() {
     CB::copy_from_host(wte, table.data(), V);
     std::string why;
     auto expect = [&](const char* what, const int* dev, const std::vector<int>& want) {
-        gpu::encoder_forward(out, dev, wte, nullptr, 1, (int)want.size(), 1, gpu::main_stream());
+        gpu::encoder_forward(out, dev, wte, nullptr, 1, (int)want.size(), 1);
         Vec got(want.size());
         CB::copy_to_host(got.data(), out, got.size());
         for (size_t i = 0; i < want.size(); i++)

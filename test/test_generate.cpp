@@ -29,7 +29,8 @@ std::string test_attention_decode_op() {
     Rng r(3);
     Vec qkv = randn((size_t)B * T * 3 * C, r), slopes = {0.5f, 0.25f, 0.125f};
     for (bool alibi : {false, true}) {
-        const float* m = alibi ? slopes.data() : nullptr;
+        PosData<float> m;
+        m.slopes = alibi ? slopes.data() : nullptr;
         Vec out((size_t)B * T * C), att((size_t)B * H * T * T), kc((size_t)B * cap * C), vc(kc.size());
         cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H, m);
         // the first T - 1 positions as a prefill, the last one as a step of one token

@@ -93,7 +93,7 @@ struct OpCheck {
 };
 
 static void op_checks(Rng& rng) {
-    const int B = 2, T = 5, C = 8, H = 2, D = C / H, V = 11, N = B * T;
+    const int B = 2, T = 5, C = 8, H = 2, V = 11, N = B * T;
     using K = CpuBackend<double>;
     std::vector<int> tok(N), tgt(N);
     for (int i = 0; i < N; i++) tok[i] = (int)rng.below(V), tgt[i] = (int)rng.below(V);
@@ -149,8 +149,10 @@ static void op_checks(Rng& rng) {
     // both attention paths without and with ALiBi's bias (slopes steeper than alibi_slopes' to weigh
     // in at T = 5)
     Vd qkv = randn<Vd>(N * 3 * C, rng), steep = {0.7, 1.3};
-    for (const double* sl : {(const double*)nullptr, (const double*)steep.data()}) {
-        const std::string bias = sl ? "_alibi" : "";
+    PosData<double> alibi;
+    alibi.slopes = steep.data();
+    for (const PosData<double>& sl : {PosData<double>(), alibi}) {
+        const std::string bias = sl.slopes ? "_alibi" : "";
         OpCheck{"attention" + bias,
                 {{"qkv", &qkv}},
                 [&] {
@@ -183,8 +185,8 @@ static void op_checks(Rng& rng) {
             .run(rng);
     }
 
-    Vd rc, rs;
-    rope_tables(rc, rs, T, D, 10000.0);
+    const PosBuffer rope = pos_buffer(pos_traits(Pos::rope), T, C, H, 10000.0, kSinScale);
+    const PosData<double> rpos = rope.view(rope.data.data());
     // the bias of the layer before RoPE or GELU goes in with it: its gradient is the column sums
     // of the input gradient (what the linear layer's backward computes from it)
     auto column_sums = [](const Vd& x, size_t cols) {
@@ -197,12 +199,12 @@ static void op_checks(Rng& rng) {
             {{"qkv", &rin}, {"bias", &rb}},
             [&] {
                 Vd o(N * 3 * C);
-                K::rope_forward(o.data(), rin.data(), rb.data(), rc.data(), rs.data(), B, T, C, H);
+                K::rope_forward(o.data(), rin.data(), rb.data(), rpos, B, T, C, H);
                 return o;
             },
             [&](const Vd& d) {
                 Vd di(N * 3 * C);
-                K::rope_backward(di.data(), d.data(), rc.data(), rs.data(), B, T, C, H);
+                K::rope_backward(di.data(), d.data(), rpos, B, T, C, H);
                 return std::vector<Vd>{di, column_sums(di, 3 * C)};
             }}
         .run(rng);
@@ -404,12 +406,13 @@ static void tiles_vs_rows(Rng& rng) {
 // q.k scores after RoPE depend only on the distance: shifting every position by s leaves them unchanged.
 static void rope_relative(Rng& rng) {
     const int T = 6, C = 8, H = 2, D = C / H, shift = 5;
-    Vd cs, sn;
-    rope_tables(cs, sn, T + shift, D, 10000.0);
+    const PosBuffer rope = pos_buffer(pos_traits(Pos::rope), T + shift, C, H, 10000.0, kSinScale);
+    const PosData<double> pos = rope.view(rope.data.data());
+    PosData<double> shifted = pos;  // the tables from position `shift` on
+    shifted.cos += shift * D / 2, shifted.sin += shift * D / 2;
     Vd in = randn<Vd>(T * 3 * C, rng), a(T * 3 * C), b(T * 3 * C), c(T * 3 * C);
-    cpu::rope_forward(a.data(), in.data(), (const double*)nullptr, cs.data(), sn.data(), 1, T, C, H);
-    cpu::rope_forward(b.data(), in.data(), (const double*)nullptr, cs.data() + shift * D / 2, sn.data() + shift * D / 2,
-                      1, T, C, H);
+    cpu::rope_forward(a.data(), in.data(), (const double*)nullptr, pos, 1, T, C, H);
+    cpu::rope_forward(b.data(), in.data(), (const double*)nullptr, shifted, 1, T, C, H);
     auto score = [&](const Vd& x, int t, int t2, int h) {
         double s = 0;
         for (int d = 0; d < D; d++) s += x[t * 3 * C + h * D + d] * x[t2 * 3 * C + C + h * D + d];
@@ -449,8 +452,10 @@ static void alibi_by_hand(Rng& rng) {
                     for (int d = 0; d < D; d++)
                         want[(b * T + t) * C + h * D + d] += e[j] / sum * qkv[(b * T + j) * 3 * C + 2 * C + h * D + d];
             }
-    cpu::attention_forward(o1.data(), att.data(), qkv.data(), B, T, C, H, sl.data());
-    cpu::attention_forward_lse(o2.data(), lse.data(), qkv.data(), B, T, C, H, sl.data());
+    PosData<double> pos;
+    pos.slopes = sl.data();
+    cpu::attention_forward(o1.data(), att.data(), qkv.data(), B, T, C, H, pos);
+    cpu::attention_forward_lse(o2.data(), lse.data(), qkv.data(), B, T, C, H, pos);
     cpu::attention_forward(plain.data(), att.data(), qkv.data(), B, T, C, H);
     const double e1 = rel_err(o1, want), e2 = rel_err(o2, want), moved = rel_err(plain, want);
     check("alibi_by_hand", eslope < 1e-15 && e1 < 1e-12 && e2 < 1e-12 && moved > 1e-2,

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ops/matmul.h"
+#include "pos.h"
 #include "ops/vec.h"
 
 namespace cpu {
@@ -115,10 +116,10 @@ void zero_head_kv(Real* dqkv, int b, int h, int T, int C, int H) {
 }
 
 // out (B,T,C), att (B,H,T,T): att[b,h,t,t2] = softmax_t2<=t(q_t . k_t2 / sqrt(D) - m_h (t - t2)),
-// m_h = slopes[h] (ALiBi) or 0 when slopes is null. The same slopes argument in every op below.
+// m_h = pos.slopes[h] (ALiBi) or 0 when pos has no slopes. The same position data in every op below.
 template <class Real>
 void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int C, int H,
-                       const Real* slopes = nullptr) {
+                       const PosData<Real>& pos = {}) {
 #pragma omp parallel
     {
         std::vector<Real> lse(T);  // not kept here
@@ -127,7 +128,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int 
             for (int t0 = 0; t0 < T; t0 += kAttRows) {
                 const int t1 = std::min(T, t0 + kAttRows);
                 Real* p = att + ((size_t)bh * T + t0) * T;
-                block_forward<Real>(out, p, T, lse.data(), qkv, bh / H, bh % H, t0, t1, T, C, H, slopes);
+                block_forward<Real>(out, p, T, lse.data(), qkv, bh / H, bh % H, t0, t1, T, C, H, pos.slopes);
                 for (int t = t0; t < t1; t++)
                     std::fill(p + (size_t)(t - t0) * T + t1, p + (size_t)(t - t0 + 1) * T, Real(0));
             }
@@ -138,7 +139,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int 
 // these loops need one block of it at a time, their own.
 template <class Real>
 void attention_backward(Real* dqkv, Real* /*scratch*/, const Real* dout, const Real* qkv, const Real* att, int B, int T,
-                        int C, int H, const Real* /*slopes: in att already*/ = nullptr) {
+                        int C, int H, const PosData<Real>& /*in att already*/ = {}) {
 #pragma omp parallel
     {
         Real* dsc = block_scratch<Real>(0, (size_t)kAttRows * T);
@@ -156,7 +157,7 @@ void attention_backward(Real* dqkv, Real* /*scratch*/, const Real* dout, const R
 // log-sum-exp of the scaled scores.
 template <class Real>
 void attention_forward_lse(Real* out, Real* lse, const Real* qkv, int B, int T, int C, int H,
-                           const Real* slopes = nullptr) {
+                           const PosData<Real>& pos = {}) {
 #pragma omp parallel
     {
         Real* p = block_scratch<Real>(0, (size_t)kAttRows * T);  // one block of probabilities, rows as att's
@@ -165,7 +166,7 @@ void attention_forward_lse(Real* out, Real* lse, const Real* qkv, int B, int T, 
             for (int t0 = 0; t0 < T; t0 += kAttRows) {
                 const int t1 = std::min(T, t0 + kAttRows);
                 block_forward<Real>(out, p, T, lse + (size_t)bh * T, qkv, bh / H, bh % H, t0, t1, T, C, H,
-                                          slopes);
+                                          pos.slopes);
             }
     }
 }
@@ -175,7 +176,7 @@ void attention_forward_lse(Real* out, Real* lse, const Real* qkv, int B, int T, 
 // part of the signature for the GPU kernels (they take rowsum(dO * out)); these loops do not need it.
 template <class Real>
 void attention_backward_lse(Real* dqkv, const Real* dout, const Real* qkv, const Real* /*out*/, const Real* lse, int B,
-                            int T, int C, int H, const Real* slopes = nullptr) {
+                            int T, int C, int H, const PosData<Real>& pos = {}) {
 #pragma omp parallel
     {
         Real *p = block_scratch<Real>(0, (size_t)kAttRows * T), *dsc = block_scratch<Real>(1, (size_t)kAttRows * T);
@@ -185,7 +186,7 @@ void attention_backward_lse(Real* dqkv, const Real* dout, const Real* qkv, const
             zero_head_kv(dqkv, b, h, T, C, H);
             for (int t0 = 0; t0 < T; t0 += kAttRows) {
                 const int t1 = std::min(T, t0 + kAttRows);
-                block_scores<Real>(p, T, qkv, b, h, t0, t1, T, C, H, slopes);
+                block_scores<Real>(p, T, qkv, b, h, t0, t1, T, C, H, pos.slopes);
                 for (int t = t0; t < t1; t++) {
                     Real* pr = p + (size_t)(t - t0) * T;
                     exp_sum_n(pr, pr, lse[(size_t)bh * T + t], t + 1);
@@ -212,10 +213,10 @@ void kv_cache_write(Real* kc, Real* vc, const Real* qkv, int B, int T, int C, in
 
 // out (B,C) <- attention of one query per row, the q of qkv (B,1,3C) at position n - 1, over the
 // n cached keys and values [0, n) of kc, vc (B, cap, C): the last row of attention_forward over
-// those n positions, ALiBi's bias -slopes[h] (n - 1 - j) included.
-template <class Real, class Gemm = Blas>
+// those n positions, ALiBi's bias -pos.slopes[h] (n - 1 - j) included.
+template <class Real>
 void attention_decode(Real* out, const Real* qkv, const Real* kc, const Real* vc, int B, int n, int cap, int C, int H,
-                      const Real* slopes = nullptr) {
+                      const PosData<Real>& pos = {}) {
     const int D = C / H;
 #pragma omp parallel
     {
@@ -224,12 +225,12 @@ void attention_decode(Real* out, const Real* qkv, const Real* kc, const Real* vc
         for (int bh = 0; bh < B * H; bh++) {
             const int b = bh / H, h = bh % H;
             const size_t kv0 = (size_t)b * cap * C + h * D;  // key 0 of head h
-            Gemm::gemm(false, true, 1, n, D, Real(1) / std::sqrt(Real(D)), qkv + (size_t)b * 3 * C + h * D, 3 * C,
-                       kc + kv0, C, Real(0), p, n);
-            if (slopes)
-                for (int j = 0; j < n; j++) p[j] -= slopes[h] * Real(n - 1 - j);
+            gemm(false, true, 1, n, D, Real(1) / std::sqrt(Real(D)), qkv + (size_t)b * 3 * C + h * D, 3 * C, kc + kv0,
+                 C, Real(0), p, n);
+            if (pos.slopes)
+                for (int j = 0; j < n; j++) p[j] -= pos.slopes[h] * Real(n - 1 - j);
             softmax_row(p, n - 1, n);
-            Gemm::gemm(false, false, 1, D, n, Real(1), p, n, vc + kv0, C, Real(0), out + (size_t)b * C + h * D, C);
+            gemm(false, false, 1, D, n, Real(1), p, n, vc + kv0, C, Real(0), out + (size_t)b * C + h * D, C);
         }
     }
 }

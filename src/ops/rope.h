@@ -1,8 +1,10 @@
 // Rotary position embedding (RoPE) of q and k: adjacent pairs (2j, 2j+1) within
 // each head rotated by the angle of the position (MODEL.md); the cos/sin tables
-// come from rope_tables in pos.h. CPU reference.
+// are the position data's (pos.h). CPU reference.
 #pragma once
 #include <cstddef>
+
+#include "pos.h"
 
 namespace cpu {
 
@@ -30,17 +32,16 @@ void rope_rotate(Real* out, const Real* inp, const Real* bias, const Real* cos_t
 }
 
 // out (B,T,3C) = rotated inp + bias (B,T,3C): the qkv GEMM writes its output without the bias
-// and RoPE adds it (bias (3C) may be null); tables (n, D/2) indexed by position t
+// and RoPE adds it (bias (3C) may be null); pos.cos, pos.sin (n, D/2) indexed by position t
 template <class Real>
-void rope_forward(Real* out, const Real* inp, const Real* bias, const Real* cos_t, const Real* sin_t, int B, int T,
-                  int C, int H) {
-    rope_rotate(out, inp, bias, cos_t, sin_t, B, T, C, H, Real(1));
+void rope_forward(Real* out, const Real* inp, const Real* bias, const PosData<Real>& pos, int B, int T, int C, int H) {
+    rope_rotate(out, inp, bias, pos.cos, pos.sin, B, T, C, H, Real(1));
 }
 
 // dinp (B,T,3C) = R^T dout (overwritten: the backward needs no zeroed buffer)
 template <class Real>
-void rope_backward(Real* dinp, const Real* dout, const Real* cos_t, const Real* sin_t, int B, int T, int C, int H) {
-    rope_rotate(dinp, dout, (const Real*)nullptr, cos_t, sin_t, B, T, C, H, Real(-1));
+void rope_backward(Real* dinp, const Real* dout, const PosData<Real>& pos, int B, int T, int C, int H) {
+    rope_rotate(dinp, dout, (const Real*)nullptr, pos.cos, pos.sin, B, T, C, H, Real(-1));
 }
 
 }  // namespace cpu

@@ -121,8 +121,8 @@ struct State {
 
 void step(int version, State& s, const std::vector<Tensor>& layout, const Hyper& h) {
     // the trainer's kernel reads lr, bias corrections and clip scale from device memory
-    static StepScalars* scalars = CudaBackend::alloc_scalars();
-    CudaBackend::copy_scalars_from_host(scalars, adamw_scalars(h.lr, h.beta1, h.beta2, h.t, h.gscale));
+    static StepScalars* scalars = CudaDevice::alloc_scalars();
+    CudaDevice::copy_scalars_from_host(scalars, adamw_scalars(h.lr, h.beta1, h.beta2, h.t, h.gscale));
     const float bc1 = (float)(1.0 - std::pow((double)h.beta1, h.t)),
                 bc2 = (float)(1.0 - std::pow((double)h.beta2, h.t));
     if (version == 3) {
@@ -143,7 +143,7 @@ void step(int version, State& s, const std::vector<Tensor>& layout, const Hyper&
         float *p = s.p + k.offset, *m = s.m + k.offset, *v = s.v + k.offset;
         const float* g = s.g + k.offset;
         if (version == 1) {
-            gpu::adamw_update(p, g, m, v, k.n, scalars, h.beta1, h.beta2, h.eps, wd, gpu::main_stream());
+            gpu::adamw_update(p, g, m, v, k.n, scalars, h.beta1, h.beta2, h.eps, wd);
         } else {
             adamw_vec4_kernel<<<gpu::grid_for(k.n / 4 + 1, 256), 256>>>(p, g, m, v, k.n, h, wd, bc1, bc2);
             cudaCheckLaunch();

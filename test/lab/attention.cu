@@ -448,21 +448,30 @@ const Case kCases[] = {{"cublas", kCublas, false, true, false},
 bool uses_rope(const Case& v) {
     return v.kind == kRopeThenFlash || v.kind == kFlashRopeLoad;
 }
-// the trainer's attention ops, which take ALiBi's slopes
+// the trainer's attention ops, which take ALiBi's slopes from the position data
 bool takes_alibi(const Case& v) {
     return v.kind == kCublas || v.kind == kFlash;
 }
 
+// A scheme's position data (src/pos.h) on the host in float, as the trainer builds it (base 10000).
+struct HostPos {
+    PosBuffer buf;
+    std::vector<float> data;
+    HostPos(Pos p, const Shape& s)
+        : buf(pos_buffer(pos_traits(p), s.T, s.C(), s.H, 10000.0, kSinScale)), data(buf.data.begin(), buf.data.end()) {}
+    PosData<float> view(const float* base) const { return buf.view(base); }
+};
+
 // Device buffers of one run: the probabilities and their gradient (cublas) or the log-sum-exps
-// (flash). A: the activations' element type (float; bf16_t for the bf16 versions).
-// slopes: ALiBi's (H,), or none (empty: the ops get a null pointer).
+// (flash). A: the activations' element type (float; bf16_t for the bf16 versions). rope: RoPE's
+// position data; att_pos: what the attention ops get (ALiBi's slopes, or none).
 template <class Act>
 struct Buffers {
     lab::Buf<Act> qkv, qkvr, out, dout, dqkv, att, scratch;
-    lab::Buf<float> lse, delta, cos_t, sin_t, slopes_buf;
-    const float* slopes;
+    lab::Buf<float> lse, delta, rope_buf, att_buf;
+    PosData<float> rope, att_pos;
     Buffers(const Shape& s, const Case& v, const std::vector<float>& qkv_h, const std::vector<float>& dout_h,
-            const std::vector<float>& cos_h, const std::vector<float>& sin_h, const std::vector<float>& slopes_h)
+            const HostPos& rope_h, const HostPos& att_h)
         : qkv(lab::to_act<Act>(qkv_h)),
           qkvr(v.kind == kRopeThenFlash ? s.nqkv() : 0),
           out(s.nout()),
@@ -472,29 +481,28 @@ struct Buffers {
           scratch(v.kind == kCublas ? s.natt() : 0),
           lse(v.kind == kCublas ? 0 : (size_t)s.B * s.H * s.T),
           delta(v.kind == kFlashWmma ? (size_t)s.B * s.H * s.T : 0),
-          cos_t(cos_h),
-          sin_t(sin_h),
-          slopes_buf(slopes_h),
-          slopes(slopes_h.empty() ? nullptr : slopes_buf.p) {}
+          rope_buf(rope_h.data),
+          att_buf(att_h.data),
+          rope(rope_h.view(rope_buf.p)),
+          att_pos(att_h.view(att_buf.p)) {}
 };
 
 template <class Act>
 void forward(const Case& v, Buffers<Act>& b, const Shape& s) {
     switch (v.kind) {
         case kCublas:
-            gpu::attention_forward(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, b.slopes, gpu::main_stream());
+            gpu::attention_forward(b.out.p, b.att.p, b.qkv.p, s.B, s.T, s.C(), s.H, b.att_pos);
             break;
         case kFlash:
-            gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkv.p, s.B, s.T, s.C(), s.H, b.slopes,
-                                       gpu::main_stream());
+            gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkv.p, s.B, s.T, s.C(), s.H, b.att_pos);
             break;
         case kRopeThenFlash:
-            gpu::rope_forward(b.qkvr.p, b.qkv.p, nullptr, b.cos_t.p, b.sin_t.p, s.B, s.T, s.C(), s.H,
-                              gpu::main_stream());
-            gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkvr.p, s.B, s.T, s.C(), s.H, nullptr, gpu::main_stream());
+            gpu::rope_forward(b.qkvr.p, b.qkv.p, nullptr, b.rope, s.B, s.T, s.C(), s.H);
+            gpu::attention_forward_lse(b.out.p, b.lse.p, b.qkvr.p, s.B, s.T, s.C(), s.H, {});
             break;
         case kFlashRopeLoad:  // fp32 only (kCases)
-            if constexpr (std::is_same<Act, float>::value) flash_forward_rope(b.out, b.lse, b.qkv, b.cos_t, b.sin_t, s);
+            if constexpr (std::is_same<Act, float>::value)
+                flash_forward_rope(b.out, b.lse, b.qkv, b.rope.cos, b.rope.sin, s);
             break;
         case kFlashWmma:  // bf16 only
             if constexpr (std::is_same<Act, bf16_t>::value) wmma_forward(b.out, b.lse, b.qkv, s);
@@ -507,27 +515,9 @@ void backward(const Case& v, Buffers<Act>& b, const Shape& s) {
     if constexpr (std::is_same<Act, bf16_t>::value)
         if (v.kind == kFlashWmma) return wmma_backward(b.dqkv, b.delta, b.dout, b.qkv, b.out, b.lse, s);
     if (v.kind == kFlash)
-        gpu::attention_backward_lse(b.dqkv.p, b.dout.p, b.qkv.p, b.out.p, b.lse.p, s.B, s.T, s.C(), s.H, b.slopes,
-                                    gpu::main_stream());
+        gpu::attention_backward_lse(b.dqkv.p, b.dout.p, b.qkv.p, b.out.p, b.lse.p, s.B, s.T, s.C(), s.H, b.att_pos);
     else
-        gpu::attention_backward(b.dqkv.p, b.scratch.p, b.dout.p, b.qkv.p, b.att.p, s.B, s.T, s.C(), s.H, b.slopes,
-                                gpu::main_stream());
-}
-
-// RoPE tables (T, D/2) in float, as the trainer builds them (base 10000)
-void rope_tables_f(std::vector<float>& c, std::vector<float>& s, const Shape& sh) {
-    std::vector<double> cd, sd;
-    rope_tables(cd, sd, sh.T, sh.D, 10000.0);
-    c.assign(cd.begin(), cd.end());
-    s.assign(sd.begin(), sd.end());
-}
-
-// ALiBi's slopes (H,) in float, or none
-std::vector<float> slopes_f(const Shape& s, bool alibi) {
-    std::vector<float> m;
-    if (alibi)
-        for (double x : alibi_slopes(s.H)) m.push_back((float)x);
-    return m;
+        gpu::attention_backward(b.dqkv.p, b.scratch.p, b.dout.p, b.qkv.p, b.att.p, s.B, s.T, s.C(), s.H, b.att_pos);
 }
 
 // Output (and, for the versions with a backward, the gradient) against the CPU reference, on
@@ -537,20 +527,19 @@ template <class Act>
 bool check(const Case& v, const Shape& s) {
     auto qkv = lab::to_float(lab::to_act<Act>(lab::randn(s.nqkv(), 1)));
     auto dout = lab::to_float(lab::to_act<Act>(lab::randn(s.nout(), 2)));
-    std::vector<float> cos_t, sin_t;
-    rope_tables_f(cos_t, sin_t, s);
+    const HostPos rope(Pos::rope, s);
     std::vector<float> qkvr = qkv;
     if (uses_rope(v))
-        cpu::rope_forward(qkvr.data(), qkv.data(), (const float*)nullptr, cos_t.data(), sin_t.data(), s.B, s.T, s.C(),
+        cpu::rope_forward(qkvr.data(), qkv.data(), (const float*)nullptr, rope.view(rope.data.data()), s.B, s.T, s.C(),
                           s.H);
     const double tol = v.bf16 ? 2e-2 : v.tf32 ? 2e-3 : 1e-3;
     std::vector<std::pair<const char*, double>> errs;
     for (bool alibi : {false, true}) {
         if (alibi && !takes_alibi(v)) break;
-        const std::vector<float> m = slopes_f(s, alibi);
+        const HostPos m(alibi ? Pos::alibi : Pos::nope, s);
         std::vector<float> out(s.nout()), att(s.natt()), scratch(s.natt()), dqkv(s.nqkv(), 0.0f);
-        cpu::attention_forward(out.data(), att.data(), qkvr.data(), s.B, s.T, s.C(), s.H, alibi ? m.data() : nullptr);
-        Buffers<Act> b(s, v, qkv, dout, cos_t, sin_t, m);
+        cpu::attention_forward(out.data(), att.data(), qkvr.data(), s.B, s.T, s.C(), s.H, m.view(m.data.data()));
+        Buffers<Act> b(s, v, qkv, dout, rope, m);
         forward(v, b, s);
         errs.push_back({alibi ? "out alibi" : "out", lab::rel_max_err(lab::to_float(b.out.host()), out)});
         if (uses_rope(v)) continue;
@@ -563,9 +552,8 @@ bool check(const Case& v, const Shape& s) {
 
 template <class Act>
 void time_case(const Case& v, const Shape& s, int reps) {
-    std::vector<float> cos_t, sin_t;
-    rope_tables_f(cos_t, sin_t, s);
-    Buffers<Act> b(s, v, lab::randn(s.nqkv(), 3), lab::randn(s.nout(), 4), cos_t, sin_t, slopes_f(s, v.alibi));
+    Buffers<Act> b(s, v, lab::randn(s.nqkv(), 3), lab::randn(s.nout(), 4), HostPos(Pos::rope, s),
+                   HostPos(v.alibi ? Pos::alibi : Pos::nope, s));
     const double fwd_flop = 4.0 * s.B * s.H * (double)s.T * s.T / 2 * s.D;
     std::vector<lab::Stage> stages = {{"forward", [&] { forward(v, b, s); }, fwd_flop, true}};
     if (!uses_rope(v)) stages.push_back({"backward", [&] { backward(v, b, s); }, 2.5 * fwd_flop, true});

@@ -119,14 +119,14 @@ std::vector<int> random_targets(const Shape& s) {
 
 template <class Act>
 void head(Bufs<Act>& b, const Shape& s) {
-    gpu::matmul_forward(b.logits.p, b.x.p, b.wte.p, nullptr, s.N, s.C, s.V, gpu::main_stream());
+    gpu::matmul_forward(b.logits.p, b.x.p, b.wte.p, nullptr, s.N, s.C, s.V);
 }
 
 template <class Act>
 void loss(int version, Bufs<Act>& b, const Shape& s) {
     const float dscale = 1.0f / s.N;
     if (version <= 2)
-        return gpu::classifier_loss(b.logits.p, b.losses.p, b.targets.p, s.N, s.V, s.V, dscale, gpu::main_stream());
+        return gpu::classifier_loss(b.logits.p, b.losses.p, b.targets.p, s.N, s.V, s.V, dscale);
     if constexpr (std::is_same<Act, float>::value) {  // versions 3 and 4 are fp32 only
         if (version == 3) {
             crossentropy_warp_kernel<<<gpu::ceil_div(s.N, kWarps), 32 * kWarps>>>(b.logits.p, b.losses.p, b.targets.p,
@@ -143,7 +143,7 @@ void loss(int version, Bufs<Act>& b, const Shape& s) {
 
 template <class Act>
 void head_back(Bufs<Act>& b, const Shape& s) {
-    gpu::matmul_backward(b.dx.p, b.dwte.p, nullptr, b.logits.p, b.x.p, b.wte.p, s.N, s.C, s.V, gpu::main_stream());
+    gpu::matmul_backward(b.dx.p, b.dwte.p, nullptr, b.logits.p, b.x.p, b.wte.p, s.N, s.C, s.V);
 }
 
 // The CPU's results on the device buffers' inputs (their values as float).
@@ -197,27 +197,26 @@ struct TileBufs : Bufs<bf16_t> {
 
 // losses, dx (= the head's input gradient) and dwte += the head's weight gradient
 void vocab_tiles(TileBufs& b, const Shape& sh) {
-    cudaStream_t st = gpu::main_stream();
     const int N = sh.N, C = sh.C;
     auto tiles = [&](const std::function<void(int v0, int w)>& f) {
         for (int v0 = 0; v0 < sh.V; v0 += sh.tile) {
             const int w = std::min(sh.tile, sh.V - v0);
-            gpu::matmul_forward(b.logits.p, b.x.p, b.wte.p + (size_t)v0 * C, nullptr, N, C, w, st);  // (N, w)
+            gpu::matmul_forward(b.logits.p, b.x.p, b.wte.p + (size_t)v0 * C, nullptr, N, C, w);  // (N, w)
             f(v0, w);
         }
     };
     tiles([&](int v0, int w) {
-        gpu::classifier_tile_lse(b.logits.p, b.m.p, b.s.p, b.losses.p, b.targets.p, N, w, v0, sh.V, st);
+        gpu::classifier_tile_lse(b.logits.p, b.m.p, b.s.p, b.losses.p, b.targets.p, N, w, v0, sh.V);
     });
-    gpu::classifier_tile_loss(b.losses.p, b.m.p, b.s.p, N, st);
-    cudaCheck(cudaMemsetAsync(b.dx32.p, 0, b.dx32.n * sizeof(float), st));
+    gpu::classifier_tile_loss(b.losses.p, b.m.p, b.s.p, N);
+    cudaCheck(cudaMemsetAsync(b.dx32.p, 0, b.dx32.n * sizeof(float), gpu::main_stream()));
     tiles([&](int v0, int w) {
-        gpu::classifier_tile_dlogits(b.logits.p, b.m.p, b.targets.p, N, w, v0, sh.V, 1.0f / N, st);
+        gpu::classifier_tile_dlogits(b.logits.p, b.m.p, b.targets.p, N, w, v0, sh.V, 1.0f / N);
         const size_t o = (size_t)v0 * C;
-        gpu::matmul_dinp_add(b.dx32.p, b.logits.p, b.wte.p + o, N, C, w, st);
-        gpu::matmul_backward<bf16_t>(nullptr, b.dwte.p + o, nullptr, b.logits.p, b.x.p, b.wte.p + o, N, C, w, st);
+        gpu::matmul_dinp_add(b.dx32.p, b.logits.p, b.wte.p + o, N, C, w);
+        gpu::matmul_backward<bf16_t>(nullptr, b.dwte.p + o, nullptr, b.logits.p, b.x.p, b.wte.p + o, N, C, w);
     });
-    gpu::to_bf16(b.dx.p, b.dx32.p, b.dx.n, st);
+    gpu::to_bf16(b.dx.p, b.dx32.p, b.dx.n);
 }
 
 bool check_tiles(const char* name, const Shape& s) {

@@ -194,7 +194,7 @@ struct Version {
 };
 
 inline bool emulated() {
-    return CudaBackend::device_name().rfind("CUDA emulation", 0) == 0;
+    return CudaDevice::device_name().rfind("CUDA emulation", 0) == 0;
 }
 
 // The program's main: header line, then every version (or only --version N). Exit status 0
@@ -204,8 +204,8 @@ inline int run(int argc, char** argv, const char* title, std::vector<std::pair<s
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out as it comes (gpu_check.sh keeps them)
     try {
         Args args(argc, argv, std::move(defaults));
-        const CudaBackend::DeviceCheck device = CudaBackend::check_device();
-        if (device.state != CudaBackend::DeviceCheck::Usable) throw std::runtime_error(device.why);
+        const CudaDevice::DeviceCheck device = CudaDevice::check_device();
+        if (device.state != CudaDevice::DeviceCheck::Usable) throw std::runtime_error(device.why);
         std::vector<Version> vs = versions(args);
         const int only = args["version"];
         if (only > (int)vs.size())
@@ -214,7 +214,7 @@ inline int run(int argc, char** argv, const char* title, std::vector<std::pair<s
         std::string shape;
         for (auto& k : args.order)
             if (k != "reps" && k != "version") shape += " " + k + "=" + std::to_string(args[k]);
-        std::printf("%s lab | %s |%s\n", title, CudaBackend::device_name().c_str(), shape.c_str());
+        std::printf("%s lab | %s |%s\n", title, CudaDevice::device_name().c_str(), shape.c_str());
         bool ok = true;
         for (size_t i = 0; i < vs.size(); i++) {
             if (only && only != (int)i + 1) continue;

@@ -189,7 +189,7 @@ struct Bufs {
 // vec: 0 = the trainer's kernels, else the register kernels with V = vec
 void forward(int vec, Bufs& q, int N, int C) {
     if (vec == 0)
-        return gpu::layernorm_forward(q.out.p, q.mean.p, q.rstd.p, q.x.p, q.w.p, q.b.p, N, C, gpu::main_stream());
+        return gpu::layernorm_forward(q.out.p, q.mean.p, q.rstd.p, q.x.p, q.w.p, q.b.p, N, C);
     with_channels(C, [&](auto p) {
         constexpr int P = p.value;
         const unsigned grid = gpu::ceil_div(N, kWarps);
@@ -206,7 +206,7 @@ void forward(int vec, Bufs& q, int N, int C) {
 void backward(int vec, Bufs& q, int N, int C) {
     if (vec == 0)
         return gpu::layernorm_backward(q.dinp.p, q.dw.p, q.db.p, nullptr, q.dout.p, q.x.p, q.w.p, q.mean.p, q.rstd.p, N,
-                                       C, gpu::main_stream());
+                                       C);
     const int blocks = gpu::ceil_div(N, kWarps * kRowsPerWarp);
     with_channels(C, [&](auto p) {
         constexpr int P = p.value;
