@@ -170,8 +170,8 @@ struct Activations {
     // training set's tokens, all B when there is none.
     int eval_rows(int B, int T) const { return train.B ? eval_group_rows(B, T, sizes(train).N) : B; }
 
-    // Makes a (train or eval) hold buffers for (B, T); the ones it held are freed (the caller
-    // drops whatever CUDA graph reads them first).
+    // Makes a (train or eval) hold buffers for (B, T); the ones it held are freed (a CUDA graph
+    // that read them is captured again: GPT::graph_key).
     void resize(Set& a, int B, int T) {
         const bool training = &a == &train;
         if (training && eval.borrowed) eval = Set();  // a view of the buffers freed here

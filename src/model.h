@@ -67,7 +67,7 @@ struct GPT {
     // the gradients, each scales its loss gradient by the tokens of all of them, and the last one's
     // backward starts the gradient sum over ranks. Their token ids and losses, (B*T) each, live in
     // step_inputs, step_targets and step_losses, which each micro-step's slice stands in for.
-    int micro = 0, micros = 1, graph_micros = 1;  // graph_micros: those the step's graph holds
+    int micro = 0, micros = 1;
     int *step_inputs = nullptr, *step_targets = nullptr;
     Real* step_losses = nullptr;
     size_t step_tokens = 0;
@@ -167,7 +167,6 @@ struct GPT {
     // The position data (sinusoidal, rotary tables) must cover the longest sequence run.
     void set_max_positions(int n) {
         if (n <= table_len) return;
-        queue.drop_graph();  // it reads the data replaced here
         table_len = n;
         const PosBuffer b = pos_buffer(pt, n, cfg.C, cfg.H, cfg.rope_base, cfg.sin_scale);
         if (pos_buf) BK::free(pos_buf), pos_buf = nullptr;
@@ -179,16 +178,25 @@ struct GPT {
         pos = b.view<Real>(pos_buf);
     }
 
+    // What a graph over activations a reads besides the weights that may be replaced between its
+    // replays (StepQueue::Key): every buffer's address and size, the position data's, the
+    // micro-steps' ids and losses and their count. A graph whose key changed is captured again.
+    typename StepQueue<BK>::Key graph_key(const Acts& a) const {
+        typename StepQueue<BK>::Key k = {(size_t)a.B, (size_t)a.T, (size_t)table_len, (size_t)micros, step_tokens};
+        auto add = [&](const void* p) { k.push_back(reinterpret_cast<size_t>(p)); };
+        for (const void* p : {(const void*)pos_buf, (const void*)a.inputs, (const void*)a.targets,
+                              (const void*)step_inputs, (const void*)step_targets, (const void*)step_losses})
+            add(p);
+        activation_buffers<size_t, Acts>(cfg, acts.sizes(a), a.train, [&](auto member, size_t) { add(a.*member); });
+        return k;
+    }
+
     // The activations for (B, T) (training's or evaluation's) with inputs and, if given, targets
     // (host ids) uploaded into them.
     Acts& upload(const int* inputs, const int* targets, int B, int T, bool train) {
         if (T > table_len) throw std::runtime_error("sequence longer than the position tables");
         Acts& a = train ? acts.train : acts.eval;
-        if (!acts.holds(a, B, T)) {
-            // the graphs read the buffers replaced here (the training set's: both graphs)
-            train ? queue.drop_graph() : queue.drop_eval_graph();
-            acts.resize(a, B, T);
-        }
+        if (!acts.holds(a, B, T)) acts.resize(a, B, T);
         const size_t N = (size_t)B * T;
         BK::copy_ints_from_host(a.inputs, inputs, N);
         if (targets) BK::copy_ints_from_host(a.targets, targets, N);
@@ -197,7 +205,7 @@ struct GPT {
     // The training activations for (B, T) (one micro-step's rows) before any evaluation, so that
     // evaluation borrows them.
     void reserve_training(int B, int T) {
-        if (!acts.holds(acts.train, B, T)) queue.drop_graph(), acts.resize(acts.train, B, T);
+        if (!acts.holds(acts.train, B, T)) acts.resize(acts.train, B, T);
     }
 
     // Forward pass over inputs (B,T) (host ids). With targets, returns the mean cross-entropy
@@ -230,7 +238,7 @@ struct GPT {
         for (int r = 0; r < B; r += rows) {
             const size_t at = (size_t)r * T;
             Acts& a = upload(inputs + at, targets + at, rows, T, false);
-            queue.run_eval([&] { forward_pass(a, true); });
+            queue.run_eval(graph_key(a), [&] { forward_pass(a, true); });
             queue.fetch_eval(a.losses, at, (size_t)rows * T, (size_t)B * T);
             if (after) after(r, rows);
         }
@@ -516,12 +524,11 @@ struct GPT {
                     int accum = 1) {
         if (queue.unread.size() == 2) throw std::logic_error("train_step: two steps are unread (read_step)");
         if (accum < 1 || B % accum) throw std::logic_error("train_step: B is not a multiple of accum");
-        if (accum != graph_micros) queue.drop_graph(), graph_micros = accum;
         micros = accum;
         Acts& a = accum == 1 ? upload(inputs, targets, B, T, true) : upload_steps(inputs, targets, B, T);
         BK::copy_scalars_from_host(scalars, adamw_scalars(lr, opt.beta1, opt.beta2, t));
         auto& r = queue.next();
-        queue.run_step(opt, [&] {
+        queue.run_step(opt, graph_key(a), [&] {
             const size_t Nm = (size_t)a.B * T;
             int *inputs0 = a.inputs, *targets0 = a.targets;
             auto* losses0 = a.losses;
@@ -546,8 +553,7 @@ struct GPT {
     Acts& upload_steps(const int* inputs, const int* targets, int B, int T) {
         if (T > table_len) throw std::runtime_error("sequence longer than the position tables");
         const size_t N = (size_t)B * T;
-        if (N != step_tokens) {  // the graph reads the buffers replaced here
-            queue.drop_graph();
+        if (N != step_tokens) {
             if (step_losses) BK::free(step_losses), BK::free_int(step_inputs), BK::free_int(step_targets);
             step_inputs = BK::alloc_int(N), step_targets = BK::alloc_int(N), step_losses = BK::alloc(N);
             step_tokens = N;

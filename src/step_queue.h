@@ -81,8 +81,12 @@ struct StepQueue {
     // (the eager one sized every grow-only scratch buffer) and every later step replays it.
     bool use_graph = false;
     bool mpi = false;  // data parallel: the step runs eagerly
+    // What a graph reads that may be replaced between its replays (GPT::graph_key: the buffers'
+    // addresses and sizes, the shapes): a replay under another key drops the graph and runs eagerly.
+    using Key = std::vector<size_t>;
     typename BK::Graph graph{};
     AdamWConfig graph_opt;   // the settings of the graph (its kernel arguments: it is dropped when they change)
+    Key graph_key, eval_key;
     size_t graph_nodes = 0;  // nodes of the last graph captured (kernels, GEMMs, memsets, copies)
     int eager_steps = 0;     // train steps run eagerly since the graph was last dropped
 
@@ -121,11 +125,12 @@ struct StepQueue {
     StepQueue& operator=(const StepQueue&) = delete;
 
     // --- the training step
-    // Runs a step's work (opt: its AdamW settings) as the graph's replay, or eagerly.
+    // Runs a step's work (opt: its AdamW settings; key: what it reads) as the graph's replay, or
+    // eagerly.
     template <class F>
-    void run_step(const AdamWConfig& opt, const F& work) {
-        if (graph && !(opt == graph_opt)) drop_graph();  // its kernels hold the old settings
-        graph_opt = opt;
+    void run_step(const AdamWConfig& opt, const Key& key, const F& work) {
+        if (graph && !(opt == graph_opt && key == graph_key)) drop_graph();  // its kernels hold the old ones
+        graph_opt = opt, graph_key = key;
         if (!replay(graph, eager_steps > 0, work, &graph_nodes)) work(), eager_steps++;
     }
     // The readback of the step being queued (its last step was read).
@@ -152,7 +157,9 @@ struct StepQueue {
 
     // --- evaluation
     template <class F>
-    void run_eval(const F& work) {
+    void run_eval(const Key& key, const F& work) {
+        if (eval_graph && key != eval_key) drop_eval_graph();
+        eval_key = key;
         if (!replay(eval_graph, eval_eager, work)) work(), eval_eager = true;
     }
     // Queues the copy of n losses of a batch of `total` into its [at, at + n) (read at the next
@@ -185,8 +192,7 @@ struct StepQueue {
         }
         return false;
     }
-    // Frees the graphs: before the buffers they read are freed, or when the settings the training
-    // step's holds change.
+    // Frees the graphs (a replay under another key, the model's end).
     void drop_graph() {
         if constexpr (BK::graphs)
             if (graph) BK::graph_free(graph), graph = {};
