@@ -309,9 +309,13 @@ int main(int argc, char** argv) {
         else
 #endif
             st = sample_with<CpuBackend<float>>(mc, weights, prompt, go, samples, seed, decoder);
-        fprintf(stderr, "speed: prefill %zu tokens at %.0f tokens/s, generation %zu tokens at %.1f tokens/s (%s, %s)\n",
-                st.prefill_tokens, st.prefill_tokens / std::max(st.prefill_s, 1e-9), st.tokens,
-                st.tokens / std::max(st.generate_s, 1e-9), go.cache ? "KV cache" : "full recompute",
+        // --tokens 1 takes its token from the prefill's logits: no generation step to time
+        char gen[96] = "no generation step after the prefill";
+        if (st.tokens)
+            snprintf(gen, sizeof gen, "generation %zu tokens at %.1f tokens/s", st.tokens,
+                     st.tokens / std::max(st.generate_s, 1e-9));
+        fprintf(stderr, "speed: prefill %zu tokens at %.0f tokens/s, %s (%s, %s)\n", st.prefill_tokens,
+                st.prefill_tokens / std::max(st.prefill_s, 1e-9), gen, go.cache ? "KV cache" : "full recompute",
                 cuda ? (bf16 ? "cuda bf16" : "cuda") : "cpu");
         return 0;
     } catch (const std::exception& e) {

@@ -55,6 +55,12 @@ out one --checkpoint "$tmp/rope" --prompt_ids 3 --tokens 20 --seed 5
 if [ "$(sed -n 2p "$tmp/n.out")" = "$(cat "$tmp/one.out")" ]; then pass sample_num_samples_first_is_single
 else fail sample_num_samples_first_is_single "'$(sed -n 2p "$tmp/n.out")' vs '$(cat "$tmp/one.out")'"; fi
 
+# --tokens 1: the token comes from the prefill's logits; the speed line says there was no step
+out t1 --checkpoint "$tmp/rope" --prompt_ids "3 1 4" --tokens 1 --temperature 0
+if grep -qE '^speed: prefill 3 tokens at [0-9]+ tokens/s, no generation step after the prefill \(KV cache, cpu\)$' \
+  "$tmp/t1.err"; then pass sample_one_token_speed_line
+else fail sample_one_token_speed_line "$(cat "$tmp/t1.err")"; fi
+
 # past max_seq_len with --context 24 (no row of a table needed): cache = recompute, no sliding
 for pos in rope alibi; do
   ck=(--checkpoint "$tmp/$pos" --prompt_ids "3 1 4 1 5" --tokens 19 --temperature 0 --context 24)
