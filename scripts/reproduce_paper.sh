@@ -9,8 +9,8 @@
 # build/train --config FILE train exactly the same thing:
 #   paper: configs/paper.json (10,000 steps of 16 x 1024 tokens; a GPU job)
 #   cpu:   configs/cpu_small.json (the same model; 300 steps of 8 x 64 tokens, lr x0.8
-#          every 30 steps: the paper's 10 decays over the run; validation at 1x, 2x
-#          and 4x the training length): time and disk in scripts/results/cpu_recipe.md.
+#          every 30 steps: the paper's 10 decays over the run; validation at 1x, 2x,
+#          4x and 8x the training length): time and disk in scripts/results/cpu_recipe.md.
 # Each scale has its own default folder, so runs of one never stand in for the other's.
 CPU_SMOOTH=10      # moving average of the train loss in the figure
 PAPER_SMOOTH=50
