@@ -29,6 +29,9 @@ NVCC     ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v 
 PYTHON   ?= $(shell scripts/pick_python.sh)
 # Output folder: every object and binary goes under it (tests run what it holds).
 BUILD    ?= build
+# The host code's objects (src/*.cpp, test/*.cpp) come from here: $(BUILD), unless a build of the
+# CUDA emulation links another build's, compiled the same (test/cuda_emu/emu.mk).
+HOST_BUILD ?= $(BUILD)
 CXXFLAGS ?= -O3 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -MMD -MP -Isrc -Icuda
 # OpenBLAS built on OpenMP shares the trainer's OpenMP threads; the pthreads
@@ -116,7 +119,7 @@ endif
 endif
 
 BINS     := $(patsubst src/%.cpp,$(BUILD)/%,$(MAINS))
-LIB_OBJ  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
+LIB_OBJ  := $(patsubst src/%.cpp,$(HOST_BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
 
 .PHONY: all test test-all cpu run bench deps clean help
 .SECONDARY:  # keep the objects make would see as intermediate
@@ -143,17 +146,17 @@ $(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BINS): $(BUILD)/%: $(BUILD)/src/%.o $(LIB_OBJ) $(CUDA_OBJ)
+$(BINS): $(BUILD)/%: $(HOST_BUILD)/src/%.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/test/%: $(BUILD)/test/%.o $(LIB_OBJ) $(CUDA_OBJ)
+$(BUILD)/test/%: $(HOST_BUILD)/test/%.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
 # The CUDA test programs count the device memory and the graphs the backend holds at the CUDA
 # runtime's calls: the linker routes these through test/cuda_testlib.cu (ld --wrap).
 CUDA_TEST_WRAP := -Wl,--wrap=cudaMalloc,--wrap=cudaFree,--wrap=cudaGraphInstantiate,--wrap=cudaGraphExecDestroy
 CUDA_TESTS     := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_cuda*.cpp))
-$(CUDA_TESTS): $(BUILD)/test/%: $(BUILD)/test/%.o $(BUILD)/test/cuda_testlib.o $(LIB_OBJ) $(CUDA_OBJ)
+$(CUDA_TESTS): $(BUILD)/test/%: $(HOST_BUILD)/test/%.o $(BUILD)/test/cuda_testlib.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS) $(CUDA_TEST_WRAP)
 
 $(BUILD)/test/cuda_testlib.o: test/cuda_testlib.cu
@@ -163,13 +166,11 @@ $(BUILD)/test/cuda_testlib.o: test/cuda_testlib.cu
 # the kernel lab (test/lab/): make lab, make lab-emu
 include test/lab/lab.mk
 
-# The test tiers: test/README.md. The emulated build comes before the lab's, which links its
-# objects.
-test: all
-	@$(MAKE) --no-print-directory emu && $(MAKE) --no-print-directory lab-emu
+# The test tiers: test/README.md. Their builds run side by side, sharing make's jobs (emu.mk
+# orders those that link another's objects).
+test: all emu lab-emu
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh
-test-all: all
-	@$(MAKE) --no-print-directory emu && $(MAKE) --no-print-directory lab-emu emu-asan-tests emu-tsan-tests
+test-all: all emu lab-emu emu-asan-tests emu-tsan-tests
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh --all
 
 # make cpu builds the trainer and the sampler without the CUDA backend into $(BUILD)_cpu, whether

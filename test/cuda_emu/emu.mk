@@ -32,8 +32,15 @@ $(BUILD)/test/test_emu_selftest: $(BUILD)/test/test_emu_selftest.o $(EMU_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 endif
 
-emu:
-	+@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) NVCC=$(EMU_NVCC) all
+# The host code (src/*.cpp, test/test_cuda*.cpp) includes no CUDA header: it compiles the same
+# for the real backend and the emulated one. So where nvcc builds the real one into $(BUILD), the
+# emulated builds link $(BUILD)'s host objects, else the emulated build's own; the race
+# detector's build links them too, as it leaves the host code uninstrumented.
+EMU_HOST     := $(if $(EMU),$(HOST_BUILD),$(if $(NVCC),$(BUILD),$(EMU_BUILD)))
+EMU_HOST_OBJ := $(patsubst %.cpp,$(BUILD)/%.o,$(wildcard src/*.cpp test/test_cuda*.cpp))
+EMU_AFTER    := $(if $(filter $(BUILD),$(EMU_HOST)),$(EMU_HOST_OBJ),emu)
+emu: $(if $(filter $(BUILD),$(EMU_HOST)),$(EMU_HOST_OBJ))
+	+@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) NVCC=$(EMU_NVCC) HOST_BUILD=$(EMU_HOST) all
 
 # AddressSanitizer and UBSan over the kernels and the emulator, into $(BUILD)_emu_asan/
 ASAN_MAKE = NVCCFLAGS="-O1 -g" CXXFLAGS="-O1 -g -fno-omit-frame-pointer" $(MAKE) --no-print-directory \
@@ -54,7 +61,7 @@ emu-asan-tests:
 # -fsanitize=thread, the emulator told what orders CUDA threads (EMU_RT_FLAGS) and itself not
 # instrumented, the host code neither; the self-tests and the CUDA tests.
 TSAN_MAKE = NVCCFLAGS="-O1 -g" CXXFLAGS="-O2 -g" $(MAKE) --no-print-directory BUILD=$(BUILD)_emu_tsan \
-	  NVCC=$(EMU_NVCC) EMU_KSAN=-fsanitize=thread EMU_RT_FLAGS=-DCUDA_EMU_TSAN
-emu-tsan-tests:
+	  NVCC=$(EMU_NVCC) HOST_BUILD=$(EMU_HOST) EMU_KSAN=-fsanitize=thread EMU_RT_FLAGS=-DCUDA_EMU_TSAN
+emu-tsan-tests: $(EMU_AFTER)
 	+@$(TSAN_MAKE) $(BUILD)_emu_tsan/test/test_emu_selftest \
 	  $(patsubst test/%.cpp,$(BUILD)_emu_tsan/test/%,$(wildcard test/test_cuda*.cpp))

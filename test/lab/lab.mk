@@ -5,8 +5,9 @@ LABS := $(patsubst test/lab/%.cu,$(BUILD)/lab/%,$(wildcard test/lab/*.cu))
 lab: $(if $(NVCC),$(LABS))
 	@$(if $(NVCC),,echo "error: make lab needs nvcc (or make lab-emu)" && exit 1)
 
-lab-emu:
-	+@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) NVCC=$(EMU_NVCC) lab
+# after make emu, whose objects it links (two makes would compile them at once)
+lab-emu: emu
+	+@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) NVCC=$(EMU_NVCC) HOST_BUILD=$(EMU_HOST) lab
 
 $(BUILD)/lab/%.o: test/lab/%.cu
 	@mkdir -p $(dir $@)
