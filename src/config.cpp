@@ -117,7 +117,12 @@ const Key kKeys[] = {
     {"resume", "command line", &Config::resume,
      "resume RUN_DIR from its latest checkpoint (its config.json, with the changes its log records, is the base; "
      "a changed key is logged, one of the model or the data refused)"},
-    {"init_from", "command line", &Config::init_from, "initialise the weights from this .safetensors file"},
+    {"init_from", "command line", &Config::init_from,
+     "initialise the weights from this .safetensors file (with eval_only: evaluate these weights)"},
+    {"eval_only", "command line", &Config::eval_only,
+     "evaluate RUN_DIR's latest checkpoint once at every eval_seq_lens entry and train nothing (its config, with "
+     "the changes its log records, is the base; other keys override it, e.g. eval_seq_lens, val_data)"},
+    {"eval_log", "command line", &Config::eval_log, "eval_only's JSONL log, appended to (default RUN_DIR/eval.jsonl)"},
 };
 
 // The flags without a value (parse_args), listed in --help after the keys of the command line.
@@ -369,12 +374,17 @@ Config parse_args(int argc, char** argv) {
     }
 
     // Base: defaults, or the resumed run's resolved config (so CLI overrides still apply on resume).
-    std::string resume;
+    std::string resume, eval_only;
     bool init_from = false;
     for (const auto& [key, value] : opts) {
         if (key == "resume") resume = value;
+        if (key == "eval_only") eval_only = value;
         init_from |= key == "init_from";
     }
+    if (!eval_only.empty() && (!resume.empty() || overwrite))
+        throw std::runtime_error(
+            "--eval_only evaluates a run and writes no checkpoint: --resume and --overwrite do "
+            "not go with it");
     if (!resume.empty() && init_from)
         throw std::runtime_error("--init_from starts a new run from weights; --resume continues one: give only one");
     if (!resume.empty() && overwrite)
@@ -385,6 +395,14 @@ Config parse_args(int argc, char** argv) {
         } catch (const std::exception& e) {
             throw std::runtime_error("cannot resume from '" + resume + "' (no checkpoint in it?): " + e.what());
         }
+    }
+    if (!eval_only.empty()) {
+        try {
+            c = resumed_config(eval_only);
+        } catch (const std::exception& e) {
+            throw std::runtime_error("cannot evaluate '" + eval_only + "' (not a run folder?): " + e.what());
+        }
+        c.init_from.clear();  // the weights the run started from, not those it ended with
     }
     for (const auto& [key, value] : opts)  // several --config files apply left to right
         if (key == "config") apply_json_file(c, value);
@@ -400,8 +418,8 @@ Config parse_args(int argc, char** argv) {
 }
 
 std::string usage_line() {
-    return "usage: train [--config FILE.json] [--KEY VALUE ...] [--resume RUN_DIR | --overwrite] [--init-from "
-           "FILE.safetensors]\n";
+    return "usage: train [--config FILE.json] [--KEY VALUE ...] [--resume RUN_DIR | --overwrite | --eval_only "
+           "RUN_DIR] [--init-from FILE.safetensors]\n";
 }
 
 std::vector<KeyHelp> key_help() {
@@ -578,19 +596,26 @@ Config resumed_config(const std::string& run_dir) {
     return c;
 }
 
-json resume_changes(const Config& was, const Config& now) {
+json config_changes(const Config& was, const Config& now) {
     const json a = config_to_json(was), b = config_to_json(now);
     json changes = json::object();
+    for (const Key& k : kKeys)
+        if (!cli_only(k) && a[k.name] != b[k.name]) changes[k.name] = {a[k.name], b[k.name]};
+    return changes;
+}
+
+json resume_changes(const Config& was, const Config& now) {
+    json changes = config_changes(was, now);
     std::string fixed;
     for (const Key& k : kKeys) {
-        if (cli_only(k) || a[k.name] == b[k.name]) continue;
+        if (!changes.contains(k.name)) continue;
         const std::string name = k.name, group = k.group;
         const bool model_or_data = (group == "model" || group == "data") && name != "grad_accum";
-        if (model_or_data || name == "seed" || name == "run_dir")
-            fixed +=
-                (fixed.empty() ? "" : ", ") + name + " " + b[k.name].dump() + " (the run's: " + a[k.name].dump() + ")";
-        else
-            changes[name] = {a[k.name], b[k.name]};
+        if (model_or_data || name == "seed" || name == "run_dir") {
+            fixed += (fixed.empty() ? "" : ", ") + name + " " + changes[name][1].dump() +
+                     " (the run's: " + changes[name][0].dump() + ")";
+            changes.erase(name);
+        }
     }
     if (!fixed.empty())
         throw std::runtime_error("--resume " + was.run_dir + " with " + fixed +

@@ -67,6 +67,8 @@ struct Config {
     double dist_timeout = 600;  // seconds a collective may wait (0 = forever)
     // command line only (never read from or written to JSON)
     std::string resume;       // RUN_DIR to resume from
+    std::string eval_only;    // RUN_DIR to evaluate once (its latest checkpoint, or init_from), training nothing
+    std::string eval_log;     // eval_only's JSONL log ("" = RUN_DIR/eval.jsonl), appended to
     std::string init_from;    // safetensors file to initialise the weights from
     std::string init_sha256;  // its SHA-256, recorded with it in config.json, the log and checkpoints
     bool overwrite = false;   // --overwrite: delete a run folder that holds a run and start anew
@@ -104,10 +106,12 @@ Config config_from_json(const nlohmann::json& j, const std::string& where);
 // The config a resumed run continues from: RUN_DIR/config.json (the run's start) with the changes
 // of its log's "config_change" records applied in order, and run_dir = RUN_DIR.
 Config resumed_config(const std::string& run_dir);
-// What a resume changes in the run's config `was` (resumed_config): {"key": [was, now]} of every
-// key that differs. The model, its data (the checkpoint's weights, the loader's position and the
-// validation curve belong to them; grad_accum aside: the same step), the seed and the folder
-// cannot change: throws naming each such key with both values.
+// {"key": [was, now]} of every key but the command-line ones that differs between two configs.
+nlohmann::json config_changes(const Config& was, const Config& now);
+// What a resume changes in the run's config `was` (resumed_config): config_changes. The model,
+// its data (the checkpoint's weights, the loader's position and the validation curve belong to
+// them; grad_accum aside: the same step), the seed and the folder cannot change: throws naming
+// each such key with both values.
 nlohmann::json resume_changes(const Config& was, const Config& now);
 // The model part of a (validated) config, with its MLP width resolved: mlp_hidden, or with 0 the
 // width match_params gives, else 4 x n_embd. The trainer stores that width in its config.json.

@@ -362,8 +362,10 @@ struct Trainer {
 
     // Weights from a file whose own config (when it has one) is valid and describes this model: an
     // edited config.json or another run's file must not load into a model it does not fit.
-    std::vector<Real> weights_of_this_model(const std::string& path) const {
+    // *at: the step its metadata records (a checkpoint's), else left as it is.
+    std::vector<Real> weights_of_this_model(const std::string& path, int* at = nullptr) const {
         StFile f = safetensors_read(path);
+        if (at && f.metadata.count("step")) *at = std::atoi(f.metadata.at("step").c_str());
         if (f.metadata.count("config")) {
             ModelConfig theirs = model_config(stored_config(f.metadata.at("config"), f.path));
             if (describe(theirs) != describe(mc))
@@ -373,9 +375,43 @@ struct Trainer {
         return flat_from(f, "");
     }
 
-    // The run's log is rank 0's.
-    void record(const json& rec) {
+    // The run's log is rank 0's; every record gets the fields of `tag` (eval_only's: what was evaluated).
+    json tag = json::object();
+    void record(json rec) {
+        rec.update(tag);
         if (log) log->write(rec);
+    }
+
+    // --eval_only: validation once at every eval_seq_lens entry, of the run's latest checkpoint (or
+    // init_from), as the run's last evaluation does it; the records, tagged with the checkpoint and
+    // the keys given otherwise than the run's (changes), go to eval_log. Nothing is trained or written
+    // into the run's own files.
+    int evaluate_only(const json& changes) {
+        if (!val)
+            throw std::runtime_error("--eval_only needs validation data: " + cfg.run_dir +
+                                     " has no val_data (give --val_data)");
+        std::string path = cfg.init_from;
+        if (path.empty()) {
+            try {
+                path = checkpoint_latest(cfg.run_dir) + "/model.safetensors";
+            } catch (const std::exception& e) {
+                throw std::runtime_error(std::string(e.what()) +
+                                         ": nothing to evaluate (give --init_from FILE.safetensors)");
+            }
+        }
+        model.set_params(weights_of_this_model(path, &step));
+        tag = {{"checkpoint", path}, {"changes", changes}};
+        if (dg.rank == 0)
+            log = std::make_unique<JsonlLog>(cfg.eval_log.empty() ? cfg.run_dir + "/eval.jsonl" : cfg.eval_log, true);
+        std::string line;
+        for (const auto& [key, was_now] : changes.items())
+            line += (line.empty() ? "" : ", ") + key + " " + was_now[0].dump() + " -> " + was_now[1].dump();
+        printf("eval_only: %s (step %d)%s | log %s\n", path.c_str(), step,
+               line.empty() ? "" : (" | differs from the run: " + line).c_str(), log ? log->path().c_str() : "-");
+        record({{"type", "eval_only"}, {"step", step}, {"config", config_to_json(cfg)}, {"run_on", run_on}});
+        model.reserve_training(rows / cfg.grad_accum, cfg.seq_len);  // as in training: evaluation borrows them
+        evaluate(true);
+        return 0;
     }
 
     // Runs the training loop; returns the exit status: 0, or 128 + signal when stopped by one.
@@ -657,7 +693,7 @@ static int train_with(const Config& cfg, bool resume, const json& changes, std::
     const std::string arith = arithmetic(cfg, device);
     print_model(cfg, device, arith, sizeof(typename BK::real), std::is_same<BK, CpuBackend<float>>::value);
     Trainer<BK> t(cfg, {{"device", device}, {"arithmetic", arith}});
-    return t.run(resume, changes);
+    return cfg.eval_only.empty() ? t.run(resume, changes) : t.evaluate_only(changes);
 }
 
 static int fail(const std::string& msg);
@@ -682,7 +718,8 @@ static int train_main(int argc, char** argv) {
         bool resume = !cfg.resume.empty();
         validate(cfg);
         // before mlp_hidden is resolved (below): an older run's config.json may hold 0
-        const json changes = resume ? resume_changes(resumed_config(cfg.resume), cfg) : json::object();
+        json changes = resume ? resume_changes(resumed_config(cfg.resume), cfg) : json::object();
+        if (!cfg.eval_only.empty()) changes = config_changes(resumed_config(cfg.eval_only), cfg);
         cfg.mlp_hidden = model_config(cfg).mlp_hidden;  // resolved: config.json and the checkpoints record it
         if (cfg.memory) {  // before any folder or allocation: works for a config this machine cannot run
             print_memory(cfg, memory_on_cpu(cfg));
@@ -715,7 +752,7 @@ static int train_main(int argc, char** argv) {
                                             std::to_string(cfg.seq_len),
                               eval);
         }
-        if (dg.rank == 0) {  // the run folder is this process's before anything in it changes
+        if (dg.rank == 0 && cfg.eval_only.empty()) {  // the run folder is this process's before anything in it changes
             if (resume)
                 lock_run_dir(cfg.run_dir);
             else

@@ -120,6 +120,21 @@ mkdir -p "$tmp/nockpt"
 echo "{\"train_data\": \"$good\", \"n_layer\": 1, \"n_head\": 2, \"n_embd\": 16, \"vocab_size\": 64, \"max_seq_len\": 16, \"seq_len\": 8}" \
   >"$tmp/nockpt/config.json"
 expect_fail resume_no_checkpoint "^error: .*no checkpoint in '$tmp/nockpt'" -- "$TRAIN" --resume "$tmp/nockpt"
+# --eval_only RUN_DIR: a folder that is no run, a run without a checkpoint (nothing to evaluate unless
+# --init_from names weights), weights of another shape, a run without validation data, with --resume
+expect_only_error eval_only_not_a_run "^error: cannot evaluate '$tmp/emptyrun' \(not a run folder\?\)" -- \
+  "$TRAIN" --eval_only "$tmp/emptyrun"
+expect_fail eval_only_no_checkpoint "^error: no checkpoint in '$tmp/nockpt' .*nothing to evaluate \(give --init_from" -- \
+  "$TRAIN" --eval_only "$tmp/nockpt" --val_data "$good" --device cpu
+run evalrun "$good" --checkpoint_every 1 >/dev/null 2>&1
+expect_fail eval_only_shape_mismatch "^error: .*holds the weights of another model \(pos=rope L=1 .*this run's is pos=rope L=2 " -- \
+  "$TRAIN" --eval_only "$tmp/run_evalrun" --n_layer 2
+expect_fail eval_only_no_val_data "^error: --eval_only needs validation data: .* has no val_data" -- \
+  "$TRAIN" --eval_only "$tmp/run_evalrun" --val_data ""
+expect_only_error eval_only_with_resume "^error: --eval_only evaluates a run .*--resume and --overwrite" -- \
+  "$TRAIN" --eval_only "$tmp/run_evalrun" --resume "$tmp/run_evalrun"
+if [ -e "$tmp/run_evalrun/eval.jsonl" ]; then fail eval_only_errors_write_no_log "$(cat "$tmp/run_evalrun/eval.jsonl")"
+else pass eval_only_errors_write_no_log; fi
 # a validation split too small for an evaluation length fails before any training step
 expect_fail val_too_small_for_eval_len "^error: .*too small for 2 x \(100\+1\)" -- run evallen "$good" --eval_seq_lens 100
 if grep -qs '"type":"train"' "$tmp/run_evallen/log.jsonl"; then fail val_too_small_fails_before_training "a step ran"

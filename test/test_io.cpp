@@ -127,8 +127,9 @@ static void test_config() {
     for (const std::string& line : lines) option_lines += line.rfind("  --", 0) == 0;
     for (const std::string& line : lines)
         if (line.find("  --", 2) != std::string::npos) whole = "two entries on one line: '" + line + "'";
-    check("config_help_every_entry_whole", whole == "every entry on one whole line" && option_lines == entries &&
-                                               entries == dj.size() + 2 + 4,  // + resume, init_from; 4 flags
+    check("config_help_every_entry_whole",
+          whole == "every entry on one whole line" && option_lines == entries &&
+              entries == dj.size() + 4 + 4,  // + resume, eval_only, eval_log, init_from; 4 flags
           whole + " (" + std::to_string(option_lines) + " entry lines for " + std::to_string(entries) + " entries)");
 
     // JSON round trip: config_to_json -> config_from_json is the identity on the file keys

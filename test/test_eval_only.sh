@@ -1,0 +1,47 @@
+# build/train --eval_only RUN_DIR: the validation losses of a run's last checkpoint, bit-identical to
+# those its training logged at its last step, in a log of its own with what was evaluated; nothing
+# of the run folder changes.
+source test/testlib.sh
+TRAIN=${TRAIN:-build/train}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+pattern_shards "$tmp" 0 0.1 16 20000 tiny_train:0:16000 tiny_val:16000:
+data="--train_data $tmp/tiny_train_000000.bin --val_data $tmp/tiny_val_000000.bin"
+tiny="--n_layer 2 --n_head 2 --n_embd 16 --vocab_size 16 --max_seq_len 32 --seq_len 16 --batch_size 4 --device cpu"
+# val records' "seq_len loss" (the losses exactly as logged)
+losses() { grep '"type":"val"' "$1" | sed 's/.*"loss":\([^,}]*\).*"seq_len":\([0-9]*\).*/\2 \1/'; }
+
+for pos in rope learned; do
+  run=$tmp/$pos
+  $TRAIN $data $tiny --pos $pos --steps 12 --lr 3e-3 --eval_every 6 --eval_batches 3 --eval_seq_lens 16,32,64 \
+    --checkpoint_every 12 --run_dir "$run" >"$tmp/$pos.txt" 2>&1
+  before=$(ls "$run"; md5sum "$run/log.jsonl")
+  $TRAIN --eval_only "$run" >"$tmp/$pos.eval.txt" 2>&1
+  rc=$?
+  trained=$(grep '"type":"val"' "$run/log.jsonl" | grep '"step":12' | sed 's/.*"loss":\([^,}]*\).*"seq_len":\([0-9]*\).*/\2 \1/')
+  evaluated=$(losses "$run/eval.jsonl")
+  if [ $rc -eq 0 ] && [ -n "$trained" ] && [ "$trained" = "$evaluated" ]; then pass "eval_only_same_losses_$pos"
+  else fail "eval_only_same_losses_$pos" "rc $rc; trained at step 12: $trained; eval_only: $evaluated; $(tail -n 2 "$tmp/$pos.eval.txt")"; fi
+  # the n/a lengths of learned positions are said as in training, and no step, sample or checkpoint ran
+  if [ "$(grep -c '^val | step 12 ' "$tmp/$pos.eval.txt")" -eq 3 ] && ! grep -qE '^(step |checkpoint:|sample )' "$tmp/$pos.eval.txt"
+  then pass "eval_only_prints_val_only_$pos"; else fail "eval_only_prints_val_only_$pos" "$(cat "$tmp/$pos.eval.txt")"; fi
+  after=$(ls "$run" | grep -v '^eval.jsonl$'; md5sum "$run/log.jsonl")
+  if [ -f "$run/log.jsonl" ] && [ "$before" = "$after" ]; then pass "eval_only_leaves_run_$pos"; else fail "eval_only_leaves_run_$pos" "$before -> $after"; fi
+done
+
+# overrides: another length and fewer batches are recorded as changes with each record, and the
+# checkpoint evaluated; --eval_log puts the records elsewhere; --init_from picks the weights
+run=$tmp/rope
+$TRAIN --eval_only "$run" --eval_seq_lens 16,48 --eval_batches 2 --eval_log "$tmp/other.jsonl" >"$tmp/over.txt" 2>&1
+first=$(head -n 1 "$tmp/other.jsonl")
+val=$(grep -m1 '"type":"val"' "$tmp/other.jsonl")
+if [[ $first == *'"type":"eval_only"'* ]] && [[ $val == *'"changes":{"eval_batches":[3,2],"eval_seq_lens":[[16,32,64],[16,48]]}'* ]] &&
+  [[ $val == *"\"checkpoint\":\"$run/ckpt_000012/model.safetensors\""* ]] && [ "$(losses "$tmp/other.jsonl" | cut -d' ' -f1 | xargs)" = "16 48" ] &&
+  grep -q "^eval_only: $run/ckpt_000012/model.safetensors (step 12) | differs from the run: eval_batches 3 -> 2" "$tmp/over.txt"
+then pass eval_only_records_changes; else fail eval_only_records_changes "$(cat "$tmp/other.jsonl" "$tmp/over.txt")"; fi
+$TRAIN $data $tiny --pos rope --steps 3 --eval_every 0 --checkpoint_every 3 --run_dir "$tmp/short" >/dev/null 2>&1
+$TRAIN --eval_only "$run" --init_from "$tmp/short/ckpt_000003/model.safetensors" --eval_log "$tmp/init.jsonl" >/dev/null 2>&1
+if [ "$(grep '"type":"val"' "$tmp/init.jsonl" | grep '"step":3,' | grep -c "\"checkpoint\":\"$tmp/short/ckpt_000003/")" -eq 3 ]
+then pass eval_only_init_from; else fail eval_only_init_from "$(cat "$tmp/init.jsonl")"; fi
+finish
