@@ -2,16 +2,19 @@
 """Compare training runs of build/train: loss curves in the style of the CRoPE
 paper's Figure 4 and a Markdown table of final numbers.
 
-usage: compare_runs.py RUN_DIR... [--out PREFIX] [--smooth N] [--eval-lengths]
+usage: compare_runs.py RUN_DIR... [--out PREFIX] [--smooth N] [--eval-lengths] [--extrapolation]
        compare_runs.py --status RUN_DIR... [--plan CONFIG.json [--set KEY=VALUE]...]
 
 Each RUN_DIR holds log.jsonl (first record {"type":"config",...}, then "train"
 and "val" records; see MODEL.md). Runs are grouped by dataset, pos, variant
-(VARIANT_KEYS: a non-standard mlp_hidden is "crope, mlp 608") and the rest of
-their config; runs that differ only in seed form one group and are
-drawn as a mean line with a min-max band, and summarised as mean +- std. Each
+(VARIANT_KEYS: a non-standard mlp_hidden is "crope, mlp 608", a rope_scaling
+"rope, ntk") and the rest of their config; runs that differ only in seed form
+one group and are drawn as a mean line with a min-max band, and summarised as mean +- std. Each
 scheme's final validation loss is compared with RoPE's: the mean difference and
 its 95 % interval over seeds (Student's t; paired by seed when the seeds match).
+The val records of build/train --eval_only in RUN_DIR/eval*.jsonl count too: those
+evaluated under other keys (a rope_scaling) are a variant of the same trained runs,
+those that only add lengths join the run's own.
 
 Outputs: PREFIX.png, PREFIX.svg (one column per dataset: validation loss at the
 training seq_len on top, its difference to RoPE, training loss, the intervals of
@@ -19,13 +22,16 @@ the differences; with marker accuracy, its curves and, at several lengths, the
 final accuracy against the length), PREFIX.md (the table, also printed; at
 several lengths, or with --eval-lengths, a table of the final loss and accuracy
 per length), and then PREFIX_lengths.png/.svg: final validation loss against the
-evaluation length.
+evaluation length. --extrapolation: PREFIX_extrapolation.md, per dataset the
+final validation loss at each multiple of the training length, mean [95 % interval]
+over seeds, one row per scheme and scaling.
 
 --status prints one line per RUN_DIR, "complete", "partial DONE/STEPS" or
 "missing" (no usable log), for scripts that resume cut runs; with --plan CONFIG.json
 [--set KEY=VALUE...], "differs RUN_DIR: ..." for a run trained with another config.
 """
 import argparse
+import copy
 import gzip
 import json
 import math
@@ -99,12 +105,19 @@ NOT_WARNED_KEYS = {"pos", "seed", "run_dir", "checkpoint_every", "sample_every",
 # that are the standard model given the config: absent, the default 0, or what 0 resolves to).
 # sin_scale: only sinusoidal runs set it (the trainer refuses it elsewhere); one from before the key
 # existed ran the unscaled table, which resolved_config records as 1.
+# rope_scaling (and its factor, "factor 4"): a scaling of the rotary positions, trained with or only
+# evaluated with (build/train --eval_only: "rope, ntk", the same trained runs, paired by seed).
 VARIANT_KEYS = {"mlp_hidden": ("mlp", lambda c: (None, 0, 4 * c.get("n_embd", 0))),
-                "sin_scale": ("sin_scale", lambda c: (SIN_SCALE,) if c.get("pos") == "sinusoidal" else (c.get("sin_scale"),))}
+                "sin_scale": ("sin_scale", lambda c: (SIN_SCALE,) if c.get("pos") == "sinusoidal" else (c.get("sin_scale"),)),
+                "rope_scaling": ("", lambda c: (None, "none")),
+                "rope_scaling_factor": ("factor", lambda c: (None, 0, 0.0))}
 # match_params only chooses mlp_hidden, which the trainer records resolved: the model is the same
 # however its width was asked for
 NON_GROUP_KEYS |= set(VARIANT_KEYS) | {"match_params"}
 NOT_WARNED_KEYS |= set(VARIANT_KEYS) | {"match_params"}
+# Keys an evaluation-only record may change without making a variant of the trained run: which
+# lengths are evaluated and where (its records join the run's own).
+EVAL_SAME_KEYS = {"eval_seq_lens", "eval_every", "eval_long_every", "device", "run_dir", "val_data"}
 # Keys that may change between a run's start and its resume without changing what it computes
 # (a moved folder; how often files are written), and those a resumed run may not change.
 NOT_CHANGED_KEYS = {"run_dir", "checkpoint_every", "sample_every", "encoder_json"}
@@ -127,6 +140,14 @@ class InputError(Exception):
 
 
 # ---------------------------------------------------------------- reading
+
+
+def eval_logs_of(run_dir):
+    """The logs of build/train --eval_only beside a run's log.jsonl: RUN_DIR/eval*.jsonl[.gz]."""
+    if not os.path.isdir(run_dir):
+        return []
+    return sorted(os.path.join(run_dir, f) for f in os.listdir(run_dir)
+                  if f.startswith("eval") and (f.endswith(".jsonl") or f.endswith(".jsonl.gz")))
 
 
 def log_path_of(run_dir):
@@ -221,6 +242,8 @@ class Run:
         self.dir = run_dir
         self.log = log_path_of(run_dir)
         records = read_log(self.log)
+        for path in eval_logs_of(run_dir):
+            records = records + read_log(path)
         self.records = records
         config, params = None, {}
         for r in records:
@@ -281,10 +304,46 @@ class Run:
             # (step, loss, length, accuracy after the accuracy_tokens (the synthetic task) or None)
             val = [(int(r["step"]), float(r["loss"]), int(r.get("seq_len") or self.seq_len or 0),
                     None if r.get("accuracy") is None else float(r["accuracy"]))
-                   for r in records if r.get("type") == "val"]
+                   for r in records if r.get("type") == "val" and not self.eval_changes(r)]
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{self.log}: train/val record without a valid "
                              f"step or loss ({e!r})")
+        self.set_val(val)
+
+    def eval_changes(self, rec):
+        """An evaluation-only record's changed keys {key: value evaluated with} that make it a
+        variant of this run ({}: a record of the run itself, at more lengths perhaps)."""
+        changes = rec.get("changes") if isinstance(rec.get("changes"), dict) else {}
+        out = {}
+        for k, was_now in changes.items():
+            if not (isinstance(was_now, list) and len(was_now) == 2):
+                raise InputError(f"{self.log}: eval_only change of {k} is not [was, now]")
+            if k not in EVAL_SAME_KEYS:
+                out[k] = was_now[1]
+        return out
+
+    def eval_variants(self):
+        """A Run per setting that evaluation-only records evaluated this run's weights under (e.g.
+        rope_scaling ntk): the same seed and training, its config with those keys, its val records."""
+        by_key = {}
+        for r in self.records:
+            changes = self.eval_changes(r) if r.get("type") == "val" else {}
+            if changes:
+                by_key.setdefault(json.dumps(changes, sort_keys=True), []).append(r)
+        out = []
+        for key, recs in sorted(by_key.items()):
+            v = copy.copy(self)
+            v.eval_only = json.loads(key)
+            v.config = dict(self.config, **v.eval_only)
+            try:
+                v.set_val([(int(r["step"]), float(r["loss"]), int(r.get("seq_len") or self.seq_len or 0),
+                            None if r.get("accuracy") is None else float(r["accuracy"])) for r in recs])
+            except (KeyError, TypeError, ValueError) as e:
+                raise InputError(f"{self.log}: eval_only val record without a valid step or loss ({e!r})")
+            out.append(v)
+        return out
+
+    def set_val(self, val):
         self.val = sorted(val, key=lambda v: v[:3])
         # the training-length curves: records at seq_len, or all if unknown
         self.val_lens = sorted({v[2] for v in self.val})
@@ -322,10 +381,15 @@ class Run:
     def label(self):
         return f"{self.pos} seed {self.seed}"
 
+    eval_only = {}  # an eval_variants() copy: the keys it was evaluated with
+
     def variant(self):
-        """((name, value), ...): the VARIANT_KEYS this run sets to something other than the standard."""
-        return tuple((name, self.config[k]) for k, (name, standard) in sorted(VARIANT_KEYS.items())
-                     if self.config.get(k) not in standard(self.config))
+        """((name, value), ...): the VARIANT_KEYS this run sets to something other than the standard
+        (rope_scaling first), then the other keys an evaluation-only variant changed ("eval_batches 2")."""
+        keys = sorted(VARIANT_KEYS, key=lambda k: (k != "rope_scaling", k))
+        return tuple((VARIANT_KEYS[k][0], self.config[k]) for k in keys
+                     if self.config.get(k) not in VARIANT_KEYS[k][1](self.config)) + \
+            tuple((k, v) for k, v in sorted(self.eval_only.items()) if k not in VARIANT_KEYS)
 
     def group_key(self):
         rest = tuple(sorted((k, json.dumps(v, sort_keys=True))
@@ -358,7 +422,7 @@ class Group:
         # it everywhere); another by its keys
         match = next((r.config["match_params"] for r in runs if r.config.get("match_params")), None)
         self.label = f"{self.pos}={match}" if self.variant and match else \
-            self.pos + "".join(f", {name} {v}" for name, v in self.variant)
+            self.pos + "".join(f", {name} {v}" if name else f", {v}" for name, v in self.variant)
         style = POS_STYLES.get(self.pos, "-")
         self.style = ("--" if style == "-." else "-.") if self.variant else style
         # extended below when groups of the same scheme and variant need telling apart
@@ -550,6 +614,17 @@ def reference_group(g, groups):
 def t_half(sd, n):
     """The half width of the 95 % interval of a mean of n values of sample std sd (Student's t)."""
     return t_dist.ppf(0.975, n - 1) * sd / math.sqrt(n)
+
+
+def mean_interval(xs):
+    """(mean, lo, hi, n) of the values that are not None: the mean and its 95 % interval
+    (Student's t), lo and hi None with fewer than two values, the mean None with none."""
+    xs = [x for x in xs if x is not None]
+    m, sd = mean_std(xs)
+    if len(xs) < 2:
+        return m, None, None, len(xs)
+    half = t_half(sd, len(xs))
+    return m, m - half, m + half, len(xs)
 
 
 def final_val(r):
@@ -771,6 +846,29 @@ def build_length_table(groups, accuracy):
             n = sum(x is not None for x in xs)
             rows[-1].append(fmt_ms(*mean_std(xs), n) + (" †" if n and untrained(g, t) else ""))
     return md_table(["dataset", "pos"] + [f"{'accuracy' if a else 'loss'} T={t}" for a, t in cols], rows)
+
+
+def build_extrapolation_tables(groups):
+    """Per dataset, the final validation loss of each scheme (and scaling, variant) at each
+    evaluation length as a multiple of the training length: 'mean [lo, hi]', the 95 % interval
+    over seeds (mean_interval), † where untrained(), n/a where not evaluated; n: the seeds."""
+    out = []
+    for ds in datasets_of(groups):
+        gs = [g for g in groups if g.dataset == ds]
+        mults = sorted({t / r.seq_len for g in gs for r in g.runs if r.seq_len for t in r.val_lens})
+        rows = []
+        for g in gs:
+            cells, ns = [], set()
+            for x in mults:
+                m, lo, hi, n = mean_interval([r.final_by_len().get(round(x * r.seq_len)) for r in g.runs if r.seq_len])
+                ns.add(n)
+                cells.append("n/a" if m is None else f"{m:.4f}" + ("" if lo is None else f" [{lo:.4f}, {hi:.4f}]") +
+                             (" †" if untrained(g, round(x * g.config.get("seq_len", 0))) else ""))
+            rows.append([g.label, "/".join(str(n) for n in sorted(ns - {0}))] + cells)
+        head = ["pos", "n"] + [f"{x:g}x" for x in mults]
+        trained = "/".join(sorted({str(r.seq_len) for g in gs for r in g.runs}))
+        out.append(f"### {ds} (trained at T={trained})\n\n" + md_table(head, rows))
+    return "\n\n".join(out)
 
 
 # ---------------------------------------------------------------- curves
@@ -1186,16 +1284,16 @@ def draw_by_length(ax, gs, what, accuracy=False, legend=True):
         if not at:  # a length a run never evaluated is not applicable
             continue
         lens = sorted(at)
-        stats = [mean_std(at[t]) for t in lens]
-        halves = [t_half(sd, len(at[t])) if len(at[t]) > 1 else 0 for t, (_, sd) in zip(lens, stats)]
+        stats = [mean_interval(at[t]) for t in lens]
+        halves = [0 if lo is None else m - lo for m, lo, _, _ in stats]
         seeds |= {len(v) for v in at.values()}
         hollow = [untrained(g, t) for t in lens]
-        ax.errorbar([t * shift for t in lens], [m for m, _ in stats], yerr=halves if any(halves) else None,
+        ax.errorbar([t * shift for t in lens], [m for m, *_ in stats], yerr=halves if any(halves) else None,
                     fmt=g.style, capsize=3, color=colour(g),
                     label=g.label + (": hollow, untrained table rows" if any(hollow) else "") if legend else None)
         if any(hollow) and not legend:
             ax.set_title(f"colours as beside; hollow: {g.label}'s untrained table rows", fontsize=9)
-        for t, (m, _), h in zip(lens, stats, hollow):
+        for t, (m, *_), h in zip(lens, stats, hollow):
             ax.plot([t * shift], [m], "o", ms=4, color=colour(g), mfc="white" if h else colour(g))
         if g.config.get("seq_len"):
             ax.axvline(g.config["seq_len"], color="#999999", ls=":", lw=0.8)
@@ -1206,6 +1304,16 @@ def draw_by_length(ax, gs, what, accuracy=False, legend=True):
     ax.set_xlabel("evaluation length (tokens); dotted = training length")
     n = "/".join(str(x) for x in sorted(seeds))
     ax.set_ylabel(what + ("\n(1 seed: no interval)" if n == "1" else f"\n(mean, 95 % interval over {n} seeds)"))
+
+
+EXTRAPOLATION_HEAD = "## Validation loss by evaluation length, as a multiple of the training length\n\n"
+EXTRAPOLATION_NOTE = (
+    "Each cell: the mean over seeds of each run's last validation loss at that length and its 95 % interval "
+    "(Student's t; none for one seed); n: the seeds. A scaling after the scheme (\"rope, ntk\") is the same "
+    "trained runs evaluated under it (build/train --eval_only) unless its runs were trained with it. "
+    "†: learned positions past the training length read rows no training step reached. The differences to "
+    "RoPE, paired by seed, are in PREFIX.md's \"Difference to RoPE by evaluation length\"; the figure: "
+    "PREFIX_lengths.png.\n")
 
 
 # The lengths figure's y axis spans at least this much loss: the differences between lengths
@@ -1346,6 +1454,10 @@ def main(argv):
     ap.add_argument("--paper", action="store_true",
                     help="beside the runs' numbers, the CRoPE paper's final validation losses "
                          "(Table 1; RoPE and CRoPE) in the table and as dashed lines in the figure")
+    ap.add_argument("--extrapolation", action="store_true",
+                    help="also write PREFIX_extrapolation.md: per dataset, the final validation loss of each "
+                         "scheme and scaling at each multiple of the training length, mean [95 %% interval] "
+                         "over seeds (and the lengths figure)")
     ap.add_argument("--summary", action="store_true",
                     help="print a short summary (scheme, seeds solved, difference to RoPE with its "
                          "interval, verdict) instead of the tables; they are in PREFIX.md")
@@ -1362,7 +1474,7 @@ def main(argv):
         return 0
     if a.smooth is not None and a.smooth < 1:
         raise InputError("--smooth must be >= 1")
-    runs = [Run(p) for p in a.runs]
+    runs = [v for p in a.runs for r in [Run(p)] for v in [r] + r.eval_variants()]
     smooth_n = a.smooth or max(1, round(max(r.steps_done() for r in runs) / 40))
     groups = make_groups(runs)
     stats = {id(g): summarise(g) for g in groups}
@@ -1395,7 +1507,7 @@ def main(argv):
     if a.paper:
         md += "\n" + paper_note(runs)
     all_lens = sorted({t for r in runs for t in r.val_lens})
-    lengths = a.eval_lengths or len(all_lens) > 1
+    lengths = a.eval_lengths or a.extrapolation or len(all_lens) > 1
     if lengths:
         md += (f"\n## Final validation loss{' and marker accuracy' if accuracy else ''} by evaluation length\n\n"
                + build_length_table(groups, accuracy) + "\n\nMean ± sample std over seeds of each run's "
@@ -1422,8 +1534,13 @@ def main(argv):
     if lengths:
         plot_lengths(groups, a.out + "_lengths", diffs)
         written += [a.out + "_lengths.png", a.out + "_lengths.svg"]
+    if a.extrapolation:
+        with open(a.out + "_extrapolation.md", "w", encoding="utf-8") as f:
+            f.write(EXTRAPOLATION_HEAD + build_extrapolation_tables(groups) + "\n\n" +
+                    EXTRAPOLATION_NOTE.replace("PREFIX", os.path.basename(a.out)))
+        written.append(a.out + "_extrapolation.md")
     if a.save_logs:
-        written += save_logs(runs, a.save_logs)
+        written += save_logs([r for r in runs if not r.eval_only], a.save_logs)
     if a.summary:  # the summary named the tables; the figures, one line
         print("figures: " + ", ".join(w for w in written if w.endswith(".png")) + " (and .svg)")
     else:

@@ -566,6 +566,56 @@ def main():
     check("gflops_only_when_logged", rows and all("GFLOP/s" not in row for row in rows.values()),
           "the first table, of logs without it, has the column")
 
+    # Evaluation-only variants (build/train --eval_only): eval.jsonl records that change rope_scaling
+    # make "rope, ntk", a variant of the same trained runs (paired with rope by seed); records that
+    # change only the lengths join the run's own; --extrapolation's table: mean [95 % interval] per
+    # multiple of the training length; --save-logs keeps them in the run's saved log.
+    def eval_log(d, name, changes, by_len, step=99):
+        with open(os.path.join(d, name), "w") as f:
+            f.write(json.dumps({"type": "eval_only", "step": step, "config": {}, "checkpoint": "x",
+                                "changes": changes}) + "\n")
+            for t, l in by_len.items():
+                f.write(json.dumps({"type": "val", "step": step, "loss": l, "seq_len": t, "tokens": 512,
+                                    "checkpoint": "x", "changes": changes}) + "\n")
+    ntk = {"rope_scaling": ["none", "ntk"]}
+    xr = []
+    for pos, base in (("rope", 5.0), ("crope", 5.02)):
+        for seed, off in ((1, 0.0), (2, 0.03), (3, -0.01)):
+            d = write_run(tmp, f"x-{pos}-s{seed}", "ptb", pos, seed, [5.5, base + off],
+                          extra_lens={128: base + off + 0.5, 256: base + off + 1.0})
+            eval_log(d, "eval_ntk.jsonl", ntk, {64: base + off, 128: base + off + 0.1, 256: base + off + 0.3 + seed / 100})
+            eval_log(d, "eval.jsonl", {"eval_seq_lens": [[64, 128, 256], [512]]}, {512: base + off + 2.0})
+            xr.append(d)
+    xout = os.path.join(tmp, "outx", "cmp")
+    rc, so, se = run(xr + ["--out", xout, "--extrapolation"])
+    xt = parse_table(so.split("Setting:")[-1], 1) if rc == 0 else {}
+    check("eval_only_variants_labelled", rc == 0 and list(xt) == [("ptb", p) for p in ("rope", "rope, ntk", "crope", "crope, ntk")]
+          and "warning" not in se, f"rc={rc} {list(xt)} {se[-300:]}")
+    dt = parse_table(so.split("Difference to RoPE by evaluation length")[-1]) if rc == 0 else {}
+    # rope, ntk minus rope at 256, paired by seed: (0.3 + s/100) - 1.0 = -0.69, -0.68, -0.67
+    half = cr.t_dist.ppf(0.975, 2) * 0.01 / math.sqrt(3)
+    check("eval_only_variant_paired_with_rope",
+          dt.get(("ptb", "rope, ntk"), {}).get("Δ loss T=256") == f"**{-0.68:+.4f} [{-0.68 - half:+.4f}, {-0.68 + half:+.4f}]**",
+          str(dt.get(("ptb", "rope, ntk"))))
+    xmd = open(xout + "_extrapolation.md").read() if os.path.exists(xout + "_extrapolation.md") else ""
+    xlines = {l.split("|")[1].strip(): [c.strip() for c in l.strip().strip("|").split("|")]
+              for l in xmd.splitlines() if l.startswith("| ") and not l.startswith("| pos")}
+    sd = math.sqrt(sum((x - 0.02 / 3) ** 2 for x in (0.0, 0.03, -0.01)) / 2)
+    m = 5.1 + 0.02 / 3
+    want = f"{m:.4f} [{m - cr.t_dist.ppf(0.975, 2) * sd / math.sqrt(3):.4f}, {m + cr.t_dist.ppf(0.975, 2) * sd / math.sqrt(3):.4f}]"
+    check("extrapolation_table", "### ptb (trained at T=64)" in xmd and "| pos | n | 1x | 2x | 4x | 8x |" in xmd
+          and xlines.get("rope, ntk", [None] * 4)[:2] == ["rope, ntk", "3"]
+          and xlines["rope, ntk"][3] == want and xlines["rope, ntk"][-1] == "n/a"
+          and xlines.get("rope", [None])[-1].startswith(f"{7.0 + 0.02 / 3:.4f} ["), f"{want} {xlines}")
+    check("extrapolation_figure", os.path.exists(xout + "_lengths.png"))
+    saved = os.path.join(tmp, "savedx")
+    run(xr + ["--out", os.path.join(tmp, "outx2", "cmp"), "--save-logs", saved])
+    rc, so2, se = run(sorted(os.path.join(saved, f) for f in os.listdir(saved)) + ["--out", xout + "2", "--extrapolation"]) \
+        if os.path.isdir(saved) else (1, "", "no saved logs")
+    check("eval_only_records_in_saved_logs", rc == 0 and len(os.listdir(saved)) == 6 and
+          open(xout + "2_extrapolation.md").read() == xmd.replace("cmp.md", "cmp2.md").replace("cmp_lengths", "cmp2_lengths"),
+          f"rc={rc} {se[-300:]}")
+
     # errors
     rc, so, se = run([os.path.join(tmp, "nope"), "--out", os.path.join(tmp, "e")])
     check("missing_log_error", rc == 1 and se.startswith("error: ") and "nope" in se, f"rc={rc} {se!r}")
