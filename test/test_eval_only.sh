@@ -4,7 +4,7 @@
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
 pattern_shards "$tmp" 0 0.1 16 20000 tiny_train:0:16000 tiny_val:16000:
 data="--train_data $tmp/tiny_train_000000.bin --val_data $tmp/tiny_val_000000.bin"
@@ -44,4 +44,29 @@ $TRAIN $data $tiny --pos rope --steps 3 --eval_every 0 --checkpoint_every 3 --ru
 $TRAIN --eval_only "$run" --init_from "$tmp/short/ckpt_000003/model.safetensors" --eval_log "$tmp/init.jsonl" >/dev/null 2>&1
 if [ "$(grep '"type":"val"' "$tmp/init.jsonl" | grep '"step":3,' | grep -c "\"checkpoint\":\"$tmp/short/ckpt_000003/")" -eq 3 ]
 then pass eval_only_init_from; else fail eval_only_init_from "$(cat "$tmp/init.jsonl")"; fi
+
+# scripts/extrapolate.sh: every finished rope run evaluated under each scaling once (a second call
+# skips them), learned runs not; then the table with a row per scheme and scaling
+runs=$tmp/runs
+for r in rope-s1 rope-s2 learned-s1; do
+  $TRAIN $data $tiny --pos ${r%-s*} --seed ${r#*-s} --steps 4 --eval_every 4 --eval_batches 2 --eval_seq_lens 16,32 \
+    --checkpoint_every 4 --run_dir "$runs/$r" >/dev/null 2>&1
+done
+if "$TRAIN" --help | grep -q -- '--rope_scaling '; then scaling=ntk row="rope, ntk"; else scaling=none row="rope"; fi
+export TRAIN
+scripts/extrapolate.sh "$runs" --scalings $scaling -- --device cpu >"$tmp/x1.txt" 2>&1
+rc=$?
+scripts/extrapolate.sh "$runs" --scalings $scaling -- --device cpu >"$tmp/x2.txt" 2>&1
+table=$(grep "^| $row |" "$runs/extrapolation_extrapolation.md" 2>/dev/null)
+if [ $rc -eq 0 ] && [ -f "$runs/rope-s1/eval_$scaling.jsonl" ] && [ -f "$runs/rope-s2/eval_$scaling.jsonl" ] &&
+  ! ls "$runs/learned-s1" | grep -q '^eval_' && grep -q "evaluations: 2 run, 0 already done" "$tmp/x1.txt" &&
+  grep -q "evaluations: 0 run, 2 already done" "$tmp/x2.txt" && [[ $table == "| $row | 2 | "*" | "*" |" ]] &&
+  grep -q "^| learned | 1 |" "$runs/extrapolation_extrapolation.md"
+then pass "extrapolate_sh_$scaling"; else fail "extrapolate_sh_$scaling" "rc $rc: $(cat "$tmp/x1.txt" "$tmp/x2.txt"; cat "$runs/extrapolation_extrapolation.md")"; fi
+# a scaling the build does not know: the trainer's error, and the evaluation left to redo
+if [ $scaling = none ]; then
+  expect_fail extrapolate_sh_no_scaling_key "^error: .* has no rope_scaling key" -- scripts/extrapolate.sh "$runs" --scalings ntk
+else
+  expect_fail extrapolate_sh_bad_scaling "^error: .*rope_scaling" -- scripts/extrapolate.sh "$runs" --scalings nonsense -- --device cpu
+fi
 finish
