@@ -400,6 +400,7 @@ struct Trainer {
             }
         }
         model.set_params(weights_of_this_model(path, &step));
+        if (!cfg.init_from.empty()) cfg.init_sha256 = sha256_file(path);  // as a run started from it records it
         tag = {{"checkpoint", path}, {"changes", changes}};
         if (dg.rank == 0)
             log = std::make_unique<JsonlLog>(cfg.eval_log.empty() ? cfg.run_dir + "/eval.jsonl" : cfg.eval_log, true);
