@@ -385,8 +385,9 @@ class Run:
 
     def variant(self):
         """((name, value), ...): the VARIANT_KEYS this run sets to something other than the standard
-        (rope_scaling first), then the other keys an evaluation-only variant changed ("eval_batches 2")."""
-        keys = sorted(VARIANT_KEYS, key=lambda k: (k != "rope_scaling", k))
+        (the scaling last: "crope, mlp 608, ntk"), then the other keys an evaluation-only variant changed
+        ("eval_batches 2")."""
+        keys = sorted(VARIANT_KEYS, key=lambda k: (k.startswith("rope_scaling"), k))
         return tuple((VARIANT_KEYS[k][0], self.config[k]) for k in keys
                      if self.config.get(k) not in VARIANT_KEYS[k][1](self.config)) + \
             tuple((k, v) for k, v in sorted(self.eval_only.items()) if k not in VARIANT_KEYS)
@@ -421,8 +422,9 @@ class Group:
         # a variant made by match_params REF is named as --pos names it, "crope=rope" (one name for
         # it everywhere); another by its keys
         match = next((r.config["match_params"] for r in runs if r.config.get("match_params")), None)
-        self.label = f"{self.pos}={match}" if self.variant and match else \
-            self.pos + "".join(f", {name} {v}" if name else f", {v}" for name, v in self.variant)
+        rest = [(name, v) for name, v in self.variant if not (match and name == "mlp")]
+        self.label = (f"{self.pos}={match}" if len(rest) < len(self.variant) else self.pos) + \
+            "".join(f", {name} {v}" if name else f", {v}" for name, v in rest)
         style = POS_STYLES.get(self.pos, "-")
         self.style = ("--" if style == "-." else "-.") if self.variant else style
         # extended below when groups of the same scheme and variant need telling apart
@@ -434,7 +436,7 @@ def make_groups(runs):
         by_key.setdefault(r.group_key(), []).append(r)
     groups = [Group(rs) for rs in by_key.values()]
     groups.sort(key=lambda g: order_key(g.dataset, g.pos) +
-                (bool(g.variant), json.dumps(g.variant), json.dumps(g.config, sort_keys=True, default=str)))
+                (bool(g.variant), [json.dumps(v) for v in g.variant], json.dumps(g.config, sort_keys=True, default=str)))
     # Config keys on which groups of the same (dataset, pos, variant) differ go into
     # their labels, and such groups get distinct line styles.
     by_dp = {}

@@ -608,6 +608,11 @@ def main():
           and xlines["rope, ntk"][3] == want and xlines["rope, ntk"][-1] == "n/a"
           and xlines.get("rope", [None])[-1].startswith(f"{7.0 + 0.02 / 3:.4f} ["), f"{want} {xlines}")
     check("extrapolation_figure", os.path.exists(xout + "_lengths.png"))
+    # a scaling of a variant named by match_params keeps both names
+    d = write_run(tmp, "x-crope=rope-s1", "ptb", "crope", 1, [5.5, 5.0], cfg_extra={"mlp_hidden": 608, "match_params": "rope"})
+    eval_log(d, "eval_ntk.jsonl", ntk, {64: 5.0})
+    labels = [g.label for g in cr.make_groups([v for r in [cr.Run(d)] for v in [r] + r.eval_variants()])]
+    check("eval_only_variant_of_matched_scheme", labels == ["crope=rope", "crope=rope, ntk"], str(labels))
     saved = os.path.join(tmp, "savedx")
     run(xr + ["--out", os.path.join(tmp, "outx2", "cmp"), "--save-logs", saved])
     rc, so2, se = run(sorted(os.path.join(saved, f) for f in os.listdir(saved)) + ["--out", xout + "2", "--extrapolation"]) \
