@@ -436,7 +436,8 @@ def make_groups(runs):
         by_key.setdefault(r.group_key(), []).append(r)
     groups = [Group(rs) for rs in by_key.values()]
     groups.sort(key=lambda g: order_key(g.dataset, g.pos) +
-                (bool(g.variant), [json.dumps(v) for v in g.variant], json.dumps(g.config, sort_keys=True, default=str)))
+                (bool(g.variant), [json.dumps(v) for v in g.variant],
+                 json.dumps(g.config, sort_keys=True, default=str)))
     # Config keys on which groups of the same (dataset, pos, variant) differ go into
     # their labels, and such groups get distinct line styles.
     by_dp = {}
