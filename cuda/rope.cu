@@ -1,6 +1,6 @@
 // RoPE on the packed qkv (B, T, 3C): q and k (the first 2C channels) have each adjacent
 // pair (2j, 2j+1) of every head rotated by the angle of position t (row t of the
-// position data's cos/sin tables (n, D/2), src/pos.h); v (the last C channels) passes through.
+// position data's cos/sin tables (n, D/2), src/pos.h; k's own with xpos); v (the last C channels) passes through.
 #include "backend_cuda.h"
 #include "common.cuh"
 
@@ -16,8 +16,10 @@ struct Rope {
     E* out;
     const E* inp;
     const float* bias;
-    const float* cos_t;
+    const float* cos_t;  // q's tables
     const float* sin_t;
+    const float* kcos_t;  // k's: q's, or xpos's own (pos.h)
+    const float* ksin_t;
     int T, C, D;
     __device__ void operator()(size_t i, int r, int c) const {
         static_assert(W % 2 == 0, "RoPE takes whole pairs");
@@ -25,7 +27,8 @@ struct Rope {
         biased_pack(y, inp, bias, i, c);
         for (int k = 0; k < W && c + k < 2 * C; k += 2) {  // q and k rotate; v (from 2C) passes
             const size_t j = (size_t)(r % T) * (D / 2) + ((c + k) % D) / 2;
-            const float cs = cos_t[j], sn = SGN * sin_t[j], x0 = y[k], x1 = y[k + 1];
+            const bool q = c + k < C;
+            const float cs = (q ? cos_t : kcos_t)[j], sn = SGN * (q ? sin_t : ksin_t)[j], x0 = y[k], x1 = y[k + 1];
             y[k] = x0 * cs - x1 * sn;
             y[k + 1] = x0 * sn + x1 * cs;
         }
@@ -35,12 +38,15 @@ struct Rope {
 
 // W: 16 bytes of E when the row and the pointers allow, else one pair (always aligned to its size)
 template <int SGN, class Act>
-void rope(Act* out, const Act* inp, const float* bias, const float* cos_t, const float* sin_t, int B, int T, int C, int H,
+void rope(Act* out, const Act* inp, const float* bias, const PosData<float>& pos, int B, int T, int C, int H,
           cudaStream_t stream) {
     using E = dev_t<Act>;
+    const float* kcos = pos.kcos ? pos.kcos : pos.cos;
+    const float* ksin = pos.ksin ? pos.ksin : pos.sin;
     with_pack<E, 2>((size_t)3 * C, {out, inp}, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        for_each_element<W>(Rope<E, W, SGN>{dev(out), dev(inp), bias, cos_t, sin_t, T, C, C / H}, B * T, 3 * C, stream);
+        for_each_element<W>(Rope<E, W, SGN>{dev(out), dev(inp), bias, pos.cos, pos.sin, kcos, ksin, T, C, C / H}, B * T,
+                            3 * C, stream);
     });
 }
 
@@ -49,13 +55,13 @@ void rope(Act* out, const Act* inp, const float* bias, const float* cos_t, const
 template <class Act>
 void rope_forward(Act* out, const Act* inp, const float* bias, const PosData<float>& pos, int B, int T, int C, int H) {
     const cudaStream_t stream = main_stream();
-    rope<1>(out, inp, bias, pos.cos, pos.sin, B, T, C, H, stream);
+    rope<1>(out, inp, bias, pos, B, T, C, H, stream);
 }
 
 template <class Act>
 void rope_backward(Act* dinp, const Act* dout, const PosData<float>& pos, int B, int T, int C, int H) {
     const cudaStream_t stream = main_stream();
-    rope<-1>(dinp, dout, nullptr, pos.cos, pos.sin, B, T, C, H, stream);
+    rope<-1>(dinp, dout, nullptr, pos, B, T, C, H, stream);
 }
 
 #define INSTANTIATE(Act)                                                                                  \

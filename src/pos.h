@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-enum class Pos { learned, sinusoidal, rope, crope, nope, alibi };
+enum class Pos { learned, sinusoidal, rope, crope, nope, alibi, xpos };
 
 struct PosTraits {
     Pos pos;
@@ -21,17 +21,19 @@ struct PosTraits {
     bool rotary;         // q and k rotated by position after the Q/K/V projection (needs an even head size)
     bool complex_qkv;    // Q/K/V complex-linear: stores A, B (3, C/2, C/2) per layer, not (3C, C) (needs an even C)
     bool alibi;          // each head's scores get the fixed bias -m_h (i - j) (alibi_slopes) before the softmax
+    bool decay;          // rotary with xPos's decay: q's pair j scaled by zeta_j^(n/512), k's by zeta_j^(-m/512)
     const char* about;   // one line for --help
 };
 
 inline constexpr PosTraits kPosSchemes[] = {
-    {Pos::learned, "learned", true, false, false, false, false,
+    {Pos::learned, "learned", true, false, false, false, false, false,
      "GPT-2's trained position table wpe added to the embedding"},
-    {Pos::sinusoidal, "sinusoidal", false, true, false, false, false, "fixed sin/cos table added to the embedding"},
-    {Pos::rope, "rope", false, false, true, false, false, "q and k rotated on pairs (2j, 2j+1) by position"},
-    {Pos::crope, "crope", false, false, true, true, false, "rope, with complex-linear Q/K/V projections (A + iB)"},
-    {Pos::nope, "nope", false, false, false, false, false, "no position information: order comes from the causal mask"},
-    {Pos::alibi, "alibi", false, false, false, false, true, "each head's scores biased by -slope x distance"},
+    {Pos::sinusoidal, "sinusoidal", false, true, false, false, false, false, "fixed sin/cos table added to the embedding"},
+    {Pos::rope, "rope", false, false, true, false, false, false, "q and k rotated on pairs (2j, 2j+1) by position"},
+    {Pos::crope, "crope", false, false, true, true, false, false, "rope, with complex-linear Q/K/V projections (A + iB)"},
+    {Pos::nope, "nope", false, false, false, false, false, false, "no position information: order comes from the causal mask"},
+    {Pos::alibi, "alibi", false, false, false, false, true, false, "each head's scores biased by -slope x distance"},
+    {Pos::xpos, "xpos", false, false, true, false, false, true, "rope with a per-pair decay zeta^((n-m)/512) of the scores"},
 };
 
 inline const PosTraits& pos_traits(Pos p) {
@@ -93,6 +95,21 @@ inline void rope_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, 
         }
 }
 
+// xPos's decay (Sun et al. 2023) on RoPE's tables (n, D/2), in place: zeta_j = (2j/D + 0.4) / 1.4;
+// q's cos/sin at position m scaled by zeta_j^(m/512), k's copies (kcos_t, ksin_t) by zeta_j^(-m/512),
+// so the score of q at n and k at m carries zeta_j^((n-m)/512). Positions are not shifted: the
+// tables only grow, and the factors must not change for keys already in the KV cache.
+inline void xpos_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, std::vector<double>& kcos_t,
+                        std::vector<double>& ksin_t, int n, int D) {
+    kcos_t = cos_t, ksin_t = sin_t;
+    for (int m = 0; m < n; m++)
+        for (int j = 0; j < D / 2; j++) {
+            const size_t i = (size_t)m * (D / 2) + j;
+            const double z = std::pow((2.0 * j / D + 0.4) / 1.4, m / 512.0);
+            cos_t[i] *= z, sin_t[i] *= z, kcos_t[i] /= z, ksin_t[i] /= z;
+        }
+}
+
 // ALiBi's slopes (H,): m_h = 2^(-8h/H) for heads h = 1..H when H is a power of two. Otherwise the
 // n = 2^floor(log2 H) slopes of that rule for n heads, then every other slope of the rule for 2n
 // heads (2^(-4(2k-1)/n), k = 1..H-n), as the ALiBi paper does.
@@ -114,11 +131,13 @@ struct PosData {
     const Real* cos = nullptr;     // rotary: cos and sin of each position's angles (n, D/2)
     const Real* sin = nullptr;
     const Real* slopes = nullptr;  // alibi: each head's slope (H,)
+    const Real* kcos = nullptr;    // decay: k's cos and sin (n, D/2), q's (cos, sin) being scaled apart
+    const Real* ksin = nullptr;
     // The data from position p on, for tokens that start there (incremental decoding); C, D: the
     // widths of the table's and the rotary tables' rows.
     PosData from(int p, int C, int D) const {
         auto row = [&](const Real* t, int w) { return t ? t + (size_t)p * w : nullptr; };
-        return {row(table, C), row(cos, D / 2), row(sin, D / 2), slopes};
+        return {row(table, C), row(cos, D / 2), row(sin, D / 2), slopes, row(kcos, D / 2), row(ksin, D / 2)};
     }
 };
 
@@ -126,13 +145,13 @@ struct PosData {
 // (kAbsent: the scheme has none). pos_layout gives the offsets and size alone (the memory estimate).
 struct PosBuffer {
     static constexpr size_t kAbsent = ~(size_t)0;
-    size_t table = kAbsent, cos = kAbsent, sin = kAbsent, slopes = kAbsent, size = 0;
+    size_t table = kAbsent, cos = kAbsent, sin = kAbsent, slopes = kAbsent, kcos = kAbsent, ksin = kAbsent, size = 0;
     std::vector<double> data;  // pos_buffer's, size doubles
     // the parts as they lie in a copy of the buffer at base
     template <class Real>
     PosData<Real> view(const Real* base) const {
         auto at = [&](size_t off) { return off == kAbsent ? nullptr : base + off; };
-        return {at(table), at(cos), at(sin), at(slopes)};
+        return {at(table), at(cos), at(sin), at(slopes), at(kcos), at(ksin)};
     }
 };
 
@@ -142,6 +161,7 @@ inline PosBuffer pos_layout(const PosTraits& t, int n, int C, int H) {
     if (t.fixed_table) part(b.table, (size_t)n * C);
     if (t.rotary) part(b.cos, (size_t)n * (C / H / 2)), part(b.sin, (size_t)n * (C / H / 2));
     if (t.alibi) part(b.slopes, (size_t)H);
+    if (t.decay) part(b.kcos, (size_t)n * (C / H / 2)), part(b.ksin, (size_t)n * (C / H / 2));
     return b;
 }
 
@@ -153,6 +173,11 @@ inline PosBuffer pos_buffer(const PosTraits& t, int n, int C, int H, double rope
     if (t.rotary) {
         std::vector<double> c, s;
         rope_tables(c, s, n, C / H, rope_base);
+        if (t.decay) {
+            std::vector<double> kc, ks;
+            xpos_tables(c, s, kc, ks, n, C / H);
+            put(b.kcos, kc), put(b.ksin, ks);
+        }
         put(b.cos, c), put(b.sin, s);
     }
     if (t.alibi) put(b.slopes, alibi_slopes(H));

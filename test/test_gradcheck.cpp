@@ -185,8 +185,9 @@ static void op_checks(Rng& rng) {
             .run(rng);
     }
 
+    // rope, and xpos from position 1500 on, where its decay factors are far from 1
     const PosBuffer rope = pos_buffer(pos_traits(Pos::rope), T, C, H, 10000.0, kSinScale);
-    const PosData<double> rpos = rope.view(rope.data.data());
+    const PosBuffer xpos = pos_buffer(pos_traits(Pos::xpos), T + 1500, C, H, 10000.0, kSinScale);
     // the bias of the layer before RoPE or GELU goes in with it: its gradient is the column sums
     // of the input gradient (what the linear layer's backward computes from it)
     auto column_sums = [](const Vd& x, size_t cols) {
@@ -194,20 +195,23 @@ static void op_checks(Rng& rng) {
         for (size_t i = 0; i < x.size(); i++) s[i % cols] += x[i];
         return s;
     };
-    Vd rin = randn<Vd>(N * 3 * C, rng), rb = randn<Vd>(3 * C, rng);
-    OpCheck{"rope",
-            {{"qkv", &rin}, {"bias", &rb}},
-            [&] {
-                Vd o(N * 3 * C);
-                K::rope_forward(o.data(), rin.data(), rb.data(), rpos, B, T, C, H);
-                return o;
-            },
-            [&](const Vd& d) {
-                Vd di(N * 3 * C);
-                K::rope_backward(di.data(), d.data(), rpos, B, T, C, H);
-                return std::vector<Vd>{di, column_sums(di, 3 * C)};
-            }}
-        .run(rng);
+    for (const auto& [name, rpos] : {std::pair{"rope", rope.view(rope.data.data())},
+                                     std::pair{"xpos", xpos.view(xpos.data.data()).from(1500, C, C / H)}}) {
+        Vd rin = randn<Vd>(N * 3 * C, rng), rb = randn<Vd>(3 * C, rng);
+        OpCheck{name,
+                {{"qkv", &rin}, {"bias", &rb}},
+                [&] {
+                    Vd o(N * 3 * C);
+                    K::rope_forward(o.data(), rin.data(), rb.data(), rpos, B, T, C, H);
+                    return o;
+                },
+                [&](const Vd& d) {
+                    Vd di(N * 3 * C);
+                    K::rope_backward(di.data(), d.data(), rpos, B, T, C, H);
+                    return std::vector<Vd>{di, column_sums(di, 3 * C)};
+                }}
+            .run(rng);
+    }
 
     // CRoPE projection: expand A,B then the matmul; gradients through the fold
     Vd cA = randn<Vd>(3 * C * C / 4, rng), cB = randn<Vd>(3 * C * C / 4, rng), cx = randn<Vd>(N * C, rng),
@@ -427,6 +431,39 @@ static void rope_relative(Rng& rng) {
           "score change " + fmt(diff) + ", vector change " + fmt(moved));
 }
 
+// xPos: the score of q at position n and k at m is RoPE's score with pair j's part times
+// zeta_j^((n-m)/512), zeta_j = (2j/D + 0.4) / 1.4 written out; q and k taken 1,900 positions apart.
+static void xpos_by_hand(Rng& rng) {
+    const int T = 4, C = 16, H = 2, D = C / H, n = 2100, pq = 2000, pk = 100;
+    const PosBuffer rb = pos_buffer(pos_traits(Pos::rope), n, C, H, 10000.0, kSinScale);
+    const PosBuffer xb = pos_buffer(pos_traits(Pos::xpos), n, C, H, 10000.0, kSinScale);
+    const Vd in = randn<Vd>(T * 3 * C, rng);
+    // x rotated by the scheme's tables from position p on
+    auto rotate = [&](const PosBuffer& b, int p) {
+        Vd out(T * 3 * C);
+        cpu::rope_forward(out.data(), in.data(), (const double*)nullptr, b.view(b.data.data()).from(p, C, D), 1, T, C, H);
+        return out;
+    };
+    const Vd rq = rotate(rb, pq), rk = rotate(rb, pk), xq = rotate(xb, pq), xk = rotate(xb, pk);
+    double err = 0, decayed = 0;
+    for (int t = 0; t < T; t++)
+        for (int t2 = 0; t2 < T; t2++)
+            for (int h = 0; h < H; h++) {
+                double want = 0, got = 0, plain = 0;
+                for (int j = 0; j < D / 2; j++) {
+                    const int q = t * 3 * C + h * D + 2 * j, k = t2 * 3 * C + C + h * D + 2 * j;
+                    const double pair = rq[q] * rk[k] + rq[q + 1] * rk[k + 1];
+                    want += std::pow((2.0 * j / D + 0.4) / 1.4, (pq + t - pk - t2) / 512.0) * pair;
+                    got += xq[q] * xk[k] + xq[q + 1] * xk[k + 1];
+                    plain += pair;
+                }
+                err = std::max(err, std::fabs(got - want) / (std::fabs(want) + 1e-3));
+                decayed = std::max(decayed, std::fabs(plain - want));
+            }
+    check("xpos_by_hand", err < 1e-12 && decayed > 1e-1,
+          "score error " + fmt(err) + ", the decay changes a score by " + fmt(decayed));
+}
+
 // ALiBi: the slopes of the paper's rule (H = 8, and H = 6, not a power of two), and both attention
 // paths' outputs against softmax(q.k / sqrt(D) - m_h (t - t2)) v written out.
 static void alibi_by_hand(Rng& rng) {
@@ -537,8 +574,8 @@ int main(int argc, char** argv) {
                 "usage: %s [--list] [NAME...]\n"
                 "Finite differences in double precision against the analytic backward: the inputs of every op and\n"
                 "every parameter tensor of a tiny model in each position scheme (also with flash attention, with\n"
-                "vocabulary tiles and with another MLP width), float against double, and the RoPE, CRoPE, ALiBi and\n"
-                "AdamW checks. Prints the table of max relative errors, a PASS or FAIL line per check and the count,\n"
+                "vocabulary tiles and with another MLP width), float against double, and the RoPE, CRoPE, ALiBi, xPos\n"
+                "and AdamW checks. Prints the table of max relative errors, a PASS or FAIL line per check and the count,\n"
                 "\"N passed, N failed\"; exits 1 if a check failed. --list prints the names of the checks and runs\n"
                 "nothing; NAME... runs those whose name contains one of them.\n",
                 argv[0]);
@@ -560,7 +597,7 @@ int main(int argc, char** argv) {
             tests.push_back(test_group(name, [&, f = scheme_check, name, pos = t.pos] { f(name, pos, rng); }));
         }
     // the trainer's default attention (flash: log-sum-exps kept, probabilities rebuilt in backward)
-    for (Pos p : {Pos::rope, Pos::crope, Pos::alibi}) {
+    for (Pos p : {Pos::rope, Pos::crope, Pos::alibi, Pos::xpos}) {
         const std::string name = std::string("gradcheck_model_flash_") + pos_name(p);
         tests.push_back(test_group(name, [&, name, p] { model_checks_with(name, p, true, rng); }));
     }
@@ -574,6 +611,7 @@ int main(int argc, char** argv) {
     tests.push_back(test_group("crope_equals_complex_matmul", [&] { crope_complex(rng); }));
     tests.push_back(test_group("alibi_by_hand", [&] { alibi_by_hand(rng); }));
     tests.push_back(test_group("adamw", [&] { adamw_by_hand(rng); }));
+    tests.push_back(test_group("xpos_by_hand", [&] { xpos_by_hand(rng); }));
     const bool list = argc == 2 && std::string(argv[1]) == "--list";
     if (!list) {
         printf("| %-24s | %-20s | %8s | %9s |\n", "check", "tensor", "elements", "rel err");
