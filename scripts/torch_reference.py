@@ -7,8 +7,9 @@ position scheme: learned (wpe table), sinusoidal (fixed sin/cos table, times sin
 the embedding), rope (q, k rotated on adjacent pairs (2j, 2j+1) after the QKV projection), or
 crope (as rope, and the Q/K/V projections are complex-linear: each stores A, B (C/2, C/2)
 and uses the real matrix with 2x2 blocks [[a, -b], [b, a]]), nope (no position information)
-or alibi (head h's scaled scores get -m_h (i - j) before the softmax). AdamW is
-torch.optim.AdamW.
+alibi (head h's scaled scores get -m_h (i - j) before the softmax) or xpos (rope, and pair j
+of q at position n scaled by zeta_j^(n/512), of k at m by zeta_j^(-m/512), zeta_j = (2j/D + 0.4) / 1.4).
+AdamW is torch.optim.AdamW.
 
 Benchmark (default): random tokens, one timing loop. Prints one JSON line:
   {"pos": ..., "compile": ..., "tokens_per_s": ..., "ms_per_step": ..., "peak_mem_mib": ...}
@@ -48,6 +49,12 @@ def rope_tables(T, D, base):
     theta = base ** (-2.0 * j / D)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * theta[None, :]  # (T, D/2)
     return torch.cos(ang), torch.sin(ang)
+
+
+def xpos_scale(T, D):
+    """(T, D/2): xPos's zeta_j^(m/512) at position m, zeta_j = (2j/D + 0.4) / 1.4 (no position shift)."""
+    zeta = (2.0 * torch.arange(D // 2, dtype=torch.float64) / D + 0.4) / 1.4
+    return zeta[None, :] ** (torch.arange(T, dtype=torch.float64)[:, None] / 512.0)
 
 
 def default_sin_scale():
@@ -142,7 +149,7 @@ class Block(nn.Module):
         for lin in (self.proj, self.fc, self.fc2) + ((self.qkv,) if pos != "crope" else ()):
             nn.init.zeros_(lin.bias)
 
-    def forward(self, x, cos, sin, bias):
+    def forward(self, x, cos, sin, bias, scale):
         B, T, C = x.shape
         H, D = self.H, C // self.H
         qkv = self.qkv(self.ln1(x))
@@ -150,6 +157,9 @@ class Block(nn.Module):
         q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
         if cos is not None:
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if scale is not None:  # xpos: both elements of pair j share its factor
+            s = scale.repeat_interleave(2, dim=-1)  # (T, D)
+            q, k = q * s, k / s
         y = causal_attention(q, k, v, bias)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
         x = x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
@@ -173,6 +183,7 @@ class GPT(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
         self.register_buffer("pe", sinusoidal_table(maxT, C, sin_scale), persistent=False)
         self.register_buffer("slopes", alibi_slopes(H), persistent=False)
+        self.register_buffer("xpos", xpos_scale(maxT, C // H), persistent=False)
 
     def forward(self, idx, targets):
         B, T = idx.shape
@@ -181,11 +192,12 @@ class GPT(nn.Module):
             x = x + self.wpe(torch.arange(T, device=idx.device))
         if self.pos == "sinusoidal":
             x = x + self.pe[:T]
-        rotary = self.pos in ("rope", "crope")
+        rotary = self.pos in ("rope", "crope", "xpos")
         cos, sin = (self.rope_cos[:T], self.rope_sin[:T]) if rotary else (None, None)
         bias = alibi_bias(self.slopes, T) if self.pos == "alibi" else None
+        scale = self.xpos[:T] if self.pos == "xpos" else None
         for blk in self.blocks:
-            x = blk(x, cos, sin, bias)
+            x = blk(x, cos, sin, bias, scale)
         logits = F.linear(self.lnf(x), self.wte.weight)  # tied head
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
@@ -242,7 +254,7 @@ def read_shard(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pos", default="rope", choices=["learned", "sinusoidal", "rope", "crope", "nope", "alibi"])
+    ap.add_argument("--pos", default="rope", choices=["learned", "sinusoidal", "rope", "crope", "nope", "alibi", "xpos"])
     ap.add_argument("--n_layer", type=int, default=4)
     ap.add_argument("--n_head", type=int, default=4)
     ap.add_argument("--n_embd", type=int, default=128)
