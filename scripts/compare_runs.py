@@ -83,8 +83,9 @@ POS_COLOURS = {
     "crope": "#d62728",       # red
     "nope": "#8c564b",        # brown
     "alibi": "#ff7f0e",       # orange
+    "xpos": "#e377c2",        # pink
 }
-FALLBACK_COLOURS = ["#e377c2", "#17becf", "#bcbd22"]
+FALLBACK_COLOURS = ["#17becf", "#bcbd22", "#000000"]
 # CRoPE dashed, drawn after RoPE: where the two curves coincide RoPE's shows between the dashes.
 POS_STYLES = {"crope": "--", "sinusoidal": "-."}
 DATASET_ORDER = ["wikitext2", "ptb", "pg19", "synthetic"]

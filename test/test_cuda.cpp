@@ -297,21 +297,25 @@ std::string test_reduction_bits() {
 
 // ---------------------------------------------------------------- rope / crope
 // C = 48: rows of 3C = 144 go in 16-byte packs; C = 22 (H = 1): 66 do not, one pair per access.
+// xpos: k's tables are not q's.
 struct RopeSetup {
     int B = 2, T = 37, C = 48, H = 4, maxT = 64;
+    Pos p;
     TestPos pos;
-    explicit RopeSetup(int C_ = 48, int H_ = 4) : C(C_), H(H_), pos(Pos::rope, maxT, C, H) {}
+    explicit RopeSetup(int C_ = 48, int H_ = 4, Pos p_ = Pos::rope) : C(C_), H(H_), p(p_), pos(p, maxT, C, H) {}
+    std::string tag() const { return " (" + std::string(pos_name(p)) + ", C=" + std::to_string(C); }
 };
+static const RopeSetup kRopeSetups[] = {RopeSetup(), RopeSetup(22, 1), RopeSetup(48, 4, Pos::xpos), RopeSetup(22, 1, Pos::xpos)};
 
 std::string test_rope_forward() {
     Rng r(11);
     std::string why;
-    for (const RopeSetup& s : {RopeSetup(), RopeSetup(22, 1)}) {
+    for (const RopeSetup& s : kRopeSetups) {
         size_t n = (size_t)s.B * s.T * 3 * s.C;
         Vec x = randn(n, r), bias = randn((size_t)3 * s.C, r);
         DBuf gx(x), go(randn(n, r)), gb(bias);
         for (bool with_bias : {false, true}) {  // the qkv bias added before the rotation, or none
-            const std::string tag = " (C=" + std::to_string(s.C) + (with_bias ? ", bias)" : ")");
+            const std::string tag = s.tag() + (with_bias ? ", bias)" : ")");
             Vec ref(n);
             cpu::rope_forward(ref.data(), x.data(), with_bias ? bias.data() : nullptr, s.pos.cpu(), s.B, s.T, s.C, s.H);
             gpu::rope_forward(go.p, gx.p, with_bias ? gb.p : nullptr, s.pos.gpu(), s.B, s.T, s.C, s.H);
@@ -324,13 +328,13 @@ std::string test_rope_forward() {
 std::string test_rope_backward() {
     Rng r(12);
     std::string why;
-    for (const RopeSetup& s : {RopeSetup(), RopeSetup(22, 1)}) {
+    for (const RopeSetup& s : kRopeSetups) {
         size_t n = (size_t)s.B * s.T * 3 * s.C;
         Vec d = randn(n, r), dx0 = randn(n, r), dx = dx0;  // dx0: what the backward must overwrite
         cpu::rope_backward(dx.data(), d.data(), s.pos.cpu(), s.B, s.T, s.C, s.H);
         DBuf gd(d), gdx(dx0);
         gpu::rope_backward(gdx.p, gd.p, s.pos.gpu(), s.B, s.T, s.C, s.H);
-        expect_close(why, "dinp (C=" + std::to_string(s.C) + ")", gdx.get(), dx, 1e-6);
+        expect_close(why, "dinp" + s.tag() + ")", gdx.get(), dx, 1e-6);
     }
     return why;
 }

@@ -182,14 +182,14 @@ std::string test_matmul_long_k() {
 }
 
 // ---------------------------------------------------------------- rope, crope
-// 3C = 144: 16-byte packs; C = 22 (H = 1), 3C = 66: one pair per access.
+// 3C = 144: 16-byte packs; C = 22 (H = 1), 3C = 66: one pair per access; xpos: k's own tables.
 std::string test_rope() {
     Rng r(5);
     std::string why;
-    for (auto [C, H] : std::vector<std::pair<int, int>>{{48, 4}, {22, 1}}) {
+    for (auto [C, H, p] : std::vector<std::tuple<int, int, Pos>>{{48, 4, Pos::rope}, {22, 1, Pos::rope}, {48, 4, Pos::xpos}}) {
         const int B = 2, T = 37;
-        const std::string tag = " (C=" + std::to_string(C) + ")";
-        const TestPos pos(Pos::rope, T, C, H);
+        const std::string tag = " (" + std::string(pos_name(p)) + ", C=" + std::to_string(C) + ")";
+        const TestPos pos(p, T, C, H);
         size_t n = (size_t)B * T * 3 * C;
         Vec x = bf16_round(randn(n, r)), out(n), d0 = bf16_round(randn(n, r)), d = d0, bias = randn((size_t)3 * C, r);
         cpu::rope_forward(out.data(), x.data(), bias.data(), pos.cpu(), B, T, C, H);  // with the qkv bias

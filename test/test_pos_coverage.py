@@ -73,10 +73,10 @@ check("pos_covered_by_compare_runs", names and order == names,
 colours = [compare_runs.pos_colour(p) for p in names]
 check("pos_colours_distinct", len(set(colours)) == len(names) and "#7f7f7f" not in colours,
       f"colours {dict(zip(names, colours))}")
-compare_runs.POS_ORDER = names + ["xpos"]  # a scheme added to pos.h, which compare_runs.py has no colour for
-new = compare_runs.pos_colour("xpos")
+compare_runs.POS_ORDER = names + ["newpos"]  # a scheme added to pos.h, which compare_runs.py has no colour for
+new = compare_runs.pos_colour("newpos")
 check("pos_new_scheme_gets_fallback_colour", new == compare_runs.FALLBACK_COLOURS[0] and new not in colours,
-      f"xpos: {new}")
+      f"newpos: {new}")
 
 rc, out = run(["bash", "scripts/reproduce_paper.sh", "--dry-run", "--no-build", "--datasets", "wikitext2",
                "--pos", " ".join(names), "--out", "/nonexistent/grid"], TRAIN=TRAIN)
