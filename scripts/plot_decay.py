@@ -121,9 +121,9 @@ def gather(inputs, a):
     return groups, T
 
 
-ORDER = ["learned", "sinusoidal", "rope", "crope", "nope", "alibi"]
+ORDER = ["learned", "sinusoidal", "rope", "crope", "nope", "alibi", "xpos"]
 COLORS = {"learned": "#1f77b4", "sinusoidal": "#ff7f0e", "rope": "#2ca02c", "crope": "#d62728",
-          "nope": "#9467bd", "alibi": "#8c564b"}
+          "nope": "#9467bd", "alibi": "#8c564b", "xpos": "#e377c2"}
 
 
 def table(curves, T):

@@ -62,7 +62,7 @@ if grep -qE '^speed: prefill 3 tokens at [0-9]+ tokens/s, no generation step aft
 else fail sample_one_token_speed_line "$(cat "$tmp/t1.err")"; fi
 
 # past max_seq_len with --context 24 (no row of a table needed): cache = recompute, no sliding
-for pos in rope alibi; do
+for pos in rope alibi xpos; do
   ck=(--checkpoint "$tmp/$pos" --prompt_ids "3 1 4 1 5" --tokens 19 --temperature 0 --context 24)
   if out a "${ck[@]}" && out b "${ck[@]}" --no_cache && cmp -s "$tmp/a.out" "$tmp/b.out" &&
     ! grep -q '^note:' "$tmp/a.err"; then pass "sample_context_past_max_seq_len_$pos"

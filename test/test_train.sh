@@ -13,7 +13,7 @@ tiny="--n_layer 2 --n_head 2 --n_embd 16 --vocab_size 16 --max_seq_len 32 --seq_
 
 # Parameter counts at V=50257, maxT=1024, C=128, L=4, H=4 (MODEL.md); no step is run.
 for row in "learned 7,357,312 264,192" "sinusoidal 7,226,240 264,192" "rope 7,226,240 264,192" "crope 7,127,936 165,888" \
-  "nope 7,226,240 264,192" "alibi 7,226,240 264,192"; do
+  "nope 7,226,240 264,192" "alibi 7,226,240 264,192" "xpos 7,226,240 264,192"; do
   set -- $row
   out=$($TRAIN $data --pos $1 --steps 0 --eval_every 0 --checkpoint_every 0 --run_dir "$tmp/count_$1" 2>&1)
   if grep -q "parameters: total $2 | embeddings .* | attention block $3" <<<"$out"; then pass "param_counts_$1"
