@@ -10,25 +10,28 @@ namespace {
 
 // out = R (inp + bias) with R the rotation by +angle (SGN = 1: forward; the qkv GEMM writes no
 // bias, bias (3C) may be null) or by -angle (SGN = -1: the backward, R^T, no bias), overwritten,
-// W elements (r, c..c+W-1) of the (B*T, 3C) qkv at a time, W even: whole pairs.
-template <class E, int W, int SGN>
+// W elements (r, c..c+W-1) of the (B*T, 3C) qkv at a time, W even: whole pairs. KTAB: k reads
+// its own tables (xpos's decay); a kernel of its own, so RoPE's keeps its registers.
+template <class E, int W, int SGN, bool KTAB>
 struct Rope {
     E* out;
     const E* inp;
     const float* bias;
     const float* cos_t;  // q's tables
     const float* sin_t;
-    const float* kcos_t;  // k's: q's, or xpos's own (pos.h)
+    const float* kcos_t;  // k's (KTAB)
     const float* ksin_t;
     int T, C, D;
     __device__ void operator()(size_t i, int r, int c) const {
         static_assert(W % 2 == 0, "RoPE takes whole pairs");
         float y[W];
         biased_pack(y, inp, bias, i, c);
+        // W divides 3C, so C (W a power of two): a pack is all q, all k or all v
+        const float* ct = KTAB && c >= C ? kcos_t : cos_t;
+        const float* st = KTAB && c >= C ? ksin_t : sin_t;
         for (int k = 0; k < W && c + k < 2 * C; k += 2) {  // q and k rotate; v (from 2C) passes
             const size_t j = (size_t)(r % T) * (D / 2) + ((c + k) % D) / 2;
-            const bool q = c + k < C;
-            const float cs = (q ? cos_t : kcos_t)[j], sn = SGN * (q ? sin_t : ksin_t)[j], x0 = y[k], x1 = y[k + 1];
+            const float cs = ct[j], sn = SGN * st[j], x0 = y[k], x1 = y[k + 1];
             y[k] = x0 * cs - x1 * sn;
             y[k + 1] = x0 * sn + x1 * cs;
         }
@@ -41,12 +44,15 @@ template <int SGN, class Act>
 void rope(Act* out, const Act* inp, const float* bias, const PosData<float>& pos, int B, int T, int C, int H,
           cudaStream_t stream) {
     using E = dev_t<Act>;
-    const float* kcos = pos.kcos ? pos.kcos : pos.cos;
-    const float* ksin = pos.ksin ? pos.ksin : pos.sin;
     with_pack<E, 2>((size_t)3 * C, {out, inp}, [&](auto w) {
         constexpr int W = decltype(w)::value;
-        for_each_element<W>(Rope<E, W, SGN>{dev(out), dev(inp), bias, pos.cos, pos.sin, kcos, ksin, T, C, C / H}, B * T,
-                            3 * C, stream);
+        const int D = C / H;
+        if (pos.kcos)
+            for_each_element<W>(Rope<E, W, SGN, true>{dev(out), dev(inp), bias, pos.cos, pos.sin, pos.kcos, pos.ksin, T, C, D},
+                                B * T, 3 * C, stream);
+        else
+            for_each_element<W>(Rope<E, W, SGN, false>{dev(out), dev(inp), bias, pos.cos, pos.sin, nullptr, nullptr, T, C, D},
+                                B * T, 3 * C, stream);
     });
 }
 
