@@ -29,6 +29,8 @@ struct Key {
     const char* help;
 };
 
+const std::string kRopeScalingHelp = "rotary schemes: the cos/sin tables for long sequences: " +
+                                      rope_scaling_names() + " (MODEL.md, RoPE scaling)";
 const std::string kPosHelp = "position scheme: " + pos_names() + " (listed below)";
 
 const Key kKeys[] = {
@@ -41,6 +43,13 @@ const Key kKeys[] = {
     {"vocab_size", "model", &Config::vocab_size, "vocabulary size V (every token must be < V)"},
     {"max_seq_len", "model", &Config::max_seq_len, "longest sequence maxT (size of the learned position table)"},
     {"rope_base", "model", &Config::rope_base, "RoPE base: theta_j = base^(-2j/D)"},
+    {"rope_scaling", "model", &Config::rope_scaling, kRopeScalingHelp.c_str()},
+    {"rope_scaling_factor", "model", &Config::rope_scaling_factor,
+     "rope_scaling's factor s >= 1 (0 = from the length: s = max(1, L / rope_train_len) for L tokens; dynamic "
+     "always so)"},
+    {"rope_train_len", "model", &Config::rope_train_len,
+     "the training length rope_scaling refers to (0 = seq_len, or with --init_from the checkpoint's; config.json "
+     "records the value used)"},
     {"sin_scale", "model", &Config::sin_scale,
      "sinusoidal only: the factor the fixed table is multiplied by (1 = the original table of +-1; MODEL.md)"},
     {"mlp_hidden", "model", &Config::mlp_hidden,
@@ -465,6 +474,18 @@ void validate_model(const Config& c) {
     require(!pos->rotary || D % 2 == 0,
             "pos=" + c.pos + " needs an even head size, got n_embd/n_head = " + std::to_string(D));
     require(!pos->rotary || c.rope_base > 0, "rope_base must be > 0");
+    RopeScaling::Kind kind = RopeScaling::none;
+    require(find_rope_scaling(c.rope_scaling, kind),
+            "rope_scaling must be one of " + rope_scaling_names() + ", got '" + c.rope_scaling + "'");
+    require(pos->rotary || kind == RopeScaling::none,
+            "rope_scaling " + c.rope_scaling + " is set, but pos=" + c.pos +
+                " rotates nothing to scale (the key is for the rotary schemes)");
+    require(c.rope_scaling_factor == 0 || (c.rope_scaling_factor >= 1 && std::isfinite(c.rope_scaling_factor)),
+            "rope_scaling_factor must be 0 (from the length) or a finite s >= 1, got " +
+                to_text(c.rope_scaling_factor));
+    require(c.rope_scaling_factor == 0 || kind != RopeScaling::none,
+            "rope_scaling_factor " + to_text(c.rope_scaling_factor) + " is set, but rope_scaling is none");
+    require(c.rope_train_len >= 0, "rope_train_len must be >= 0 (0 = seq_len), got " + std::to_string(c.rope_train_len));
     require(c.sin_scale > 0, "sin_scale must be > 0, got " + to_text(c.sin_scale));
     require(pos->fixed_table || c.sin_scale == kSinScale,
             "sin_scale " + to_text(c.sin_scale) + " is set, but pos=" + c.pos +
@@ -629,6 +650,9 @@ ModelConfig model_config(const Config& c) {
     m.pos = parse_pos(c.pos);
     m.L = c.n_layer, m.H = c.n_head, m.C = c.n_embd, m.V = c.vocab_size, m.maxT = c.max_seq_len;
     m.rope_base = c.rope_base;
+    find_rope_scaling(c.rope_scaling, m.rope_scaling.kind);
+    m.rope_scaling.factor = c.rope_scaling_factor;
+    m.rope_scaling.train_len = c.rope_train_len > 0 ? c.rope_train_len : c.seq_len;
     m.sin_scale = c.sin_scale;
     m.mlp_hidden = c.mlp_hidden;
     if (m.mlp_hidden == 0)

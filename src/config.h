@@ -17,6 +17,9 @@ struct Config {
     int vocab_size = 50257;    // V
     int max_seq_len = 1024;    // maxT
     double rope_base = 10000.0;
+    std::string rope_scaling = "none";  // a kind of src/pos.h's RopeScaling
+    double rope_scaling_factor = 0;     // s >= 1 (0 = from the length)
+    int rope_train_len = 0;             // L_train of the scaling (0 = seq_len, or --init_from's)
     double sin_scale = kSinScale;  // sinusoidal: the factor the fixed table is multiplied by
     int mlp_hidden = 0;        // the MLP's hidden width F (0 = 4 x n_embd)
     std::string match_params;  // "" | a scheme: mlp_hidden gives this model that scheme's parameter count

@@ -84,10 +84,11 @@ std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, const GenOptions
     // is causal, so the padding after the last real token does not change its logits.
     const int Tfull = std::min<int>(W, (int)ids.size() + o.tokens);
     if (o.cache) model.kv_reserve(1, W);
-    // the logits after the last token of ids: from the cache when it holds all but the last one
+    // the logits after the last token of ids: from the cache when it holds all but the last one,
+    // rotated under the same RoPE scaling (one whose s follows the length recomputes the cache)
     auto next_logits = [&](bool first) {
         const int n = (int)ids.size();
-        if (o.cache && !first && n <= W) {
+        if (o.cache && !first && n <= W && model.cfg.rope_scaling.s(n) == model.pos_s) {
             model.forward_cached(&ids.back(), 1, 1, n - 1);
             return model.logits(0, 1);
         }
@@ -97,7 +98,7 @@ std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, const GenOptions
             model.forward_cached(ctx.data(), 1, (int)ctx.size(), 0);
         } else {
             ctx.resize(Tfull, 0);
-            model.forward(ctx.data(), nullptr, 1, Tfull, false);
+            model.forward(ctx.data(), nullptr, 1, Tfull, false, last + 1);
         }
         return model.logits(last, 1);
     };

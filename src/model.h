@@ -53,6 +53,7 @@ struct GPT {
     Real* pos_buf = nullptr;  // the position data (pos.h) in one buffer; null when the scheme has none
     PosData<Real> pos;        // its parts, as the ops take them
     int table_len = 0;        // positions covered by the position data
+    double pos_s = 1;         // rotary: the scaling factor s its tables hold (cfg.rope_scaling)
     // Incremental decoding (src/generate.h): every layer's keys and values, as attention reads
     // them (after RoPE), kcache and vcache (L, kv_B, kv_cap, C) each; null until kv_reserve.
     Act *kcache = nullptr, *vcache = nullptr;
@@ -92,6 +93,7 @@ struct GPT {
             qkv_expanded = BK::alloc_act((size_t)cfg.L * 3 * cfg.C * cfg.C);
             dqkv_w = BK::alloc((size_t)3 * cfg.C * cfg.C);
         }
+        pos_s = cfg.rope_scaling.s(cfg.rope_scaling.train_len);
         set_max_positions(cfg.maxT);
         scalars = BK::alloc_scalars();
     }
@@ -166,16 +168,30 @@ struct GPT {
 
     // The position data (sinusoidal, rotary tables) must cover the longest sequence run.
     void set_max_positions(int n) {
-        if (n <= table_len) return;
-        table_len = n;
-        const PosBuffer b = pos_buffer(pt, n, cfg.C, cfg.H, cfg.rope_base, cfg.sin_scale);
-        if (pos_buf) BK::free(pos_buf), pos_buf = nullptr;
+        if (n > table_len) build_positions(n, pos_s);
+    }
+    // The rotary tables for a sequence of L tokens: a scaling whose s follows the length
+    // (RopeScaling::s) has them rebuilt when s changes.
+    void set_length(int L) {
+        const double s = cfg.rope_scaling.s(L);
+        if (pt.rotary && s != pos_s) build_positions(table_len, s);
+    }
+    // The same size is rewritten in place once the device is idle: queued work and CUDA graphs
+    // read the buffer by its address.
+    void build_positions(int n, double s) {
+        const PosBuffer b = pos_buffer(pt, n, cfg.C, cfg.H, cfg.rope_base, cfg.sin_scale, cfg.rope_scaling, s);
+        if (n == table_len) {
+            BK::synchronize();
+        } else {
+            if (pos_buf) BK::free(pos_buf), pos_buf = nullptr;
+            if (b.size) pos_buf = BK::alloc(b.size);
+        }
         if (b.size) {
-            pos_buf = BK::alloc(b.size);
             const std::vector<Real> h(b.data.begin(), b.data.end());
             BK::copy_from_host(pos_buf, h.data(), h.size());
         }
         pos = b.view<Real>(pos_buf);
+        table_len = n, pos_s = s;
     }
 
     // What a graph over activations a reads besides the weights that may be replaced between its
@@ -192,9 +208,10 @@ struct GPT {
     }
 
     // The activations for (B, T) (training's or evaluation's) with inputs and, if given, targets
-    // (host ids) uploaded into them.
-    Acts& upload(const int* inputs, const int* targets, int B, int T, bool train) {
+    // (host ids) uploaded into them; the position data for sequences of L tokens (0: T).
+    Acts& upload(const int* inputs, const int* targets, int B, int T, bool train, int L = 0) {
         if (T > table_len) throw std::runtime_error("sequence longer than the position tables");
+        set_length(L > 0 ? L : T);
         Acts& a = train ? acts.train : acts.eval;
         if (!acts.holds(a, B, T)) acts.resize(a, B, T);
         const size_t N = (size_t)B * T;
@@ -212,13 +229,14 @@ struct GPT {
     // (without grad: one evaluation batch through eval_queue, read at once); with grad, also
     // zeroes the gradients and runs the classifier's backward (d wte and d lnf in a.dln, for
     // backward()). Without targets it stops at the final LayerNorm (logits() reads it).
-    double forward(const int* inputs, const int* targets, int B, int T, bool grad) {
+    // L: the length the position data is for (0: T), when T holds padding after the sequence.
+    double forward(const int* inputs, const int* targets, int B, int T, bool grad, int L = 0) {
         if (targets && !grad) {  // evaluation: the queued path, read at once
             if (queue.eval_queued) throw std::logic_error("forward: evaluation batches are queued (eval_read)");
             eval_queue(inputs, targets, B, T);
             return eval_read().front();
         }
-        Acts& a = upload(inputs, targets, B, T, grad);
+        Acts& a = upload(inputs, targets, B, T, grad, L);
         const size_t N = (size_t)B * T;
         forward_pass(a, targets != nullptr);
         if (!targets) return 0.0;
@@ -262,7 +280,7 @@ struct GPT {
         if (B != kv_B || first + T > kv_cap) throw std::logic_error("forward_cached: outside the KV cache (kv_reserve)");
         if (first > 0 && T != 1) throw std::logic_error("forward_cached: after the prefill, one token at a time");
         if (first + T > table_len) throw std::runtime_error("position past the position tables");
-        forward_pass(upload(inputs, nullptr, B, T, false), false, first);
+        forward_pass(upload(inputs, nullptr, B, T, false, first + T), false, first);
     }
 
     // The forward pass over a.inputs (and with loss, a.targets) in backend memory; with a.train
@@ -552,6 +570,7 @@ struct GPT {
     // device, in step_inputs and step_targets.
     Acts& upload_steps(const int* inputs, const int* targets, int B, int T) {
         if (T > table_len) throw std::runtime_error("sequence longer than the position tables");
+        set_length(T);
         const size_t N = (size_t)B * T;
         if (N != step_tokens) {
             if (step_losses) BK::free(step_losses), BK::free_int(step_inputs), BK::free_int(step_targets);

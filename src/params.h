@@ -18,6 +18,7 @@ struct ModelConfig {
     // The MLP's hidden width F (d_ff): 0 = 4C, GPT-2's.
     int mlp_hidden = 0;
     double rope_base = 10000;
+    RopeScaling rope_scaling;  // rotary only: the tables' scaling for long sequences (pos.h)
     double sin_scale = kSinScale;  // sinusoidal only: the fixed table's factor (pos.h)
     // Attention keeps each row's log-sum-exp (B,H,T) for backward (flash kernels on the GPU,
     // their loop twin on the CPU) instead of the probabilities (B,H,T,T).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -82,17 +83,54 @@ inline std::vector<double> sinusoidal_table(int n, int C, double scale) {
     return pe;
 }
 
-// RoPE cos/sin tables (n, D/2): angle m * theta_j at position m, theta_j = base^(-2j/D).
-// Computed in double whatever the model's precision.
-inline void rope_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, int n, int D, double base) {
+// RoPE scaling, for sequences longer than the training length (MODEL.md, RoPE scaling): each kind
+// changes the cos/sin tables only, so every op, backend and attention path applies it unchanged.
+struct RopeScaling {
+    enum Kind { none, linear, ntk, dynamic, yarn } kind = none;
+    double factor = 0;  // s >= 1; 0 = from the length (s())
+    int train_len = 1;  // the training length L_train that s and yarn's ramp refer to
+    // s for a sequence of L tokens: the factor, or (0, and always for dynamic) max(1, L / L_train)
+    double s(int L) const {
+        if (kind == none) return 1;
+        return factor > 0 && kind != dynamic ? factor : std::max(1.0, (double)L / train_len);
+    }
+};
+inline constexpr const char* kRopeScalingNames[] = {"none", "linear", "ntk", "dynamic", "yarn"};
+inline std::string rope_scaling_names(const char* sep = " | ") {
+    std::string s;
+    for (const char* n : kRopeScalingNames) s += (s.empty() ? "" : sep) + std::string(n);
+    return s;
+}
+// false when no kind has that name
+inline bool find_rope_scaling(const std::string& name, RopeScaling::Kind& kind) {
+    for (int k = 0; k < (int)std::size(kRopeScalingNames); k++)
+        if (name == kRopeScalingNames[k]) return kind = (RopeScaling::Kind)k, true;
+    return false;
+}
+
+// RoPE cos/sin tables (n, D/2): angle m * theta_j at position m, theta_j = base^(-2j/D), under
+// scaling sc with factor s (sc.s(L) for a sequence of L tokens). yarn's temperature multiplies
+// cos and sin, so that q.k gets its square. Computed in double whatever the model's precision.
+inline void rope_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, int n, int D, double base,
+                        const RopeScaling& sc = {}, double s = 1) {
     cos_t.resize((size_t)n * (D / 2));
     sin_t.resize((size_t)n * (D / 2));
-    for (int m = 0; m < n; m++)
-        for (int j = 0; j < D / 2; j++) {
-            double a = m * std::pow(base, -2.0 * j / D);
-            cos_t[(size_t)m * (D / 2) + j] = std::cos(a);
-            sin_t[(size_t)m * (D / 2) + j] = std::sin(a);
+    const bool ntk = sc.kind == RopeScaling::ntk || sc.kind == RopeScaling::dynamic;
+    if (ntk && s != 1) base *= std::pow(s, D / (D - 2.0));
+    const double temp = sc.kind == RopeScaling::yarn ? 0.1 * std::log(s) + 1 : 1;
+    for (int j = 0; j < D / 2; j++) {
+        double theta = std::pow(base, -2.0 * j / D);
+        if (sc.kind == RopeScaling::yarn) {  // the ramp: long wavelengths interpolated, short ones kept
+            const double r = sc.train_len / (2 * M_PI / theta), alpha = 1, beta = 32;
+            const double gamma = r < alpha ? 0 : r > beta ? 1 : (r - alpha) / (beta - alpha);
+            theta *= (1 - gamma) / s + gamma;
         }
+        for (int m = 0; m < n; m++) {
+            double a = (sc.kind == RopeScaling::linear ? m / s : m) * theta;
+            cos_t[(size_t)m * (D / 2) + j] = temp * std::cos(a);
+            sin_t[(size_t)m * (D / 2) + j] = temp * std::sin(a);
+        }
+    }
 }
 
 // xPos's decay (Sun et al. 2023) on RoPE's tables (n, D/2), in place: zeta_j = (2j/D + 0.4) / 1.4;
@@ -165,20 +203,22 @@ inline PosBuffer pos_layout(const PosTraits& t, int n, int C, int H) {
     return b;
 }
 
-inline PosBuffer pos_buffer(const PosTraits& t, int n, int C, int H, double rope_base, double sin_scale) {
+// rotary: the tables under scaling sc with factor s (rope_tables)
+inline PosBuffer pos_buffer(const PosTraits& t, int n, int C, int H, double rope_base, double sin_scale,
+                            const RopeScaling& sc = {}, double s = 1) {
     PosBuffer b = pos_layout(t, n, C, H);
     b.data.resize(b.size);
     auto put = [&](size_t off, const std::vector<double>& v) { std::copy(v.begin(), v.end(), b.data.begin() + off); };
     if (t.fixed_table) put(b.table, sinusoidal_table(n, C, sin_scale));
     if (t.rotary) {
-        std::vector<double> c, s;
-        rope_tables(c, s, n, C / H, rope_base);
+        std::vector<double> c, sn;
+        rope_tables(c, sn, n, C / H, rope_base, sc, s);
         if (t.decay) {
             std::vector<double> kc, ks;
-            xpos_tables(c, s, kc, ks, n, C / H);
+            xpos_tables(c, sn, kc, ks, n, C / H);
             put(b.kcos, kc), put(b.ksin, ks);
         }
-        put(b.cos, c), put(b.sin, s);
+        put(b.cos, c), put(b.sin, sn);
     }
     if (t.alibi) put(b.slopes, alibi_slopes(H));
     return b;

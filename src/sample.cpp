@@ -152,7 +152,9 @@ int main(int argc, char** argv) {
                                                   {"context", "0"},
                                                   {"device", "cpu"},
                                                   {"precision", "fp32"},
-                                                  {"attention", ""}};
+                                                  {"attention", ""},
+                                                  {"rope_scaling", ""},
+                                                  {"rope_scaling_factor", ""}};
         bool no_cache = false;
         std::set<std::string> given;
         for (int i = 1; i < argc; i++) {
@@ -163,7 +165,7 @@ int main(int argc, char** argv) {
                     "                    [--prompt TEXT | --prompt_ids 464,3290] [--tokens 64] [--temperature 1.0]\n"
                     "                    [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]\n"
                     "                    [--num_samples 1] [--context N] [--no_cache] [--device cpu|cuda]\n"
-                    "                    [--precision fp32|bf16]\n"
+                    "                    [--precision fp32|bf16] [--rope_scaling KIND] [--rope_scaling_factor S]\n"
                     "       build/sample --checkpoint ... [--prompt TEXT | --prompt_ids 464,3290] --attention FILE\n"
                     "--prompt TEXT is encoded with GPT-2's BPE (encoder.json and the vocab.bpe beside it); without\n"
                     "a prompt the text starts from <|endoftext|>. temperature 0 = greedy; top_k 0 = whole\n"
@@ -173,6 +175,8 @@ int main(int argc, char** argv) {
                     "past it the window slides, each token from the last N. --no_cache: the whole window's\n"
                     "forward pass for every token instead of the KV cache (same tokens, slower). --device cuda:\n"
                     "on the GPU (a build with nvcc), with --precision bf16 in bf16 activations.\n"
+                    "--rope_scaling none|linear|ntk|dynamic|yarn, --rope_scaling_factor S: the rotary tables'\n"
+                    "scaling (default the checkpoint's; any other is allowed; MODEL.md, RoPE scaling).\n"
                     "--attention FILE generates nothing: it writes the attention probabilities of every layer\n"
                     "and head over the prompt (at most max_seq_len tokens) to FILE, JSON with the ids and the\n"
                     "scheme (MODEL.md, Attention maps).\n");
@@ -247,7 +251,12 @@ int main(int argc, char** argv) {
 
         StFile f = safetensors_read(model_file(opt["checkpoint"]));
         if (!f.metadata.count("config")) throw std::runtime_error(f.path + " has no model config in its metadata");
-        ModelConfig mc = model_config(stored_config(f.metadata.at("config"), f.path));
+        Config stored = stored_config(f.metadata.at("config"), f.path);
+        if (given.count("rope_scaling")) stored.rope_scaling = opt["rope_scaling"];  // any scaling, not only the trained one
+        if (given.count("rope_scaling_factor"))
+            stored.rope_scaling_factor = parse_number_arg(opt["rope_scaling_factor"], "--rope_scaling_factor");
+        validate_model(stored);
+        ModelConfig mc = model_config(stored);
         if (encoder && (int)encoder->vocab().size() != mc.V)
             throw std::runtime_error("--prompt: the model's vocabulary has " + std::to_string(mc.V) + " ids, not the " +
                                      std::to_string(encoder->vocab().size()) + " of " + opt["encoder_json"] +

@@ -664,13 +664,32 @@ static std::string arithmetic(const Config& c, const std::string& device) {
     return precision;
 }
 
+// The training length RoPE scaling refers to when rope_train_len is 0: the one the --init_from
+// checkpoint's config records (its rope_train_len, or before that key its seq_len), else seq_len.
+static int trained_length(const Config& c) {
+    if (c.init_from.empty()) return c.seq_len;
+    const StFile f = safetensors_read(c.init_from);
+    if (!f.metadata.count("config")) return c.seq_len;
+    const Config theirs = stored_config(f.metadata.at("config"), f.path);
+    return theirs.rope_train_len > 0 ? theirs.rope_train_len : theirs.seq_len;
+}
+
+// " | rope_scaling yarn, s 2, training length 64" (nothing for none)
+static std::string scaling_text(const Config& c) {
+    if (c.rope_scaling == "none") return "";
+    char s[48] = "max(1, L / training length)";
+    if (c.rope_scaling != "dynamic" && c.rope_scaling_factor > 0) snprintf(s, sizeof s, "%g", c.rope_scaling_factor);
+    return " | rope_scaling " + c.rope_scaling + ", s " + std::string(s) + ", training length " +
+           std::to_string(model_config(c).rope_scaling.train_len);
+}
+
 static void print_model(const Config& c, const std::string& device, const std::string& arith, size_t bytes_per_param,
                         bool cpu) {
     ModelConfig mc = model_config(c);
     ParamCounts pc = param_counts(mc);
     const std::string mlp = mc.F() != 4 * mc.C ? " mlp_hidden=" + std::to_string(mc.F()) : "";
-    printf("model: pos=%s L=%d H=%d C=%d%s V=%d maxT=%d | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H, mc.C,
-           mlp.c_str(), mc.V, mc.maxT, device.c_str(), arith.c_str());
+    printf("model: pos=%s L=%d H=%d C=%d%s V=%d maxT=%d%s | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H,
+           mc.C, mlp.c_str(), mc.V, mc.maxT, scaling_text(c).c_str(), device.c_str(), arith.c_str());
     std::string matched;  // match_params: the count this model's was matched to
     if (!c.match_params.empty())
         matched = " | mlp_hidden " + std::to_string(mc.F()) + ": nearest " + c.match_params + "'s total " +
@@ -722,6 +741,7 @@ static int train_main(int argc, char** argv) {
         json changes = resume ? resume_changes(resumed_config(cfg.resume), cfg) : json::object();
         if (!cfg.eval_only.empty()) changes = config_changes(resumed_config(cfg.eval_only), cfg);
         cfg.mlp_hidden = model_config(cfg).mlp_hidden;  // resolved: config.json and the checkpoints record it
+        if (!resume && cfg.rope_train_len == 0) cfg.rope_train_len = trained_length(cfg);  // recorded likewise
         if (cfg.memory) {  // before any folder or allocation: works for a config this machine cannot run
             print_memory(cfg, memory_on_cpu(cfg));
             return 0;

@@ -76,6 +76,23 @@ expect_fail crope_odd_embd "^error: .*pos=crope needs an even n_embd" -- \
 expect_only_error sin_scale_zero "^error: .*sin_scale must be > 0, got 0$" -- run sin0 "$good" --pos sinusoidal --sin_scale 0
 expect_only_error sin_scale_other_scheme "^error: .*sin_scale 0.5 is set, but pos=rope adds no sinusoidal table to scale" -- \
   run sinrope "$good" --sin_scale 0.5
+# RoPE scaling: one error line naming the key, and no run folder
+rope_bad() {  # NAME PATTERN ARGS...
+  local name=$1 pattern=$2; shift 2
+  expect_only_error "$name" "$pattern" -- run "$name" "$good" "$@"
+  if [ -e "$tmp/run_$name" ]; then fail "${name}_nothing_written" "$tmp/run_$name exists"; else pass "${name}_nothing_written"; fi
+}
+rope_bad rope_scaling_unknown "^error: rope_scaling must be one of none \| linear \| ntk \| dynamic \| yarn, got 'ntkk'$" \
+  --rope_scaling ntkk
+rope_bad rope_scaling_no_rotation "^error: rope_scaling linear is set, but pos=alibi rotates nothing to scale" \
+  --pos alibi --rope_scaling linear
+rope_bad rope_scaling_factor_below_one "^error: rope_scaling_factor must be 0 \(from the length\) or a finite s >= 1, got 0.5$" \
+  --rope_scaling linear --rope_scaling_factor 0.5
+rope_bad rope_scaling_factor_negative "^error: rope_scaling_factor must be 0 .* got -2$" --rope_scaling yarn --rope_scaling_factor -2
+rope_bad rope_scaling_factor_text "^error: .*--rope_scaling_factor: expected a number" --rope_scaling ntk --rope_scaling_factor two
+rope_bad rope_scaling_factor_without_scaling "^error: rope_scaling_factor 2 is set, but rope_scaling is none$" \
+  --rope_scaling_factor 2
+rope_bad rope_train_len_negative "^error: rope_train_len must be >= 0 \(0 = seq_len\), got -1$" --rope_train_len -1
 expect_fail batch_size_zero "^error: .*batch_size must be >= 1" -- run b0 "$good" --batch_size 0
 expect_fail eval_long_every_negative "^error: .*eval_long_every must be >= 0, got -1" -- run ele "$good" --eval_long_every -1
 expect_fail seq_len_too_long "^error: .*seq_len 32 with max_seq_len 16" -- run t32 "$good" --seq_len 32
@@ -235,6 +252,12 @@ cp "$w" "$tmp/nan.safetensors" && stfix "$tmp/nan.safetensors" 'data[0:4] = stru
 expect_fail init_from_nan_weights "^error: .*nan.safetensors: tensor '[a-z.]+' holds non-finite values" -- \
   run initnan "$good" --init_from "$tmp/nan.safetensors"
 expect_fail sample_nan_weights "^error: .*holds non-finite values" -- "$SAMPLE" --checkpoint "$tmp/nan.safetensors"
+expect_only_error sample_rope_scaling_unknown "^error: rope_scaling must be one of none .* got 'big'$" -- \
+  "$SAMPLE" --checkpoint "$w" --rope_scaling big
+expect_only_error sample_rope_scaling_factor_below_one "^error: rope_scaling_factor must be 0 .* got 0.9$" -- \
+  "$SAMPLE" --checkpoint "$w" --rope_scaling yarn --rope_scaling_factor 0.9
+expect_only_error sample_rope_scaling_factor_text "^error: --rope_scaling_factor: expected a number" -- \
+  "$SAMPLE" --checkpoint "$w" --rope_scaling yarn --rope_scaling_factor x
 cp "$w" "$tmp/crope.safetensors" && stfix "$tmp/crope.safetensors" 'meta["pos"] = "crope"'
 expect_fail init_from_other_model "^error: .*crope.safetensors holds the weights of another model \(pos=crope" -- \
   run initcrope "$good" --init_from "$tmp/crope.safetensors"
