@@ -299,10 +299,11 @@ static std::vector<double> spread_params(const ModelConfig& c, Rng& rng) {
 
 // tile > 0: the classifier over vocabulary tiles (GPT::classifier_tiles) of V = 13 padded to 16:
 // tiles of 6 leave a last tile [12, 16) of one class and three padded columns. mlp_hidden > 0: the
-// MLP's hidden width instead of 4C = 32.
+// MLP's hidden width instead of 4C = 32. scaling: the rotary tables' (RopeScaling).
 static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng& rng, int tile = 0,
-                              int mlp_hidden = 0) {
+                              int mlp_hidden = 0, RopeScaling scaling = {}) {
     ModelConfig c = tiny_config(pos);
+    c.rope_scaling = scaling;
     c.flash = flash;
     c.mlp_hidden = mlp_hidden;
     if (tile > 0) c.vocab_pad = 4, c.classifier_tile = tile;
@@ -337,7 +338,8 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
             num(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel);
         double e = rel_err(a, num);
         const char* check = flash ? "model_flash_" : tile ? "model_tiles_" : mlp_hidden ? "model_mlp_" : "model_";
-        table_row(check + std::string(pos_name(pos)), t.name, e, t.numel);
+        const std::string kind = scaling.kind ? std::string("_") + kRopeScalingNames[scaling.kind] : "";
+        table_row(check + std::string(pos_name(pos)) + kind, t.name, e, t.numel);
         if (!(e < kTol)) {
             ok = false;
             worst = t.name + " rel err " + fmt(e);
@@ -464,6 +466,41 @@ static void xpos_by_hand(Rng& rng) {
           "score error " + fmt(err) + ", the decay changes a score by " + fmt(decayed));
 }
 
+// Each RoPE scaling's tables against MODEL.md's formulas (D = 8, base 100, s = 2): linear's row 2m is
+// plain RoPE's row m; ntk is plain RoPE at base b s^(D/(D-2)); dynamic is plain RoPE up to the training
+// length; yarn keeps the pairs of short wavelength (ramp 1), divides the angles of long ones by s
+// (ramp 0), mixes the two between, and scales cos and sin by 0.1 ln s + 1.
+static void rope_scaling_tables() {
+    const int n = 64, D = 8, J = D / 2, Ltr = 40;
+    const double b = 100, s = 2;
+    Vd c0, s0, c, sn;
+    rope_tables(c0, s0, n, D, b);
+    double e = 0;
+    auto near = [&](double x, double y) { e = std::max(e, std::fabs(x - y)); };
+    rope_tables(c, sn, n, D, b, {RopeScaling::linear, s, Ltr}, s);
+    for (int m = 0; 2 * m < n; m++)
+        for (int j = 0; j < J; j++) near(c[2 * m * J + j], c0[m * J + j]), near(sn[2 * m * J + j], s0[m * J + j]);
+    Vd cb, sb;
+    rope_tables(cb, sb, n, D, b * std::pow(s, D / (D - 2.0)));
+    rope_tables(c, sn, n, D, b, {RopeScaling::ntk, s, Ltr}, s);
+    for (int i = 0; i < n * J; i++) near(c[i], cb[i]), near(sn[i], sb[i]);
+    const RopeScaling dyn = {RopeScaling::dynamic, 3, Ltr};  // the factor does not count
+    rope_tables(c, sn, n, D, b, dyn, dyn.s(Ltr));
+    const bool same = c == c0 && sn == s0 && dyn.s(Ltr) == 1 && dyn.s(2 * Ltr) == 2;
+    // yarn at base 10000, training length 256: r_j = 256 theta_j / 2pi = 40.7 (ramp 1), 4.07 (between),
+    // 0.41, 0.041 (ramp 0)
+    rope_tables(c, sn, n, D, 1e4, {RopeScaling::yarn, s, 256}, s);
+    const double t = 0.1 * std::log(s) + 1, g1 = (256 * 0.1 / (2 * M_PI) - 1) / 31;
+    const double keep[J] = {1, (1 - g1) / s + g1, 1 / s, 1 / s};
+    for (int m = 0; m < n; m++)
+        for (int j = 0; j < J; j++) {
+            const double theta = std::pow(1e4, -2.0 * j / D) * keep[j];
+            near(c[m * J + j], t * std::cos(m * theta)), near(sn[m * J + j], t * std::sin(m * theta));
+        }
+    check("rope_scaling_tables", e < 1e-12 && same,
+          "max diff " + fmt(e) + (same ? "" : ", dynamic is not plain RoPE at the training length"));
+}
+
 // ALiBi: the slopes of the paper's rule (H = 8, and H = 6, not a power of two), and both attention
 // paths' outputs against softmax(q.k / sqrt(D) - m_h (t - t2)) v written out.
 static void alibi_by_hand(Rng& rng) {
@@ -574,10 +611,10 @@ int main(int argc, char** argv) {
                 "usage: %s [--list] [NAME...]\n"
                 "Finite differences in double precision against the analytic backward: the inputs of every op and\n"
                 "every parameter tensor of a tiny model in each position scheme (also with flash attention, with\n"
-                "vocabulary tiles and with another MLP width), float against double, and the RoPE, CRoPE, ALiBi, xPos\n"
-                "and AdamW checks. Prints the table of max relative errors, a PASS or FAIL line per check and the count,\n"
-                "\"N passed, N failed\"; exits 1 if a check failed. --list prints the names of the checks and runs\n"
-                "nothing; NAME... runs those whose name contains one of them.\n",
+                "vocabulary tiles, with another MLP width and under each RoPE scaling), float against double, and\n"
+                "the RoPE, CRoPE, ALiBi, xPos and AdamW checks. Prints the table of max relative errors, a PASS or\n"
+                "FAIL line per check and the count, \"N passed, N failed\"; exits 1 if a check failed. --list prints\n"
+                "the names of the checks and runs nothing; NAME... runs those whose name contains one of them.\n",
                 argv[0]);
             return 0;
         }
@@ -606,8 +643,17 @@ int main(int argc, char** argv) {
     tests.push_back(test_group("gradcheck_model_mlp_hidden_crope", [&] {
         model_checks_with("gradcheck_model_mlp_hidden_crope", Pos::crope, false, rng, 0, 40);
     }));
+    // each RoPE scaling at T = 6, twice the training length 3 (s = 2 from the length; yarn's temperature)
+    for (Pos p : {Pos::rope, Pos::crope})
+        for (int k = RopeScaling::linear; k <= RopeScaling::yarn; k++) {
+            const std::string name = std::string("gradcheck_model_") + pos_name(p) + "_" + kRopeScalingNames[k];
+            const RopeScaling sc = {(RopeScaling::Kind)k, 0, 3};
+            const bool flash = k % 2;  // both attention modes among the scalings
+            tests.push_back(test_group(name, [&, name, p, sc, flash] { model_checks_with(name, p, flash, rng, 0, 0, sc); }));
+        }
     tests.push_back(test_group("classifier_tiles_vs_rows", [&] { tiles_vs_rows(rng); }));
     tests.push_back(test_group("rope_scores_depend_on_relative_position", [&] { rope_relative(rng); }));
+    tests.push_back(test_group("rope_scaling_tables", [&] { rope_scaling_tables(); }));
     tests.push_back(test_group("crope_equals_complex_matmul", [&] { crope_complex(rng); }));
     tests.push_back(test_group("alibi_by_hand", [&] { alibi_by_hand(rng); }));
     tests.push_back(test_group("adamw", [&] { adamw_by_hand(rng); }));
