@@ -71,11 +71,12 @@ inline GenOptions greedy() {
     return o;
 }
 
-// The generation tests' tiny model of scheme pos, and its weights: drawn with seed and tripled,
-// for peaked logits, so that greedy decoding follows the text rather than near-ties.
-inline ModelConfig gen_config(Pos pos, bool flash) {
+// The generation tests' tiny model of scheme pos (rotary tables under scaling), and its weights:
+// drawn with seed and tripled, for peaked logits, so that greedy decoding follows the text rather
+// than near-ties.
+inline ModelConfig gen_config(Pos pos, bool flash, RopeScaling scaling = {}) {
     ModelConfig mc;
-    mc.pos = pos, mc.flash = flash;
+    mc.pos = pos, mc.flash = flash, mc.rope_scaling = scaling;
     mc.L = 2, mc.H = 2, mc.C = 16, mc.V = 37, mc.maxT = 32;
     return mc;
 }

@@ -4,7 +4,8 @@
 // scheme greedy runs of 200 tokens (text shorter than, equal to and longer than the window) on
 // GPT<CudaBackend<float>>: with the cache against the full recompute and against the CPU's cache, the
 // same tokens and logits equal to float rounding at every step; GPT<CudaBackend<bf16_t>> with the
-// cache against its own full recompute, within bf16's rounding. Without CUDA (build or device)
+// cache against its own full recompute, within bf16's rounding; the same for RoPE scalings whose s
+// grows with the text (dynamic, yarn; rope, crope). Without CUDA (build or device)
 // every test is reported SKIPPED.
 // Usage: test_cuda_generate [NAME...]
 #include <string>
@@ -95,5 +96,19 @@ int main(int argc, char** argv) {
                                                                               greedy(), false);
                      })});
     }
+    // RoPE scaling with s from the length (training length 12) as the text outgrows it: the cache,
+    // recomputed at each new s, against the CPU's (fp32) and against bf16's own full recompute
+    for (Pos p : {Pos::rope, Pos::crope})
+        for (int k : {RopeScaling::dynamic, RopeScaling::yarn}) {
+            const std::string n = std::string(kRopeScalingNames[k]) + "_" + pos_name(p);
+            [[maybe_unused]] const RopeScaling sc = {(RopeScaling::Kind)k, 0, 12};
+            t.push_back({"cuda_generate_scaling_vs_cpu_" + n, CUDA_FN([p, sc] {
+                             return gen_compare<CB, K>(gen_config(p, true, sc), 5, 48, 100, 1e-4, greedy(), true);
+                         })});
+            t.push_back({"cuda_bf16_generate_scaling_" + n, CUDA_FN([p, sc] {
+                             return gen_compare<CudaBackend<bf16_t>, CudaBackend<bf16_t>>(gen_config(p, true, sc), 5,
+                                                                                          48, 100, 2e-2, greedy(), false);
+                         })});
+        }
     return run_tests(t, argc, argv);
 }

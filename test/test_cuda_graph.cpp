@@ -1,5 +1,6 @@
 // The training step without the host (GPT::train_step) and its CUDA graph, on the CUDA backend:
-//   - graph vs eager, per position scheme: six steps (three at one shape, three at another, so
+//   - graph vs eager, per position scheme (and RoPE scalings whose tables change with the length,
+//     rewritten in place between replays): six steps (three at one shape, three at another, so
 //     the graph is dropped and captured again), a changing learning rate, clipping on, an
 //     evaluation at a longer length between steps (the scratch buffers grow while the graph
 //     exists): identical losses, norms, weights and AdamW moments, bit for bit; the same with
@@ -31,9 +32,18 @@ namespace {
 
 constexpr int kB = 2, kT = 33, kT2 = 17, kEvalT = 48, kSteps = 6;
 
-ModelConfig small_model(Pos pos) {
+// A position scheme, and for the scaled cases its rotary tables' scaling: s from the length over a
+// training length of kT2, so that the steps at kT and the evaluation at kEvalT rewrite the tables
+// in place between the graphs' replays.
+struct Scheme {
+    Pos pos;
+    RopeScaling scaling;
+    Scheme(Pos p, RopeScaling::Kind k = RopeScaling::none) : pos(p), scaling{k, 0, kT2} {}
+};
+
+ModelConfig small_model(Scheme scheme) {
     ModelConfig mc;
-    mc.pos = pos;
+    mc.pos = scheme.pos, mc.rope_scaling = scheme.scaling;
     mc.L = 2, mc.H = 4, mc.C = 32, mc.V = 97, mc.maxT = 48;
     mc.classifier_chunk = 7;
     return mc;
@@ -67,7 +77,7 @@ bool same_bits(const Vec& a, const Vec& b) {
 // kSteps queued steps, read one step late (step k+1 is queued before step k is read), with an
 // evaluation at kEvalT after the second step. tile > 0: the classifier over vocabulary tiles.
 template <class BK>
-Run queued_steps(Pos pos, bool use_graph, int tile = 0) {
+Run queued_steps(Scheme pos, bool use_graph, int tile = 0) {
     ModelConfig mc = small_model(pos);
     mc.flash = std::is_same<BK, CudaBackend<bf16_t>>::value;  // fp32: the cublas attention; bf16: flash
     mc.classifier_tile = tile;
@@ -100,7 +110,7 @@ Run queued_steps(Pos pos, bool use_graph, int tile = 0) {
 // The same steps the synchronous way: forward (returns the loss), backward, the norm and clip
 // scale on the host, update.
 template <class BK>
-Run sync_steps(Pos pos) {
+Run sync_steps(Scheme pos) {
     GPT<BK> g(small_model(pos));
     g.init(7);
     Run r;
@@ -131,7 +141,7 @@ std::string identical(const std::string& what, const Run& a, const Run& b) {
     return why;
 }
 
-std::string test_graph_vs_eager(Pos pos) {
+std::string test_graph_vs_eager(Scheme pos) {
     Run graph = queued_steps<CB>(pos, true);
     size_t after = graphs_alive();  // the model and its graph are gone
     Run eager = queued_steps<CB>(pos, false);
@@ -145,7 +155,7 @@ std::string test_graph_vs_eager(Pos pos) {
     return why;
 }
 
-std::string test_graph_vs_eager_bf16(Pos pos) {
+std::string test_graph_vs_eager_bf16(Scheme pos) {
     using BB = CudaBackend<bf16_t>;
     return identical("bf16 graph vs eager", queued_steps<BB>(pos, true), queued_steps<BB>(pos, false));
 }
@@ -161,7 +171,7 @@ std::string test_graph_vs_eager_tiles() {
     return why;
 }
 
-std::string test_queued_vs_sync(Pos pos) {
+std::string test_queued_vs_sync(Scheme pos) {
     std::string why = identical("gpu queued vs synchronous", queued_steps<CB>(pos, false), sync_steps<CB>(pos));
     append(why, identical("cpu queued vs synchronous", queued_steps<K>(pos, false), sync_steps<K>(pos)));
     return why;
@@ -172,7 +182,7 @@ std::string test_queued_vs_sync(Pos pos) {
 // (at kEvalT, longer than training's kT, in groups of one row: the same up to rounding), and the
 // training steps after it are those of a run without the evaluation.
 template <class BK>
-std::string eval_borrows(Pos pos, bool use_graph) {
+std::string eval_borrows(Scheme pos, bool use_graph) {
     std::string why;
     GPT<BK> g(small_model(pos)), plain(small_model(pos));
     auto step = [&](GPT<BK>& m, int t) {
@@ -209,7 +219,7 @@ std::string eval_borrows(Pos pos, bool use_graph) {
     return why;
 }
 
-std::string test_eval_borrows(Pos pos) {
+std::string test_eval_borrows(Scheme pos) {
     std::string why;
     append(why, eval_borrows<CB>(pos, true));
     append(why, eval_borrows<CB>(pos, false));
@@ -364,7 +374,7 @@ std::string test_column_sums_replays() {
 // forward replays its own CUDA graph from the second batch of each shape. Returns the batches'
 // losses; *graphed: whether a graph existed after every shape's batches.
 template <class BK>
-std::vector<double> eval_batches(Pos pos, bool use_graph, bool* graphed) {
+std::vector<double> eval_batches(Scheme pos, bool use_graph, bool* graphed) {
     GPT<BK> g(small_model(pos));
     g.init(7);
     g.queue.use_graph = use_graph;
@@ -392,7 +402,7 @@ std::vector<double> eval_batches(Pos pos, bool use_graph, bool* graphed) {
     return losses;
 }
 
-std::string test_eval_graph(Pos pos) {
+std::string test_eval_graph(Scheme pos) {
     bool graphed = false, eager_graphed = true, cpu_graphed = true;
     std::vector<double> graph = eval_batches<CB>(pos, true, &graphed);
     std::vector<double> eager = eval_batches<CB>(pos, false, &eager_graphed);
@@ -462,6 +472,15 @@ static std::vector<TestCase> all_tests() {
         t.push_back({"cuda_eval_borrows_training_buffers_" + n, CUDA_FN([p] { return test_eval_borrows(p); })});
         t.push_back({"cuda_eval_graph_vs_eager_" + n, CUDA_FN([p] { return test_eval_graph(p); })});
     }
+    // RoPE scalings whose s follows the length (fp32: cublas attention; bf16: flash)
+    for (Pos p : {Pos::rope, Pos::crope})
+        for (RopeScaling::Kind k : {RopeScaling::yarn, RopeScaling::dynamic}) {
+            [[maybe_unused]] const Scheme sc(p, k);  // unused without CUDA
+            const std::string n = std::string(pos_name(p)) + "_" + kRopeScalingNames[k];
+            t.push_back({"cuda_graph_vs_eager_" + n, CUDA_FN([sc] { return test_graph_vs_eager(sc); })});
+            t.push_back({"cuda_graph_vs_eager_bf16_" + n, CUDA_FN([sc] { return test_graph_vs_eager_bf16(sc); })});
+            t.push_back({"cuda_eval_graph_vs_eager_" + n, CUDA_FN([sc] { return test_eval_graph(sc); })});
+        }
     return t;
 }
 
