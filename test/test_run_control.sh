@@ -2,8 +2,9 @@
 # reused by mistake, Ctrl-C / SIGTERM stop with a checkpoint the run resumes from exactly,
 # output reaches a pipe or file at once, a run folder is locked while a trainer uses it, a
 # resume refuses a changed model or data and logs any other change, the grid runner passes
-# Ctrl-C to its trainers, the ETA counts evaluation, --init_from is recorded, eval_every 0 never
-# evaluates, and sampling says where it looked for the GPT-2 vocabulary.
+# Ctrl-C to its trainers, the ETA counts evaluation, --init_from is recorded, fine-tuning at a
+# longer length under a RoPE scaling works, eval_every 0 never evaluates, and sampling says where
+# it looked for the GPT-2 vocabulary.
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
 SAMPLE=${SAMPLE:-build/sample}
@@ -260,6 +261,30 @@ then pass init_from_recorded_with_sha256; else fail init_from_recorded_with_sha2
 if "$TRAIN" --resume "$tmp/init" --steps 2 >/dev/null 2>&1 && grep -q "$sum" "$tmp/init/config.json"; then
   pass init_from_record_survives_resume
 else fail init_from_record_survives_resume "$(cat "$tmp/init/config.json" | head -c 300)"; fi
+
+# --- fine-tuning at a longer length: --init_from a checkpoint trained at T = 8, then 2T and 4T
+# under linear and yarn: the run names the scaling and the training length 8 it measures s from,
+# config.json records both, and the validation loss at the new length falls in 5 steps
+"$TRAIN" "${data[@]}" "${tiny[@]}" --seq_len 8 --steps 2 --eval_every 0 --checkpoint_every 2 --run_dir "$tmp/t8" >/dev/null 2>&1
+for sc in linear yarn; do
+  for T in 16 32; do
+    r=$tmp/ft_${sc}_$T
+    out=$("$TRAIN" "${data[@]}" "${tiny[@]}" --seq_len $T --steps 5 --lr 3e-3 --eval_every 5 --eval_seq_lens $T,$((2 * T)) \
+      --checkpoint_every 0 --rope_scaling $sc --init_from "$tmp/t8/ckpt_000002/model.safetensors" --run_dir "$r" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "^model: pos=rope .* | rope_scaling $sc, s max(1, L / training length), training length 8 |" <<<"$out" &&
+      "$PYTHON" - "$r" "$sc" "$T" <<'PY'
+import json, math, sys
+run, sc, T = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cfg = json.load(open(run + "/config.json"))
+val = {(r["step"], r["seq_len"]): r["loss"] for r in map(json.loads, open(run + "/log.jsonl")) if r["type"] == "val"}
+ok = cfg["rope_scaling"] == sc and cfg["rope_train_len"] == 8 and all(math.isfinite(v) for v in val.values())
+sys.exit(0 if ok and (5, 2 * T) in val and val[(5, T)] < val[(0, T)] else 1)
+PY
+    then pass finetune_longer_${sc}_$T
+    else fail finetune_longer_${sc}_$T "status $rc: $(grep -E '^(model|val|error)' <<<"$out" | head -c 600)"; fi
+  done
+done
 
 # --- sampling: a GPT-2-vocabulary model without encoder.json prints ids and says, once, where it
 # looked; a small-vocabulary model (the synthetic task) prints ids without a word
