@@ -7,8 +7,10 @@ position scheme: learned (wpe table), sinusoidal (fixed sin/cos table, times sin
 the embedding), rope (q, k rotated on adjacent pairs (2j, 2j+1) after the QKV projection), or
 crope (as rope, and the Q/K/V projections are complex-linear: each stores A, B (C/2, C/2)
 and uses the real matrix with 2x2 blocks [[a, -b], [b, a]]), nope (no position information)
-alibi (head h's scaled scores get -m_h (i - j) before the softmax) or xpos (rope, and pair j
-of q at position n scaled by zeta_j^(n/512), of k at m by zeta_j^(-m/512), zeta_j = (2j/D + 0.4) / 1.4).
+or alibi (head h's scaled scores get -m_h (i - j) before the softmax) or xpos (rope, and pair j
+of q at position n scaled by zeta_j^(n/512), of k at m by zeta_j^(-m/512), zeta_j = (2j/D + 0.4) / 1.4);
+for rope and crope a RoPE scaling (--rope_scaling: linear, ntk, dynamic, yarn; yarn's temperature on
+the scores).
 AdamW is torch.optim.AdamW.
 
 Benchmark (default): random tokens, one timing loop. Prints one JSON line:
@@ -17,7 +19,9 @@ Benchmark (default): random tokens, one timing loop. Prints one JSON line:
 Reference steps (--data SHARD.bin): trains on the shard's windows in the trainer's
 sequential order (batch k = windows kB .. kB+B-1, window w = tokens wT .. wT+T) and prints
 one JSON line per step, {"step": s, "loss": ..., "grad_norm": ...}, as the trainer's log
-does. --save_init FILE writes the initial weights in the trainer's safetensors layout
+does; with --val_data, then one line per --val_lens length, {"step", "seq_len", "val_loss"}: the
+mean loss over the first --val_tokens targets, as back-to-back windows of that length (what the
+trainer scores at each eval_seq_lens entry dividing the longest). --save_init FILE writes the initial weights in the trainer's safetensors layout
 (F32), for build/train --init_from FILE; the model then starts from those float32 values.
 
 Usage: torch_reference.py --pos crope [--compile] [--n_layer 4 --n_head 4 --n_embd 128 --mlp_hidden 0
@@ -25,6 +29,8 @@ Usage: torch_reference.py --pos crope [--compile] [--n_layer 4 --n_head 4 --n_em
        [--device cpu [--threads N]]
        torch_reference.py --pos rope --data SHARD.bin --save_init FILE.safetensors
        [--dtype float64] [--lr 1e-3 --weight_decay 0.01] [model and batch flags as above]
+       [--rope_scaling yarn --rope_scaling_factor 0 --rope_train_len 0]
+       [--val_data SHARD.bin --val_lens 8,16,32 --val_tokens 64]
 """
 import argparse
 import json
@@ -55,6 +61,35 @@ def xpos_scale(T, D):
     """(T, D/2): xPos's zeta_j^(m/512) at position m, zeta_j = (2j/D + 0.4) / 1.4 (no position shift)."""
     zeta = (2.0 * torch.arange(D // 2, dtype=torch.float64) / D + 0.4) / 1.4
     return zeta[None, :] ** (torch.arange(T, dtype=torch.float64)[:, None] / 512.0)
+
+
+SCALINGS = ["none", "linear", "ntk", "dynamic", "yarn"]
+
+
+def rope_scale(scaling, factor, train_len, T):
+    """The scaling's s for a sequence of T tokens: the factor, or (0, and always for dynamic)
+    max(1, T / train_len)."""
+    if scaling == "none":
+        return 1.0
+    return factor if factor > 0 and scaling != "dynamic" else max(1.0, T / train_len)
+
+
+def scaled_rope_tables(T, D, base, scaling, s, train_len):
+    """cos, sin (T, D/2) under a RoPE scaling (MODEL.md, RoPE scaling), without yarn's
+    temperature, which GPT.forward applies to the scores."""
+    j = torch.arange(D // 2, dtype=torch.float64)
+    if scaling in ("ntk", "dynamic"):
+        base = base * s ** (D / (D - 2))
+    theta = base ** (-2.0 * j / D)
+    if scaling == "yarn":
+        wavelength = 2 * math.pi / theta
+        ramp = ((train_len / wavelength - 1) / (32 - 1)).clamp(0, 1)
+        theta = theta * ((1 - ramp) / s + ramp)
+    m = torch.arange(T, dtype=torch.float64)
+    if scaling == "linear":
+        m = m / s
+    ang = m[:, None] * theta[None, :]
+    return torch.cos(ang), torch.sin(ang)
 
 
 def default_sin_scale():
@@ -149,7 +184,7 @@ class Block(nn.Module):
         for lin in (self.proj, self.fc, self.fc2) + ((self.qkv,) if pos != "crope" else ()):
             nn.init.zeros_(lin.bias)
 
-    def forward(self, x, cos, sin, bias, scale):
+    def forward(self, x, cos, sin, bias, scale, score_scale=1.0):
         B, T, C = x.shape
         H, D = self.H, C // self.H
         qkv = self.qkv(self.ln1(x))
@@ -160,6 +195,8 @@ class Block(nn.Module):
         if scale is not None:  # xpos: both elements of pair j share its factor
             s = scale.repeat_interleave(2, dim=-1)  # (T, D)
             q, k = q * s, k / s
+        if score_scale != 1.0:  # yarn's temperature: q.k multiplied by it
+            q = q * score_scale
         y = causal_attention(q, k, v, bias)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
         x = x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
@@ -167,9 +204,12 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, V, maxT, C, L, H, pos, rope_base=10000.0, mlp_hidden=0, sin_scale=1.0):
+    def __init__(self, V, maxT, C, L, H, pos, rope_base=10000.0, mlp_hidden=0, sin_scale=1.0,
+                 rope_scaling="none", rope_scaling_factor=0.0, rope_train_len=1):
         super().__init__()
         self.pos = pos
+        self.D, self.rope_base = C // H, rope_base
+        self.scaling = (rope_scaling, rope_scaling_factor, rope_train_len)
         self.wte = nn.Embedding(V, C)
         nn.init.normal_(self.wte.weight, std=0.02)
         if pos == "learned":
@@ -194,10 +234,17 @@ class GPT(nn.Module):
             x = x + self.pe[:T]
         rotary = self.pos in ("rope", "crope", "xpos")
         cos, sin = (self.rope_cos[:T], self.rope_sin[:T]) if rotary else (None, None)
+        scaling, factor, train_len = self.scaling
+        score_scale = 1.0
+        if rotary and (scaling != "none" or T > len(self.rope_cos)):  # this length's s, rounded once
+            s = rope_scale(scaling, factor, train_len, T)
+            cos, sin = (t.to(x.dtype) for t in scaled_rope_tables(T, self.D, self.rope_base, scaling, s, train_len))
+            if scaling == "yarn":
+                score_scale = (0.1 * math.log(s) + 1) ** 2
         bias = alibi_bias(self.slopes, T) if self.pos == "alibi" else None
         scale = self.xpos[:T] if self.pos == "xpos" else None
         for blk in self.blocks:
-            x = blk(x, cos, sin, bias, scale)
+            x = blk(x, cos, sin, bias, scale, score_scale)
         logits = F.linear(self.lnf(x), self.wte.weight)  # tied head
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
@@ -262,6 +309,13 @@ def main():
     ap.add_argument("--max_seq_len", type=int, default=1024)
     ap.add_argument("--mlp_hidden", type=int, default=0, help="the MLP's hidden width (0 = 4 x n_embd)")
     ap.add_argument("--sin_scale", type=float, default=default_sin_scale(), help="sinusoidal: the fixed table's factor")
+    ap.add_argument("--rope_scaling", default="none", choices=SCALINGS, help="rope, crope: the tables' scaling")
+    ap.add_argument("--rope_scaling_factor", type=float, default=0.0, help="its s (0 = from the length)")
+    ap.add_argument("--rope_train_len", type=int, default=0, help="the length s refers to (0 = seq_len)")
+    ap.add_argument("--val_data", help="with --data: after the steps, the validation loss on this shard")
+    ap.add_argument("--val_lens", default="", help="at these lengths, e.g. 8,16,32")
+    ap.add_argument("--val_tokens", type=int, default=0,
+                    help="over the first this many target tokens, as windows of each length from the start")
     ap.add_argument("--batch_size", type=int, default=16)
     ap.add_argument("--seq_len", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=30, help="timed steps (with --data: steps to run)")
@@ -292,7 +346,8 @@ def main():
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
     model = GPT(a.vocab_size, a.max_seq_len, a.n_embd, a.n_layer, a.n_head, a.pos, mlp_hidden=a.mlp_hidden,
-                sin_scale=a.sin_scale)
+                sin_scale=a.sin_scale, rope_scaling=a.rope_scaling, rope_scaling_factor=a.rope_scaling_factor,
+                rope_train_len=a.rope_train_len or a.seq_len)
     if a.save_init:
         save_safetensors(a.save_init, trainer_tensors(model))
     with torch.no_grad():  # start from exactly the float32 values a saved init holds
@@ -323,6 +378,13 @@ def main():
             norm = []
             loss = step(w[:, :-1].contiguous(), w[:, 1:].contiguous(), norm)
             print(json.dumps({"step": s + 1, "loss": float(loss), "grad_norm": norm[0]}), flush=True)
+        if a.val_data:  # windows of each length, back to back from the split's start
+            val = read_shard(a.val_data)
+            with torch.no_grad():
+                for Tv in (int(x) for x in a.val_lens.split(",")):
+                    w = torch.stack([val[o:o + Tv + 1] for o in range(0, a.val_tokens, Tv)])  # (n, Tv+1)
+                    loss = model(w[:, :-1].contiguous(), w[:, 1:].contiguous())
+                    print(json.dumps({"step": a.steps, "seq_len": Tv, "val_loss": float(loss)}), flush=True)
         return
 
     def random_step():

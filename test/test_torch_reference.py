@@ -2,8 +2,10 @@
 knows (build/train --list-pos), scripts/torch_reference.py (PyTorch, float64) writes its
 initial weights, the trainer starts from them (--init_from) and both take the same first
 steps on the same batches; the training losses and gradient norms must agree to 1e-5
-relative; also CRoPE with another MLP width (mlp_hidden 40, not 4C = 64) and the sinusoidal
-table at a factor other than the default (sin_scale 1, the original table). SKIPPED when
+relative; also CRoPE with another MLP width (mlp_hidden 40, not 4C = 64), the sinusoidal
+table at a factor other than the default (sin_scale 1, the original table), and RoPE and CRoPE
+under every RoPE scaling (s > 1 in training), with the validation loss at 1x, 2x and 4x the
+training length after the steps. SKIPPED when
 PyTorch is not installed (Debian: python3-torch)."""
 import json
 import os
@@ -26,6 +28,11 @@ STEPS = 4
 MODEL = {"n_layer": 2, "n_head": 2, "n_embd": 16, "vocab_size": 64, "max_seq_len": 16}
 BATCH = {"batch_size": 2, "seq_len": 8}
 OPTIM = {"lr": 1e-2, "weight_decay": 0.01}
+# RoPE scaling: validation at 1x, 2x and 4x seq_len over the same 2 x 32 targets; training length 4,
+# so that s = max(1, L / 4) is 2 in training and 4, 8 at the longer lengths (factor 0)
+VAL_LENS = [8, 16, 32]
+VAL_TOKENS = BATCH["batch_size"] * VAL_LENS[-1]
+SCALINGS = ["none", "linear", "ntk", "dynamic", "yarn"]
 
 
 def flags(d):
@@ -36,34 +43,51 @@ def rel(a, b):
     return abs(a - b) / max(abs(a), abs(b), 1e-30)
 
 
-def compare(pos, tmp, shard, name, model=MODEL):
+def compare(pos, tmp, shard, name, model=MODEL, scaling=None, val=None):
+    """scaling: the RoPE scaling's flags; val: a validation shard, scored after the steps at 1x, 2x
+    and 4x seq_len (VAL_LENS) by both."""
     init = os.path.join(tmp, f"init_{name}.safetensors")
+    extra = flags(scaling or {})
+    ref_val = ["--val_data", val, "--val_lens", ",".join(map(str, VAL_LENS)), "--val_tokens", str(VAL_TOKENS)]
     ref = subprocess.run([sys.executable, REFERENCE, "--pos", pos, "--data", shard, "--save_init", init,
                           "--dtype", "float64", "--steps", str(STEPS), "--threads", "1"]
-                         + flags(model) + flags(BATCH) + flags(OPTIM), capture_output=True, text=True)
+                         + flags(model) + flags(BATCH) + flags(OPTIM) + extra + (ref_val if val else []),
+                         capture_output=True, text=True)
     if ref.returncode != 0:
         return f"torch_reference.py failed: {ref.stderr.strip()[-300:]}"
-    expect = [json.loads(line) for line in ref.stdout.splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in ref.stdout.splitlines() if line.startswith("{")]
+    expect = [r for r in lines if "val_loss" not in r]
     run = os.path.join(tmp, f"run_{name}")
+    # one evaluation, after the last step: B windows of the longest length, cut into each length's
+    # pieces, are the reference's first VAL_TOKENS targets (eval_batches 1: B max(1, T / 4T) windows)
+    tr_val = ["--val_data", val, "--eval_every", str(STEPS), "--eval_batches", "1",
+              "--eval_seq_lens", ",".join(map(str, VAL_LENS))] if val else ["--eval_every", "0"]
     tr = subprocess.run([TRAIN, "--pos", pos, "--train_data", shard, "--init_from", init, "--steps", str(STEPS),
                          "--data_order", "sequential", "--schedule", "constant", "--warmup_steps", "0",
                          "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-8", "--decay", "all",
-                         "--grad_clip", "0", "--eval_every", "0", "--checkpoint_every", "0", "--device", "cpu",
-                         "--run_dir", run] + flags(model) + flags(BATCH) + flags(OPTIM),
+                         "--grad_clip", "0", "--checkpoint_every", "0", "--device", "cpu",
+                         "--run_dir", run] + flags(model) + flags(BATCH) + flags(OPTIM) + extra + tr_val,
                         capture_output=True, text=True)
     if tr.returncode != 0:
         return f"build/train failed: {(tr.stderr or tr.stdout).strip()[-300:]}"
     with open(os.path.join(run, "log.jsonl")) as f:
-        got = [r for r in map(json.loads, f) if r.get("type") == "train"]
+        log = list(map(json.loads, f))
+    got = [r for r in log if r.get("type") == "train"]
     if len(got) != STEPS or len(expect) != STEPS:
         return f"{len(got)} trainer steps and {len(expect)} reference steps, expected {STEPS}"
+    pairs = [(f"step {e['step']} {key}", g[key], e[key]) for g, e in zip(got, expect) for key in ("loss", "grad_norm")]
+    if val:
+        got_val = {r["seq_len"]: r["loss"] for r in log if r.get("type") == "val" and r["step"] == STEPS}
+        want_val = {r["seq_len"]: r["val_loss"] for r in lines if "val_loss" in r}
+        if sorted(got_val) != VAL_LENS or sorted(want_val) != VAL_LENS:
+            return f"validation lengths: trainer {sorted(got_val)}, torch {sorted(want_val)}, expected {VAL_LENS}"
+        pairs += [(f"val loss at {t}", got_val[t], want_val[t]) for t in VAL_LENS]
     worst, where = 0.0, ""
-    for g, e in zip(got, expect):
-        for key in ("loss", "grad_norm"):
-            err = rel(g[key], e[key])
-            if err > worst:
-                worst, where = err, f"step {e['step']} {key}: trainer {g[key]!r}, torch {e[key]!r}"
-    print(f"# {name}: max rel diff {worst:.2e} over {STEPS} steps (loss, grad_norm)")
+    for what, g, e in pairs:
+        err = rel(g, e)
+        if err > worst:
+            worst, where = err, f"{what}: trainer {g!r}, torch {e!r}"
+    print(f"# {name}: max rel diff {worst:.2e} over {STEPS} steps (loss, grad_norm){' and validation' if val else ''}")
     return "" if worst <= TOL else f"rel diff {worst:.2e} > {TOL:g} at {where}"
 
 
@@ -88,6 +112,14 @@ def main():
         check("torch_reference_crope_mlp_hidden_40", not why, why)
         why = compare("sinusoidal", tmp, shard, "sinusoidal_sin_scale_1", dict(MODEL, sin_scale=1))
         check("torch_reference_sinusoidal_sin_scale_1", not why, why)
+        val = os.path.join(tmp, "ref_val_000000.bin")
+        shards.write_shard(val, [rng.randrange(MODEL["vocab_size"]) for _ in range(VAL_TOKENS + 1)])
+        cases = [(pos, sc, {"rope_scaling": sc, "rope_train_len": 4}) for pos in ("rope", "crope") for sc in SCALINGS]
+        cases.append(("rope", "yarn_factor_3", {"rope_scaling": "yarn", "rope_scaling_factor": 3}))
+        for pos, sc, scaling in cases:
+            name = f"torch_reference_{pos}_scaling_{sc}"
+            why = compare(pos, tmp, shard, name, scaling=scaling, val=val)
+            check(name, not why, why)
 
 
 main()
