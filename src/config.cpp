@@ -452,7 +452,7 @@ std::string help_text() {
     std::string group;
     for (const KeyHelp& k : key_help()) {
         if (k.group != group) s += "\n" + (group = k.group) + ":\n";
-        s += "  --" + column(k.name, 17) + " " + column(k.value, 12) + " " + k.help + "\n";
+        s += "  --" + column(k.name, 19) + " " + column(k.value, 12) + " " + k.help + "\n";
     }
     s += "\nposition schemes (--pos):\n";
     for (const PosTraits& t : kPosSchemes) s += "  " + column(t.name, 12) + " " + t.about + "\n";
