@@ -1,7 +1,7 @@
 # build/sample end to end: for every position scheme a tiny trained model gives the same text with
 # the KV cache as with --no_cache (greedy and seeded sampling, the text growing past max_seq_len
 # 16), the sliding window said once; --num_samples and the speed line; rope and alibi past
-# max_seq_len with --context; and the same with --device cuda under the emulation (make emu),
+# max_seq_len with --context; another RoPE scaling than the trained one; and the same with --device cuda under the emulation (make emu),
 # fp32 and bf16. test_generate and test_cuda_generate compare the logits step by step.
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
@@ -67,6 +67,16 @@ for pos in rope alibi xpos; do
   if out a "${ck[@]}" && out b "${ck[@]}" --no_cache && cmp -s "$tmp/a.out" "$tmp/b.out" &&
     ! grep -q '^note:' "$tmp/a.err"; then pass "sample_context_past_max_seq_len_$pos"
   else fail "sample_context_past_max_seq_len_$pos" "$(cat "$tmp/a.out" "$tmp/b.out" "$tmp/a.err")"; fi
+done
+
+# a rope checkpoint trained without scaling, sampled under linear and yarn past its training length
+# 16 (seeded sampling): cache = recompute (the cache recomputed as s grows), and not the unscaled text
+ck=(--checkpoint "$tmp/rope" --prompt_ids "3 1 4 1 5" --tokens 40 --temperature 0.9 --seed 1 --context 48)
+out plain "${ck[@]}"
+for sc in linear yarn; do
+  if out a "${ck[@]}" --rope_scaling $sc && out b "${ck[@]}" --rope_scaling $sc --no_cache &&
+    cmp -s "$tmp/a.out" "$tmp/b.out" && ! cmp -s "$tmp/a.out" "$tmp/plain.out"; then pass "sample_rope_scaling_$sc"
+  else fail "sample_rope_scaling_$sc" "$(cat "$tmp/a.out" "$tmp/b.out" "$tmp/plain.out" "$tmp/a.err")"; fi
 done
 
 # --device cuda under the emulation: the CPU's text in fp32 (TF32 or not, these greedy runs agree),
