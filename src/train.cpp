@@ -741,11 +741,12 @@ static int train_main(int argc, char** argv) {
         json changes = resume ? resume_changes(resumed_config(cfg.resume), cfg) : json::object();
         if (!cfg.eval_only.empty()) changes = config_changes(resumed_config(cfg.eval_only), cfg);
         cfg.mlp_hidden = model_config(cfg).mlp_hidden;  // resolved: config.json and the checkpoints record it
-        if (!resume && cfg.rope_train_len == 0) cfg.rope_train_len = trained_length(cfg);  // recorded likewise
         if (cfg.memory) {  // before any folder or allocation: works for a config this machine cannot run
             print_memory(cfg, memory_on_cpu(cfg));
             return 0;
         }
+        // recorded as mlp_hidden is; after --memory, which reads no file
+        if (!resume && cfg.rope_train_len == 0) cfg.rope_train_len = trained_length(cfg);
         const dist::Group& dg = dist::group();
         if (dg.world > 1) {  // under mpirun: rank 0 prints and writes the run folder
             if (dg.rank != 0 && !freopen("/dev/null", "w", stdout))
