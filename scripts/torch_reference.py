@@ -6,8 +6,8 @@ The same model as the trainer: pre-LN GPT-2 blocks, tanh GELU, tied LM head, and
 position scheme: learned (wpe table), sinusoidal (fixed sin/cos table, times sin_scale, added to
 the embedding), rope (q, k rotated on adjacent pairs (2j, 2j+1) after the QKV projection), or
 crope (as rope, and the Q/K/V projections are complex-linear: each stores A, B (C/2, C/2)
-and uses the real matrix with 2x2 blocks [[a, -b], [b, a]]), nope (no position information)
-or alibi (head h's scaled scores get -m_h (i - j) before the softmax) or xpos (rope, and pair j
+and uses the real matrix with 2x2 blocks [[a, -b], [b, a]]), nope (no position information),
+alibi (head h's scaled scores get -m_h (i - j) before the softmax) or xpos (rope, and pair j
 of q at position n scaled by zeta_j^(n/512), of k at m by zeta_j^(-m/512), zeta_j = (2j/D + 0.4) / 1.4);
 for rope and crope a RoPE scaling (--rope_scaling: linear, ntk, dynamic, yarn; yarn's temperature on
 the scores).
