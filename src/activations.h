@@ -1,9 +1,12 @@
-// The activations of GPT<BK>'s forward pass over (B, T) tokens and the buffers of its backward
-// (model.h runs the ops that write them): Acts, one set of buffers; activation_buffers, the one
-// table of them, from which Activations (the model's two sets) allocates and the memory estimate
-// (config.cpp: model_memory_parts, train --memory) sums. Training keeps every layer's
-// activations for the backward pass; evaluation keeps one layer's worth, and borrows the training
-// set's buffers when they are large enough.
+// The buffers of GPT<BK> (model.h), each declared once in a table from which the model allocates
+// and the memory estimate (memory_estimate.cpp: model_memory_parts, train --memory) sums, so the
+// two cannot disagree. model_buffers: the model's own (weights, gradients, AdamW's moments, the
+// GEMMs' copy, CRoPE's expanded weights, the position data, gradient accumulation's ids and
+// losses), members of ModelBuffers. activation_buffers: the activations of its forward pass over
+// (B, T) tokens and the buffers of its backward, members of Acts, one set of them; Activations
+// holds the model's two sets. Training keeps every layer's activations for the backward pass;
+// evaluation keeps one layer's worth, and borrows the training set's buffers when they are large
+// enough.
 //
 // Two element types (model.h says which is which): Real, the parameters' (fp32 on the GPU), for
 // LayerNorm's mean and rstd, flash attention's log-sum-exps and the losses; Act for the rest.
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "params.h"
+#include "pos.h"
 
 template <class RealT, class ActT>
 struct Acts {
@@ -40,9 +44,10 @@ struct Acts {
     // by each LayerNorm backward): it is the dout of GEMMs, whose operands share one type.
     Act *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr, *dqkvr = nullptr, *dfch = nullptr,
         *dfch_gelu = nullptr, *dscores = nullptr;
-    int *inputs = nullptr, *targets = nullptr;  // the token ids (N), outside the table and the estimate
+    int *inputs = nullptr, *targets = nullptr;  // the token ids (N)
     std::vector<Real*> owned;
     std::vector<Act*> owned_act;
+    std::vector<int*> owned_int;
 };
 
 // The classifier's buffers depend on the backend: the rows per chunk it takes when the config
@@ -88,6 +93,7 @@ template <class Num, class Set, class F>
 void activation_buffers(const ModelConfig& cfg, const ActSizes<Num>& s, bool train, F&& f) {
     const PosTraits& pt = pos_traits(cfg.pos);
     const Num N = s.N, C = cfg.C, Ls = train ? cfg.L : 1;
+    f(&Set::inputs, N), f(&Set::targets, N);
     f(&Set::encoded, N * C);
     f(&Set::ln1, Ls * N * C), f(&Set::ln1_mean, Ls * N), f(&Set::ln1_rstd, Ls * N);
     f(&Set::qkv, Ls * N * 3 * C);
@@ -111,6 +117,42 @@ void activation_buffers(const ModelConfig& cfg, const ActSizes<Num>& s, bool tra
     f(&Set::dfch, N * cfg.F()), f(&Set::dfch_gelu, N * cfg.F());
     if (!cfg.flash) f(&Set::dscores, s.att);
     if (!std::is_same<typename Set::Act, typename Set::Real>::value && cfg.classifier_tile > 0) f(&Set::dlnf, N * C);
+}
+
+// The model's own buffers (GPT<BK> is one), with the element types of Acts.
+template <class RealT, class ActT>
+struct ModelBuffers {
+    using Real = RealT;
+    using Act = ActT;
+    // weights, gradients and AdamW's two moments, P elements each (the buffer layout)
+    Real *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
+    Act* wc = nullptr;            // the GEMMs' weights: params itself, or (Act not Real) their copy in Act
+    Act* qkv_expanded = nullptr;  // complex_qkv: real (L,3C,C) weights
+    Real* dqkv_w = nullptr;       // and one layer's (3C,C) gradient
+    Real* pos_buf = nullptr;      // the position data (pos.h) in one buffer; null when the scheme has none
+    // Gradient accumulation: the step's token ids and losses (N each), which each micro-step's
+    // slice of the training activations stands in for.
+    int *step_inputs = nullptr, *step_targets = nullptr;
+    Real* step_losses = nullptr;
+};
+
+// Every buffer of ModelBuffers, declared once: f(&Set::member, elements) for each the model holds:
+// P elements in a parameter buffer (the buffer layout's), the position data for n positions. With
+// steps instead, the step's ids and losses for gradient accumulation over N tokens (allocated when
+// the model meets such a step).
+template <class Num, class Set, class F>
+void model_buffers(const ModelConfig& cfg, Num P, int n, bool steps, Num N, F&& f) {
+    if (steps) {
+        f(&Set::step_inputs, N), f(&Set::step_targets, N), f(&Set::step_losses, N);
+        return;
+    }
+    const PosTraits& pt = pos_traits(cfg.pos);
+    const Num C = cfg.C;
+    f(&Set::params, P), f(&Set::grads, P), f(&Set::m, P), f(&Set::v, P);
+    if (!std::is_same<typename Set::Act, typename Set::Real>::value) f(&Set::wc, P);
+    if (pt.complex_qkv) f(&Set::qkv_expanded, Num(cfg.L) * 3 * C * C), f(&Set::dqkv_w, 3 * C * C);
+    const size_t pos = pos_layout(pt, n, cfg.C, cfg.H).size;
+    if (pos) f(&Set::pos_buf, Num(pos));
 }
 
 // Evaluation runs a batch of B rows of T tokens in groups of rows: the largest divisor of B
@@ -178,7 +220,7 @@ struct Activations {
         release(a);
         if (!training && eval_fits_train(B, T)) {
             a = train;
-            a.owned.clear(), a.owned_act.clear();
+            a.owned.clear(), a.owned_act.clear(), a.owned_int.clear();
             a.B = B, a.T = T, a.Ls = 1, a.train = false, a.borrowed = true, a.att_n = sizes(B, T).att;
             return;
         }
@@ -186,24 +228,21 @@ struct Activations {
         a.B = B, a.T = T, a.Ls = training ? cfg.L : 1, a.train = training, a.att_n = s.att;
         activation_buffers<size_t, Set>(cfg, s, training, [&](auto member, size_t n) {
             auto& p = a.*member;
-            if constexpr (std::is_same<decltype(p), Act*&>::value)
+            if constexpr (std::is_same<decltype(p), int*&>::value)
+                a.owned_int.push_back(p = BK::alloc_int(n));
+            else if constexpr (std::is_same<decltype(p), Act*&>::value)
                 a.owned_act.push_back(p = BK::alloc_act(n));
             else
                 a.owned.push_back(p = BK::alloc(n));
         });
         if (!a.qkvr) a.qkvr = a.qkv;
         if (training && !a.dqkvr) a.dqkvr = a.dqkv;
-        a.inputs = BK::alloc_int(s.N);
-        a.targets = BK::alloc_int(s.N);
     }
 
     void release(Set& a) {
         for (Real* p : a.owned) BK::free(p);
         for (Act* p : a.owned_act) BK::free(p);
-        if (a.B && !a.borrowed) {
-            BK::free_int(a.inputs);
-            BK::free_int(a.targets);
-        }
+        for (int* p : a.owned_int) BK::free_int(p);
         a = Set();
     }
 };

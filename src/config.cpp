@@ -2,8 +2,6 @@
 // parser, help_text() and config_to_json() all walk that table.
 #include "config.h"
 #include "fileio.h"
-#include "activations.h"
-#include "ops/loss.h"
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -672,88 +670,6 @@ double lr_at(const Config& c, int step) {
         return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(M_PI * progress));
     }
     return c.lr;
-}
-
-// The CPU head's per-tile statistics and shares of d lnf (src/ops/loss.h); none on the GPU.
-static ClassifierHead estimated_head(bool cpu) {
-    return {kCpuClassifierChunk, cpu ? cpu::classifier_head_scratch<float> : nullptr};
-}
-
-// The bytes of a set of activations (activations.h's table) with elements of type Act.
-template <class Act>
-static double activation_bytes(const ModelConfig& m, int B, int T, bool train, bool cpu) {
-    using Set = Acts<float, Act>;
-    const ClassifierHead head = estimated_head(cpu);
-    double bytes = 0;
-    activation_buffers<double, Set>(m, act_sizes<double>(m, head, B, T), train, [&](auto member, double n) {
-        bytes += n * sizeof(*(Set().*member));
-    });
-    return bytes;
-}
-
-MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, int act_bytes, bool cpu) {
-    // in double: an absurd config must give a large number here, not an overflowed one
-    double params = 0, wpe = 0;  // the buffers' elements (wte with its padded rows): all but wpe, and wpe
-    for (const ParamTensor& p : param_layout(m, true)) {
-        double n = 1;
-        for (int64_t d : p.shape) n *= (double)d;
-        (p.name == "wpe" ? wpe : params) += n;
-    }
-    double C = m.C;
-    bool cq = pos_traits(m.pos).complex_qkv;
-    double crope_w = cq ? m.L * 3 * C * C : 0, crope_g = cq ? 3 * C * C : 0;  // expanded weights (act), their grad
-    double copy = act_bytes != 4 ? 1 : 0;  // the GEMMs' copy of the weights (model.h: GPT::wc)
-    double tables = (double)m.maxT * C * 2;
-    // uint16_t: the size of a bf16 activation (the CUDA backend's bf16_t)
-    double acts = act_bytes == 2 ? activation_bytes<uint16_t>(m, B, T, train, cpu)
-                                 : activation_bytes<float>(m, B, T, train, cpu);
-    // weights, gradients and the two AdamW moments in fp32 (4 copies), plus the GEMMs' copy
-    return {4.0 * (4 * params + crope_g) + act_bytes * (crope_w + copy * params),
-            4.0 * (4 * wpe + tables) + act_bytes * copy * wpe, acts};
-}
-
-double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes, bool cpu) {
-    return model_memory_parts(m, B, T, train, act_bytes, cpu).total();
-}
-
-double eval_memory_bytes(const ModelConfig& m, int B, int T, const std::vector<int>& lengths, int act_bytes, bool cpu,
-                         int* largest) {
-    const ClassifierHead head = estimated_head(cpu);
-    const ActSizes<double> train = act_sizes<double>(m, head, B, T);
-    double most = 0;
-    for (int Te : lengths) {
-        const int rows = eval_group_rows(B, Te, train.N);
-        if (eval_fits<double, Acts<float, float>>(m, act_sizes<double>(m, head, rows, Te), train)) continue;
-        const double bytes = act_bytes == 2 ? activation_bytes<uint16_t>(m, rows, Te, false, cpu)
-                                            : activation_bytes<float>(m, rows, Te, false, cpu);
-        if (bytes > most && largest) *largest = Te;
-        most = std::max(most, bytes);
-    }
-    return most;
-}
-
-void check_host_memory(const ModelConfig& m, int B, int T, bool train, const std::string& tokens, double eval_bytes) {
-    MemoryParts parts = model_memory_parts(m, B, T, train);
-    parts.activations += eval_bytes;
-    double need = parts.total();
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
-    if (have > 0 && need > have) {
-        // name the setting behind the largest part, so the message says what to make smaller
-        const std::string mlp = m.F() != 4 * m.C ? ", mlp_hidden " + std::to_string(m.F()) : "";
-        std::string key = "n_layer " + std::to_string(m.L) + ", n_embd " + std::to_string(m.C) + mlp +
-                          " and vocab_size " + std::to_string(m.V) +
-                          ": the weights with their gradients and AdamW moments alone need";
-        double part = parts.weights;
-        if (parts.positions > part)
-            key = "max_seq_len " + std::to_string(m.maxT) + ": the position table alone needs", part = parts.positions;
-        if (parts.activations > part) key = tokens + ": the activations alone need", part = parts.activations;
-        char msg[128];
-        std::snprintf(msg, sizeof msg, "this model needs about %.1f GiB but the machine has %.1f GiB; ",
-                      need / (1 << 30), have / (1 << 30));
-        char size[64];
-        std::snprintf(size, sizeof size, " about %.1f GiB: make it smaller", part / (1 << 30));
-        throw std::runtime_error(msg + key + size);
-    }
 }
 
 long long parse_int_arg(const std::string& s, const std::string& what, long long lo, long long hi) {

@@ -124,32 +124,6 @@ ModelConfig model_config(const Config& c);
 double lr_at(const Config& c, int step);
 // clip_scale (the factor on the gradient for clipping to grad_clip) is in step.h: the GPU computes it too.
 
-// Bytes a model needs on its device, in three parts: the weights, gradients and AdamW moments
-// (and the GEMMs' copy) of every tensor but the position table; the position table (wpe with its
-// gradient and moments, or the fixed tables); the activations of a training step (train) or of
-// a forward pass (!train) over B x T tokens (the buffers of src/activations.h's table).
-// act_bytes: bytes per activation (2 with --precision bf16, which adds a bf16 copy of the
-// weights); cpu: the CPU backend's, whose LM head keeps per-tile statistics and shares of d lnf
-// beside a chunk's logits (classifier_head_scratch).
-struct MemoryParts {
-    double weights, positions, activations;
-    double total() const { return weights + positions + activations; }
-};
-MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, int act_bytes = 4, bool cpu = true);
-double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes = 4, bool cpu = true);
-// The activations evaluation at `lengths` adds to a training step of B x T tokens: the largest
-// set of a length whose groups of rows (eval_group_rows) do not fit in the training buffers
-// (activations.h: eval_fits; the cublas attention's (B,H,T,T) at a long length), else 0;
-// *largest: that length.
-double eval_memory_bytes(const ModelConfig& m, int B, int T, const std::vector<int>& lengths, int act_bytes = 4,
-                         bool cpu = true, int* largest = nullptr);
-// Throws "this model needs about X GiB but the machine has Y GiB; KEY: the PART alone take about
-// Z GiB: make it smaller" when the host cannot hold it, naming the setting behind the largest
-// part; tokens names the settings that make the B x T tokens (e.g. "batch_size 4 x seq_len 256");
-// eval_bytes: evaluation's own activations beside them (eval_memory_bytes).
-void check_host_memory(const ModelConfig& m, int B, int T, bool train, const std::string& tokens,
-                       double eval_bytes = 0);
-
 // A config stored with weights (a checkpoint's metadata): parsed, with errors naming `where`, and
 // its model keys validated as validate_model does.
 Config stored_config(const std::string& json_text, const std::string& where);

@@ -32,10 +32,13 @@
 #include "zero.h"
 
 template <class BK>
-struct GPT {
+struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     using Real = typename BK::real;
     using Act = typename BK::act;
     using Acts = typename Activations<BK>::Set;
+    using Bufs = ModelBuffers<Real, Act>;  // the buffers of model_buffers' table (activations.h)
+    using Bufs::params, Bufs::grads, Bufs::m, Bufs::v, Bufs::wc, Bufs::qkv_expanded, Bufs::dqkv_w, Bufs::pos_buf,
+        Bufs::step_inputs, Bufs::step_targets, Bufs::step_losses;
     static constexpr bool kActCopy = !std::is_same<Act, Real>::value;  // wc is a copy of the weights in Act
 
     ModelConfig cfg;
@@ -44,16 +47,11 @@ struct GPT {
     // same with wte's Vp rows, as the buffers hold them. num_params: elements of each buffer.
     std::vector<ParamTensor> layout, buf_layout;
     size_t num_params = 0;
-    Real *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
-    Act* wc = nullptr;  // the GEMMs' weights: params, or their copy in Act (kActCopy)
-    TensorsOf<Real> w, g;
-    TensorsOf<Act> wa;            // into wc
-    Act* qkv_expanded = nullptr;  // complex_qkv: real (L,3C,C) weights
-    Real* dqkv_w = nullptr;       // and a (3C,C) gradient
-    Real* pos_buf = nullptr;  // the position data (pos.h) in one buffer; null when the scheme has none
-    PosData<Real> pos;        // its parts, as the ops take them
-    int table_len = 0;        // positions covered by the position data
-    double pos_s = 1;         // rotary: the scaling factor s its tables hold (cfg.rope_scaling)
+    TensorsOf<Real> w, g;  // the tensors in params and grads
+    TensorsOf<Act> wa;     // into wc
+    PosData<Real> pos;     // the position data's parts in pos_buf, as the ops take them
+    int table_len = 0;     // positions covered by the position data
+    double pos_s = 1;      // rotary: the scaling factor s its tables hold (cfg.rope_scaling)
     // Incremental decoding (src/generate.h): every layer's keys and values, as attention reads
     // them (after RoPE), kcache and vcache (L, kv_B, kv_cap, C) each; null until kv_reserve.
     Act *kcache = nullptr, *vcache = nullptr;
@@ -66,11 +64,9 @@ struct GPT {
     std::vector<Real> host_losses;
     // Gradient accumulation: train_step's micro-steps, `micro` the one running. The first zeroes
     // the gradients, each scales its loss gradient by the tokens of all of them, and the last one's
-    // backward starts the gradient sum over ranks. Their token ids and losses, (B*T) each, live in
-    // step_inputs, step_targets and step_losses, which each micro-step's slice stands in for.
+    // backward starts the gradient sum over ranks. Their token ids and losses (step_tokens each)
+    // live in step_inputs, step_targets and step_losses.
     int micro = 0, micros = 1;
-    int *step_inputs = nullptr, *step_targets = nullptr;
-    Real* step_losses = nullptr;
     size_t step_tokens = 0;
 
     // group: the data-parallel process group this model is one rank of (a world of one by default)
@@ -83,16 +79,9 @@ struct GPT {
           acts(cfg),
           sync(group, num_params) {
         if (cfg.vocab_pad < 1) throw std::runtime_error("vocab_pad must be at least 1");
-        params = BK::alloc(num_params);
-        grads = BK::alloc(num_params);
-        m = BK::alloc(num_params);
-        v = BK::alloc(num_params);
+        buffers(false, [](auto& p, size_t n) { p = alloc_of(p, n); });
         point_buffers();
         queue.mpi = group.mpi;
-        if (pt.complex_qkv) {
-            qkv_expanded = BK::alloc_act((size_t)cfg.L * 3 * cfg.C * cfg.C);
-            dqkv_w = BK::alloc((size_t)3 * cfg.C * cfg.C);
-        }
         pos_s = cfg.rope_scaling.s(cfg.rope_scaling.train_len);
         set_max_positions(cfg.maxT);
         scalars = BK::alloc_scalars();
@@ -101,13 +90,35 @@ struct GPT {
         queue.drop_graph();
         BK::synchronize();
         BK::free_scalars(scalars);
-        for (Real* p : {params, grads, m, v, dqkv_w, pos_buf, step_losses})
-            if (p) BK::free(p);
-        for (int* p : {step_inputs, step_targets})
-            if (p) BK::free_int(p);
-        if (qkv_expanded) BK::free(qkv_expanded);
-        if (kActCopy && wc) BK::free(wc);
+        buffers(false, [](auto& p, size_t) { release(p); });
+        buffers(true, [](auto& p, size_t) { release(p); });
         if (kcache) BK::free(kcache), BK::free(vcache);
+    }
+    // f(buffer, elements) for each of model_buffers' table: the model's (the position data for
+    // maxT positions), or with steps the step's ids and losses (step_tokens each).
+    template <class F>
+    void buffers(bool steps, F&& f) {
+        model_buffers<size_t, Bufs>(cfg, num_params, cfg.maxT, steps, step_tokens,
+                                    [&](auto member, size_t n) { f(this->*member, n); });
+    }
+    // A buffer of n elements of p's type, and its release.
+    template <class E>
+    static E* alloc_of(E*, size_t n) {
+        if constexpr (std::is_same<E, int>::value)
+            return BK::alloc_int(n);
+        else if constexpr (std::is_same<E, Real>::value)
+            return BK::alloc(n);
+        else
+            return BK::alloc_act(n);
+    }
+    template <class E>
+    static void release(E*& p) {
+        if constexpr (std::is_same<E, int>::value) {
+            if (p) BK::free_int(p);
+        } else {
+            if (p) BK::free(p);
+        }
+        p = nullptr;
     }
     GPT(const GPT&) = delete;
     GPT& operator=(const GPT&) = delete;
@@ -117,11 +128,7 @@ struct GPT {
     void point_buffers() {
         w = point(buf_layout, params);
         g = point(buf_layout, grads);
-        if constexpr (kActCopy) {
-            if (!wc) wc = BK::alloc_act(num_params);
-        } else {
-            wc = params;
-        }
+        if constexpr (!kActCopy) wc = params;  // else a buffer of its own (model_buffers)
         wa = point(buf_layout, wc);
     }
     // Rounds all of params into wc (kActCopy), after the weights were set other than by AdamW.
@@ -166,7 +173,8 @@ struct GPT {
         set_params(std::vector<Real>(p.begin(), p.end()));
     }
 
-    // The position data (sinusoidal, rotary tables) must cover the longest sequence run.
+    // The position data (sinusoidal, rotary tables) must cover the longest sequence run: pos_buf,
+    // allocated for maxT positions with the model's buffers, is made again for more.
     void set_max_positions(int n) {
         if (n > table_len) build_positions(n, pos_s);
     }
@@ -177,15 +185,14 @@ struct GPT {
         if (pt.rotary && s != pos_s) build_positions(table_len, s);
     }
     // The same size is rewritten in place once the device is idle: queued work and CUDA graphs
-    // read the buffer by its address.
+    // read the buffer by its address. pos_buf, allocated for maxT positions with the model's
+    // buffers, is made again for more.
     void build_positions(int n, double s) {
         const PosBuffer b = pos_buffer(pt, n, cfg.C, cfg.H, cfg.rope_base, cfg.sin_scale, cfg.rope_scaling, s);
-        if (n == table_len) {
+        if (n == table_len)
             BK::synchronize();
-        } else {
-            if (pos_buf) BK::free(pos_buf), pos_buf = nullptr;
-            if (b.size) pos_buf = BK::alloc(b.size);
-        }
+        else if (table_len)
+            release(pos_buf), pos_buf = b.size ? BK::alloc(b.size) : nullptr;
         if (b.size) {
             const std::vector<Real> h(b.data.begin(), b.data.end());
             BK::copy_from_host(pos_buf, h.data(), h.size());
@@ -200,8 +207,8 @@ struct GPT {
     typename StepQueue<BK>::Key graph_key(const Acts& a) const {
         typename StepQueue<BK>::Key k = {(size_t)a.B, (size_t)a.T, (size_t)table_len, (size_t)micros, step_tokens};
         auto add = [&](const void* p) { k.push_back(reinterpret_cast<size_t>(p)); };
-        for (const void* p : {(const void*)pos_buf, (const void*)a.inputs, (const void*)a.targets,
-                              (const void*)step_inputs, (const void*)step_targets, (const void*)step_losses})
+        for (const void* p : {(const void*)pos_buf, (const void*)step_inputs, (const void*)step_targets,
+                              (const void*)step_losses})
             add(p);
         activation_buffers<size_t, Acts>(cfg, acts.sizes(a), a.train, [&](auto member, size_t) { add(a.*member); });
         return k;
@@ -573,9 +580,9 @@ struct GPT {
         set_length(T);
         const size_t N = (size_t)B * T;
         if (N != step_tokens) {
-            if (step_losses) BK::free(step_losses), BK::free_int(step_inputs), BK::free_int(step_targets);
-            step_inputs = BK::alloc_int(N), step_targets = BK::alloc_int(N), step_losses = BK::alloc(N);
+            buffers(true, [](auto& p, size_t) { release(p); });
             step_tokens = N;
+            buffers(true, [](auto& p, size_t n) { p = alloc_of(p, n); });
         }
         reserve_training(B / micros, T);
         BK::copy_ints_from_host(step_inputs, inputs, N);

@@ -22,6 +22,7 @@
 #include "backend_cpu.h"
 #include "checkpoint.h"
 #include "config.h"
+#include "memory_estimate.h"
 #include "fileio.h"
 #include "model_io.h"
 #include "generate.h"

@@ -23,6 +23,7 @@
 #include "backend_cpu.h"
 #include "checkpoint.h"
 #include "config.h"
+#include "memory_estimate.h"
 #include "dataloader.h"
 #include "dist.h"
 #include "flops.h"
@@ -139,6 +140,16 @@ static std::vector<int> evaluated_lengths(const Config& c) {
     return ts;
 }
 
+// The positions the model's position data covers (GPT::set_max_positions): the longest of
+// seq_len and the evaluation lengths that apply.
+static int position_len(const Config& c) {
+    const ModelConfig mc = model_config(c);
+    int longest = c.seq_len;
+    for (int t : eval_lengths(c))
+        if (!pos_traits(mc.pos).learned_table || t <= mc.maxT) longest = std::max(longest, t);  // else n/a
+    return longest;
+}
+
 template <class BK>
 struct Trainer {
     using Real = typename BK::real;
@@ -171,10 +182,7 @@ struct Trainer {
         printf("data: train %s tokens in %zu shard(s)", with_commas(train.num_tokens()).c_str(), train.num_shards());
         if (val) printf(" | val %s tokens in %zu shard(s)", with_commas(val->num_tokens()).c_str(), val->num_shards());
         printf(" | %s order\n", cfg.data_order.c_str());
-        int longest = cfg.seq_len;
-        for (int t : eval_lengths(cfg))
-            if (!pos_traits(mc.pos).learned_table || t <= mc.maxT) longest = std::max(longest, t);  // else n/a
-        model.set_max_positions(longest);
+        model.set_max_positions(position_len(cfg));
         // a split too small for B x (L+1) fails now, not after training
         if (val) val->start(cfg.batch_size, eval_span_len(cfg), false, 0);
         if (cfg.zero) model.shard_optimizer();
@@ -583,7 +591,7 @@ static void print_memory(const Config& c, bool cpu) {
     mc.flash = true;
     const int rows = c.batch_size / c.grad_accum;  // one micro-step's (per rank: divide by the ranks too)
     auto mib = [&] {
-        return (model_memory_bytes(mc, rows, c.seq_len, true, act_bytes, cpu) +
+        return (model_memory_bytes(mc, rows, c.seq_len, true, act_bytes, cpu, c.grad_accum, position_len(c)) +
                 eval_memory_bytes(mc, rows, c.seq_len, evaluated_lengths(c), act_bytes, cpu)) /
                1048576.0;
     };
@@ -772,7 +780,7 @@ static int train_main(int argc, char** argv) {
                               by_eval ? "eval_seq_lens entry " + std::to_string(Te)
                                       : "batch_size " + std::to_string(cfg.batch_size) + " x seq_len " +
                                             std::to_string(cfg.seq_len),
-                              eval);
+                              eval, cfg.grad_accum, position_len(cfg));
         }
         if (dg.rank == 0 && cfg.eval_only.empty()) {  // the run folder is this process's before anything in it changes
             if (resume)

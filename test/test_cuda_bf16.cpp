@@ -2,7 +2,8 @@
 // reads or writes bf16 against its fp32 CPU twin on the same inputs (bf16 values), forward and
 // backward; the rounding (device = host round-to-nearest-even); AdamW's bf16 copy of the
 // weights; the model's compute copy and padded vocabulary rows over 5 training steps; the
-// memory a bf16 model allocates against the estimate (train --memory), with either attention. The kernels' fp32
+// memory a bf16 model allocates against the estimate (train --memory), with either attention, and
+// what an fp32 or bf16 model holds against it in every scheme, to the byte. The kernels' fp32
 // instantiations and GPT<CudaBackend<bf16_t>> against the CPU are in test_cuda; flash attention
 // in bf16 in test_cuda_flash. Without CUDA (build or device) every test is reported SKIPPED.
 //
@@ -16,11 +17,13 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "config.h"
+#include "memory_estimate.h"
 #include "cuda_testlib.h"
 #include "pos.h"
 #ifdef HAVE_CUDA
@@ -458,6 +461,57 @@ std::string test_memory_tiles() {
     return why;
 }
 
+// CudaBackend<Act> counting the bytes it holds: alloc, alloc_act and alloc_int, less what is freed.
+template <class Act>
+struct CountingCuda : CudaBackend<Act> {
+    static inline std::map<const void*, size_t> held;
+    static size_t bytes() {
+        size_t b = 0;
+        for (const auto& h : held) b += h.second;
+        return b;
+    }
+    template <class E>
+    static E* count(E* p, size_t n) {
+        held[p] = n * sizeof(E);
+        return p;
+    }
+    static float* alloc(size_t n) { return count(CudaBackend<Act>::alloc(n), n); }
+    static Act* alloc_act(size_t n) { return count(CudaBackend<Act>::alloc_act(n), n); }
+    static int* alloc_int(size_t n) { return count(CudaBackend<Act>::alloc_int(n), n); }
+    template <class E>
+    static void free(E* p) {
+        held.erase(p), CudaBackend<Act>::free(p);
+    }
+    static void free_int(int* p) { held.erase(p), CudaBackend<Act>::free_int(p); }
+};
+
+// The estimate (train --memory) is what GPT<CudaBackend<Act>> holds, to the byte: constructed,
+// one training step taken, with and without gradient accumulation (the step's ids and losses),
+// all of it freed with the model. test_io's memory_table checks the CPU's in more shapes.
+template <class Act>
+std::string test_memory_table(Pos pos) {
+    using BK = CountingCuda<Act>;
+    const ModelConfig mc = memory_model(pos, true, 97);
+    const int B = 4, T = 9;
+    Rng r(15);
+    const std::vector<int> in = randint((size_t)B * T, mc.V, r);
+    std::string why;
+    for (int accum : {1, 2}) {
+        {
+            GPT<BK> g(mc);
+            g.init(1);
+            g.train_step(in.data(), in.data(), B, T, AdamWConfig(), 1e-3f, 1, accum);
+            g.read_step();
+            const double want = model_memory_bytes(mc, B / accum, T, true, (int)sizeof(Act), false, accum);
+            if ((double)BK::bytes() != want)
+                append(why, "accum " + std::to_string(accum) + ": it holds " + std::to_string(BK::bytes()) +
+                                " bytes, the estimate says " + std::to_string((long long)want));
+        }
+        if (!BK::held.empty()) append(why, "accum " + std::to_string(accum) + ": the model did not free all it allocated");
+    }
+    return why;
+}
+
 }  // namespace
 #endif  // HAVE_CUDA
 
@@ -479,6 +533,10 @@ static std::vector<TestCase> all_tests() {
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
         t.push_back({std::string("cuda_bf16_model_copy_") + scheme.name, CUDA_FN([p] { return test_model_copy(p); })});
+        t.push_back({std::string("cuda_bf16_memory_table_fp32_") + scheme.name,
+                     CUDA_FN([p] { return test_memory_table<float>(p); })});
+        t.push_back({std::string("cuda_bf16_memory_table_bf16_") + scheme.name,
+                     CUDA_FN([p] { return test_memory_table<bf16_t>(p); })});
     }
     for (Pos p : {Pos::learned, Pos::crope})  // crope: the expanded weights are activations too
         for (bool flash : {true, false})

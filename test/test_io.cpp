@@ -8,17 +8,21 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 #include <sys/resource.h>
 #include <unistd.h>
+#include "backend_cpu.h"
 #include "checkpoint.h"
 #include "config.h"
+#include "memory_estimate.h"
 #include "dataloader.h"
 #include "flops.h"
 #include "log.h"
+#include "model.h"
 #include "safetensors.h"
 #include "testlib.h"
 #include "gpt2_decoder.h"
@@ -935,15 +939,16 @@ static void test_config_robustness() {
         "; max_seq_len 100000000: the position table alone needs about");
     ModelConfig small;
     expect_ok("memory_check_paper_model", [&] { check_host_memory(small, 8, 64, true, "batch_size 8 x seq_len 64"); });
-    // the parts: the learned table is wpe with its gradient and two moments beside the fixed tables
+    // the parts: the learned table is wpe with its gradient and two moments; RoPE's position data
+    // its cos and sin tables (maxT, D/2)
     ModelConfig rope = small, learned = small;
     learned.pos = Pos::learned;
     MemoryParts mr = model_memory_parts(rope, 8, 64, true), ml = model_memory_parts(learned, 8, 64, true);
     check("memory_parts",
-          ml.positions - mr.positions == 16.0 * small.maxT * small.C && ml.weights == mr.weights &&
-              mr.total() == model_memory_bytes(rope, 8, 64, true),
-          "positions " + std::to_string(ml.positions - mr.positions) + ", weights " + std::to_string(ml.weights) +
-              " vs " + std::to_string(mr.weights));
+          ml.positions == 16.0 * small.maxT * small.C && mr.positions == 4.0 * small.maxT * (small.C / small.H) &&
+              ml.weights == mr.weights && mr.total() == model_memory_bytes(rope, 8, 64, true),
+          "positions " + std::to_string(ml.positions) + " and " + std::to_string(mr.positions) + ", weights " +
+              std::to_string(ml.weights) + " vs " + std::to_string(mr.weights));
     // evaluation's own activations: none where its groups of rows (4 of 16 at 4x T) borrow the
     // training buffers; with the cublas attention at 8x T (2 rows: their (2,H,8T,8T) probabilities
     // pass the training set's L layers of (16,H,T,T)) the set of those 2 rows, and no more
@@ -1073,6 +1078,73 @@ static void test_mlp_hidden() {
               std::to_string(b.activations - a.activations));
 }
 
+// CpuBackend<float> counting the bytes it holds: alloc, alloc_act and alloc_int, less what is freed.
+struct CountingCpu : CpuBackend<float> {
+    static inline std::map<const void*, size_t> held;
+    static size_t bytes() {
+        size_t b = 0;
+        for (const auto& h : held) b += h.second;
+        return b;
+    }
+    static float* alloc(size_t n) {
+        float* p = CpuBackend<float>::alloc(n);
+        held[p] = n * sizeof(float);
+        return p;
+    }
+    static float* alloc_act(size_t n) { return alloc(n); }
+    static void free(float* p) { held.erase(p), CpuBackend<float>::free(p); }
+    static int* alloc_int(size_t n) {
+        int* p = CpuBackend<float>::alloc_int(n);
+        held[p] = n * sizeof(int);
+        return p;
+    }
+    static void free_int(int* p) { held.erase(p), CpuBackend<float>::free_int(p); }
+};
+
+// The estimate (train --memory) is what a model holds, to the byte: constructed with position
+// data for a longer length than maxT, one training step taken (its activations and, with
+// gradient accumulation, the step's ids and losses), then an evaluation at that length (its own
+// activations where they do not fit in the training set's: eval_memory_bytes), all of it freed
+// with the model; every scheme,
+// with either attention, by rows and by vocabulary tiles, with and without accumulation.
+static void test_memory_table() {
+    Rng r(3);
+    const int B = 4, T = 9, Te = 32;  // Te: with the cublas attention, too long to borrow
+    const std::vector<int> tokens = randint((size_t)B * Te, 50, r);
+    for (const PosTraits& t : kPosSchemes)
+        for (int accum : {1, 2})
+            for (int variant = 0; variant < 3; variant++) {
+                ModelConfig mc;
+                mc.pos = t.pos, mc.L = 2, mc.H = 2, mc.C = 16, mc.V = 50, mc.maxT = 12;
+                mc.flash = variant != 1, mc.classifier_tile = variant == 2 ? 64 : 0;
+                const std::string name = std::string("memory_table_") + t.name + (accum > 1 ? "_accum" : "") +
+                                         (variant == 1 ? "_cublas" : variant == 2 ? "_tiles" : "");
+                // learned positions evaluate up to maxT only
+                const int n = t.learned_table ? mc.maxT : Te;
+                std::string why;
+                {
+                GPT<CountingCpu> g(mc);
+                g.set_max_positions(n);
+                g.init(1);
+                g.train_step(tokens.data(), tokens.data(), B, T, AdamWConfig(), 1e-3f, 1, accum);
+                g.read_step();
+                const double step = model_memory_bytes(mc, B / accum, T, true, 4, true, accum, n);
+                if ((double)CountingCpu::bytes() != step)
+                    append(why, "a training step holds " + std::to_string(CountingCpu::bytes()) +
+                                    " bytes, the estimate says " + std::to_string((long long)step));
+                g.forward(tokens.data(), tokens.data(), B, n, false);
+                const double own = eval_memory_bytes(mc, B / accum, T, {n}, 4, true), eval = step + own;
+                if (variant == 1 && !t.learned_table && !(own > 0)) append(why, "the evaluation borrowed the buffers");
+                if ((double)CountingCpu::bytes() != eval)
+                    append(why, "with an evaluation at " + std::to_string(n) + " it holds " +
+                                    std::to_string(CountingCpu::bytes()) + " bytes, the estimate says " +
+                                    std::to_string((long long)eval));
+                }
+                if (!CountingCpu::held.empty()) append(why, "the model did not free all it allocated");
+                report(name, why);
+            }
+}
+
 // test_io [GROUP...] runs the groups whose name contains one of them; --list names them.
 int main(int argc, char** argv) {
     char tmpl[] = "/tmp/test_io_XXXXXX";
@@ -1094,6 +1166,7 @@ int main(int argc, char** argv) {
         test_group("files_and_run_dir", test_files_and_run_dir),
         test_group("flops", test_flops),
         test_group("mlp_hidden", test_mlp_hidden),
+        test_group("memory_table", test_memory_table),
     };
     const int rc = run_test_list(groups, argc, argv);  // an unexpected error fails only its group
     std::error_code ec;
