@@ -32,14 +32,6 @@ typedef struct CUgraphExec_st* cudaGraphExec_t;
 struct bf16_t {
     uint16_t bits;
 };
-// Round to nearest even (NaN stays NaN), as __float2bfloat16_rn.
-inline bf16_t float_to_bf16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return {(uint16_t)((u >> 16) | 0x40)};
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return {(uint16_t)(u >> 16)};
-}
 inline float bf16_to_float(bf16_t h) {
     uint32_t u = (uint32_t)h.bits << 16;
     float f;

@@ -13,6 +13,7 @@
 #include "testlib.h"
 #ifdef HAVE_CUDA
 #include "backend_cuda.h"
+#include "bf16_host.h"
 #endif
 
 using K = CpuBackend<float>;  // the CPU reference, in float
