@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The kernel lab (test/lab/*.cu) under the CPU emulation of CUDA: every program runs at a tiny
 # size, in both thread orders, and must report every one of its versions as matching the CPU
-# reference (timings read "emulated: not timed"); bad arguments give one "error: ..." line and a
-# non-zero exit.
+# reference (its PASS line, the tests' protocol; timings read "emulated: not timed"); bad arguments
+# give one "error: ..." line and a non-zero exit. A program's output goes into a FAIL's message
+# indented, so that its PASS and FAIL lines are not counted as this script's.
 cd "$(dirname "$0")/.." || exit 1
 . test/testlib.sh
 BUILD=${BUILD:-build}
@@ -33,14 +34,14 @@ for src in test/lab/*.cu; do
   for order in $orders; do
     t=lab_$name$([ $order = reverse ] && echo _reverse)
     # shellcheck disable=SC2086
-    out=$(CUDA_EMU_ORDER=$order "$bin" ${ARGS[$name]} 2>&1)
+    out=$(set -o pipefail; CUDA_EMU_ORDER=$order "$bin" ${ARGS[$name]} 2>&1 | sed 's/^/  /')
     rc=$?
-    versions=$(grep -c '^version [0-9]*: ' <<<"$out")
-    matched=$(grep -cE '^  check .* ok$' <<<"$out")
-    untimed=$(grep -c '^  time  emulated: not timed$' <<<"$out")
+    versions=$(grep -c '^  version [0-9]*: ' <<<"$out")
+    matched=$(grep -c "^  PASS ${name}_" <<<"$out")
+    untimed=$(grep -c '^    time  emulated: not timed$' <<<"$out")
     if [ $rc -ne 0 ]; then fail "$t" "exit status $rc: $(tail -n 5 <<<"$out")"
     elif [ "$versions" -lt 2 ]; then fail "$t" "fewer than 2 versions reported: $out"
-    elif [ "$matched" != "$versions" ] || grep -q 'FAIL' <<<"$out"; then
+    elif [ "$matched" != "$versions" ] || grep -q '^  FAIL ' <<<"$out"; then
       fail "$t" "$matched of $versions versions match the reference: $out"
     elif [ "$untimed" != "$versions" ]; then fail "$t" "$untimed of $versions versions say 'emulated: not timed'"
     else pass "$t"; echo "# $name ($order order): $versions versions match the CPU reference"; fi
@@ -48,8 +49,8 @@ for src in test/lab/*.cu; do
 done
 
 # --version N runs that version only
-out=$("$EMU_BUILD/lab/adamw" --L 1 --C 64 --V 100 --maxT 16 --version 2 2>&1)
-if [ $? -eq 0 ] && [ "$(grep -c '^version ' <<<"$out")" = 1 ] && grep -q '^version 2: ' <<<"$out"; then
+out=$(set -o pipefail; "$EMU_BUILD/lab/adamw" --L 1 --C 64 --V 100 --maxT 16 --version 2 2>&1 | sed 's/^/  /')
+if [ $? -eq 0 ] && [ "$(grep -c '^  version ' <<<"$out")" = 1 ] && grep -q '^  version 2: ' <<<"$out"; then
   pass lab_one_version
 else fail lab_one_version "--version 2 did not run version 2 alone: $out"; fi
 

@@ -3,9 +3,10 @@
 // the loop over numbered versions. A lab program lists its versions (version 1 = the kernel
 // the trainer uses today) and lab::run checks each one on a small shape, then times it at
 // the given shape; under the CPU emulation of CUDA (test/cuda_emu) the timings read
-// "emulated: not timed". Output protocol (test/test_lab.sh reads it):
+// "emulated: not timed". Output (test/test_lab.sh reads it), each check through the tests' protocol:
 //   version N: NAME
-//     check NAME  <what> err E ... (tol T) ok|FAIL
+//     check NAME  <what> err E ... (tol T)
+//   PASS TITLE_NAME                          or   FAIL TITLE_NAME: why
 //     time  <stage> X ms Y GB/s | ...      or   time  emulated: not timed
 #pragma once
 #include <algorithm>
@@ -22,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "../bf16_host.h"
+#include "../testlib.h"
 #include "backend_cuda.h"
 #include "common.cuh"
 #include "rng.h"
@@ -127,7 +130,12 @@ inline double rel_max_err(const std::vector<float>& got, const std::vector<float
     return diff / scale;
 }
 
-// One check line: every named error within tol. Returns whether they all are.
+// A version's check, through the tests' protocol (testlib.h): its errors on one line, then
+// "PASS TITLE_NAME" or "FAIL TITLE_NAME: why" when one is past tol. Returns whether all are within.
+inline std::string& title() {  // the program's (run sets it)
+    static std::string t;
+    return t;
+}
 inline bool report(const std::string& name, const std::vector<std::pair<const char*, double>>& errs, double tol) {
     bool ok = true;
     std::string line;
@@ -137,7 +145,10 @@ inline bool report(const std::string& name, const std::vector<std::pair<const ch
         line += buf;
         ok = ok && e <= tol;  // NaN fails
     }
-    std::printf("  check %-16s%s  (tol %.0e) %s\n", name.c_str(), line.c_str(), tol, ok ? "ok" : "FAIL");
+    std::snprintf(buf, sizeof buf, "  (tol %.0e)", tol);
+    line += buf;
+    std::printf("  check %-16s%s\n", name.c_str(), line.c_str());
+    ::report(title() + "_" + name, ok ? "" : "an error past the tolerance:" + line);
     return ok;
 }
 
@@ -215,6 +226,7 @@ inline int run(int argc, char** argv, const char* title, std::vector<std::pair<s
         for (auto& k : args.order)
             if (k != "reps" && k != "version") shape += " " + k + "=" + std::to_string(args[k]);
         std::printf("%s lab | %s |%s\n", title, CudaDevice::device_name().c_str(), shape.c_str());
+        lab::title() = title;
         bool ok = true;
         for (size_t i = 0; i < vs.size(); i++) {
             if (only && only != (int)i + 1) continue;
