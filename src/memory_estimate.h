@@ -36,5 +36,5 @@ double eval_memory_bytes(const ModelConfig& m, int B, int T, const std::vector<i
 // part; tokens names the settings that make the B x T tokens (e.g. "batch_size 4 x seq_len 256");
 // eval_bytes: evaluation's own activations beside them (eval_memory_bytes); accum, positions: as
 // model_memory_parts.
-void check_host_memory(const ModelConfig& m, int B, int T, bool train, const std::string& tokens,
-                       double eval_bytes = 0, int accum = 1, int positions = 0);
+void check_host_memory(const ModelConfig& m, int B, int T, bool train, const std::string& tokens, double eval_bytes = 0,
+                       int accum = 1, int positions = 0);

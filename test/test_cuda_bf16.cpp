@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -464,25 +463,15 @@ std::string test_memory_tiles() {
 // CudaBackend<Act> counting the bytes it holds: alloc, alloc_act and alloc_int, less what is freed.
 template <class Act>
 struct CountingCuda : CudaBackend<Act> {
-    static inline std::map<const void*, size_t> held;
-    static size_t bytes() {
-        size_t b = 0;
-        for (const auto& h : held) b += h.second;
-        return b;
-    }
-    template <class E>
-    static E* count(E* p, size_t n) {
-        held[p] = n * sizeof(E);
-        return p;
-    }
-    static float* alloc(size_t n) { return count(CudaBackend<Act>::alloc(n), n); }
-    static Act* alloc_act(size_t n) { return count(CudaBackend<Act>::alloc_act(n), n); }
-    static int* alloc_int(size_t n) { return count(CudaBackend<Act>::alloc_int(n), n); }
+    static inline HeldBytes held;
+    static float* alloc(size_t n) { return held.add(CudaBackend<Act>::alloc(n), n); }
+    static Act* alloc_act(size_t n) { return held.add(CudaBackend<Act>::alloc_act(n), n); }
+    static int* alloc_int(size_t n) { return held.add(CudaBackend<Act>::alloc_int(n), n); }
     template <class E>
     static void free(E* p) {
-        held.erase(p), CudaBackend<Act>::free(p);
+        held.remove(p), CudaBackend<Act>::free(p);
     }
-    static void free_int(int* p) { held.erase(p), CudaBackend<Act>::free_int(p); }
+    static void free_int(int* p) { held.remove(p), CudaBackend<Act>::free_int(p); }
 };
 
 // The estimate (train --memory) is what GPT<CudaBackend<Act>> holds, to the byte: constructed,
@@ -503,11 +492,12 @@ std::string test_memory_table(Pos pos) {
             g.train_step(in.data(), in.data(), B, T, AdamWConfig(), 1e-3f, 1, accum);
             g.read_step();
             const double want = model_memory_bytes(mc, B / accum, T, true, (int)sizeof(Act), false, accum);
-            if ((double)BK::bytes() != want)
-                append(why, "accum " + std::to_string(accum) + ": it holds " + std::to_string(BK::bytes()) +
+            if ((double)BK::held.total() != want)
+                append(why, "accum " + std::to_string(accum) + ": it holds " + std::to_string(BK::held.total()) +
                                 " bytes, the estimate says " + std::to_string((long long)want));
         }
-        if (!BK::held.empty()) append(why, "accum " + std::to_string(accum) + ": the model did not free all it allocated");
+        if (!BK::held.sizes.empty())
+            append(why, "accum " + std::to_string(accum) + ": the model did not free all it allocated");
     }
     return why;
 }

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -1080,25 +1079,12 @@ static void test_mlp_hidden() {
 
 // CpuBackend<float> counting the bytes it holds: alloc, alloc_act and alloc_int, less what is freed.
 struct CountingCpu : CpuBackend<float> {
-    static inline std::map<const void*, size_t> held;
-    static size_t bytes() {
-        size_t b = 0;
-        for (const auto& h : held) b += h.second;
-        return b;
-    }
-    static float* alloc(size_t n) {
-        float* p = CpuBackend<float>::alloc(n);
-        held[p] = n * sizeof(float);
-        return p;
-    }
+    static inline HeldBytes held;
+    static float* alloc(size_t n) { return held.add(CpuBackend<float>::alloc(n), n); }
     static float* alloc_act(size_t n) { return alloc(n); }
-    static void free(float* p) { held.erase(p), CpuBackend<float>::free(p); }
-    static int* alloc_int(size_t n) {
-        int* p = CpuBackend<float>::alloc_int(n);
-        held[p] = n * sizeof(int);
-        return p;
-    }
-    static void free_int(int* p) { held.erase(p), CpuBackend<float>::free_int(p); }
+    static void free(float* p) { held.remove(p), CpuBackend<float>::free(p); }
+    static int* alloc_int(size_t n) { return held.add(CpuBackend<float>::alloc_int(n), n); }
+    static void free_int(int* p) { held.remove(p), CpuBackend<float>::free_int(p); }
 };
 
 // The estimate (train --memory) is what a model holds, to the byte: constructed with position
@@ -1129,18 +1115,18 @@ static void test_memory_table() {
                 g.train_step(tokens.data(), tokens.data(), B, T, AdamWConfig(), 1e-3f, 1, accum);
                 g.read_step();
                 const double step = model_memory_bytes(mc, B / accum, T, true, 4, true, accum, n);
-                if ((double)CountingCpu::bytes() != step)
-                    append(why, "a training step holds " + std::to_string(CountingCpu::bytes()) +
+                if ((double)CountingCpu::held.total() != step)
+                    append(why, "a training step holds " + std::to_string(CountingCpu::held.total()) +
                                     " bytes, the estimate says " + std::to_string((long long)step));
                 g.forward(tokens.data(), tokens.data(), B, n, false);
                 const double own = eval_memory_bytes(mc, B / accum, T, {n}, 4, true), eval = step + own;
                 if (variant == 1 && !t.learned_table && !(own > 0)) append(why, "the evaluation borrowed the buffers");
-                if ((double)CountingCpu::bytes() != eval)
+                if ((double)CountingCpu::held.total() != eval)
                     append(why, "with an evaluation at " + std::to_string(n) + " it holds " +
-                                    std::to_string(CountingCpu::bytes()) + " bytes, the estimate says " +
+                                    std::to_string(CountingCpu::held.total()) + " bytes, the estimate says " +
                                     std::to_string((long long)eval));
                 }
-                if (!CountingCpu::held.empty()) append(why, "the model did not free all it allocated");
+                if (!CountingCpu::held.sizes.empty()) append(why, "the model did not free all it allocated");
                 report(name, why);
             }
 }

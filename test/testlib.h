@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,23 @@ inline std::vector<int> randint(size_t n, int hi, Rng& r) {
     for (auto& x : v) x = (int)r.below((uint64_t)hi);
     return v;
 }
+
+// The buffers a counting backend holds (the memory tables' tests: test_io, test_cuda_bf16): each
+// live allocation's bytes.
+struct HeldBytes {
+    std::map<const void*, size_t> sizes;
+    template <class E>
+    E* add(E* p, size_t n) {
+        sizes[p] = n * sizeof(E);
+        return p;
+    }
+    void remove(const void* p) { sizes.erase(p); }
+    size_t total() const {
+        size_t b = 0;
+        for (const auto& s : sizes) b += s.second;
+        return b;
+    }
+};
 
 inline std::string fmt(double x) {
     char b[32];
