@@ -32,24 +32,41 @@ expect_fail gpu_check_skip_done_same_out "^error: --skip-done: give the new run 
 # test_cuda NAME...: the subsets the script names must all exist (a stale name would waste the
 # GPU run on an error), and a name that matches no test is an error.
 tc=${BUILD:-build}/test/test_cuda
+# subset_lists SCRIPT: each program and the names the script runs of it, one line each; a list is
+# its lines from NAME=" to the line that closes the quote
+subset_lists() {
+  local EMU_SUBSET="" SAN_SUBSET="" SAN_FLASH=""
+  eval "$(awk '/^(EMU_SUBSET|SAN_SUBSET|SAN_FLASH)="/ { on = 1; q = 0 }
+    on { print; q += gsub(/"/, "&"); if (q % 2 == 0) on = 0 }' "$1")"
+  echo "test_cuda $(tr '\n' ' ' <<<"$EMU_SUBSET")"
+  echo "test_cuda $(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_' | grep -v '^cuda_bf16_' | tr '\n' ' ')"
+  echo "test_cuda_bf16 $(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_bf16_' | tr '\n' ' ')"
+  echo "test_cuda_flash $(tr '\n' ' ' <<<"$SAN_FLASH")"
+}
+# check_subsets SCRIPT: what is wrong with its subsets (nothing: empty): a list left empty (the
+# program would run every test), a program failing on its names, fewer results than names
+check_subsets() {
+  local why="" prog names out n
+  while read -r prog names; do
+    [ -n "$names" ] || { why+="no names for $prog; "; continue; }
+    # shellcheck disable=SC2086
+    out=$(CUDA_VISIBLE_DEVICES='' "$(dirname "$tc")/$prog" $names 2>&1) || why+="exit $? for $prog '$names': $(tail -n 2 <<<"$out"); "
+    n=$(grep -cE '^(PASS|FAIL|SKIPPED) ' <<<"$out")
+    [ "$n" -ge "$(wc -w <<<"$names")" ] || why+="$n tests for the $(wc -w <<<"$names") names '$names' of $prog; "
+  done < <(subset_lists "$1")
+  echo "$why"
+}
 if [ ! -x "$tc" ]; then
   skip gpu_check_test_subsets "$tc not built"
 else
-  eval "$(sed -n '/^\(EMU\|SAN\)_SUBSET="/,/"$/p' $gc)"  # the subset lists, as the script defines them
-  eval "$(grep '^SAN_FLASH=' $gc)"
-  why=""
-  san_bf16=$(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_bf16_' | tr '\n' ' ')
-  san_rest=$(tr ' ' '\n' <<<"$SAN_SUBSET" | grep '^cuda_' | grep -v '^cuda_bf16_' | tr '\n' ' ')
-  for subset in "$EMU_SUBSET" "$san_rest" "bf16:$san_bf16" "flash:$SAN_FLASH"; do
-    bin=$tc
-    [[ $subset == flash:* ]] && bin=${tc}_flash subset=${subset#flash:}
-    [[ $subset == bf16:* ]] && bin=${tc}_bf16 subset=${subset#bf16:}
-    # shellcheck disable=SC2086
-    out=$(CUDA_VISIBLE_DEVICES= "$bin" $subset 2>&1) || why+="exit $? for '$subset': $out; "
-    n=$(grep -cE '^(PASS|FAIL|SKIPPED) ' <<<"$out")
-    [ "$n" -ge "$(wc -w <<<"$subset")" ] || why+="$n tests for the $(wc -w <<<"$subset") names '$subset'; "
-  done
+  why=$(check_subsets $gc)
   if [ -n "$why" ]; then fail gpu_check_test_subsets "$why"; else pass gpu_check_test_subsets; fi
+  # the check fails on a stale name and on an empty list (lists alone: the others are empty)
+  printf 'SAN_FLASH="cuda_flash_head_sizes\n  cuda_no_such_test"  # two lines\n' >"$tmp/stale.sh"
+  why=$(check_subsets "$tmp/stale.sh")
+  if grep -q "exit [1-9][0-9]* for test_cuda_flash .*no test name contains 'cuda_no_such_test'" <<<"$why" &&
+    grep -q "no names for test_cuda_bf16" <<<"$why"; then pass gpu_check_test_subsets_can_fail
+  else fail gpu_check_test_subsets_can_fail "a stale name or an empty list went unnoticed: $why"; fi
   expect_fail test_cuda_unknown_name "^error: no test name contains 'no_such_test'" -- "$tc" cuda_layernorm no_such_test
 fi
 
