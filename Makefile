@@ -100,6 +100,9 @@ NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,co
 NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra
 CXXFLAGS  += -DHAVE_CUDA -I$(CUDA_HOME)/include
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu))
+# ptxas's report (registers, spills per kernel) kept beside each object for scripts/check_spills.sh
+# --build; the compiler's other messages still reach the terminal
+PTXAS_REPORT = -Xptxas -v 2>$@.ptxas; rc=$$?; grep -v '^ptxas info\|^    [0-9]* bytes stack frame' $@.ptxas >&2; exit $$rc
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
 # NCCL, the CUDA backend's collectives across ranks (cuda/nccl.cu), with MPI to launch: nccl.h
 # where NVIDIA's packages put it (/usr/include, $NCCL_HOME, the toolkit's own folder)
@@ -144,7 +147,7 @@ $(BUILD)/test/%.o: test/%.cpp
 
 $(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@ $(PTXAS_REPORT)
 
 $(BINS): $(BUILD)/%: $(HOST_BUILD)/src/%.o $(LIB_OBJ) $(CUDA_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # scripts/check_spills.sh: on fake compilers that print ptxas reports (a kernel that spills, one
-# over the register limit, a clean one, a file that does not compile) and its bad arguments; then
-# the real sm_90 build of cuda/*.cu, which must have no spill and no kernel over 240 registers
-# (SKIPPED without nvcc: it needs the CUDA toolkit, not a GPU).
+# over the register limit, a clean one, a file that does not compile), on build reports (--build:
+# only the sm_90 part counts; a missing or stale report is an error) and its bad arguments; then
+# the real sm_90 build of cuda/*.cu, which must have no spill and no kernel over 240 registers: the
+# build's own reports where it made them, else compiled here (SKIPPED without nvcc: it needs the
+# CUDA toolkit, not a GPU).
 cd "$(dirname "$0")/.." || exit 1
 . test/testlib.sh
 tmp=$(mktemp -d)
@@ -54,6 +56,31 @@ out=$(NVCC=$tmp/greedy bash $cs --max-regs 255 --out "$tmp/t.md" "$one" 2>&1)
 if [ $? = 0 ] && grep -q '^| greedy | 250 | 0 | 0 | 0 |$' "$tmp/t.md"; then pass spill_check_clean
 else fail spill_check_clean "expected exit 0 and the table in --out: $out"; fi
 expect_fail spill_check_compile_error "^error: $one does not compile for sm_90" -- env NVCC="$tmp/broken" bash $cs "$one"
+# report NAME REGS80 SPILL80 REGS90 SPILL90: the build's ptxas report of cuda/NAME.cu (sm_80 first,
+# as the build's -gencode order has it) with kernel NAME() at those registers and spills
+report() {
+  local m="_Z${#1}$1v" arch regs spill
+  mkdir -p "$tmp/b/cuda"
+  echo "ptxas info    : 0 bytes gmem" >"$tmp/b/cuda/$1.o.ptxas"
+  for arch in "sm_80 $2 $3" "sm_90 $4 $5"; do
+    read -r arch regs spill <<<"$arch"
+    printf "ptxas info    : Compiling entry function '%s' for '%s'\n" "$m" "$arch"
+    echo "ptxas info    : Function properties for $m"
+    echo "    $spill bytes stack frame, $spill bytes spill stores, $spill bytes spill loads"
+    echo "ptxas info    : Used $regs registers, used 0 barriers, 368 bytes cmem[0]"
+  done >>"$tmp/b/cuda/$1.o.ptxas"
+}
+report norm 250 8 128 0
+out=$(bash $cs --build "$tmp/b" cuda/norm.cu 2>&1)
+if [ $? = 0 ] && grep -q '^| norm | 128 | 0 | 0 | 0 |$' <<<"$out"; then pass spill_check_build_sm90_only
+else fail spill_check_build_sm90_only "expected sm_90's clean row, not sm_80's spill: $out"; fi
+report norm 96 0 96 16
+out=$(bash $cs --build "$tmp/b" cuda/norm.cu 2>&1)
+if [ $? = 1 ] && grep -q '^FAILED: norm spills (16 bytes stored, 16 loaded)' <<<"$out"; then pass spill_check_build_spill
+else fail spill_check_build_spill "expected a FAILED line for sm_90's spill: $out"; fi
+expect_fail spill_check_build_missing "^error: no ptxas report $tmp/b/cuda/gelu.o.ptxas" -- bash $cs --build "$tmp/b" cuda/gelu.cu
+touch -d '2000-01-01' "$tmp/b/cuda/norm.o.ptxas"
+expect_fail spill_check_build_stale "^error: $tmp/b/cuda/norm.o.ptxas is older than cuda/norm.cu" -- bash $cs --build "$tmp/b" cuda/norm.cu
 expect_fail spill_check_bad_limit "^error: --max-regs must be 1..255, got '300'" -- bash $cs --max-regs 300
 expect_fail spill_check_bad_option "^error: unknown argument '--bogus'" -- bash $cs --bogus
 expect_fail spill_check_no_file "^error: no such file: cuda/nothing.cu" -- bash $cs cuda/nothing.cu
@@ -62,8 +89,12 @@ nvcc=$(command -v /usr/local/cuda/bin/nvcc || command -v nvcc)
 if [ -z "$nvcc" ]; then
   skip spill_check_sm90 "no nvcc (the CUDA toolkit) on this machine"
 else
-  start=$SECONDS
-  out=$(NVCC=$nvcc bash $cs 2>&1)
+  start=$SECONDS b=${BUILD:-build}
+  # the build's reports when it has one for every file (make with nvcc writes them)
+  from=(--build "$b")
+  for f in cuda/*.cu; do [ -f "$b/cuda/$(basename "$f" .cu).o.ptxas" ] || from=(); done
+  [ ${#from[@]} = 0 ] && echo "# $b has no ptxas report for every cuda/*.cu: compiling them here"
+  out=$(NVCC=$nvcc bash $cs "${from[@]}" 2>&1)
   if [ $? = 0 ]; then pass spill_check_sm90; echo "# $(tail -n 1 <<<"$out") ($((SECONDS - start)) s)"
   else fail spill_check_sm90 "$(tail -n 3 <<<"$out")"; fi
 fi
