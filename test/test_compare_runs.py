@@ -433,6 +433,10 @@ def main():
     got = [cr.Run(write_run(tmp, f"sin{i}", "wikitext2", pos, 1, [6.0], cfg_extra=extra, params=PARAMS["rope"]))
            .variant() for i, (pos, extra, _) in enumerate(sin_cases)]
     check("sin_scale_variant", got == [want for _, _, want in sin_cases] and cr.SIN_SCALE > 0, f"{got} {cr.SIN_SCALE}")
+    # a log from before rope_train_len was trained at its seq_len: one group with a run that records it
+    keys = [cr.Run(write_run(tmp, f"rtl{i}", "wikitext2", "alibi", i + 1, [6.0], cfg_extra=extra, params=PARAMS["rope"]))
+            .group_key() for i, extra in enumerate(({}, {"rope_train_len": 64}, {"rope_train_len": 32}))]
+    check("rope_train_len_absent_is_seq_len", keys[0] == keys[1] != keys[2], str(keys))
     lr, ll = lt.get(("synthetic", "rope"), {}), lt.get(("synthetic", "learned"), {})
     check("length_table_loss_and_accuracy", "## Final validation loss and marker accuracy by evaluation length" in so
           and lr.get("loss T=256") == "2.7100 ± 0.0141" and lr.get("accuracy T=128") == "0.9600 ± 0.0141"
