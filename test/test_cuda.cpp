@@ -8,6 +8,7 @@
 // TF32 is turned off so the GPU computes in plain fp32 unless a test turns it on.
 // Usage: test_cuda [NAME...] (only the tests whose name contains one of the arguments).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -305,12 +306,18 @@ struct RopeSetup {
     explicit RopeSetup(int C_ = 48, int H_ = 4, Pos p_ = Pos::rope) : C(C_), H(H_), p(p_), pos(p, maxT, C, H) {}
     std::string tag() const { return " (" + std::string(pos_name(p)) + ", C=" + std::to_string(C); }
 };
-static const RopeSetup kRopeSetups[] = {RopeSetup(), RopeSetup(22, 1), RopeSetup(48, 4, Pos::xpos), RopeSetup(22, 1, Pos::xpos)};
+// Made on first use, so freed at exit before the CUDA runtime's own statics (a namespace-scope
+// array's device buffers outlived the emulator's memory table).
+static const std::array<RopeSetup, 4>& rope_setups() {
+    static const std::array<RopeSetup, 4> s = {RopeSetup(), RopeSetup(22, 1), RopeSetup(48, 4, Pos::xpos),
+                                               RopeSetup(22, 1, Pos::xpos)};
+    return s;
+}
 
 std::string test_rope_forward() {
     Rng r(11);
     std::string why;
-    for (const RopeSetup& s : kRopeSetups) {
+    for (const RopeSetup& s : rope_setups()) {
         size_t n = (size_t)s.B * s.T * 3 * s.C;
         Vec x = randn(n, r), bias = randn((size_t)3 * s.C, r);
         DBuf gx(x), go(randn(n, r)), gb(bias);
@@ -328,7 +335,7 @@ std::string test_rope_forward() {
 std::string test_rope_backward() {
     Rng r(12);
     std::string why;
-    for (const RopeSetup& s : kRopeSetups) {
+    for (const RopeSetup& s : rope_setups()) {
         size_t n = (size_t)s.B * s.T * 3 * s.C;
         Vec d = randn(n, r), dx0 = randn(n, r), dx = dx0;  // dx0: what the backward must overwrite
         cpu::rope_backward(dx.data(), d.data(), s.pos.cpu(), s.B, s.T, s.C, s.H);
