@@ -16,7 +16,7 @@
 #   to 8 mantissa bits (2^-9 relative); over 5 steps the losses move by ~1e-4 relative and the
 #   gradient norm by up to 5e-3 (learned, step 5): tolerance 2e-2, and at least 2e-4, more
 #   than TF32's 1e-4 (bf16 really applied).
-# - RoPE scaling (yarn on rope, dynamic on crope) with an evaluation at a longer length between
+# - RoPE scaling (every scaling, on rope, crope and xpos) with an evaluation at a longer length between
 #   steps: fp32 flash and cublas, and bf16 flash, against the CPU within the tolerances above.
 # make test runs the deferred runs and bf16 with the cublas attention for rope only; TEST_ALL=1
 # (make test-all) for every pos mode, and the tiled classifier deferred too.
@@ -134,9 +134,9 @@ for pos in $($TRAIN --list-pos); do
   done
 done
 # RoPE scaling with s from the length (training length 8: s = 3 in training, 6 in the evaluation at
-# 48 between steps, which rewrites the tables under the step's CUDA graph): fp32 flash and cublas,
-# and bf16 flash, against the CPU
-for case in rope:yarn crope:dynamic; do
+# 48 between steps, which rewrites the tables under the step's CUDA graph): every scaling, on each
+# rotary scheme, fp32 flash and cublas, and bf16 flash, against the CPU
+for case in rope:yarn crope:dynamic rope:linear crope:ntk xpos:yarn; do
   pos=${case%:*} sc=${case#*:}
   sargs="$args --pos $pos --rope_scaling $sc --rope_train_len 8 --eval_every 2 --eval_seq_lens 24,48"
   if ! $TRAIN $sargs --device cpu --run_dir "$tmp/cpu_$case" >"$tmp/cpu_$case.txt" 2>&1; then
