@@ -100,7 +100,7 @@ NON_GROUP_KEYS = {
 # change nothing in the numbers (where files go, how often they are written);
 # a difference in any other key is warned about.
 NOT_WARNED_KEYS = {"pos", "seed", "run_dir", "checkpoint_every", "sample_every", "encoder_json",
-                   "eval_long_every"}  # when the longer lengths are evaluated; the final evaluation has them all
+                   "eval_long_every", "init_from"}  # when the longer lengths are evaluated; the final evaluation has them all
 # Keys that make a labelled variant of a scheme ("crope, mlp 608"): its own group and row, compared
 # with RoPE like any scheme, not a difference warned about. key: (name in the label, the values
 # that are the standard model given the config: absent, the default 0, or what 0 resolves to).
@@ -116,6 +116,11 @@ VARIANT_KEYS = {"mlp_hidden": ("mlp", lambda c: (None, 0, 4 * c.get("n_embd", 0)
 # however its width was asked for
 NON_GROUP_KEYS |= set(VARIANT_KEYS) | {"match_params"}
 NOT_WARNED_KEYS |= set(VARIANT_KEYS) | {"match_params"}
+# A run started from another's weights (--init_from) is fine-tuned: its own row ("rope, linear,
+# factor 4, fine-tuned at 256"). These keys are its fine-tuning's own settings: they are compared
+# among fine-tuned runs and among the others, not between the two.
+FINE_TUNE_KEYS = {"steps", "lr", "schedule", "step_size", "gamma", "warmup_steps", "min_lr",
+                  "batch_size", "seq_len", "rope_train_len", "grad_accum"}
 # Keys an evaluation-only record may change without making a variant of the trained run: which
 # lengths are evaluated and where (its records join the run's own).
 EVAL_SAME_KEYS = {"eval_seq_lens", "eval_every", "eval_long_every", "device", "run_dir", "val_data"}
@@ -298,6 +303,10 @@ class Run:
         self.dataset = dataset_of(config)
         self.seed = config.get("seed")
         self.seq_len = config.get("seq_len")
+        # the length the weights were first trained at: a fine-tuned run's rope_train_len (the
+        # trainer resolves it from the --init_from checkpoint), else its own seq_len
+        self.fine_tuned = bool(config.get("init_from"))
+        self.base_len = (config.get("rope_train_len") or self.seq_len) if self.fine_tuned else self.seq_len
         self.steps = self.current.get("steps")
         try:
             self.train = sorted(
@@ -396,6 +405,7 @@ class Run:
         keys = sorted(VARIANT_KEYS, key=lambda k: (k.startswith("rope_scaling"), k))
         return tuple((VARIANT_KEYS[k][0], self.config[k]) for k in keys
                      if self.config.get(k) not in VARIANT_KEYS[k][1](self.config)) + \
+            ((("fine-tuned at", self.seq_len),) if self.fine_tuned else ()) + \
             tuple((k, v) for k, v in sorted(self.eval_only.items()) if k not in VARIANT_KEYS)
 
     def group_key(self):
@@ -430,7 +440,8 @@ class Group:
         match = next((r.config["match_params"] for r in runs if r.config.get("match_params")), None)
         rest = [(name, v) for name, v in self.variant if not (match and name == "mlp")]
         self.label = (f"{self.pos}={match}" if len(rest) < len(self.variant) else self.pos) + \
-            "".join(f", {name} {v}" if name else f", {v}" for name, v in rest)
+            "".join(f", {name} {v:g}" if isinstance(v, float) else f", {name} {v}" if name else f", {v}"
+                    for name, v in rest)
         style = POS_STYLES.get(self.pos, "-")
         self.style = ("--" if style == "-." else "-.") if self.variant else style
         # extended below when groups of the same scheme and variant need telling apart
@@ -496,13 +507,15 @@ def config_differences(runs):
     for ds, rs in by_ds.items():
         diffs = []
         for k in sorted({k for r in rs for k in r.config} - NOT_WARNED_KEYS) + ["arithmetic"]:
-            vals = {}
-            for r in rs:
-                v = config_value(r, k)
-                if v is not None:
-                    vals.setdefault(v, []).append(r)
-            if len(vals) > 1:
-                diffs.append((k, sorted(vals.items(), key=lambda kv: -len(kv[1]))))
+            sides = [[r for r in rs if r.fine_tuned == t] for t in (False, True)] if k in FINE_TUNE_KEYS else [rs]
+            for side in sides:
+                vals = {}
+                for r in side:
+                    v = config_value(r, k)
+                    if v is not None:
+                        vals.setdefault(v, []).append(r)
+                if len(vals) > 1:
+                    diffs.append((k, sorted(vals.items(), key=lambda kv: -len(kv[1]))))
         if diffs:
             out[ds] = diffs
     return out
@@ -514,10 +527,12 @@ def warning_lines(diffs):
 
 
 def differing_keys(g, ref, diffs):
-    """The warned keys on which the runs of group g and of its reference differ."""
+    """The warned keys on which the runs of group g and of its reference differ (a fine-tuned
+    group and its reference may differ in the fine-tuning's keys)."""
     runs = g.runs + (ref.runs if ref is not None else [])
-    return [k for k, _ in diffs.get(g.dataset, [])
-            if len({config_value(r, k) for r in runs} - {None}) > 1]
+    return sorted({k for k, _ in diffs.get(g.dataset, [])
+                   if not (k in FINE_TUNE_KEYS and len({r.fine_tuned for r in runs}) > 1) and
+                   len({config_value(r, k) for r in runs} - {None}) > 1})
 
 
 def setting_text(runs):
@@ -608,16 +623,18 @@ def problem_lines(runs):
 
 
 def reference_group(g, groups):
-    """The RoPE group of the same dataset the difference is taken against: a standard one (not a
-    variant) where there is one, with the same other config if there is one, else the first."""
+    """The RoPE group of the same dataset the difference is taken against: a standard one (no
+    variant but fine-tuning) where there is one, with the same other config if there is one, else
+    the first. So a fine-tuned group is compared with RoPE fine-tuned alike, and RoPE fine-tuned
+    with RoPE as first trained."""
     ropes = [h for h in groups if h.dataset == g.dataset and h.pos == "rope"]
-    ropes = [h for h in ropes if not h.variant] or ropes
+    ropes = [h for h in ropes if all(name == "fine-tuned at" for name, _ in h.variant)] or ropes
     if not ropes:
         return None
     for h in ropes:
-        if h.runs[0].group_key()[3] == g.runs[0].group_key()[3]:
+        if h.runs[0].group_key()[3] == g.runs[0].group_key()[3] and (h is not g or not g.variant):
             return h
-    return ropes[0]
+    return next((h for h in ropes if not h.variant), ropes[0])
 
 
 def t_half(sd, n):
@@ -638,6 +655,12 @@ def mean_interval(xs):
 
 def final_val(r):
     return r.final_val()
+
+
+def other_length(g, ref):
+    """Whether g's final loss is at another length than its reference's (RoPE as first trained
+    against RoPE fine-tuned at a longer one): compared by evaluation length only."""
+    return g.config.get("seq_len") != ref.config.get("seq_len")
 
 
 def diff_interval(g, ref, value=final_val):
@@ -739,6 +762,8 @@ def build_table(groups, stats, diffs, paper=False):
         elif ref is None or st["final"][0] is None or \
                 stats[id(ref)]["final"][0] is None:
             diff = "n/a"
+        elif other_length(g, ref):
+            diff, says = "n/a", "trained at another length: see the tables by length"
         else:
             diff = f"{st['final'][0] - stats[id(ref)]['final'][0]:+.4f}"
             _, lo, hi, how = diff_interval(g, ref)
@@ -762,6 +787,7 @@ def build_table(groups, stats, diffs, paper=False):
         if with_acc:
             k, n, med, firsts = solved_summary(g)
             rows[-1][8:8] = [fmt_ms(*st["accuracy"], st["n_acc"]), f"{k} of {n}",
+                             "n/a (evaluated only)" if g.runs[0].eval_only else
                              f"{step_text(med)} ({', '.join(step_text(f) for f in firsts)})" if n else "n/a"]
     return md_table(head, rows)
 
@@ -784,6 +810,8 @@ def summary_text(groups, md_path):
                 diff, says = "ref", ""
             elif ref is None:
                 diff, says = "n/a", "no RoPE runs"
+            elif other_length(g, ref):
+                diff, says = "n/a", "trained at another length: see the tables by length"
             else:
                 m, lo, hi, how = diff_interval(g, ref)
                 diff, says = ("n/a", how) if m is None else (diff_text(m, lo, hi), verdict(lo, hi))
@@ -834,7 +862,7 @@ def build_length_diff_table(groups, accuracy):
         ref = reference_group(g, groups)
         if ref in (None, g):
             continue
-        rows.append([g.dataset, g.label])
+        rows.append([g.dataset, g.label + (f" (vs {ref.label})" if ref.variant else "")])
         for a, t in cols:
             m, lo, hi, _ = diff_interval(g, ref, lambda r: r.final_by_len(a).get(t))
             cell = "n/a" if m is None else diff_text(m, lo, hi, 3 if a else 4)
@@ -864,19 +892,21 @@ def build_extrapolation_tables(groups):
     out = []
     for ds in datasets_of(groups):
         gs = [g for g in groups if g.dataset == ds]
-        mults = sorted({t / r.seq_len for g in gs for r in g.runs if r.seq_len for t in r.val_lens})
+        mults = sorted({t / r.base_len for g in gs for r in g.runs if r.base_len for t in r.val_lens})
         rows = []
         for g in gs:
             cells, ns = [], set()
             for x in mults:
-                m, lo, hi, n = mean_interval([r.final_by_len().get(round(x * r.seq_len)) for r in g.runs if r.seq_len])
+                m, lo, hi, n = mean_interval([r.final_by_len().get(round(x * r.base_len)) for r in g.runs if r.base_len])
                 ns.add(n)
                 cells.append("n/a" if m is None else f"{m:.4f}" + ("" if lo is None else f" [{lo:.4f}, {hi:.4f}]") +
                              (" †" if untrained(g, round(x * g.config.get("seq_len", 0))) else ""))
             rows.append([g.label, "/".join(str(n) for n in sorted(ns - {0}))] + cells)
         head = ["pos", "n"] + [f"{x:g}x" for x in mults]
-        trained = "/".join(sorted({str(r.seq_len) for g in gs for r in g.runs}))
-        out.append(f"### {ds} (trained at T={trained})\n\n" + md_table(head, rows))
+        trained = "/".join(sorted({str(r.base_len) for g in gs for r in g.runs}))
+        tuned = "/".join(sorted({str(r.seq_len) for g in gs for r in g.runs if r.fine_tuned}))
+        out.append(f"### {ds} (trained at T={trained}{f'; fine-tuned rows then at T={tuned}' if tuned else ''})\n\n" +
+                   md_table(head, rows))
     return "\n\n".join(out)
 
 
@@ -1502,7 +1532,8 @@ def main(argv):
     md += table + "\n\n" + \
         "Final/best: validation loss at the training seq_len, mean ± sample std over seeds; " \
         "val ppl = exp(mean final); tokens/s (and GFLOP/s, where logged) = median over train records; " \
-        "Δ = mean final minus the RoPE group of the same dataset; its 95 % interval from Student's t " \
+        "Δ = mean final minus the RoPE group of the same dataset (of a fine-tuned row: RoPE " \
+        "fine-tuned alike; of RoPE fine-tuned: RoPE as first trained, by length); its 95 % interval from Student's t " \
         "over seeds, paired by seed when both groups ran the same seeds, else Welch's; " \
         "\"not distinguishable from RoPE\" when the interval covers 0.\n"
     accuracy = any(r.acc_curve for r in runs)
@@ -1510,9 +1541,9 @@ def main(argv):
         md += (f"Solved: final marker accuracy (at the training seq_len) ≥ {SOLVED:g}; first solved: the "
                "step of the first evaluation at or above it, the median over all seeds (a seed that ends "
                "unsolved counts as never).\n")
-    for label, width in sorted({(g.label, g.config.get("mlp_hidden")) for g in groups if "=" in g.label}):
-        scheme, ref = label.split("=", 1)
-        md += f"{label}: {scheme} at {ref}'s parameter count (match_params {ref}: its MLP {width} wide).\n"
+    for scheme, ref, width in sorted({(g.pos, g.config["match_params"], g.config.get("mlp_hidden"))
+                                      for g in groups if g.config.get("match_params")}):
+        md += f"{scheme}={ref}: {scheme} at {ref}'s parameter count (match_params {ref}: its MLP {width} wide).\n"
     if a.paper:
         md += "\n" + paper_note(runs)
     all_lens = sorted({t for r in runs for t in r.val_lens})

@@ -617,6 +617,10 @@ def main():
     eval_log(d, "eval_ntk.jsonl", ntk, {64: 5.0})
     labels = [g.label for g in cr.make_groups([v for r in [cr.Run(d)] for v in [r] + r.eval_variants()])]
     check("eval_only_variant_of_matched_scheme", labels == ["crope=rope", "crope=rope, ntk"], str(labels))
+    rc, so, se = run([d, "--out", os.path.join(tmp, "xm")])
+    xmm = open(os.path.join(tmp, "xm.md")).read() if rc == 0 else se
+    check("matched_scheme_note_once", "crope=rope: crope at rope's parameter count" in xmm and
+          "ntk's parameter count" not in xmm, xmm[-600:])
     saved = os.path.join(tmp, "savedx")
     run(xr + ["--out", os.path.join(tmp, "outx2", "cmp"), "--save-logs", saved])
     rc, so2, se = run(sorted(os.path.join(saved, f) for f in os.listdir(saved)) + ["--out", xout + "2", "--extrapolation"]) \

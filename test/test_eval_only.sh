@@ -59,8 +59,8 @@ rc=$?
 scripts/extrapolate.sh "$runs" --scalings $scaling -- --device cpu >"$tmp/x2.txt" 2>&1
 table=$(grep "^| $row |" "$runs/extrapolation_extrapolation.md" 2>/dev/null)
 if [ $rc -eq 0 ] && [ -f "$runs/rope-s1/eval_$scaling.jsonl" ] && [ -f "$runs/rope-s2/eval_$scaling.jsonl" ] &&
-  ! ls "$runs/learned-s1" | grep -q '^eval_' && grep -q "evaluations: 2 run, 0 already done" "$tmp/x1.txt" &&
-  grep -q "evaluations: 0 run, 2 already done" "$tmp/x2.txt" && [[ $table == "| $row | 2 | "*" | "*" |" ]] &&
+  ! ls "$runs/learned-s1" | grep -q '^eval_' && grep -q "evaluations and fine-tunings: 2 run, 0 already done" "$tmp/x1.txt" &&
+  grep -q "evaluations and fine-tunings: 0 run, 2 already done" "$tmp/x2.txt" && [[ $table == "| $row | 2 | "*" | "*" |" ]] &&
   grep -q "^| learned | 1 |" "$runs/extrapolation_extrapolation.md"
 then pass "extrapolate_sh_$scaling"; else fail "extrapolate_sh_$scaling" "rc $rc: $(cat "$tmp/x1.txt" "$tmp/x2.txt"; cat "$runs/extrapolation_extrapolation.md")"; fi
 # a scaling the build does not know: the trainer's error, and the evaluation left to redo
@@ -69,4 +69,39 @@ if [ $scaling = none ]; then
 else
   expect_fail extrapolate_sh_bad_scaling "^error: .*rope_scaling" -- scripts/extrapolate.sh "$runs" --scalings nonsense -- --device cpu
 fi
+
+# --finetune: each rope run fine-tuned at 2x (batch halved) from its checkpoint under each scaling,
+# learned's not; rows of their own, columns still multiples of the first length; done ones skipped
+ft=$runs/finetuned
+scripts/extrapolate.sh "$runs" --scalings $scaling --finetune "none linear" --mult 2 --ft_steps 8 -- --device cpu >"$tmp/f1.txt" 2>&1
+rc=$?
+cfg=$("$PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c["seq_len"], c["batch_size"], c["rope_train_len"],
+  c["rope_scaling"], c["rope_scaling_factor"], c["steps"], c["schedule"], c["init_from"]["path"])' "$ft/rope-s1-ft2x-linear/config.json" 2>&1)
+x=$runs/extrapolation_extrapolation.md
+if [ $rc -eq 0 ] && [ "$cfg" = "32 2 16 linear 2.0 8 constant $runs/rope-s1/ckpt_000004/model.safetensors" ] &&
+  [ "$(ls "$ft" | grep -vc '\.txt$')" = 4 ] && grep -q "trained at T=16; fine-tuned rows then at T=32" "$x" &&
+  grep -qE "^\| rope, linear, factor 2, fine-tuned at 32 \| 2 \| [0-9.]+ \[.*\] \| [0-9.]+ \[.*\] \|$" "$x" &&
+  grep -qE "^\| rope, fine-tuned at 32 \| 2 \| " "$x" &&
+  grep -q "rope, linear, factor 2, fine-tuned at 32 (vs rope, fine-tuned at 32)" "$runs/extrapolation.md"
+then pass extrapolate_sh_finetune; else fail extrapolate_sh_finetune "rc $rc, config: $cfg; $(cat "$tmp/f1.txt" "$x")"; fi
+# a fine-tuning cut after its checkpoint at step 4 is resumed, a finished one skipped
+cut=$ft/rope-s2-ft2x-none
+"$PYTHON" - "$cut" <<'PY'
+import json, os, shutil, sys
+d = sys.argv[1]
+lines = open(d + "/log.jsonl").read().splitlines()
+open(d + "/log.jsonl", "w").write("".join(l + "\n" for l in lines if json.loads(l).get("step", 0) <= 4))
+shutil.rmtree(d + "/ckpt_000008")
+open(d + "/latest", "w").write("ckpt_000004")
+PY
+scripts/extrapolate.sh "$runs" --scalings $scaling --finetune "none linear" --mult 2 --ft_steps 8 -- --device cpu >"$tmp/f2.txt" 2>&1
+if [ $? -eq 0 ] && grep -q "evaluations and fine-tunings: 1 run, 5 already done" "$tmp/f2.txt" &&
+  grep -q '"type":"resumed"' "$cut/log.jsonl" && grep -q '"step":8,' "$cut/log.jsonl"
+then pass extrapolate_sh_finetune_resumes; else fail extrapolate_sh_finetune_resumes "$(cat "$tmp/f2.txt"; tail -n 3 "$cut/log.jsonl")"; fi
+expect_fail extrapolate_sh_finetune_batch "^error: .*batch_size 4 is not a multiple of --mult 3" -- \
+  scripts/extrapolate.sh "$runs" --scalings $scaling --finetune linear --mult 3 -- --device cpu
+expect_fail extrapolate_sh_finetune_scaling "^error: --finetune: unknown rope_scaling 'lineal'" -- \
+  scripts/extrapolate.sh "$runs" --finetune lineal
+expect_fail extrapolate_sh_finetune_mult "^error: --mult must be an integer of at least 2, got '1'" -- \
+  scripts/extrapolate.sh "$runs" --finetune linear --mult 1
 finish
