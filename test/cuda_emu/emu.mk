@@ -51,11 +51,14 @@ emu-asan:
 # and one .cu, not the whole backend
 emu-asan-selftest:
 	+@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest
+# The CUDA test programs a sanitizer build runs (san_tests TAG FOLDER): those sanitizers.sh does
+# not declare san_never for TAG (built for nothing else).
+san_tests = $(patsubst test/%.cpp,$(BUILD)$(2)/test/%,$(filter-out \
+  $(patsubst %,test/%.cpp,$(shell sed -n 's/^san_never $(1) //p' test/cuda_emu/sanitizers.sh)),$(wildcard test/test_cuda*.cpp)))
 # the self-tests and the CUDA tests (make test-all runs them as asan:NAME): out-of-bounds and
 # misaligned accesses inside every kernel of cuda/, at the exact line
 emu-asan-tests:
-	+@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest \
-	  $(patsubst test/%.cpp,$(BUILD)_emu_asan/test/%,$(wildcard test/test_cuda*.cpp))
+	+@$(ASAN_MAKE) $(BUILD)_emu_asan/test/test_emu_selftest $(call san_tests,asan,_emu_asan)
 
 # The race detector (make test-all runs it as tsan:NAME): the kernels' code (EMU_KSAN) built with
 # -fsanitize=thread, the emulator told what orders CUDA threads (EMU_RT_FLAGS) and itself not
@@ -63,5 +66,4 @@ emu-asan-tests:
 TSAN_MAKE = NVCCFLAGS="-O1 -g" CXXFLAGS="-O2 -g" $(MAKE) --no-print-directory BUILD=$(BUILD)_emu_tsan \
 	  NVCC=$(EMU_NVCC) HOST_BUILD=$(EMU_HOST) EMU_KSAN=-fsanitize=thread EMU_RT_FLAGS=-DCUDA_EMU_TSAN
 emu-tsan-tests: $(EMU_AFTER)
-	+@$(TSAN_MAKE) $(BUILD)_emu_tsan/test/test_emu_selftest \
-	  $(patsubst test/%.cpp,$(BUILD)_emu_tsan/test/%,$(wildcard test/test_cuda*.cpp))
+	+@$(TSAN_MAKE) $(BUILD)_emu_tsan/test/test_emu_selftest $(call san_tests,tsan,_emu_tsan)
