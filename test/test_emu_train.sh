@@ -10,19 +10,23 @@
 # - TF32 on (the trainer's default in fp32 mode): GEMM inputs keep 10 mantissa bits (relative
 #   rounding <= 2^-11 ~ 5e-4 per operand); over 5 steps the loss moves by ~1e-3 relative;
 #   tolerance 1e-2, and the run must differ from the fp32 one (TF32 really applied); so with the
-#   cuBLAS stand-in's operands rounded to nearest and truncated (CUDA_EMU_TF32).
+#   cuBLAS stand-in's operands rounded to nearest, and truncated (CUDA_EMU_TF32) for learned, the
+#   scheme furthest from the CPU (the others truncated: run_tests.sh --all's test_cuda and
+#   test_cuda_flash tf32 tests).
 # - --precision bf16 (bf16 activations, head size 16: the tensor-core flash kernels, and the
 #   cublas attention with its scores and probabilities in bf16): each stored activation rounds
 #   to 8 mantissa bits (2^-9 relative); over 5 steps the losses move by ~1e-4 relative and the
 #   gradient norm by up to 5e-3 (learned, step 5): tolerance 2e-2, and at least 2e-4, more
 #   than TF32's 1e-4 (bf16 really applied).
 # - RoPE scaling (every scaling, on rope, crope and xpos) with an evaluation at a longer length between
-#   steps: fp32 flash and cublas, and bf16 flash, against the CPU within the tolerances above.
-# make test runs the deferred runs and bf16 with the cublas attention for rope only; TEST_ALL=1
-# (make test-all) for every pos mode, and the tiled classifier deferred too.
+#   steps, each on one of fp32 flash, fp32 cublas and bf16 flash, against the CPU within the
+#   tolerances above.
+# The run with deferred work and bf16 with the cublas attention for rope only (the trainer's host
+# loop is the same for every scheme; each scheme's bf16 kernels, and the cublas attention's with
+# ALiBi, against the CPU: test_cuda, test_cuda_bf16); TEST_ALL=1 (make test-all) adds the tiled
+# classifier deferred.
 source test/testlib.sh
 TRAIN=${TRAIN:-build/train}
-long() { [ "${TEST_ALL:-0}" = 1 ] || [ "$1" = rope ]; }
 EMU_TRAIN=${EMU_TRAIN:-${EMU_BUILD:-${BUILD:-build}_emu}/train}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -80,7 +84,7 @@ for pos in $($TRAIN --list-pos); do
   # the streams' work deferred until the host waits for it (the latest a GPU may run it): reading
   # a result or refilling an upload buffer without waiting shows here. The same losses, bit for
   # bit, through evaluation and a checkpoint too.
-  if ! long "$pos"; then :
+  if [ "$pos" != rope ]; then :
   elif CUDA_EMU_DEFER=1 NVIDIA_TF32_OVERRIDE=0 $EMU_TRAIN $args --pos "$pos" --device cuda --eval_every 2 \
       --checkpoint_every 4 --run_dir "$tmp/defer_$pos" >"$tmp/defer_$pos.txt" 2>&1; then
     if grep '"type":"val"' "$tmp/defer_$pos/log.jsonl" | grep -q '"loss":[0-9]' && [ -e "$tmp/defer_$pos/ckpt_000004" ]; then
@@ -93,7 +97,7 @@ for pos in $($TRAIN --list-pos); do
   fi
   # cuBLAS's TF32 rounding of its operands is not documented: the stand-in's to nearest and
   # truncated (CUDA_EMU_TF32) both keep the tolerance
-  for tr in nearest truncate; do
+  for tr in nearest $([ "$pos" = learned ] && echo truncate); do
     name=emu_train_tf32_$pos$([ $tr = truncate ] && echo _truncate)
     if CUDA_EMU_TF32=$tr $EMU_TRAIN $args --pos "$pos" --device cuda --run_dir "$tmp/$name" >"$tmp/$name.txt" 2>&1; then
       compare "$name" "$tmp/$name" "$tmp/cpu_$pos" 1e-2 1e-7
@@ -123,7 +127,7 @@ for pos in $($TRAIN --list-pos); do
       fail "emu_train_tf32_graph_vs_eager_$pos" "emulated cuda run failed: $(tail -1 "$tmp/tf32_eager_$pos.txt")"
     fi
   fi
-  for att in flash $(long "$pos" && echo cublas); do
+  for att in flash $([ "$pos" = rope ] && echo cublas); do
     name=emu_train_bf16_$pos$([ $att = cublas ] && echo _cublas)
     if $EMU_TRAIN $args --pos "$pos" --device cuda --precision bf16 --attention $att --run_dir "$tmp/$name" \
         >"$tmp/$name.txt" 2>&1; then
@@ -135,24 +139,24 @@ for pos in $($TRAIN --list-pos); do
 done
 # RoPE scaling with s from the length (training length 8: s = 3 in training, 6 in the evaluation at
 # 48 between steps, which rewrites the tables under the step's CUDA graph): every scaling, on each
-# rotary scheme, fp32 flash and cublas, and bf16 flash, against the CPU
-for case in rope:yarn crope:dynamic rope:linear crope:ntk xpos:yarn; do
-  pos=${case%:*} sc=${case#*:}
+# rotary scheme, against the CPU. The host builds the tables, the same for every attention path:
+# each scaling runs on one path, and each path meets a scaling whose s follows the length (yarn,
+# dynamic).
+for case in rope:yarn:fp32:flash crope:dynamic:fp32:cublas xpos:yarn:bf16:flash rope:linear:fp32:cublas \
+    crope:ntk:bf16:flash; do
+  IFS=: read -r pos sc prec att <<<"$case"
   sargs="$args --pos $pos --rope_scaling $sc --rope_train_len 8 --eval_every 2 --eval_seq_lens 24,48"
-  if ! $TRAIN $sargs --device cpu --run_dir "$tmp/cpu_$case" >"$tmp/cpu_$case.txt" 2>&1; then
-    fail "emu_train_scaling_${pos}_$sc" "cpu run failed: $(tail -1 "$tmp/cpu_$case.txt")"; continue
+  if ! $TRAIN $sargs --device cpu --run_dir "$tmp/cpu_${pos}_$sc" >"$tmp/cpu_${pos}_$sc.txt" 2>&1; then
+    fail "emu_train_scaling_${pos}_$sc" "cpu run failed: $(tail -1 "$tmp/cpu_${pos}_$sc.txt")"; continue
   fi
-  for run in fp32:flash fp32:cublas bf16:flash; do
-    prec=${run%:*} att=${run#*:}
-    name=emu_train_scaling_${pos}_${sc}_${prec}_$att
-    if NVIDIA_TF32_OVERRIDE=0 $EMU_TRAIN $sargs --device cuda --precision $prec --attention $att \
-        --run_dir "$tmp/$name" >"$tmp/$name.txt" 2>&1; then
-      if [ $prec = fp32 ]; then compare "$name" "$tmp/$name" "$tmp/cpu_$case" 1e-5 0
-      else compare "$name" "$tmp/$name" "$tmp/cpu_$case" 2e-2 2e-4; fi
-    else
-      fail "$name" "emulated cuda run failed: $(tail -1 "$tmp/$name.txt")"
-    fi
-  done
+  name=emu_train_scaling_${pos}_${sc}_${prec}_$att
+  if NVIDIA_TF32_OVERRIDE=0 $EMU_TRAIN $sargs --device cuda --precision $prec --attention $att \
+      --run_dir "$tmp/$name" >"$tmp/$name.txt" 2>&1; then
+    if [ $prec = fp32 ]; then compare "$name" "$tmp/$name" "$tmp/cpu_${pos}_$sc" 1e-5 0
+    else compare "$name" "$tmp/$name" "$tmp/cpu_${pos}_$sc" 2e-2 2e-4; fi
+  else
+    fail "$name" "emulated cuda run failed: $(tail -1 "$tmp/$name.txt")"
+  fi
 done
 # head size 24 has no flash kernel: in bf16 the cublas attention runs it
 if ! $TRAIN $args --n_embd 48 --device cpu --run_dir "$tmp/cpu_d24" >"$tmp/cpu_d24.txt" 2>&1; then
@@ -208,7 +212,7 @@ tiles_run() {
 if $TRAIN $targs --device cpu --run_dir "$tmp/cpu_v300" >"$tmp/cpu_v300.txt" 2>&1; then
   tiles_run emu_train_tiles_cpu 1e-5 0 "$TRAIN" --device cpu
   tiles_run emu_train_tiles 1e-4 0 NVIDIA_TF32_OVERRIDE=0 "$EMU_TRAIN" --device cuda
-  long all && tiles_run emu_train_tiles_deferred 1e-4 0 CUDA_EMU_DEFER=1 NVIDIA_TF32_OVERRIDE=0 "$EMU_TRAIN" \
+  [ "${TEST_ALL:-0}" = 1 ] && tiles_run emu_train_tiles_deferred 1e-4 0 CUDA_EMU_DEFER=1 NVIDIA_TF32_OVERRIDE=0 "$EMU_TRAIN" \
     --device cuda --eval_every 2 --checkpoint_every 4
   tiles_run emu_train_tiles_bf16 2e-2 2e-4 "$EMU_TRAIN" --device cuda --precision bf16
 else
