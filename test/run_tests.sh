@@ -43,9 +43,9 @@ run_emu() {
   CUDA_EMU_ORDER=$order CUDA_EMU_DEFER=$defer run_renamed "$tag" "$@"
 }
 run_tf32_truncated() { CUDA_EMU_TF32=truncate run_renamed emu-tf32-truncate "$@"; }
-# The sanitizer builds (test-all) and what of each runs, as test/cuda_emu/sanitizers.sh declares
-# them: san_build TAG FOLDER TARGET WHAT [VAR=VALUE...], san_only TAG PROGRAM NAME...,
-# san_never TAG PROGRAM.
+# The sanitizer builds (test-all) and what of each runs, and what of each program the reverse
+# thread order runs, as test/cuda_emu/sanitizers.sh declares them: san_build TAG FOLDER TARGET
+# WHAT [VAR=VALUE...], san_only TAG PROGRAM NAME..., san_never TAG PROGRAM.
 SAN_TAGS=()
 declare -A SAN_DIR SAN_TARGET SAN_WHAT SAN_ENV SAN_ONLY
 san_build() {
@@ -77,12 +77,16 @@ add() {
 # note: a SKIPPED line of the runner's own (a build it did not find)
 note() { wanted "$1" && NOTES+=("SKIPPED $1"); }
 
+# shellcheck source=test/cuda_emu/sanitizers.sh
+[ $ALL = 1 ] && source test/cuda_emu/sanitizers.sh
 for t in "$BUILD"/test/test_*; do [ -x "$t" ] && add "$t" "$t"; done
 if [ -x "$EMU_BUILD/test/test_cuda" ]; then
   for t in "$EMU_BUILD"/test/test_cuda*; do
     [ -x "$t" ] || continue
     add "$t (emulated, forward order)" run_emu emu forward 0 "$t"
-    [ $ALL = 1 ] && add "$t (emulated, reverse order, deferred work)" run_emu emu-rev-defer reverse 1 "$t"
+    # shellcheck disable=SC2086
+    [ $ALL = 1 ] && add "$t (emulated, reverse order, deferred work)" run_emu emu-rev-defer reverse 1 "$t" \
+      ${SAN_ONLY["emu-rev-defer ${t##*/}"]:-}
   done
   # the TF32 tests again with cuBLAS's TF32 operands truncated, not rounded (which the GPU does is
   # not documented: the tolerances must hold either way)
@@ -98,8 +102,6 @@ fi
 # the sanitizer builds: the self-tests and every test_cuda* of each, with the build's variables
 # and the test names sanitizers.sh gives; SKIPPED when the build is missing (make TARGET builds it)
 if [ $ALL = 1 ]; then
-  # shellcheck source=test/cuda_emu/sanitizers.sh
-  source test/cuda_emu/sanitizers.sh
   for tag in "${SAN_TAGS[@]}"; do
     dir=${SAN_DIR[$tag]}
     if [ ! -x "$dir/test_emu_selftest" ]; then
