@@ -48,7 +48,8 @@ san_only asan test_cuda_generate attention_decode greedy_200_rope greedy_200_ali
 # The race detector: any shared or global memory access no barrier or __syncwarp orders against
 # another thread's write (within a kernel: the kernel tests run each one). For time: test_cuda's
 # kernel tests and the TF32 model, test_cuda_flash every head size and precision (with ALiBi's
-# bias too), test_cuda_step its kernels' tests, the bf16 steps and crope's fp32 model tests,
+# bias too), test_cuda_step its kernels' tests, the bf16 step over vocabulary tiles (the bf16
+# model: the chunked classifier's kernels are test_cuda_bf16's) and crope's fp32 model tests,
 # test_cuda_bf16 its kernels' tests and crope's model tests (test_cuda_bf16's tiled-classifier
 # memory test runs test_cuda_step's bf16 tiles), test_cuda_generate its kernels' tests, and
 # test_cuda_graph not at all (its kernels are test_cuda_step's). One OpenMP thread, as the host's
@@ -59,7 +60,7 @@ san_build tsan _emu_tsan emu-tsan-tests "race detector" \
 san_only tsan test_cuda cuda_encoder cuda_layernorm cuda_rope cuda_crope cuda_attention cuda_gelu cuda_residual \
   cuda_softmax cuda_adamw cuda_sum_squares cuda_tf32_model_learned_loss
 san_only tsan test_cuda_flash forward_backward head_sizes alibi unaligned
-san_only tsan test_cuda_step classifier profile copy_ints bf16 _crope
+san_only tsan test_cuda_step classifier profile copy_ints bf16_tiles _crope
 san_only tsan test_cuda_bf16 cuda_bf16_round cuda_bf16_encoder cuda_bf16_layernorm cuda_bf16_matmul cuda_bf16_rope \
   cuda_bf16_crope_expand cuda_bf16_gelu_residual cuda_bf16_classifier_loss cuda_bf16_cublas_attention \
   cuda_bf16_adamw_copy _crope
