@@ -2,9 +2,9 @@
 # Runs the test programs of a tier and counts their PASS / FAIL / SKIPPED lines (test/README.md).
 #   test/run_tests.sh [--all] [-j N] [NAME...]
 #   (default)  every CPU test, the gradient check, every CUDA test once under the emulation
-#   --all      also the CUDA tests in reverse thread order with deferred work, the TF32 tests
-#              with truncated operands, the sanitizer builds' runs, the long scripts and the
-#              long cases of the others (TEST_ALL=1)
+#   --all      also the CUDA tests in reverse thread order with deferred work and the sanitizer
+#              builds' runs (the subsets test/cuda_emu/sanitizers.sh declares), the TF32 tests
+#              with truncated operands, the long scripts and the long cases of the others (TEST_ALL=1)
 #   -j N       programs run at once (default: the number of cores); each one's output is kept
 #              apart and printed whole when it ends, with its time
 #   NAME...    only the programs whose name contains one of these (e.g. test_io datasets)
