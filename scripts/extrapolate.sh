@@ -78,7 +78,7 @@ while [ $# -gt 0 ]; do
 done
 [ -d "$runs_dir" ] || die "no such folder: $runs_dir"
 [ -n "$scalings" ] || die "--scalings names no scaling"
-[[ $mult =~ ^[1-9][0-9]*$ ]] && [ "$mult" -ge 2 ] || die "--mult must be an integer of at least 2, got '$mult'"
+{ [[ $mult =~ ^[1-9][0-9]*$ ]] && [ "$mult" -ge 2 ]; } || die "--mult must be an integer of at least 2, got '$mult'"
 [[ $ft_steps =~ ^[1-9][0-9]*$ ]] || die "--ft_steps must be a positive integer, got '$ft_steps'"
 for s in $finetune; do
   case $s in none | linear | ntk | dynamic | yarn) ;; *) die "--finetune: unknown rope_scaling '$s' (none linear ntk dynamic yarn)" ;; esac
@@ -102,13 +102,14 @@ done
 [ ${#runs[@]} -gt 0 ] || die "no run folders (with a log.jsonl) in $runs_dir"
 
 done_n=0 skipped=0 bases=()
+# the values of keys of RUN's config.json, space-separated ("" for a key it lacks)
+config_key() { "$PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1])); print(*(c.get(k, "") for k in sys.argv[2:]))' "$1/config.json" "${@:2}"; }
 while read -r state run; do
   [ "$state" = complete ] || continue
-  p=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("pos", ""))' "$run/config.json") ||
-    die "cannot read $run/config.json"
+  p=$(config_key "$run" pos) || die "cannot read $run/config.json"
   [[ " $pos " == *" $p "* ]] || continue
   [ -f "$run/latest" ] || { echo "note: $run has no checkpoint: not evaluated" >&2; continue; }
-  bases+=("$run")
+  [ -n "$finetune" ] && bases+=("$run")  # the runs fine-tuned below
   for s in $scalings; do
     log=$run/eval_$s.jsonl
     if [ -f "$log" ]; then skipped=$((skipped + 1)); continue; fi
@@ -126,12 +127,11 @@ done < <("$PYTHON" scripts/compare_runs.py --status "${runs[@]}")
 
 
 # --- fine-tuning: RUN's config at mult x its length and batch_size / mult
-config_key() { "$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1/config.json" "$2"; }
 tuned=()
 [ -n "$finetune" ] && [ $dry = 0 ] && mkdir -p "$runs_dir/finetuned"
 for run in "${bases[@]}"; do
-  [ -n "$finetune" ] || break
-  T=$(config_key "$run" seq_len) B=$(config_key "$run" batch_size) || die "cannot read $run/config.json"
+  TB=$(config_key "$run" seq_len batch_size) || die "cannot read $run/config.json"
+  read -r T B <<<"$TB"
   [ $((B % mult)) = 0 ] || die "$run: batch_size $B is not a multiple of --mult $mult, so the tokens per step cannot stay the same"
   for s in $finetune; do
     ft=$runs_dir/finetuned/$(basename "$run")-ft${mult}x-$s
