@@ -119,6 +119,7 @@ NOT_WARNED_KEYS |= set(VARIANT_KEYS) | {"match_params"}
 # A run started from another's weights (--init_from) is fine-tuned: its own row ("rope, linear,
 # factor 4, fine-tuned at 256"). These keys are its fine-tuning's own settings: they are compared
 # among fine-tuned runs and among the others, not between the two.
+FINE_TUNED = "fine-tuned at"  # its variant's name, before its seq_len
 FINE_TUNE_KEYS = {"steps", "lr", "schedule", "step_size", "gamma", "warmup_steps", "min_lr",
                   "batch_size", "seq_len", "rope_train_len", "grad_accum"}
 # Keys an evaluation-only record may change without making a variant of the trained run: which
@@ -405,7 +406,7 @@ class Run:
         keys = sorted(VARIANT_KEYS, key=lambda k: (k.startswith("rope_scaling"), k))
         return tuple((VARIANT_KEYS[k][0], self.config[k]) for k in keys
                      if self.config.get(k) not in VARIANT_KEYS[k][1](self.config)) + \
-            ((("fine-tuned at", self.seq_len),) if self.fine_tuned else ()) + \
+            (((FINE_TUNED, self.seq_len),) if self.fine_tuned else ()) + \
             tuple((k, v) for k, v in sorted(self.eval_only.items()) if k not in VARIANT_KEYS)
 
     def group_key(self):
@@ -628,7 +629,7 @@ def reference_group(g, groups):
     the first. So a fine-tuned group is compared with RoPE fine-tuned alike, and RoPE fine-tuned
     with RoPE as first trained."""
     ropes = [h for h in groups if h.dataset == g.dataset and h.pos == "rope"]
-    ropes = [h for h in ropes if all(name == "fine-tuned at" for name, _ in h.variant)] or ropes
+    ropes = [h for h in ropes if all(name == FINE_TUNED for name, _ in h.variant)] or ropes
     if not ropes:
         return None
     for h in ropes:
@@ -657,9 +658,12 @@ def final_val(r):
     return r.final_val()
 
 
+# Whether g's final loss is at another length than its reference's (RoPE fine-tuned at a longer
+# one against RoPE as first trained): compared by evaluation length only, OTHER_LENGTH says so.
+OTHER_LENGTH = "trained at another length: see the tables by length"
+
+
 def other_length(g, ref):
-    """Whether g's final loss is at another length than its reference's (RoPE as first trained
-    against RoPE fine-tuned at a longer one): compared by evaluation length only."""
     return g.config.get("seq_len") != ref.config.get("seq_len")
 
 
@@ -763,7 +767,7 @@ def build_table(groups, stats, diffs, paper=False):
                 stats[id(ref)]["final"][0] is None:
             diff = "n/a"
         elif other_length(g, ref):
-            diff, says = "n/a", "trained at another length: see the tables by length"
+            diff, says = "n/a", OTHER_LENGTH
         else:
             diff = f"{st['final'][0] - stats[id(ref)]['final'][0]:+.4f}"
             _, lo, hi, how = diff_interval(g, ref)
@@ -811,7 +815,7 @@ def summary_text(groups, md_path):
             elif ref is None:
                 diff, says = "n/a", "no RoPE runs"
             elif other_length(g, ref):
-                diff, says = "n/a", "trained at another length: see the tables by length"
+                diff, says = "n/a", OTHER_LENGTH
             else:
                 m, lo, hi, how = diff_interval(g, ref)
                 diff, says = ("n/a", how) if m is None else (diff_text(m, lo, hi), verdict(lo, hi))
@@ -900,7 +904,7 @@ def build_extrapolation_tables(groups):
                 m, lo, hi, n = mean_interval([r.final_by_len().get(round(x * r.base_len)) for r in g.runs if r.base_len])
                 ns.add(n)
                 cells.append("n/a" if m is None else f"{m:.4f}" + ("" if lo is None else f" [{lo:.4f}, {hi:.4f}]") +
-                             (" †" if untrained(g, round(x * g.config.get("seq_len", 0))) else ""))
+                             (" †" if untrained(g, round(x * (g.runs[0].base_len or 0))) else ""))
             rows.append([g.label, "/".join(str(n) for n in sorted(ns - {0}))] + cells)
         head = ["pos", "n"] + [f"{x:g}x" for x in mults]
         trained = "/".join(sorted({str(r.base_len) for g in gs for r in g.runs}))
