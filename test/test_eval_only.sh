@@ -104,4 +104,6 @@ expect_fail extrapolate_sh_finetune_scaling "^error: --finetune: unknown rope_sc
   scripts/extrapolate.sh "$runs" --finetune lineal
 expect_fail extrapolate_sh_finetune_mult "^error: --mult must be an integer of at least 2, got '1'" -- \
   scripts/extrapolate.sh "$runs" --finetune linear --mult 1
+expect_fail extrapolate_sh_finetune_steps "^error: --ft_steps must be a positive integer, got '0'" -- \
+  scripts/extrapolate.sh "$runs" --finetune linear --ft_steps 0
 finish
