@@ -1,7 +1,7 @@
-# GPT-2 trainer: learned, sinusoidal, RoPE, CRoPE, NoPE or ALiBi positions; CPU reference
+# GPT-2 trainer: learned, sinusoidal, RoPE, CRoPE, xPos, NoPE or ALiBi positions; CPU reference
 # backend (OpenBLAS + OpenMP) and, when nvcc is found, the CUDA backend.
 #   make           build build/train, build/sample and the test programs (installs missing
-#                  Debian packages; the CUDA backend too when nvcc is found)
+#                  Debian packages; the CUDA backend too when nvcc is found), and what make cpu builds
 #   make run       the main job: the synthetic position task, every position scheme, on the
 #                  CPU; builds only what make cpu builds
 #   make cpu       build_cpu/train and build_cpu/sample, without the CUDA backend even where
@@ -197,6 +197,8 @@ help:
 # (it times each step's GEMMs alone with $(BUILD)/test/bench_gemms: a benchmark tool, not a test)
 ifeq ($(EMU),)
 all: $(BUILD)/test/bench_gemms
+# and build_cpu/, so the README's CPU commands run as written after make as after make run
+all: cpu
 endif
 bench: all
 	TRAIN=$(BUILD)/train scripts/bench_cpu.sh $(ARGS)

@@ -46,7 +46,8 @@ options:
   --dry-run          print what would run, run nothing
   -h, --help         this text
   -- ARGS...         passed on to every evaluation (e.g. --device cpu)
-Environment: PYTHON (default: scripts/pick_python.sh), TRAIN (default build/train).
+Environment: PYTHON (default: scripts/pick_python.sh), TRAIN (default build/train;
+build_cpu/train with --device cpu in ARGS).
 EOF
 }
 
@@ -85,8 +86,8 @@ for s in $finetune; do
 done
 out=${out:-$runs_dir/extrapolation}
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
-TRAIN=${TRAIN:-build/train}
-[ -x "$TRAIN" ] || die "$TRAIN is not built (make; or TRAIN=build_cpu/train)"
+TRAIN=${TRAIN:-$(scripts/pick_build.sh "$@")/train}  # build_cpu/ for -- --device cpu, as reproduce_paper.sh
+[ -x "$TRAIN" ] || die "$TRAIN is not built (make; make cpu builds build_cpu/ alone)"
 # a build without the key refuses --rope_scaling: say so once, before any evaluation
 for s in $scalings $finetune; do
   if [ "$s" != none ] && ! "$TRAIN" --help | grep -q -- '--rope_scaling '; then

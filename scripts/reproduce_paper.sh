@@ -42,6 +42,7 @@ options:
   --no-build           do not run make first (else: make; with --device cpu in ARGS,
                        make cpu, which builds build_cpu/train without the CUDA backend)
   --dry-run            print what would run, run nothing
+  --wait               when another runner uses OUT, wait for it to end (else: an error)
   -h, --help           this text
   -- ARGS...           passed on to build/train for new runs (not for resumed ones)
 
@@ -75,6 +76,7 @@ SMOOTH=""
 JOBS=1
 BUILD=1
 DRY=0
+WAIT=0
 EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -89,6 +91,7 @@ while [ $# -gt 0 ]; do
       shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --dry-run) DRY=1; shift ;;
+    --wait) WAIT=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -109,11 +112,10 @@ for d in $DATASETS; do [[ "$d" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad dataset name 
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
 # --device cpu in ARGS: the trainer make run trains with (make cpu: build_cpu/, no CUDA backend,
 # no nvcc run), not make's whole build with the CUDA backend and the tests
+BUILT=$(scripts/pick_build.sh "${EXTRA[@]}")
 CPU_ONLY=0
-for ((k = 0; k < ${#EXTRA[@]}; k++)); do
-  [[ ${EXTRA[k]} == --device=cpu || (${EXTRA[k]} == --device && ${EXTRA[k + 1]:-} == cpu) ]] && CPU_ONLY=1
-done
-if [ "$CPU_ONLY" = 1 ]; then TRAIN=${TRAIN:-build_cpu/train}; else TRAIN=${TRAIN:-build/train}; fi
+[ "$BUILT" = build_cpu ] && CPU_ONLY=1
+TRAIN=${TRAIN:-$BUILT/train}
 DATA=${DATA:-data}
 CONFIG=${CONFIG:-$SCALE_CONFIG}
 [ -f "$CONFIG" ] || die "$CONFIG not found (the --scale $SCALE preset)"
@@ -155,8 +157,37 @@ for d in $DATASETS; do
   fi
 done
 
+# --- one runner per OUT: a second one would take the first's live runs for cut ones. The flock
+# on OUT/runner.lock goes with this process (its trainers do not inherit it); --wait queues. The
+# file goes at exit, the lock still held: a lock taken on the removed file is taken again.
+if [ "$DRY" = 0 ]; then
+  mkdir -p "$OUT" || die "cannot create $OUT"
+  while :; do
+    exec 9>>"$OUT/runner.lock" || die "cannot open $OUT/runner.lock"
+    if ! flock -n 9; then
+      holder=$(cat "$OUT/runner.lock" 2>/dev/null)
+      [ "$WAIT" = 1 ] || die "$OUT is in use by another runner (pid ${holder:-unknown}): wait for it, give another --out, or add --wait"
+      echo "== waiting for the runner using $OUT (pid ${holder:-unknown})"
+      flock 9 || die "cannot lock $OUT/runner.lock"
+    fi
+    [ "$OUT/runner.lock" -ef /dev/fd/9 ] && break
+  done
+  echo $$ >"$OUT/runner.lock"
+  trap 'rm -f "$OUT/runner.lock"' EXIT
+  # a run folder a trainer still holds (one this runner did not start) is never moved or resumed
+  for s in $(seq 1 "$SEEDS"); do
+    for d in $DATASETS; do
+      for p in $POS_LIST; do
+        l="$OUT/$d-$p-s$s/lock"
+        if [ -e "$l" ] && ! flock -n "$l" true 2>/dev/null; then
+          die "$OUT/$d-$p-s$s is in use by a trainer (pid $(cat "$l" 2>/dev/null)): wait for it to end, or stop it (kill -INT)"
+        fi
+      done
+    done
+  done
+fi
+
 # --- runs: seed outermost, so every comparison has one seed before any has two
-[ "$DRY" = 1 ] || mkdir -p "$OUT" || die "cannot create $OUT"
 # several runs at once: one OpenMP thread each (runs side by side use the cores better than
 # threads), unless the caller set OMP_NUM_THREADS
 [ "$JOBS" -gt 1 ] && export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -219,6 +250,7 @@ for s in $(seq 1 "$SEEDS"); do
         echo "== $tag: complete, skipped"
         continue
       fi
+      [ "$DRY" = 1 ] || [ ${#pids[@]} -lt "$JOBS" ] || finish_oldest  # they take about as long: the oldest ends first
       if [ "$state" = partial ] && [ -e "$dir/latest" ]; then
         echo "== $tag: resuming $dir"
         cmd=("$TRAIN" --resume "$dir")
@@ -235,9 +267,8 @@ for s in $(seq 1 "$SEEDS"); do
         echo "+ ${cmd[*]}"
         continue
       fi
-      [ ${#pids[@]} -lt "$JOBS" ] || finish_oldest  # they take about as long: the oldest ends first
       set -m  # its own process group, and SIGINT not ignored as a background job's would be
-      "${cmd[@]}" >>"$dir.txt" 2>&1 &
+      "${cmd[@]}" 9>&- >>"$dir.txt" 2>&1 &
       pids+=($!) piddirs+=("$dir") pidstart+=("$(date +%s)")
       set +m
     done

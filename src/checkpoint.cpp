@@ -1,13 +1,17 @@
 #include "checkpoint.h"
+#include "fileio.h"
+#include "safetensors.h"
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <vector>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -29,7 +33,9 @@ bool is_run_entry(const std::string& name) {
 
 void claim_run_dir(const std::string& path, bool overwrite) {
     std::error_code ec;
-    if (!fs::is_directory(path, ec)) return;  // a new folder (or a file: make_run_dir says so)
+    if (fs::exists(path, ec) && !fs::is_directory(path, ec))  // before the run prints anything
+        throw std::runtime_error("cannot create run folder '" + path + "': exists and is not a folder");
+    if (!fs::is_directory(path, ec)) return;  // a new folder
     lock_run_dir(path);
     bool holds_run = false;
     std::string foreign;
@@ -55,22 +61,48 @@ void claim_run_dir(const std::string& path, bool overwrite) {
     if (ec) throw std::runtime_error("--overwrite: cannot delete run folder '" + path + "': " + ec.message());
 }
 
+namespace {
+std::map<std::string, int>& held_locks() {  // folder -> its open lock file, never closed
+    static std::map<std::string, int> held;
+    return held;
+}
+// Whether fd is still the file at `file`: a holder that ended removed it, and a lock taken on the
+// removed file would be no lock at all.
+bool same_file(int fd, const std::string& file) {
+    struct stat a, b;
+    return ::fstat(fd, &a) == 0 && ::stat(file.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+// At exit the lock files go (a finished run keeps no pid of a process long gone); the flock is
+// still held while each is removed, so no other trainer can have taken it.
+void remove_lock_files() {
+    for (const auto& [path, fd] : held_locks())
+        if (same_file(fd, path + "/lock")) ::unlink((path + "/lock").c_str());
+}
+}  // namespace
+
 void lock_run_dir(const std::string& path) {
-    static std::map<std::string, int> held;  // folder -> its open lock file, never closed
+    auto& held = held_locks();
     if (held.count(path)) return;
+    if (held.empty()) std::atexit(remove_lock_files);
     const std::string file = path + "/lock";
-    int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::runtime_error("cannot lock run folder '" + path + "': " + errno_text());
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        const int err = errno;
-        char pid[32] = {};
-        ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
-        ::close(fd);
-        const std::string holder = n > 0 ? "pid " + std::to_string(std::atol(pid)) : "its pid not written yet";
-        if (err == EWOULDBLOCK)
-            throw std::runtime_error("run folder '" + path + "' is in use by another trainer (" + holder +
-                                     "): wait for it to end, or stop it (Ctrl-C, kill -INT) and resume it");
-        throw std::runtime_error("cannot lock run folder '" + path + "': " + std::strerror(err));
+    int fd = -1;
+    for (int attempt = 0;; attempt++) {
+        fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) throw std::runtime_error("cannot lock run folder '" + path + "': " + errno_text());
+        if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            const int err = errno;
+            char pid[32] = {};
+            ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+            ::close(fd);
+            const std::string holder = n > 0 ? "pid " + std::to_string(std::atol(pid)) : "its pid not written yet";
+            if (err == EWOULDBLOCK)
+                throw std::runtime_error("run folder '" + path + "' is in use by another trainer (" + holder +
+                                         "): wait for it to end, or stop it (Ctrl-C, kill -INT) and resume it");
+            throw std::runtime_error("cannot lock run folder '" + path + "': " + std::strerror(err));
+        }
+        if (same_file(fd, file)) break;
+        ::close(fd);  // its last holder removed it as we opened it: take the new one
+        if (attempt == 100) throw std::runtime_error("cannot lock run folder '" + path + "': its lock file keeps vanishing");
     }
     const std::string pid = std::to_string(::getpid()) + "\n";
     if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != (ssize_t)pid.size()) {
@@ -141,6 +173,45 @@ std::string checkpoint_latest(const std::string& run_dir) {
     // a crash between the two renames in checkpoint_write leaves the previous copy as .old
     if (fs::is_directory(dir + ".old")) return dir + ".old";
     throw std::runtime_error("no checkpoint in '" + run_dir + "': 'latest' names " + name + ", which does not exist");
+}
+
+namespace {
+// Why a checkpoint folder does not read back ("" when it does): a torn or truncated file.
+std::string unreadable(const std::string& dir, bool optimizer) {
+    try {
+        safetensors_read(dir + "/model.safetensors");
+        if (optimizer) {
+            safetensors_read(dir + "/optim.safetensors");
+            if (!nlohmann::json::accept(read_text_file(dir + "/state.json")))
+                return dir + "/state.json is not valid JSON";
+        }
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "";
+}
+}  // namespace
+
+std::string checkpoint_sound(const std::string& run_dir, bool optimizer) {
+    const std::string dir = checkpoint_latest(run_dir);
+    const std::string why = unreadable(dir, optimizer);
+    if (why.empty()) return dir;
+    std::map<long, std::string> older;  // by step: the run's other checkpoints
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(run_dir, ec)) {
+        const std::string name = e.path().filename().string();
+        char* end = nullptr;
+        const long step = name.rfind("ckpt_", 0) == 0 ? std::strtol(name.c_str() + 5, &end, 10) : -1;
+        if (step >= 0 && end && *end == '\0' && e.path() != fs::path(dir)) older[step] = name;
+    }
+    std::string intact;
+    for (auto it = older.rbegin(); it != older.rend() && intact.empty(); ++it)
+        if (unreadable(run_dir + "/" + it->second, optimizer).empty()) intact = it->second;
+    throw std::runtime_error(
+        "the latest checkpoint " + dir + " does not read back (" + why + "); " +
+        (intact.empty() ? "the run has no other checkpoint that does"
+                        : intact + " does: to continue from it, write its name into " + run_dir + "/latest (echo " +
+                              intact + " > " + run_dir + "/latest) and run the command again"));
 }
 
 void checkpoint_prune(const std::string& run_dir, int keep, int keep_every) {

@@ -31,6 +31,9 @@ std::string checkpoint_write(const std::string& run_dir, long step,
                              const std::function<void(const std::string& dir)>& write_files);
 // Path of the folder named by RUN_DIR/latest; throws "no checkpoint in '<RUN_DIR>' ..." if none.
 std::string checkpoint_latest(const std::string& run_dir);
+// checkpoint_latest, once its files read back (the weights; with optimizer, the AdamW moments and
+// state.json too); else throws naming the newest older checkpoint of the run that does.
+std::string checkpoint_sound(const std::string& run_dir, bool optimizer);
 // Retention, after `latest` names a new checkpoint: deletes every RUN_DIR/ckpt_NNNNNN except the
 // newest `keep` (0 = keep all), those whose step is a multiple of `keep_every` (0 = none such) and
 // the one `latest` names. Each is renamed to ckpt_NNNNNN.del first, so a crash leaves no

@@ -180,7 +180,7 @@ std::string did_you_mean(const std::string& key, bool in_file = false) {
 
 // ---- one parser / converter per field type; `what` names the setting in errors ----
 
-[[noreturn]] void bad_value(const std::string& what, const std::string& text, const char* want) {
+[[noreturn]] void bad_value(const std::string& what, const std::string& text, const std::string& want) {
     throw std::runtime_error(what + ": expected " + want + ", got '" + text + "'");
 }
 
@@ -188,7 +188,15 @@ long long parse_integer(const std::string& s, const std::string& what, long long
     errno = 0;
     char* end = nullptr;
     long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi) bad_value(what, s, "an integer");
+    if (s.empty() || *end != '\0' || errno == ERANGE) bad_value(what, s, "an integer");
+    if (v < lo || v > hi)  // an integer out of range: say the range, not "expected an integer"
+    {
+        const bool no_lo = lo == INT_MIN || lo == LLONG_MIN, no_hi = hi == INT_MAX || hi == LLONG_MAX;
+        bad_value(what, s,
+                  no_hi && !no_lo   ? "an integer >= " + std::to_string(lo)
+                  : no_lo && !no_hi ? "an integer <= " + std::to_string(hi)
+                                    : "an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+    }
     return v;
 }
 
@@ -613,6 +621,21 @@ Config resumed_config(const std::string& run_dir) {
     Config c = config_from_json(j, path + " with the changes in " + log);
     c.run_dir = run_dir;  // the run continues in its own folder, wherever it lives now
     return c;
+}
+
+int run_threads(const std::string& run_dir) {
+    const std::string log = run_dir + "/log.jsonl";
+    if (access(log.c_str(), F_OK) != 0) return 0;
+    int threads = 0;
+    std::istringstream in(read_text_file(log));
+    for (std::string line; std::getline(in, line);) {
+        if (line.find("\"threads\"") == std::string::npos) continue;
+        json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (r.is_object() && r.contains("run_on") && r["run_on"].is_object() &&
+            r["run_on"].value("threads", json()).is_number_integer())
+            threads = r["run_on"]["threads"].get<int>();  // the last start or resume's
+    }
+    return threads > 0 ? threads : 0;
 }
 
 json config_changes(const Config& was, const Config& now) {

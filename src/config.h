@@ -110,6 +110,9 @@ Config config_from_json(const nlohmann::json& j, const std::string& where);
 // of its log's "config_change" records applied in order, and run_dir = RUN_DIR.
 Config resumed_config(const std::string& run_dir);
 // {"key": [was, now]} of every key but the command-line ones that differs between two configs.
+// The OpenMP threads the run last trained with on the CPU (its log's run_on.threads; 0 when
+// it records none): OpenBLAS rounds differently at another count, so evaluation uses it too.
+int run_threads(const std::string& run_dir);
 nlohmann::json config_changes(const Config& was, const Config& now);
 // What a resume changes in the run's config `was` (resumed_config): config_changes. The model,
 // its data (the checkpoint's weights, the loader's position and the validation curve belong to

@@ -162,12 +162,12 @@ int main(int argc, char** argv) {
             std::string a = argv[i];
             if (a == "--help" || a == "-h") {
                 printf(
-                    "usage: build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors\n"
-                    "                    [--prompt TEXT | --prompt_ids 464,3290] [--tokens 64] [--temperature 1.0]\n"
-                    "                    [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]\n"
-                    "                    [--num_samples 1] [--context N] [--no_cache] [--device cpu|cuda]\n"
-                    "                    [--precision fp32|bf16] [--rope_scaling KIND] [--rope_scaling_factor S]\n"
-                    "       build/sample --checkpoint ... [--prompt TEXT | --prompt_ids 464,3290] --attention FILE\n"
+                    "usage: sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors\n"
+                    "              [--prompt TEXT | --prompt_ids 464,3290] [--tokens 64] [--temperature 1.0]\n"
+                    "              [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]\n"
+                    "              [--num_samples 1] [--context N] [--no_cache] [--device cpu|cuda]\n"
+                    "              [--precision fp32|bf16] [--rope_scaling KIND] [--rope_scaling_factor S]\n"
+                    "       sample --checkpoint ... [--prompt TEXT | --prompt_ids 464,3290] --attention FILE\n"
                     "--prompt TEXT is encoded with GPT-2's BPE (encoder.json and the vocab.bpe beside it); without\n"
                     "a prompt the text starts from <|endoftext|>. temperature 0 = greedy; top_k 0 = whole\n"
                     "vocabulary. Without encoder.json the ids are printed. Tokens are printed as they come, then a\n"

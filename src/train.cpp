@@ -2,6 +2,7 @@
 // evaluation, checkpoints, a JSONL log and a progress line per step.
 // One training step, top to bottom: next_batch, forward, backward, grad norm
 // (and clipping), learning-rate schedule, AdamW update.
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -398,15 +399,8 @@ struct Trainer {
         if (!val)
             throw std::runtime_error("--eval_only needs validation data: " + cfg.run_dir +
                                      " has no val_data (give --val_data)");
-        std::string path = cfg.init_from;
-        if (path.empty()) {
-            try {
-                path = checkpoint_latest(cfg.run_dir) + "/model.safetensors";
-            } catch (const std::exception& e) {
-                throw std::runtime_error(std::string(e.what()) +
-                                         ": nothing to evaluate (give --init_from FILE.safetensors)");
-            }
-        }
+        // train_main checked that the checkpoint reads back
+        const std::string path = cfg.init_from.empty() ? checkpoint_latest(cfg.run_dir) + "/model.safetensors" : cfg.init_from;
         model.set_params(weights_of_this_model(path, &step));
         if (!cfg.init_from.empty()) cfg.init_sha256 = sha256_file(path);  // as a run started from it records it
         tag = {{"checkpoint", path}, {"changes", changes}};
@@ -415,8 +409,18 @@ struct Trainer {
         std::string line;
         for (const auto& [key, was_now] : changes.items())
             line += (line.empty() ? "" : ", ") + key + " " + was_now[0].dump() + " -> " + was_now[1].dump();
-        printf("eval_only: %s (step %d)%s | log %s\n", path.c_str(), step,
-               line.empty() ? "" : (" | differs from the run: " + line).c_str(), log ? log->path().c_str() : "-");
+        std::string threads;  // on the CPU: its OpenBLAS rounds by thread count
+        if (run_on.contains("threads")) {
+            const int was = run_threads(cfg.run_dir), now = run_on["threads"];
+            threads = " | threads " + std::to_string(now) +
+                      (was == now ? " (the run's)"
+                       : was     ? " (the run trained with " + std::to_string(was) +
+                                   ": losses may differ from its own in the last digits)"
+                                 : " (the run's log records no thread count)");
+        }
+        printf("eval_only: %s (step %d)%s%s | log %s\n", path.c_str(), step,
+               line.empty() ? "" : (" | differs from the run: " + line).c_str(), threads.c_str(),
+               log ? log->path().c_str() : "-");
         record({{"type", "eval_only"}, {"step", step}, {"config", config_to_json(cfg)}, {"run_on", run_on}});
         model.reserve_training(rows / cfg.grad_accum, cfg.seq_len);  // as in training: evaluation borrows them
         evaluate(true);
@@ -720,7 +724,9 @@ static int train_with(const Config& cfg, bool resume, const json& changes, std::
         device += graph_step<BK>(cfg.cuda_graph == 1, cfg.profile, dg.mpi) ? " | step: CUDA graph" : " | step: eager";
     const std::string arith = arithmetic(cfg, device);
     print_model(cfg, device, arith, sizeof(typename BK::real), std::is_same<BK, CpuBackend<float>>::value);
-    Trainer<BK> t(cfg, {{"device", device}, {"arithmetic", arith}});
+    json run_on = {{"device", device}, {"arithmetic", arith}};
+    if (std::is_same<BK, CpuBackend<float>>::value) run_on["threads"] = omp_get_max_threads();
+    Trainer<BK> t(cfg, run_on);
     return cfg.eval_only.empty() ? t.run(resume, changes) : t.evaluate_only(changes);
 }
 
@@ -782,6 +788,17 @@ static int train_main(int argc, char** argv) {
                                             std::to_string(cfg.seq_len),
                               eval, cfg.grad_accum, position_len(cfg));
         }
+        // evaluation on the CPU at the run's thread count: the losses of its own evaluation, bit for bit,
+        // unless OMP_NUM_THREADS asks for another
+        if (!cuda && !cfg.eval_only.empty() && !std::getenv("OMP_NUM_THREADS"))
+            if (int t = run_threads(cfg.eval_only)) omp_set_num_threads(t);
+        // a checkpoint that does not read back fails before the run prints its model
+        if (resume) checkpoint_sound(cfg.resume, true);
+        if (!cfg.eval_only.empty() && cfg.init_from.empty()) try {
+                checkpoint_sound(cfg.eval_only, false);
+            } catch (const std::exception& e) {
+                throw std::runtime_error(std::string(e.what()) + ": nothing to evaluate (give --init_from FILE.safetensors)");
+            }
         if (dg.rank == 0 && cfg.eval_only.empty()) {  // the run folder is this process's before anything in it changes
             if (resume)
                 lock_run_dir(cfg.run_dir);

@@ -212,6 +212,17 @@ cp -r "$tmp/run_ok" "$tmp/run_nhead" && sed -i 's/"n_head": 2/"n_head": 4/' "$tm
 expect_fail resume_edited_model_config "^error: .*model.safetensors holds the weights of another model \(pos=rope L=1 H=2" -- \
   "$TRAIN" --resume "$tmp/run_nhead" --steps 3
 expect_fail resume_past_steps "^error: .*is at step 2, past steps = 1" -- "$TRAIN" --resume "$tmp/run_ok" --steps 1
+# a torn latest checkpoint: one line, before the model's banner, naming the older one that reads back
+cp -r "$tmp/run_ok" "$tmp/run_torn" && truncate -s 100 "$tmp/run_torn/ckpt_000002/optim.safetensors"
+expect_only_error resume_torn_latest \
+  "^error: the latest checkpoint .*ckpt_000002 does not read back .*; ckpt_000001 does: .*\(echo ckpt_000001 > .*run_torn/latest\)" -- \
+  "$TRAIN" --resume "$tmp/run_torn" --steps 3
+truncate -s 100 "$tmp/run_torn/ckpt_000002/model.safetensors"
+expect_only_error eval_only_torn_latest "^error: the latest checkpoint .*ckpt_000002 does not read back" -- \
+  "$TRAIN" --eval_only "$tmp/run_torn"
+touch "$tmp/afile"
+expect_only_error run_dir_file_one_line "^error: cannot create run folder '$tmp/afile': exists and is not a folder$" -- \
+  "$TRAIN" "${TINY[@]}" --train_data "$good" --run_dir "$tmp/afile"
 
 # stfix FILE.safetensors PYTHON_CODE: rewrite a safetensors file; the code edits `meta` (the config
 # as a dict) and `data` (bytearray of the data section) in place
@@ -283,8 +294,9 @@ expect_fail sample_empty_prompt "^error: --prompt_ids ',' holds no ids" -- "$SAM
 expect_fail sample_temperature_nan "^error: --temperature: expected a number, got 'nan'" -- \
   "$SAMPLE" --checkpoint "$ck" --temperature nan
 expect_fail sample_tokens_not_number "^error: --tokens: expected an integer, got 'abc'" -- "$SAMPLE" --checkpoint "$ck" --tokens abc
-expect_fail sample_tokens_huge "^error: --tokens: expected an integer, got '99999999999'" -- \
+expect_fail sample_tokens_huge "^error: --tokens: expected an integer <= 1048576, got '99999999999'" -- \
   "$SAMPLE" --checkpoint "$ck" --tokens 99999999999
+expect_only_error sample_top_k_negative "^error: --top_k: expected an integer >= 0, got '-1'$" -- "$SAMPLE" --checkpoint "$ck" --top_k -1
 expect_only_error sample_tokens_zero "^error: --tokens must be at least 1, got 0$" -- "$SAMPLE" --checkpoint "$ck" --tokens 0
 expect_only_error sample_tokens_negative "^error: --tokens must be at least 1, got -5$" -- "$SAMPLE" --checkpoint "$ck" --tokens -5
 expect_only_error sample_num_samples_zero "^error: --num_samples must be at least 1, got 0$" -- \

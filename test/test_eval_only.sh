@@ -30,6 +30,20 @@ for pos in rope learned; do
   if [ -f "$run/log.jsonl" ] && [ "$before" = "$after" ]; then pass "eval_only_leaves_run_$pos"; else fail "eval_only_leaves_run_$pos" "$before -> $after"; fi
 done
 
+# the run's thread count: a run trained on one thread is evaluated on one (OpenBLAS's Haswell kernels
+# round by thread count), unless OMP_NUM_THREADS asks for another, which is said
+run=$tmp/one-thread
+OMP_NUM_THREADS=1 $TRAIN $data $tiny --n_embd 64 --pos rope --steps 4 --eval_every 4 --eval_batches 3 --eval_seq_lens 16,32 \
+  --checkpoint_every 4 --run_dir "$run" >/dev/null 2>&1
+env -u OMP_NUM_THREADS $TRAIN --eval_only "$run" >"$tmp/t1.txt" 2>&1
+trained=$(grep '"type":"val"' "$run/log.jsonl" | grep '"step":4' | sed 's/.*"loss":\([^,}]*\).*"seq_len":\([0-9]*\).*/\2 \1/')
+if grep -q '"run_on":{[^}]*"threads":1' "$run/log.jsonl" && grep -q '| threads 1 (the run'"'"'s) |' "$tmp/t1.txt" &&
+  [ -n "$trained" ] && [ "$trained" = "$(losses "$run/eval.jsonl")" ]
+then pass eval_only_run_threads; else fail eval_only_run_threads "$(cat "$tmp/t1.txt"; losses "$run/eval.jsonl"; echo "trained: $trained")"; fi
+OMP_NUM_THREADS=2 $TRAIN --eval_only "$run" --eval_log "$tmp/t2.jsonl" >"$tmp/t2.txt" 2>&1
+if grep -q '| threads 2 (the run trained with 1: losses may differ from its own in the last digits) |' "$tmp/t2.txt"
+then pass eval_only_other_threads_said; else fail eval_only_other_threads_said "$(cat "$tmp/t2.txt")"; fi
+
 # overrides: another length and fewer batches are recorded as changes with each record, and the
 # checkpoint evaluated; --eval_log puts the records elsewhere; --init_from picks the weights
 run=$tmp/rope

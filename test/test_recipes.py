@@ -113,6 +113,13 @@ try:
     check("readme_inspects_a_prepared_dataset", inspected and all(d in prepared for d in inspected),
           f"prepared {prepared}, inspected {inspected}")
 
+    # ---- the CPU commands name make run's build (build_cpu/), which make builds too ----------
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().splitlines()
+    cpu_on_build = [l for l in readme if re.search(r"\bbuild/(train|sample)\b", l) and "--device cpu" in l]
+    check("readme_cpu_commands_use_build_cpu", not cpu_on_build, "; ".join(cpu_on_build)[:600])
+    rc, out, err = sh("env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS make -n all NVCC=")
+    check("make_builds_build_cpu", rc == 0 and "build_cpu/train" in out and "build_cpu/sample" in out, err[-400:])
+
     # ---- the CPU recipe, verbatim but for 3 steps, in a copy of the layout -----------------
     recipe = code_block_after("<!-- cpu-recipe")
     train, sample = os.path.join(BUILD, "train"), os.path.join(BUILD, "sample")
@@ -153,13 +160,13 @@ try:
                 continue                  # replaced by the stand-in above
             if "--prompt " in l and not have_vocab:
                 continue                  # encoding the prompt needs the vocabulary
-            if l.startswith("build/train "):
+            if l.startswith("build_cpu/train "):
                 l += " --steps 3 --eval_batches 1"   # tiny, but every line as written
             if l.startswith("scripts/reproduce_paper.sh "):  # the same, at 2 seeds
                 grid, _, args = l.partition(" -- ")
                 l = f"{grid} --no-build --seeds 2 -- {args} --steps 3 --eval_batches 1"
             script.append(l)
-        trains = [l for l in recipe if l.startswith(("build/train ", "scripts/reproduce_paper.sh "))]
+        trains = [l for l in recipe if l.startswith(("build_cpu/train ", "scripts/reproduce_paper.sh "))]
         check("cpu_recipe_on_the_cpu", trains and all("--device cpu" in l for l in trains), str(trains))
         rc, out, err = sh("set -e\n" + "\n".join(script), cwd=work)
         md = os.path.join(work, "runs", "cpu", "compare.md")
@@ -175,8 +182,8 @@ try:
 
     # ---- the example of a training run: the command, on tiny shards of the same names --------
     example = code_block_after("<!-- run-example", fence="```\n") or []
-    if not example or not example[0].startswith("$ build/train "):
-        check("run_example_matches", False, "no <!-- run-example --> block starting with '$ build/train'")
+    if not example or not example[0].startswith("$ build_cpu/train "):  # make run's and make's
+        check("run_example_matches", False, "no <!-- run-example --> block starting with '$ build_cpu/train'")
     else:
         # the recipe's clone has data/wikitext2 and the config's paths; a fresh run folder
         cmd = example[0][2:].replace("/tmp/example_run", os.path.join(tmp, "example_run"))

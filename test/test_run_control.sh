@@ -114,9 +114,9 @@ else fail sigterm_resume_bit_identical "$(tail -c 300 "$tmp/sig_resume.txt")"; f
 if [ -n "$k" ] && grep -q "\"signal\":\"SIGTERM\",\"step\":$k,\"type\":\"stopped\"" "$s/log.jsonl"; then pass stopped_record_kept_on_resume
 else fail stopped_record_kept_on_resume "no stopped record at step '$k' after resuming"; fi
 # where and how the run computed: in the first record, and again in a "resumed" record (the
-# resuming machine may differ from the first)
-on='"run_on":{"arithmetic":"fp32","device":"cpu"}'
-if head -1 "$s/log.jsonl" | grep -q "$on" && grep -q "^{\"run_on\":{\"arithmetic\":\"fp32\",\"device\":\"cpu\"},\"step\":$k,\"type\":\"resumed\"}$" "$s/log.jsonl"
+# resuming machine may differ from the first), with the CPU's OpenMP threads (OpenBLAS rounds by them)
+on='"run_on":{"arithmetic":"fp32","device":"cpu","threads":[0-9]+}'
+if head -1 "$s/log.jsonl" | grep -qE "$on" && grep -qE "^\{$on,\"step\":$k,\"type\":\"resumed\"\}$" "$s/log.jsonl"
 then pass run_on_logged_and_on_resume
 else fail run_on_logged_and_on_resume "$(head -1 "$s/log.jsonl" | grep -o '"run_on":{[^}]*}'); $(grep '"resumed"' "$s/log.jsonl")"; fi
 
@@ -141,6 +141,8 @@ k=$(sed 's/ckpt_0*//' "$l/latest")
 if "$TRAIN" --resume "$l" --steps $((k + 2)) >"$tmp/locked_resume.txt" 2>&1 &&
   [ "$(cat "$l/latest")" = "$(printf 'ckpt_%06d' $((k + 2)))" ]; then pass lock_released_by_sigkill
 else fail lock_released_by_sigkill "$(tail -c 300 "$tmp/locked_resume.txt")"; fi
+# a trainer that ends removes its lock file (a finished run names no pid of a process long gone)
+if [ ! -e "$l/lock" ]; then pass lock_removed_at_exit; else fail lock_removed_at_exit "$(cat "$l/lock")"; fi
 
 # --- --resume with changed keys: a model or data key (or the seed, or the folder) is refused with
 # one error line naming each with both values, touching nothing; any other change is logged as a
@@ -218,6 +220,58 @@ for r in rope crope; do
     why+="$r: log's last $last, latest $(cat "$g/out/tiny-$r-s1/latest" 2>/dev/null); "
 done
 if [ -z "$why" ]; then pass grid_runner_rerun_finishes; else fail grid_runner_rerun_finishes "$why$(tail -n 5 "$g/second.txt")"; fi
+
+# --- a second runner on the same --out is refused while the first runs, before its runs' first
+# checkpoints and after, and changes nothing; with --wait it waits, then finds every run complete.
+# A trainer that outlives its runner (killed outright) keeps its folder from the next runner.
+runner_on() {
+  local out=$1
+  shift
+  env DATA="$g" CONFIG="$g/tiny.json" TRAIN="$TRAIN" bash scripts/reproduce_paper.sh --no-build --scale cpu \
+    --datasets tiny --pos "rope crope" --jobs 2 --out "$out" "$@" -- --device cpu
+}
+o=$g/two
+runner_on "$o" >"$g/a.txt" 2>&1 &
+a=$!
+pids+=("$a")
+wait_for "$o/tiny-rope-s1/log.jsonl" '"type":"config"' 60
+ra=$(cat "$o/runner.lock")  # the runner's own pid (under the subshell and env that started it)
+busy="^error: $o is in use by another runner \(pid $ra\): wait for it, give another --out, or add --wait$"
+expect_only_error grid_second_runner_refused_before_checkpoints "$busy" -- runner_on "$o"
+wait_for "$o/tiny-rope-s1/latest" ckpt_ 60
+expect_only_error grid_second_runner_refused_after_checkpoints "$busy" -- runner_on "$o"
+runner_on "$o" --wait >"$g/b.txt" 2>&1
+rc=$?
+wait "$a"
+rca=$?
+why=""
+[ $rc = 0 ] && [ $rca = 0 ] || why+="exits $rca, $rc; "
+grep -q "^== waiting for the runner using $o (pid $ra)$" "$g/b.txt" || why+="no waiting line; "
+[ "$(grep -c ': complete, skipped$' "$g/b.txt")" = 2 ] || why+="not both complete; "
+for r in rope crope; do
+  [ "$(grep -c '^model:' "$o/tiny-$r-s1.txt")" = 1 ] || why+="$r: $(grep -c '^model:' "$o/tiny-$r-s1.txt") trainers; "
+done
+ls -d "$o"/*.stale-* >/dev/null 2>&1 && why+="a folder moved aside; "
+grep -q FAILED "$g/a.txt" && why+="the first runner saw a failure; "
+[ -e "$o/runner.lock" ] && why+="runner.lock left; "
+if [ -z "$why" ]; then pass grid_second_runner_waits; else fail grid_second_runner_waits "$why$(tail -n 4 "$g/a.txt" "$g/b.txt")"; fi
+o=$g/three
+set -m
+runner_on "$o" >"$g/c.txt" 2>&1 &
+c=$!
+set +m
+pids+=("$c")
+wait_for "$o/tiny-rope-s1/log.jsonl" '"step":5,' 60 && wait_for "$o/tiny-crope-s1/log.jsonl" '"step":5,' 60
+rc_=$(cat "$o/runner.lock")
+trainers=$(ps -o pid= --ppid "$rc_")
+kill -9 "$rc_"
+wait "$c" 2>/dev/null
+for p in $trainers; do pids+=("$p"); kill -STOP "$p"; done  # stopped, each still holds its folder's lock
+expect_only_error grid_runner_leaves_live_trainers \
+  "^error: $o/tiny-(rope|crope)-s1 is in use by a trainer \(pid [0-9]+\): wait for it to end" -- runner_on "$o"
+if [ "$(wc -w <<<"$trainers")" = 2 ] && ! ls -d "$o"/*.stale-* >/dev/null 2>&1 && [ "$(grep -c '^model:' "$o/tiny-rope-s1.txt")" = 1 ]
+then pass grid_live_trainers_untouched; else fail grid_live_trainers_untouched "trainers '$trainers'; $(ls "$o")"; fi
+for p in $trainers; do kill -9 "$p"; kill -CONT "$p"; done
 
 # --- the ETA counts the whole wall time of a step, evaluation included: with an evaluation
 # far longer than a step, the ETA after step 2 (the first to follow one of the step
