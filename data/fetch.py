@@ -31,11 +31,10 @@ def require(name):
 
 
 class ArgParser(argparse.ArgumentParser):
-    """argparse with the project's error policy: `error: ...` on stderr and exit status 1."""
+    """argparse with the project's error policy: one `error: ...` line on stderr, exit status 1."""
 
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        print(f"error: {message}", file=sys.stderr)
+    def error(self, message):  # one line: the usage is --help's
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(1)
 
 
@@ -87,6 +86,11 @@ def download(url, dest, sha256=None, quiet=False):
         if sha256 is None or sha256_file(dest) == sha256:
             return dest
         os.remove(dest)  # stale or corrupt earlier download: fetch again
+    made = []  # the folders this call creates, deepest first: removed again if the download fails
+    folder = os.path.dirname(os.path.abspath(dest))
+    while not os.path.isdir(folder):
+        made.append(folder)
+        folder = os.path.dirname(folder)
     os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
     part = dest + ".part"
     if not quiet:
@@ -102,6 +106,11 @@ def download(url, dest, sha256=None, quiet=False):
     except OSError as e:  # URLError, HTTPError, timeouts, disk errors are all OSError
         if os.path.exists(part):
             os.remove(part)
+        for d in made:
+            try:
+                os.rmdir(d)  # only while empty
+            except OSError:
+                break
         raise DataError(f"cannot download {url}: {e}{OFFLINE_HINT}") from None
     if sha256 is not None:
         actual = sha256_file(part)

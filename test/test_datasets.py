@@ -289,6 +289,11 @@ try:
     except DataError as e:
         check("download_error_names_mirror", str(e).startswith("cannot download file://") and "--mirror DIR" in str(e)
               and not os.path.exists(os.path.join(tmp, "dl", "x.zip.part")), str(e))
+    check("download_failed_leaves_no_folder", not os.path.exists(os.path.join(tmp, "dl")), str(os.listdir(tmp)))
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "data", "prepare_data.py"), "wikitxt"],
+                       capture_output=True, text=True)
+    check("prepare_bad_dataset_one_line", r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1
+          and r.stderr.startswith("error: argument dataset: invalid choice: 'wikitxt'"), r.stderr)
 
     # ---- prepare_data.py end to end (needs the vocabulary) --------------------------------------
     tok, mirror, why = load_tokenizer()
