@@ -3,7 +3,7 @@
 one panel per run, on the same validation window, beside the task's ideal pattern.
 
 usage: plot_attention.py RUN_DIR... [--out attention.png] [--window N] [--layer L --head H]
-                         [--data data/synthetic] [--sample build/sample]
+                         [--data data/synthetic] [--sample build_cpu/sample]
 
 Each run's latest checkpoint reads window N of the task's validation shard (the tokens
 [N T, N T + T), T the first run's seq_len; default N: the first window holding every marker)
@@ -143,7 +143,9 @@ def main(argv):
     ap.add_argument("--layer", type=int, help="with --head: this head in every panel (default: the best match)")
     ap.add_argument("--head", type=int)
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "synthetic"), help="the task's folder")
-    ap.add_argument("--sample", default=os.path.join(ROOT, "build", "sample"), help="the sample binary")
+    built = [b for b in ("build", "build_cpu") if os.access(os.path.join(ROOT, b, "sample"), os.X_OK)]
+    ap.add_argument("--sample", default=os.path.join(ROOT, (built or ["build"])[0], "sample"),
+                    help="the sample binary (default: make's build/, else make run's build_cpu/)")
     a = ap.parse_args(argv)
     if (a.layer is None) != (a.head is None):
         ap.error("--layer and --head go together")

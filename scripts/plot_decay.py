@@ -3,7 +3,7 @@
 give each query-key distance.
 
 usage: plot_decay.py INPUT... [--out decay.png] [--windows 8] [--length T] [--val SHARD]
-                     [--sample build/sample] [--maps_dir DIR] [--head_dim 32] [--rope_base 10000]
+                     [--sample build_cpu/sample] [--maps_dir DIR] [--head_dim 32] [--rope_base 10000]
                      [--max_distance 1024]
 
 Panel (a): RoFormer's relative upper bound (Su et al. 2021, section 3.4.3) against the relative
@@ -174,7 +174,9 @@ def main(argv):
     ap.add_argument("--windows", type=int, default=8, help="validation windows per run folder (default 8)")
     ap.add_argument("--length", type=int, help="window length (default: the first run's seq_len)")
     ap.add_argument("--val", help="validation shard (default: the first match of the run's val_data)")
-    ap.add_argument("--sample", default=os.path.join(ROOT, "build", "sample"), help="the sample binary")
+    built = [b for b in ("build", "build_cpu") if os.access(os.path.join(ROOT, b, "sample"), os.X_OK)]
+    ap.add_argument("--sample", default=os.path.join(ROOT, (built or ["build"])[0], "sample"),
+                    help="the sample binary (default: make's build/, else make run's build_cpu/)")
     ap.add_argument("--maps_dir", help="keep the maps sample writes in this folder, to be read again as inputs "
                     "(default: a temporary folder)")
     ap.add_argument("--head_dim", type=int, default=32, help="D of the bound (default 32)")
