@@ -23,9 +23,9 @@ namespace gpu {
 namespace {
 
 // ---- cuBLAS, loaded on first use ----
-// The library is not linked: loading it runs cuBLASLt's static constructors, about 0.9 s of CPU
-// and 220 MB resident (scripts/results/times.md), which every start would pay, --help and
-// --device cpu included. The first GEMM loads it: dlopen of the soname of the cuBLAS the backend
+// The library is not linked: loading it runs cuBLASLt's static constructors, about 0.4 s of CPU
+// and 200 MiB resident (scripts/results/times.md, Start-up), which every start would pay, --help
+// and --device cpu included. The first GEMM loads it: dlopen of the soname of the cuBLAS the backend
 // was compiled against (found as the CUDA runtime is: LD_LIBRARY_PATH, the program's runpath, the
 // loader's cache), then the entry points it calls, once (a function-local static: thread-safe),
 // before any capture (the first step runs eagerly). A missing or broken library is an exception
