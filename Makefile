@@ -103,7 +103,9 @@ CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu))
 # ptxas's report (registers, spills per kernel) kept beside each object for scripts/check_spills.sh
 # --build; the compiler's other messages still reach the terminal
 PTXAS_REPORT = -Xptxas -v 2>$@.ptxas; rc=$$?; grep -v '^ptxas info\|^    [0-9]* bytes stack frame' $@.ptxas >&2; exit $$rc
-LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+# cuBLAS is not linked: the backend loads it on its first GEMM (cuda/matmul.cu), found through this
+# runpath too; -ldl for dlopen where the C library does not hold it (glibc before 2.34)
+LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl
 # NCCL, the CUDA backend's collectives across ranks (cuda/nccl.cu), with MPI to launch: nccl.h
 # where NVIDIA's packages put it (/usr/include, $NCCL_HOME, the toolkit's own folder)
 NCCL_INC  := $(patsubst %/nccl.h,%,$(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/include/nccl.h) \

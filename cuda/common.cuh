@@ -1,4 +1,4 @@
-// Shared helpers for the CUDA kernels: checked-call macros, the cuBLAS handle, the TF32
+// Shared helpers for the CUDA kernels: checked-call macros, the GEMM helpers, the TF32
 // switch, the tracked device allocator, ceil_div and warp reductions.
 //
 // Everything here lives in namespace `gpu`, not `cuda`: CCCL (pulled in by cub) owns
@@ -35,10 +35,8 @@ inline bool debug_sync() {
     return on;
 }
 
-[[noreturn]] inline void throw_cublas_error(cublasStatus_t st, const char* file, int line) {
-    throw std::runtime_error(std::string("cuBLAS error at ") + file + ":" + std::to_string(line) + ": " +
-                             cublasGetStatusString(st));
-}
+// defined in matmul.cu, beside cuBLAS's loader
+[[noreturn]] void throw_cublas_error(cublasStatus_t st, const char* file, int line);
 
 }  // namespace gpu
 
@@ -128,31 +126,6 @@ struct Scratch {
         return p;
     }
 };
-
-// ---- cuBLAS ------------------------------------------------------------------------------
-// cuBLAS's workspace, given to it from device_malloc so that peak_memory() counts it (cuBLAS
-// would otherwise allocate its own, unseen): 32 MiB, what it takes by default on Hopper.
-constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
-
-// One handle for the process. cublas_on binds it to the stream of the op that calls it, so its
-// GEMMs run in order with that op's kernels (and are captured with them in a CUDA graph).
-// cublasSetStream also puts cuBLAS back on its own workspace pool, so the workspace is given
-// again each time: its memory stays counted, and a captured GEMM allocates nothing.
-// Its math mode disallows reduced-precision reductions: a GEMM with bf16 output that splits K
-// (the classifier's input gradient: K = 50304 into a rows x C output) then sums its partials in
-// fp32, the compute type, not in bf16.
-inline cublasHandle_t cublas_on(cudaStream_t stream) {
-    static cublasHandle_t h = [] {
-        cublasHandle_t hh;
-        cublasCheck(cublasCreate(&hh));
-        cublasCheck(cublasSetMathMode(hh, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
-        return hh;
-    }();
-    static void* workspace = device_malloc(kCublasWorkspaceBytes);
-    cublasCheck(cublasSetStream(h, stream));
-    cublasCheck(cublasSetWorkspace(h, workspace, kCublasWorkspaceBytes));
-    return h;
-}
 
 // GEMM helpers (matmul.cu), COLUMN-major like cuBLAS: C (m,n) = alpha op(A) op(B) + beta C.
 // In (A and B) and Out (C) are float or bf16_t: fp32 inputs use TF32 when it is on; bf16

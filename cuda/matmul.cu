@@ -8,8 +8,12 @@
 // GEMMs accumulate in fp32 and round once at the store (a split K's partials are summed in fp32
 // too: cublas_on's math mode, common.cuh); dW and the bias stay fp32, and the bias add and the
 // dbias column sums compute in fp32.
+#include <dlfcn.h>
+
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "backend_cuda.h"
 #include "common.cuh"
@@ -17,6 +21,91 @@
 namespace gpu {
 
 namespace {
+
+// ---- cuBLAS, loaded on first use ----
+// The library is not linked: loading it runs cuBLASLt's static constructors, about 0.4 s of CPU
+// and 200 MiB resident (scripts/results/times.md, Start-up), which every start would pay, --help
+// and --device cpu included. The first GEMM loads it: dlopen of the soname of the cuBLAS the backend
+// was compiled against (found as the CUDA runtime is: LD_LIBRARY_PATH, the program's runpath, the
+// loader's cache), then the entry points it calls, once (a function-local static: thread-safe),
+// before any capture (the first step runs eagerly). A missing or broken library is an exception
+// that names it and what to install. The GEMMs reach cuBLAS only through this table: a direct
+// call would not link.
+// The two GEMMs have C++ overloads in cublas_api.h (taking an old cudaDataType compute type): these
+// are the library's own, which the static_casts below pick (in decltype: checked, never called).
+using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                  const void*, cudaDataType_t, int, const void*, cudaDataType_t, int, const void*,
+                                  void*, cudaDataType_t, int, cublasComputeType_t, cublasGemmAlgo_t);
+using GemmStridedBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                                const void*, const void*, cudaDataType_t, int, long long,
+                                                const void*, cudaDataType_t, int, long long, const void*, void*,
+                                                cudaDataType_t, int, long long, int, cublasComputeType_t,
+                                                cublasGemmAlgo_t);
+struct CublasApi {
+    decltype(&cublasCreate) create;
+    decltype(&cublasSetMathMode) set_math_mode;
+    decltype(&cublasSetStream) set_stream;
+    decltype(&cublasSetWorkspace) set_workspace;
+    decltype(static_cast<GemmEx>(&cublasGemmEx)) gemm_ex;
+    decltype(static_cast<GemmStridedBatchedEx>(&cublasGemmStridedBatchedEx)) gemm_strided_batched_ex;
+    decltype(&cublasGetStatusString) status_string;
+};
+
+// An entry point's exported name, after cublas_v2.h's renames (cublasCreate is cublasCreate_v2).
+#define CUBLAS_NAME_(f) #f
+#define CUBLAS_NAME(f) CUBLAS_NAME_(f)
+
+const CublasApi& cublas() {
+    static const CublasApi api = [] {
+        const std::string major = std::to_string(CUBLAS_VER_MAJOR), soname = "libcublas.so." + major;
+        const std::string install = "the CUDA backend needs cuBLAS " + major + " (" + soname + ", part of the CUDA " +
+                                    major + " toolkit: NVIDIA's package libcublas-" + major +
+                                    "-*); install it or add its folder to LD_LIBRARY_PATH";
+        void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!lib) throw std::runtime_error(std::string("cannot load cuBLAS: ") + dlerror() + "; " + install);
+        CublasApi a;
+        auto entry = [&](auto& fn, const char* name) {
+            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+            if (!fn)
+                throw std::runtime_error("cannot load cuBLAS: " + soname + " has no " + name +
+                                         " (a broken or other installation); " + install);
+        };
+        entry(a.create, CUBLAS_NAME(cublasCreate));
+        entry(a.set_math_mode, CUBLAS_NAME(cublasSetMathMode));
+        entry(a.set_stream, CUBLAS_NAME(cublasSetStream));
+        entry(a.set_workspace, CUBLAS_NAME(cublasSetWorkspace));
+        entry(a.gemm_ex, CUBLAS_NAME(cublasGemmEx));
+        entry(a.gemm_strided_batched_ex, CUBLAS_NAME(cublasGemmStridedBatchedEx));
+        entry(a.status_string, CUBLAS_NAME(cublasGetStatusString));
+        return a;
+    }();
+    return api;
+}
+
+// cuBLAS's workspace, given to it from device_malloc so that peak_memory() counts it (cuBLAS
+// would otherwise allocate its own, unseen): 32 MiB, what it takes by default on Hopper.
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+
+// One handle for the process, bound to the stream of the op that calls it, so its GEMMs run in
+// order with that op's kernels (and are captured with them in a CUDA graph). cublasSetStream
+// also puts cuBLAS back on its own workspace pool, so the workspace is given again each time: its
+// memory stays counted, and a captured GEMM allocates nothing.
+// Its math mode disallows reduced-precision reductions: a GEMM with bf16 output that splits K
+// (the classifier's input gradient: K = 50304 into a rows x C output) then sums its partials in
+// fp32, the compute type, not in bf16.
+cublasHandle_t cublas_on(cudaStream_t stream) {
+    static cublasHandle_t h = [] {
+        cublasHandle_t hh;
+        cublasCheck(cublas().create(&hh));
+        cublasCheck(cublas().set_math_mode(hh, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+        return hh;
+    }();
+    static void* workspace = device_malloc(kCublasWorkspaceBytes);
+    cublasCheck(cublas().set_stream(h, stream));
+    cublasCheck(cublas().set_workspace(h, workspace, kCublasWorkspaceBytes));
+    return h;
+}
+
 bool g_tf32 = true;
 
 template <class X>
@@ -31,6 +120,11 @@ cublasComputeType_t compute_type() {
     return !is_bf16<In> && tf32_enabled() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 }  // namespace
+
+void throw_cublas_error(cublasStatus_t st, const char* file, int line) {
+    throw std::runtime_error(std::string("cuBLAS error at ") + file + ":" + std::to_string(line) + ": " +
+                             cublas().status_string(st));
+}
 
 void set_tf32(bool on) {
     g_tf32 = on;
@@ -50,7 +144,7 @@ bool tf32_enabled() {
 template <class In, class Out>
 void gemm_cm(bool ta, bool tb, int m, int n, int k, float alpha, const In* A, int lda, const In* B, int ldb, float beta,
              Out* C, int ldc, cudaStream_t stream) {
-    cublasCheck(cublasGemmEx(cublas_on(stream), ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+    cublasCheck(cublas().gemm_ex(cublas_on(stream), ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
                              &alpha, A, cuda_type<In>(), lda, B, cuda_type<In>(), ldb, &beta, C, cuda_type<Out>(), ldc,
                              compute_type<In>(), CUBLAS_GEMM_DEFAULT));
 }
@@ -65,7 +159,7 @@ template <class X>
 void gemm_cm_strided_batched(bool ta, bool tb, int m, int n, int k, float alpha, const X* A, int lda, long long strideA,
                              const X* B, int ldb, long long strideB, float beta, X* C, int ldc, long long strideC,
                              int batch, cudaStream_t stream) {
-    cublasCheck(cublasGemmStridedBatchedEx(cublas_on(stream), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+    cublasCheck(cublas().gemm_strided_batched_ex(cublas_on(stream), ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                            tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, cuda_type<X>(), lda,
                                            strideA, B, cuda_type<X>(), ldb, strideB, &beta, C, cuda_type<X>(), ldc,
                                            strideC, batch, compute_type<X>(), CUBLAS_GEMM_DEFAULT));

@@ -8,16 +8,26 @@ EMU_BUILD ?= $(BUILD)_emu
 .PHONY: emu emu-asan emu-asan-selftest emu-asan-tests emu-tsan-tests
 
 ifneq ($(EMU),)
-EMU_OBJ   := $(patsubst test/cuda_emu/src/%.cpp,$(BUILD)/cuda_emu/%.o,$(wildcard test/cuda_emu/src/*.cpp))
+EMU_OBJ   := $(patsubst test/cuda_emu/src/%.cpp,$(BUILD)/cuda_emu/%.o,$(filter-out %/cublas.cpp,$(wildcard test/cuda_emu/src/*.cpp)))
+# The cuBLAS stand-in is a library, loaded on the first GEMM as cuBLAS is (cuda/matmul.cu), its
+# calls into the emulator resolved against the program (-rdynamic). The programs find it in
+# $(BUILD)/cuda_emu through an rpath (from $(BUILD)/train and $(BUILD)/test/*): DT_RPATH, which
+# comes before LD_LIBRARY_PATH, so that a CUDA folder there never puts the real cuBLAS in its place.
+EMU_CUBLAS := $(BUILD)/cuda_emu/libcublas.so.13
 NVCCFLAGS ?= -O2
 NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra $(EMU_SAN) $(EMU_KSAN)
 NVCCFLAGS += $(if $(HAVE_MPI),-DHAVE_NCCL)
 CXXFLAGS  += -DHAVE_CUDA $(EMU_SAN)
-LDLIBS    += $(EMU_SAN) $(EMU_KSAN)
+LDLIBS    += $(EMU_SAN) $(EMU_KSAN) -rdynamic -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/cuda_emu:$$ORIGIN/../cuda_emu'
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu)) $(EMU_OBJ)
 TESTS     := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_cuda*.cpp)) $(BUILD)/test/test_emu_selftest
 
 $(BUILD)/cuda/%.o: $(EMU_NVCC)
+all: $(EMU_CUBLAS)
+$(BUILD)/train $(BUILD)/sample $(TESTS): | $(EMU_CUBLAS)
+$(BUILD)/cuda_emu/cublas.o: CXXFLAGS += -fPIC
+$(EMU_CUBLAS): $(BUILD)/cuda_emu/cublas.o
+	$(CXX) -shared -Wl,-soname,$(notdir $@) $< -o $@ $(LDLIBS)
 $(BUILD)/test/cuda_testlib.o: $(EMU_NVCC)
 $(BUILD)/cuda_emu/%.o: test/cuda_emu/src/%.cpp
 	@mkdir -p $(dir $@)
@@ -28,7 +38,7 @@ $(BUILD)/test/test_emu_selftest.o: test/cuda_emu/test_emu_selftest.cu $(EMU_NVCC
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BUILD)/test/test_emu_selftest: $(BUILD)/test/test_emu_selftest.o $(EMU_OBJ)
+$(BUILD)/test/test_emu_selftest: $(BUILD)/test/test_emu_selftest.o $(EMU_OBJ) $(EMU_CUBLAS)
 	$(CXX) $^ -o $@ $(LDLIBS)
 endif
 

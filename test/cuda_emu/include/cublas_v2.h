@@ -3,9 +3,22 @@
 // TF32 rounding of fp32 inputs when a TF32 compute type or math mode asks for it (to nearest, or
 // truncated: CUDA_EMU_TF32), a long K split with its partials summed in bf16 unless the math mode
 // disallows reduced-precision reductions.
+// Built as a library of its own, libcublas.so.13 (emu.mk), with cuBLAS's exported names (C linkage,
+// the _v2 renames below) and signatures: the backend loads it on first use as it loads cuBLAS
+// (cuda/matmul.cu), and a call that would not fit the real library does not fit it either.
 #pragma once
 
 #include "cuda_runtime.h"
+
+// the cuBLAS of the CUDA 13 toolkit
+#define CUBLAS_VER_MAJOR 13
+
+#define cublasCreate cublasCreate_v2
+#define cublasDestroy cublasDestroy_v2
+#define cublasSetStream cublasSetStream_v2
+#define cublasGetStream cublasGetStream_v2
+#define cublasSetWorkspace cublasSetWorkspace_v2
+#define cublasSgemm cublasSgemm_v2
 
 typedef struct cublasContext* cublasHandle_t;
 
@@ -40,8 +53,7 @@ enum cublasMath_t {
     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16,  // a flag, or-ed with one of the above
 };
 
-#define EMU_SITE const char *emu_file = __builtin_FILE(), int emu_line = __builtin_LINE()
-
+extern "C" {
 cublasStatus_t cublasCreate(cublasHandle_t* h);
 cublasStatus_t cublasDestroy(cublasHandle_t h);
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
@@ -55,18 +67,18 @@ const char* cublasGetStatusName(cublasStatus_t st);
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void* alpha, const void* A, cudaDataType_t Atype, int lda, const void* B,
                             cudaDataType_t Btype, int ldb, const void* beta, void* C, cudaDataType_t Ctype, int ldc,
-                            cublasComputeType_t compute, cublasGemmAlgo_t algo, EMU_SITE);
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                           int k, const void* alpha, const void* A, cudaDataType_t Atype, int lda,
                                           long long strideA, const void* B, cudaDataType_t Btype, int ldb,
                                           long long strideB, const void* beta, void* C, cudaDataType_t Ctype, int ldc,
                                           long long strideC, int batch, cublasComputeType_t compute,
-                                          cublasGemmAlgo_t algo, EMU_SITE);
+                                          cublasGemmAlgo_t algo);
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
-                           float* C, int ldc, EMU_SITE);
+                           float* C, int ldc);
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const float* alpha, const float* A, int lda, long long strideA,
                                          const float* B, int ldb, long long strideB, const float* beta, float* C,
-                                         int ldc, long long strideC, int batch, EMU_SITE);
-#undef EMU_SITE
+                                         int ldc, long long strideC, int batch);
+}  // extern "C"

@@ -14,6 +14,8 @@
 // - beta == 0: C is not read (it may hold NaN);
 // - the handle's stream (cublasSetStream): a GEMM on a capturing stream is recorded into the
 //   graph with alpha, beta and the math mode of the call, its operands read at each replay.
+// A library of its own (libcublas.so.13, emu.mk), as cuBLAS is: its entry points have cuBLAS's
+// signatures, so its reports name the call, not the caller's line (kSite).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +38,11 @@ struct cublasContext {
 };
 
 namespace {
+
+// where the reports say a call came from: a caller reaches the library through a pointer (the
+// backend) or a link (the self-tests), with no file and line to pass
+constexpr const char* kSite = "cuBLAS stand-in";
+constexpr int kLine = 0;
 
 std::set<cublasHandle_t>& handles() {
     static std::set<cublasHandle_t> s;
@@ -109,11 +116,11 @@ void product(float* T, const float* A, int lda, const float* B, int ldb, int m, 
 #endif
 }
 
-cublasStatus_t bad_param(const char* file, int line, const char* api, int number, const char* what,
+cublasStatus_t bad_param(const char* api, int number, const char* what,
                          cublasStatus_t st = CUBLAS_STATUS_INVALID_VALUE) {
     std::fflush(stdout);
-    std::fprintf(stderr, "cuda-emu: cuBLAS error: %s:%d: %s: parameter number %d had an illegal value: %s (%s)\n", file,
-                 line, api, number, what, cublasGetStatusName(st));
+    std::fprintf(stderr, "cuda-emu: cuBLAS error: %s: parameter number %d had an illegal value: %s (%s)\n", api, number,
+                 what, cublasGetStatusName(st));
     return st;
 }
 
@@ -146,17 +153,17 @@ size_t span_bytes(int rows, int cols, int ld, long long stride, int batch, size_
 
 // The GEMM as it runs: at the call, or at each replay of a captured one (operands checked then).
 // split: the partials of a long K summed in bf16 (reduced-precision reduction allowed).
-void run(const Gemm& g, Rounding r, bool split, float alpha, float beta, const char* api, const char* file, int line) {
+void run(const Gemm& g, Rounding r, bool split, float alpha, float beta, const char* api) {
     const bool ta = g.ta != CUBLAS_OP_N, tb = g.tb != CUBLAS_OP_N;
     const int arows = ta ? g.k : g.m, acols = ta ? g.m : g.k;
     const int brows = tb ? g.n : g.k, bcols = tb ? g.k : g.n;
     const size_t ea = type_size(g.At), ec = type_size(g.Ct);
     std::string w = std::string(api) + " operand ";
     if (g.k > 0) {
-        emu::check_device_range(file, line, (w + "A").c_str(), g.A, span_bytes(arows, acols, g.lda, g.sA, g.batch, ea));
-        emu::check_device_range(file, line, (w + "B").c_str(), g.B, span_bytes(brows, bcols, g.ldb, g.sB, g.batch, ea));
+        emu::check_device_range(kSite, kLine, (w + "A").c_str(), g.A, span_bytes(arows, acols, g.lda, g.sA, g.batch, ea));
+        emu::check_device_range(kSite, kLine, (w + "B").c_str(), g.B, span_bytes(brows, bcols, g.ldb, g.sB, g.batch, ea));
     }
-    emu::check_device_range(file, line, (w + "C").c_str(), g.C, span_bytes(g.m, g.n, g.ldc, g.sC, g.batch, ec));
+    emu::check_device_range(kSite, kLine, (w + "C").c_str(), g.C, span_bytes(g.m, g.n, g.ldc, g.sC, g.batch, ec));
 
     std::vector<float> a, b, t((size_t)g.m * g.n), part((size_t)g.m * g.n);
     for (int i = 0; i < g.batch; i++) {
@@ -187,41 +194,41 @@ void run(const Gemm& g, Rounding r, bool split, float alpha, float beta, const c
 }
 
 // Parameter numbers are cublasGemmEx's (the strided-batched call reports its own).
-cublasStatus_t gemm(const Gemm& g, const char* api, bool strided, const char* file, int line) {
+cublasStatus_t gemm(const Gemm& g, const char* api, bool strided) {
     char why[256];
     auto P = [&](int ex, int sb) { return strided ? sb : ex; };
     if (!handles().count(g.h))
-        return bad_param(file, line, api, 1, "not a live cublasHandle_t", CUBLAS_STATUS_NOT_INITIALIZED);
-    if (g.ta > CUBLAS_OP_C) return bad_param(file, line, api, 2, "transa");
-    if (g.tb > CUBLAS_OP_C) return bad_param(file, line, api, 3, "transb");
-    if (g.m < 0) return bad_param(file, line, api, 4, "m < 0");
-    if (g.n < 0) return bad_param(file, line, api, 5, "n < 0");
-    if (g.k < 0) return bad_param(file, line, api, 6, "k < 0");
-    if (!g.alpha) return bad_param(file, line, api, 7, "alpha is null");
+        return bad_param(api, 1, "not a live cublasHandle_t", CUBLAS_STATUS_NOT_INITIALIZED);
+    if (g.ta > CUBLAS_OP_C) return bad_param(api, 2, "transa");
+    if (g.tb > CUBLAS_OP_C) return bad_param(api, 3, "transb");
+    if (g.m < 0) return bad_param(api, 4, "m < 0");
+    if (g.n < 0) return bad_param(api, 5, "n < 0");
+    if (g.k < 0) return bad_param(api, 6, "k < 0");
+    if (!g.alpha) return bad_param(api, 7, "alpha is null");
     const bool ta = g.ta != CUBLAS_OP_N, tb = g.tb != CUBLAS_OP_N;
     const int arows = ta ? g.k : g.m, brows = tb ? g.n : g.k;
     if (g.lda < std::max(1, arows)) {
         std::snprintf(why, sizeof why, "lda = %d < max(1, %s) = %d", g.lda, ta ? "k" : "m", std::max(1, arows));
-        return bad_param(file, line, api, 10, why);
+        return bad_param(api, 10, why);
     }
     if (g.ldb < std::max(1, brows)) {
         std::snprintf(why, sizeof why, "ldb = %d < max(1, %s) = %d", g.ldb, tb ? "n" : "k", std::max(1, brows));
-        return bad_param(file, line, api, P(13, 14), why);
+        return bad_param(api, P(13, 14), why);
     }
-    if (!g.beta) return bad_param(file, line, api, P(14, 16), "beta is null");
+    if (!g.beta) return bad_param(api, P(14, 16), "beta is null");
     if (g.ldc < std::max(1, g.m)) {
         std::snprintf(why, sizeof why, "ldc = %d < max(1, m) = %d", g.ldc, std::max(1, g.m));
-        return bad_param(file, line, api, P(17, 19), why);
+        return bad_param(api, P(17, 19), why);
     }
-    if (g.batch < 0) return bad_param(file, line, api, 21, "batchCount < 0");
+    if (g.batch < 0) return bad_param(api, 21, "batchCount < 0");
     const bool in_ok = (g.At == CUDA_R_32F || g.At == CUDA_R_16BF) && g.Bt == g.At;
     const bool out_ok = g.Ct == CUDA_R_32F || g.Ct == CUDA_R_16BF;
     const bool compute_ok = g.compute == CUBLAS_COMPUTE_32F || g.compute == CUBLAS_COMPUTE_32F_PEDANTIC ||
                             g.compute == CUBLAS_COMPUTE_32F_FAST_TF32 || g.compute == CUBLAS_COMPUTE_32F_FAST_16BF;
     if (!in_ok || !out_ok || !compute_ok || (g.At == CUDA_R_16BF && g.compute == CUBLAS_COMPUTE_32F_FAST_TF32))
-        return bad_param(file, line, api, P(18, 22), "unsupported combination of data and compute types",
+        return bad_param(api, P(18, 22), "unsupported combination of data and compute types",
                          CUBLAS_STATUS_NOT_SUPPORTED);
-    if (!emu::stream_valid(g.h->stream)) return bad_param(file, line, api, 1, "its stream was destroyed");
+    if (!emu::stream_valid(g.h->stream)) return bad_param(api, 1, "its stream was destroyed");
     if (g.m == 0 || g.n == 0 || g.batch == 0) return CUBLAS_STATUS_SUCCESS;
 
     // what the GEMM kernel is given at the call: the scalars' values (host pointer mode) and
@@ -236,9 +243,8 @@ cublasStatus_t gemm(const Gemm& g, const char* api, bool strided, const char* fi
     const bool split = g.Ct == CUDA_R_16BF && g.k >= kSplitK && g.compute != CUBLAS_COMPUTE_32F_PEDANTIC &&
                        !(g.h->mode & CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
     const float alpha = *static_cast<const float*>(g.alpha), beta = *static_cast<const float*>(g.beta);
-    cudaError_t e = emu::enqueue(g.h->stream, file, line, api, [g, r, split, alpha, beta, api, file, line] {
-        run(g, r, split, alpha, beta, api, file, line);
-    });
+    cudaError_t e = emu::enqueue(g.h->stream, kSite, kLine, api,
+                                 [g, r, split, alpha, beta, api] { run(g, r, split, alpha, beta, api); });
     return e ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
@@ -311,34 +317,33 @@ cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void*, size_t) {
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void* alpha, const void* A, cudaDataType_t At, int lda, const void* B,
                             cudaDataType_t Bt, int ldb, const void* beta, void* C, cudaDataType_t Ct, int ldc,
-                            cublasComputeType_t compute, cublasGemmAlgo_t, const char* file, int line) {
+                            cublasComputeType_t compute, cublasGemmAlgo_t) {
     return gemm({h, ta, tb, m, n, k, alpha, A, At, lda, 0, B, Bt, ldb, 0, beta, C, Ct, ldc, 0, 1, compute},
-                "cublasGemmEx", false, file, line);
+                "cublasGemmEx", false);
 }
 
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                           int k, const void* alpha, const void* A, cudaDataType_t At, int lda,
                                           long long sA, const void* B, cudaDataType_t Bt, int ldb, long long sB,
                                           const void* beta, void* C, cudaDataType_t Ct, int ldc, long long sC,
-                                          int batch, cublasComputeType_t compute, cublasGemmAlgo_t, const char* file,
-                                          int line) {
+                                          int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
     return gemm({h, ta, tb, m, n, k, alpha, A, At, lda, sA, B, Bt, ldb, sB, beta, C, Ct, ldc, sC, batch, compute},
-                "cublasGemmStridedBatchedEx", true, file, line);
+                "cublasGemmStridedBatchedEx", true);
 }
 
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
-                           float* C, int ldc, const char* file, int line) {
+                           float* C, int ldc) {
     return gemm({h, ta,         tb,  m, n,    k, alpha,      A,   CUDA_R_32F, lda, 0,
                  B, CUDA_R_32F, ldb, 0, beta, C, CUDA_R_32F, ldc, 0,          1,   CUBLAS_COMPUTE_32F},
-                "cublasSgemm", false, file, line);
+                "cublasSgemm", false);
 }
 
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const float* alpha, const float* A, int lda, long long sA,
                                          const float* B, int ldb, long long sB, const float* beta, float* C, int ldc,
-                                         long long sC, int batch, const char* file, int line) {
+                                         long long sC, int batch) {
     return gemm({h, ta,         tb,  m,  n,    k, alpha,      A,   CUDA_R_32F, lda,   sA,
                  B, CUDA_R_32F, ldb, sB, beta, C, CUDA_R_32F, ldc, sC,         batch, CUBLAS_COMPUTE_32F},
-                "cublasSgemmStridedBatched", true, file, line);
+                "cublasSgemmStridedBatched", true);
 }
