@@ -94,9 +94,11 @@ include test/cuda_emu/emu.mk
 ifeq ($(EMU),)
 ifneq ($(NVCC),)
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
-# sm_80 and sm_90 machine code, plus PTX for newer cards
-NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-             -gencode arch=compute_90,code=compute_90
+# machine code for each of CUDA_ARCHS (sm_80, sm_90), plus PTX of the last for newer cards. CI
+# compiles for sm_90 alone (.ci/run): its tests read sm_90's ptxas report and run no GPU code.
+CUDA_ARCHS ?= 80 90
+NVCCFLAGS ?= -O3 $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+             -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS))
 NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra
 CXXFLAGS  += -DHAVE_CUDA -I$(CUDA_HOME)/include
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu))
