@@ -108,8 +108,10 @@ NOT_WARNED_KEYS = {"pos", "seed", "run_dir", "checkpoint_every", "sample_every",
 # existed ran the unscaled table, which resolved_config records as 1.
 # rope_scaling (and its factor, "factor 4"): a scaling of the rotary positions, trained with or only
 # evaluated with (build/train --eval_only: "rope, ntk", the same trained runs, paired by seed).
+# partial_rotary_factor: a share of each head's channels rotating ("rope, partial 0.25").
 VARIANT_KEYS = {"mlp_hidden": ("mlp", lambda c: (None, 0, 4 * c.get("n_embd", 0))),
                 "sin_scale": ("sin_scale", lambda c: (SIN_SCALE,) if c.get("pos") == "sinusoidal" else (c.get("sin_scale"),)),
+                "partial_rotary_factor": ("partial", lambda c: (None, 1, 1.0)),
                 "rope_scaling": ("", lambda c: (None, "none")),
                 "rope_scaling_factor": ("factor", lambda c: (None, 0, 0.0))}
 # match_params only chooses mlp_hidden, which the trainer records resolved: the model is the same

@@ -35,11 +35,11 @@ cut before any checkpoint moved aside (FT.stale-TIME) and started again. Ctrl-C
 stops the running one after a checkpoint: run the same command again to go on.
 
 options:
-  --scalings "A B"   rope_scaling values (default: "linear ntk dynamic yarn"; "none"
+  --scalings "A B"   rope_scaling values (default: "linear ntk dynamic yarn llama3"; "none"
                      evaluates without a scaling key, as the run was trained)
   --pos "A B"        schemes evaluated under the scalings     (default "rope crope")
   --out PREFIX       the comparison's outputs      (default RUNS_DIR/extrapolation)
-  --finetune "A B"   fine-tune under these scalings too (none linear ntk dynamic yarn)
+  --finetune "A B"   fine-tune under these scalings too (none linear ntk dynamic yarn llama3)
   --mult M           fine-tuning length, times the run's seq_len          (default 4)
   --ft_steps N       fine-tuning steps                                    (default 200)
   --ft_lr LR         fine-tuning learning rate, constant                  (default 1e-4)
@@ -60,7 +60,7 @@ die() {
 case $1 in -h | --help) usage; exit 0 ;; esac
 runs_dir=${1%/}
 shift
-scalings="linear ntk dynamic yarn" pos="rope crope" out="" dry=0
+scalings="linear ntk dynamic yarn llama3" pos="rope crope" out="" dry=0
 finetune="" mult=4 ft_steps=200 ft_lr=1e-4
 while [ $# -gt 0 ]; do
   case $1 in
@@ -82,7 +82,7 @@ done
 { [[ $mult =~ ^[1-9][0-9]*$ ]] && [ "$mult" -ge 2 ]; } || die "--mult must be an integer of at least 2, got '$mult'"
 [[ $ft_steps =~ ^[1-9][0-9]*$ ]] || die "--ft_steps must be a positive integer, got '$ft_steps'"
 for s in $finetune; do
-  case $s in none | linear | ntk | dynamic | yarn) ;; *) die "--finetune: unknown rope_scaling '$s' (none linear ntk dynamic yarn)" ;; esac
+  case $s in none | linear | ntk | dynamic | yarn | llama3) ;; *) die "--finetune: unknown rope_scaling '$s' (none linear ntk dynamic yarn llama3)" ;; esac
 done
 out=${out:-$runs_dir/extrapolation}
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}

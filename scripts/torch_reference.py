@@ -8,9 +8,11 @@ the embedding), rope (q, k rotated on adjacent pairs (2j, 2j+1) after the QKV pr
 crope (as rope, and the Q/K/V projections are complex-linear: each stores A, B (C/2, C/2)
 and uses the real matrix with 2x2 blocks [[a, -b], [b, a]]), nope (no position information),
 alibi (head h's scaled scores get -m_h (i - j) before the softmax) or xpos (rope, and pair j
-of q at position n scaled by zeta_j^(n/512), of k at m by zeta_j^(-m/512), zeta_j = (2j/D + 0.4) / 1.4);
-for rope and crope a RoPE scaling (--rope_scaling: linear, ntk, dynamic, yarn; yarn's temperature on
-the scores).
+of q at position n scaled by zeta_j^(n/512), of k at m by zeta_j^(-m/512), zeta_j = (2j/R + 0.4) / 1.4);
+for the rotary schemes partial rotary (--partial_rotary_factor f: only each head's first
+R = 2 floor(f D / 2) channels rotate, at frequencies over R, as GPT-NeoX; R = D at f = 1) and a RoPE
+scaling (--rope_scaling: linear, ntk, dynamic, yarn, llama3; yarn's temperature on the rotated
+channels' scores).
 AdamW is torch.optim.AdamW.
 
 Benchmark (default): random tokens, one timing loop. Prints one JSON line:
@@ -29,7 +31,7 @@ Usage: torch_reference.py --pos crope [--compile] [--n_layer 4 --n_head 4 --n_em
        [--device cpu [--threads N]]
        torch_reference.py --pos rope --data SHARD.bin --save_init FILE.safetensors
        [--dtype float64] [--lr 1e-3 --weight_decay 0.01] [model and batch flags as above]
-       [--rope_scaling yarn --rope_scaling_factor 0 --rope_train_len 0]
+       [--partial_rotary_factor 1] [--rope_scaling yarn --rope_scaling_factor 0 --rope_train_len 0]
        [--val_data SHARD.bin --val_lens 8,16,32 --val_tokens 64]
 """
 import argparse
@@ -57,13 +59,13 @@ def rope_tables(T, D, base):
     return torch.cos(ang), torch.sin(ang)
 
 
-def xpos_scale(T, D):
-    """(T, D/2): xPos's zeta_j^(m/512) at position m, zeta_j = (2j/D + 0.4) / 1.4 (no position shift)."""
-    zeta = (2.0 * torch.arange(D // 2, dtype=torch.float64) / D + 0.4) / 1.4
+def xpos_scale(T, R):
+    """(T, R/2): xPos's zeta_j^(m/512) at position m, zeta_j = (2j/R + 0.4) / 1.4 (no position shift)."""
+    zeta = (2.0 * torch.arange(R // 2, dtype=torch.float64) / R + 0.4) / 1.4
     return zeta[None, :] ** (torch.arange(T, dtype=torch.float64)[:, None] / 512.0)
 
 
-SCALINGS = ["none", "linear", "ntk", "dynamic", "yarn"]
+SCALINGS = ["none", "linear", "ntk", "dynamic", "yarn", "llama3"]
 
 
 def rope_scale(scaling, factor, train_len, T):
@@ -74,17 +76,22 @@ def rope_scale(scaling, factor, train_len, T):
     return factor if factor > 0 and scaling != "dynamic" else max(1.0, T / train_len)
 
 
-def scaled_rope_tables(T, D, base, scaling, s, train_len):
-    """cos, sin (T, D/2) under a RoPE scaling (MODEL.md, RoPE scaling), without yarn's
-    temperature, which GPT.forward applies to the scores."""
-    j = torch.arange(D // 2, dtype=torch.float64)
+def scaled_rope_tables(T, R, base, scaling, s, train_len):
+    """cos, sin (T, R/2) of the R rotated channels under a RoPE scaling (MODEL.md, RoPE scaling),
+    without yarn's temperature, which GPT.forward applies to the scores."""
+    j = torch.arange(R // 2, dtype=torch.float64)
     if scaling in ("ntk", "dynamic"):
-        base = base * s ** (D / (D - 2))
-    theta = base ** (-2.0 * j / D)
+        base = base * s ** (R / (R - 2))
+    theta = base ** (-2.0 * j / R)
+    wavelength = 2 * math.pi / theta
     if scaling == "yarn":
-        wavelength = 2 * math.pi / theta
         ramp = ((train_len / wavelength - 1) / (32 - 1)).clamp(0, 1)
         theta = theta * ((1 - ramp) / s + ramp)
+    if scaling == "llama3":  # as HF's _compute_llama3_parameters, low_freq_factor 1, high_freq_factor 4
+        smooth = (train_len / wavelength - 1) / (4 - 1)
+        mid = (wavelength >= train_len / 4) & (wavelength <= train_len)
+        theta = torch.where(wavelength > train_len, theta / s, theta)
+        theta = torch.where(mid, (1 - smooth) * theta / s + smooth * theta, theta)
     m = torch.arange(T, dtype=torch.float64)
     if scaling == "linear":
         m = m / s
@@ -190,13 +197,16 @@ class Block(nn.Module):
         qkv = self.qkv(self.ln1(x))
         q, k, v = qkv.split(C, dim=-1)
         q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
-        if cos is not None:
+        if cos is not None:  # the first R = 2 cos.size(-1) channels rotate, the rest pass
+            R = 2 * cos.size(-1)
+            (q, qp), (k, kp) = q.split((R, D - R), dim=-1), k.split((R, D - R), dim=-1)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        if scale is not None:  # xpos: both elements of pair j share its factor
-            s = scale.repeat_interleave(2, dim=-1)  # (T, D)
-            q, k = q * s, k / s
-        if score_scale != 1.0:  # yarn's temperature: q.k multiplied by it
-            q = q * score_scale
+            if scale is not None:  # xpos: both elements of pair j share its factor
+                s = scale.repeat_interleave(2, dim=-1)  # (T, R)
+                q, k = q * s, k / s
+            if score_scale != 1.0:  # yarn's temperature: the rotated channels' q.k multiplied by it
+                q = q * score_scale
+            q, k = torch.cat((q, qp), dim=-1), torch.cat((k, kp), dim=-1)
         y = causal_attention(q, k, v, bias)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
         x = x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
@@ -205,10 +215,10 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, V, maxT, C, L, H, pos, rope_base=10000.0, mlp_hidden=0, sin_scale=1.0,
-                 rope_scaling="none", rope_scaling_factor=0.0, rope_train_len=1):
+                 rope_scaling="none", rope_scaling_factor=0.0, rope_train_len=1, partial_rotary_factor=1.0):
         super().__init__()
         self.pos = pos
-        self.D, self.rope_base = C // H, rope_base
+        self.R, self.rope_base = 2 * math.floor(partial_rotary_factor * (C // H) / 2), rope_base
         self.scaling = (rope_scaling, rope_scaling_factor, rope_train_len)
         self.wte = nn.Embedding(V, C)
         nn.init.normal_(self.wte.weight, std=0.02)
@@ -217,13 +227,13 @@ class GPT(nn.Module):
             nn.init.normal_(self.wpe.weight, std=0.02)
         self.blocks = nn.ModuleList(Block(C, H, L, pos, mlp_hidden or 4 * C) for _ in range(L))
         self.lnf = nn.LayerNorm(C)
-        cos, sin = rope_tables(maxT, C // H, rope_base)
+        cos, sin = rope_tables(maxT, self.R, rope_base)
         # float64 tables: model.to(dtype) rounds them once, as the trainer does
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.register_buffer("pe", sinusoidal_table(maxT, C, sin_scale), persistent=False)
         self.register_buffer("slopes", alibi_slopes(H), persistent=False)
-        self.register_buffer("xpos", xpos_scale(maxT, C // H), persistent=False)
+        self.register_buffer("xpos", xpos_scale(maxT, self.R), persistent=False)
 
     def forward(self, idx, targets):
         B, T = idx.shape
@@ -238,11 +248,13 @@ class GPT(nn.Module):
         score_scale = 1.0
         if rotary and (scaling != "none" or T > len(self.rope_cos)):  # this length's s, rounded once
             s = rope_scale(scaling, factor, train_len, T)
-            cos, sin = (t.to(x.dtype) for t in scaled_rope_tables(T, self.D, self.rope_base, scaling, s, train_len))
+            cos, sin = (t.to(x.dtype) for t in scaled_rope_tables(T, self.R, self.rope_base, scaling, s, train_len))
             if scaling == "yarn":
                 score_scale = (0.1 * math.log(s) + 1) ** 2
         bias = alibi_bias(self.slopes, T) if self.pos == "alibi" else None
-        scale = self.xpos[:T] if self.pos == "xpos" else None
+        scale = None
+        if self.pos == "xpos":  # past maxT (a longer validation): the factors of T positions
+            scale = self.xpos[:T] if T <= len(self.xpos) else xpos_scale(T, self.R).to(self.xpos)
         for blk in self.blocks:
             x = blk(x, cos, sin, bias, scale, score_scale)
         logits = F.linear(self.lnf(x), self.wte.weight)  # tied head
@@ -309,7 +321,9 @@ def main():
     ap.add_argument("--max_seq_len", type=int, default=1024)
     ap.add_argument("--mlp_hidden", type=int, default=0, help="the MLP's hidden width (0 = 4 x n_embd)")
     ap.add_argument("--sin_scale", type=float, default=default_sin_scale(), help="sinusoidal: the fixed table's factor")
-    ap.add_argument("--rope_scaling", default="none", choices=SCALINGS, help="rope, crope: the tables' scaling")
+    ap.add_argument("--partial_rotary_factor", type=float, default=1.0,
+                    help="rotary schemes: the share f of each head's channels that rotate")
+    ap.add_argument("--rope_scaling", default="none", choices=SCALINGS, help="rotary schemes: the tables' scaling")
     ap.add_argument("--rope_scaling_factor", type=float, default=0.0, help="its s (0 = from the length)")
     ap.add_argument("--rope_train_len", type=int, default=0, help="the length s refers to (0 = seq_len)")
     ap.add_argument("--val_data", help="with --data: after the steps, the validation loss on this shard")
@@ -347,7 +361,7 @@ def main():
     dev = torch.device(a.device)
     model = GPT(a.vocab_size, a.max_seq_len, a.n_embd, a.n_layer, a.n_head, a.pos, mlp_hidden=a.mlp_hidden,
                 sin_scale=a.sin_scale, rope_scaling=a.rope_scaling, rope_scaling_factor=a.rope_scaling_factor,
-                rope_train_len=a.rope_train_len or a.seq_len)
+                rope_train_len=a.rope_train_len or a.seq_len, partial_rotary_factor=a.partial_rotary_factor)
     if a.save_init:
         save_safetensors(a.save_init, trainer_tensors(model))
     with torch.no_grad():  # start from exactly the float32 values a saved init holds

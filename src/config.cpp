@@ -41,6 +41,9 @@ const Key kKeys[] = {
     {"vocab_size", "model", &Config::vocab_size, "vocabulary size V (every token must be < V)"},
     {"max_seq_len", "model", &Config::max_seq_len, "longest sequence maxT (size of the learned position table)"},
     {"rope_base", "model", &Config::rope_base, "RoPE base: theta_j = base^(-2j/D)"},
+    {"partial_rotary_factor", "model", &Config::partial_rotary_factor,
+     "rotary schemes: f in (0, 1]: the first R = 2 floor(f D / 2) channels of each head rotate, theta_j = "
+     "base^(-2j/R); the rest pass unrotated (MODEL.md, Partial rotary)"},
     {"rope_scaling", "model", &Config::rope_scaling, kRopeScalingHelp.c_str()},
     {"rope_scaling_factor", "model", &Config::rope_scaling_factor,
      "rope_scaling's factor s >= 1 (0 = from the length: s = max(1, L / rope_train_len) for L tokens; dynamic "
@@ -480,6 +483,17 @@ void validate_model(const Config& c) {
     require(!pos->rotary || D % 2 == 0,
             "pos=" + c.pos + " needs an even head size, got n_embd/n_head = " + std::to_string(D));
     require(!pos->rotary || c.rope_base > 0, "rope_base must be > 0");
+    require(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1,
+            "partial_rotary_factor must be in (0, 1], got " + to_text(c.partial_rotary_factor));
+    require(pos->rotary || c.partial_rotary_factor == 1,
+            "partial_rotary_factor " + to_text(c.partial_rotary_factor) + " is set, but pos=" + c.pos +
+                " rotates nothing (the key is for the rotary schemes)");
+    RopeScaling rotary;
+    rotary.partial = c.partial_rotary_factor;
+    const int R = rotary.rotary_dims(D);
+    require(!pos->rotary || R >= 2, "partial_rotary_factor " + to_text(c.partial_rotary_factor) +
+                                        " rotates no pair of head size " + std::to_string(D) +
+                                        ": R = 2 floor(f D / 2) = " + std::to_string(R) + ", needs f >= 2/D");
     RopeScaling::Kind kind = RopeScaling::none;
     require(find_rope_scaling(c.rope_scaling, kind),
             "rope_scaling must be one of " + rope_scaling_names() + ", got '" + c.rope_scaling + "'");
@@ -674,6 +688,7 @@ ModelConfig model_config(const Config& c) {
     find_rope_scaling(c.rope_scaling, m.rope_scaling.kind);
     m.rope_scaling.factor = c.rope_scaling_factor;
     m.rope_scaling.train_len = c.rope_train_len > 0 ? c.rope_train_len : c.seq_len;
+    m.rope_scaling.partial = c.partial_rotary_factor;
     m.sin_scale = c.sin_scale;
     m.mlp_hidden = c.mlp_hidden;
     if (m.mlp_hidden == 0)

@@ -17,6 +17,7 @@ struct Config {
     int vocab_size = 50257;    // V
     int max_seq_len = 1024;    // maxT
     double rope_base = 10000.0;
+    double partial_rotary_factor = 1;   // f: the share of each head's channels that rotate
     std::string rope_scaling = "none";  // a kind of src/pos.h's RopeScaling
     double rope_scaling_factor = 0;     // s >= 1 (0 = from the length)
     int rope_train_len = 0;             // L_train of the scaling (0 = seq_len, or --init_from's)

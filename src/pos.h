@@ -83,19 +83,23 @@ inline std::vector<double> sinusoidal_table(int n, int C, double scale) {
     return pe;
 }
 
-// RoPE scaling, for sequences longer than the training length (MODEL.md, RoPE scaling): each kind
-// changes the cos/sin tables only, so every op, backend and attention path applies it unchanged.
+// RoPE's table settings (MODEL.md, Partial rotary and RoPE scaling): which channels of each head
+// rotate, and the scaling for sequences longer than the training length. Each changes the cos/sin
+// tables only, so every op, backend and attention path applies it unchanged.
 struct RopeScaling {
-    enum Kind { none, linear, ntk, dynamic, yarn } kind = none;
+    enum Kind { none, linear, ntk, dynamic, yarn, llama3 } kind = none;
     double factor = 0;  // s >= 1; 0 = from the length (s())
-    int train_len = 1;  // the training length L_train that s and yarn's ramp refer to
+    int train_len = 1;  // the training length L_train that s and the yarn and llama3 ramps refer to
+    double partial = 1;  // partial_rotary_factor f in (0, 1]: the first R = rotary_dims(D) channels rotate
     // s for a sequence of L tokens: the factor, or (0, and always for dynamic) max(1, L / L_train)
     double s(int L) const {
         if (kind == none) return 1;
         return factor > 0 && kind != dynamic ? factor : std::max(1.0, (double)L / train_len);
     }
+    // R = 2 floor(f D / 2) of a head's D channels (D at f = 1): pairs j < R/2 rotate
+    int rotary_dims(int D) const { return 2 * (int)std::floor(partial * D / 2); }
 };
-inline constexpr const char* kRopeScalingNames[] = {"none", "linear", "ntk", "dynamic", "yarn"};
+inline constexpr const char* kRopeScalingNames[] = {"none", "linear", "ntk", "dynamic", "yarn", "llama3"};
 inline std::string rope_scaling_names(const char* sep = " | ") {
     std::string s;
     for (const char* n : kRopeScalingNames) s += (s.empty() ? "" : sep) + std::string(n);
@@ -108,22 +112,34 @@ inline bool find_rope_scaling(const std::string& name, RopeScaling::Kind& kind) 
     return false;
 }
 
-// RoPE cos/sin tables (n, D/2): angle m * theta_j at position m, theta_j = base^(-2j/D), under
-// scaling sc with factor s (sc.s(L) for a sequence of L tokens). yarn's temperature multiplies
-// cos and sin, so that q.k gets its square. Computed in double whatever the model's precision.
+// RoPE cos/sin tables (n, D/2): angle m * theta_j at position m for the R = sc.rotary_dims(D)
+// rotated pairs j < R/2, theta_j = base^(-2j/R), under scaling sc with factor s (sc.s(L) for a
+// sequence of L tokens); pairs from R/2 on get the identity (cos 1, sin 0). yarn's temperature
+// multiplies the rotated pairs' cos and sin, so that their q.k gets its square. Computed in
+// double whatever the model's precision.
 inline void rope_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, int n, int D, double base,
                         const RopeScaling& sc = {}, double s = 1) {
-    cos_t.resize((size_t)n * (D / 2));
-    sin_t.resize((size_t)n * (D / 2));
+    cos_t.assign((size_t)n * (D / 2), 1.0);
+    sin_t.assign((size_t)n * (D / 2), 0.0);
+    const int R = sc.rotary_dims(D);
     const bool ntk = sc.kind == RopeScaling::ntk || sc.kind == RopeScaling::dynamic;
-    if (ntk && s != 1) base *= std::pow(s, D / (D - 2.0));
+    if (ntk && s != 1) base *= std::pow(s, R / (R - 2.0));
     const double temp = sc.kind == RopeScaling::yarn ? 0.1 * std::log(s) + 1 : 1;
-    for (int j = 0; j < D / 2; j++) {
-        double theta = std::pow(base, -2.0 * j / D);
+    for (int j = 0; j < R / 2; j++) {
+        double theta = std::pow(base, -2.0 * j / R);
+        const double lambda = 2 * M_PI / theta;  // the pair's wavelength
         if (sc.kind == RopeScaling::yarn) {  // the ramp: long wavelengths interpolated, short ones kept
-            const double r = sc.train_len / (2 * M_PI / theta), alpha = 1, beta = 32;
+            const double r = sc.train_len / lambda, alpha = 1, beta = 32;
             const double gamma = r < alpha ? 0 : r > beta ? 1 : (r - alpha) / (beta - alpha);
             theta *= (1 - gamma) / s + gamma;
+        }
+        if (sc.kind == RopeScaling::llama3) {  // wavelengths past L_train interpolated, under L_train/4 kept
+            if (lambda > sc.train_len)
+                theta /= s;
+            else if (lambda >= sc.train_len / 4.0) {
+                const double smooth = (sc.train_len / lambda - 1) / 3;
+                theta *= (1 - smooth) / s + smooth;
+            }
         }
         for (int m = 0; m < n; m++) {
             double a = (sc.kind == RopeScaling::linear ? m / s : m) * theta;
@@ -133,17 +149,18 @@ inline void rope_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, 
     }
 }
 
-// xPos's decay (Sun et al. 2023) on RoPE's tables (n, D/2), in place: zeta_j = (2j/D + 0.4) / 1.4;
-// q's cos/sin at position m scaled by zeta_j^(m/512), k's copies (kcos_t, ksin_t) by zeta_j^(-m/512),
-// so the score of q at n and k at m carries zeta_j^((n-m)/512). Positions are not shifted: the
-// tables only grow, and the factors must not change for keys already in the KV cache.
+// xPos's decay (Sun et al. 2023) on RoPE's tables (n, D/2), in place, on the R rotated channels'
+// pairs: zeta_j = (2j/R + 0.4) / 1.4; q's cos/sin at position m scaled by zeta_j^(m/512), k's
+// copies (kcos_t, ksin_t) by zeta_j^(-m/512), so the score of q at n and k at m carries
+// zeta_j^((n-m)/512). Positions are not shifted: the tables only grow, and the factors must not
+// change for keys already in the KV cache.
 inline void xpos_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, std::vector<double>& kcos_t,
-                        std::vector<double>& ksin_t, int n, int D) {
+                        std::vector<double>& ksin_t, int n, int D, int R) {
     kcos_t = cos_t, ksin_t = sin_t;
     for (int m = 0; m < n; m++)
-        for (int j = 0; j < D / 2; j++) {
+        for (int j = 0; j < R / 2; j++) {
             const size_t i = (size_t)m * (D / 2) + j;
-            const double z = std::pow((2.0 * j / D + 0.4) / 1.4, m / 512.0);
+            const double z = std::pow((2.0 * j / R + 0.4) / 1.4, m / 512.0);
             cos_t[i] *= z, sin_t[i] *= z, kcos_t[i] /= z, ksin_t[i] /= z;
         }
 }
@@ -203,7 +220,7 @@ inline PosBuffer pos_layout(const PosTraits& t, int n, int C, int H) {
     return b;
 }
 
-// rotary: the tables under scaling sc with factor s (rope_tables)
+// rotary: the tables under sc (its rotated channels, its scaling with factor s: rope_tables)
 inline PosBuffer pos_buffer(const PosTraits& t, int n, int C, int H, double rope_base, double sin_scale,
                             const RopeScaling& sc = {}, double s = 1) {
     PosBuffer b = pos_layout(t, n, C, H);
@@ -215,7 +232,7 @@ inline PosBuffer pos_buffer(const PosTraits& t, int n, int C, int H, double rope
         rope_tables(c, sn, n, C / H, rope_base, sc, s);
         if (t.decay) {
             std::vector<double> kc, ks;
-            xpos_tables(c, sn, kc, ks, n, C / H);
+            xpos_tables(c, sn, kc, ks, n, C / H, sc.rotary_dims(C / H));
             put(b.kcos, kc), put(b.ksin, ks);
         }
         put(b.cos, c), put(b.sin, sn);

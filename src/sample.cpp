@@ -176,11 +176,12 @@ int main(int argc, char** argv) {
                     "past it the window slides, each token from the last N. --no_cache: the whole window's\n"
                     "forward pass for every token instead of the KV cache (same tokens, slower). --device cuda:\n"
                     "on the GPU (a build with nvcc), with --precision bf16 in bf16 activations.\n"
-                    "--rope_scaling none|linear|ntk|dynamic|yarn, --rope_scaling_factor S: the rotary tables'\n"
+                    "--rope_scaling %s, --rope_scaling_factor S: the rotary tables'\n"
                     "scaling (default the checkpoint's; any other is allowed; MODEL.md, RoPE scaling).\n"
                     "--attention FILE generates nothing: it writes the attention probabilities of every layer\n"
                     "and head over the prompt (at most max_seq_len tokens) to FILE, JSON with the ids and the\n"
-                    "scheme (MODEL.md, Attention maps).\n");
+                    "scheme (MODEL.md, Attention maps).\n",
+                    rope_scaling_names("|").c_str());
                 return 0;
             }
             if (a == "--no_cache") {

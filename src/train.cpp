@@ -46,9 +46,10 @@ static std::string with_commas(size_t n) {
 }
 
 static std::string describe(const ModelConfig& m) {
-    char b[192];
-    snprintf(b, sizeof b, "pos=%s L=%d H=%d C=%d mlp_hidden=%d V=%d maxT=%d rope_base=%g sin_scale=%g", pos_name(m.pos),
-             m.L, m.H, m.C, m.F(), m.V, m.maxT, m.rope_base, m.sin_scale);
+    char b[224];
+    snprintf(b, sizeof b,
+             "pos=%s L=%d H=%d C=%d mlp_hidden=%d V=%d maxT=%d rope_base=%g partial_rotary_factor=%g sin_scale=%g",
+             pos_name(m.pos), m.L, m.H, m.C, m.F(), m.V, m.maxT, m.rope_base, m.rope_scaling.partial, m.sin_scale);
     return b;
 }
 
@@ -700,8 +701,12 @@ static void print_model(const Config& c, const std::string& device, const std::s
     ModelConfig mc = model_config(c);
     ParamCounts pc = param_counts(mc);
     const std::string mlp = mc.F() != 4 * mc.C ? " mlp_hidden=" + std::to_string(mc.F()) : "";
-    printf("model: pos=%s L=%d H=%d C=%d%s V=%d maxT=%d%s | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H,
-           mc.C, mlp.c_str(), mc.V, mc.maxT, scaling_text(c).c_str(), device.c_str(), arith.c_str());
+    char partial[96] = "";  // " | partial_rotary_factor 0.5: 16 of 32 channels rotate" (nothing at 1)
+    if (c.partial_rotary_factor != 1)
+        snprintf(partial, sizeof partial, " | partial_rotary_factor %g: %d of %d channels rotate", c.partial_rotary_factor,
+                 mc.rope_scaling.rotary_dims(mc.C / mc.H), mc.C / mc.H);
+    printf("model: pos=%s L=%d H=%d C=%d%s V=%d maxT=%d%s%s | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H,
+           mc.C, mlp.c_str(), mc.V, mc.maxT, partial, scaling_text(c).c_str(), device.c_str(), arith.c_str());
     std::string matched;  // match_params: the count this model's was matched to
     if (!c.match_params.empty())
         matched = " | mlp_hidden " + std::to_string(mc.F()) + ": nearest " + c.match_params + "'s total " +

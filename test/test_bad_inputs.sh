@@ -82,7 +82,7 @@ rope_bad() {  # NAME PATTERN ARGS...
   expect_only_error "$name" "$pattern" -- run "$name" "$good" "$@"
   if [ -e "$tmp/run_$name" ]; then fail "${name}_nothing_written" "$tmp/run_$name exists"; else pass "${name}_nothing_written"; fi
 }
-rope_bad rope_scaling_unknown "^error: rope_scaling must be one of none \| linear \| ntk \| dynamic \| yarn, got 'ntkk'$" \
+rope_bad rope_scaling_unknown "^error: rope_scaling must be one of none \| linear \| ntk \| dynamic \| yarn \| llama3, got 'ntkk'$" \
   --rope_scaling ntkk
 rope_bad rope_scaling_no_rotation "^error: rope_scaling linear is set, but pos=alibi rotates nothing to scale" \
   --pos alibi --rope_scaling linear
@@ -93,6 +93,14 @@ rope_bad rope_scaling_factor_text "^error: .*--rope_scaling_factor: expected a n
 rope_bad rope_scaling_factor_without_scaling "^error: rope_scaling_factor 2 is set, but rope_scaling is none$" \
   --rope_scaling_factor 2
 rope_bad rope_train_len_negative "^error: rope_train_len must be >= 0 \(0 = seq_len\), got -1$" --rope_train_len -1
+# partial rotary: the share in (0, 1], for the rotary schemes, at least one pair of the head (size 8 here)
+rope_bad partial_rotary_zero "^error: partial_rotary_factor must be in \(0, 1\], got 0$" --partial_rotary_factor 0
+rope_bad partial_rotary_above_one "^error: partial_rotary_factor must be in \(0, 1\], got 1.5$" --partial_rotary_factor 1.5
+rope_bad partial_rotary_text "^error: .*--partial_rotary_factor: expected a number" --partial_rotary_factor half
+rope_bad partial_rotary_no_rotation "^error: partial_rotary_factor 0.5 is set, but pos=learned rotates nothing \(the key is for the rotary schemes\)$" \
+  --pos learned --partial_rotary_factor 0.5
+rope_bad partial_rotary_no_pair "^error: partial_rotary_factor 0.2 rotates no pair of head size 8: R = 2 floor\(f D / 2\) = 0, needs f >= 2/D$" \
+  --partial_rotary_factor 0.2
 expect_fail batch_size_zero "^error: .*batch_size must be >= 1" -- run b0 "$good" --batch_size 0
 expect_fail eval_long_every_negative "^error: .*eval_long_every must be >= 0, got -1" -- run ele "$good" --eval_long_every -1
 expect_fail seq_len_too_long "^error: .*seq_len 32 with max_seq_len 16" -- run t32 "$good" --seq_len 32

@@ -433,6 +433,14 @@ def main():
     got = [cr.Run(write_run(tmp, f"sin{i}", "wikitext2", pos, 1, [6.0], cfg_extra=extra, params=PARAMS["rope"]))
            .variant() for i, (pos, extra, _) in enumerate(sin_cases)]
     check("sin_scale_variant", got == [want for _, _, want in sin_cases] and cr.SIN_SCALE > 0, f"{got} {cr.SIN_SCALE}")
+    # partial_rotary_factor: below 1 a variant ("rope, partial 0.25"), before the scaling; 1 or absent the
+    # standard model
+    part_cases = [({}, ()), ({"partial_rotary_factor": 1.0}, ()),
+                  ({"partial_rotary_factor": 0.25}, (("partial", 0.25),)),
+                  ({"partial_rotary_factor": 0.5, "rope_scaling": "ntk"}, (("partial", 0.5), ("", "ntk")))]
+    got = [cr.Run(write_run(tmp, f"part{i}", "wikitext2", "rope", 1, [6.0], cfg_extra=extra, params=PARAMS["rope"]))
+           .variant() for i, (extra, _) in enumerate(part_cases)]
+    check("partial_rotary_variant", got == [want for _, want in part_cases], str(got))
     # a log from before rope_train_len was trained at its seq_len: one group with a run that records it
     keys = [cr.Run(write_run(tmp, f"rtl{i}", "wikitext2", "alibi", i + 1, [6.0], cfg_extra=extra, params=PARAMS["rope"]))
             .group_key() for i, extra in enumerate(({}, {"rope_train_len": 64}, {"rope_train_len": 32}))]

@@ -99,9 +99,10 @@ int main(int argc, char** argv) {
     // RoPE scaling with s from the length (training length 12) as the text outgrows it: the cache,
     // recomputed at each new s, against the CPU's (fp32) and against bf16's own full recompute
     for (Pos p : {Pos::rope, Pos::crope})
-        for (int k : {RopeScaling::dynamic, RopeScaling::yarn}) {
+        for (int k : {RopeScaling::dynamic, RopeScaling::yarn, RopeScaling::llama3}) {
             const std::string n = std::string(kRopeScalingNames[k]) + "_" + pos_name(p);
-            [[maybe_unused]] const RopeScaling sc = {(RopeScaling::Kind)k, 0, 12};
+            // llama3 with partial rotary (f = 0.5): the unrotated channels through the cache too
+            [[maybe_unused]] const RopeScaling sc = {(RopeScaling::Kind)k, 0, 12, k == RopeScaling::llama3 ? 0.5 : 1};
             t.push_back({"cuda_generate_scaling_vs_cpu_" + n, CUDA_FN([p, sc] {
                              return gen_compare<CB, K>(gen_config(p, true, sc), 5, 48, 100, 1e-4, greedy(), true);
                          })});

@@ -38,7 +38,7 @@ constexpr int kB = 2, kT = 33, kT2 = 17, kEvalT = 48, kSteps = 6;
 struct Scheme {
     Pos pos;
     RopeScaling scaling;
-    Scheme(Pos p, RopeScaling::Kind k = RopeScaling::none) : pos(p), scaling{k, 0, kT2} {}
+    Scheme(Pos p, RopeScaling::Kind k = RopeScaling::none, double partial = 1) : pos(p), scaling{k, 0, kT2, partial} {}
 };
 
 ModelConfig small_model(Scheme scheme) {
@@ -472,10 +472,11 @@ static std::vector<TestCase> all_tests() {
         t.push_back({"cuda_eval_borrows_training_buffers_" + n, CUDA_FN([p] { return test_eval_borrows(p); })});
         t.push_back({"cuda_eval_graph_vs_eager_" + n, CUDA_FN([p] { return test_eval_graph(p); })});
     }
-    // RoPE scalings whose s follows the length (fp32: cublas attention; bf16: flash)
+    // RoPE scalings whose s follows the length (fp32: cublas attention; bf16: flash); llama3 with
+    // partial rotary (f = 0.5)
     for (Pos p : {Pos::rope, Pos::crope})
-        for (RopeScaling::Kind k : {RopeScaling::yarn, RopeScaling::dynamic}) {
-            [[maybe_unused]] const Scheme sc(p, k);  // unused without CUDA
+        for (RopeScaling::Kind k : {RopeScaling::yarn, RopeScaling::dynamic, RopeScaling::llama3}) {
+            [[maybe_unused]] const Scheme sc(p, k, k == RopeScaling::llama3 ? 0.5 : 1);  // unused without CUDA
             const std::string n = std::string(pos_name(p)) + "_" + kRopeScalingNames[k];
             t.push_back({"cuda_graph_vs_eager_" + n, CUDA_FN([sc] { return test_graph_vs_eager(sc); })});
             t.push_back({"cuda_graph_vs_eager_bf16_" + n, CUDA_FN([sc] { return test_graph_vs_eager_bf16(sc); })});

@@ -18,9 +18,9 @@
 #   to 8 mantissa bits (2^-9 relative); over 5 steps the losses move by ~1e-4 relative and the
 #   gradient norm by up to 5e-3 (learned, step 5): tolerance 2e-2, and at least 2e-4, more
 #   than TF32's 1e-4 (bf16 really applied).
-# - RoPE scaling (every scaling, on rope, crope and xpos) with an evaluation at a longer length between
-#   steps, each on one of fp32 flash, fp32 cublas and bf16 flash, against the CPU within the
-#   tolerances above.
+# - RoPE scaling (every scaling, on rope, crope and xpos) and partial rotary with an evaluation at a
+#   longer length between steps, each on one of fp32 flash, fp32 cublas, bf16 flash and bf16 cublas,
+#   against the CPU within the tolerances above.
 # The run with deferred work and bf16 with the cublas attention for rope only (the trainer's host
 # loop is the same for every scheme; each scheme's bf16 kernels, and the cublas attention's with
 # ALiBi, against the CPU: test_cuda, test_cuda_bf16); TEST_ALL=1 (make test-all) adds the tiled
@@ -142,18 +142,23 @@ done
 # rotary scheme, against the CPU. The host builds the tables, the same for every attention path:
 # each scaling runs on one path, and each path meets a scaling whose s follows the length (yarn,
 # dynamic).
+# A fifth field: partial_rotary_factor (half of each head's channels rotating), on each attention path
+# and precision.
 for case in rope:yarn:fp32:flash crope:dynamic:fp32:cublas xpos:yarn:bf16:flash rope:linear:fp32:cublas \
-    crope:ntk:bf16:flash; do
-  IFS=: read -r pos sc prec att <<<"$case"
+    crope:ntk:bf16:flash rope:llama3:fp32:cublas xpos:llama3:bf16:cublas:0.5 crope:none:bf16:flash:0.5 \
+    rope:ntk:fp32:flash:0.5; do
+  IFS=: read -r pos sc prec att f <<<"$case"
   sargs="$args --pos $pos --rope_scaling $sc --rope_train_len 8 --eval_every 2 --eval_seq_lens 24,48"
-  if ! $TRAIN $sargs --device cpu --run_dir "$tmp/cpu_${pos}_$sc" >"$tmp/cpu_${pos}_$sc.txt" 2>&1; then
-    fail "emu_train_scaling_${pos}_$sc" "cpu run failed: $(tail -1 "$tmp/cpu_${pos}_$sc.txt")"; continue
+  cpu=cpu_${pos}_$sc${f:+_partial}
+  [ -n "$f" ] && sargs="$sargs --partial_rotary_factor $f"
+  if ! $TRAIN $sargs --device cpu --run_dir "$tmp/$cpu" >"$tmp/$cpu.txt" 2>&1; then
+    fail "emu_train_scaling_${pos}_$sc${f:+_partial}" "cpu run failed: $(tail -1 "$tmp/$cpu.txt")"; continue
   fi
-  name=emu_train_scaling_${pos}_${sc}_${prec}_$att
+  name=emu_train_scaling_${pos}_${sc}_${prec}_$att${f:+_partial}
   if NVIDIA_TF32_OVERRIDE=0 $EMU_TRAIN $sargs --device cuda --precision $prec --attention $att \
       --run_dir "$tmp/$name" >"$tmp/$name.txt" 2>&1; then
-    if [ $prec = fp32 ]; then compare "$name" "$tmp/$name" "$tmp/cpu_${pos}_$sc" 1e-5 0
-    else compare "$name" "$tmp/$name" "$tmp/cpu_${pos}_$sc" 2e-2 2e-4; fi
+    if [ $prec = fp32 ]; then compare "$name" "$tmp/$name" "$tmp/$cpu" 1e-5 0
+    else compare "$name" "$tmp/$name" "$tmp/$cpu" 2e-2 2e-4; fi
   else
     fail "$name" "emulated cuda run failed: $(tail -1 "$tmp/$name.txt")"
   fi

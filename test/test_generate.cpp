@@ -2,7 +2,7 @@
 // position scheme, greedy runs of 200 tokens whose text grows shorter than, equal to and longer
 // than the window give the same tokens, and at every step logits equal to float rounding (to
 // double rounding in double); a prompt that fills the window; windows past max_seq_len; seeded
-// sampling; each RoPE scaling as the context outgrows the training length; the one-query
+// sampling; each RoPE scaling as the context outgrows the training length; partial rotary; the one-query
 // attention op against attention_forward's last row; and the bad windows and prompts.
 // test_cuda_generate runs the same comparisons on the CUDA backends under the emulation.
 // Usage: test_generate [NAME...]
@@ -102,9 +102,19 @@ int main(int argc, char** argv) {
     // RoPE scaling with s from the length (training length 12): s grows as the text does, so the
     // cache is recomputed at each new length (MODEL.md); a window of 48 slides at s = 4
     for (Pos p : {Pos::rope, Pos::crope})
-        for (int k = RopeScaling::linear; k <= RopeScaling::yarn; k++) {
+        for (int k = RopeScaling::linear; k < (int)std::size(kRopeScalingNames); k++) {
             const RopeScaling sc = {(RopeScaling::Kind)k, 0, 12};
             t.push_back({std::string("generate_scaling_") + kRopeScalingNames[k] + "_" + pos_name(p), [p, sc] {
+                             return gen_compare<CpuBackend<float>, CpuBackend<float>>(gen_config(p, false, sc), 5, 48,
+                                                                                     100, 1e-4, greedy(), false);
+                         },
+                         false});
+        }
+    // partial rotary (f = 0.5: 4 of each head's 8 channels rotate), alone and under llama3 as above
+    for (Pos p : {Pos::rope, Pos::crope, Pos::xpos})
+        for (RopeScaling::Kind k : {RopeScaling::none, RopeScaling::llama3}) {
+            const RopeScaling sc = {k, 0, 12, 0.5};
+            t.push_back({std::string("generate_partial_") + kRopeScalingNames[k] + "_" + pos_name(p), [p, sc] {
                              return gen_compare<CpuBackend<float>, CpuBackend<float>>(gen_config(p, false, sc), 5, 48,
                                                                                      100, 1e-4, greedy(), false);
                          },

@@ -338,7 +338,8 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
             num(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel);
         double e = rel_err(a, num);
         const char* check = flash ? "model_flash_" : tile ? "model_tiles_" : mlp_hidden ? "model_mlp_" : "model_";
-        const std::string kind = scaling.kind ? std::string("_") + kRopeScalingNames[scaling.kind] : "";
+        const std::string kind = (scaling.kind ? std::string("_") + kRopeScalingNames[scaling.kind] : "") +
+                                 (scaling.partial != 1 ? "_partial" : "");
         table_row(check + std::string(pos_name(pos)) + kind, t.name, e, t.numel);
         if (!(e < kTol)) {
             ok = false;
@@ -469,7 +470,8 @@ static void xpos_by_hand(Rng& rng) {
 // Each RoPE scaling's tables against MODEL.md's formulas (D = 8, base 100, s = 2): linear's row 2m is
 // plain RoPE's row m; ntk is plain RoPE at base b s^(D/(D-2)); dynamic is plain RoPE up to the training
 // length; yarn keeps the pairs of short wavelength (ramp 1), divides the angles of long ones by s
-// (ramp 0), mixes the two between, and scales cos and sin by 0.1 ln s + 1.
+// (ramp 0), mixes the two between, and scales cos and sin by 0.1 ln s + 1; llama3 keeps the pairs of
+// wavelength under L_train/4, divides the angles of those past L_train by s and mixes between.
 static void rope_scaling_tables() {
     const int n = 64, D = 8, J = D / 2, Ltr = 40;
     const double b = 100, s = 2;
@@ -497,8 +499,69 @@ static void rope_scaling_tables() {
             const double theta = std::pow(1e4, -2.0 * j / D) * keep[j];
             near(c[m * J + j], t * std::cos(m * theta)), near(sn[m * J + j], t * std::sin(m * theta));
         }
+    // llama3 at base 10000, training length 1000: wavelengths 2pi 10^j = 6.3, 63 (kept: under 250),
+    // 628 (smooth (1000/628 - 1)/3), 6283 (past 1000: divided by s)
+    rope_tables(c, sn, n, D, 1e4, {RopeScaling::llama3, s, 1000}, s);
+    const double sm = (1000 / (200 * M_PI) - 1) / 3, kept[J] = {1, 1, (1 - sm) / s + sm, 1 / s};
+    for (int m = 0; m < n; m++)
+        for (int j = 0; j < J; j++) {
+            const double theta = std::pow(1e4, -2.0 * j / D) * kept[j];
+            near(c[m * J + j], std::cos(m * theta)), near(sn[m * J + j], std::sin(m * theta));
+        }
     check("rope_scaling_tables", e < 1e-12 && same,
           "max diff " + fmt(e) + (same ? "" : ", dynamic is not plain RoPE at the training length"));
+}
+
+// Partial rotary (D = 8, f = 0.5: R = 4): the first R/2 pairs hold the tables of head size R (theta_j =
+// b^(-2j/R); under ntk at base b s^(R/(R-2))), the others cos 1 and sin 0 (yarn's temperature too only
+// on the rotated pairs); xPos's factors are those of head size R there and 1 beyond; f = 1 is the full
+// table bit for bit.
+static void partial_rotary_tables() {
+    const int n = 40, D = 8, J = D / 2, R = 4;
+    const double b = 100, s = 2;
+    double e = 0;
+    bool rest = true;  // the unrotated pairs: cos 1, sin 0, q's and k's
+    // the half-head tables wanted of each setting, for the first R/2 pairs
+    auto compare = [&](const Vd& c, const Vd& sn, const Vd& want_c, const Vd& want_s) {
+        for (int m = 0; m < n; m++)
+            for (int j = 0; j < J; j++)
+                if (j < R / 2)
+                    e = std::max({e, std::fabs(c[m * J + j] - want_c[m * R / 2 + j]),
+                                  std::fabs(sn[m * J + j] - want_s[m * R / 2 + j])});
+                else
+                    rest = rest && c[m * J + j] == 1 && sn[m * J + j] == 0;
+    };
+    Vd c, sn, wc, ws;
+    RopeScaling half;
+    half.partial = 0.5;
+    rope_tables(c, sn, n, D, b, half);
+    rope_tables(wc, ws, n, R, b);
+    compare(c, sn, wc, ws);
+    RopeScaling ntk = half;
+    ntk.kind = RopeScaling::ntk;
+    rope_tables(c, sn, n, D, b, ntk, s);
+    rope_tables(wc, ws, n, R, b * std::pow(s, R / (R - 2.0)));
+    compare(c, sn, wc, ws);
+    RopeScaling yarn = half;
+    yarn.kind = RopeScaling::yarn, yarn.train_len = 64;
+    rope_tables(c, sn, n, D, b, yarn, s);
+    rope_tables(wc, ws, n, R, b, {RopeScaling::yarn, 0, 64}, s);
+    compare(c, sn, wc, ws);
+    Vd kc, ks, wkc, wks;
+    rope_tables(c, sn, n, D, b, half);
+    xpos_tables(c, sn, kc, ks, n, D, R);
+    rope_tables(wc, ws, n, R, b);
+    xpos_tables(wc, ws, wkc, wks, n, R, R);
+    compare(c, sn, wc, ws), compare(kc, ks, wkc, wks);
+    Vd c0, s0;
+    RopeScaling full;
+    full.partial = 1;
+    rope_tables(c, sn, n, D, b, full);
+    rope_tables(c0, s0, n, D, b);
+    const bool same = c == c0 && sn == s0 && half.rotary_dims(D) == R && full.rotary_dims(D) == D;
+    check("partial_rotary_tables", e < 1e-14 && rest && same,
+          "max diff " + fmt(e) + (rest ? "" : ", an unrotated pair is not the identity") +
+              (same ? "" : ", f = 1 is not the full table"));
 }
 
 // ALiBi: the slopes of the paper's rule (H = 8, and H = 6, not a power of two), and both attention
@@ -611,10 +674,11 @@ int main(int argc, char** argv) {
                 "usage: %s [--list] [NAME...]\n"
                 "Finite differences in double precision against the analytic backward: the inputs of every op and\n"
                 "every parameter tensor of a tiny model in each position scheme (also with flash attention, with\n"
-                "vocabulary tiles, with another MLP width and under each RoPE scaling), float against double, and\n"
-                "the RoPE, CRoPE, ALiBi, xPos and AdamW checks. Prints the table of max relative errors, a PASS or\n"
-                "FAIL line per check and the count, \"N passed, N failed\"; exits 1 if a check failed. --list prints\n"
-                "the names of the checks and runs nothing; NAME... runs those whose name contains one of them.\n",
+                "vocabulary tiles, with another MLP width, under each RoPE scaling and with partial rotary), float\n"
+                "against double, and the RoPE, CRoPE, ALiBi, xPos and AdamW checks. Prints the table of max\n"
+                "relative errors, a PASS or FAIL line per check and the count, \"N passed, N failed\"; exits 1 if a\n"
+                "check failed. --list prints the names of the checks and runs nothing; NAME... runs those whose\n"
+                "name contains one of them.\n",
                 argv[0]);
             return 0;
         }
@@ -645,15 +709,24 @@ int main(int argc, char** argv) {
     }));
     // each RoPE scaling at T = 6, twice the training length 3 (s = 2 from the length; yarn's temperature)
     for (Pos p : {Pos::rope, Pos::crope})
-        for (int k = RopeScaling::linear; k <= RopeScaling::yarn; k++) {
+        for (int k = RopeScaling::linear; k < (int)std::size(kRopeScalingNames); k++) {
             const std::string name = std::string("gradcheck_model_") + pos_name(p) + "_" + kRopeScalingNames[k];
             const RopeScaling sc = {(RopeScaling::Kind)k, 0, 3};
             const bool flash = k % 2;  // both attention modes among the scalings
             tests.push_back(test_group(name, [&, name, p, sc, flash] { model_checks_with(name, p, flash, rng, 0, 0, sc); }));
         }
+    // partial rotary: one of each head's two pairs rotates (f = 0.5), xpos's decay on it alone
+    for (Pos p : {Pos::rope, Pos::crope, Pos::xpos}) {
+        const std::string name = std::string("gradcheck_model_") + pos_name(p) + "_partial";
+        RopeScaling sc;
+        sc.partial = 0.5;
+        const bool flash = p == Pos::crope;
+        tests.push_back(test_group(name, [&, name, p, sc, flash] { model_checks_with(name, p, flash, rng, 0, 0, sc); }));
+    }
     tests.push_back(test_group("classifier_tiles_vs_rows", [&] { tiles_vs_rows(rng); }));
     tests.push_back(test_group("rope_scores_depend_on_relative_position", [&] { rope_relative(rng); }));
     tests.push_back(test_group("rope_scaling_tables", [&] { rope_scaling_tables(); }));
+    tests.push_back(test_group("partial_rotary_tables", [&] { partial_rotary_tables(); }));
     tests.push_back(test_group("crope_equals_complex_matmul", [&] { crope_complex(rng); }));
     tests.push_back(test_group("alibi_by_hand", [&] { alibi_by_hand(rng); }));
     tests.push_back(test_group("adamw", [&] { adamw_by_hand(rng); }));

@@ -340,6 +340,16 @@ PY
   done
 done
 
+# --- partial rotary and llama3: the run header names both (R of the head's D channels), config.json
+# records them
+out=$("$TRAIN" "${data[@]}" "${tiny[@]}" --steps 1 --eval_every 0 --checkpoint_every 0 --partial_rotary_factor 0.5 \
+  --rope_scaling llama3 --rope_scaling_factor 4 --run_dir "$tmp/partial" 2>&1)
+if grep -q "^model: pos=rope .* | partial_rotary_factor 0.5: 4 of 8 channels rotate | rope_scaling llama3, s 4, training length 16 |" <<<"$out" &&
+  "$PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1]))
+sys.exit(0 if c["partial_rotary_factor"] == 0.5 and c["rope_scaling"] == "llama3" else 1)' "$tmp/partial/config.json"; then
+  pass partial_rotary_llama3_recorded
+else fail partial_rotary_llama3_recorded "$(grep -E '^(model|error)' <<<"$out" | head -c 400)"; fi
+
 # --- sampling: a GPT-2-vocabulary model without encoder.json prints ids and says, once, where it
 # looked; a small-vocabulary model (the synthetic task) prints ids without a word
 if [ -x "$SAMPLE" ]; then

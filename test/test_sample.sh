@@ -17,6 +17,8 @@ tiny=(--train_data "$tmp/t_train_000000.bin" --val_data "$tmp/t_val_000000.bin" 
   --checkpoint_every 40 --device cpu)
 schemes=$("$TRAIN" --list-pos)
 for pos in $schemes; do OMP_NUM_THREADS=1 "$TRAIN" "${tiny[@]}" --pos "$pos" --run_dir "$tmp/$pos" >/dev/null 2>&1 & done
+# partial rotary: half of each head's channels rotating (the checkpoint's config carries the factor)
+OMP_NUM_THREADS=1 "$TRAIN" "${tiny[@]}" --partial_rotary_factor 0.5 --run_dir "$tmp/partial" >/dev/null 2>&1 &
 wait
 
 # out NAME ARGS...: build/sample's stdout into $tmp/NAME.out, stderr into $tmp/NAME.err
@@ -69,14 +71,19 @@ for pos in rope alibi xpos; do
   else fail "sample_context_past_max_seq_len_$pos" "$(cat "$tmp/a.out" "$tmp/b.out" "$tmp/a.err")"; fi
 done
 
-# a rope checkpoint trained without scaling, sampled under linear and yarn past its training length
-# 16 (seeded sampling): cache = recompute (the cache recomputed as s grows), and not the unscaled text
-ck=(--checkpoint "$tmp/rope" --prompt_ids "3 1 4 1 5" --tokens 40 --temperature 0.9 --seed 1 --context 48)
-out plain "${ck[@]}"
-for sc in linear yarn; do
-  if out a "${ck[@]}" --rope_scaling $sc && out b "${ck[@]}" --rope_scaling $sc --no_cache &&
-    cmp -s "$tmp/a.out" "$tmp/b.out" && ! cmp -s "$tmp/a.out" "$tmp/plain.out"; then pass "sample_rope_scaling_$sc"
-  else fail "sample_rope_scaling_$sc" "$(cat "$tmp/a.out" "$tmp/b.out" "$tmp/plain.out" "$tmp/a.err")"; fi
+# a rope checkpoint trained without scaling, sampled under linear, yarn and llama3 past its training
+# length 16 (seeded sampling): cache = recompute (the cache recomputed as s grows), and not the
+# unscaled text; the same for the partial-rotary checkpoint under llama3
+for ckpt in rope partial; do
+  ck=(--checkpoint "$tmp/$ckpt" --prompt_ids "3 1 4 1 5" --tokens 40 --temperature 0.9 --seed 1 --context 48)
+  out plain "${ck[@]}"
+  for sc in linear yarn llama3; do
+    [ $ckpt = partial ] && [ $sc != llama3 ] && continue
+    name=sample_rope_scaling_$sc$([ $ckpt = partial ] && echo _partial)
+    if out a "${ck[@]}" --rope_scaling $sc && out b "${ck[@]}" --rope_scaling $sc --no_cache &&
+      cmp -s "$tmp/a.out" "$tmp/b.out" && ! cmp -s "$tmp/a.out" "$tmp/plain.out"; then pass "$name"
+    else fail "$name" "$(cat "$tmp/a.out" "$tmp/b.out" "$tmp/plain.out" "$tmp/a.err")"; fi
+  done
 done
 
 # --device cuda under the emulation: the CPU's text in fp32 (TF32 or not, these greedy runs agree),

@@ -4,7 +4,8 @@ initial weights, the trainer starts from them (--init_from) and both take the sa
 steps on the same batches; the training losses and gradient norms must agree to 1e-5
 relative; also CRoPE with another MLP width (mlp_hidden 40, not 4C = 64), the sinusoidal
 table at a factor other than the default (sin_scale 1, the original table), and RoPE and CRoPE
-under every RoPE scaling (s > 1 in training), with the validation loss at 1x, 2x and 4x the
+under every RoPE scaling (s > 1 in training), and partial rotary (half of each head's channels
+rotating) for the rotary schemes and under scalings, with the validation loss at 1x, 2x and 4x the
 training length after the steps. SKIPPED when
 PyTorch is not installed (Debian: python3-torch)."""
 import json
@@ -32,7 +33,12 @@ OPTIM = {"lr": 1e-2, "weight_decay": 0.01}
 # so that s = max(1, L / 4) is 2 in training and 4, 8 at the longer lengths (factor 0)
 VAL_LENS = [8, 16, 32]
 VAL_TOKENS = BATCH["batch_size"] * VAL_LENS[-1]
-SCALINGS = ["none", "linear", "ntk", "dynamic", "yarn"]
+SCALINGS = ["none", "linear", "ntk", "dynamic", "yarn", "llama3"]
+# llama3 at training length 100 and s 4: of the head's wavelengths 2 pi 10^(2j/R) (R 8: 6.3, 63, 628,
+# 6283) one under L_train/4, one on the ramp, two past L_train (at training length 4 all are past it);
+# with R 4 (partial_rotary_factor 0.5: 6.3 and 628) one kept and one interpolated
+LLAMA3_RAMP = {"rope_scaling": "llama3", "rope_scaling_factor": 4, "rope_train_len": 100}
+HALF = {"partial_rotary_factor": 0.5}
 
 
 def flags(d):
@@ -116,6 +122,10 @@ def main():
         shards.write_shard(val, [rng.randrange(MODEL["vocab_size"]) for _ in range(VAL_TOKENS + 1)])
         cases = [(pos, sc, {"rope_scaling": sc, "rope_train_len": 4}) for pos in ("rope", "crope") for sc in SCALINGS]
         cases.append(("rope", "yarn_factor_3", {"rope_scaling": "yarn", "rope_scaling_factor": 3}))
+        cases.append(("rope", "llama3_ramp", LLAMA3_RAMP))
+        cases += [(pos, "none_partial_0.5", HALF) for pos in ("rope", "crope", "xpos")]
+        cases += [("rope", f"{sc}_partial_0.5", dict(HALF, rope_scaling=sc, rope_train_len=4)) for sc in ("ntk", "yarn")]
+        cases.append(("rope", "llama3_ramp_partial_0.5", dict(HALF, **LLAMA3_RAMP)))
         for pos, sc, scaling in cases:
             name = f"torch_reference_{pos}_scaling_{sc}"
             why = compare(pos, tmp, shard, name, scaling=scaling, val=val)
