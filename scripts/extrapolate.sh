@@ -38,7 +38,7 @@ options:
   --scalings "A B"   rope_scaling values (default: "linear ntk dynamic yarn"; "none"
                      evaluates without a scaling key, as the run was trained)
   --pos "A B"        schemes evaluated under the scalings     (default "rope crope")
-  --out PREFIX       the comparison's outputs      (default RUNS_DIR/extrapolation)
+  --out PREFIX       the comparison's outputs           (default RUNS_DIR/scalings)
   --finetune "A B"   fine-tune under these scalings too (none linear ntk dynamic yarn)
   --mult M           fine-tuning length, times the run's seq_len          (default 4)
   --ft_steps N       fine-tuning steps                                    (default 200)
@@ -83,7 +83,7 @@ done
 for s in $finetune; do
   case $s in none | linear | ntk | dynamic | yarn) ;; *) die "--finetune: unknown rope_scaling '$s' (none linear ntk dynamic yarn)" ;; esac
 done
-out=${out:-$runs_dir/extrapolation}
+out=${out:-$runs_dir/scalings}
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
 TRAIN=${TRAIN:-build/train}
 [ -x "$TRAIN" ] || die "$TRAIN is not built (make; or TRAIN=build_cpu/train)"
