@@ -11,10 +11,12 @@ and "val" records; see MODEL.md). Runs are grouped by dataset, pos, variant
 "rope, ntk") and the rest of their config; runs that differ only in seed form
 one group and are drawn as a mean line with a min-max band, and summarised as mean +- std. Each
 scheme's final validation loss is compared with RoPE's: the mean difference and
-its 95 % interval over seeds (Student's t; paired by seed when the seeds match).
-The val records of build/train --eval_only in RUN_DIR/eval*.jsonl count too: those
-evaluated under other keys (a rope_scaling) are a variant of the same trained runs,
-those that only add lengths join the run's own.
+its 95 % interval over seeds (Student's t; paired by seed when the seeds match)
+and a verdict by VERDICT_RULE (printed under the table). The val records of
+build/train --eval_only in RUN_DIR/eval*.jsonl count too: those evaluated under
+other keys (a rope_scaling) are a variant of the same trained runs, in the tables
+and figure by length only and compared only paired; those that only add lengths
+join the run's own.
 
 Outputs: PREFIX.png, PREFIX.svg (one column per dataset: validation loss at the
 training seq_len on top, its difference to RoPE, training loss, the intervals of
@@ -88,6 +90,13 @@ POS_COLOURS = {
 FALLBACK_COLOURS = ["#17becf", "#bcbd22", "#000000"]
 # CRoPE dashed, drawn after RoPE: where the two curves coincide RoPE's shows between the dashes.
 POS_STYLES = {"crope": "--", "sinusoidal": "-."}
+# A scheme's further groups (variants, scalings) in its colour: the k-th takes the k-th line style
+# other than the scheme's own, marker k + 1 and shade k (> 0: towards black, < 0: towards white).
+# No plain ':' style: the training panel marks where a cut run stops with dotted lines.
+VARIANT_STYLES = ["-", "--", "-.", (0, (1, 1.5)), (0, (6, 2, 1, 2, 1, 2)), (0, (10, 3)), (0, (3, 1, 1, 1)),
+                  (0, (2, 3))]
+VARIANT_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">"]
+VARIANT_SHADES = [0.45, -0.45, 0.25, -0.25, 0.6, -0.6, 0.1, -0.1]
 DATASET_ORDER = ["wikitext2", "ptb", "pg19", "synthetic"]
 # Config keys that do not change what a run computes (or are the seed itself):
 # runs differing only in these belong to the same group.
@@ -445,9 +454,11 @@ class Group:
         self.label = (f"{self.pos}={match}" if len(rest) < len(self.variant) else self.pos) + \
             "".join(f", {name} {v:g}" if isinstance(v, float) else f", {name} {v}" if name else f", {v}"
                     for name, v in rest)
-        style = POS_STYLES.get(self.pos, "-")
-        self.style = ("--" if style == "-." else "-.") if self.variant else style
-        # extended below when groups of the same scheme and variant need telling apart
+        # evaluation-only (build/train --eval_only): the trained runs under other keys, no training of
+        # its own; it belongs to the tables and figure by length, not to the training summary
+        self.eval_only = bool(runs[0].eval_only)
+        # line style, marker and shade: set by make_groups, one of each per group of a scheme
+        self.style, self.marker, self.shade = POS_STYLES.get(self.pos, "-"), VARIANT_MARKERS[0], 0.0
 
 
 def make_groups(runs):
@@ -458,22 +469,29 @@ def make_groups(runs):
     groups.sort(key=lambda g: order_key(g.dataset, g.pos) +
                 (bool(g.variant), [json.dumps(v) for v in g.variant],
                  json.dumps(g.config, sort_keys=True, default=str)))
-    # Config keys on which groups of the same (dataset, pos, variant) differ go into
-    # their labels, and such groups get distinct line styles.
-    by_dp = {}
+    # Config keys on which groups of the same (dataset, pos, variant) differ go into their labels.
+    by_dpv = {}
     for g in groups:
-        by_dp.setdefault((g.dataset, g.pos, g.variant), []).append(g)
-    styles = ["-", "--", ":", "-."]
-    for gs in by_dp.values():
+        by_dpv.setdefault((g.dataset, g.pos, g.variant), []).append(g)
+    for gs in by_dpv.values():
         if len(gs) < 2:
             continue
         keys = sorted({k for g in gs for k in g.config
                        if k not in NON_GROUP_KEYS and
                        len({json.dumps(h.config.get(k), sort_keys=True)
                             for h in gs}) > 1})
-        for i, g in enumerate(gs):
+        for g in gs:
             g.label += " (" + ", ".join(f"{k}={g.config.get(k)}" for k in keys) + ")"
-            g.style = styles[i % len(styles)]
+    # The groups of one scheme share its colour; each after the first (a variant, a scaling, another
+    # config) gets its own line style, marker and shade of that colour, so that none looks like another.
+    by_dp = {}
+    for g in groups:
+        by_dp.setdefault((g.dataset, g.pos), []).append(g)
+    for gs in by_dp.values():
+        styles = [s for s in VARIANT_STYLES if s != gs[0].style]
+        for i, g in enumerate(gs[1:]):
+            g.style, g.marker = styles[i % len(styles)], VARIANT_MARKERS[(i + 1) % len(VARIANT_MARKERS)]
+            g.shade = VARIANT_SHADES[i % len(VARIANT_SHADES)]
     return groups
 
 
@@ -673,12 +691,16 @@ def diff_interval(g, ref, value=final_val):
     """g's value (by default the final validation loss) minus ref's (RoPE's) over seeds, with its
     95 % interval from Student's t: paired by seed when both groups ran the same seeds (the mean of
     each seed's difference), else Welch's interval of the difference of the two means. value(run)
-    is a run's number, None where it has none. Returns (mean, lo, hi, how), lo and hi None with
-    fewer than two seeds on a side; how says which, e.g. "paired, 5 seeds"."""
+    is a run's number, None where it has none. An evaluation-only variant (the same trained runs
+    under a scaling) is compared only paired, where every seed of RoPE has it: else mean None and
+    how NOT_PAIRED. Returns (mean, lo, hi, how), lo and hi None with fewer than two seeds on a
+    side; how says which, e.g. "paired, 5 seeds"."""
     a = {r.seed: value(r) for r in g.runs if value(r) is not None}
     b = {r.seed: value(r) for r in ref.runs if value(r) is not None}
     if not a or not b:
         return None, None, None, "no final validation loss"
+    if g.eval_only and set(a) != set(b):  # the same trained runs: against RoPE's own seeds only
+        return None, None, None, NOT_PAIRED
     if set(a) == set(b):
         m, sd = mean_std([a[s] - b[s] for s in a])
         n = len(a)
@@ -695,13 +717,37 @@ def diff_interval(g, ref, value=final_val):
     return ma - mb, ma - mb - half, ma - mb + half, f"unpaired (Welch), {na} and {nb} seeds"
 
 
-def verdict(lo, hi):
-    """What the interval says about the scheme against RoPE."""
+# An evaluation-only variant that not every seed of RoPE was evaluated under: not compared.
+NOT_PAIRED = "not paired: not every seed of RoPE evaluated under it"
+# What a verdict means: its one statement, printed under the table.
+VERDICT_RULE = (
+    "\"higher\"/\"lower than RoPE\" when the interval, rounded to the digits printed (4 for a loss, 3 for an "
+    "accuracy), excludes 0; \"equal to RoPE to the digits printed\" when it rounds to [0, 0] at both ends; "
+    "else \"not distinguishable from RoPE\"; no verdict (\"not comparable\") where a run of either side is "
+    "unfinished or was resumed with another config, or the two sides' configs differ in more than the "
+    "scheme (steps, seq_len, ...)")
+
+
+def verdict(lo, hi, digits=4):
+    """What the interval says about the scheme against RoPE (VERDICT_RULE): only an interval
+    that excludes 0 at the digits the table prints is a difference; a smaller one (the bits of
+    another thread count, say) is not."""
     if lo is None:
         return "no interval (one seed)"
-    if lo <= 0 <= hi:
+    if round(lo, digits) == 0 and round(hi, digits) == 0:
+        return "equal to RoPE to the digits printed"
+    if not resolved(lo, hi, digits):
         return "not distinguishable from RoPE"
     return "lower than RoPE" if hi < 0 else "higher than RoPE"
+
+
+def not_comparable(g, ref, diffs):
+    """Why g's difference to ref gets no verdict ('unfinished', 'config changed on resume', 'config
+    differs (steps)'), '' when it gets one: a run of either group did not run its config to the
+    end (run_problems), or the groups differ in a warned key (differing_keys)."""
+    problems = sorted({p.split(":")[0] for r in g.runs + ref.runs for p in run_problems(r)})
+    keys = differing_keys(g, ref, diffs)
+    return ", ".join(problems + ([f"config differs ({', '.join(keys)})"] if keys else []))
 
 
 def first_solved(r):
@@ -775,10 +821,11 @@ def build_table(groups, stats, diffs, paper=False):
             _, lo, hi, how = diff_interval(g, ref)
             interval = how if lo is None else f"[{lo:+.4f}, {hi:+.4f}], {how}"
             says = verdict(lo, hi)
-        keys = differing_keys(g, ref, diffs)
-        if keys and diff != "ref":
+        why = not_comparable(g, ref, diffs) if ref not in (None, g) else ""
+        if why:
             diff += " (not comparable)"
-            says = "not comparable"
+            says = f"not comparable: {why}"
+        keys = differing_keys(g, ref, diffs)
         notes = st["cut"] + ([f"WARNING: config differs ({', '.join(keys)})"] if keys else [])
         n = len(g.runs)
         seeds = ",".join("?" if r.seed is None else str(r.seed) for r in g.runs)
@@ -798,18 +845,23 @@ def build_table(groups, stats, diffs, paper=False):
     return md_table(head, rows)
 
 
-def summary_text(groups, md_path):
-    """A short summary for a terminal, one line per scheme and dataset: the seeds that solved the
-    task (when measured), the final validation loss minus RoPE's with its 95 % interval, and what
-    the interval says; the tables are in md_path."""
+def columns(rows, indent="  "):
+    """Text rows as columns: each cell padded to its column's widest and two spaces after it, so
+    that no two cells run together (the last column unpadded)."""
+    widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(max(len(r) for r in rows))]
+    return [indent + "".join(c.ljust(w + 2) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def summary_text(groups, md_path, diffs):
+    """A short summary for a terminal, one line per trained scheme and dataset: the seeds that
+    solved the task (when measured), the final validation loss minus RoPE's with its 95 % interval,
+    and what the interval says (no verdict where not_comparable); the tables are in md_path."""
     with_acc = any(r.acc_curve for g in groups for r in g.runs)
-    width = max(len(g.label) for g in groups) + 2
     out = []
     for ds in datasets_of(groups):
         gs = [g for g in groups if g.dataset == ds]
         out.append(f"{ds}: {setting_text([r for g in gs for r in g.runs])}")
-        out.append(f"  {'scheme'.ljust(width)}{'solved'.ljust(8) if with_acc else ''}"
-                   f"{'final loss - RoPE [95 %]'.ljust(28)}verdict")
+        rows = [["scheme"] + (["solved"] if with_acc else []) + ["final loss - RoPE [95 %]", "verdict"]]
         for g in gs:
             ref = reference_group(g, groups)
             if ref is g:
@@ -821,11 +873,14 @@ def summary_text(groups, md_path):
             else:
                 m, lo, hi, how = diff_interval(g, ref)
                 diff, says = ("n/a", how) if m is None else (diff_text(m, lo, hi), verdict(lo, hi))
-            solved = ""
+                why = not_comparable(g, ref, diffs)
+                says = f"not comparable: {why}" if why else says
+            solved = []
             if with_acc:
                 k, n, _, _ = solved_summary(g)
-                solved = f"{k}/{n}".ljust(8)
-            out.append(f"  {g.label.ljust(width)}{solved}{diff.ljust(28)}{says}".rstrip())
+                solved = [f"{k}/{n}"]
+            rows.append([g.label] + solved + [diff, says])
+        out += columns(rows)
     out.append(f"tables (by evaluation length too, each with its interval): {md_path}")
     return "\n".join(out) + "\n"
 
@@ -836,9 +891,10 @@ def untrained(g, t):
     return g.pos in LEARNED_TABLE and t > (g.config.get("seq_len") or t)
 
 
-def resolved(lo, hi):
-    """Whether a 95 % interval of a difference excludes 0."""
-    return lo is not None and not lo <= 0 <= hi
+def resolved(lo, hi, digits=4):
+    """Whether a 95 % interval of a difference excludes 0 as printed, both ends rounded to digits
+    on one side of it (VERDICT_RULE)."""
+    return lo is not None and (round(lo, digits) > 0 or round(hi, digits) < 0)
 
 
 def diff_text(m, lo, hi, digits=4):
@@ -858,21 +914,26 @@ def length_columns(groups, accuracy):
     return [(a, t) for a in ([False, True] if accuracy else [False]) for t in lens]
 
 
-def build_length_diff_table(groups, accuracy):
+def build_length_diff_table(groups, accuracy, diffs):
     """Each scheme's final validation loss (then marker accuracy) minus RoPE's at each evaluation
     length: the mean difference over seeds and its 95 % interval (diff_interval), in bold where
-    the interval excludes 0. Every statement about lengths rests on these."""
+    resolved() and the two are comparable (the row says why not). Every statement about lengths
+    rests on these."""
     cols = length_columns(groups, accuracy)
     rows = []
     for g in groups:
         ref = reference_group(g, groups)
         if ref in (None, g):
             continue
-        rows.append([g.dataset, g.label + (f" (vs {ref.label})" if ref.variant else "")])
+        why = not_comparable(g, ref, diffs)
+        rows.append([g.dataset, g.label + (f" (vs {ref.label})" if ref.variant else "") +
+                     (f" (not comparable: {why})" if why else "")])
         for a, t in cols:
-            m, lo, hi, _ = diff_interval(g, ref, lambda r: r.final_by_len(a).get(t))
-            cell = "n/a" if m is None else diff_text(m, lo, hi, 3 if a else 4)
-            rows[-1].append((f"**{cell}**" if resolved(lo, hi) else cell) + (" †" if untrained(g, t) else ""))
+            m, lo, hi, how = diff_interval(g, ref, lambda r: r.final_by_len(a).get(t))
+            digits = 3 if a else 4
+            cell = ("not paired" if how == NOT_PAIRED else "n/a") if m is None else diff_text(m, lo, hi, digits)
+            bold = resolved(lo, hi, digits) and not why
+            rows[-1].append((f"**{cell}**" if bold else cell) + (" †" if untrained(g, t) else ""))
     head = ["dataset", "pos"] + [f"Δ {'accuracy' if a else 'loss'} T={t}" for a, t in cols]
     return md_table(head, rows) if rows else ""
 
@@ -954,7 +1015,11 @@ def pos_colour(pos):
 
 
 def colour(g):
-    return pos_colour(g.pos)
+    """A group's colour: its scheme's, shaded towards black or white for a variant (Group.shade)."""
+    import matplotlib.colors as mc
+    rgb = mc.to_rgb(pos_colour(g.pos))
+    to = 0.0 if g.shade > 0 else 1.0
+    return mc.to_hex([c + abs(g.shade) * (to - c) for c in rgb])
 
 
 def draw(ax, g, curves, per_seed=False, label=None):
@@ -969,14 +1034,17 @@ def draw(ax, g, curves, per_seed=False, label=None):
         if g.variant and p.get("total") is not None:  # the variant's point: its total
             attention = f", {p['total']:,} params" + (f" ({p['attention']:,} attention)" if attention else "")
         label = g.label + attention + (f" ({len(curves)} seeds)" if len(curves) > 1 else "")
-    marker = "o" if max(len(c) for c in curves) < 4 else None  # a point or two is no line
+    # a point or two is no line: marked; a variant's line carries its marker about 8 times
+    n = max(len(c) for c in curves)
+    marker = g.marker if n < 4 or g.marker != VARIANT_MARKERS[0] else None
+    mark = dict(marker=marker, ms=3, markevery=1 if n < 4 else max(1, n // 8))
     if per_seed:
         for i, c in enumerate(curves):
-            ax.plot([x for x, _ in c], [y for _, y in c], g.style, color=colour(g), lw=0.9,
-                    alpha=0.8, marker=marker, ms=3, label=label if i == 0 else None)
+            ax.plot([x for x, _ in c], [y for _, y in c], ls=g.style, color=colour(g), lw=0.9,
+                    alpha=0.8, label=label if i == 0 else None, **mark)
         return
     steps, m, lo, hi = band(curves)
-    ax.plot(steps, m, g.style, color=colour(g), lw=1.3, marker=marker, ms=3, label=label)
+    ax.plot(steps, m, ls=g.style, color=colour(g), lw=1.3, label=label, **mark)
     if len(curves) > 1:
         ax.fill_between(steps, lo, hi, color=colour(g), alpha=0.2, lw=0)
 
@@ -1036,27 +1104,27 @@ def warn_figure(fig, diffs):
 # Where a legend may go in its panel, in the order tried.
 LEGEND_LOCS = ("upper right", "upper left", "lower left", "lower right", "center right", "center left",
                "upper center", "lower center", "center")
-# A legend never covers this last part of any curve: where the curves end is the result.
-LEGEND_CLEAR_TAIL = 0.2
 
 
-def curve_points(ax, tail=1.0):
-    """Display coordinates along the last `tail` of each line of ax (its points and 10 between
-    each two, so that a box between two far points is seen), and of the bands' outlines."""
+def data_paths(ax):
+    """What ax draws from the data, as (display path, filled) pairs: each line, each path of its
+    collections (error bars; the bands, filled). Reference lines across the panel (axhline,
+    axvline: not in data coordinates) are not data."""
     import numpy as np
-    pts = []
-    for line in ax.lines:
-        xy = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float)
-        if not len(xy) or not line.get_visible():
-            continue
-        xy = line.get_transform().transform(xy[-max(1, math.ceil(tail * len(xy))):])
-        if len(xy) > 1:
-            f = np.linspace(0, 1, 11)[:, None, None]
-            xy = (xy[:-1] + f * (xy[1:] - xy[:-1])).reshape(-1, 2)
-        pts.append(xy)
-    if tail >= 1:
-        pts += [c.get_transform().transform(p.vertices) for c in ax.collections for p in c.get_paths() if len(p.vertices)]
-    return np.concatenate(pts) if pts else np.zeros((0, 2))
+    from matplotlib.collections import PolyCollection
+    from matplotlib.path import Path
+    data = [a for a in ax.lines + ax.collections if a.get_visible() and a.get_transform() == ax.transData]
+    out = [(Path(ax.transData.transform(np.column_stack([a.get_xdata(), a.get_ydata()]).astype(float))), False)
+           for a in data if hasattr(a, "get_xdata") and len(a.get_xdata())]
+    return out + [(Path(ax.transData.transform(p.vertices)), isinstance(a, PolyCollection))
+                  for a in data if not hasattr(a, "get_xdata") for p in a.get_paths() if len(p.vertices)]
+
+
+def covers(box, paths):
+    """Whether the display bounding box covers any point of the data_paths, or of a line between
+    two (of a band, any point inside it)."""
+    return any(box.contains(*p.vertices[0]) if len(p.vertices) == 1 else p.intersects_bbox(box, filled=filled)
+               for p, filled in paths)
 
 
 def holds(outer, box):
@@ -1064,31 +1132,26 @@ def holds(outer, box):
     return outer.x0 <= box.x0 and box.x1 <= outer.x1 and outer.y0 <= box.y0 and box.y1 <= outer.y1
 
 
-def inside(box, pts):
-    """How many of the display points pts a display bounding box holds."""
-    return int(((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1)).sum())
-
-
 def place_legends(fig):
-    """Puts each panel's legend where no curve ends: of LEGEND_LOCS, the first whose box lies in
-    the panel and holds none of the last LEGEND_CLEAR_TAIL of any curve, with the fewest other
-    points; where none does, in an empty panel of the figure that holds it, else under the
-    figure. Returns the legends put under the figure."""
+    """Puts each panel's legend off its data: at the first of LEGEND_LOCS whose box lies in the
+    panel and covers none of its data_paths; where none does, in an empty panel of the figure that
+    holds it, else under the figure. Returns the legends put under the figure."""
     renderer = fig.canvas.get_renderer()
     spare = [a for a in fig.axes if not a.axison and not a.get_legend()]
     below = []
     for ax in [a for a in fig.axes if a.get_legend() and a.axison]:
         handles, labels = ax.get_legend_handles_labels()
         size = ax.get_legend().get_texts()[0].get_fontsize()
-        ends, every, panel = curve_points(ax, LEGEND_CLEAR_TAIL), curve_points(ax), ax.get_window_extent(renderer)
-        best = None
+        paths, panel = data_paths(ax), ax.get_window_extent(renderer)
+        free = None
         for loc in LEGEND_LOCS:
             box = ax.legend(handles, labels, loc=loc, fontsize=size).get_window_extent(renderer)
-            if holds(panel, box) and inside(box, ends) == 0 and (best is None or inside(box, every) < best[0]):
-                best = (inside(box, every), loc)
+            if holds(panel, box) and not covers(box, paths):
+                free = loc
+                break
         ax.get_legend().remove()
-        if best:
-            ax.legend(handles, labels, loc=best[1], fontsize=size)
+        if free:
+            ax.legend(handles, labels, loc=free, fontsize=size)
             continue
         if spare:
             leg = spare[0].legend(handles, labels, loc="center", fontsize=size)
@@ -1096,20 +1159,29 @@ def place_legends(fig):
                 spare.pop(0)
                 continue
             leg.remove()
-        below.append(fig.legend(handles, labels, loc="lower center", fontsize=size,
-                                ncol=min(3, len(handles)), bbox_to_anchor=(0.5, 0)))
+        for ncol in range(min(3, len(handles)), 0, -1):  # as many columns (up to 3) as the width holds
+            leg = fig.legend(handles, labels, loc="lower center", fontsize=size, ncol=ncol, bbox_to_anchor=(0.5, 0))
+            if ncol == 1 or leg.get_window_extent(renderer).width <= fig.bbox.width:
+                break
+            leg.remove()
+        below.append(leg)
     return below
 
 
 def lay_out(fig, n_warnings=0):
     """tight_layout with room at the top for the title and n_warnings lines of warning, then the
-    legends where no curve ends (place_legends), and room under the figure for any put there."""
+    legends off the data (place_legends), and room under the figure for any put there; the panels
+    then move, so the legends in them are placed again until none more goes under."""
     h = fig.get_figheight()
     top = 1 - (0.5 + 0.2 * n_warnings) / h if n_warnings else 1
     fig.tight_layout(rect=(0, 0, 1, top))
-    below = place_legends(fig)
-    heights = [leg.get_window_extent(fig.canvas.get_renderer()).height / fig.dpi for leg in below]
-    if below:
+    below = []
+    while True:
+        new = place_legends(fig)
+        if not new:
+            return
+        below += new
+        heights = [leg.get_window_extent(fig.canvas.get_renderer()).height / fig.dpi for leg in below]
         under = sum(heights)
         fig.set_figheight(h + under)  # the panels keep their size; the legends go in the added strip
         for i, leg in enumerate(below):  # one above the other
@@ -1241,7 +1313,7 @@ def plot_curves(groups, prefix, smooth_n, diffs, paper=False):
                 mark_outside(ax)
                 ax.set_ylabel("validation loss minus RoPE's mean")
             elif row == "interval":
-                draw_intervals(ax, gs, groups)
+                draw_intervals(ax, gs, groups, diffs)
             else:
                 for g in gs:
                     draw(ax, g, [list(zip([st for st, _, _ in r.train],
@@ -1278,7 +1350,7 @@ def seed_differences(g, ref):
     return [v - mb for v in a.values()]
 
 
-def draw_intervals(ax, gs, groups):
+def draw_intervals(ax, gs, groups, diffs):
     """Each scheme's final validation loss minus RoPE's, one line of the panel per scheme: the
     mean and its 95 % interval over seeds (diff_interval) with one label saying what it says, and
     each seed's difference as a small dot under it. The axis is symmetric about 0, at least
@@ -1297,8 +1369,9 @@ def draw_intervals(ax, gs, groups):
         seeds = seed_differences(g, ref)
         if len(seeds) > 1:
             ax.plot(seeds, [y + 0.18] * len(seeds), "o", ms=3, mfc="none", color=colour(g), alpha=0.8)
-        text = f"{m:+.4f}: {verdict(lo, hi)}" if lo is None else \
-            f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}]: {verdict(lo, hi)} ({how})"
+        why = not_comparable(g, ref, diffs)
+        says = f"not comparable: {why}" if why else verdict(lo, hi)
+        text = f"{m:+.4f}: {says}" if lo is None else f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}]: {says} ({how})"
         ax.annotate(text, (0.02, y), xycoords=("axes fraction", "data"), xytext=(0, 8), textcoords="offset points",
                     fontsize=7.5, color=colour(g))
         names.append(g.label)
@@ -1334,12 +1407,13 @@ def draw_by_length(ax, gs, what, accuracy=False, legend=True):
         seeds |= {len(v) for v in at.values()}
         hollow = [untrained(g, t) for t in lens]
         ax.errorbar([t * shift for t in lens], [m for m, *_ in stats], yerr=halves if any(halves) else None,
-                    fmt=g.style, capsize=3, color=colour(g),
+                    ls=g.style, marker=g.marker, ms=4, capsize=3, color=colour(g),
                     label=g.label + (": hollow, untrained table rows" if any(hollow) else "") if legend else None)
         if any(hollow) and not legend:
             ax.set_title(f"colours as beside; hollow: {g.label}'s untrained table rows", fontsize=9)
         for t, (m, *_), h in zip(lens, stats, hollow):
-            ax.plot([t * shift], [m], "o", ms=4, color=colour(g), mfc="white" if h else colour(g))
+            if h:
+                ax.plot([t * shift], [m], g.marker, ms=4, color=colour(g), mfc="white", zorder=3)
         if g.config.get("seq_len"):
             ax.axvline(g.config["seq_len"], color="#999999", ls=":", lw=0.8)
     ax.set_xscale("log", base=2)
@@ -1359,6 +1433,17 @@ EXTRAPOLATION_NOTE = (
     "†: learned positions past the training length read rows no training step reached. The differences to "
     "RoPE, paired by seed, are in PREFIX.md's \"Difference to RoPE by evaluation length\"; the figure: "
     "PREFIX_lengths.png.\n")
+
+
+def same_by_construction(groups):
+    """The extrapolation table's note on its ntk and dynamic rows where both were evaluated with
+    rope_scaling_factor 0: identical by construction (MODEL.md, RoPE scaling)."""
+    factor0 = {g.config.get("rope_scaling") for g in groups if not g.config.get("rope_scaling_factor")}
+    if not {"ntk", "dynamic"} <= factor0:
+        return ""
+    return ("The ntk and dynamic rows without a factor are identical by construction: with rope_scaling_factor 0, "
+            "ntk's s is max(1, L / L_train) for each evaluation length L, which is what dynamic's always is "
+            "(MODEL.md, RoPE scaling); they differ only with a factor set.\n")
 
 
 # The lengths figure's y axis spans at least this much loss: the differences between lengths
@@ -1527,7 +1612,10 @@ def main(argv):
     warnings = warning_lines(diffs) + problem_lines(runs)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    table = build_table(groups, stats, diffs, a.paper)
+    # the training summary (the table, the console's summary, the curves) is of trained groups; the
+    # evaluation-only ones join the tables and figure by length
+    trained = [g for g in groups if not g.eval_only]
+    table = build_table(trained, stats, diffs, a.paper)
     md = "## Final losses\n\n"
     if warnings:
         md += ("**WARNING: these runs differ in more than the position scheme and the seed, or did not "
@@ -1540,8 +1628,10 @@ def main(argv):
         "val ppl = exp(mean final); tokens/s (and GFLOP/s, where logged) = median over train records; " \
         "Δ = mean final minus the RoPE group of the same dataset (of a fine-tuned row: RoPE " \
         "fine-tuned alike; of RoPE fine-tuned: RoPE as first trained, by length); its 95 % interval from Student's t " \
-        "over seeds, paired by seed when both groups ran the same seeds, else Welch's; " \
-        "\"not distinguishable from RoPE\" when the interval covers 0.\n"
+        "over seeds, paired by seed when both groups ran the same seeds, else Welch's; " + VERDICT_RULE + ".\n"
+    if len(trained) < len(groups):
+        md += ("Evaluation-only rows (build/train --eval_only: the same trained runs under a scaling, \"rope, "
+               "ntk\") have no training of their own: not in this table, they are in those per evaluation length below.\n")
     accuracy = any(r.acc_curve for r in runs)
     if accuracy:
         md += (f"Solved: final marker accuracy (at the training seq_len) ≥ {SOLVED:g}; first solved: the "
@@ -1553,17 +1643,21 @@ def main(argv):
     if a.paper:
         md += "\n" + paper_note(runs)
     all_lens = sorted({t for r in runs for t in r.val_lens})
-    lengths = a.eval_lengths or a.extrapolation or len(all_lens) > 1
+    lengths = a.eval_lengths or a.extrapolation or len(all_lens) > 1 or len(trained) < len(groups)
     if lengths:
         md += (f"\n## Final validation loss{' and marker accuracy' if accuracy else ''} by evaluation length\n\n"
                + build_length_table(groups, accuracy) + "\n\nMean ± sample std over seeds of each run's "
                "last evaluation at that length.\n")
-        diff_table = build_length_diff_table(groups, accuracy)
+        diff_table = build_length_diff_table(groups, accuracy, diffs)
         if diff_table:
             md += ("\n## Difference to RoPE by evaluation length\n\n" + diff_table + "\n\nEach scheme's "
                    "final value minus RoPE's at that length: the mean over seeds and its 95 % interval "
-                   "(Student's t, paired by seed when both ran the same seeds, else Welch's); **bold**: the "
-                   "interval excludes 0, a difference these seeds resolve; the others they do not.\n")
+                   "(Student's t, paired by seed when both ran the same seeds, else Welch's); **bold**: "
+                   "\"higher\" or \"lower\" by the verdicts' rule above, a difference these seeds resolve; the "
+                   "others they do not.\n")
+            if "not paired" in diff_table:
+                md += ("not paired: an evaluation-only row is compared with RoPE only by seed, where every "
+                       "seed of RoPE was evaluated under it.\n")
         if any(untrained(g, t) for g in groups for r in g.runs for t in r.val_lens):
             md += ("†: learned positions past the training seq_len read rows of their table that no "
                    "training step reached (their initial random values, weight decay aside).\n")
@@ -1574,8 +1668,8 @@ def main(argv):
         os.makedirs(out_dir, exist_ok=True)
     with open(a.out + ".md", "w", encoding="utf-8") as f:
         f.write(md)
-    print(summary_text(groups, a.out + ".md") if a.summary else md, end="")
-    plot_curves(groups, a.out, smooth_n, diffs, a.paper)
+    print(summary_text(trained, a.out + ".md", diffs) if a.summary else md, end="")
+    plot_curves(trained, a.out, smooth_n, diffs, a.paper)
     written = [a.out + ".png", a.out + ".svg", a.out + ".md"]
     if lengths:
         plot_lengths(groups, a.out + "_lengths", diffs)
@@ -1583,7 +1677,7 @@ def main(argv):
     if a.extrapolation:
         with open(a.out + "_extrapolation.md", "w", encoding="utf-8") as f:
             f.write(EXTRAPOLATION_HEAD + build_extrapolation_tables(groups) + "\n\n" +
-                    EXTRAPOLATION_NOTE.replace("PREFIX", os.path.basename(a.out)))
+                    EXTRAPOLATION_NOTE.replace("PREFIX", os.path.basename(a.out)) + same_by_construction(groups))
         written.append(a.out + "_extrapolation.md")
     if a.save_logs:
         written += save_logs([r for r in runs if not r.eval_only], a.save_logs)

@@ -38,7 +38,7 @@ options:
   --scalings "A B"   rope_scaling values (default: "linear ntk dynamic yarn llama3"; "none"
                      evaluates without a scaling key, as the run was trained)
   --pos "A B"        schemes evaluated under the scalings     (default "rope crope")
-  --out PREFIX       the comparison's outputs      (default RUNS_DIR/extrapolation)
+  --out PREFIX       the comparison's outputs           (default RUNS_DIR/scalings)
   --finetune "A B"   fine-tune under these scalings too (none linear ntk dynamic yarn llama3)
   --mult M           fine-tuning length, times the run's seq_len          (default 4)
   --ft_steps N       fine-tuning steps                                    (default 200)
@@ -84,7 +84,7 @@ done
 for s in $finetune; do
   case $s in none | linear | ntk | dynamic | yarn | llama3) ;; *) die "--finetune: unknown rope_scaling '$s' (none linear ntk dynamic yarn llama3)" ;; esac
 done
-out=${out:-$runs_dir/extrapolation}
+out=${out:-$runs_dir/scalings}
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
 TRAIN=${TRAIN:-$(scripts/pick_build.sh "$@")/train}  # build_cpu/ for -- --device cpu, as reproduce_paper.sh
 [ -x "$TRAIN" ] || die "$TRAIN is not built (make; make cpu builds build_cpu/ alone)"

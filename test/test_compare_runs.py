@@ -138,7 +138,7 @@ def main():
     check("learned_cut_marker", "(unfinished: step 60 of 100)" in l.get("notes", ""), l.get("notes"))
     check("learned_cut_warned", f"warning: wikitext2 learned seed 1 ({runs[3]}): unfinished: step 60 of 100" in se
           and "did not run their config to the end" in md, se[-400:])
-    check("learned_diff", l.get("Δ final vs rope") == "+0.1500", l.get("Δ final vs rope"))
+    check("learned_diff", l.get("Δ final vs rope") == "+0.1500 (not comparable)", l.get("Δ final vs rope"))
     pc = rows.get(("ptb", "crope"), {})
     check("ptb_crope_diff_negative", pc.get("Δ final vs rope") == "-0.0040", pc.get("Δ final vs rope"))
     check("one_based_complete_not_cut", pc.get("notes") == "" and rows.get(("ptb", "rope"), {}).get("notes") == "",
@@ -326,23 +326,45 @@ def main():
     cr.save = lambda fig, prefix, n_warnings=0: (cr.lay_out(fig, n_warnings), figs.append(fig))
 
     def legends_clear(fig):
-        """Where a legend covers the last 20 % of a curve's points, or the line between two of
-        them, in any panel: [(legend's first label, panel's y label, point)]; [] when none does."""
+        """Where a legend covers the data of any panel: a point of a curve or of the line between
+        two, of an error bar, or of a band (inside it), in data coordinates (reference lines across
+        a panel aside): [(legend's first label, panel's y label, the path's first point)]; [] when
+        none does."""
         import numpy as np
+        from matplotlib.collections import PolyCollection
+        from matplotlib.path import Path
         fig.canvas.draw()
         r = fig.canvas.get_renderer()
         boxes = [(leg, leg.get_window_extent(r)) for leg in [a.get_legend() for a in fig.axes] + fig.legends if leg]
         bad = []
         for ax in [a for a in fig.axes if a.axison]:
-            for line in ax.lines:
-                xy = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float)
+            data = [a for a in ax.lines + ax.collections if a.get_transform() == ax.transData]
+            paths = [(np.column_stack([a.get_xdata(), a.get_ydata()]).astype(float), False) for a in data
+                     if hasattr(a, "get_xdata")] + [(p.vertices, isinstance(a, PolyCollection)) for a in data
+                                                    if not hasattr(a, "get_xdata") for p in a.get_paths()]
+            for xy, filled in paths:
                 if not len(xy):
                     continue
-                xy = line.get_transform().transform(xy[-max(1, -(-len(xy) // 5)):])
-                pts = [p + f * (q - p) for p, q in zip(xy, xy[1:]) for f in np.linspace(0, 1, 9)] or list(xy)
-                bad += [(leg.get_texts()[0].get_text(), ax.get_ylabel(), tuple(p)) for leg, b in boxes
-                        for p in pts if b.x0 <= p[0] <= b.x1 and b.y0 <= p[1] <= b.y1]
+                path = Path(ax.transData.transform(xy))
+                bad += [(leg.get_texts()[0].get_text(), ax.get_ylabel(), tuple(path.vertices[0])) for leg, b in boxes
+                        if (b.contains(*path.vertices[0]) if len(xy) == 1 else path.intersects_bbox(b, filled=filled))]
         return bad
+
+    def distinct_styles(fig):
+        """[] when the entries of each legend of the figure's curves have each their own (marker,
+        colour) (a line style of their own too, in Group); else the pairs of labels that share one."""
+        same = []
+        for leg in [a.get_legend() for a in fig.axes] + fig.legends:
+            seen = {}
+            handles = (getattr(leg, "legend_handles", None) or leg.legendHandles) if leg else []  # name before 3.7
+            for h, t in zip(handles, leg.get_texts() if leg else []):
+                if not hasattr(h, "get_marker") or t.get_text().startswith(("solved", "paper")):
+                    continue
+                key = (str(h.get_marker()), h.get_color())
+                if key in seen and seen[key] != t.get_text():
+                    same.append((seen[key], t.get_text()))
+                seen.setdefault(key, t.get_text())
+        return same
 
     def legends_in_panels(fig):
         """Each panel's legend (an empty panel's too) lies inside its panel, one under the
@@ -421,7 +443,7 @@ def main():
     check("variant_rows_labelled", list(vt) == [("synthetic", p) for p in ("learned", "rope", "rope, mlp 1024", "crope",
           v608)] and vt[("synthetic", "rope")]["seeds"] == "2 (1,2)" and vt[("synthetic", v608)]["params"] == "7,226,624",
           f"{list(vt)} {se[-300:]}")
-    check("variant_compared_not_warned", "warning" not in se and "WARNING" not in so and "not comparable" not in so
+    check("variant_compared_not_warned", "warning" not in se and "WARNING" not in so and "(not comparable)" not in so
           and vt.get(("synthetic", v608), {}).get("Δ final vs rope") == "-0.0050"
           and vt[("synthetic", v608)]["vs rope"] == "not distinguishable from RoPE", str(vt.get(("synthetic", v608))))
     check("rope_variant_against_standard_rope", vt.get(("synthetic", "rope, mlp 1024"), {})
@@ -463,7 +485,8 @@ def main():
           and dl.get("Δ loss T=256") == "**+0.3900 [+0.2629, +0.5171]** †"
           and dl.get("Δ accuracy T=256") == "**-0.790 [-0.917, -0.663]** †"
           and dc.get("Δ loss T=128") == "-0.0600 [-0.1871, +0.0671]" and dc.get("Δ loss T=256") == "n/a"
-          and ("synthetic", "rope") not in dt and "**bold**: the interval excludes 0" in so, f"{dl} {dc}")
+          and ("synthetic", "rope") not in dt and "**bold**: \"higher\" or \"lower\" by the verdicts' rule above" in so,
+          f"{dl} {dc}")
     rc, so, se = run(vr + ["--out", os.path.join(tmp, "out24", "cmp"), "--summary"])
     lines = so.splitlines()
     check("summary_short", rc == 0 and lines and all(len(l) <= 100 and "|" not in l for l in lines[:-2])
@@ -474,28 +497,38 @@ def main():
     cr.plot_curves(cr.make_groups([cr.Run(d) for d in vr]), "unused", 1, {})
     check("five_panels_in_two_rows", [a.axison for a in figs[-1].axes] == [True] * 5 + [False]
           and figs[-1].axes[3].get_subplotspec().rowspan.start == 1, str(len(figs[-1].axes)))
-    check("legends_clear_of_curve_ends", not legends_clear(figs[-1]) and legends_in_panels(figs[-1]),
+    check("legends_clear_of_data", not legends_clear(figs[-1]) and legends_in_panels(figs[-1]),
           str(legends_clear(figs[-1])[:3]))
+    check("distinct_styles_variants", not distinct_styles(figs[-1]), str(distinct_styles(figs[-1])))
     ax = panel(figs[-1], "final accuracy after the markers")
     bars = [seg for c in ax.collections for seg in c.get_segments()]
     check("accuracy_by_length_95_interval", any(abs(seg[1][1] - seg[0][1] - 2 * 12.7062 * 0.01 / 1) < 1e-3
                                                 and abs(seg[0][1] + seg[1][1] - 2 * 0.87) < 1e-9 for seg in bars),
           str([list(map(list, seg)) for seg in bars]))
-    # the committed figures' logs: the synthetic task's validation loss panel, whose curves end
-    # where its legend used to be, and the CPU grid's, whose legend fits in no panel (under it)
-    for name, folder in (("synthetic", "synthetic_logs"), ("paper_cpu", "paper_cpu_logs")):
-        logs = os.path.join("scripts", "results", folder)
-        if os.path.isdir(logs):
-            runs_ = [cr.Run(os.path.join(logs, f)) for f in sorted(os.listdir(logs))]
-            cr.plot_curves(cr.make_groups(runs_), "unused", 10, {})
-            check(f"legends_clear_of_curve_ends_{name}", not legends_clear(figs[-1]) and legends_in_panels(figs[-1])
-                  and sum(1 for a in figs[-1].axes if a.get_legend()) + len(figs[-1].legends) >= 1,
-                  str(legends_clear(figs[-1])[:3]))
-            cr.plot_lengths(cr.make_groups(runs_), "unused", {})
-            check(f"legends_clear_of_curve_ends_{name}_lengths", not legends_clear(figs[-1]),
-                  str(legends_clear(figs[-1])[:3]))
-        else:
-            check(f"legends_clear_of_curve_ends_{name}", False, f"{logs} is missing")
+    # the committed figures' logs: the synthetic task's figure (crope and crope=rope), the CPU grid's
+    # (its legend fits in no panel: under it), their figures by length with the scalings, and the
+    # extrapolation table's (every scaling of three schemes): each legend off the data and inside
+    # the figure, each curve in a style of its own
+    results = os.path.join("scripts", "results")
+    for name, folders, curves in (("synthetic", ["synthetic_logs"], True), ("paper_cpu", ["paper_cpu_logs"], True),
+                                  ("extrapolation_synthetic", ["extrapolation_logs/synthetic"], False),
+                                  ("extrapolation_finetuned", ["paper_cpu_logs", "extrapolation_logs/finetuned"], False)):
+        logs = [os.path.join(results, d) for d in folders]
+        if not all(os.path.isdir(d) for d in logs):
+            check(f"legends_clear_of_data_{name}", False, f"{logs} missing")
+            continue
+        runs_ = [cr.Run(os.path.join(d, f)) for d in logs for f in sorted(os.listdir(d))]
+        runs_ = [v for r in runs_ for v in [r] + r.eval_variants()]
+        groups_ = cr.make_groups(runs_)
+        for what in (["curves"] if curves else []) + ["lengths"]:
+            if what == "curves":
+                cr.plot_curves([g for g in groups_ if not g.eval_only], "unused", 10, {})
+            else:
+                cr.plot_lengths(groups_, "unused", {})
+            fig = figs[-1]
+            check(f"legends_clear_of_data_{name}_{what}", not legends_clear(fig) and legends_in_panels(fig)
+                  and sum(1 for a in fig.axes if a.get_legend()) + len(fig.legends) >= 1, str(legends_clear(fig)[:3]))
+            check(f"distinct_styles_{name}_{what}", not distinct_styles(fig), str(distinct_styles(fig)[:4]))
     rc, se = run_without("scipy", SCRIPT, iv[:1] + ["--out", os.path.join(tmp, "out18", "cmp")])
     check("no_scipy_clear_error", rc == 1 and "has no module 'scipy' (Debian: apt-get install python3-scipy)" in se
           and se.startswith("error: ") and "Traceback" not in se, se[-300:])
@@ -636,6 +669,75 @@ def main():
     check("eval_only_records_in_saved_logs", rc == 0 and len(os.listdir(saved)) == 6 and
           open(xout + "2_extrapolation.md").read() == xmd.replace("cmp.md", "cmp2.md").replace("cmp_lengths", "cmp2_lengths"),
           f"rc={rc} {se[-300:]}")
+
+    # Verdicts. An unfinished run gives none, in the table, the summary and the verdict panel
+    # (wikitext2's learned: cut at 60 of 100).
+    check("unfinished_no_verdict", l.get("vs rope") == "not comparable: unfinished"
+          and "(not comparable)" in l.get("Δ final vs rope", ""), str(l))
+    rc, so, se = run(runs[:4] + ["--out", os.path.join(tmp, "out30", "cmp"), "--summary"])
+    line = [x for x in so.splitlines() if x.split()[:1] == ["learned"]]
+    check("unfinished_no_verdict_summary", rc == 0 and len(line) == 1 and line[0].endswith("not comparable: unfinished")
+          and "RoPE" not in line[0], so)
+    svg = open(os.path.join(tmp, "out30", "cmp.svg"), encoding="utf-8").read() if rc == 0 else ""
+    check("unfinished_no_verdict_figure", "+0.1500: not comparable: unfinished" in svg)
+    # runs of another step count: compared, marked, no verdict (two seeds a side: an interval)
+    st = [write_run(tmp, f"st-{p}-s{i}", "ptb", p, i, [5.5, f], steps=n)
+          for p, n, fs in (("rope", 100, (5.0, 5.1)), ("crope", 200, (4.6, 4.65))) for i, f in enumerate(fs, 1)]
+    rc, so, se = run(st + ["--out", os.path.join(tmp, "out31", "cmp")])
+    sc = parse_table(so.split("Setting:")[-1]).get(("ptb", "crope"), {}) if rc == 0 else {}
+    check("other_steps_no_verdict", sc.get("vs rope") == "not comparable: config differs (steps)"
+          and sc.get("Δ final vs rope") == "-0.4250 (not comparable)", str(sc) + se[-300:])
+    rc, so, se = run(st + ["--out", os.path.join(tmp, "out31", "cmp"), "--summary"])
+    line = [x for x in so.splitlines() if x.split()[:1] == ["crope"]]
+    check("other_steps_no_verdict_summary", rc == 0 and len(line) == 1 and "RoPE" not in line[0]
+          and line[0].endswith("not comparable: config differs (steps)"), so)
+    # the rule: "higher"/"lower" only when the interval excludes 0 at the digits printed
+    check("verdict_rule", [cr.verdict(*iv) for iv in ((1e-9, 2e-9), (-3e-5, 4e-5), (4e-5, 3e-4), (1e-4, 3e-4),
+                                                      (-3e-4, -6e-5), (None, None))] ==
+          ["equal to RoPE to the digits printed", "equal to RoPE to the digits printed", "not distinguishable from RoPE",
+           "higher than RoPE", "lower than RoPE", "no interval (one seed)"]
+          and not cr.resolved(4e-4, 6e-4, 3) and cr.resolved(4e-4, 6e-4, 4), "")
+    # columns of the summary never run together: a label of 4 letters, an interval wider than 28
+    wide = [write_run(tmp, f"wd-{p}-s{i}", "ptb", p, i, [5.5, f], params=PARAMS["rope"])
+            for p, fs in (("rope", (5.0, 5.3)), ("nope", (2.0, 8.0))) for i, f in enumerate(fs, 1)]
+    rc, so, se = run(wide + ["--out", os.path.join(tmp, "out32", "cmp"), "--summary"])
+    lines = so.splitlines()
+    check("summary_columns_apart", rc == 0 and lines[1].split("  ")[1:2] == ["scheme"]
+          and "scheme  " in lines[1] and "]  not distinguishable from RoPE" in so
+          and all("  " in x.strip() for x in lines[1:4]), so)
+
+    # Evaluation-only variants stay out of the training summary (table, summary, curves) and are
+    # compared with RoPE only paired: on one of RoPE's two seeds, not at all; their rows by length
+    # are there. At 1x a difference below the printed digits (1e-9, the same in every seed) is not
+    # "higher" (not bold).
+    eo = []
+    for seed in (1, 2, 3):
+        d = write_run(tmp, f"eo-rope-s{seed}", "ptb", "rope", seed, [5.5, 5.0 + seed / 100], extra_lens={128: 5.3})
+        eval_log(d, "eval_ntk.jsonl", ntk, {64: 5.0 + seed / 100 + 1e-9 + seed * 1e-10, 128: 5.2 + seed / 1000})
+        if seed == 1:
+            eval_log(d, "eval_dynamic.jsonl", {"rope_scaling": ["none", "dynamic"]}, {64: 5.01, 128: 5.21})
+        eo.append(d)
+    rc, so, se = run(eo + ["--out", os.path.join(tmp, "out33", "cmp")])
+    main_rows = parse_table(so.split("Setting:")[-1]) if rc == 0 else {}
+    by_len = parse_table(so.split("Difference to RoPE by evaluation length")[-1]) if rc == 0 else {}
+    ntk_row, dyn_row = by_len.get(("ptb", "rope, ntk"), {}), by_len.get(("ptb", "rope, dynamic"), {})
+    check("eval_only_not_in_training_table", list(main_rows) == [("ptb", "rope")]
+          and "have no training of their own: not in this table" in so, f"{list(main_rows)} {se[-300:]}")
+    check("eval_only_below_printed_digits_not_resolved", ntk_row.get("Δ loss T=64") == "+0.0000 [+0.0000, +0.0000]"
+          and ntk_row.get("Δ loss T=128", "").startswith("**-0.0980 ["), str(ntk_row))
+    check("eval_only_one_seed_not_paired", dyn_row.get("Δ loss T=64") == "not paired" and dyn_row.get("Δ loss T=128")
+          == "not paired" and "not paired: an evaluation-only row is compared with RoPE only by seed" in so, str(dyn_row))
+    rc, so, se = run(eo + ["--out", os.path.join(tmp, "out34", "cmp"), "--summary"])
+    check("eval_only_not_in_summary", rc == 0 and "ntk" not in so and "dynamic" not in so, so)
+    svg = open(os.path.join(tmp, "out34", "cmp.svg"), encoding="utf-8").read() if rc == 0 else ""
+    lsvg = open(os.path.join(tmp, "out34", "cmp_lengths.svg"), encoding="utf-8").read() if rc == 0 else ""
+    check("eval_only_not_in_curves", "rope, 264,192 attention params" in svg and "ntk" not in svg
+          and "dynamic" not in svg and "rope, ntk" in lsvg and "rope, dynamic" in lsvg, "")
+    # the extrapolation table says once why ntk and dynamic rows at factor 0 are the same
+    rc, so, se = run(eo + ["--out", os.path.join(tmp, "out35", "cmp"), "--extrapolation"])
+    xm = open(os.path.join(tmp, "out35", "cmp_extrapolation.md")).read() if rc == 0 else ""
+    check("ntk_dynamic_same_said", xm.count("identical by construction") == 1 and "max(1, L / L_train)" in xm
+          and "identical by construction" not in xmd, xm[-500:])
 
     # errors
     rc, so, se = run([os.path.join(tmp, "nope"), "--out", os.path.join(tmp, "e")])

@@ -71,12 +71,14 @@ export TRAIN
 scripts/extrapolate.sh "$runs" --scalings $scaling -- --device cpu >"$tmp/x1.txt" 2>&1
 rc=$?
 scripts/extrapolate.sh "$runs" --scalings $scaling -- --device cpu >"$tmp/x2.txt" 2>&1
-table=$(grep "^| $row |" "$runs/extrapolation_extrapolation.md" 2>/dev/null)
+table=$(grep "^| $row |" "$runs/scalings_extrapolation.md" 2>/dev/null)
 if [ $rc -eq 0 ] && [ -f "$runs/rope-s1/eval_$scaling.jsonl" ] && [ -f "$runs/rope-s2/eval_$scaling.jsonl" ] &&
   ! ls "$runs/learned-s1" | grep -q '^eval_' && grep -q "evaluations and fine-tunings: 2 run, 0 already done" "$tmp/x1.txt" &&
   grep -q "evaluations and fine-tunings: 0 run, 2 already done" "$tmp/x2.txt" && [[ $table == "| $row | 2 | "*" | "*" |" ]] &&
-  grep -q "^| learned | 1 |" "$runs/extrapolation_extrapolation.md"
-then pass "extrapolate_sh_$scaling"; else fail "extrapolate_sh_$scaling" "rc $rc: $(cat "$tmp/x1.txt" "$tmp/x2.txt"; cat "$runs/extrapolation_extrapolation.md")"; fi
+  grep -q "^| learned | 1 |" "$runs/scalings_extrapolation.md" &&
+  grep -q "^wrote $runs/scalings_extrapolation.md, $runs/scalings.md, $runs/scalings_lengths.png$" "$tmp/x1.txt" &&
+  [ ! -e "$runs/extrapolation_extrapolation.md" ]
+then pass "extrapolate_sh_$scaling"; else fail "extrapolate_sh_$scaling" "rc $rc: $(cat "$tmp/x1.txt" "$tmp/x2.txt"; cat "$runs/scalings_extrapolation.md")"; fi
 # a scaling the build does not know: the trainer's error, and the evaluation left to redo
 if [ $scaling = none ]; then
   expect_fail extrapolate_sh_no_scaling_key "^error: .* has no rope_scaling key" -- scripts/extrapolate.sh "$runs" --scalings ntk
@@ -91,12 +93,12 @@ scripts/extrapolate.sh "$runs" --scalings $scaling --finetune "none linear" --mu
 rc=$?
 cfg=$("$PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c["seq_len"], c["batch_size"], c["rope_train_len"],
   c["rope_scaling"], c["rope_scaling_factor"], c["steps"], c["schedule"], c["init_from"]["path"])' "$ft/rope-s1-ft2x-linear/config.json" 2>&1)
-x=$runs/extrapolation_extrapolation.md
+x=$runs/scalings_extrapolation.md
 if [ $rc -eq 0 ] && [ "$cfg" = "32 2 16 linear 2.0 8 constant $runs/rope-s1/ckpt_000004/model.safetensors" ] &&
   [ "$(ls "$ft" | grep -vc '\.txt$')" = 4 ] && grep -q "trained at T=16; fine-tuned rows then at T=32" "$x" &&
   grep -qE "^\| rope, linear, factor 2, fine-tuned at 32 \| 2 \| [0-9.]+ \[.*\] \| [0-9.]+ \[.*\] \|$" "$x" &&
   grep -qE "^\| rope, fine-tuned at 32 \| 2 \| " "$x" &&
-  grep -q "rope, linear, factor 2, fine-tuned at 32 (vs rope, fine-tuned at 32)" "$runs/extrapolation.md"
+  grep -q "rope, linear, factor 2, fine-tuned at 32 (vs rope, fine-tuned at 32)" "$runs/scalings.md"
 then pass extrapolate_sh_finetune; else fail extrapolate_sh_finetune "rc $rc, config: $cfg; $(cat "$tmp/f1.txt" "$x")"; fi
 # a fine-tuning cut after its checkpoint at step 4 is resumed, a finished one skipped
 cut=$ft/rope-s2-ft2x-none
