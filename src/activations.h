@@ -25,10 +25,10 @@ struct Acts {
     using Real = RealT;
     using Act = ActT;
     int B = 0, T = 0, Ls = 0;  // Ls: layers with a slot of their own (L in training, else 1)
-    bool train = false;     // the training set: every layer's slot
-    bool backward = false;  // and the backward's buffers (a model that trains)
-    bool borrowed = false;  // a view of the training set's buffers (Activations::resize)
-    size_t att_n = 0;       // elements of one layer's att or lse
+    bool train = false;        // the training set: every layer's slot
+    bool backward = false;     // and the backward's buffers (a model that trains)
+    bool borrowed = false;     // a view of the training set's buffers (Activations::resize)
+    size_t att_n = 0;          // elements of one layer's att or lse
     // per layer: att, the attention probabilities (B,H,T,T), or with cfg.flash lse, the
     // log-sum-exps (B,H,T) (the other one is null). With RoPE, qkv is the GEMM's output without
     // its bias (RoPE adds it into qkvr); fch is always without its bias (GELU adds it).
@@ -150,12 +150,12 @@ enum class ModelPart { own, steps, kv_cache };
 // What the sizes of model_buffers' buffers follow, in Num (as ActSizes).
 template <class Num>
 struct ModelSizes {
-    Num P = 0;              // elements of a parameter buffer (the buffer layout)
-    int positions = 0;      // the positions the position data covers
-    bool train = true;      // a model that trains (gradients, AdamW's moments); else one for inference
-    Num step_tokens = 0;    // gradient accumulation: the tokens of a step
-    Num kv_rows = 0;        // the KV cache: rows
-    Num kv_positions = 0;   // and positions of each
+    Num P = 0;             // elements of a parameter buffer (the buffer layout)
+    int positions = 0;     // the positions the position data covers
+    bool train = true;     // a model that trains (gradients, AdamW's moments); else one for inference
+    Num step_tokens = 0;   // gradient accumulation: the tokens of a step
+    Num kv_rows = 0;       // the KV cache: rows
+    Num kv_positions = 0;  // and positions of each
 };
 
 // Every buffer of one part of ModelBuffers, declared once: f(&Set::member, elements) for each the

@@ -58,7 +58,9 @@ static MemoryParts parts_of(const ModelConfig& m, int B, int T, bool train, bool
     double acts = activation_bytes<Act>(m, B, T, train || every_layer, train, cpu), cache = 0;
     if (train && accum > 1)  // the step's ids and losses, of every micro-step's tokens
         model_buffers<double, Bufs>(m, s, ModelPart::steps, [&](auto member, double k) { acts += bytes(member, k); });
-    if (kv > 0) model_buffers<double, Bufs>(m, s, ModelPart::kv_cache, [&](auto member, double k) { cache += bytes(member, k); });
+    if (kv > 0)
+        model_buffers<double, Bufs>(m, s, ModelPart::kv_cache,
+                                    [&](auto member, double k) { cache += bytes(member, k); });
     return {model - pos, pos, acts, cache};
 }
 
@@ -103,10 +105,10 @@ void check_host_memory(const ModelConfig& m, const MemoryParts& parts, bool trai
     if (have > 0 && need > have) {
         // name the setting behind the largest part, so the message says what to make smaller
         const std::string mlp = m.F() != 4 * m.C ? ", mlp_hidden " + std::to_string(m.F()) : "";
-        std::string key = "n_layer " + std::to_string(m.L) + ", n_embd " + std::to_string(m.C) + mlp +
-                          " and vocab_size " + std::to_string(m.V) +
-                          (train ? ": the weights with their gradients and AdamW moments alone need"
-                                 : ": the weights alone need");
+        std::string key =
+            "n_layer " + std::to_string(m.L) + ", n_embd " + std::to_string(m.C) + mlp + " and vocab_size " +
+            std::to_string(m.V) +
+            (train ? ": the weights with their gradients and AdamW moments alone need" : ": the weights alone need");
         double part = parts.weights;
         if (parts.positions > part)
             key = "max_seq_len " + std::to_string(m.maxT) + ": the position table alone needs", part = parts.positions;

@@ -175,7 +175,8 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     // second host copy of the weights (wte's rows, zeros for its padded rows, the other tensors).
     void set_params(const std::vector<Real>& host) {
         const size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
-        if (host.size() + pad != num_params) throw std::logic_error("set_params: not a vector of the checkpoint layout");
+        if (host.size() + pad != num_params)
+            throw std::logic_error("set_params: not a vector of the checkpoint layout");
         BK::copy_from_host(params, host.data(), real);
         BK::zero(params + real, pad);
         BK::copy_from_host(params + real + pad, host.data() + real, host.size() - real);

@@ -779,7 +779,8 @@ static int train_main(int argc, char** argv) {
             const bool train = cfg.eval_only.empty();  // evaluation only: an inference model, its sets alone
             int Te = 0;
             const double eval = eval_memory_bytes(mc, rows, cfg.seq_len, evaluated_lengths(cfg), 4, true, &Te, train);
-            MemoryParts parts = model_memory_parts(mc, rows, cfg.seq_len, train, 4, true, cfg.grad_accum, position_len(cfg));
+            MemoryParts parts =
+                model_memory_parts(mc, rows, cfg.seq_len, train, 4, true, cfg.grad_accum, position_len(cfg));
             const bool by_eval = !train || eval > parts.activations;
             parts.activations = train ? parts.activations + eval : eval;
             check_host_memory(mc, parts, train,

@@ -1202,7 +1202,8 @@ static void test_memory_inference() {
                     append(why, "evaluation only gives a loss of " + std::to_string(loss) + ", a training model " +
                                     std::to_string(want_loss));
                 const MemoryParts p = model_memory_parts(mc, rows, T, false, 4, true, 1, n);
-                peak("evaluation only", p.weights + p.positions + eval_memory_bytes(mc, rows, T, {T, n}, 4, true, nullptr, false));
+                peak("evaluation only",
+                     p.weights + p.positions + eval_memory_bytes(mc, rows, T, {T, n}, 4, true, nullptr, false));
             }
             if (!mc.flash) {
                 auto g = inference(mc);
