@@ -113,12 +113,13 @@ template <class BK>
 GenStats sample_with(const ModelConfig& mc, std::vector<float> weights, const std::vector<int>& prompt,
                      const GenOptions& go, int samples, uint64_t seed, const GPT2Decoder* decoder) {
     const MemoryParts mem = sample_memory<BK>(mc, prompt, go);
+    const int longest = gen_longest_pass(mc, (int)prompt.size(), go);
     const double mib = 1048576.0;
     fprintf(stderr,
             "memory: %.0f bytes (%.1f MiB): weights %.1f MiB | position data %.1f MiB | activations %.1f MiB "
-            "(a forward pass over %d tokens) | KV cache %.1f MiB\n",
-            mem.total(), mem.total() / mib, mem.weights / mib, mem.positions / mib, mem.activations / mib,
-            gen_longest_pass(mc, (int)prompt.size(), go), mem.kv_cache / mib);
+            "(forward passes of up to %d token%s) | KV cache %.1f MiB\n",
+            mem.total(), mem.total() / mib, mem.weights / mib, mem.positions / mib, mem.activations / mib, longest,
+            longest == 1 ? "" : "s", mem.kv_cache / mib);
     GPT<BK> model(mc, ModelUse::inference);
     model.set_params(weights);
     weights = std::vector<float>();  // the model holds them
