@@ -1,12 +1,13 @@
 // The buffers of GPT<BK> (model.h), each declared once in a table from which the model allocates
-// and the memory estimate (memory_estimate.cpp: model_memory_parts, train --memory) sums, so the
-// two cannot disagree. model_buffers: the model's own (weights, gradients, AdamW's moments, the
-// GEMMs' copy, CRoPE's expanded weights, the position data, gradient accumulation's ids and
-// losses), members of ModelBuffers. activation_buffers: the activations of its forward pass over
-// (B, T) tokens and the buffers of its backward, members of Acts, one set of them; Activations
-// holds the model's two sets. Training keeps every layer's activations for the backward pass;
-// evaluation keeps one layer's worth, and borrows the training set's buffers when they are large
-// enough.
+// and the memory estimate (memory_estimate.cpp: model_memory_parts, train --memory, sample's
+// memory line) sums, so the two cannot disagree. model_buffers: the model's own (weights, and in a
+// model that trains their gradients and AdamW's moments; the GEMMs' copy, CRoPE's expanded
+// weights, the position data), gradient accumulation's ids and losses, and the KV cache, members of
+// ModelBuffers. activation_buffers: the activations of its forward pass over (B, T) tokens and, in
+// a model that trains, the buffers of its backward, members of Acts, one set of them; Activations
+// holds the model's two sets. The training set keeps every layer's activations (for the backward
+// pass, or an inference model's attention maps); evaluation keeps one layer's worth, and borrows
+// the training set's buffers when they are large enough.
 //
 // Two element types (model.h says which is which): Real, the parameters' (fp32 on the GPU), for
 // LayerNorm's mean and rstd, flash attention's log-sum-exps and the losses; Act for the rest.
@@ -24,9 +25,10 @@ struct Acts {
     using Real = RealT;
     using Act = ActT;
     int B = 0, T = 0, Ls = 0;  // Ls: layers with a slot of their own (L in training, else 1)
-    bool train = false;
-    bool borrowed = false;  // a view of the training set's buffers (Activations::resize)
-    size_t att_n = 0;       // elements of one layer's att or lse
+    bool train = false;        // the training set: every layer's slot
+    bool backward = false;     // and the backward's buffers (a model that trains)
+    bool borrowed = false;     // a view of the training set's buffers (Activations::resize)
+    size_t att_n = 0;          // elements of one layer's att or lse
     // per layer: att, the attention probabilities (B,H,T,T), or with cfg.flash lse, the
     // log-sum-exps (B,H,T) (the other one is null). With RoPE, qkv is the GEMM's output without
     // its bias (RoPE adds it into qkvr); fch is always without its bias (GELU adds it).
@@ -87,10 +89,11 @@ ActSizes<Num> act_sizes(const ModelConfig& cfg, const ClassifierHead& head, int 
 }
 
 // Every buffer of one set (Set: an Acts), declared once: f(&Set::member, elements) for each
-// that the set holds, its element type the member's. Per-layer buffers have Ls slots; the ones
-// after `if (!train)` exist in training only. A new buffer is a member of Acts and a line here.
+// that the set holds, its element type the member's. Per-layer buffers have Ls slots (train: L);
+// the ones after `if (!backward)` exist only for a backward pass (the training set of a model that
+// trains). A new buffer is a member of Acts and a line here.
 template <class Num, class Set, class F>
-void activation_buffers(const ModelConfig& cfg, const ActSizes<Num>& s, bool train, F&& f) {
+void activation_buffers(const ModelConfig& cfg, const ActSizes<Num>& s, bool train, bool backward, F&& f) {
     const PosTraits& pt = pos_traits(cfg.pos);
     const Num N = s.N, C = cfg.C, Ls = train ? cfg.L : 1;
     f(&Set::inputs, N), f(&Set::targets, N);
@@ -110,7 +113,7 @@ void activation_buffers(const ModelConfig& cfg, const ActSizes<Num>& s, bool tra
     f(&Set::logits, s.logits), f(&Set::losses, N);  // logits: one chunk's or one tile's
     if (cfg.classifier_tile > 0) f(&Set::head_max, N), f(&Set::head_sum, N);
     if (s.scratch > 0) f(&Set::head_scratch, s.scratch);
-    if (!train) return;
+    if (!backward) return;
     f(&Set::dres, N * C), f(&Set::dln, N * C), f(&Set::datty, N * C);
     f(&Set::dqkv, N * 3 * C);
     if (pt.rotary) f(&Set::dqkvr, N * 3 * C);  // else dqkvr is dqkv
@@ -134,24 +137,51 @@ struct ModelBuffers {
     // slice of the training activations stands in for.
     int *step_inputs = nullptr, *step_targets = nullptr;
     Real* step_losses = nullptr;
+    // Incremental decoding (src/generate.h): every layer's keys and values, as attention reads
+    // them (after RoPE), kcache and vcache (L, rows, positions, C) each.
+    Act *kcache = nullptr, *vcache = nullptr;
 };
 
-// Every buffer of ModelBuffers, declared once: f(&Set::member, elements) for each the model holds:
-// P elements in a parameter buffer (the buffer layout's), the position data for n positions. With
-// steps instead, the step's ids and losses for gradient accumulation over N tokens (allocated when
-// the model meets such a step).
+// The parts of model_buffers' table, each allocated at its own time: the model's own (with it),
+// gradient accumulation's ids and losses (when the model meets such a step), the KV cache
+// (GPT::kv_reserve).
+enum class ModelPart { own, steps, kv_cache };
+
+// What the sizes of model_buffers' buffers follow, in Num (as ActSizes).
+template <class Num>
+struct ModelSizes {
+    Num P = 0;             // elements of a parameter buffer (the buffer layout)
+    int positions = 0;     // the positions the position data covers
+    bool train = true;     // a model that trains (gradients, AdamW's moments); else one for inference
+    Num step_tokens = 0;   // gradient accumulation: the tokens of a step
+    Num kv_rows = 0;       // the KV cache: rows
+    Num kv_positions = 0;  // and positions of each
+};
+
+// Every buffer of one part of ModelBuffers, declared once: f(&Set::member, elements) for each the
+// model holds. Those under `if (s.train)` exist only in a model that trains: an inference model
+// (sampling, evaluation only, attention maps) holds none of the optimiser's.
 template <class Num, class Set, class F>
-void model_buffers(const ModelConfig& cfg, Num P, int n, bool steps, Num N, F&& f) {
-    if (steps) {
-        f(&Set::step_inputs, N), f(&Set::step_targets, N), f(&Set::step_losses, N);
+void model_buffers(const ModelConfig& cfg, const ModelSizes<Num>& s, ModelPart part, F&& f) {
+    const Num C = cfg.C;
+    if (part == ModelPart::steps) {
+        f(&Set::step_inputs, s.step_tokens), f(&Set::step_targets, s.step_tokens), f(&Set::step_losses, s.step_tokens);
+        return;
+    }
+    if (part == ModelPart::kv_cache) {
+        const Num n = Num(cfg.L) * s.kv_rows * s.kv_positions * C;
+        f(&Set::kcache, n), f(&Set::vcache, n);
         return;
     }
     const PosTraits& pt = pos_traits(cfg.pos);
-    const Num C = cfg.C;
-    f(&Set::params, P), f(&Set::grads, P), f(&Set::m, P), f(&Set::v, P);
-    if (!std::is_same<typename Set::Act, typename Set::Real>::value) f(&Set::wc, P);
-    if (pt.complex_qkv) f(&Set::qkv_expanded, Num(cfg.L) * 3 * C * C), f(&Set::dqkv_w, 3 * C * C);
-    const size_t pos = pos_layout(pt, n, cfg.C, cfg.H).size;
+    f(&Set::params, s.P);
+    if (s.train) f(&Set::grads, s.P), f(&Set::m, s.P), f(&Set::v, s.P);
+    if (!std::is_same<typename Set::Act, typename Set::Real>::value) f(&Set::wc, s.P);
+    if (pt.complex_qkv) {
+        f(&Set::qkv_expanded, Num(cfg.L) * 3 * C * C);
+        if (s.train) f(&Set::dqkv_w, 3 * C * C);
+    }
+    const size_t pos = pos_layout(pt, s.positions, cfg.C, cfg.H).size;
     if (pos) f(&Set::pos_buf, Num(pos));
 }
 
@@ -167,12 +197,13 @@ int eval_group_rows(int B, int T, Num tokens) {
 
 // Whether every buffer of an evaluation set of sizes e is at most the training set's of sizes t
 // (all its layers' slots), so that it can borrow them. Both lists come from the one table in the
-// same order; the training set's goes on past the evaluation's.
+// same order; the training set's goes on past the evaluation's (its backward's buffers, after
+// those, are never borrowed).
 template <class Num, class Set>
 bool eval_fits(const ModelConfig& cfg, const ActSizes<Num>& e, const ActSizes<Num>& t) {
     std::vector<Num> ev, tv;
-    activation_buffers<Num, Set>(cfg, e, false, [&](auto, Num n) { ev.push_back(n); });
-    activation_buffers<Num, Set>(cfg, t, true, [&](auto, Num n) { tv.push_back(n); });
+    activation_buffers<Num, Set>(cfg, e, false, false, [&](auto, Num n) { ev.push_back(n); });
+    activation_buffers<Num, Set>(cfg, t, true, false, [&](auto, Num n) { tv.push_back(n); });
     for (size_t i = 0; i < ev.size(); i++)
         if (ev[i] > tv[i]) return false;
     return true;
@@ -187,6 +218,8 @@ struct Activations {
     const ModelConfig& cfg;  // the model's
     const ClassifierHead head = classifier_head_of<BK>();
     Set train, eval;
+    bool backward = true;    // the training set holds the backward's buffers (a model that trains)
+    size_t eval_tokens = 0;  // without a training set, the most tokens evaluation runs at a time (0: all)
 
     explicit Activations(const ModelConfig& c) : cfg(c) {}
     ~Activations() {
@@ -209,8 +242,11 @@ struct Activations {
         return train.B && eval_fits<size_t, Set>(cfg, sizes(B, T), sizes(train));
     }
     // The rows of B that evaluation at length T runs at a time (eval_group_rows): as many as the
-    // training set's tokens, all B when there is none.
-    int eval_rows(int B, int T) const { return train.B ? eval_group_rows(B, T, sizes(train).N) : B; }
+    // training set's tokens, else eval_tokens, all B when neither is set.
+    int eval_rows(int B, int T) const {
+        const size_t tokens = train.B ? sizes(train).N : eval_tokens;
+        return tokens ? eval_group_rows(B, T, tokens) : B;
+    }
 
     // Makes a (train or eval) hold buffers for (B, T); the ones it held are freed (a CUDA graph
     // that read them is captured again: GPT::graph_key).
@@ -221,12 +257,13 @@ struct Activations {
         if (!training && eval_fits_train(B, T)) {
             a = train;
             a.owned.clear(), a.owned_act.clear(), a.owned_int.clear();
-            a.B = B, a.T = T, a.Ls = 1, a.train = false, a.borrowed = true, a.att_n = sizes(B, T).att;
+            a.B = B, a.T = T, a.Ls = 1, a.train = a.backward = false, a.borrowed = true, a.att_n = sizes(B, T).att;
             return;
         }
         const ActSizes<size_t> s = sizes(B, T);
         a.B = B, a.T = T, a.Ls = training ? cfg.L : 1, a.train = training, a.att_n = s.att;
-        activation_buffers<size_t, Set>(cfg, s, training, [&](auto member, size_t n) {
+        a.backward = training && backward;
+        activation_buffers<size_t, Set>(cfg, s, a.train, a.backward, [&](auto member, size_t n) {
             auto& p = a.*member;
             if constexpr (std::is_same<decltype(p), int*&>::value)
                 a.owned_int.push_back(p = BK::alloc_int(n));
@@ -236,7 +273,7 @@ struct Activations {
                 a.owned.push_back(p = BK::alloc(n));
         });
         if (!a.qkvr) a.qkvr = a.qkv;
-        if (training && !a.dqkvr) a.dqkvr = a.dqkv;
+        if (a.backward && !a.dqkvr) a.dqkvr = a.dqkv;
     }
 
     void release(Set& a) {

@@ -79,6 +79,7 @@ std::string read_text_file(const std::string& path) {
                                  (S_ISDIR(st.st_mode) ? "is a folder" : "not a regular file (a device?)"));
     }
     std::string s;
+    if (S_ISREG(st.st_mode)) s.reserve(st.st_size);  // one allocation: a checkpoint is tens of MB
     char buf[1 << 16];
     size_t n;
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "memory_estimate.h"
 #include "model.h"
 #include "rng.h"
 
@@ -36,6 +37,43 @@ inline int gen_window(const ModelConfig& m, const GenOptions& o) {
         throw std::runtime_error("a context of " + std::to_string(W) + " tokens is longer than max_seq_len " +
                                  std::to_string(m.maxT) + ", the rows of the learned position table");
     return W;
+}
+
+// Whether the token after the first n of the text comes from the cache (one position against it):
+// when it holds all but the last of them, their keys rotated under the scaling s the model's tables
+// now hold (a scaling whose s follows the length recomputes the cache when s changes). Else the
+// prefill runs over the last min(n, W) of them. W: the window.
+inline bool gen_from_cache(const ModelConfig& m, const GenOptions& o, int n, int W, double s) {
+    return o.cache && n <= W && m.rope_scaling.s(n) == s;
+}
+
+// The longest forward pass generate() runs after a prompt of n tokens, whose activations are the
+// largest it allocates: the prefill, a later one when the text slides past the window W or the
+// scaling changes, or without the cache the fixed window.
+inline int gen_longest_pass(const ModelConfig& m, int n, const GenOptions& o) {
+    const int W = gen_window(m, o);
+    if (!o.cache) return std::min(W, n + o.tokens);
+    const bool rotary = pos_traits(m.pos).rotary;
+    auto s_after = [&](int L, double s) { return rotary ? m.rope_scaling.s(L) : s; };  // GPT::set_length
+    int longest = n;
+    double s = s_after(n, m.rope_scaling.s(m.rope_scaling.train_len));
+    for (int i = n + 1; i < n + o.tokens; i++) {
+        if (gen_from_cache(m, o, i, W, s)) continue;
+        longest = std::max(longest, std::min(i, W));
+        s = s_after(std::min(i, W), s);
+    }
+    return longest;
+}
+
+// What generate() allocates after a prompt of n tokens (sample's memory line; equal to what the
+// model holds at its peak, test_io's and test_cuda_bf16's memory_table): an inference model with
+// position data for the window, the activations of its longest forward pass, the KV cache of one
+// row of the window. act_bytes, cpu: as model_memory_parts; the classifier's rows per chunk the
+// backend's (chunk) unless the config sets them.
+inline MemoryParts gen_memory_parts(ModelConfig m, int n, const GenOptions& o, int act_bytes, bool cpu, int chunk) {
+    if (m.classifier_chunk == 0) m.classifier_chunk = chunk;
+    const int W = gen_window(m, o);
+    return model_memory_parts(m, 1, gen_longest_pass(m, n, o), false, act_bytes, cpu, 1, W, o.cache ? W : 0);
 }
 
 // The next token from a row of logits (V): the largest with temperature 0, else drawn from the
@@ -88,7 +126,7 @@ std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, const GenOptions
     // rotated under the same RoPE scaling (one whose s follows the length recomputes the cache)
     auto next_logits = [&](bool first) {
         const int n = (int)ids.size();
-        if (o.cache && !first && n <= W && model.cfg.rope_scaling.s(n) == model.pos_s) {
+        if (!first && gen_from_cache(model.cfg, o, n, W, model.pos_s)) {
             model.forward_cached(&ids.back(), 1, 1, n - 1);
             return model.logits(0, 1);
         }

@@ -19,18 +19,20 @@ static ClassifierHead estimated_head(bool cpu) {
 }
 
 // The bytes of a set of activations (activation_buffers) with elements of type Act.
+// train: every layer's slot; backward: and the backward's buffers.
 template <class Act>
-static double activation_bytes(const ModelConfig& m, int B, int T, bool train, bool cpu) {
+static double activation_bytes(const ModelConfig& m, int B, int T, bool train, bool backward, bool cpu) {
     using Set = Acts<float, Act>;
     double bytes = 0;
-    activation_buffers<double, Set>(m, act_sizes<double>(m, estimated_head(cpu), B, T), train,
+    activation_buffers<double, Set>(m, act_sizes<double>(m, estimated_head(cpu), B, T), train, backward,
                                     [&](auto member, double n) { bytes += n * sizeof(*(Set().*member)); });
     return bytes;
 }
 
 // The parts with Act elements (uint16_t stands for the CUDA backend's bf16_t).
 template <class Act>
-static MemoryParts parts_of(const ModelConfig& m, int B, int T, bool train, bool cpu, int accum, int positions) {
+static MemoryParts parts_of(const ModelConfig& m, int B, int T, bool train, bool cpu, int accum, int positions, int kv,
+                            bool every_layer) {
     using Bufs = ModelBuffers<float, Act>;
     double P = 0, wpe = 0;  // a parameter buffer's elements (wte with its padded rows), and wpe's
     for (const ParamTensor& p : param_layout(m, true)) {
@@ -43,25 +45,29 @@ static MemoryParts parts_of(const ModelConfig& m, int B, int T, bool train, bool
     // each parameter buffer
     double model = 0, pos = 0;
     auto bytes = [](auto member, double n) { return n * sizeof(*(Bufs().*member)); };
-    const int n = std::max({m.maxT, T, positions});
-    model_buffers<double, Bufs>(m, P, n, false, 0.0, [&](auto member, double k) {
+    ModelSizes<double> s;
+    s.P = P, s.positions = std::max({m.maxT, T, positions}), s.train = train;
+    s.step_tokens = (double)accum * B * T, s.kv_rows = B, s.kv_positions = kv;
+    model_buffers<double, Bufs>(m, s, ModelPart::own, [&](auto member, double k) {
         const double b = bytes(member, k);
         model += b;
         if constexpr (std::is_same<decltype(member), decltype(&Bufs::pos_buf)>::value)
             if (member == &Bufs::pos_buf) return void(pos += b);
         if (k == P) pos += bytes(member, wpe);  // a parameter buffer: wpe's rows of it
     });
-    double acts = activation_bytes<Act>(m, B, T, train, cpu);
+    double acts = activation_bytes<Act>(m, B, T, train || every_layer, train, cpu), cache = 0;
     if (train && accum > 1)  // the step's ids and losses, of every micro-step's tokens
-        model_buffers<double, Bufs>(m, P, n, true, (double)accum * B * T,
-                                    [&](auto member, double k) { acts += bytes(member, k); });
-    return {model - pos, pos, acts};
+        model_buffers<double, Bufs>(m, s, ModelPart::steps, [&](auto member, double k) { acts += bytes(member, k); });
+    if (kv > 0)
+        model_buffers<double, Bufs>(m, s, ModelPart::kv_cache,
+                                    [&](auto member, double k) { cache += bytes(member, k); });
+    return {model - pos, pos, acts, cache};
 }
 
 MemoryParts model_memory_parts(const ModelConfig& m, int B, int T, bool train, int act_bytes, bool cpu, int accum,
-                               int positions) {
-    return act_bytes == 2 ? parts_of<uint16_t>(m, B, T, train, cpu, accum, positions)
-                          : parts_of<float>(m, B, T, train, cpu, accum, positions);
+                               int positions, int kv, bool every_layer) {
+    return act_bytes == 2 ? parts_of<uint16_t>(m, B, T, train, cpu, accum, positions, kv, every_layer)
+                          : parts_of<float>(m, B, T, train, cpu, accum, positions, kv, every_layer);
 }
 
 double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int act_bytes, bool cpu, int accum,
@@ -70,15 +76,16 @@ double model_memory_bytes(const ModelConfig& m, int B, int T, bool train, int ac
 }
 
 double eval_memory_bytes(const ModelConfig& m, int B, int T, const std::vector<int>& lengths, int act_bytes, bool cpu,
-                         int* largest) {
+                         int* largest, bool train) {
     const ClassifierHead head = estimated_head(cpu);
-    const ActSizes<double> train = act_sizes<double>(m, head, B, T);
+    const ActSizes<double> tokens = act_sizes<double>(m, head, B, T);  // the training set's, which groups the rows
+    const bool borrow = train;
     double most = 0;
     for (int Te : lengths) {
-        const int rows = eval_group_rows(B, Te, train.N);
-        if (eval_fits<double, Acts<float, float>>(m, act_sizes<double>(m, head, rows, Te), train)) continue;
-        const double bytes = act_bytes == 2 ? activation_bytes<uint16_t>(m, rows, Te, false, cpu)
-                                            : activation_bytes<float>(m, rows, Te, false, cpu);
+        const int rows = eval_group_rows(B, Te, tokens.N);
+        if (borrow && eval_fits<double, Acts<float, float>>(m, act_sizes<double>(m, head, rows, Te), tokens)) continue;
+        const double bytes = act_bytes == 2 ? activation_bytes<uint16_t>(m, rows, Te, false, false, cpu)
+                                            : activation_bytes<float>(m, rows, Te, false, false, cpu);
         if (bytes > most && largest) *largest = Te;
         most = std::max(most, bytes);
     }
@@ -89,18 +96,24 @@ void check_host_memory(const ModelConfig& m, int B, int T, bool train, const std
                        int accum, int positions) {
     MemoryParts parts = model_memory_parts(m, B, T, train, 4, true, accum, positions);
     parts.activations += eval_bytes;
+    check_host_memory(m, parts, train, tokens);
+}
+
+void check_host_memory(const ModelConfig& m, const MemoryParts& parts, bool train, const std::string& tokens) {
     double need = parts.total();
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
     if (have > 0 && need > have) {
         // name the setting behind the largest part, so the message says what to make smaller
         const std::string mlp = m.F() != 4 * m.C ? ", mlp_hidden " + std::to_string(m.F()) : "";
-        std::string key = "n_layer " + std::to_string(m.L) + ", n_embd " + std::to_string(m.C) + mlp +
-                          " and vocab_size " + std::to_string(m.V) +
-                          ": the weights with their gradients and AdamW moments alone need";
+        std::string key =
+            "n_layer " + std::to_string(m.L) + ", n_embd " + std::to_string(m.C) + mlp + " and vocab_size " +
+            std::to_string(m.V) +
+            (train ? ": the weights with their gradients and AdamW moments alone need" : ": the weights alone need");
         double part = parts.weights;
         if (parts.positions > part)
             key = "max_seq_len " + std::to_string(m.maxT) + ": the position table alone needs", part = parts.positions;
         if (parts.activations > part) key = tokens + ": the activations alone need", part = parts.activations;
+        if (parts.kv_cache > part) key = tokens + ": the KV cache alone needs", part = parts.kv_cache;
         char msg[128];
         std::snprintf(msg, sizeof msg, "this model needs about %.1f GiB but the machine has %.1f GiB; ",
                       need / (1 << 30), have / (1 << 30));

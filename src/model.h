@@ -31,6 +31,11 @@
 #include "step_queue.h"
 #include "zero.h"
 
+// What a model is built for: training (with the optimiser's buffers: gradients, AdamW's moments,
+// the backward's activations), or inference (sampling, evaluation only, attention maps), which
+// allocates none of them (model_buffers, activation_buffers).
+enum class ModelUse { train, inference };
+
 template <class BK>
 struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     using Real = typename BK::real;
@@ -38,10 +43,11 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     using Acts = typename Activations<BK>::Set;
     using Bufs = ModelBuffers<Real, Act>;  // the buffers of model_buffers' table (activations.h)
     using Bufs::params, Bufs::grads, Bufs::m, Bufs::v, Bufs::wc, Bufs::qkv_expanded, Bufs::dqkv_w, Bufs::pos_buf,
-        Bufs::step_inputs, Bufs::step_targets, Bufs::step_losses;
+        Bufs::step_inputs, Bufs::step_targets, Bufs::step_losses, Bufs::kcache, Bufs::vcache;
     static constexpr bool kActCopy = !std::is_same<Act, Real>::value;  // wc is a copy of the weights in Act
 
     ModelConfig cfg;
+    const bool training;  // ModelUse::train
     const PosTraits& pt;  // the position scheme's traits
     // layout: the checkpoints' tensors (what get() returns and set_params() takes); buf_layout: the
     // same with wte's Vp rows, as the buffers hold them. num_params: elements of each buffer.
@@ -52,9 +58,8 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     PosData<Real> pos;     // the position data's parts in pos_buf, as the ops take them
     int table_len = 0;     // positions covered by the position data
     double pos_s = 1;      // rotary: the scaling factor s its tables hold (cfg.rope_scaling)
-    // Incremental decoding (src/generate.h): every layer's keys and values, as attention reads
-    // them (after RoPE), kcache and vcache (L, kv_B, kv_cap, C) each; null until kv_reserve.
-    Act *kcache = nullptr, *vcache = nullptr;
+    // Incremental decoding (src/generate.h): the KV cache, kcache and vcache (L, kv_B, kv_cap, C)
+    // each; null until kv_reserve.
     int kv_B = 0, kv_cap = 0;
     // The training step's scalars that change from step to step (src/step.h), in backend memory.
     StepScalars* scalars = nullptr;
@@ -69,9 +74,11 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     int micro = 0, micros = 1;
     size_t step_tokens = 0;
 
-    // group: the data-parallel process group this model is one rank of (a world of one by default)
-    explicit GPT(const ModelConfig& c, const dist::Group& group = dist::Group())
+    // use: training or inference; group: the data-parallel process group this model is one rank of
+    // (a world of one by default)
+    explicit GPT(const ModelConfig& c, ModelUse use = ModelUse::train, const dist::Group& group = dist::Group())
         : cfg(c),
+          training(use == ModelUse::train),
           pt(pos_traits(c.pos)),
           layout(param_layout(c)),
           buf_layout(param_layout(c, true)),
@@ -79,7 +86,8 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
           acts(cfg),
           sync(group, num_params) {
         if (cfg.vocab_pad < 1) throw std::runtime_error("vocab_pad must be at least 1");
-        buffers(false, [](auto& p, size_t n) { p = alloc_of(p, n); });
+        acts.backward = training;
+        buffers(ModelPart::own, [](auto& p, size_t n) { p = alloc_of(p, n); });
         point_buffers();
         queue.mpi = group.mpi;
         pos_s = cfg.rope_scaling.s(cfg.rope_scaling.train_len);
@@ -90,16 +98,22 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         queue.drop_graph();
         BK::synchronize();
         BK::free_scalars(scalars);
-        buffers(false, [](auto& p, size_t) { release(p); });
-        buffers(true, [](auto& p, size_t) { release(p); });
-        if (kcache) BK::free(kcache), BK::free(vcache);
+        for (ModelPart part : {ModelPart::own, ModelPart::steps, ModelPart::kv_cache})
+            buffers(part, [](auto& p, size_t) { release(p); });
     }
-    // f(buffer, elements) for each of model_buffers' table: the model's (the position data for
-    // maxT positions), or with steps the step's ids and losses (step_tokens each).
+    // f(buffer, elements) for each buffer of a part of model_buffers' table: the model's own (the
+    // position data for maxT positions), the step's ids and losses (step_tokens each), the KV cache
+    // (kv_B rows of kv_cap positions).
     template <class F>
-    void buffers(bool steps, F&& f) {
-        model_buffers<size_t, Bufs>(cfg, num_params, cfg.maxT, steps, step_tokens,
-                                    [&](auto member, size_t n) { f(this->*member, n); });
+    void buffers(ModelPart part, F&& f) {
+        ModelSizes<size_t> s;
+        s.P = num_params, s.positions = cfg.maxT, s.train = training, s.step_tokens = step_tokens;
+        s.kv_rows = kv_B, s.kv_positions = kv_cap;
+        model_buffers<size_t, Bufs>(cfg, s, part, [&](auto member, size_t n) { f(this->*member, n); });
+    }
+    // What only a model that trains can do (what: the call) fails in an inference model.
+    void need_training(const char* what) const {
+        if (!training) throw std::logic_error(std::string(what) + ": a model built for inference does not train");
     }
     // A buffer of n elements of p's type, and its release.
     template <class E>
@@ -127,7 +141,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     // (kActCopy) a buffer of their rounded copy.
     void point_buffers() {
         w = point(buf_layout, params);
-        g = point(buf_layout, grads);
+        g = grads ? point(buf_layout, grads) : TensorsOf<Real>();  // an inference model has none
         if constexpr (!kActCopy) wc = params;  // else a buffer of its own (model_buffers)
         wa = point(buf_layout, wc);
     }
@@ -137,6 +151,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     }
     // ZeRO-1 over the ranks of the model's group (zero.h); before the weights are set.
     void shard_optimizer() {
+        need_training("shard_optimizer");
         if (sync.shard_buffers(num_params, params, grads, m, v)) point_buffers();
     }
 
@@ -156,9 +171,15 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         h.insert(h.end(), b.begin() + real + pad, b.begin() + num_params);
         return h;
     }
-    // Uploads a host copy of all parameters (layout order).
+    // Uploads a host copy of all parameters (layout order): as padded() lays them out, without a
+    // second host copy of the weights (wte's rows, zeros for its padded rows, the other tensors).
     void set_params(const std::vector<Real>& host) {
-        BK::copy_from_host(params, padded(host).data(), num_params);
+        const size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
+        if (host.size() + pad != num_params)
+            throw std::logic_error("set_params: not a vector of the checkpoint layout");
+        BK::copy_from_host(params, host.data(), real);
+        BK::zero(params + real, pad);
+        BK::copy_from_host(params + real + pad, host.data() + real, host.size() - real);
         refresh_compute_copy();
     }
     // A buffer (params, grads, m, v) on the host: as it is (buffer layout), or in layout order.
@@ -210,7 +231,8 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         for (const void* p : {(const void*)pos_buf, (const void*)step_inputs, (const void*)step_targets,
                               (const void*)step_losses})
             add(p);
-        activation_buffers<size_t, Acts>(cfg, acts.sizes(a), a.train, [&](auto member, size_t) { add(a.*member); });
+        activation_buffers<size_t, Acts>(cfg, acts.sizes(a), a.train, a.backward,
+                                         [&](auto member, size_t) { add(a.*member); });
         return k;
     }
 
@@ -227,9 +249,13 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         return a;
     }
     // The training activations for (B, T) (one micro-step's rows) before any evaluation, so that
-    // evaluation borrows them.
+    // evaluation borrows them. An inference model allocates none: its evaluation runs in the same
+    // groups of rows (at most B x T tokens) in a set of its own.
     void reserve_training(int B, int T) {
-        if (!acts.holds(acts.train, B, T)) acts.resize(acts.train, B, T);
+        if (!training)
+            acts.eval_tokens = (size_t)B * T;
+        else if (!acts.holds(acts.train, B, T))
+            acts.resize(acts.train, B, T);
     }
 
     // Forward pass over inputs (B,T) (host ids). With targets, returns the mean cross-entropy
@@ -243,6 +269,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
             eval_queue(inputs, targets, B, T);
             return eval_read().front();
         }
+        if (grad) need_training("forward with grad");
         Acts& a = upload(inputs, targets, B, T, grad, L);
         const size_t N = (size_t)B * T;
         forward_pass(a, targets != nullptr);
@@ -273,10 +300,9 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     // The KV cache for B rows of up to cap positions each (kept when it is large enough).
     void kv_reserve(int B, int cap) {
         if (B == kv_B && cap <= kv_cap) return;
-        if (kcache) BK::free(kcache), BK::free(vcache);
-        const size_t n = (size_t)cfg.L * B * cap * cfg.C;
-        kcache = BK::alloc_act(n), vcache = BK::alloc_act(n);
+        buffers(ModelPart::kv_cache, [](auto& p, size_t) { release(p); });
         kv_B = B, kv_cap = cap;
+        buffers(ModelPart::kv_cache, [](auto& p, size_t n) { p = alloc_of(p, n); });
     }
     // Incremental decoding's forward (without grad) over inputs (B,T) (host ids) at positions
     // [first, first + T) of each row, into the evaluation activations (logits() reads them): every
@@ -290,12 +316,13 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         forward_pass(upload(inputs, nullptr, B, T, false, first + T), false, first);
     }
 
-    // The forward pass over a.inputs (and with loss, a.targets) in backend memory; with a.train
-    // (the training activations) also the gradients' zeroing and the classifier's backward.
+    // The forward pass over a.inputs (and with loss, a.targets) in backend memory; with a.backward
+    // (a training model's training activations) also the gradients' zeroing and the classifier's
+    // backward.
     // first >= 0 (forward_cached): the tokens sit at positions [first, first + T) and the KV cache
     // is written; the position data is read from position first on.
     void forward_pass(Acts& a, bool loss, int first = -1) {
-        const bool grad = a.train;
+        const bool grad = a.backward;
         int B = a.B, T = a.T, H = cfg.H;
         size_t N = (size_t)B * T, C = cfg.C, F = cfg.F();  // F: the MLP's hidden width
         queue.mark(Phase::rest, grad);
@@ -447,6 +474,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
 
     // Backward pass of the last forward(…, grad=true): fills grads.
     void backward() {
+        need_training("backward");
         Acts& a = acts.train;
         int B = a.B, T = a.T, H = cfg.H;
         size_t N = (size_t)B * T, C = cfg.C, F = cfg.F();  // F: the MLP's hidden width
@@ -507,6 +535,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     // The update is elementwise, so each run of adjacent tensors with the same weight decay is one
     // call (with decay=all, the whole buffer: one kernel, not one per tensor).
     void adamw(const AdamWConfig& o) {
+        need_training("adamw");
         queue.mark(Phase::adamw);
         size_t b = 0, e = 0;  // the run [b, e) of this rank's shard
         float wd = 0;
@@ -547,6 +576,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     // same step up to float rounding, in the activations of one micro-step).
     void train_step(const int* inputs, const int* targets, int B, int T, const AdamWConfig& opt, float lr, int t,
                     int accum = 1) {
+        need_training("train_step");
         if (queue.unread.size() == 2) throw std::logic_error("train_step: two steps are unread (read_step)");
         if (accum < 1 || B % accum) throw std::logic_error("train_step: B is not a multiple of accum");
         micros = accum;
@@ -580,9 +610,9 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         set_length(T);
         const size_t N = (size_t)B * T;
         if (N != step_tokens) {
-            buffers(true, [](auto& p, size_t) { release(p); });
+            buffers(ModelPart::steps, [](auto& p, size_t) { release(p); });
             step_tokens = N;
-            buffers(true, [](auto& p, size_t n) { p = alloc_of(p, n); });
+            buffers(ModelPart::steps, [](auto& p, size_t n) { p = alloc_of(p, n); });
         }
         reserve_training(B / micros, T);
         BK::copy_ints_from_host(step_inputs, inputs, N);
@@ -593,11 +623,11 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     StepResult read_step() { return queue.read_step(); }
 
     // The attention probabilities of every layer over inputs (B,T) (host ids), (L,B,H,T,T) on the
-    // host: one forward pass into the training activations, where each layer has a slot of its
-    // own. Only the cublas mode keeps them (flash keeps each row's log-sum-exp).
+    // host: one forward pass (without the loss) into the training activations, where each layer
+    // has a slot of its own. Only the cublas mode keeps them (flash keeps each row's log-sum-exp).
     std::vector<Act> attention_maps(const int* inputs, int B, int T) {
         if (cfg.flash) throw std::logic_error("attention_maps: the flash attention mode keeps no probabilities");
-        forward(inputs, nullptr, B, T, true);
+        forward_pass(upload(inputs, nullptr, B, T, true), false);
         std::vector<Act> h((size_t)cfg.L * acts.train.att_n);
         BK::copy_to_host(h.data(), acts.train.att, h.size());
         return h;

@@ -17,6 +17,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend_cpu.h"
@@ -97,13 +98,31 @@ static std::string attention_json(const std::string& checkpoint, const std::stri
     return s + "]}\n";
 }
 
-// Samples `samples` texts after the prompt on backend BK, each printed as it comes (decoded with
-// decoder, or ids), one after another from one RNG; returns the speed over all of them.
+// What sampling on backend BK allocates (generate.h: gen_memory_parts), for the memory line and
+// the host's check.
 template <class BK>
-GenStats sample_with(const ModelConfig& mc, const std::vector<float>& weights, const std::vector<int>& prompt,
+MemoryParts sample_memory(const ModelConfig& mc, const std::vector<int>& prompt, const GenOptions& go) {
+    return gen_memory_parts(mc, (int)prompt.size(), go, (int)sizeof(typename BK::act),
+                            std::is_same<BK, CpuBackend<float>>::value, BK::classifier_chunk);
+}
+
+// Samples `samples` texts after the prompt on backend BK, each printed as it comes (decoded with
+// decoder, or ids), one after another from one RNG; returns the speed over all of them. First a
+// line (stderr) of the memory the model holds: an inference model's, without the optimiser's.
+template <class BK>
+GenStats sample_with(const ModelConfig& mc, std::vector<float> weights, const std::vector<int>& prompt,
                      const GenOptions& go, int samples, uint64_t seed, const GPT2Decoder* decoder) {
-    GPT<BK> model(mc);
+    const MemoryParts mem = sample_memory<BK>(mc, prompt, go);
+    const int longest = gen_longest_pass(mc, (int)prompt.size(), go);
+    const double mib = 1048576.0;
+    fprintf(stderr,
+            "memory: %.0f bytes (%.1f MiB): weights %.1f MiB | position data %.1f MiB | activations %.1f MiB "
+            "(forward passes of up to %d token%s) | KV cache %.1f MiB\n",
+            mem.total(), mem.total() / mib, mem.weights / mib, mem.positions / mib, mem.activations / mib, longest,
+            longest == 1 ? "" : "s", mem.kv_cache / mib);
+    GPT<BK> model(mc, ModelUse::inference);
     model.set_params(weights);
+    weights = std::vector<float>();  // the model holds them
     auto print = [&](const std::vector<int>& ids, bool first) {
         if (decoder) {
             const std::string s = decoder->decode(ids);
@@ -291,20 +310,24 @@ int main(int argc, char** argv) {
         // the flash kernels take some head sizes; the cublas attention computes the same for the others
         if (cuda && mc.flash && !gpu::flash_supports_head_size(mc.C / mc.H)) mc.flash = false;
 #endif
-        const int T = maps ? (int)prompt.size() : std::min<int>(window, (int)prompt.size() + go.tokens);
-        if (!cuda)  // host memory for the CPU's activations
-            check_host_memory(mc, 1, T, maps,
-                              "a window of " + std::to_string(T) +
-                                  (maps ? " tokens (the prompt)" : " tokens (the prompt and --tokens)"));
+        if (!cuda)  // host memory for the CPU's model and activations
+            check_host_memory(mc,
+                              maps ? model_memory_parts(mc, 1, (int)prompt.size(), false, 4, true, 1, 0, 0, true)
+                                   : sample_memory<CpuBackend<float>>(mc, prompt, go),
+                              false,
+                              maps ? "a prompt of " + std::to_string(prompt.size()) + " tokens"
+                                   : "a window of " + std::to_string(std::min<int>(window, prompt.size() + go.tokens)) +
+                                         " tokens (the prompt and --tokens)");
         // the whole checkpoint is checked before the vocabulary is opened (--prompt's, opened with
         // the arguments, gives errors, not notes): a malformed one gives its error alone, without
         // a note about encoder.json before it
         std::vector<float> weights = layout_from_file<float>(param_layout(mc), f, "");
+        f.tensors.clear();  // the weights are in `weights`: hold them once
         // a broken encoder.json fails before the work (--attention decodes nothing)
         std::unique_ptr<GPT2Decoder> opened = encoder || maps ? nullptr : open_decoder(opt["encoder_json"], mc.V);
         const GPT2Decoder* decoder = encoder ? &encoder->vocab() : opened.get();
         if (maps) {
-            GPT<CpuBackend<float>> model(mc);
+            GPT<CpuBackend<float>> model(mc, ModelUse::inference);
             model.set_params(weights);
             const int T = (int)prompt.size();
             std::vector<float> att = model.attention_maps(prompt.data(), 1, T);  // (L,1,H,T,T)
@@ -315,11 +338,11 @@ int main(int argc, char** argv) {
         GenStats st;
 #ifdef HAVE_CUDA
         if (cuda)
-            st = bf16 ? sample_with<CudaBackend<bf16_t>>(mc, weights, prompt, go, samples, seed, decoder)
-                      : sample_with<CudaBackend<float>>(mc, weights, prompt, go, samples, seed, decoder);
+            st = bf16 ? sample_with<CudaBackend<bf16_t>>(mc, std::move(weights), prompt, go, samples, seed, decoder)
+                      : sample_with<CudaBackend<float>>(mc, std::move(weights), prompt, go, samples, seed, decoder);
         else
 #endif
-            st = sample_with<CpuBackend<float>>(mc, weights, prompt, go, samples, seed, decoder);
+            st = sample_with<CpuBackend<float>>(mc, std::move(weights), prompt, go, samples, seed, decoder);
         // --tokens 1 takes its token from the prefill's logits: no generation step to time
         char gen[96] = "no generation step after the prefill";
         if (st.tokens)

@@ -176,7 +176,7 @@ struct Trainer {
     Trainer(const Config& c, json on)
         : cfg(c),
           mc(model_config(c)),
-          model(mc, dist::group()),
+          model(mc, c.eval_only.empty() ? ModelUse::train : ModelUse::inference, dist::group()),
           train(c.train_data, "train", c.vocab_size),
           run_on(std::move(on)) {
         train.start(cfg.batch_size, cfg.seq_len, cfg.data_order == "shuffle", cfg.seed);
@@ -187,7 +187,7 @@ struct Trainer {
         model.set_max_positions(position_len(cfg));
         // a split too small for B x (L+1) fails now, not after training
         if (val) val->start(cfg.batch_size, eval_span_len(cfg), false, 0);
-        if (cfg.zero) model.shard_optimizer();
+        if (cfg.zero && model.training) model.shard_optimizer();
         dist::check_same("training data", std::to_string(train.fingerprint()));
         if (val) dist::check_same("validation data", std::to_string(val->fingerprint()));
         // a broken encoder.json fails now, not after training steps ran
@@ -423,7 +423,7 @@ struct Trainer {
                line.empty() ? "" : (" | differs from the run: " + line).c_str(), threads.c_str(),
                log ? log->path().c_str() : "-");
         record({{"type", "eval_only"}, {"step", step}, {"config", config_to_json(cfg)}, {"run_on", run_on}});
-        model.reserve_training(rows / cfg.grad_accum, cfg.seq_len);  // as in training: evaluation borrows them
+        model.reserve_training(rows / cfg.grad_accum, cfg.seq_len);  // evaluation in training's groups of rows
         evaluate(true);
         return 0;
     }
@@ -713,7 +713,10 @@ static void print_model(const Config& c, const std::string& device, const std::s
                   with_commas(param_counts(with_scheme(mc, parse_pos(c.match_params))).total);
     printf("parameters: total %s | embeddings %s | attention block %s%s\n", with_commas(pc.total).c_str(),
            with_commas(pc.embeddings).c_str(), with_commas(pc.attention).c_str(), matched.c_str());
-    printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
+    if (c.eval_only.empty())
+        printf("weights + grads + AdamW moments: %.1f MiB\n", 4.0 * pc.total * bytes_per_param / (1 << 20));
+    else  // an inference model: no gradients or moments
+        printf("weights: %.1f MiB\n", 1.0 * pc.total * bytes_per_param / (1 << 20));
     if (c.grad_accum > 1)
         printf("gradient accumulation: each step's batch of %d in %d micro-steps\n", c.batch_size, c.grad_accum);
     print_memory(c, cpu);
@@ -784,14 +787,17 @@ static int train_main(int argc, char** argv) {
         if (!cuda) {  // one micro-step's activations, and evaluation's where they do not fit in them
             const ModelConfig mc = model_config(cfg);
             const int rows = cfg.batch_size / cfg.grad_accum;
+            const bool train = cfg.eval_only.empty();  // evaluation only: an inference model, its sets alone
             int Te = 0;
-            const double eval = eval_memory_bytes(mc, rows, cfg.seq_len, evaluated_lengths(cfg), 4, true, &Te);
-            const bool by_eval = eval > model_memory_parts(mc, rows, cfg.seq_len, true).activations;
-            check_host_memory(mc, rows, cfg.seq_len, true,
+            const double eval = eval_memory_bytes(mc, rows, cfg.seq_len, evaluated_lengths(cfg), 4, true, &Te, train);
+            MemoryParts parts =
+                model_memory_parts(mc, rows, cfg.seq_len, train, 4, true, cfg.grad_accum, position_len(cfg));
+            const bool by_eval = !train || eval > parts.activations;
+            parts.activations = train ? parts.activations + eval : eval;
+            check_host_memory(mc, parts, train,
                               by_eval ? "eval_seq_lens entry " + std::to_string(Te)
                                       : "batch_size " + std::to_string(cfg.batch_size) + " x seq_len " +
-                                            std::to_string(cfg.seq_len),
-                              eval, cfg.grad_accum, position_len(cfg));
+                                            std::to_string(cfg.seq_len));
         }
         // evaluation on the CPU at the run's thread count: the losses of its own evaluation, bit for bit,
         // unless OMP_NUM_THREADS asks for another

@@ -476,7 +476,8 @@ struct CountingCuda : CudaBackend<Act> {
 
 // The estimate (train --memory) is what GPT<CudaBackend<Act>> holds, to the byte: constructed,
 // one training step taken, with and without gradient accumulation (the step's ids and losses),
-// all of it freed with the model. test_io's memory_table checks the CPU's in more shapes.
+// all of it freed with the model; and an inference model's sampling (build/sample's memory line).
+// test_io's memory_table and memory_inference check the CPU's in more shapes.
 template <class Act>
 std::string test_memory_table(Pos pos) {
     using BK = CountingCuda<Act>;
@@ -499,6 +500,21 @@ std::string test_memory_table(Pos pos) {
         if (!BK::held.sizes.empty())
             append(why, "accum " + std::to_string(accum) + ": the model did not free all it allocated");
     }
+    {  // an inference model sampling through a window that slides: no gradient or moment, and at
+       // its peak what gen_memory_parts says (its weights, the longest pass's activations, the KV cache)
+        BK::held.peak = 0;
+        GPT<BK> g(mc, ModelUse::inference);
+        g.init(1);
+        GenOptions o;
+        o.tokens = 12, o.window = 8;
+        gen_run(g, std::vector<int>(in.begin(), in.begin() + 3), o, 1);
+        const double want = gen_memory_parts(mc, 3, o, (int)sizeof(Act), false, BK::classifier_chunk).total();
+        if (g.grads || g.m || g.v) append(why, "sampling: the model holds gradients or moments");
+        if ((double)BK::held.peak != want)
+            append(why, "sampling held at most " + std::to_string(BK::held.peak) + " bytes, the estimate says " +
+                            std::to_string((long long)want));
+    }
+    if (!BK::held.sizes.empty()) append(why, "sampling: the model did not free all it allocated");
     return why;
 }
 

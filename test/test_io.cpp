@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -21,6 +22,7 @@
 #include "dataloader.h"
 #include "flops.h"
 #include "log.h"
+#include "generate.h"
 #include "model.h"
 #include "safetensors.h"
 #include "testlib.h"
@@ -1131,6 +1133,94 @@ static void test_memory_table() {
             }
 }
 
+// An inference model (ModelUse::inference: sampling, evaluation only, attention maps) holds no
+// gradient, moment or step buffer, and at its peak what the estimate says, to the byte: sampling
+// (gen_memory_parts) with the KV cache through a window that slides, without it, and for RoPE
+// under a dynamic scaling (which recomputes the cache at each length); evaluation only, in
+// training's groups of rows with no training set to borrow (eval_memory_bytes, !train), its loss
+// a training model's to the bit; the attention maps, every layer's forward without the backward's
+// buffers, a training model's to the bit. Every scheme, either attention, by rows and by tiles.
+static void test_memory_inference() {
+    Rng r(4);
+    const int B = 4, T = 9, Te = 32, rows = 2;  // rows: a training micro-step's (grad_accum 2)
+    const std::vector<int> tokens = randint((size_t)B * Te, 50, r);
+    const std::vector<int> prompt(tokens.begin(), tokens.begin() + 3);
+    for (const PosTraits& t : kPosSchemes)
+        for (int variant = 0; variant < 3; variant++) {
+            ModelConfig mc;
+            mc.pos = t.pos, mc.L = 2, mc.H = 2, mc.C = 16, mc.V = 50, mc.maxT = 12;
+            mc.flash = variant != 1, mc.classifier_tile = variant == 2 ? 64 : 0;
+            const std::string name = std::string("memory_inference_") + t.name +
+                                     (variant == 1 ? "_cublas" : variant == 2 ? "_tiles" : "");
+            const int n = t.learned_table ? mc.maxT : Te;  // learned positions evaluate up to maxT only
+            std::string why;
+            auto peak = [&](const std::string& what, double want) {
+                if ((double)CountingCpu::held.peak != want)
+                    append(why, what + " held at most " + std::to_string(CountingCpu::held.peak) +
+                                    " bytes, the estimate says " + std::to_string((long long)want));
+            };
+            auto inference = [&](const ModelConfig& c) {
+                CountingCpu::held.peak = 0;
+                auto g = std::make_unique<GPT<CountingCpu>>(c, ModelUse::inference);
+                g->init(1);
+                if (g->grads || g->m || g->v || g->dqkv_w) append(why, "it holds gradients or moments");
+                return g;
+            };
+            for (int run = 0; run < 3; run++) {
+                ModelConfig c = mc;
+                GenOptions o;
+                o.tokens = 20, o.window = t.learned_table ? mc.maxT : 16, o.cache = run != 1;
+                if (run == 2) {  // no slide: only the scaling's s makes the passes longer
+                    if (!t.rotary) continue;
+                    c.rope_scaling.kind = RopeScaling::dynamic, c.rope_scaling.train_len = 8, o.tokens = 14;
+                }
+                auto g = inference(c);
+                Rng rng(1);
+                GenStats st;
+                generate(*g, prompt, o, rng, [](int, const auto&) {}, [] {}, st);
+                peak(run == 0 ? "sampling" : run == 1 ? "sampling without the cache" : "sampling, dynamic scaling",
+                     gen_memory_parts(c, (int)prompt.size(), o, 4, true, CountingCpu::classifier_chunk).total());
+                if (g->step_inputs) append(why, "sampling allocated the step buffers");
+            }
+            double want_loss = 0;
+            std::vector<float> want_maps;
+            {
+                GPT<CountingCpu> trained(mc);  // its evaluation borrows its training set
+                trained.set_max_positions(n);
+                trained.init(1);
+                if (!mc.flash) want_maps = trained.attention_maps(tokens.data(), 1, T);
+                trained.reserve_training(rows, T);
+                want_loss = trained.forward(tokens.data(), tokens.data(), B, n, false);
+            }
+            {
+                auto g = inference(mc);
+                g->set_max_positions(n);
+                g->reserve_training(rows, T);
+                g->forward(tokens.data(), tokens.data(), B, T, false);
+                const double loss = g->forward(tokens.data(), tokens.data(), B, n, false);
+                if (loss != want_loss)
+                    append(why, "evaluation only gives a loss of " + std::to_string(loss) + ", a training model " +
+                                    std::to_string(want_loss));
+                const MemoryParts p = model_memory_parts(mc, rows, T, false, 4, true, 1, n);
+                peak("evaluation only",
+                     p.weights + p.positions + eval_memory_bytes(mc, rows, T, {T, n}, 4, true, nullptr, false));
+            }
+            if (!mc.flash) {
+                auto g = inference(mc);
+                if (g->attention_maps(tokens.data(), 1, T) != want_maps)
+                    append(why, "the attention maps differ from a training model's");
+                peak("the attention maps", model_memory_parts(mc, 1, T, false, 4, true, 1, 0, 0, true).total());
+            }
+            try {  // a model built for inference does not train
+                inference(mc)->train_step(tokens.data(), tokens.data(), B, T, AdamWConfig(), 1e-3f, 1);
+                append(why, "an inference model took a training step");
+            } catch (const std::logic_error&) {
+            }
+            if (!CountingCpu::held.sizes.empty()) append(why, "the models did not free all they allocated");
+            report(name, why);
+        }
+}
+
 // test_io [GROUP...] runs the groups whose name contains one of them; --list names them.
 int main(int argc, char** argv) {
     char tmpl[] = "/tmp/test_io_XXXXXX";
@@ -1153,6 +1243,7 @@ int main(int argc, char** argv) {
         test_group("flops", test_flops),
         test_group("mlp_hidden", test_mlp_hidden),
         test_group("memory_table", test_memory_table),
+        test_group("memory_inference", test_memory_inference),
     };
     const int rc = run_test_list(groups, argc, argv);  // an unexpected error fails only its group
     std::error_code ec;

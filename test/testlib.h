@@ -123,9 +123,11 @@ inline std::vector<int> randint(size_t n, int hi, Rng& r) {
 // live allocation's bytes.
 struct HeldBytes {
     std::map<const void*, size_t> sizes;
+    size_t peak = 0;  // the most held at once since it was last set to 0
     template <class E>
     E* add(E* p, size_t n) {
         sizes[p] = n * sizeof(E);
+        peak = std::max(peak, total());
         return p;
     }
     void remove(const void* p) { sizes.erase(p); }
