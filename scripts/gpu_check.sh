@@ -364,14 +364,6 @@ CC_FLAGS=""
 # version compatibility): 11.x R450, 12.x R525, 13.x R580. The check builds machine code for the
 # GPU found, so no PTX needs a driver as new as the toolkit.
 min_driver() { case $1 in 11) echo 450 ;; 12) echo 525 ;; 13) echo 580 ;; esac; }
-# on_ld_path DIR: DIR is on LD_LIBRARY_PATH (where cuda-compat's libcuda must come first)
-on_ld_path() {
-  local d want
-  want=$(realpath "$1" 2>/dev/null) || return 1
-  IFS=: read -ra ds <<<"${LD_LIBRARY_PATH:-}"
-  for d in "${ds[@]}"; do [ "$(realpath "$d" 2>/dev/null)" = "$want" ] && return 0; done
-  return 1
-}
 if [ $EMU = 1 ]; then
   DEVICE="emulated (CPU execution layer, test/cuda_emu)"
   echo "GPU: none used (emulated)"
@@ -396,13 +388,10 @@ else
     IFS=, read -r name _ drv cc <<<"$gpu"
     name=$(xargs <<<"$name") drv=$(xargs <<<"$drv") cc=$(tr -d ' .' <<<"$cc")  # 9.0 -> 90
     min=$(min_driver "${CUDA_VERSION%%.*}")
+    # advice only: cuda-compat's libcuda (LD_LIBRARY_PATH, or registered with ldconfig, as in NGC
+    # containers) runs CUDA on an older driver, and the CUDA probe below is what tells
     if [ -n "$min" ] && [[ ${drv%%.*} =~ ^[0-9]+$ ]] && [ "${drv%%.*}" -lt "$min" ]; then
-      if ls "$home"/compat/libcuda.so.* >/dev/null 2>&1 && on_ld_path "$home/compat"; then
-        echo "driver: $drv, with the forward-compatibility libcuda of $home/compat (cuda-compat)"
-      else
-        need driver "the driver is $drv; CUDA $CUDA_VERSION (nvcc) needs R$min or newer: update the driver, or install NVIDIA's forward-compatibility package cuda-compat (datacenter GPUs)$(
-          ls "$home"/compat/libcuda.so.* >/dev/null 2>&1 && echo " (it is in $home/compat: put that folder first on LD_LIBRARY_PATH)")"
-      fi
+      echo "driver: $drv, older than the R$min that CUDA $CUDA_VERSION needs by itself: it runs only with cuda-compat's libcuda (the CUDA probe tells)"
     fi
     if [[ $cc =~ ^[0-9]+$ ]] && [ "$cc" -lt 80 ]; then
       need GPU "the GPU is sm_$cc ($name); the trainer needs sm_80 or newer (its kernels use TF32 and bf16 tensor-core instructions)"
@@ -452,7 +441,8 @@ cuda_advice() {
       else
         echo "nvidia-smi lists $ngpu but CUDA finds none: see whether this user may open /dev/nvidia* (in a container: whether the GPU is passed in)"
       fi ;;
-    35) echo "the driver $drv is older than CUDA $CUDA_VERSION's runtime needs: update it, or put cuda-compat's libcuda first on LD_LIBRARY_PATH" ;;
+    35) echo "the driver $drv is older than CUDA $CUDA_VERSION's runtime needs${min:+ (R$min)}, and no cuda-compat libcuda is loaded: update the driver, or install NVIDIA's forward-compatibility package cuda-compat (datacenter GPUs) and put its folder first on LD_LIBRARY_PATH$(
+      for c in "$home"/compat{,/lib}; do [ -e "$c/libcuda.so.1" ] && echo " (here: $c)" && break; done)" ;;
     46) echo "the GPU is busy or in a prohibited compute mode (nvidia-smi -q -d COMPUTE)" ;;
     *) echo "see what nvidia-smi and dmesg say" ;;
   esac

@@ -226,11 +226,24 @@ else refused gpu_check_wedged_gpu wedged \
 expect_fail gpu_check_bad_probe_s "^error: GPU_CHECK_PROBE_S must be a positive number of seconds, got '0'" -- \
   env GPU_CHECK_PROBE_S=0 bash $gc --emulated --out "$tmp/probe0"
 
-# A driver older than the toolkit's CUDA needs (CUDA 13: R580). CUDA 12 runs on R535; so does 13
-# with cuda-compat's libcuda first on LD_LIBRARY_PATH (those runs stop at their sm_75 GPU instead).
-smi "NVIDIA H100 80GB HBM3, 81559 MiB, 535.104.05, 9.0"
+# A driver older than the toolkit's CUDA needs (CUDA 13: R580): advice, and the CUDA probe decides.
+# CUDA 12 runs on R535; so does 13 with cuda-compat's libcuda, from LD_LIBRARY_PATH (its folder
+# compat/, or compat/lib as NGC containers lay it out) or registered with ldconfig.
+H100_OLD="NVIDIA H100 80GB HBM3, 81559 MiB, 535.104.05, 9.0"
+OLD_DRIVER="^driver: 535.104.05, older than the R580 that CUDA 13.0 needs by itself"
+insufficient="error: GPU: CUDA's cudaGetDeviceCount fails with cudaErrorInsufficientDriver (35: CUDA driver version is insufficient for CUDA runtime version): the driver 535.104.05 is older than CUDA 13.0's runtime needs (R580), and no cuda-compat libcuda is loaded: update the driver, or install NVIDIA's forward-compatibility package cuda-compat (datacenter GPUs) and put its folder first on LD_LIBRARY_PATH"
+smi "$H100_OLD"
 gpu_run olddriver
-refused gpu_check_old_driver olddriver "error: driver: the driver is 535.104.05; CUDA 13.0 (nvcc) needs R580 or newer: update the driver, or install NVIDIA's forward-compatibility package cuda-compat (datacenter GPUs)"
+refused gpu_check_old_driver olddriver "$insufficient" "$OLD_DRIVER"
+mkdir -p "$tmp/cuda/compat/lib" && touch "$tmp/cuda/compat/lib/libcuda.so.580.65.06" &&
+  ln -s libcuda.so.580.65.06 "$tmp/cuda/compat/lib/libcuda.so.1"
+gpu_run compatlib_unused
+refused gpu_check_old_driver_compat_unused compatlib_unused "$insufficient (here: $tmp/cuda/compat/lib)"
+gpu_run compatlib "${nobuild[@]}" LD_LIBRARY_PATH="/nonexistent:$tmp/cuda/compat/lib"
+passed gpu_check_driver_compat_lib compatlib "$OLD_DRIVER" "^CUDA: 1 device(s); device 0: NVIDIA H100 80GB HBM3 (sm_90)\$"
+gpu_run compatldconfig "${nobuild[@]}" FAKE_LDCONFIG="$tmp/cuda/compat/lib"
+passed gpu_check_driver_compat_ldconfig compatldconfig "$OLD_DRIVER" "^CUDA: 1 device(s); device 0: NVIDIA H100 80GB HBM3 (sm_90)\$"
+rm -r "$tmp/cuda/compat/lib"
 T4_OLD="Tesla T4, 15360 MiB, 535.104.05, 7.5"
 T4_LINE="error: GPU: the GPU is sm_75 (Tesla T4); the trainer needs sm_80 or newer (its kernels use TF32 and bf16 tensor-core instructions)"
 smi "$T4_OLD"
@@ -239,7 +252,7 @@ refused gpu_check_driver_cuda12 cuda12 "$T4_LINE"
 # cuda-compat's folder as NVIDIA's package lays it out: libcuda.so.1 a link to libcuda.so.VERSION
 mkdir -p "$tmp/cuda/compat" && touch "$tmp/cuda/compat/libcuda.so.580.65.06" && ln -s libcuda.so.580.65.06 "$tmp/cuda/compat/libcuda.so.1"
 gpu_run compat LD_LIBRARY_PATH="$tmp/cuda/compat"
-refused gpu_check_driver_compat compat "$T4_LINE" "^driver: 535.104.05, with the forward-compatibility libcuda of $tmp/cuda/compat"
+refused gpu_check_driver_compat compat "$T4_LINE" "$OLD_DRIVER"
 
 # A GPU below sm_80 (a T4 with a new driver).
 smi "Tesla T4, 15360 MiB, 580.65.06, 7.5"
