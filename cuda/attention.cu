@@ -949,19 +949,19 @@ void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Ac
 
 namespace {
 
-constexpr int kDecodeThreads = 256;  // per (b, h); also the largest head size taken
-constexpr int kDecodeKeys = 1024;    // keys per chunk of scores in shared memory
+constexpr int kDecodeThreads = 256;  // per block; also the largest head size taken
+constexpr int kDecodeKeys = 512;     // keys per block: a split of the cached positions
 
-// (B*T*C) threads: position pos + t of row b of kc and vc (B, cap, C) <- the k and v of row (b,t)
-// of qkv (B,T,3C).
+// Grid-stride over B*T*C: position pos + t of row b of kc and vc (B, cap, C) <- the k and v of
+// row (b,t) of qkv (B,T,3C).
 template <class X>
 __global__ void kv_cache_write_kernel(X* __restrict__ kc, X* __restrict__ vc, const X* __restrict__ qkv, int T, int C,
                                       int pos, int cap, size_t n) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const size_t bt = i / C, c = i % C, at = ((bt / T) * cap + pos + bt % T) * C + c;
-    kc[at] = qkv[bt * 3 * C + C + c];
-    vc[at] = qkv[bt * 3 * C + 2 * C + c];
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t bt = i / C, c = i % C, at = ((bt / T) * cap + pos + bt % T) * C + c;
+        kc[at] = qkv[bt * 3 * C + C + c];
+        vc[at] = qkv[bt * 3 * C + 2 * C + c];
+    }
 }
 
 // The max over the block, as block_sum (common.cuh): every thread gets it; shared holds 32.
@@ -976,53 +976,89 @@ __device__ inline float block_max(float v, float* shared) {
     return r;
 }
 
-// One block per (b, h): the query of qkv (B,1,3C) against the n cached keys of kc, vc (B, cap, C),
-// the query at position n - 1. The keys go in chunks of kDecodeKeys: one thread per key writes
-// its score to shared memory, the block takes the chunk's max and sum of exps (the running ones
-// rescaled, an online softmax), then G = blockDim / D groups of D threads each sum every G-th
-// key's p v into one channel, the groups folded in order at the end.
-template <class X>
+// Flash-decoding, the splits. Block (bh, k) of the grid (B*H, splits): the query of head h of row
+// b of qkv (B,1,3C), at position n - 1, against the cached keys [k kDecodeKeys, ...) below n of
+// kc, vc (B, cap, C): their scores' max m, the sum s of exp(score - m) and sum_j exp(score_j - m)
+// v_j, into part (B*H, splits, D + 2) as (that sum (D), m, s). A key's or value's row of D is read
+// by P lanes (P a power of two up to 32), W elements at once (16 bytes when they fit), lane l the
+// packs l, l + P, ...: a warp reads 32 / P whole rows per load, where one thread per key would
+// touch 32 rows for 2 bytes each. The lanes' dot products meet by shuffles; for p v each group of
+// P lanes sums every (blockDim / P)-th key, the groups of a warp folded by shuffles, the warps in
+// order (a fixed order: the same bits at every launch).
+template <class X, int W>
 __global__ void __launch_bounds__(kDecodeThreads)
-    attention_decode_kernel(X* __restrict__ out, const X* __restrict__ qkv, const X* __restrict__ kc,
-                            const X* __restrict__ vc, const float* __restrict__ slopes, int n, int cap, int C, int H,
-                            float scale) {
-    __shared__ float q[kDecodeThreads], p[kDecodeKeys], part[kDecodeThreads], red[32];
-    const int b = blockIdx.x / H, h = blockIdx.x % H, D = C / H, tid = threadIdx.x;
-    const int G = blockDim.x / D, g = tid / D, d = tid % D;  // this thread's group and channel
-    const X *k0 = kc + (size_t)b * cap * C + h * D, *v0 = vc + (size_t)b * cap * C + h * D;
+    attention_decode_split_kernel(float* __restrict__ part, const X* __restrict__ qkv, const X* __restrict__ kc,
+                                  const X* __restrict__ vc, const float* __restrict__ slopes, int n, int cap, int C,
+                                  int H, float scale) {
+    constexpr int kLanePacks = W == 1 ? 8 : 2;  // packs per lane at most, for D <= kDecodeThreads
+    constexpr int kWarps = kDecodeThreads / 32;
+    __shared__ float q[kDecodeThreads], p[kDecodeKeys], warp_pv[kWarps][kDecodeThreads], red[32];
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, D = C / H, tid = threadIdx.x, lane = tid & 31;
+    const int packs = D / W, P = min(32, 1 << (31 - __clz(packs))), l = tid % P, key = tid / P;
+    const int groups = blockDim.x / P, j0 = blockIdx.y * kDecodeKeys, nk = min(kDecodeKeys, n - j0);
+    const X *k0 = kc + ((size_t)b * cap + j0) * C + h * D, *v0 = vc + ((size_t)b * cap + j0) * C + h * D;
     for (int e = tid; e < D; e += blockDim.x) q[e] = f32(qkv[(size_t)b * 3 * C + h * D + e]);
     __syncthreads();
-    float m = -INFINITY, s = 0.0f, acc = 0.0f;  // m, s: the same in every thread
-    for (int j0 = 0; j0 < n; j0 += kDecodeKeys) {
-        const int nk = min(kDecodeKeys, n - j0);
-        float cmax = -INFINITY;
-        for (int j = tid; j < nk; j += blockDim.x) {
-            const X* k = k0 + (size_t)(j0 + j) * C;
-            float dot = 0.0f;
-            for (int e = 0; e < D; e++) dot += q[e] * f32(k[e]);
+    float cmax = -INFINITY;
+    for (int jb = 0; jb < nk; jb += groups) {  // every lane of the warp in each pass: the shuffles
+        const int j = jb + key;
+        float dot = 0.0f;
+        for (int i = 0; i < kLanePacks && j < nk; i++)
+            if (const int pk = l + i * P; pk < packs) {
+                const Pack<X, W> k = load_pack<X, W>(k0 + (size_t)j * C, (size_t)pk * W);
+                for (int e = 0; e < W; e++) dot += q[pk * W + e] * f32(k.e[e]);
+            }
+        for (int o = P / 2; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if (j < nk && l == 0) {
             float x = dot * scale;
             if (slopes) x = alibi(x, slopes[h], n - 1, j0 + j);
             p[j] = x;
             cmax = fmaxf(cmax, x);
         }
-        const float mnew = fmaxf(m, block_max(cmax, red)), f = expf(m - mnew);  // f = 0 on the first chunk
-        float csum = 0.0f;
-        for (int j = tid; j < nk; j += blockDim.x) csum += p[j] = expf(p[j] - mnew);
-        s = s * f + block_sum(csum, red);  // its barrier makes every p visible
-        m = mnew;
-        if (g < G) {
-            acc *= f;
-            for (int j = g; j < nk; j += G) acc += p[j] * f32(v0[(size_t)(j0 + j) * C + d]);
-        }
-        __syncthreads();  // p is read before the next chunk writes it
     }
-    if (g < G) part[tid] = acc;
+    const float m = block_max(cmax, red);  // its barrier makes every score visible
+    float csum = 0.0f;
+    for (int j = tid; j < nk; j += blockDim.x) csum += p[j] = expf(p[j] - m);
+    const float s = block_sum(csum, red);  // and every p
+    float acc[kLanePacks][W] = {};
+    for (int j = key; j < nk; j += groups)
+        for (int i = 0; i < kLanePacks; i++)
+            if (const int pk = l + i * P; pk < packs) {
+                const Pack<X, W> v = load_pack<X, W>(v0 + (size_t)j * C, (size_t)pk * W);
+                for (int e = 0; e < W; e++) acc[i][e] += p[j] * f32(v.e[e]);
+            }
+    for (int o = P; o < 32; o *= 2)
+        for (int i = 0; i < kLanePacks; i++)
+            for (int e = 0; e < W; e++) acc[i][e] += __shfl_xor_sync(0xffffffffu, acc[i][e], o);
+    if (lane < P)
+        for (int i = 0; i < kLanePacks; i++)
+            if (const int pk = lane + i * P; pk < packs)
+                for (int e = 0; e < W; e++) warp_pv[tid / 32][pk * W + e] = acc[i][e];
     __syncthreads();
-    if (tid < D) {
+    float* out = part + ((size_t)bh * gridDim.y + blockIdx.y) * (D + 2);
+    for (int d = tid; d < D; d += blockDim.x) {
         float o = 0.0f;
-        for (int k = 0; k < G; k++) o += part[k * D + tid];
-        out[(size_t)b * C + h * D + tid] = from_f32<X>(o / s);
+        for (int w = 0; w < kWarps; w++) o += warp_pv[w][d];
+        out[d] = o;
     }
+    if (tid == 0) out[D] = m, out[D + 1] = s;
+}
+
+// Flash-decoding, the combination: block bh, a thread per channel, folds the splits of part
+// (B*H, splits, D + 2) in order, each rescaled to their common max, into out (B,C).
+template <class X>
+__global__ void attention_decode_combine_kernel(X* __restrict__ out, const float* __restrict__ part, int splits, int C,
+                                                int H) {
+    const int bh = blockIdx.x, D = C / H, d = threadIdx.x;
+    const float* p = part + (size_t)bh * splits * (D + 2);
+    float m = -INFINITY, s = 0.0f, o = 0.0f;
+    for (int k = 0; k < splits; k++) m = fmaxf(m, p[(size_t)k * (D + 2) + D]);
+    for (int k = 0; k < splits; k++) {
+        const float* pk = p + (size_t)k * (D + 2), f = expf(pk[D] - m);
+        s += pk[D + 1] * f;
+        o += pk[d] * f;
+    }
+    out[(size_t)(bh / H) * C + (bh % H) * D + d] = from_f32<X>(o / s);
 }
 
 }  // namespace
@@ -1038,17 +1074,27 @@ void kv_cache_write(Act* kc, Act* vc, const Act* qkv, int B, int T, int C, int p
 }
 
 // out (B,C): the query of qkv (B,1,3C) at position n - 1 against the n cached positions of kc, vc
-// (B, cap, C); ALiBi's slopes from pos (null: none). Head sizes up to kDecodeThreads.
+// (B, cap, C); ALiBi's slopes from pos (null: none). Head sizes up to kDecodeThreads. The keys
+// go in splits of kDecodeKeys, a block each (B*H blocks alone would leave most of the GPU idle at
+// one token), then one block per head folds the splits.
 template <class Act>
 void attention_decode(Act* out, const Act* qkv, const Act* kc, const Act* vc, int B, int n, int cap, int C, int H,
                       const PosData<float>& pos) {
     const cudaStream_t stream = main_stream();
     if (B <= 0 || n <= 0 || C <= 0) return;
-    if (C / H > kDecodeThreads)
-        throw std::runtime_error("attention_decode: head size " + std::to_string(C / H) + " is over " +
+    const int D = C / H, splits = (int)ceil_div((size_t)n, (size_t)kDecodeKeys);
+    if (D > kDecodeThreads)
+        throw std::runtime_error("attention_decode: head size " + std::to_string(D) + " is over " +
                                  std::to_string(kDecodeThreads));
-    attention_decode_kernel<dev_t<Act>><<<(unsigned)(B * H), kDecodeThreads, 0, stream>>>(
-        dev(out), dev(qkv), dev(kc), dev(vc), pos.slopes, n, cap, C, H, 1.0f / sqrtf((float)(C / H)));
+    static Scratch<float> s_part;
+    float* part = s_part.get((size_t)B * H * splits * (D + 2));
+    with_pack<dev_t<Act>>(D, {kc, vc}, [&](auto w) {
+        attention_decode_split_kernel<dev_t<Act>, decltype(w)::value>
+            <<<dim3((unsigned)(B * H), (unsigned)splits), kDecodeThreads, 0, stream>>>(
+                part, dev(qkv), dev(kc), dev(vc), pos.slopes, n, cap, C, H, 1.0f / sqrtf((float)D));
+    });
+    cudaCheckLaunch();
+    attention_decode_combine_kernel<dev_t<Act>><<<(unsigned)(B * H), D, 0, stream>>>(dev(out), part, splits, C, H);
     cudaCheckLaunch();
 }
 

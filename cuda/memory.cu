@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <mutex>
 #include <unordered_map>
 
@@ -254,6 +255,40 @@ std::string device_advice(cudaError_t err, int driver, int runtime) {
 std::string error_text(cudaError_t err) {
     return std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")";
 }
+
+// CUDA says only "no device" for a GPU in MIG mode without an instance; NVML (the driver's
+// libnvidia-ml.so.1, loaded here only to ask that, and absent on machines without a driver) tells
+// it from no GPU. Why the first such GPU cannot run, or "" (no NVML, or no GPU in MIG mode).
+std::string mig_without_instance() {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return "";
+    // NVML's C API (nvml.h): 0 is NVML_SUCCESS, a device is an opaque pointer, MIG mode 1 is enabled
+    auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
+    auto shutdown = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlShutdown"));
+    auto count = reinterpret_cast<int (*)(unsigned*)>(dlsym(lib, "nvmlDeviceGetCount_v2"));
+    auto handle = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    auto mig = reinterpret_cast<int (*)(void*, unsigned*, unsigned*)>(dlsym(lib, "nvmlDeviceGetMigMode"));
+    auto name = reinterpret_cast<int (*)(void*, char*, unsigned)>(dlsym(lib, "nvmlDeviceGetName"));
+    std::string why;
+    unsigned n = 0;
+    if (init && shutdown && count && handle && mig && name && init() == 0) {
+        if (count(&n) == 0)
+            for (unsigned i = 0; i < n && why.empty(); i++) {
+                void* dev = nullptr;
+                unsigned current = 0, pending = 0;
+                char gpu[96] = "";  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
+                if (handle(i, &dev) || mig(dev, &current, &pending) || current != 1) continue;
+                if (name(dev, gpu, sizeof gpu)) std::strcpy(gpu, "name unknown");
+                why = "GPU " + std::to_string(i) + " (" + gpu +
+                      ") is in MIG mode and has no MIG instance CUDA can use: create one (sudo nvidia-smi mig -cgi "
+                      "PROFILE -C; nvidia-smi mig -lgip lists the profiles), or turn MIG off (sudo nvidia-smi -mig 0, "
+                      "then a GPU reset)";
+            }
+        shutdown();
+    }
+    dlclose(lib);
+    return why;
+}
 }  // namespace
 
 CudaDevice::DeviceCheck CudaDevice::check_device(int local_rank) {
@@ -263,6 +298,8 @@ CudaDevice::DeviceCheck CudaDevice::check_device(int local_rank) {
     (void)cudaRuntimeGetVersion(&runtime);
     (void)cudaGetLastError();
     const bool none = err == cudaErrorNoDevice || (!err && n == 0);
+    if (const std::string mig = none ? mig_without_instance() : ""; !mig.empty())
+        return {DeviceCheck::Unusable, mig};
     // CUDA_VISIBLE_DEVICES hides every GPU (an index or UUID nvidia-smi -L does not list, a GPU in
     // MIG mode without an instance): someone meant one to be used
     if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); none && visible)

@@ -364,14 +364,6 @@ CC_FLAGS=""
 # version compatibility): 11.x R450, 12.x R525, 13.x R580. The check builds machine code for the
 # GPU found, so no PTX needs a driver as new as the toolkit.
 min_driver() { case $1 in 11) echo 450 ;; 12) echo 525 ;; 13) echo 580 ;; esac; }
-# on_ld_path DIR: DIR is on LD_LIBRARY_PATH (where cuda-compat's libcuda must come first)
-on_ld_path() {
-  local d want
-  want=$(realpath "$1" 2>/dev/null) || return 1
-  IFS=: read -ra ds <<<"${LD_LIBRARY_PATH:-}"
-  for d in "${ds[@]}"; do [ "$(realpath "$d" 2>/dev/null)" = "$want" ] && return 0; done
-  return 1
-}
 if [ $EMU = 1 ]; then
   DEVICE="emulated (CPU execution layer, test/cuda_emu)"
   echo "GPU: none used (emulated)"
@@ -396,13 +388,10 @@ else
     IFS=, read -r name _ drv cc <<<"$gpu"
     name=$(xargs <<<"$name") drv=$(xargs <<<"$drv") cc=$(tr -d ' .' <<<"$cc")  # 9.0 -> 90
     min=$(min_driver "${CUDA_VERSION%%.*}")
+    # advice only: cuda-compat's libcuda (LD_LIBRARY_PATH, or registered with ldconfig, as in NGC
+    # containers) runs CUDA on an older driver, and the CUDA probe below is what tells
     if [ -n "$min" ] && [[ ${drv%%.*} =~ ^[0-9]+$ ]] && [ "${drv%%.*}" -lt "$min" ]; then
-      if ls "$home"/compat/libcuda.so.* >/dev/null 2>&1 && on_ld_path "$home/compat"; then
-        echo "driver: $drv, with the forward-compatibility libcuda of $home/compat (cuda-compat)"
-      else
-        need driver "the driver is $drv; CUDA $CUDA_VERSION (nvcc) needs R$min or newer: update the driver, or install NVIDIA's forward-compatibility package cuda-compat (datacenter GPUs)$(
-          ls "$home"/compat/libcuda.so.* >/dev/null 2>&1 && echo " (it is in $home/compat: put that folder first on LD_LIBRARY_PATH)")"
-      fi
+      echo "driver: $drv, older than the R$min that CUDA $CUDA_VERSION needs by itself: it runs only with cuda-compat's libcuda (the CUDA probe tells)"
     fi
     if [[ $cc =~ ^[0-9]+$ ]] && [ "$cc" -lt 80 ]; then
       need GPU "the GPU is sm_$cc ($name); the trainer needs sm_80 or newer (its kernels use TF32 and bf16 tensor-core instructions)"
@@ -452,7 +441,8 @@ cuda_advice() {
       else
         echo "nvidia-smi lists $ngpu but CUDA finds none: see whether this user may open /dev/nvidia* (in a container: whether the GPU is passed in)"
       fi ;;
-    35) echo "the driver $drv is older than CUDA $CUDA_VERSION's runtime needs: update it, or put cuda-compat's libcuda first on LD_LIBRARY_PATH" ;;
+    35) echo "the driver $drv is older than CUDA $CUDA_VERSION's runtime needs${min:+ (R$min)}, and no cuda-compat libcuda is loaded: update the driver, or install NVIDIA's forward-compatibility package cuda-compat (datacenter GPUs) and put its folder first on LD_LIBRARY_PATH$(
+      for c in "$home"/compat{,/lib}; do [ -e "$c/libcuda.so.1" ] && echo " (here: $c)" && break; done)" ;;
     46) echo "the GPU is busy or in a prohibited compute mode (nvidia-smi -q -d COMPUTE)" ;;
     *) echo "see what nvidia-smi and dmesg say" ;;
   esac
@@ -555,7 +545,8 @@ fi
 #                kernels at every head size in fp32, TF32 and bf16), took 27 s of a core (nvcc
 #                13.0, sm_90, on this project's 2-core CI machine; loss.cu 5, matmul.cu 7); src/, the
 #                other kernels and the test programs (g++ -O3) build beside it, the links after
-#   tests 60     5 programs: each ~2 s to start CUDA and cuBLAS, then its CPU twins at test sizes
+#   tests 60     6 programs: each ~2 s to start CUDA and cuBLAS, then its CPU twins at test sizes (the
+#                plan's guess; the part may run up to the programs' own limits, TEST_WORK below)
 #   A training run: ~3 s to start (CUDA, cuBLAS, the model, the graph's capture), 25 steps and two
 #   evaluations of 20 batches; at the paper setting a step is ~0.6 TFLOP (the LM head's 6 N C Vp),
 #   a few ms: ~5 s a run; at 124M ~13 TFLOP, ~50 ms at 250 TFLOP/s in bf16: ~8 s a run.
@@ -571,7 +562,7 @@ fi
 #   torch 70     PyTorch's import, then 6 runs (eager, then torch.compile, which compiles ~20 s each)
 #   lab 60       make of 4 lab programs (~30 s), then 10 runs of a few seconds
 if [ $EMU = 1 ]; then
-  PLAN="build:60 tests:10 paper:8 gpt2:8 profile:8 head:15 sanitizer:1 dist:1 rest:20 torch:1 lab:40 grid:1"
+  PLAN="build:60 tests:10 paper:15 gpt2:10 profile:12 head:30 sanitizer:1 dist:1 rest:35 torch:1 lab:40 grid:1"
 else
   PLAN="build:120 tests:60 paper:25 gpt2:20 profile:20 head:70 sanitizer:60 dist:20 rest:60 torch:70 lab:60 grid:60"
 fi
@@ -667,19 +658,37 @@ TEST_BINS=$(ls "$BUILD"/test/test_cuda* 2>/dev/null | grep -v '\.[od]$')
 # Emulated, the dry run takes a quick subset (make test runs them all under the emulation).
 EMU_SUBSET="cuda_layernorm_forward cuda_softmax_crossentropy_loss cuda_model_rope_loss"
 [ $EMU = 1 ] && TEST_BINS="$BUILD/test/test_cuda"
+# Each program's time limit: 20 s for CUDA's and cuBLAS's start and the module's load (none
+# emulated), plus twice its work: the CPU seconds of its whole run under the CPU emulation (every
+# kernel run on the CPU beside the CPU twins; scripts/results/gpu.md has the figures and how they
+# were taken), which bounds the host work a GPU run of it still does (the CPU twins, the
+# launches). A program not listed: 60 s of work; GPU_CHECK_COSTS may name programs too
+# (PROGRAM:SECONDS of work).
+TEST_WORK="test_cuda:76 test_cuda_bf16:22 test_cuda_flash:87 test_cuda_generate:64 test_cuda_graph:238 test_cuda_step:39"
+test_limit() {
+  local w l
+  w=$(tr ' ' '\n' <<<"$TEST_WORK ${GPU_CHECK_COSTS:-}" | sed -n "s/^$1://p" | tail -n 1)
+  l=$(($([ $EMU = 1 ] && echo 0 || echo 20) + 2 * ${w:-60}))
+  echo $((l > 0 ? l : 1))
+}
 part_tests() {
   if carry tests; then
     carry tests_bf16
     TEST_SUMMARY="done in $DONE"
     return
   fi
-  local t rc
+  local t rc name limit all=0 start
+  for t in $TEST_BINS; do all=$((all + $(test_limit "$(basename "$t")"))); done
+  PART_END=$((SECONDS + all))  # the programs' limits, not the plan's cost, bound this part
   for t in $TEST_BINS; do
-    echo "== $t" >>"$OUT/test_cuda.log"
+    name=$(basename "$t") limit=$(pcap "$(test_limit "$name")") start=$SECONDS
+    echo "== $t (limit $limit s)" >>"$OUT/test_cuda.log"
     # shellcheck disable=SC2086
-    timeout -k 5 "$(pcap 200)" "$t" $([ $EMU = 1 ] && echo $EMU_SUBSET) 2>&1 | tee -a "$OUT/test_cuda.log"
+    timeout -k 5 "$limit" "$t" $([ $EMU = 1 ] && echo $EMU_SUBSET) 2>&1 | tee -a "$OUT/test_cuda.log"
     rc=${PIPESTATUS[0]}
-    [ $rc -ne 0 ] && echo "FAIL $(basename "$t"): exited with status $rc$([ $rc = 124 ] && echo ' (time budget)')" |
+    echo "$name: $((SECONDS - start)) s of its $limit s" | tee -a "$OUT/test_cuda.log"
+    [ $rc -ne 0 ] && echo "FAIL $name: exited with status $rc$([ $rc = 124 ] &&
+      echo " (ran out of its $limit s$([ "$limit" -lt "$(test_limit "$name")" ] && echo ", cut by the check's budget"))")" |
       tee -a "$OUT/test_cuda.log"
   done
   local np nf ns bp bfail tp tfail
@@ -691,7 +700,9 @@ part_tests() {
   TEST_SUMMARY+=$([ $EMU = 1 ] && echo ' (emulated subset)')
   echo "$TEST_SUMMARY"
   if [ "$nf" -gt 0 ] || [ "$ns" -gt 0 ] || [ "$np" -eq 0 ]; then
-    part tests fail "$TEST_SUMMARY (a skipped GPU test means no usable GPU: $(grep -m1 '^SKIPPED ' "$OUT/test_cuda.log" | cut -d: -f2-))"
+    part tests fail "$TEST_SUMMARY$(grep -o '^FAIL [a-z_0-9]*: exited .*ran out of its.*' "$OUT/test_cuda.log" |
+      sed 's/^FAIL \([a-z_0-9]*\): exited with status 124 (\(.*\))$/; \1 \2/' | tr -d '\n')$([ "$ns" -gt 0 ] &&
+      echo " (a skipped GPU test means no usable GPU: $(grep -m1 '^SKIPPED ' "$OUT/test_cuda.log" | cut -d: -f2-))")"
   else
     part tests pass
   fi
@@ -703,10 +714,10 @@ run_part tests part_tests
 
 # ---------------------------------------------------------------- the benchmark's runs
 if [ $EMU = 1 ]; then  # tiny sizes: the emulation runs every CUDA thread in turn
-  B=2 T=32 V=512 WARM=1 STEPS=1 EVAL=1
+  B=2 T=32 V=512 WARM=1 STEPS=3 EVAL=1 LR=1e-2  # enough for the loss to fall (train_run checks it)
   PAPER="paper:emulated tiny (C=32 L=1 H=2):1:2:32" GPT2="gpt2:emulated tiny (C=64 L=2 H=2):2:2:64"
 else
-  B=16 T=1024 V=50257 WARM=5 STEPS=20 EVAL=20
+  B=16 T=1024 V=50257 WARM=5 STEPS=20 EVAL=20 LR=1e-3
   PAPER="paper:paper (C=128 L=4 H=4):4:4:128" GPT2="gpt2:GPT-2 124M (C=768 L=12 H=12):12:12:768"
 fi
 VP=$(((V + 127) / 128 * 128))  # the padded vocabulary (the trainer pads to 128)
@@ -792,20 +803,27 @@ train_run() {
   # evaluation before the first step, which also warms the evaluation up, one after the last)
   timeout -k 5 "$t" stdbuf -oL "$BUILD/train" --device cuda --pos "$pos" --n_layer "$L" --n_head "$H" \
     --n_embd "$C" --vocab_size "$V" --max_seq_len "$T" --batch_size "$B" --seq_len "$T" \
-    --steps $((WARM + STEPS)) --lr 1e-3 --schedule constant --eval_every $((WARM + STEPS)) --eval_batches "$EVAL" \
+    --steps $((WARM + STEPS)) --lr "$LR" --schedule constant --eval_every $((WARM + STEPS)) --eval_batches "$EVAL" \
     --checkpoint_every 0 --sample_every 0 --precision "$prec" --train_data "$SHARD" --val_data "$SHARD" \
     "${flags[@]}" --run_dir "$dir" 2>&1 | while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >"$dir.out"
   local rc=${PIPESTATUS[0]}
-  RUN=$("$PY" - "$dir" "$WARM" "$EVAL" "$B" "$T" <<'EOF'
-import json, re, statistics, sys
-d, warm, nev, B, T = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+  RUN=$("$PY" - "$dir" "$WARM" "$EVAL" "$B" "$T" "$V" 2>"$dir.fell" <<'EOF'
+import json, math, re, statistics, sys
+d, warm, nev, B, T, V = sys.argv[1], *map(int, sys.argv[2:])
 lines = [l.rstrip("\n").split(" ", 1) for l in open(d + ".out")]
-train = []
+steps = []
 try:
-    train = [r for r in map(json.loads, open(d + "/log.jsonl")) if r.get("type") == "train"][warm:]
+    steps = [r for r in map(json.loads, open(d + "/log.jsonl")) if r.get("type") == "train"]
 except (OSError, ValueError):
     pass
+train = steps[warm:]
 if not train:
+    sys.exit(1)
+# any finite loss is not enough: a broken path learns nothing (the tokens are far from uniform)
+first, last = steps[0]["loss"], train[-1]["loss"]
+if not (last < math.log(V) and last < first):
+    print(f"the loss did not fall: {first:.4f} at the first step, {last:.4f} at the last (ln V = {math.log(V):.4f})",
+          file=sys.stderr)
     sys.exit(1)
 ms = statistics.median(r["step_ms"] for r in train)
 peak = next((m.group(1) for _, l in lines for m in [re.match(r"peak device memory: ([0-9.]+) MiB", l)] if m), "-")
@@ -831,6 +849,7 @@ EOF
   if [ $rc -ne 0 ] || [ -z "$RUN" ]; then
     RUN_WHY=$(sed 's/^[0-9.]* //' "$dir.out" | grep -m1 'error' || sed 's/^[0-9.]* //' "$dir.out" | tail -n 1)
     RUN_WHY="exit $rc: ${RUN_WHY}"
+    [ $rc = 0 ] && [ -s "$dir.fell" ] && RUN_WHY=$(head -n 1 "$dir.fell")
     [ $rc = 124 ] && RUN_WHY="exit 124: timed out after $t s"
     # its output stays (the work folder goes at the end): train.out, each line stamped with the
     # time it came, and the trainer's log.jsonl

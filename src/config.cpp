@@ -513,6 +513,9 @@ void validate_model(const Config& c) {
     require(c.vocab_size >= 1 && c.vocab_size <= 65536,
             "vocab_size must be in 1..65536 (tokens are uint16), got " + std::to_string(c.vocab_size));
     require(c.max_seq_len >= 1, "max_seq_len must be >= 1, got " + std::to_string(c.max_seq_len));
+    require(!pos->decay || c.max_seq_len <= xpos_max_positions(),
+            "max_seq_len " + std::to_string(c.max_seq_len) + " is past the " + std::to_string(xpos_max_positions()) +
+                " positions of pos=" + c.pos + " (its decay's factors leave fp32's range there)");
     require(c.mlp_hidden >= 0 && c.mlp_hidden % 8 == 0,
             "mlp_hidden must be 0 (4 x n_embd) or a positive multiple of 8, got " + std::to_string(c.mlp_hidden));
     if (c.match_params.empty()) return;
@@ -558,7 +561,12 @@ void validate(const Config& c) {
     require(c.eval_every >= 0, "eval_every must be >= 0, got " + std::to_string(c.eval_every));
     require(c.eval_long_every >= 0, "eval_long_every must be >= 0, got " + std::to_string(c.eval_long_every));
     require(c.eval_batches >= 0, "eval_batches must be >= 0, got " + std::to_string(c.eval_batches));
-    for (int t : c.eval_seq_lens) require(t >= 1, "eval_seq_lens entries must be >= 1, got " + std::to_string(t));
+    for (int t : c.eval_seq_lens) {
+        require(t >= 1, "eval_seq_lens entries must be >= 1, got " + std::to_string(t));
+        require(!find_pos(c.pos)->decay || t <= xpos_max_positions(),
+                "eval_seq_lens entry " + std::to_string(t) + " is past the " + std::to_string(xpos_max_positions()) +
+                    " positions of pos=" + c.pos + " (its decay's factors leave fp32's range there)");
+    }
     for (int t : c.accuracy_tokens)
         require(t >= 0 && t < c.vocab_size,
                 "accuracy_tokens entries must be token ids < vocab_size, got " + std::to_string(t));

@@ -36,6 +36,10 @@ inline int gen_window(const ModelConfig& m, const GenOptions& o) {
     if (pos_traits(m.pos).learned_table && W > m.maxT)
         throw std::runtime_error("a context of " + std::to_string(W) + " tokens is longer than max_seq_len " +
                                  std::to_string(m.maxT) + ", the rows of the learned position table");
+    if (pos_traits(m.pos).decay && W > xpos_max_positions())
+        throw std::runtime_error("a context of " + std::to_string(W) + " tokens is past the " +
+                                 std::to_string(xpos_max_positions()) +
+                                 " positions of pos=xpos (its decay's factors leave fp32's range there)");
     return W;
 }
 

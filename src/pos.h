@@ -5,6 +5,7 @@
 // that reads it. MODEL.md has the math of each scheme.
 #pragma once
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstddef>
 #include <iterator>
@@ -154,15 +155,24 @@ inline void rope_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, 
 // copies (kcos_t, ksin_t) by zeta_j^(-m/512), so the score of q at n and k at m carries
 // zeta_j^((n-m)/512). Positions are not shifted: the tables only grow, and the factors must not
 // change for keys already in the KV cache.
+inline double xpos_zeta(int j, int R) { return (2.0 * j / R + 0.4) / 1.4; }
 inline void xpos_tables(std::vector<double>& cos_t, std::vector<double>& sin_t, std::vector<double>& kcos_t,
                         std::vector<double>& ksin_t, int n, int D, int R) {
     kcos_t = cos_t, ksin_t = sin_t;
     for (int m = 0; m < n; m++)
         for (int j = 0; j < R / 2; j++) {
             const size_t i = (size_t)m * (D / 2) + j;
-            const double z = std::pow((2.0 * j / R + 0.4) / 1.4, m / 512.0);
+            const double z = std::pow(xpos_zeta(j, R), m / 512.0);
             cos_t[i] *= z, sin_t[i] *= z, kcos_t[i] /= z, ksin_t[i] /= z;
         }
+}
+// The positions xpos_tables serves: up to n - 1, q's smallest factor zeta_0^(m/512) stays a normal
+// float (fp32 and bf16 share the range) and k's 1/zeta_0^(m/512) finite; past it q's rows fade to
+// zero and k's overflow, and the scores are NaN. About 35,700 positions, whatever D.
+inline int xpos_max_positions() {
+    const double decay = -std::log(xpos_zeta(0, 2)) / 512;  // per position, of the fastest pair
+    const double room = std::min(-std::log((double)FLT_MIN), std::log((double)FLT_MAX));
+    return 1 + (int)std::floor(room / decay);
 }
 
 // ALiBi's slopes (H,): m_h = 2^(-8h/H) for heads h = 1..H when H is a power of two. Otherwise the

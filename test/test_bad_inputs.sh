@@ -277,6 +277,23 @@ expect_only_error sample_rope_scaling_factor_below_one "^error: rope_scaling_fac
   "$SAMPLE" --checkpoint "$w" --rope_scaling yarn --rope_scaling_factor 0.9
 expect_only_error sample_rope_scaling_factor_text "^error: --rope_scaling_factor: expected a number" -- \
   "$SAMPLE" --checkpoint "$w" --rope_scaling yarn --rope_scaling_factor x
+# xpos past its positions: q's factor zeta_0^(m/512) leaves fp32's normal range or k's inverse
+# overflows (found here by stepping, not by the trainer's formula); the limit itself still samples
+xmax=$("$PYTHON" -c '
+import sys
+z, m = 0.4 / 1.4, 0
+while z ** (m / 512) >= sys.float_info.min * 2.0 ** 896 and z ** (-m / 512) <= 3.4028234663852886e38: m += 1
+print(m)')  # 2^-126 = FLT_MIN: positions 0..m-1 are served
+expect_only_error xpos_eval_seq_len_past_limit "^error: eval_seq_lens entry 40000 is past the $xmax positions of pos=xpos " -- \
+  run xposeval "$good" --pos xpos --eval_seq_lens 8,40000
+expect_only_error xpos_max_seq_len_past_limit "^error: max_seq_len $((xmax + 1)) is past the $xmax positions of pos=xpos " -- \
+  run xposmax "$good" --pos xpos --max_seq_len $((xmax + 1))
+cp "$w" "$tmp/xpos.safetensors" && stfix "$tmp/xpos.safetensors" 'meta["pos"] = "xpos"'
+expect_only_error sample_xpos_context_past_limit "^error: --context: a context of $((xmax + 1)) tokens is past the $xmax positions of pos=xpos" -- \
+  "$SAMPLE" --checkpoint "$tmp/xpos.safetensors" --context $((xmax + 1))
+if out=$("$SAMPLE" --checkpoint "$tmp/xpos.safetensors" --context "$xmax" --tokens 2 --temperature 0 2>&1); then
+  pass sample_xpos_context_at_limit
+else fail sample_xpos_context_at_limit "$(tail -c 300 <<<"$out")"; fi
 cp "$w" "$tmp/crope.safetensors" && stfix "$tmp/crope.safetensors" 'meta["pos"] = "crope"'
 expect_fail init_from_other_model "^error: .*crope.safetensors holds the weights of another model \(pos=crope" -- \
   run initcrope "$good" --init_from "$tmp/crope.safetensors"

@@ -1,6 +1,6 @@
 // Incremental decoding on the CUDA backends (src/generate.h; test_generate has the CPU's): the
-// KV cache's write and the one-query attention against their CPU twins, in fp32 and bf16 (with
-// ALiBi, over more keys than one chunk of the kernel's shared memory); then for every position
+// KV cache's write and the one-query attention (flash-decoding: the keys in splits, then their
+// combination) against their CPU twins, in fp32 and bf16 (with ALiBi, over several splits); then for every position
 // scheme greedy runs of 200 tokens (text shorter than, equal to and longer than the window) on
 // GPT<CudaBackend<float>>: with the cache against the full recompute and against the CPU's cache, the
 // same tokens and logits equal to float rounding at every step; GPT<CudaBackend<bf16_t>> with the
@@ -48,8 +48,10 @@ std::string decode_case(int B, int C, int H, int n, int cap, bool alibi, double 
     return why;
 }
 
-// One query against 1, 37 and 1500 keys (two chunks), head sizes 8, 40, 64 and 256, and a
-// prefill's write of several positions per row.
+// One query against 1 to 1500 keys: one split of the kernel's keys, 1025 (the last split of one
+// key) and 1500 (three); head sizes 8, 40 (lanes with one and two 16-byte packs), 32, 64, 256 (the
+// largest), and 6 and 250 (element loads: rows of fp32 and bf16 not in whole packs; 250: eight
+// elements a lane); and a prefill's write of several positions per row.
 template <class E>
 std::string test_decode(double tol) {
     std::string why;
@@ -59,6 +61,9 @@ std::string test_decode(double tol) {
         append(why, decode_case<E>(2, 80, 2, 37, 40, alibi, tol, seed++));
         append(why, decode_case<E>(1, 128, 2, 1500, 1600, alibi, tol, seed++));
         append(why, decode_case<E>(1, 256, 1, 300, 300, alibi, tol, seed++));
+        append(why, decode_case<E>(2, 128, 4, 1025, 1100, alibi, tol, seed++));
+        append(why, decode_case<E>(2, 12, 2, 70, 80, alibi, tol, seed++));
+        append(why, decode_case<E>(1, 250, 1, 600, 650, alibi, tol, seed++));
     }
     Rng r(9);
     const int B = 3, T = 5, C = 24, cap = 9, pos = 2;

@@ -279,6 +279,41 @@ for setting in CUDA_EMU_DRIVER=none CUDA_EMU_INIT_ERROR=100; do
   if grep -q "| device cpu |" <<<"$out" && ! grep -q "warning" <<<"$out"; then pass "emu_train_absent_${name}_auto"
   else fail "emu_train_absent_${name}_auto" "expected a quiet CPU run: $(head -c 300 <<<"$out")"; fi
 done
+# A GPU in MIG mode without an instance: CUDA finds no device, and the driver's NVML (a fake
+# libnvidia-ml.so.1, test/fake_gpu/nvml.c, strict as the real one) tells why: one line, as for the
+# GPUs above. MIG off (or no NVML, above): no GPU, and auto trains on the CPU without a word.
+mkdir -p "$tmp/nvml"
+if gcc -shared -fPIC test/fake_gpu/nvml.c -o "$tmp/nvml/libnvidia-ml.so.1"; then
+  # the fake refuses what NVML refuses: calls before nvmlInit_v2 or after nvmlShutdown, a device
+  # past the count, a null pointer, a name buffer too small
+  if python3 - "$tmp/nvml/libnvidia-ml.so.1" <<'PY'; then pass emu_nvml_fake_strict; else fail emu_nvml_fake_strict "see above"; fi
+import ctypes, os, sys
+os.environ.update(FAKE_GPU="NVIDIA H200, 143771 MiB, 580.65.06, 9.0", FAKE_MIG="Enabled")
+lib, n, d, cur, pend, name = ctypes.CDLL(sys.argv[1]), ctypes.c_uint(), ctypes.c_void_p(), ctypes.c_uint(), ctypes.c_uint(), ctypes.create_string_buffer(96)
+got = [lib.nvmlDeviceGetCount_v2(ctypes.byref(n)), lib.nvmlShutdown(), lib.nvmlInit_v2(),
+       lib.nvmlDeviceGetCount_v2(None), lib.nvmlDeviceGetHandleByIndex_v2(1, ctypes.byref(d)),
+       lib.nvmlDeviceGetCount_v2(ctypes.byref(n)), lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(d)),
+       lib.nvmlDeviceGetMigMode(d, ctypes.byref(cur), ctypes.byref(pend)), lib.nvmlDeviceGetName(d, name, 5),
+       lib.nvmlDeviceGetName(d, name, 96), lib.nvmlShutdown(), lib.nvmlDeviceGetCount_v2(ctypes.byref(n))]
+want = [1, 1, 0, 2, 2, 0, 0, 0, 7, 0, 0, 1]
+ok = got == want and n.value == 1 and cur.value == 1 and name.value == b"NVIDIA H200"
+print("" if ok else f"fake NVML: {got} (want {want}), count {n.value}, mig {cur.value}, name {name.value}")
+sys.exit(0 if ok else 1)
+PY
+  mig="GPU 0 \(NVIDIA H200\) is in MIG mode and has no MIG instance CUDA can use: create one \(sudo nvidia-smi mig -cgi PROFILE -C; nvidia-smi mig -lgip lists the profiles\), or turn MIG off \(sudo nvidia-smi -mig 0, then a GPU reset\)"
+  nvml=(CUDA_EMU_INIT_ERROR=100 LD_LIBRARY_PATH="$tmp/nvml" FAKE_GPU="NVIDIA H200, 143771 MiB, 580.65.06, 9.0")
+  expect_only_error emu_train_mig_without_instance_cuda "^error: --device cuda: $mig$" -- \
+    env "${nvml[@]}" FAKE_MIG=Enabled $EMU_TRAIN $args --device cuda --run_dir "$tmp/mig_cuda"
+  out=$(env "${nvml[@]}" FAKE_MIG=Enabled $EMU_TRAIN $args --device auto --steps 1 --run_dir "$tmp/mig_auto" 2>&1)
+  if grep -qE "^warning: --device auto: training on the CPU, the GPU is not usable: $mig$" <<<"$out" &&
+    grep -q "| device cpu |" <<<"$out"; then pass emu_train_mig_without_instance_auto
+  else fail emu_train_mig_without_instance_auto "expected the warning, then a CPU run: $(head -c 400 <<<"$out")"; fi
+  out=$(env "${nvml[@]}" $EMU_TRAIN $args --device auto --steps 1 --run_dir "$tmp/nomig_auto" 2>&1)
+  if grep -q "| device cpu |" <<<"$out" && ! grep -q "warning" <<<"$out"; then pass emu_train_nvml_no_mig_auto
+  else fail emu_train_nvml_no_mig_auto "expected a quiet CPU run: $(head -c 300 <<<"$out")"; fi
+else
+  fail emu_nvml_fake_builds "gcc could not build test/fake_gpu/nvml.c"
+fi
 # flash attention's GPU kernels take only some head sizes: the trainer says so before it starts
 # (n_embd 48 / n_head 2 = 24)
 expect_fail emu_train_flash_head_size "^error: flash attention on the GPU supports head sizes 8, 16, 32, 64, 128, got n_embd/n_head = 24 \(use --attention cublas\)" -- \

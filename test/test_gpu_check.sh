@@ -226,11 +226,24 @@ else refused gpu_check_wedged_gpu wedged \
 expect_fail gpu_check_bad_probe_s "^error: GPU_CHECK_PROBE_S must be a positive number of seconds, got '0'" -- \
   env GPU_CHECK_PROBE_S=0 bash $gc --emulated --out "$tmp/probe0"
 
-# A driver older than the toolkit's CUDA needs (CUDA 13: R580). CUDA 12 runs on R535; so does 13
-# with cuda-compat's libcuda first on LD_LIBRARY_PATH (those runs stop at their sm_75 GPU instead).
-smi "NVIDIA H100 80GB HBM3, 81559 MiB, 535.104.05, 9.0"
+# A driver older than the toolkit's CUDA needs (CUDA 13: R580): advice, and the CUDA probe decides.
+# CUDA 12 runs on R535; so does 13 with cuda-compat's libcuda, from LD_LIBRARY_PATH (its folder
+# compat/, or compat/lib as NGC containers lay it out) or registered with ldconfig.
+H100_OLD="NVIDIA H100 80GB HBM3, 81559 MiB, 535.104.05, 9.0"
+OLD_DRIVER="^driver: 535.104.05, older than the R580 that CUDA 13.0 needs by itself"
+insufficient="error: GPU: CUDA's cudaGetDeviceCount fails with cudaErrorInsufficientDriver (35: CUDA driver version is insufficient for CUDA runtime version): the driver 535.104.05 is older than CUDA 13.0's runtime needs (R580), and no cuda-compat libcuda is loaded: update the driver, or install NVIDIA's forward-compatibility package cuda-compat (datacenter GPUs) and put its folder first on LD_LIBRARY_PATH"
+smi "$H100_OLD"
 gpu_run olddriver
-refused gpu_check_old_driver olddriver "error: driver: the driver is 535.104.05; CUDA 13.0 (nvcc) needs R580 or newer: update the driver, or install NVIDIA's forward-compatibility package cuda-compat (datacenter GPUs)"
+refused gpu_check_old_driver olddriver "$insufficient" "$OLD_DRIVER"
+mkdir -p "$tmp/cuda/compat/lib" && touch "$tmp/cuda/compat/lib/libcuda.so.580.65.06" &&
+  ln -s libcuda.so.580.65.06 "$tmp/cuda/compat/lib/libcuda.so.1"
+gpu_run compatlib_unused
+refused gpu_check_old_driver_compat_unused compatlib_unused "$insufficient (here: $tmp/cuda/compat/lib)"
+gpu_run compatlib "${nobuild[@]}" LD_LIBRARY_PATH="/nonexistent:$tmp/cuda/compat/lib"
+passed gpu_check_driver_compat_lib compatlib "$OLD_DRIVER" "^CUDA: 1 device(s); device 0: NVIDIA H100 80GB HBM3 (sm_90)\$"
+gpu_run compatldconfig "${nobuild[@]}" FAKE_LDCONFIG="$tmp/cuda/compat/lib"
+passed gpu_check_driver_compat_ldconfig compatldconfig "$OLD_DRIVER" "^CUDA: 1 device(s); device 0: NVIDIA H100 80GB HBM3 (sm_90)\$"
+rm -r "$tmp/cuda/compat/lib"
 T4_OLD="Tesla T4, 15360 MiB, 535.104.05, 7.5"
 T4_LINE="error: GPU: the GPU is sm_75 (Tesla T4); the trainer needs sm_80 or newer (its kernels use TF32 and bf16 tensor-core instructions)"
 smi "$T4_OLD"
@@ -239,7 +252,7 @@ refused gpu_check_driver_cuda12 cuda12 "$T4_LINE"
 # cuda-compat's folder as NVIDIA's package lays it out: libcuda.so.1 a link to libcuda.so.VERSION
 mkdir -p "$tmp/cuda/compat" && touch "$tmp/cuda/compat/libcuda.so.580.65.06" && ln -s libcuda.so.580.65.06 "$tmp/cuda/compat/libcuda.so.1"
 gpu_run compat LD_LIBRARY_PATH="$tmp/cuda/compat"
-refused gpu_check_driver_compat compat "$T4_LINE" "^driver: 535.104.05, with the forward-compatibility libcuda of $tmp/cuda/compat"
+refused gpu_check_driver_compat compat "$T4_LINE" "$OLD_DRIVER"
 
 # A GPU below sm_80 (a T4 with a new driver).
 smi "Tesla T4, 15360 MiB, 580.65.06, 7.5"
@@ -401,7 +414,7 @@ else
   for p in build tests paper gpt2 profile rest lab; do
     grep -q "^$p	[0-9]*	complete$" "$a/costs.tsv" 2>/dev/null || why+="no measured cost for $p; "
   done
-  grep -q '^  paper *8 s  (estimate)$' <<<"$out" || why+="the plan does not show the estimates; "
+  grep -q '^  paper *15 s  (estimate)$' <<<"$out" || why+="the plan does not show the estimates; "
   [ -s "$a/head.md" ] && why+="the head sweep ran; "
   grep -q 'Result: FAILED' "$a/report.md" 2>/dev/null || why+="no report.md saying FAILED; "
   if [ -n "$why" ]; then fail gpu_check_plan_cut "$why$(tail -n 20 <<<"$out")"; else pass gpu_check_plan_cut; fi
@@ -460,6 +473,13 @@ else
   [ -s "$tmp/skip/test_cuda.log" ] && why+="the GPU tests ran; "
   if [ -n "$why" ]; then fail gpu_check_skip "$why$(tail -n 20 <<<"$out")"; else pass gpu_check_skip; fi
 
+  # A test program past its own limit (no work: 1 s emulated): the part fails naming it.
+  out=$(GPU_CHECK_COSTS="test_cuda:0" bash $gc --emulated --skip paper,gpt2,profile,head,sanitizer,dist,rest,torch,lab \
+    --out "$tmp/testlimit" 2>&1)
+  if grep -q '^FAIL gpu_check_tests: .*; test_cuda ran out of its 1 s$' "$tmp/testlimit/parts.txt" 2>/dev/null &&
+    grep -q '^test_cuda: [0-9]* s of its 1 s$' "$tmp/testlimit/test_cuda.log"; then pass gpu_check_test_limit
+  else fail gpu_check_test_limit "$(cat "$tmp/testlimit/parts.txt" 2>/dev/null) $(tail -n 8 <<<"$out")"; fi
+
   # A budget too short for the whole check: the parts it cut off are failures, said so, and
   # the report is still written.
   out=$(bash $gc --emulated --budget 12 --out "$tmp/short" 2>&1)
@@ -490,7 +510,7 @@ else
   if [ -n "$why" ]; then fail gpu_check_killed "$why$(tail -n 10 "$tmp/killed.log")"; else pass gpu_check_killed; fi
 
   # The benchmark's tokens from a prepared shard (DATA/NAME/NAME_train_*.bin, ids below V): used,
-  # and said so. In the same run one training run fails (a stdbuf first on PATH that makes the
+  # and said so. In the same run two training runs fail (a stdbuf first on PATH that makes the
   # crope fp32 run exit 3 after its steps): its row fails, and its output stays in failed/<run>/.
   mkdir -p "$tmp/data/wikitext2"
   "$PYTHON" - "$tmp/data/wikitext2/wikitext2_train_000000.bin" <<'PY'
@@ -501,9 +521,19 @@ toks = array("H", (i * 7 % 500 for i in range(n)))
 with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)) + toks.tobytes())
 PY
+  # (and the crope bf16 run's losses made flat, as a broken path that trains nothing would log)
   mkdir -p "$tmp/failbin"
-  printf '#!/bin/sh\ncase "$*" in *run_paper_crope_fp32_graph*) %s "$@"; echo "error: injected failure"; exit 3 ;; esac\nexec %s "$@"\n' \
-    "$(command -v stdbuf)" "$(command -v stdbuf)" >"$tmp/failbin/stdbuf"
+  cat >"$tmp/failbin/stdbuf" <<EOF
+#!/bin/sh
+case "\$*" in
+  *run_paper_crope_fp32_graph*) $(command -v stdbuf) "\$@"; echo "error: injected failure"; exit 3 ;;
+  *run_paper_crope_bf16_graph*)
+    $(command -v stdbuf) "\$@" || exit
+    for a; do d=\$a; done  # the last argument: the run folder
+    sed -i 's/"loss": *[0-9.e+-]*/"loss":6.0/' "\$d/log.jsonl"; exit 0 ;;
+esac
+exec $(command -v stdbuf) "\$@"
+EOF
   chmod +x "$tmp/failbin/stdbuf"
   out=$(PATH="$tmp/failbin:$PATH" DATA=$tmp/data bash $gc --emulated --skip tests,gpt2,profile,head,sanitizer,dist,rest,torch,lab \
     --out "$tmp/shard" 2>&1)
@@ -515,7 +545,8 @@ PY
   kept="$tmp/shard/failed/paper_crope_fp32_graph"
   why=""
   [ $rc -ne 0 ] || why+="exit status 0 with a failed run; "
-  [ "$(grep '^FAIL ' "$tmp/shard/parts.txt" 2>/dev/null)" = "FAIL gpu_check_bench_paper_crope_fp32_graph: exit 3: error: injected failure (output in failed/paper_crope_fp32_graph/)" ] ||
+  [ "$(grep '^FAIL ' "$tmp/shard/parts.txt" 2>/dev/null)" = "FAIL gpu_check_bench_paper_crope_bf16_graph: the loss did not fall: 6.0000 at the first step, 6.0000 at the last (ln V = 6.2383) (output in failed/paper_crope_bf16_graph/)
+FAIL gpu_check_bench_paper_crope_fp32_graph: exit 3: error: injected failure (output in failed/paper_crope_fp32_graph/)" ] ||
     why+="FAIL lines: $(grep '^FAIL ' "$tmp/shard/parts.txt" 2>/dev/null); "
   grep -q '^[0-9.]* error: injected failure$' "$kept/train.out" 2>/dev/null || why+="no train.out with the run's output; "
   grep -q '"type": *"train"' "$kept/log.jsonl" 2>/dev/null || why+="no log.jsonl of the run; "

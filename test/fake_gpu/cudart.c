@@ -21,11 +21,12 @@ static void gpu(char name[256], int* driver, int* major, int* minor) {
     sscanf(env("FAKE_GPU", ""), "%255[^,], %*[^,], %d.%*[^,], %d.%d", name, driver, major, minor);
 }
 
-// The major version of the libcuda.so.1 the runtime would load from LD_LIBRARY_PATH (cuda-compat's:
-// a link to libcuda.so.VERSION), 0 if none is there (then the driver's own is loaded).
+// The major version of the libcuda.so.1 the runtime would load from LD_LIBRARY_PATH, else from a
+// folder registered with ldconfig ahead of the driver's (FAKE_LDCONFIG) (cuda-compat's: a link to
+// libcuda.so.VERSION), 0 if none is there (then the driver's own is loaded).
 static int libcuda_on_path(void) {
     char dirs[4096], path[4352], target[256];
-    snprintf(dirs, sizeof dirs, "%s", env("LD_LIBRARY_PATH", ""));
+    snprintf(dirs, sizeof dirs, "%s:%s", env("LD_LIBRARY_PATH", ""), env("FAKE_LDCONFIG", ""));
     for (char* d = strtok(dirs, ":"); d; d = strtok(NULL, ":")) {
         snprintf(path, sizeof path, "%s/libcuda.so.1", d);
         ssize_t n = readlink(path, target, sizeof target - 1);
