@@ -459,9 +459,11 @@ std::string help_text() {
                     "Settings come from the defaults, then FILE.json (an object of the keys below), then --KEY VALUE\n"
                     "(--key-name and --key_name both work; --key=value too).\n";
     std::string group;
+    size_t width = 0;  // the longest key's
+    for (const KeyHelp& k : key_help()) width = std::max(width, k.name.size());
     for (const KeyHelp& k : key_help()) {
         if (k.group != group) s += "\n" + (group = k.group) + ":\n";
-        s += "  --" + column(k.name, 19) + " " + column(k.value, 12) + " " + k.help + "\n";
+        s += "  --" + column(k.name, width) + " " + column(k.value, 12) + " " + k.help + "\n";
     }
     s += "\nposition schemes (--pos):\n";
     for (const PosTraits& t : kPosSchemes) s += "  " + column(t.name, 12) + " " + t.about + "\n";
