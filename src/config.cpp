@@ -421,11 +421,11 @@ Config parse_args(int argc, char** argv) {
     }
     for (const auto& [key, value] : opts)  // several --config files apply left to right
         if (key == "config") apply_json_file(c, value);
-    for (const auto& [key, value] : opts) {
-        if (key == "config") continue;
-        const Key* k = find_key(key);
-        std::string what = "--" + key;
-        std::visit([&](auto field) { parse_text(value, c.*field, what); }, k->field);
+    for (const auto& opt : opts) {  // not a structured binding: C++17 lets no lambda capture one (clang refuses)
+        if (opt.first == "config") continue;
+        const Key* k = find_key(opt.first);
+        std::string what = "--" + opt.first;
+        std::visit([&](auto field) { parse_text(opt.second, c.*field, what); }, k->field);
     }
     c.overwrite = overwrite;
     c.memory = memory;
