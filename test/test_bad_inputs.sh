@@ -123,6 +123,8 @@ d=$(mkdata token 20240520 1 3 "1,2,64")
 expect_fail token_too_large "^error: .*token at index 2 is 64, not < vocab_size 64" -- run token "$d"
 d=$(mkdata empty 20240520 1 1 "5")
 expect_fail empty_split "^error: .*has no token windows" -- run empty "$d"
+d=$(mkdata zero 20240520 1 0 "")  # fuzz_shard's finding: no tokens at all (UBSan: memcpy from null)
+expect_fail zero_tokens "^error: .*has no token windows \(0 tokens" -- run zero "$d"
 d=$(mkdata small 20240520 1 10 "0,1,2,3,4,5,6,7,8,9")
 expect_fail split_too_small "^error: .*too small for 2 x \(8\+1\)" -- run small "$d"
 d=$(mkdata notrain)
