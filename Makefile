@@ -14,6 +14,8 @@
 #   make emu       the CUDA backend built for the CPU emulation (test/cuda_emu) into build_emu/;
 #                  make emu-asan, make emu-tsan-tests: its sanitizer builds (test/cuda_emu/emu.mk)
 #   make lab       the kernel lab (test/lab/); make lab-emu builds it for the emulation
+#   make fuzz      every reader's fuzz target for FUZZ_SECONDS each (default 60), with a table of
+#                  executions, coverage and findings (test/fuzz/README.md; needs clang)
 #   make deps      install the missing Debian packages (make does it once by itself)
 #   make clean     remove the build folders
 #   make help      this list
@@ -172,12 +174,14 @@ $(BUILD)/test/cuda_testlib.o: test/cuda_testlib.cu
 
 # the kernel lab (test/lab/): make lab, make lab-emu
 include test/lab/lab.mk
+# the readers' fuzz targets (test/fuzz/): make fuzz; make test replays their inputs
+include test/fuzz/fuzz.mk
 
 # The test tiers: test/README.md. Their builds run side by side, sharing make's jobs (emu.mk
 # orders those that link another's objects).
-test: all emu lab-emu
+test: all emu lab-emu $(if $(FUZZ_RT),fuzz-targets)
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh
-test-all: all emu lab-emu emu-asan-tests emu-tsan-tests
+test-all: all emu lab-emu emu-asan-tests emu-tsan-tests $(if $(FUZZ_RT),fuzz-targets)
 	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) PYTHON=$(PYTHON) test/run_tests.sh --all
 
 # make cpu builds the trainer and the sampler without the CUDA backend into $(BUILD)_cpu, whether
@@ -211,6 +215,6 @@ deps:
 	scripts/install_deps.sh
 
 clean:
-	rm -rf $(BUILD) $(BUILD)_cpu $(EMU_BUILD) $(BUILD)_emu_asan $(BUILD)_emu_tsan
+	rm -rf $(BUILD) $(BUILD)_cpu $(EMU_BUILD) $(BUILD)_emu_asan $(BUILD)_emu_tsan $(FUZZ_BUILD)
 
 -include $(wildcard $(BUILD)/*/*.d)

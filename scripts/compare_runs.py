@@ -197,7 +197,7 @@ def read_log(path):
             rec = json.loads(line)
             if not isinstance(rec, dict):
                 raise ValueError("not a JSON object")
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: nested too deep for json
             if i == last:
                 print(f"note: {path}:{i + 1}: ignoring incomplete last line "
                       f"(run still writing?)", file=sys.stderr)
@@ -240,7 +240,7 @@ def read_config_json(path):
     try:
         with open(path, encoding="utf-8") as f:
             config = json.load(f)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise InputError(f"{path}: malformed JSON: {e}")
     if not isinstance(config, dict):
         raise InputError(f"{path}: not a JSON object")
@@ -1532,7 +1532,7 @@ def planned_config(path, sets):
             raise InputError(f"--set wants KEY=VALUE, got {kv!r}")
         try:
             value = [json.loads(x) for x in text.split(",")] if "," in text else json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = text
         plan[key.replace("-", "_")] = value
     return plan

@@ -3,10 +3,12 @@
 # only those missing. The CUDA toolkit is not a Debian package here: the
 # Makefile builds the CUDA backend when it finds nvcc (/usr/local/cuda).
 # strace: test_retention.sh kills the trainer at each call that changes its run folder.
+# clang, libclang-rt-dev: libFuzzer and the sanitizers of the readers' fuzz targets (make fuzz;
+# make test replays their inputs); python3-hypothesis: the Python readers' property tests.
 #   --with-torch  also python3-torch, the PyTorch reference test_torch_reference
 #                 compares the trainer with (CI passes it; without it that test is SKIPPED)
 set -e
-pkgs="g++ make libopenblas-openmp-dev libsleef-dev nlohmann-json3-dev libicu-dev libopenmpi-dev openmpi-bin python3 python3-numpy python3-regex python3-matplotlib python3-scipy strace"
+pkgs="g++ make libopenblas-openmp-dev libsleef-dev nlohmann-json3-dev libicu-dev libopenmpi-dev openmpi-bin python3 python3-numpy python3-regex python3-matplotlib python3-scipy strace clang libclang-rt-dev python3-hypothesis"
 for a in "$@"; do
   case "$a" in
     --with-torch) pkgs="$pkgs python3-torch" ;;

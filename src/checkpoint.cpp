@@ -175,6 +175,23 @@ std::string checkpoint_latest(const std::string& run_dir) {
     throw std::runtime_error("no checkpoint in '" + run_dir + "': 'latest' names " + name + ", which does not exist");
 }
 
+nlohmann::json checkpoint_state(const std::string& dir) {
+    const std::string path = dir + "/state.json";
+    nlohmann::json state;
+    try {
+        state = nlohmann::json::parse(read_text_file(path));
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error("bad training state in " + path + ": " + e.what());
+    }
+    // the step is the folder's (ckpt_NNNNNN) and the weights'; anything else is a damaged or edited file
+    long folder_step = std::strtol(dir.substr(dir.rfind("ckpt_") + 5).c_str(), nullptr, 10);
+    if (!state.is_object() || !state.contains("step") || !state["step"].is_number_integer() ||
+        state["step"].get<long>() != folder_step || !state.contains("train_data"))
+        throw std::runtime_error("bad training state in " + path + ": expected {\"step\": " +
+                                 std::to_string(folder_step) + ", \"train_data\": {...}} (the step of its folder)");
+    return state;
+}
+
 namespace {
 // Why a checkpoint folder does not read back ("" when it does): a torn or truncated file.
 std::string unreadable(const std::string& dir, bool optimizer) {

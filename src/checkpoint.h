@@ -7,6 +7,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <nlohmann/json.hpp>
 
 #include "fileio.h"
 
@@ -31,6 +32,9 @@ std::string checkpoint_write(const std::string& run_dir, long step,
                              const std::function<void(const std::string& dir)>& write_files);
 // Path of the folder named by RUN_DIR/latest; throws "no checkpoint in '<RUN_DIR>' ..." if none.
 std::string checkpoint_latest(const std::string& run_dir);
+// A checkpoint folder's state.json, checked: {"step": N, "train_data": {...}} with N the step of
+// its name (ckpt_NNNNNN), as the weights were written at; throws "bad training state in <path>: ...".
+nlohmann::json checkpoint_state(const std::string& dir);
 // checkpoint_latest, once its files read back (the weights; with optimizer, the AdamW moments and
 // state.json too); else throws naming the newest older checkpoint of the run that does.
 std::string checkpoint_sound(const std::string& run_dir, bool optimizer);

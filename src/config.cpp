@@ -424,11 +424,11 @@ Config parse_args(int argc, char** argv) {
     }
     for (const auto& [key, value] : opts)  // several --config files apply left to right
         if (key == "config") apply_json_file(c, value);
-    for (const auto& [key, value] : opts) {
-        if (key == "config") continue;
-        const Key* k = find_key(key);
-        std::string what = "--" + key;
-        std::visit([&](auto field) { parse_text(value, c.*field, what); }, k->field);
+    for (const auto& opt : opts) {  // not a structured binding: C++17 lets no lambda capture one (clang refuses)
+        if (opt.first == "config") continue;
+        const Key* k = find_key(opt.first);
+        std::string what = "--" + opt.first;
+        std::visit([&](auto field) { parse_text(opt.second, c.*field, what); }, k->field);
     }
     c.overwrite = overwrite;
     c.memory = memory;
@@ -473,6 +473,11 @@ std::string help_text() {
 void validate_model(const Config& c) {
     const PosTraits* pos = find_pos(c.pos);
     require(pos, "pos must be one of " + pos_names() + ", got '" + c.pos + "'");
+    // Past 2^20 the layout's sizes overflow (4 x n_embd in an int) before the memory check could
+    // say the model is too large; every real model is far below (and see the count at the end).
+    constexpr int kMaxSize = 1 << 20;
+    require(c.n_layer <= kMaxSize, "n_layer must be <= " + std::to_string(kMaxSize) + ", got " + std::to_string(c.n_layer));
+    require(c.n_embd <= kMaxSize, "n_embd must be <= " + std::to_string(kMaxSize) + ", got " + std::to_string(c.n_embd));
     require(c.n_layer >= 1, "n_layer must be >= 1, got " + std::to_string(c.n_layer));
     require(c.n_head >= 1, "n_head must be >= 1, got " + std::to_string(c.n_head));
     require(c.n_embd >= 1, "n_embd must be >= 1, got " + std::to_string(c.n_embd));
@@ -520,14 +525,24 @@ void validate_model(const Config& c) {
                 " positions of pos=" + c.pos + " (its decay's factors leave fp32's range there)");
     require(c.mlp_hidden >= 0 && c.mlp_hidden % 8 == 0,
             "mlp_hidden must be 0 (4 x n_embd) or a positive multiple of 8, got " + std::to_string(c.mlp_hidden));
-    if (c.match_params.empty()) return;
-    const PosTraits* other = find_pos(c.match_params);
-    require(other, "match_params must be empty or one of " + pos_names() + ", got '" + c.match_params + "'");
-    // a resolved config (a run's config.json) holds both, agreeing
-    const int matched = matched_mlp_hidden(model_config(c), other->pos);
-    require(c.mlp_hidden == 0 || c.mlp_hidden == matched,
-            "match_params " + c.match_params + " sets mlp_hidden (to " + std::to_string(matched) +
-                " here); it cannot be " + std::to_string(c.mlp_hidden) + " too: give one of them");
+    if (!c.match_params.empty()) {
+        const PosTraits* other = find_pos(c.match_params);
+        require(other, "match_params must be empty or one of " + pos_names() + ", got '" + c.match_params + "'");
+        // a resolved config (a run's config.json) holds both, agreeing
+        const int matched = matched_mlp_hidden(model_config(c), other->pos);
+        require(c.mlp_hidden == 0 || c.mlp_hidden == matched,
+                "match_params " + c.match_params + " sets mlp_hidden (to " + std::to_string(matched) +
+                    " here); it cannot be " + std::to_string(c.mlp_hidden) + " too: give one of them");
+    }
+    // The sizes' products in double: a count past 2^53 would wrap the layout's 64-bit offsets,
+    // and the memory check would then pass a model no machine holds.
+    double total = 0;
+    for (const ParamTensor& t : param_layout(model_config(c))) {
+        double n = 1;
+        for (int64_t d : t.shape) n *= (double)d;
+        total += n;
+    }
+    require(total < 0x1p53, "the model is too large: " + to_text(total) + " parameters");
 }
 
 void validate(const Config& c) {

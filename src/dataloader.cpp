@@ -90,7 +90,7 @@ std::vector<uint16_t> read_shard(const std::string& path, int vocab_size) {
             " tokens (expected 1024 + 2*" + std::to_string(n) + " = " + std::to_string(kHeaderBytes + 2 * n) +
             (file.size() < kHeaderBytes + 2 * n ? "; truncated)" : ")"));
     std::vector<uint16_t> tokens(n);
-    std::memcpy(tokens.data(), file.data() + kHeaderBytes, 2 * n);
+    if (n) std::memcpy(tokens.data(), file.data() + kHeaderBytes, 2 * n);  // an empty vector's data() may be null
     for (size_t i = 0; i < n; i++)
         if (tokens[i] >= vocab_size)
             bad("token at index " + std::to_string(i) + " is " + std::to_string(tokens[i]) + ", not < vocab_size " +

@@ -258,19 +258,8 @@ struct Trainer {
         const Shard& s = model.sync.shard;
         BK::copy_from_host(model.m, model.padded(flat_from(opt, "m.")).data() + s.begin, s.end - s.begin);
         BK::copy_from_host(model.v, model.padded(flat_from(opt, "v.")).data() + s.begin, s.end - s.begin);
-        const std::string path = dir + "/state.json";
-        json state;
-        try {
-            state = json::parse(read_text_file(path));
-        } catch (const json::exception& e) {
-            throw std::runtime_error("bad training state in " + path + ": " + e.what());
-        }
-        // the step is the folder's (ckpt_NNNNNN) and the weights'; anything else is a damaged or edited file
-        long folder_step = std::strtol(dir.substr(dir.rfind("ckpt_") + 5).c_str(), nullptr, 10);
-        if (!state.is_object() || !state.contains("step") || !state["step"].is_number_integer() ||
-            state["step"].get<long>() != folder_step || !state.contains("train_data"))
-            throw std::runtime_error("bad training state in " + path + ": expected {\"step\": " +
-                                     std::to_string(folder_step) + ", \"train_data\": {...}} (the step of its folder)");
+        const json state = checkpoint_state(dir);
+        const long folder_step = state["step"].get<long>();
         step = (int)folder_step;
         if (step > cfg.steps)
             throw std::runtime_error("the checkpoint in " + cfg.run_dir + " is at step " + std::to_string(step) +
@@ -278,7 +267,7 @@ struct Trainer {
         try {
             train.set_state(state.at("train_data"));
         } catch (const std::exception& e) {
-            throw std::runtime_error("bad training state in " + path + ": " + e.what());
+            throw std::runtime_error("bad training state in " + dir + "/state.json: " + e.what());
         }
     }
 

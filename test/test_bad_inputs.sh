@@ -82,6 +82,11 @@ rope_bad() {  # NAME PATTERN ARGS...
   expect_only_error "$name" "$pattern" -- run "$name" "$good" "$@"
   if [ -e "$tmp/run_$name" ]; then fail "${name}_nothing_written" "$tmp/run_$name exists"; else pass "${name}_nothing_written"; fi
 }
+# sizes whose layout would overflow (fuzz_config's finding: 4 x n_embd in an int)
+rope_bad n_embd_too_large "^error: n_embd must be <= 1048576, got 1073741824$" --n_embd 1073741824 --n_head 1
+rope_bad n_layer_too_large "^error: n_layer must be <= 1048576, got 2000000000$" --n_layer 2000000000
+rope_bad parameters_past_2p53 "^error: the model is too large: 4.6[0-9e+]* parameters$" --n_layer 1048576 --n_embd 1048576 \
+  --n_head 1 --mlp_hidden 8
 rope_bad rope_scaling_unknown "^error: rope_scaling must be one of none \| linear \| ntk \| dynamic \| yarn \| llama3, got 'ntkk'$" \
   --rope_scaling ntkk
 rope_bad rope_scaling_no_rotation "^error: rope_scaling linear is set, but pos=alibi rotates nothing to scale" \
@@ -126,6 +131,8 @@ d=$(mkdata token 20240520 1 3 "1,2,64")
 expect_fail token_too_large "^error: .*token at index 2 is 64, not < vocab_size 64" -- run token "$d"
 d=$(mkdata empty 20240520 1 1 "5")
 expect_fail empty_split "^error: .*has no token windows" -- run empty "$d"
+d=$(mkdata zero 20240520 1 0 "")  # fuzz_shard's finding: no tokens at all (UBSan: memcpy from null)
+expect_fail zero_tokens "^error: .*has no token windows \(0 tokens" -- run zero "$d"
 d=$(mkdata small 20240520 1 10 "0,1,2,3,4,5,6,7,8,9")
 expect_fail split_too_small "^error: .*too small for 2 x \(8\+1\)" -- run small "$d"
 d=$(mkdata notrain)
