@@ -4,6 +4,7 @@
 # crash, sanitizer report, timeout or blow-up. The full tier (TEST_ALL=1) also fuzzes each target
 # for FUZZ_CI_SECONDS (default 5) from its seeds. SKIPPED without the targets (make fuzz-targets,
 # which needs clang and libFuzzer).
+# shellcheck source=test/testlib.sh
 source "$(dirname "$0")/testlib.sh"
 cd "$(dirname "$0")/.." || exit 1
 FUZZ_BUILD=${FUZZ_BUILD:-${BUILD:-build}_fuzz} FUZZ_CI_SECONDS=${FUZZ_CI_SECONDS:-5}

@@ -7,7 +7,7 @@
 # replays from then on (test/test_fuzz_replay.sh): fix it, commit it.
 #   FUZZ_SECONDS=600 test/fuzz/run_fuzz.sh [NAME...]
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 FUZZ_BUILD=${FUZZ_BUILD:-build_fuzz} FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 [[ $FUZZ_SECONDS =~ ^[1-9][0-9]*$ ]] || { echo "error: FUZZ_SECONDS must be a positive number of seconds" >&2; exit 2; }
 names=("$@")
