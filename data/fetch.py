@@ -34,7 +34,7 @@ class ArgParser(argparse.ArgumentParser):
     """argparse with the project's error policy: one `error: ...` line on stderr, exit status 1."""
 
     def error(self, message):  # one line: the usage is --help's
-        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
         sys.exit(1)
 
 
