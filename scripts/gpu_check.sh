@@ -62,8 +62,8 @@ usage: scripts/gpu_check.sh [--out DIR] [--budget SECONDS] [--emulated] [--paper
 Environment: DATA (where prepared shards are looked for, default data), GPU_CHECK_COSTS
 ("PART:SECONDS ...": costs to plan with instead of the estimates), GPU_CHECK_PROBE_S (the
 seconds each probe of the machine may take, default 20: nvidia-smi, nvcc, the compiler; CUDA's
-first calls twice that, PyTorch 3 times that), CUDA_HOME, NVCC, CXX, MPICC, NCCL_HOME (as the
-Makefile reads them).
+first calls twice that, PyTorch 3 times that), GPU_CHECK_EMU_TESTS (with --emulated: the
+test_cuda checks to run), CUDA_HOME, NVCC, CXX, MPICC, NCCL_HOME (as the Makefile reads them).
 EOF
 }
 
@@ -655,8 +655,9 @@ run_part build part_build
 TEST_BINS=$(ls "$BUILD"/test/test_cuda* 2>/dev/null | grep -v '\.[od]$')
 
 # ---------------------------------------------------------------- GPU tests
-# Emulated, the dry run takes a quick subset (make test runs them all under the emulation).
-EMU_SUBSET="cuda_layernorm_forward cuda_softmax_crossentropy_loss cuda_model_rope_loss"
+# Emulated, the dry run takes a quick subset (make test runs them all under the emulation);
+# GPU_CHECK_EMU_TESTS names others ("" : all of test_cuda's).
+EMU_SUBSET=${GPU_CHECK_EMU_TESTS-cuda_layernorm_forward cuda_softmax_crossentropy_loss cuda_model_rope_loss}
 [ $EMU = 1 ] && TEST_BINS="$BUILD/test/test_cuda"
 # Each program's time limit: 20 s for CUDA's and cuBLAS's start and the module's load (none
 # emulated), plus twice its work: the CPU seconds of its whole run under the CPU emulation (every

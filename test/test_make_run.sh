@@ -28,7 +28,9 @@ if grep -q -- "-DCUDA_LEFT_OUT.* -c src/train.cpp -o $tmp/b_cpu/src/train.o" <<<
 else fail make_cpu_left_out_on_purpose "$(grep -m2 -e src/train.cpp -e "$nvcc" <<<"$out" || tail -c 300 <<<"$out")"; fi
 
 out=$(make -n --no-print-directory all BUILD="$tmp/b" NVCC="$nvcc" 2>&1)
-if grep -q "^$nvcc .* -c cuda/.*\.cu -o $tmp/b/cuda/" <<<"$out" && ! grep -q CUDA_LEFT_OUT <<<"$out"; then
+# (make all also makes build_cpu/, whose objects alone say CUDA_LEFT_OUT)
+if grep -q "^$nvcc .* -c cuda/.*\.cu -o $tmp/b/cuda/" <<<"$out" && ! grep -- "-o $tmp/b/" <<<"$out" | grep -q CUDA_LEFT_OUT &&
+  grep -q -- "-DCUDA_LEFT_OUT.* -o $tmp/b_cpu/src/train.o" <<<"$out"; then
   pass make_all_builds_cuda_with_nvcc
 else fail make_all_builds_cuda_with_nvcc "no nvcc command, or CUDA_LEFT_OUT, in: $(head -c 300 <<<"$out")"; fi
 

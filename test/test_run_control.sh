@@ -361,7 +361,7 @@ if [ -x "$SAMPLE" ]; then
     pass sample_says_where_encoder_was_looked_for
   else fail sample_says_where_encoder_was_looked_for "stderr '$(cat "$tmp/note.txt")', stdout '$(cat "$tmp/ids.txt")'"; fi
   "$SAMPLE" --checkpoint "$s" --prompt_ids 3 --tokens 3 --encoder_json "$tmp/nowhere/encoder.json" >/dev/null 2>"$tmp/note16.txt"
-  if [ -z "$(grep -v '^speed: ' "$tmp/note16.txt")" ]; then pass sample_small_vocab_quiet  # stderr: the speed line only
+  if [ -z "$(grep -v '^speed: \|^memory: ' "$tmp/note16.txt")" ]; then pass sample_small_vocab_quiet  # stderr: memory and speed
   else fail sample_small_vocab_quiet "$(cat "$tmp/note16.txt")"; fi
   "$TRAIN" --resume "$tmp/v50257" --steps 2 --sample_every 1 --encoder_json "$tmp/nowhere/encoder.json" >"$tmp/tr.txt" 2>&1
   if [ "$(grep -c "no GPT-2 vocabulary at" "$tmp/tr.txt")" -eq 1 ] && [ "$(grep -c '^sample | step' "$tmp/tr.txt")" -eq 1 ]; then
