@@ -657,7 +657,8 @@ TEST_BINS=$(ls "$BUILD"/test/test_cuda* 2>/dev/null | grep -v '\.[od]$')
 # ---------------------------------------------------------------- GPU tests
 # Emulated, the dry run takes a quick subset (make test runs them all under the emulation);
 # GPU_CHECK_EMU_TESTS names others ("" : all of test_cuda's).
-EMU_SUBSET=${GPU_CHECK_EMU_TESTS-cuda_layernorm_forward cuda_softmax_crossentropy_loss cuda_model_rope_loss}
+EMU_SUBSET="cuda_layernorm_forward cuda_softmax_crossentropy_loss cuda_model_rope_loss"
+EMU_SUBSET=${GPU_CHECK_EMU_TESTS-$EMU_SUBSET}
 [ $EMU = 1 ] && TEST_BINS="$BUILD/test/test_cuda"
 # Each program's time limit: 20 s for CUDA's and cuBLAS's start and the module's load (none
 # emulated), plus twice its work: the CPU seconds of its whole run under the CPU emulation (every
