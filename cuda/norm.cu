@@ -7,7 +7,7 @@ namespace gpu {
 
 namespace {
 
-constexpr int kNormBlocks = 512;  // fixed (not device-dependent), so the bits never change
+constexpr int kNormBlocks = 512;  // at most; set by n alone (not the device), so the bits never change
 constexpr int kNormThreads = 256;
 
 // partial[block] = sum over this block's grid-stride share of x[i]^2, in double; the block that
@@ -44,7 +44,10 @@ void sum_squares_to(double* out, const float* x, size_t n) {
         cudaCheck(cudaMemsetAsync(out, 0, sizeof(double), stream));
         return;
     }
-    sum_squares_kernel<<<kNormBlocks, kNormThreads, 0, stream>>>(out, partial, x, n);
+    // below 512 x 256 elements every thread holds one at most: the blocks past the last element
+    // would add partials of 0.0, so leaving them out keeps the bits
+    const unsigned blocks = (unsigned)std::min<size_t>(kNormBlocks, ceil_div(n, (size_t)kNormThreads));
+    sum_squares_kernel<<<blocks, kNormThreads, 0, stream>>>(out, partial, x, n);
     cudaCheckLaunch();
 }
 

@@ -130,6 +130,17 @@ if [ ${#FILTERS[@]} -gt 0 ] && [ ${#NAMES[@]} -eq 0 ]; then
   exit 2
 fi
 
+# The longest programs (about a minute of CPU or more in the full tier) start first, so that the
+# jobs end near together rather than one long program running alone at the end; the rest keep
+# the order above.
+FIRST=("test_gpu_check.sh" "test_compare_runs.py" "test_emu_train.sh" "test_cuda_flash (emulated, sanitizer)"
+  "test_cuda_flash (emulated, race detector)" "test_cuda_graph (emulated, forward" "test_torch_reference.py"
+  "test_cuda_generate (emulated, forward" "test_recipes.py" "test_fuzz_readers.py" "test_memory.sh")
+order=()
+for f in "${FIRST[@]}"; do
+  for i in "${!NAMES[@]}"; do [[ ${NAMES[i]} == *"$f"* ]] && order+=("$i"); done
+done
+for i in "${!NAMES[@]}"; do [[ " ${order[*]} " == *" $i "* ]] || order+=("$i"); done
 # --- run them, JOBS at a time; each one's output goes to its own log, printed when it ends
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -152,7 +163,7 @@ report() {  # report I: the finished program I's output and counts
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 }
 t0=$(date +%s)
-for i in "${!NAMES[@]}"; do
+for i in "${order[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do
     wait -n -p done_pid
     report "${JOB[$done_pid]}"

@@ -86,7 +86,7 @@ for pos in $($TRAIN --list-pos); do
   # bit, through evaluation and a checkpoint too.
   if [ "$pos" != rope ]; then :
   elif CUDA_EMU_DEFER=1 NVIDIA_TF32_OVERRIDE=0 $EMU_TRAIN $args --pos "$pos" --device cuda --eval_every 2 \
-      --checkpoint_every 4 --run_dir "$tmp/defer_$pos" >"$tmp/defer_$pos.txt" 2>&1; then
+      --eval_batches 3 --checkpoint_every 4 --run_dir "$tmp/defer_$pos" >"$tmp/defer_$pos.txt" 2>&1; then
     if grep '"type":"val"' "$tmp/defer_$pos/log.jsonl" | grep -q '"loss":[0-9]' && [ -e "$tmp/defer_$pos/ckpt_000004" ]; then
       compare "emu_train_deferred_$pos" "$tmp/defer_$pos" "$tmp/emu_$pos" 0 0
     else
@@ -148,7 +148,8 @@ for case in rope:yarn:fp32:flash crope:dynamic:fp32:cublas xpos:yarn:bf16:flash 
     crope:ntk:bf16:flash rope:llama3:fp32:cublas xpos:llama3:bf16:cublas:0.5 crope:none:bf16:flash:0.5 \
     rope:ntk:fp32:flash:0.5; do
   IFS=: read -r pos sc prec att f <<<"$case"
-  sargs="$args --pos $pos --rope_scaling $sc --rope_train_len 8 --eval_every 2 --eval_seq_lens 24,48"
+  sargs="$args --pos $pos --rope_scaling $sc --rope_train_len 8 --eval_every 2 --eval_seq_lens 24,48
+  --eval_batches 2"
   cpu=cpu_${pos}_$sc${f:+_partial}
   [ -n "$f" ] && sargs="$sargs --partial_rotary_factor $f"
   if ! $TRAIN $sargs --device cpu --run_dir "$tmp/$cpu" >"$tmp/$cpu.txt" 2>&1; then
