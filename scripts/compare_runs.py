@@ -47,7 +47,11 @@ sys.path.insert(0, os.path.join(ROOT, "data"))
 from fetch import require  # noqa: E402  (a missing module is one error line)
 from shards import dataset_of_pattern  # noqa: E402  (the shard name rule of every tool)
 
-t_dist = require("scipy.stats").t  # Student's t quantiles for the intervals of the differences to RoPE
+
+def t_quantile(p, df):
+    """Student's t quantile, for the intervals of the differences to RoPE (scipy is imported
+    here, at the first interval: half a second a start that tables without intervals skip)."""
+    return require("scipy.stats").t.ppf(p, df)
 
 
 def pos_schemes():
@@ -660,7 +664,7 @@ def reference_group(g, groups):
 
 def t_half(sd, n):
     """The half width of the 95 % interval of a mean of n values of sample std sd (Student's t)."""
-    return t_dist.ppf(0.975, n - 1) * sd / math.sqrt(n)
+    return t_quantile(0.975, n - 1) * sd / math.sqrt(n)
 
 
 def mean_interval(xs):
@@ -713,7 +717,7 @@ def diff_interval(g, ref, value=final_val):
         return ma - mb, None, None, f"unpaired, {na} and {nb} seeds"
     va, vb = sa * sa / na, sb * sb / nb
     df = (va + vb) ** 2 / (va * va / (na - 1) + vb * vb / (nb - 1)) if va + vb > 0 else na + nb - 2
-    half = t_dist.ppf(0.975, df) * math.sqrt(va + vb)
+    half = t_quantile(0.975, df) * math.sqrt(va + vb)
     return ma - mb, ma - mb - half, ma - mb + half, f"unpaired (Welch), {na} and {nb} seeds"
 
 

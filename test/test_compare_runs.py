@@ -529,7 +529,8 @@ def main():
             check(f"legends_clear_of_data_{name}_{what}", not legends_clear(fig) and legends_in_panels(fig)
                   and sum(1 for a in fig.axes if a.get_legend()) + len(fig.legends) >= 1, str(legends_clear(fig)[:3]))
             check(f"distinct_styles_{name}_{what}", not distinct_styles(fig), str(distinct_styles(fig)[:4]))
-    rc, se = run_without("scipy", SCRIPT, iv[:1] + ["--out", os.path.join(tmp, "out18", "cmp")])
+    # (scipy is imported at the first interval: seeds of two schemes)
+    rc, se = run_without("scipy", SCRIPT, iv + ["--out", os.path.join(tmp, "out18", "cmp")])
     check("no_scipy_clear_error", rc == 1 and "has no module 'scipy' (Debian: apt-get install python3-scipy)" in se
           and se.startswith("error: ") and "Traceback" not in se, se[-300:])
 
@@ -638,7 +639,7 @@ def main():
           and "warning" not in se, f"rc={rc} {list(xt)} {se[-300:]}")
     dt = parse_table(so.split("Difference to RoPE by evaluation length")[-1]) if rc == 0 else {}
     # rope, ntk minus rope at 256, paired by seed: (0.3 + s/100) - 1.0 = -0.69, -0.68, -0.67
-    half = cr.t_dist.ppf(0.975, 2) * 0.01 / math.sqrt(3)
+    half = cr.t_quantile(0.975, 2) * 0.01 / math.sqrt(3)
     check("eval_only_variant_paired_with_rope",
           dt.get(("ptb", "rope, ntk"), {}).get("Δ loss T=256") == f"**{-0.68:+.4f} [{-0.68 - half:+.4f}, {-0.68 + half:+.4f}]**",
           str(dt.get(("ptb", "rope, ntk"))))
@@ -647,7 +648,7 @@ def main():
               for l in xmd.splitlines() if l.startswith("| ") and not l.startswith("| pos")}
     sd = math.sqrt(sum((x - 0.02 / 3) ** 2 for x in (0.0, 0.03, -0.01)) / 2)
     m = 5.1 + 0.02 / 3
-    want = f"{m:.4f} [{m - cr.t_dist.ppf(0.975, 2) * sd / math.sqrt(3):.4f}, {m + cr.t_dist.ppf(0.975, 2) * sd / math.sqrt(3):.4f}]"
+    want = f"{m:.4f} [{m - cr.t_quantile(0.975, 2) * sd / math.sqrt(3):.4f}, {m + cr.t_quantile(0.975, 2) * sd / math.sqrt(3):.4f}]"
     check("extrapolation_table", "### ptb (trained at T=64)" in xmd and "| pos | n | 1x | 2x | 4x | 8x |" in xmd
           and xlines.get("rope, ntk", [None] * 4)[:2] == ["rope, ntk", "3"]
           and xlines["rope, ntk"][3] == want and xlines["rope, ntk"][-1] == "n/a"
