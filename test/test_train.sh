@@ -47,13 +47,15 @@ done
 
 # The first progress line's ETA counts steps, not the evaluation before step 1: here that
 # evaluation (the whole 16,000-token split) takes far longer than the 40 steps, and an ETA that
-# counted it in every step came out many times the whole run's time.
+# counted it in every step came out many times (about 20x) the whole run's time. The bound is 4x:
+# the first step alone sets that ETA, and a cold first step on a loaded machine took as long as
+# the run (0.19 s against 0.18 s).
 start=$EPOCHREALTIME
 $TRAIN --train_data "$tmp/tiny_train_000000.bin" --val_data "$tmp/tiny_train_000000.bin" $tiny --steps 40 \
   --eval_every 40 --eval_batches 0 --checkpoint_every 0 --run_dir "$tmp/eta" >"$tmp/eta.txt" 2>&1
 wall=$(awk "BEGIN{print $EPOCHREALTIME - $start}")
 eta=$(grep -m1 '"type":"train"' "$tmp/eta/log.jsonl" | sed 's/.*"eta_s":\([0-9.e+-]*\).*/\1/')
-if [ -n "$eta" ] && awk "BEGIN{exit !($eta < $wall)}"; then pass first_eta_counts_steps
+if [ -n "$eta" ] && awk "BEGIN{exit !($eta < 4 * $wall)}"; then pass first_eta_counts_steps
 else fail first_eta_counts_steps "the first ETA ${eta:-?} s, the whole run $wall s: $(tail -n 2 "$tmp/eta.txt")"; fi
 
 # eval_long_every: the longer lengths at steps 0 and 4 (multiples of 4) and after the last step,
