@@ -140,7 +140,9 @@ const std::pair<const char*, const char*> kFlags[] = {
     {"overwrite", "a run_dir that holds a run is refused; this deletes it and starts anew"},
     {"help, -h", "print this help and exit"},
     {"list-pos", "print the position schemes' names and exit"},
-    {"memory", "print the memory a training step of this config needs, per attention mode, and exit"},
+    {"memory",
+     "print the memory a training step of this config needs (with eval_only: the evaluation's), per attention "
+     "mode, and exit"},
 };
 
 bool cli_only(const Key& k) {

@@ -573,7 +573,8 @@ struct Trainer {
 // evaluation adds (eval_memory_bytes): flash keeps (B,H,T) log-sum-exps where cublas keeps every
 // layer's (B,H,T,T) probabilities and their gradient. bf16 activations take 2 bytes. cpu: the
 // run's device is the CPU (else a GPU), whose classifier rows per chunk (BK::classifier_chunk)
-// it takes unless the config sets them.
+// it takes unless the config sets them. With --eval_only: the inference model and evaluation's
+// own activations, as the run allocates them.
 static void print_memory(const Config& c, bool cpu) {
     ModelConfig mc = model_config(c);
     int chunk = CpuBackend<float>::classifier_chunk;
@@ -584,7 +585,15 @@ static void print_memory(const Config& c, bool cpu) {
     const int act_bytes = c.precision == "bf16" ? 2 : 4;
     mc.flash = true;
     const int rows = c.batch_size / c.grad_accum;  // one micro-step's (per rank: divide by the ranks too)
+    const bool train = c.eval_only.empty();
     auto mib = [&] {
+        if (!train) {
+            MemoryParts p =
+                model_memory_parts(mc, rows, c.seq_len, false, act_bytes, cpu, c.grad_accum, position_len(c));
+            p.activations =
+                eval_memory_bytes(mc, rows, c.seq_len, evaluated_lengths(c), act_bytes, cpu, nullptr, false);
+            return p.total() / 1048576.0;
+        }
         return (model_memory_bytes(mc, rows, c.seq_len, true, act_bytes, cpu, c.grad_accum, position_len(c)) +
                 eval_memory_bytes(mc, rows, c.seq_len, evaluated_lengths(c), act_bytes, cpu)) /
                1048576.0;
@@ -594,11 +603,12 @@ static void print_memory(const Config& c, bool cpu) {
     double cublas = mib();
     std::string head = mc.classifier_tile > 0 ? "classifier tiles of " + std::to_string(mc.classifier_tile) + " columns"
                                               : "classifier chunk " + std::to_string(mc.classifier_chunk) + " rows";
-    printf(
-        "memory estimate, training step of %d x %d tokens%s: attention flash %.0f MiB | cublas %.0f MiB "
-        "(flash saves %.0f MiB) | %s\n",
-        rows, c.seq_len, c.grad_accum > 1 ? (" (one micro-step of " + std::to_string(c.grad_accum) + ")").c_str() : "",
-        flash, cublas, cublas - flash, head.c_str());
+    const std::string what =
+        !train ? std::string("evaluation only (an inference model: no gradients or AdamW moments)")
+               : "training step of " + std::to_string(rows) + " x " + std::to_string(c.seq_len) + " tokens" +
+                     (c.grad_accum > 1 ? " (one micro-step of " + std::to_string(c.grad_accum) + ")" : "");
+    printf("memory estimate, %s: attention flash %.0f MiB | cublas %.0f MiB (flash saves %.0f MiB) | %s\n",
+           what.c_str(), flash, cublas, cublas - flash, head.c_str());
 }
 
 // --memory: whether the run would use the CPU (not for --device cuda, nor auto on a machine with

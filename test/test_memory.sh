@@ -122,6 +122,18 @@ if [ -n "$peak1" ] && [ -n "$peak4" ]; then
   if [ $((saved * 10)) -ge $((want * 8)) ] && [ $((saved * 10)) -le $((want * 12)) ]; then pass memory_peak_accum_saves
   else fail memory_peak_accum_saves "grad_accum 4 saved $saved MiB of the peak, --memory says $want MiB (not within 20 %)"; fi
 fi
+# --eval_only RUN --memory: the inference model and evaluation's activations (no gradients or
+# moments), against the peak of that evaluation
+"$TRAIN" "${peak_args[@]}" --eval_every 0 --checkpoint_every 1 --run_dir "$tmp/ev" >/dev/null 2>&1
+line=$("$TRAIN" --eval_only "$tmp/ev" --memory)
+EST=$(sed -n 's/^memory estimate, evaluation only .*attention flash \([0-9]*\) MiB.*/\1/p' <<<"$line")
+PEAK=$(anon "$TRAIN" --eval_only "$tmp/ev" | sed -n 's/^anon //p')
+if [ -n "$EST" ] && [ -n "$PEAK" ] && [ -n "$BASE" ] && [ -n "$est1" ] && [ "$EST" -lt "$est1" ]; then
+  PEAK=$((PEAK - BASE))
+  echo "# memory_eval_only: estimate $EST MiB, peak $PEAK MiB above the program's own (training: $est1 MiB)"
+  if [ $((EST * 10)) -ge $((PEAK * 9)) ] && [ $((EST * 10)) -le $((PEAK * 11)) ]; then pass memory_eval_only
+  else fail memory_eval_only "--eval_only --memory says $EST MiB, the evaluation's peak was $PEAK MiB (not within 10 %)"; fi
+else fail memory_eval_only "no evaluation estimate below training's ${est1:-?} MiB: $line (peak ${PEAK:-?})"; fi
 for k in 1 4; do
   peak memory_peak_eval_accum$k --eval_every 1 --grad_accum $k || continue
   base=$([ $k = 1 ] && echo "$peak1" || echo "$peak4")
