@@ -62,6 +62,32 @@ else fail output_line_buffered "no header line in the redirected output while th
 # OpenMP threads spin briefly, then sleep, unless the user says otherwise (scripts/README.md, CPU throughput)
 if tr '\0' '\n' <"/proc/$pid/environ" | grep -qx GOMP_SPINCOUNT=1000; then pass openmp_short_spin_by_default
 else fail openmp_short_spin_by_default "OpenMP settings of the running trainer: $(tr '\0' '\n' <"/proc/$pid/environ" | grep OMP_)"; fi
+# and malloc's large blocks on transparent huge pages where the kernel gives them on request
+# (madvise; glibc takes its tunable out of the environment, so the pages tell): a model of 40 MB
+# waiting for its data holds some, unless the user's tunable says no
+thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)
+huge() {  # huge [VAR=VALUE]: AnonHugePages (kB) of a trainer of that model waiting on the FIFO, within 5 s
+  local p k n=0
+  env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$@" "$TRAIN" "${tiny[@]}" --n_embd 256 --vocab_size 8192 \
+    --train_data "$tmp/fifo_train_000000.bin" --run_dir "$tmp/huge_run" >/dev/null 2>&1 &
+  p=$!
+  for ((k = 0; k < 50 && n == 0; k++)); do
+    sleep 0.1
+    n=$(sed -n 's/^AnonHugePages: *\([0-9]*\) kB/\1/p' "/proc/$p/smaps_rollup" 2>/dev/null)
+    n=${n:-0}
+  done
+  kill -9 "$p"
+  wait "$p" 2>/dev/null
+  rm -rf "$tmp/huge_run"
+  echo "$n"
+}
+if [[ $thp != *"[madvise]"* ]]; then
+  skip malloc_huge_pages "transparent huge pages are '$thp' on this machine, not madvise"
+else
+  on=$(huge) off=$(huge GLIBC_TUNABLES=glibc.malloc.hugetlb=0)
+  if [ "$on" -gt 0 ] && [ "$off" -eq 0 ]; then pass malloc_huge_pages
+  else fail malloc_huge_pages "AnonHugePages $on kB by default, $off kB with glibc.malloc.hugetlb=0"; fi
+fi
 env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active "$TRAIN" "${tiny[@]}" --train_data "$tmp/fifo_train_000000.bin" --run_dir "$tmp/fifo_run2" \
   >"$tmp/fifo2.txt" 2>&1 &
 p2=$!
