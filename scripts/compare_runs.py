@@ -153,6 +153,8 @@ PAPER_FINAL = {
     ("ptb", "rope"): 4.021, ("ptb", "crope"): 4.016,
     ("pg19", "rope"): 6.581, ("pg19", "crope"): 6.584,
 }
+# the shard patterns, compared by name (config_value)
+DATA_KEYS = ("train_data", "val_data")
 # the keys of configs/paper.json that make a run one at the paper's setting
 PAPER_SETTING_KEYS = ("n_layer", "n_head", "n_embd", "batch_size", "seq_len", "steps")
 
@@ -513,9 +515,12 @@ def who(runs):
 
 def config_value(run, key):
     """A warned key's value as text; None for "arithmetic" (not a config key: the log's
-    run_on records) in logs written before the trainer recorded it."""
+    run_on records) in logs written before the trainer recorded it. The data keys by their shards'
+    names alone: the same shards in another folder (runs from another machine) are the same data."""
     if key == "arithmetic":
         return " then ".join(run.arithmetic) or None
+    if key in DATA_KEYS and isinstance(run.config.get(key), str):
+        return json.dumps(os.path.basename(run.config[key]))
     return json.dumps(run.config[key], sort_keys=True) if key in run.config else "unset"
 
 

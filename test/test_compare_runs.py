@@ -197,6 +197,14 @@ def main():
     check("config_mismatch_warned_in_table", "**WARNING: these runs differ in more than the position scheme"
           in so and "(not comparable)" in lr.get("Δ final vs rope", "")
           and "config differs (seq_len, steps, val_data)" in lr.get("notes", ""), str(lr))
+    # the same shards in another folder (runs from another machine): not a difference
+    moved = [write_run(tmp, "mv-rope-s1", "wikitext2", "rope", 1, [6.0, 5.5]),
+             write_run(tmp, "mv-crope-s1", "wikitext2", "crope", 1, [6.0, 5.4],
+                       cfg_extra={"train_data": "/elsewhere/wikitext2/wikitext2_train_*.bin",
+                                  "val_data": "/elsewhere/wikitext2/wikitext2_val_*.bin"})]
+    rc5, so5, se5 = run(moved + ["--out", os.path.join(tmp, "out4b", "cmp")])
+    check("data_folder_moved_not_a_difference", rc5 == 0 and "differ in" not in se5 and "WARNING" not in so5,
+          se5[-300:])
     svg = open(out4 + ".svg", encoding="utf-8").read() if rc == 0 else ""
     check("config_mismatch_warned_in_figure", "WARNING: the wikitext2 runs differ in seq_len, steps, val_data" in svg)
     check("figure_setting_shows_both_values", "20/300 steps" in svg and "T=64/128" in svg)
