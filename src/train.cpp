@@ -569,12 +569,24 @@ struct Trainer {
     }
 };
 
-// model_memory_bytes of a training step of this config under each attention mode, with what
-// evaluation adds (eval_memory_bytes): flash keeps (B,H,T) log-sum-exps where cublas keeps every
+// What this config's run allocates (model_memory_parts): a training step's model and activations
+// with what evaluation adds beside them, or with eval_only an inference model and evaluation's
+// own sets alone. *eval: evaluation's bytes, *Te: its longest length (eval_memory_bytes).
+static MemoryParts run_memory(const Config& c, const ModelConfig& mc, int act_bytes, bool cpu, double* eval = nullptr,
+                              int* Te = nullptr) {
+    const bool train = c.eval_only.empty();
+    const int rows = c.batch_size / c.grad_accum;  // one micro-step's (per rank: divide by the ranks too)
+    const double e = eval_memory_bytes(mc, rows, c.seq_len, evaluated_lengths(c), act_bytes, cpu, Te, train);
+    MemoryParts p = model_memory_parts(mc, rows, c.seq_len, train, act_bytes, cpu, c.grad_accum, position_len(c));
+    p.activations = train ? p.activations + e : e;
+    if (eval) *eval = e;
+    return p;
+}
+
+// run_memory under each attention mode: flash keeps (B,H,T) log-sum-exps where cublas keeps every
 // layer's (B,H,T,T) probabilities and their gradient. bf16 activations take 2 bytes. cpu: the
 // run's device is the CPU (else a GPU), whose classifier rows per chunk (BK::classifier_chunk)
-// it takes unless the config sets them. With --eval_only: the inference model and evaluation's
-// own activations, as the run allocates them.
+// it takes unless the config sets them.
 static void print_memory(const Config& c, bool cpu) {
     ModelConfig mc = model_config(c);
     int chunk = CpuBackend<float>::classifier_chunk;
@@ -584,20 +596,9 @@ static void print_memory(const Config& c, bool cpu) {
     if (mc.classifier_chunk == 0) mc.classifier_chunk = chunk;
     const int act_bytes = c.precision == "bf16" ? 2 : 4;
     mc.flash = true;
-    const int rows = c.batch_size / c.grad_accum;  // one micro-step's (per rank: divide by the ranks too)
+    const int rows = c.batch_size / c.grad_accum;
     const bool train = c.eval_only.empty();
-    auto mib = [&] {
-        if (!train) {
-            MemoryParts p =
-                model_memory_parts(mc, rows, c.seq_len, false, act_bytes, cpu, c.grad_accum, position_len(c));
-            p.activations =
-                eval_memory_bytes(mc, rows, c.seq_len, evaluated_lengths(c), act_bytes, cpu, nullptr, false);
-            return p.total() / 1048576.0;
-        }
-        return (model_memory_bytes(mc, rows, c.seq_len, true, act_bytes, cpu, c.grad_accum, position_len(c)) +
-                eval_memory_bytes(mc, rows, c.seq_len, evaluated_lengths(c), act_bytes, cpu)) /
-               1048576.0;
-    };
+    auto mib = [&] { return run_memory(c, mc, act_bytes, cpu).total() / 1048576.0; };
     double flash = mib();
     mc.flash = false;
     double cublas = mib();
@@ -785,18 +786,15 @@ static int train_main(int argc, char** argv) {
         const bool cuda = use_cuda(cfg, dg.mpi ? dg.local_rank : 0);
         if (!cuda) {  // one micro-step's activations, and evaluation's where they do not fit in them
             const ModelConfig mc = model_config(cfg);
-            const int rows = cfg.batch_size / cfg.grad_accum;
             const bool train = cfg.eval_only.empty();  // evaluation only: an inference model, its sets alone
             int Te = 0;
-            const double eval = eval_memory_bytes(mc, rows, cfg.seq_len, evaluated_lengths(cfg), 4, true, &Te, train);
-            MemoryParts parts =
-                model_memory_parts(mc, rows, cfg.seq_len, train, 4, true, cfg.grad_accum, position_len(cfg));
-            const bool by_eval = !train || eval > parts.activations;
-            parts.activations = train ? parts.activations + eval : eval;
-            check_host_memory(mc, parts, train,
-                              by_eval ? "eval_seq_lens entry " + std::to_string(Te)
-                                      : "batch_size " + std::to_string(cfg.batch_size) + " x seq_len " +
-                                            std::to_string(cfg.seq_len));
+            double eval = 0;
+            const MemoryParts parts = run_memory(cfg, mc, 4, true, &eval, &Te);
+            const bool by_eval = !train || eval > parts.activations - eval;  // above the step's own
+            check_host_memory(
+                mc, parts, train,
+                by_eval ? "eval_seq_lens entry " + std::to_string(Te)
+                        : "batch_size " + std::to_string(cfg.batch_size) + " x seq_len " + std::to_string(cfg.seq_len));
         }
         // evaluation on the CPU at the run's thread count: the losses of its own evaluation, bit for bit,
         // unless OMP_NUM_THREADS asks for another
