@@ -138,7 +138,7 @@ FIRST=("test_gpu_check.sh" "test_compare_runs.py" "test_emu_train.sh" "test_cuda
   "test_cuda_generate (emulated, forward" "test_recipes.py" "test_fuzz_readers.py" "test_memory.sh")
 order=()
 for f in "${FIRST[@]}"; do
-  for i in "${!NAMES[@]}"; do [[ ${NAMES[i]} == *"$f"* ]] && order+=("$i"); done
+  for i in "${!NAMES[@]}"; do [[ ${NAMES[i]} == *"$f"* && " ${order[*]} " != *" $i "* ]] && order+=("$i"); done
 done
 for i in "${!NAMES[@]}"; do [[ " ${order[*]} " == *" $i "* ]] || order+=("$i"); done
 # --- run them, JOBS at a time; each one's output goes to its own log, printed when it ends
