@@ -85,9 +85,10 @@ MAINS    := src/train.cpp src/sample.cpp
 TESTS    := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_*.cpp))
 
 # NVCC= on make's command line leaves the CUDA backend out on purpose (make cpu): the trainer
-# then says so, not that nvcc was not found.
+# then says so, not that nvcc was not found. BACKEND_FLAGS: what the mains and the tests are
+# compiled with for the backend; the library objects (src/ but the mains) need none.
 ifeq ($(origin NVCC)$(NVCC),command line)
-CXXFLAGS += -DCUDA_LEFT_OUT
+BACKEND_FLAGS += -DCUDA_LEFT_OUT
 endif
 # The CUDA backend (cuda/*.cu). With NVCC=nvcc-emu the same rules build it for the CPU
 # emulation of CUDA instead: test/cuda_emu/emu.mk says how (and holds its sanitizer builds).
@@ -102,7 +103,7 @@ CUDA_ARCHS ?= 80 90
 NVCCFLAGS ?= -O3 $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
              -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS))
 NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra
-CXXFLAGS  += -DHAVE_CUDA -I$(CUDA_HOME)/include
+BACKEND_FLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu))
 # ptxas's report (registers, spills per kernel) kept beside each object for scripts/check_spills.sh
 # --build; the compiler's other messages still reach the terminal
@@ -128,7 +129,9 @@ endif
 endif
 
 BINS     := $(patsubst src/%.cpp,$(BUILD)/%,$(MAINS))
-LIB_OBJ  := $(patsubst src/%.cpp,$(HOST_BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
+# The library objects compile the same for every backend: make cpu links $(BUILD)'s.
+LIB_BUILD ?= $(HOST_BUILD)
+LIB_OBJ  := $(patsubst src/%.cpp,$(LIB_BUILD)/src/%.o,$(filter-out $(MAINS),$(wildcard src/*.cpp)))
 
 .PHONY: all test test-all cpu run bench deps clean help
 .SECONDARY:  # keep the objects make would see as intermediate
@@ -150,6 +153,13 @@ $(BUILD)/src/%.o: src/%.cpp
 $(BUILD)/test/%.o: test/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
+$(patsubst src/%.cpp,$(BUILD)/src/%.o,$(MAINS)): CXXFLAGS += $(BACKEND_FLAGS)
+ifeq ($(origin LIB_BUILD),command line)  # make cpu's, made first by the make that called it
+$(LIB_BUILD)/src/%.o: src/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+endif
+$(BUILD)/test/%.o: CXXFLAGS += $(BACKEND_FLAGS)
 
 $(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(dir $@)
@@ -186,13 +196,14 @@ test-all: all emu lab-emu emu-asan-tests emu-tsan-tests $(if $(FUZZ_RT),fuzz-tar
 
 # make cpu builds the trainer and the sampler without the CUDA backend into $(BUILD)_cpu, whether
 # nvcc is found or not, so the build in $(BUILD) stays whole: what make run and the CPU recipe
-# (scripts/reproduce_paper.sh ... -- --device cpu) train with, and no more.
+# (scripts/reproduce_paper.sh ... -- --device cpu) train with, and no more. Only the mains are
+# compiled again; the library objects are $(BUILD)'s.
 # make run trains with it, unless configs/synthetic.json asks for --device cuda (then $(BUILD)).
 # Options of scripts/run_synthetic.sh go in ARGS: make run ARGS="--results scripts/results"
 # regenerates the README's table, figure and logs.
 CPU_BUILD := $(BUILD)_cpu
-cpu:
-	@$(MAKE) --no-print-directory BUILD=$(CPU_BUILD) NVCC= $(CPU_BUILD)/train $(CPU_BUILD)/sample
+cpu: $(LIB_OBJ)
+	@$(MAKE) --no-print-directory BUILD=$(CPU_BUILD) NVCC= LIB_BUILD=$(LIB_BUILD) $(CPU_BUILD)/train $(CPU_BUILD)/sample
 RUN_CUDA  := $(and $(NVCC),$(shell grep -l '"device": *"cuda"' configs/synthetic.json))
 RUN_BUILD := $(if $(RUN_CUDA),$(BUILD),$(CPU_BUILD))
 run: $(if $(RUN_CUDA),$(RUN_BUILD)/train $(RUN_BUILD)/sample,cpu)
