@@ -39,7 +39,7 @@ san_build asan _emu_asan emu-asan-tests sanitizer
 san_only asan test_cuda ${SAN_ONLY["emu-rev-defer test_cuda"]}
 san_only asan test_cuda_step ${SAN_ONLY["emu-rev-defer test_cuda_step"]}
 san_only asan test_cuda_bf16 ${SAN_ONLY["emu-rev-defer test_cuda_bf16"]}
-san_only asan test_cuda_flash cpu_ config forward_backward head_sizes alibi deterministic_fp32 unaligned \
+san_only asan test_cuda_flash cpu_ config forward_backward head_sizes cuda_flash_alibi deterministic_fp32 unaligned \
   bad_head_size cuda_flash_memory cuda_flash_model_learned cuda_flash_model_crope eval_longer_crope
 san_only asan test_cuda_graph sum_squares clip_grad capture_refuses scratch_growth tiles_rope call_order _learned \
   crope_dynamic
@@ -59,7 +59,7 @@ san_build tsan _emu_tsan emu-tsan-tests "race detector" \
   OMP_NUM_THREADS=1 "TSAN_OPTIONS=atexit_sleep_ms=0 ${TSAN_OPTIONS:-}"
 san_only tsan test_cuda cuda_encoder cuda_layernorm cuda_rope cuda_crope cuda_attention cuda_gelu cuda_residual \
   cuda_softmax cuda_adamw cuda_sum_squares cuda_tf32_model_learned_loss
-san_only tsan test_cuda_flash forward_backward head_sizes alibi unaligned
+san_only tsan test_cuda_flash forward_backward head_sizes cuda_flash_alibi unaligned
 san_only tsan test_cuda_step classifier profile copy_ints bf16_tiles _crope
 san_only tsan test_cuda_bf16 cuda_bf16_round cuda_bf16_encoder cuda_bf16_layernorm cuda_bf16_matmul cuda_bf16_rope \
   cuda_bf16_crope_expand cuda_bf16_gelu_residual cuda_bf16_classifier_loss cuda_bf16_cublas_attention \
