@@ -6,12 +6,11 @@ import json
 import shutil
 import math
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
-from testlib import check, finish, run_without  # noqa: E402
+from testlib import check, finish, run_in_process, run_without  # noqa: E402
 
 SCRIPT = os.path.join("scripts", "compare_runs.py")
 PY = sys.executable
@@ -76,8 +75,7 @@ def write_run(root, name, dataset, pos, seed, finals, *, steps=100, last_step=No
 
 
 def run(args):
-    p = subprocess.run([PY, SCRIPT] + args, capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
+    return run_in_process(SCRIPT, args)
 
 
 def parse_table(md, part=0):

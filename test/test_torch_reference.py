@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "data"))
-from testlib import check, finish, skip  # noqa: E402
+from testlib import check, finish, run_in_process, skip  # noqa: E402
 import shards  # noqa: E402
 
 TRAIN = os.environ.get("TRAIN", os.path.join(ROOT, "build", "train"))
@@ -55,13 +55,13 @@ def compare(pos, tmp, shard, name, model=MODEL, scaling=None, val=None):
     init = os.path.join(tmp, f"init_{name}.safetensors")
     extra = flags(scaling or {})
     ref_val = ["--val_data", val, "--val_lens", ",".join(map(str, VAL_LENS)), "--val_tokens", str(VAL_TOKENS)]
-    ref = subprocess.run([sys.executable, REFERENCE, "--pos", pos, "--data", shard, "--save_init", init,
-                          "--dtype", "float64", "--steps", str(STEPS), "--threads", "1"]
-                         + flags(model) + flags(BATCH) + flags(OPTIM) + extra + (ref_val if val else []),
-                         capture_output=True, text=True)
-    if ref.returncode != 0:
-        return f"torch_reference.py failed: {ref.stderr.strip()[-300:]}"
-    lines = [json.loads(line) for line in ref.stdout.splitlines() if line.startswith("{")]
+    rc, ref_out, ref_err = run_in_process(REFERENCE, ["--pos", pos, "--data", shard, "--save_init", init,
+                                                      "--dtype", "float64", "--steps", str(STEPS), "--threads", "1"]
+                                          + flags(model) + flags(BATCH) + flags(OPTIM) + extra
+                                          + (ref_val if val else []))
+    if rc != 0:
+        return f"torch_reference.py failed: {ref_err.strip()[-300:]}"
+    lines = [json.loads(line) for line in ref_out.splitlines() if line.startswith("{")]
     expect = [r for r in lines if "val_loss" not in r]
     run = os.path.join(tmp, f"run_{name}")
     # one evaluation, after the last step: B windows of the longest length, cut into each length's
