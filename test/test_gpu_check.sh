@@ -6,7 +6,7 @@
 # first call failing: fabric manager down, a cuda-compat libcuda over a newer driver, MIG without
 # an instance, CUDA_VISIBLE_DEVICES naming no GPU, a call that never returns); the data-parallel
 # part only with NCCL linked; racecheck's kernel filter; scripts/prepare_gpu_deps.sh's sources and
-# its error; and dry runs on the CPU execution layer (--emulated): a run whose plan leaves a part
+# its error; and, in the full tier, dry runs on the CPU execution layer (--emulated): a run whose plan leaves a part
 # out (the parts it cut are failures, the rest written as it goes), a second run with --skip-done
 # that does only what the first left (its rows copied, the report whole), --skip, a budget too
 # short for anything, a run killed part way (its report still written), and the benchmark's
@@ -393,9 +393,11 @@ curl_fake 'echo "not json" >"$5"'
 expect_only_error gpu_deps_bad_checksum "the downloaded json.hpp's sha256 is not v3.11.3's 9bea4c8066ef4a1c206b2be5a36302f8926f7fdc6087af5d20b417d0cf103ea6 \(install" -- \
   env PATH="$tmp/depsbin:$PATH" SYSTEM_INCLUDE=/nonexistent bash $pg "$tmp/deps4"
 
-# The dry runs on the CPU execution layer.
+# The dry runs on the CPU execution layer (a minute: the full tier's, make test-all).
 if ! grep -qs '^emu:' Makefile test/cuda_emu/emu.mk; then
   skip gpu_check_emulated "the Makefile has no emu target (the CPU execution layer)"
+elif [ "${TEST_ALL:-0}" != 1 ]; then
+  skip gpu_check_emulated "the dry runs on the CPU execution layer run in the full tier (TEST_ALL=1, make test-all)"
 else
   # the emulated build is make test's (a no-op then); built here when this test runs alone
   make --no-print-directory -j2 BUILD="${BUILD:-build}" ${EMU_BUILD:+EMU_BUILD="$EMU_BUILD"} emu lab-emu >"$tmp/build.log" 2>&1 ||

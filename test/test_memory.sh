@@ -73,6 +73,11 @@ elif memory_line memory_cpu_chunk --batch_size 16 --seq_len 1024 --device cpu &&
 fi
 expect_fail memory_bad_config "^error: .*batch_size" -- "$TRAIN" --config configs/paper.json --batch_size 0 --memory
 
+# (a minute of runs: the full tier's, make test-all)
+if [ "${TEST_ALL:-0}" != 1 ]; then
+  skip memory_peaks "the estimates against real runs' peaks run in the full tier (TEST_ALL=1, make test-all)"
+  finish
+fi
 # --- the estimate against the peak resident memory of real runs: the paper's model at B16 T256 on
 # the CPU, one step. grad_accum 4 holds one micro-step's activations from the start (before the
 # step-0 evaluation too), so it saves what the estimates differ by; evaluation at 4x the training
