@@ -281,14 +281,16 @@ need() {  # need NAME MESSAGE: a required prerequisite is missing or unfit
 # probe SECONDS CMD...: CMD's stdout and status (its stderr in WORK/probe.err), or status 124 once
 # SECONDS have passed without its end. Not `timeout`, which waits for the process it kills: one
 # stuck in the driver does not die.
+# It looks every 10 ms: read's timeout on a pipe nobody writes to (NAP), no process a look.
+exec {NAP}<> <(:)
 probe() {
   local s=$1 pid i rc
   shift
   "$@" >"$WORK/probe.out" 2>"$WORK/probe.err" &
   pid=$!
-  for ((i = 0; i < s * 10; i++)); do
+  for ((i = 0; i < s * 100; i++)); do
     kill -0 $pid 2>/dev/null || break
-    sleep 0.1
+    read -rt 0.01 -u $NAP _
   done
   if kill -0 $pid 2>/dev/null; then kill -KILL $pid 2>/dev/null; return 124; fi
   wait $pid
