@@ -133,9 +133,9 @@ fi
 # The longest programs (about a minute of CPU or more in the full tier) start first, so that the
 # jobs end near together rather than one long program running alone at the end; the rest keep
 # the order above.
-FIRST=("test_gpu_check.sh" "test_compare_runs.py" "test_emu_train.sh" "test_cuda_flash (emulated, sanitizer)"
-  "test_cuda_flash (emulated, race detector)" "test_cuda_graph (emulated, forward" "test_torch_reference.py"
-  "test_cuda_generate (emulated, forward" "test_recipes.py" "test_fuzz_readers.py" "test_memory.sh")
+FIRST=("test_gpu_check.sh" "test_cuda_graph (emulated, forward" "test_cuda_generate (emulated, forward"
+  "test_memory.sh" "test_cuda_flash (emulated, sanitizer)" "test_recipes.py" "test_emu_train.sh"
+  "test_cuda_flash (emulated, race detector)" "test_fuzz_readers.py" "test_compare_runs.py")
 order=()
 for f in "${FIRST[@]}"; do
   for i in "${!NAMES[@]}"; do [[ ${NAMES[i]} == *"$f"* && " ${order[*]} " != *" $i "* ]] && order+=("$i"); done
