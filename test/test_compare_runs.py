@@ -13,7 +13,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
 from testlib import check, finish, run_in_process, run_without  # noqa: E402
 
 SCRIPT = os.path.join("scripts", "compare_runs.py")
-PY = sys.executable
 PARAMS = {
     "rope": {"total": 7226240, "embeddings": 6432896, "attention": 264192},
     "crope": {"total": 7127936, "embeddings": 6432896, "attention": 165888},
