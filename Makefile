@@ -154,12 +154,12 @@ $(BUILD)/test/%.o: test/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(MAINS)): CXXFLAGS += $(BACKEND_FLAGS)
+$(BUILD)/test/%.o: CXXFLAGS += $(BACKEND_FLAGS)
 ifeq ($(origin LIB_BUILD),command line)  # make cpu's, made first by the make that called it
 $(LIB_BUILD)/src/%.o: src/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 endif
-$(BUILD)/test/%.o: CXXFLAGS += $(BACKEND_FLAGS)
 
 $(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(dir $@)
