@@ -1,7 +1,7 @@
 // Incremental decoding on the CUDA backends (src/generate.h; test_generate has the CPU's): the
 // KV cache's write and the one-query attention (flash-decoding: the keys in splits, then their
 // combination) against their CPU twins, in fp32 and bf16 (with ALiBi, over several splits); then for every position
-// scheme greedy runs of 200 tokens (text shorter than, equal to and longer than the window) on
+// scheme greedy runs of 40 tokens (text shorter than, equal to and longer than the window) on
 // GPT<CudaBackend<float>>: with the cache against the full recompute and against the CPU's cache, the
 // same tokens and logits equal to float rounding at every step; GPT<CudaBackend<bf16_t>> with the
 // cache against its own full recompute, within bf16's rounding; the same for RoPE scalings whose s
@@ -88,32 +88,34 @@ int main(int argc, char** argv) {
         const std::string n = s.name;
         [[maybe_unused]] const Pos p = s.pos;  // unused without CUDA
         // fp32 (flash attention for the prefills): with the cache against the full recompute
-        // and against the CPU's cache, 5 + 200 tokens through a window of 32
-        t.push_back({"cuda_generate_greedy_200_" + n, CUDA_FN([p] {
-                         return gen_compare<CB, CB>(gen_config(p, true), 5, 32, 200, 1e-4, greedy(), false);
+        // and against the CPU's cache, 5 + 40 tokens through a window of 32 (13 past it: every one a
+        // prefill of the last 32, as any later one would be)
+        t.push_back({"cuda_generate_greedy_" + n, CUDA_FN([p] {
+                         return gen_compare<CB, CB>(gen_config(p, true), 5, 32, 40, 1e-4, greedy(), false);
                      })});
         t.push_back({"cuda_generate_vs_cpu_" + n, CUDA_FN([p] {
-                         return gen_compare<CB, K>(gen_config(p, true), 5, 32, 200, 1e-4, greedy(), true);
+                         return gen_compare<CB, K>(gen_config(p, true), 5, 32, 40, 1e-4, greedy(), true);
                      })});
         // bf16: the cache's keys and values are the prefill's bf16 ones, as the recompute's are
         t.push_back({"cuda_bf16_generate_greedy_" + n, CUDA_FN([p] {
-                         return gen_compare<CudaBackend<bf16_t>, CudaBackend<bf16_t>>(gen_config(p, true), 5, 32, 200, 2e-2,
+                         return gen_compare<CudaBackend<bf16_t>, CudaBackend<bf16_t>>(gen_config(p, true), 5, 32, 40, 2e-2,
                                                                               greedy(), false);
                      })});
     }
     // RoPE scaling with s from the length (training length 12) as the text outgrows it: the cache,
-    // recomputed at each new s, against the CPU's (fp32) and against bf16's own full recompute
+    // recomputed at each new s up to the window of 48, then sliding 7 times, against the CPU's (fp32)
+    // and against bf16's own full recompute
     for (Pos p : {Pos::rope, Pos::crope})
         for (int k : {RopeScaling::dynamic, RopeScaling::yarn, RopeScaling::llama3}) {
             const std::string n = std::string(kRopeScalingNames[k]) + "_" + pos_name(p);
             // llama3 with partial rotary (f = 0.5): the unrotated channels through the cache too
             [[maybe_unused]] const RopeScaling sc = {(RopeScaling::Kind)k, 0, 12, k == RopeScaling::llama3 ? 0.5 : 1};
             t.push_back({"cuda_generate_scaling_vs_cpu_" + n, CUDA_FN([p, sc] {
-                             return gen_compare<CB, K>(gen_config(p, true, sc), 5, 48, 100, 1e-4, greedy(), true);
+                             return gen_compare<CB, K>(gen_config(p, true, sc), 5, 48, 50, 1e-4, greedy(), true);
                          })});
             t.push_back({"cuda_bf16_generate_scaling_" + n, CUDA_FN([p, sc] {
                              return gen_compare<CudaBackend<bf16_t>, CudaBackend<bf16_t>>(gen_config(p, true, sc), 5,
-                                                                                          48, 100, 2e-2, greedy(), false);
+                                                                                          48, 50, 2e-2, greedy(), false);
                          })});
         }
     return run_tests(t, argc, argv);

@@ -43,7 +43,7 @@ san_only asan test_cuda_flash cpu_ config forward_backward head_sizes cuda_flash
   bad_head_size cuda_flash_memory cuda_flash_model_learned cuda_flash_model_crope eval_longer_crope
 san_only asan test_cuda_graph sum_squares clip_grad capture_refuses scratch_growth tiles_rope call_order _learned \
   crope_dynamic
-san_only asan test_cuda_generate attention_decode greedy_200_rope greedy_200_alibi
+san_only asan test_cuda_generate attention_decode cuda_generate_greedy_rope cuda_generate_greedy_alibi
 
 # The race detector: any shared or global memory access no barrier or __syncwarp orders against
 # another thread's write (within a kernel: the kernel tests run each one). For time: test_cuda's
