@@ -570,7 +570,8 @@ struct Trainer {
 };
 
 // What this config's run allocates (model_memory_parts): a training step's model and activations
-// with what evaluation adds beside them, or with eval_only an inference model and evaluation's
+// with what evaluation adds beside them and, with sample_every, the sampler's KV cache (one row of
+// the window, as generate() reserves it), or with eval_only an inference model and evaluation's
 // own sets alone. *eval: evaluation's bytes, *Te: its longest length (eval_memory_bytes).
 static MemoryParts run_memory(const Config& c, const ModelConfig& mc, int act_bytes, bool cpu, double* eval = nullptr,
                               int* Te = nullptr) {
@@ -579,6 +580,8 @@ static MemoryParts run_memory(const Config& c, const ModelConfig& mc, int act_by
     const double e = eval_memory_bytes(mc, rows, c.seq_len, evaluated_lengths(c), act_bytes, cpu, Te, train);
     MemoryParts p = model_memory_parts(mc, rows, c.seq_len, train, act_bytes, cpu, c.grad_accum, position_len(c));
     p.activations = train ? p.activations + e : e;
+    if (train && c.sample_every > 0)
+        p.kv_cache = model_memory_parts(mc, 1, 1, false, act_bytes, cpu, 1, 0, gen_window(mc, GenOptions{})).kv_cache;
     if (eval) *eval = e;
     return p;
 }
@@ -608,8 +611,10 @@ static void print_memory(const Config& c, bool cpu) {
         !train ? std::string("evaluation only (an inference model: no gradients or AdamW moments)")
                : "training step of " + std::to_string(rows) + " x " + std::to_string(c.seq_len) + " tokens" +
                      (c.grad_accum > 1 ? " (one micro-step of " + std::to_string(c.grad_accum) + ")" : "");
-    printf("memory estimate, %s: attention flash %.0f MiB | cublas %.0f MiB (flash saves %.0f MiB) | %s\n",
+    printf("memory estimate, %s: attention flash %.0f MiB | cublas %.0f MiB (flash saves %.0f MiB) | %s",
            what.c_str(), flash, cublas, cublas - flash, head.c_str());
+    const double kv = run_memory(c, mc, act_bytes, cpu).kv_cache / 1048576.0;  // sample_every's
+    printf(kv > 0 ? " | of them the sampler's KV cache %.1f MiB\n" : "\n", kv);
 }
 
 // --memory: whether the run would use the CPU (not for --device cuda, nor auto on a machine with

@@ -71,6 +71,14 @@ elif memory_line memory_cpu_chunk --batch_size 16 --seq_len 1024 --device cpu &&
      [ $((FLASH - cpu_flash - want)) -le 1 ]; then pass memory_device_chunk
   else fail memory_device_chunk "--device cuda $FLASH MiB ($gpu_rows rows) - --device cpu $cpu_flash MiB ($cpu_rows rows) is not the $want MiB of their difference in rows of logits less the CPU head's scratch"; fi
 fi
+# --sample_every: the sampler's KV cache, one row of max_seq_len positions (keys and values of
+# every layer: 4 x 1024 x 128 x 2 floats, 4.0 MiB), counted in the estimate and named
+if memory_line memory_sampler_kv --device cpu --sample_every 100 && with=$FLASH with_line=$LINE &&
+  memory_line memory_without_sampler --device cpu; then
+  if grep -q "| of them the sampler's KV cache 4.0 MiB$" <<<"$with_line" && [ $((with - FLASH)) -ge 3 ] &&
+    [ $((with - FLASH)) -le 5 ]; then pass memory_sampler_kv_counted
+  else fail memory_sampler_kv_counted "with --sample_every: $with_line; without: $LINE"; fi
+fi
 expect_fail memory_bad_config "^error: .*batch_size" -- "$TRAIN" --config configs/paper.json --batch_size 0 --memory
 
 # (a minute of runs: the full tier's, make test-all)
