@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend_cpu.h"
+#include "backend.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "memory_estimate.h"
@@ -29,9 +29,6 @@
 #include "generate.h"
 #include "gpt2_decoder.h"
 #include "gpt2_encoder.h"
-#ifdef HAVE_CUDA
-#include "backend_cuda.h"
-#endif
 
 using json = nlohmann::json;
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "backend_cpu.h"
+#include "backend.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "memory_estimate.h"
@@ -33,9 +33,6 @@
 #include "model_io.h"
 #include "generate.h"
 #include "gpt2_decoder.h"
-#ifdef HAVE_CUDA
-#include "backend_cuda.h"
-#endif
 
 using json = nlohmann::json;
 
