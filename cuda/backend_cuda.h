@@ -183,8 +183,8 @@ void graph_launch(cudaGraphExec_t graph, cudaStream_t stream);
 void graph_free(cudaGraphExec_t graph);
 
 // TF32 tensor cores for the fp32 GEMMs (matmul and attention) and the fp32 flash attention
-// kernels. On by default (speed); tests comparing against the CPU turn it off. bf16 products
-// are bf16 whatever this says.
+// kernels (the trainer's --tf32). On by default (speed); tests comparing against the CPU turn it
+// off. bf16 products are bf16 whatever this says.
 void set_tf32(bool on);
 bool tf32_enabled();
 
@@ -298,7 +298,6 @@ struct CudaBackend : CudaDevice {
     static constexpr auto attention_decode = gpu::attention_decode<Act>;
     static constexpr auto gelu_forward = gpu::gelu_forward<Act>;
     static constexpr auto gelu_backward = gpu::gelu_backward<Act>;
-    static constexpr auto classifier_loss = gpu::classifier_loss<Act>;
     static constexpr auto classifier_head = gpu::classifier_head<Act>;
     static constexpr auto classifier_head_scratch = gpu::classifier_head_scratch;
     static constexpr auto classifier_tile_lse = gpu::classifier_tile_lse<Act>;

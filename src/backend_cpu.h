@@ -99,7 +99,6 @@ struct CpuBackend {
     static constexpr auto attention_decode = cpu::attention_decode<Real>;
     static constexpr auto gelu_forward = cpu::gelu_forward<Real>;
     static constexpr auto gelu_backward = cpu::gelu_backward<Real>;
-    static constexpr auto classifier_loss = cpu::classifier_loss<Real>;
     static constexpr auto classifier_head = cpu::classifier_head<Real>;
     static constexpr auto classifier_head_scratch = cpu::classifier_head_scratch<Real>;
     static constexpr auto classifier_tile_lse = cpu::classifier_tile_lse<Real>;

@@ -117,6 +117,9 @@ const Key kKeys[] = {
     {"cuda_graph", "output", &Config::cuda_graph,
      "1 = on the GPU, capture the training step once in a CUDA graph and replay it (no effect on the CPU, in the "
      "profiling mode or under mpirun, which run the step eagerly); 0 = launch every kernel each step"},
+    {"tf32", "output", &Config::tf32,
+     "1 = on the GPU, the fp32 GEMMs and flash attention multiply on TF32 tensor cores (fp32 accumulation); 0 = "
+     "plain fp32, as NVIDIA_TF32_OVERRIDE=0 (bf16 multiplies in bf16 either way)"},
     {"sample_every", "output", &Config::sample_every, "print a sample every this many steps (0 = never)"},
     {"encoder_json", "output", &Config::encoder_json,
      "GPT-2 encoder.json to decode samples with (ids are printed if missing)"},
@@ -606,6 +609,7 @@ void validate(const Config& c) {
                 std::to_string(c.classifier_tile));
     require(c.profile == 0 || c.profile == 1, "profile must be 0 or 1, got " + std::to_string(c.profile));
     require(c.cuda_graph == 0 || c.cuda_graph == 1, "cuda_graph must be 0 or 1, got " + std::to_string(c.cuda_graph));
+    require(c.tf32 == 0 || c.tf32 == 1, "tf32 must be 0 or 1, got " + std::to_string(c.tf32));
     require(c.zero == 0 || c.zero == 1, "zero must be 0 or 1 (ZeRO-1), got " + std::to_string(c.zero));
     require(c.dist_timeout >= 0,
             "dist_timeout must be >= 0 seconds (0 = wait forever), got " + to_text(c.dist_timeout));

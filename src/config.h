@@ -64,6 +64,7 @@ struct Config {
     int classifier_tile = 0;          // vocabulary columns per LM head + loss tile over all rows (0 = chunks of rows)
     int profile = 0;                  // 1 = time each step's phases (LM head + loss, attention, AdamW, rest)
     int cuda_graph = 1;               // 1 = the GPU replays the training step as one CUDA graph (one process)
+    int tf32 = 1;                     // 1 = fp32 GEMMs and flash attention on TF32 tensor cores (GPU)
     int sample_every = 0;
     std::string encoder_json = "data/gpt2/encoder.json";
     // parallel (mpirun: batch_size is the global batch, split evenly across the ranks)

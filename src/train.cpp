@@ -667,7 +667,7 @@ static bool use_cuda(const Config& c, int local_rank) {
 }
 
 // The arithmetic a run computes in: its precision, and on the GPU for fp32 whether the GEMMs and
-// flash attention multiply on TF32 tensor cores (unless NVIDIA_TF32_OVERRIDE=0).
+// flash attention multiply on TF32 tensor cores (--tf32, and not NVIDIA_TF32_OVERRIDE=0).
 static std::string arithmetic(const Config& c, const std::string& device) {
     std::string precision = c.precision;
 #ifdef HAVE_CUDA
@@ -819,6 +819,7 @@ static int train_main(int argc, char** argv) {
 #ifdef HAVE_CUDA
         if (cuda) {
             if (dg.mpi) CudaDevice::use_device(dg.local_rank);
+            gpu::set_tf32(cfg.tf32 == 1);
             // bf16: bf16 activations and GEMMs; fp32 master weights, gradients and AdamW moments
             std::string device = "cuda (" + CudaDevice::device_name() + ")";
             int rc = cfg.precision == "bf16" ? train_with<CudaBackend<bf16_t>>(cfg, resume, changes, device)

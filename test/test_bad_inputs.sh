@@ -114,6 +114,7 @@ expect_fail classifier_tile_not_128 "^error: .*classifier_tile must be 0 .*a pos
   run ct "$good" --classifier_tile 100
 expect_fail classifier_tile_negative "^error: .*classifier_tile must be 0 .*got -128" -- run ctn "$good" --classifier_tile -128
 expect_fail cuda_graph_value "^error: cuda_graph must be 0 or 1, got 2" -- run graph "$good" --cuda_graph 2
+expect_fail tf32_value "^error: tf32 must be 0 or 1, got 2" -- run tf32 "$good" --tf32 2
 
 d=$(mkdata magic 20240521 1 192 "$toks")
 expect_fail wrong_magic "^error: .*bad magic 20240521" -- run magic "$d"

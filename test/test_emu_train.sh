@@ -70,13 +70,15 @@ for pos in $($TRAIN --list-pos); do
   fi
   compare "emu_train_$pos" "$tmp/emu_$pos" "$tmp/cpu_$pos" 1e-5 0
   # the run above replays its step as a CUDA graph (--cuda_graph 1, the default); launching every
-  # kernel each step must give the same losses and norms, bit for bit
-  if NVIDIA_TF32_OVERRIDE=0 $EMU_TRAIN $args --pos "$pos" --device cuda --cuda_graph 0 --run_dir "$tmp/eager_$pos" \
+  # kernel each step must give the same losses and norms, bit for bit (TF32 off by --tf32 0 here,
+  # by the variable there: the same plain fp32)
+  if $EMU_TRAIN $args --pos "$pos" --device cuda --cuda_graph 0 --tf32 0 --run_dir "$tmp/eager_$pos" \
       >"$tmp/eager_$pos.txt" 2>&1; then
-    if grep -q '| step: CUDA graph |' "$tmp/emu_$pos.txt" && grep -q '| step: eager |' "$tmp/eager_$pos.txt"; then
+    if grep -q '| step: CUDA graph |' "$tmp/emu_$pos.txt" && grep -q '| step: eager |' "$tmp/eager_$pos.txt" &&
+      grep -q 'precision fp32 (TF32 off: plain fp32)' "$tmp/eager_$pos.txt"; then
       compare "emu_train_graph_vs_eager_$pos" "$tmp/emu_$pos" "$tmp/eager_$pos" 0 0
     else
-      fail "emu_train_graph_vs_eager_$pos" "the runs do not say 'step: CUDA graph' and 'step: eager'"
+      fail "emu_train_graph_vs_eager_$pos" "the runs do not say 'step: CUDA graph' and 'step: eager' (TF32 off)"
     fi
   else
     fail "emu_train_graph_vs_eager_$pos" "emulated cuda run failed: $(tail -1 "$tmp/eager_$pos.txt")"

@@ -255,12 +255,12 @@ static void op_checks(Rng& rng) {
             {{"logits", &lg}},
             [&] {
                 Vd z = lg, loss(N);
-                K::classifier_loss(z.data(), loss.data(), tgt.data(), N, V, V, 0.0);
+                cpu::classifier_loss(z.data(), loss.data(), tgt.data(), N, V, V, 0.0);
                 return loss;
             },
             [&](const Vd& d) {
                 Vd z = lg, loss(N);
-                K::classifier_loss(z.data(), loss.data(), tgt.data(), N, V, V, 1.0);
+                cpu::classifier_loss(z.data(), loss.data(), tgt.data(), N, V, V, 1.0);
                 for (int i = 0; i < N; i++)
                     for (int v = 0; v < V; v++) z[(size_t)i * V + v] *= d[i];
                 return std::vector<Vd>{z};
