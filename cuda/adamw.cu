@@ -31,7 +31,7 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
 
 }  // namespace
 
-void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, const StepScalars* s, double beta1, double beta2, float eps, float wd) {
+void adamw_update_bf16(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, const StepScalars* s, double beta1, double beta2, float eps, float wd) {
     const cudaStream_t stream = main_stream();
     if (n == 0) return;
     // 1 - beta in double, as the CPU twin (and torch) computes it
@@ -41,7 +41,7 @@ void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, s
 }
 
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const StepScalars* s, double beta1, double beta2, float eps, float wd) {
-    adamw_update(p, g, m, v, nullptr, n, s, beta1, beta2, eps, wd);
+    adamw_update_bf16(p, g, m, v, nullptr, n, s, beta1, beta2, eps, wd);
 }
 
 }  // namespace gpu

@@ -1098,17 +1098,11 @@ void attention_decode(Act* out, const Act* qkv, const Act* kc, const Act* vc, in
     cudaCheckLaunch();
 }
 
-#define INSTANTIATE(Act)                                                                                              \
-    template void attention_forward(Act*, Act*, const Act*, int, int, int, int, const PosData<float>&); \
-    template void attention_backward(Act*, Act*, const Act*, const Act*, const Act*, int, int, int, int,              \
-                                     const PosData<float>&);                                            \
-    template void attention_forward_lse(Act*, float*, const Act*, int, int, int, int, const PosData<float>&);                                                                \
-    template void attention_backward_lse(Act*, const Act*, const Act*, const Act*, const float*, int, int, int, int,  \
-                                         const PosData<float>&); \
-    template void kv_cache_write(Act*, Act*, const Act*, int, int, int, int, int);                      \
-    template void attention_decode(Act*, const Act*, const Act*, const Act*, int, int, int, int, int, const PosData<float>&);
-INSTANTIATE(float)
-INSTANTIATE(bf16_t)
-#undef INSTANTIATE
+GPU_INSTANTIATE(attention_forward)
+GPU_INSTANTIATE(attention_backward)
+GPU_INSTANTIATE(attention_forward_lse)
+GPU_INSTANTIATE(attention_backward_lse)
+GPU_INSTANTIATE(kv_cache_write)
+GPU_INSTANTIATE(attention_decode)
 
 }  // namespace gpu

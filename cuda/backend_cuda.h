@@ -2,8 +2,8 @@
 // (src/backend_cpu.h), so GPT<CudaBackend<Act>> (src/model.h) runs on the GPU unchanged; fp32
 // activations (Act = float) or bf16 ones (bf16_t, --precision bf16). This header is plain C++
 // (no CUDA types): host code compiled by g++ includes it; the definitions live in the .cu files
-// (nvcc). Every op is declared once, in namespace gpu below, and defined by the same name in its
-// .cu file; CudaBackend<Act> names each one.
+// (nvcc). Every op is listed once, in src/backend_ops.def: namespace gpu below declares it from
+// there, its .cu file defines it by the same name, and CudaBackend<Act> names it from there too.
 //
 // All pointers passed to the ops are device pointers. Every op queues its kernels and cuBLAS
 // calls on the backend's one compute stream, gpu::main_stream(), and does not synchronise,
@@ -45,133 +45,39 @@ namespace gpu {
 // default stream stays ordered before it).
 cudaStream_t main_stream();
 
-// ---- ops (same names and argument order as namespace cpu in src/ops/) ----
-// Act, the activations' element type, is float or bf16_t (--precision bf16): activations and
-// their gradients are Act; parameters, their gradients, LayerNorm's mean/rstd, attention's
-// log-sum-exps and the losses are float. The kernels compute in fp32 whatever Act is (bf16 is
-// read into float, and every sum, statistic and accumulator is fp32); only stores round to Act.
-// The GEMM weights (matmul w, the LM head) are Act too: the model's compute copy of the weights.
-template <class Act>
-void encoder_forward(Act* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C);
-// Deterministic: every (token, channel) sums its positions in increasing position order, a
-// long run of one token in pieces of consecutive positions added in order (encoder.cu).
-template <class Act>
-void encoder_backward(float* dwte, float* dwpe, const Act* dout, const int* tok, int B, int T, int C, int V);
+// ---- the ops: src/backend_ops.def's list (same names and arguments as namespace cpu in src/ops/),
+// declared here. The kernels compute in fp32 whatever Act is (bf16 is read into float, and every
+// sum, statistic and accumulator is fp32); only stores round to Act.
+#define OP(R, name, params) template <class Act> R name params;
+#define OP_F32(R, name, params) R name params;
+#define OP_PLAIN OP_F32
+#include "backend_ops.def"
+#undef OP
+#undef OP_F32
+#undef OP_PLAIN
+// In the .cu file that defines it: the launcher `name` for both activation types.
+#define GPU_INSTANTIATE(name)                   \
+    template decltype(name<float>) name<float>; \
+    template decltype(name<bf16_t>) name<bf16_t>;
 
+// ---- what the CUDA backend alone has
+// The loss kernel's launcher (classifier_head's second launch): losses (N) = -log
+// softmax(logits)[target]; with dscale != 0, logits (N, ld) <- (softmax - onehot) * dscale. Rows
+// of ld >= V columns (the padded vocabulary): columns [V, ld) are left out of the softmax and get
+// dlogits 0. Vector loads (16 bytes) when ld allows and logits is aligned. Losses, the max and the
+// sum are fp32 whatever Act is; dlogits overwrite the logits in Act.
 template <class Act>
-void layernorm_forward(Act* out, float* mean, float* rstd, const Act* inp, const float* w, const float* b, int N, int C);
-// res = x + (y + ybias) (ybias may be null; res may be x), then out = the LayerNorm of res
-// (src/ops/layernorm.h)
-template <class Act>
-void residual_layernorm_forward(Act* res, Act* out, float* mean, float* rstd, const Act* x, const Act* y, const float* ybias,
-                                const float* w, const float* b, int N, int C);
-// dsum, when given, adds the column sums of dinp as updated (src/ops/layernorm.h says why).
-template <class Act>
-void layernorm_backward(Act* dinp, float* dw, float* db, float* dsum, const Act* dout, const Act* inp, const float* w,
-                        const float* mean, const float* rstd, int N, int C);
-
-// bf16: bf16 tensor-core GEMMs with fp32 accumulation (split-K partials included), the output
-// rounded once; dw, dbias fp32. matmul_backward
-// overwrites dinp and adds to dw, dbias (src/ops/matmul.h); matmul_dinp_add adds to dinp, in Act
-// or in fp32 over bf16 operands (a sum kept in fp32 over several GEMMs: the classifier's tiles).
-template <class Act>
-void matmul_forward(Act* out, const Act* inp, const Act* w, const float* bias, int N, int IC, int OC);
-template <class Act>
-void matmul_backward(Act* dinp, float* dw, float* dbias, const Act* dout, const Act* inp, const Act* w, int N, int IC,
-                     int OC);
-template <class Act, class D>
-void matmul_dinp_add(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC);
-
-// rope_forward, gelu_forward/backward and residual_layernorm_forward add the fp32 bias (may be null) of the
-// linear layer whose output they read: that layer's GEMM writes none (src/ops/ says how).
-template <class Act>
-void rope_forward(Act* out, const Act* inp, const float* bias, const PosData<float>& pos, int B, int T, int C, int H);
-// The backwards of RoPE and GELU overwrite dinp (no zeroed buffer needed).
-template <class Act>
-void rope_backward(Act* dinp, const Act* dout, const PosData<float>& pos, int B, int T, int C, int H);
-
-// w: CRoPE's expanded (3C, C) weights, written in Act from the fp32 A, B.
-template <class Act>
-void crope_expand(Act* w, const float* Am, const float* Bm, int C);
-void crope_fold(float* dA, float* dB, const float* dw, int C);
-
-// The attention ops take the position data (src/pos.h, device memory): with ALiBi's slopes (H,),
-// each head's scores biased by -slopes[h] (i - j) inside the kernels (src/ops/attention.h).
-// The cuBLAS attention: the probabilities att (B,H,T,T) kept for backward, in the activations'
-// element type (bf16: scores and probabilities rounded to bf16, softmax in fp32).
-template <class Act>
-void attention_forward(Act* out, Act* att, const Act* qkv, int B, int T, int C, int H, const PosData<float>& pos);
-template <class Act>
-void attention_backward(Act* dqkv, Act* scratch, const Act* dout, const Act* qkv, const Act* att, int B, int T, int C,
-                        int H, const PosData<float>& pos);
-
-// Flash attention (FlashAttention-2 style, attention.cu): out (B,T,C) and lse (B,H,T), the
-// log-sum-exp of each query row's scaled scores; nothing of size T x T is stored. Backward
-// recomputes the scores from qkv and lse and reads the forward's out; deterministic (no
-// atomics). Head sizes D = C/H of 8, 16, 32, 64 or 128; others throw. bf16: tensor-core
-// (mma.sync) kernels at D = 16, 32, 64, the fp32 kernels reading bf16 at the others.
-template <class Act>
-void attention_forward_lse(Act* out, float* lse, const Act* qkv, int B, int T, int C, int H, const PosData<float>& pos);
-template <class Act>
-void attention_backward_lse(Act* dqkv, const Act* dout, const Act* qkv, const Act* out, const float* lse, int B, int T,
-                            int C, int H, const PosData<float>& pos);
-// Incremental decoding (src/generate.h): kv_cache_write stores the keys and values of qkv (B,T,3C)
-// at positions [pos, pos + T) of the cache kc, vc (B, cap, C); attention_decode runs the one query
-// of qkv (B,1,3C), at position n - 1, against the cache's first n positions into out (B,C).
-template <class Act>
-void kv_cache_write(Act* kc, Act* vc, const Act* qkv, int B, int T, int C, int pos, int cap);
-template <class Act>
-void attention_decode(Act* out, const Act* qkv, const Act* kc, const Act* vc, int B, int n, int cap, int C, int H,
-                      const PosData<float>& pos);
+void classifier_loss(Act* logits, float* losses, const int* targets, int N, int V, int ld, float dscale);
+// adamw_update that also writes p_act, p rounded to bf16 in the same pass: the GEMMs' copy of
+// the weights with bf16 activations.
+void adamw_update_bf16(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, const StepScalars* s,
+                       double beta1, double beta2, float eps, float wd);
+// dst = src rounded to nearest even bf16 (the weights' compute copy after they are set).
+void to_bf16(bf16_t* dst, const float* src, size_t n);
 // Whether the flash kernels take head size D; the check throws, listing the sizes they take
 // (the launchers call it, and the trainer before it starts).
 bool flash_supports_head_size(int D);
 void check_flash_head_size(int D);
-
-template <class Act>
-void gelu_forward(Act* out, const Act* inp, const float* bias, int N, int C);
-template <class Act>
-void gelu_backward(Act* dinp, const Act* inp, const float* bias, const Act* dout, int N, int C);
-
-// losses (N) = -log softmax(logits)[target]; with dscale != 0, logits (N, ld) <- (softmax - onehot)
-// * dscale. Rows of ld >= V columns (the padded vocabulary): columns [V, ld) are left out of the
-// softmax and get dlogits 0. Vector loads (16 bytes) when ld allows and logits is aligned.
-// Losses, the max and the sum are fp32 whatever Act is; dlogits overwrite the logits in A.
-template <class Act>
-void classifier_loss(Act* logits, float* losses, const int* targets, int N, int V, int ld, float dscale);
-// The same over vocabulary tiles z (N, w) of the padded logits' columns [v0, v0 + w), columns
-// >= V left out (src/ops/loss.h has the CPU twins and says what each pass does): per tile,
-// the running max m and sum of exp s, and the target's logit into losses; then the losses, and m
-// becomes the log-sum-exp; then per tile, dlogits over z from it.
-template <class Act>
-void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V);
-void classifier_tile_loss(float* losses, float* m, const float* s, int N);
-template <class Act>
-void classifier_tile_dlogits(Act* z, const float* lse, const int* targets, int N, int w, int v0, int V, float dscale);
-// The LM head and the loss of one chunk of rows (GPT::classifier): the logits GEMM, the loss and,
-// with dscale != 0, the head's backward (d x into dx, d w added into dw): three launches over one
-// chunk's logits, which stay in HBM (the CPU backend fuses them by tiles: src/ops/loss.h). It
-// needs no scratch: classifier_head_scratch is 0.
-template <class Act>
-void classifier_head(Act* logits, float* losses, const int* targets, const Act* x, const Act* w, Act* dx, float* dw,
-                     float* scratch, int N, int C, int V, int Vp, float dscale);
-size_t classifier_head_scratch(int rows, int C, int Vp);
-
-// lr, bias corrections and clip scale from s (device memory), read when the kernel runs.
-// p_act (may be null): the compute copy of the weights, p rounded to bf16, written in the
-// same pass.
-void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const StepScalars* s, double beta1,
-                  double beta2, float eps, float wd);
-void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, const StepScalars* s,
-                  double beta1, double beta2, float eps, float wd);
-// Sum of x[i]^2 in double, deterministic (fixed grid and reduction order), into *out (device).
-void sum_squares_to(double* out, const float* x, size_t n);
-// The same returned to the host. Synchronises.
-double sum_squares(const float* x, size_t n);
-// s->gscale = clip_scale(grad_clip, sqrt(s->sumsq)) (src/step.h), on the device.
-void clip_grad(StepScalars* s, double grad_clip);
-// dst = src rounded to nearest even bf16 (the weights' compute copy after they are set).
-void to_bf16(bf16_t* dst, const float* src, size_t n);
 
 // CUDA graphs of the training step (graph.cu): capture records what `work` queues on `stream`
 // (global mode: a call that would synchronise fails the capture, which is then ended and the
@@ -278,43 +184,16 @@ struct CudaBackend : CudaDevice {
             return alloc_bf16(n);
     }
 
-    static constexpr auto encoder_forward = gpu::encoder_forward<Act>;
-    static constexpr auto encoder_backward = gpu::encoder_backward<Act>;
-    static constexpr auto layernorm_forward = gpu::layernorm_forward<Act>;
-    static constexpr auto residual_layernorm_forward = gpu::residual_layernorm_forward<Act>;
-    static constexpr auto layernorm_backward = gpu::layernorm_backward<Act>;
-    static constexpr auto matmul_forward = gpu::matmul_forward<Act>;
-    static constexpr auto matmul_backward = gpu::matmul_backward<Act>;
-    static constexpr auto matmul_dinp_add = gpu::matmul_dinp_add<Act, float>;
-    static constexpr auto rope_forward = gpu::rope_forward<Act>;
-    static constexpr auto rope_backward = gpu::rope_backward<Act>;
-    static constexpr auto crope_expand = gpu::crope_expand<Act>;
-    static constexpr auto crope_fold = gpu::crope_fold;
-    static constexpr auto attention_forward = gpu::attention_forward<Act>;
-    static constexpr auto attention_backward = gpu::attention_backward<Act>;
-    static constexpr auto attention_forward_lse = gpu::attention_forward_lse<Act>;
-    static constexpr auto attention_backward_lse = gpu::attention_backward_lse<Act>;
-    static constexpr auto kv_cache_write = gpu::kv_cache_write<Act>;
-    static constexpr auto attention_decode = gpu::attention_decode<Act>;
-    static constexpr auto gelu_forward = gpu::gelu_forward<Act>;
-    static constexpr auto gelu_backward = gpu::gelu_backward<Act>;
-    static constexpr auto classifier_head = gpu::classifier_head<Act>;
-    static constexpr auto classifier_head_scratch = gpu::classifier_head_scratch;
-    static constexpr auto classifier_tile_lse = gpu::classifier_tile_lse<Act>;
-    static constexpr auto classifier_tile_loss = gpu::classifier_tile_loss;
-    static constexpr auto classifier_tile_dlogits = gpu::classifier_tile_dlogits<Act>;
+#define OP(R, name, params) static constexpr auto name = gpu::name<Act>;
+#define OP_F32(R, name, params) static constexpr auto name = gpu::name;
+#define OP_PLAIN OP_F32
+#include "backend_ops.def"
+#undef OP
+#undef OP_F32
+#undef OP_PLAIN
+    static constexpr auto adamw_update_bf16 = gpu::adamw_update_bf16;
+    static constexpr auto to_bf16 = gpu::to_bf16;
     // rows per classifier chunk: 4096 x 50304 fp32 logits (786 MiB, a quarter of the paper batch's);
     // until scripts/gpu_check.sh's LM head sweep measures the others (its head.md names the fastest)
     static constexpr int classifier_chunk = 4096;
-    // bf16: AdamW also writes the GEMMs' copy of the weights (the overload with p_act)
-    using AdamW = std::conditional_t<std::is_same<Act, float>::value,
-                                     void (*)(float*, const float*, float*, float*, size_t, const StepScalars*, double,
-                                              double, float, float),
-                                     void (*)(float*, const float*, float*, float*, bf16_t*, size_t,
-                                              const StepScalars*, double, double, float, float)>;
-    static constexpr AdamW adamw_update = gpu::adamw_update;
-    static constexpr auto sum_squares = gpu::sum_squares;
-    static constexpr auto sum_squares_to = gpu::sum_squares_to;
-    static constexpr auto clip_grad = gpu::clip_grad;
-    static constexpr auto to_bf16 = gpu::to_bf16;
 };

@@ -64,7 +64,6 @@ void crope_fold(float* dA, float* dB, const float* dw, int C) {
     cudaCheckLaunch();
 }
 
-template void crope_expand(float*, const float*, const float*, int);
-template void crope_expand(bf16_t*, const float*, const float*, int);
+GPU_INSTANTIATE(crope_expand)
 
 }  // namespace gpu

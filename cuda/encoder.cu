@@ -164,9 +164,7 @@ void encoder_backward(float* dwte, float* dwpe, const Act* dout, const int* tok,
     cudaCheckLaunch();
 }
 
-template void encoder_forward(float*, const int*, const float*, const float*, int, int, int);
-template void encoder_forward(bf16_t*, const int*, const float*, const float*, int, int, int);
-template void encoder_backward(float*, float*, const float*, const int*, int, int, int, int);
-template void encoder_backward(float*, float*, const bf16_t*, const int*, int, int, int, int);
+GPU_INSTANTIATE(encoder_forward)
+GPU_INSTANTIATE(encoder_backward)
 
 }  // namespace gpu

@@ -68,11 +68,7 @@ void gelu_backward(Act* dinp, const Act* inp, const float* bias, const Act* dout
     });
 }
 
-#define INSTANTIATE(Act)                                                              \
-    template void gelu_forward(Act*, const Act*, const float*, int, int); \
-    template void gelu_backward(Act*, const Act*, const float*, const Act*, int, int);
-INSTANTIATE(float)
-INSTANTIATE(bf16_t)
-#undef INSTANTIATE
+GPU_INSTANTIATE(gelu_forward)
+GPU_INSTANTIATE(gelu_backward)
 
 }  // namespace gpu

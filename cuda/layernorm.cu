@@ -142,14 +142,8 @@ void layernorm_backward(Act* dinp, float* dw, float* db, float* dsum, const Act*
     });
 }
 
-#define INSTANTIATE(Act)                                                                                                 \
-    template void layernorm_forward(Act*, float*, float*, const Act*, const float*, const float*, int, int); \
-    template void residual_layernorm_forward(Act*, Act*, float*, float*, const Act*, const Act*, const float*, const float*,   \
-                                             const float*, int, int);                                    \
-    template void layernorm_backward(Act*, float*, float*, float*, const Act*, const Act*, const float*, const float*,       \
-                                     const float*, int, int);
-INSTANTIATE(float)
-INSTANTIATE(bf16_t)
-#undef INSTANTIATE
+GPU_INSTANTIATE(layernorm_forward)
+GPU_INSTANTIATE(residual_layernorm_forward)
+GPU_INSTANTIATE(layernorm_backward)
 
 }  // namespace gpu

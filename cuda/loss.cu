@@ -207,14 +207,9 @@ size_t classifier_head_scratch(int, int, int) {
     return 0;
 }
 
-#define INSTANTIATE(Act)                                                                                                 \
-    template void classifier_loss(Act*, float*, const int*, int, int, int, float);                         \
-    template void classifier_tile_lse(const Act*, float*, float*, float*, const int*, int, int, int, int); \
-    template void classifier_tile_dlogits(Act*, const float*, const int*, int, int, int, int, float); \
-    template void classifier_head(Act*, float*, const int*, const Act*, const Act*, Act*, float*, float*, int, int, int, \
-                                  int, float);
-INSTANTIATE(float)
-INSTANTIATE(bf16_t)
-#undef INSTANTIATE
+GPU_INSTANTIATE(classifier_loss)
+GPU_INSTANTIATE(classifier_tile_lse)
+GPU_INSTANTIATE(classifier_tile_dlogits)
+GPU_INSTANTIATE(classifier_head)
 
 }  // namespace gpu

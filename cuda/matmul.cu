@@ -234,19 +234,14 @@ void matmul_backward(Act* dinp, float* dw, float* dbias, const Act* dout, const 
 }
 
 // dinp (N,IC) += dout (N,OC) . w (OC,IC)
-template <class Act, class D>
-void matmul_dinp_add(D* dinp, const Act* dout, const Act* w, int N, int IC, int OC) {
+template <class Act>
+void matmul_dinp_add(float* dinp, const Act* dout, const Act* w, int N, int IC, int OC) {
     const cudaStream_t stream = main_stream();
     if (N > 0 && IC > 0 && OC > 0) dinp_gemm(dinp, dout, w, N, IC, OC, 1.0f, stream);
 }
 
-#define INSTANTIATE(Act)                                                                               \
-    template void matmul_forward(Act*, const Act*, const Act*, const float*, int, int, int); \
-    template void matmul_backward(Act*, float*, float*, const Act*, const Act*, const Act*, int, int, int);
-INSTANTIATE(float)
-INSTANTIATE(bf16_t)
-#undef INSTANTIATE
-template void matmul_dinp_add(float*, const float*, const float*, int, int, int);
-template void matmul_dinp_add(float*, const bf16_t*, const bf16_t*, int, int, int);
+GPU_INSTANTIATE(matmul_forward)
+GPU_INSTANTIATE(matmul_backward)
+GPU_INSTANTIATE(matmul_dinp_add)
 
 }  // namespace gpu

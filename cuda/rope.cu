@@ -70,11 +70,7 @@ void rope_backward(Act* dinp, const Act* dout, const PosData<float>& pos, int B,
     rope<-1>(dinp, dout, nullptr, pos, B, T, C, H, stream);
 }
 
-#define INSTANTIATE(Act)                                                                                  \
-    template void rope_forward(Act*, const Act*, const float*, const PosData<float>&, int, int, int, int);                                                             \
-    template void rope_backward(Act*, const Act*, const PosData<float>&, int, int, int, int);
-INSTANTIATE(float)
-INSTANTIATE(bf16_t)
-#undef INSTANTIATE
+GPU_INSTANTIATE(rope_forward)
+GPU_INSTANTIATE(rope_backward)
 
 }  // namespace gpu

@@ -79,34 +79,13 @@ struct CpuBackend {
     static constexpr auto allgather = dist::allgather<Real>;
     static constexpr bool async_allreduce = false;  // the same cores compute and communicate: no overlap
 
-    static constexpr auto encoder_forward = cpu::encoder_forward<Real>;
-    static constexpr auto encoder_backward = cpu::encoder_backward<Real>;
-    static constexpr auto layernorm_forward = cpu::layernorm_forward<Real>;
-    static constexpr auto residual_layernorm_forward = cpu::residual_layernorm_forward<Real>;
-    static constexpr auto layernorm_backward = cpu::layernorm_backward<Real>;
-    static constexpr auto matmul_forward = cpu::matmul_forward<Real>;
-    static constexpr auto matmul_backward = cpu::matmul_backward<Real>;
-    static constexpr auto matmul_dinp_add = cpu::matmul_dinp_add<Real>;
-    static constexpr auto rope_forward = cpu::rope_forward<Real>;
-    static constexpr auto rope_backward = cpu::rope_backward<Real>;
-    static constexpr auto crope_expand = cpu::crope_expand<Real>;
-    static constexpr auto crope_fold = cpu::crope_fold<Real>;
-    static constexpr auto attention_forward = cpu::attention_forward<Real>;
-    static constexpr auto attention_backward = cpu::attention_backward<Real>;
-    static constexpr auto attention_forward_lse = cpu::attention_forward_lse<Real>;
-    static constexpr auto attention_backward_lse = cpu::attention_backward_lse<Real>;
-    static constexpr auto kv_cache_write = cpu::kv_cache_write<Real>;
-    static constexpr auto attention_decode = cpu::attention_decode<Real>;
-    static constexpr auto gelu_forward = cpu::gelu_forward<Real>;
-    static constexpr auto gelu_backward = cpu::gelu_backward<Real>;
-    static constexpr auto classifier_head = cpu::classifier_head<Real>;
-    static constexpr auto classifier_head_scratch = cpu::classifier_head_scratch<Real>;
-    static constexpr auto classifier_tile_lse = cpu::classifier_tile_lse<Real>;
-    static constexpr auto classifier_tile_loss = cpu::classifier_tile_loss<Real>;
-    static constexpr auto classifier_tile_dlogits = cpu::classifier_tile_dlogits<Real>;
+    // the ops (src/backend_ops.def): each the CPU twin of the same name in src/ops/
+#define OP(R, name, params) static constexpr auto name = cpu::name<Real>;
+#define OP_F32 OP
+#define OP_PLAIN(R, name, params) static constexpr auto name = cpu::name;
+#include "backend_ops.def"
+#undef OP
+#undef OP_F32
+#undef OP_PLAIN
     static constexpr int classifier_chunk = kCpuClassifierChunk;  // rows (params.h): BLAS-sized, 103 MiB at V=50304
-    static constexpr auto adamw_update = cpu::adamw_update<Real>;
-    static constexpr auto sum_squares = cpu::sum_squares<Real>;
-    static constexpr auto sum_squares_to = cpu::sum_squares_to<Real>;
-    static constexpr auto clip_grad = cpu::clip_grad;
 };

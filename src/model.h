@@ -543,7 +543,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
             if (b >= e) return;
             Real *pb = params + b, *gb = grads + b, *mb = m + (b - sync.shard.begin), *vb = v + (b - sync.shard.begin);
             if constexpr (kActCopy)
-                BK::adamw_update(pb, gb, mb, vb, wc + b, e - b, scalars, o.beta1, o.beta2, o.eps, wd);
+                BK::adamw_update_bf16(pb, gb, mb, vb, wc + b, e - b, scalars, o.beta1, o.beta2, o.eps, wd);
             else
                 BK::adamw_update(pb, gb, mb, vb, e - b, scalars, o.beta1, o.beta2, o.eps, wd);
         };

@@ -342,7 +342,7 @@ std::string test_adamw_copy() {
     std::string why;
     for (int t = 1; t <= 3; t++) {
         CB::copy_scalars_from_host(ds, adamw_scalars(1e-3f, 0.9, 0.999, t, 0.7f));
-        gpu::adamw_update(gp.p, gg.p, gm.p, gv.p, copy.p, n, ds, 0.9, 0.999, 1e-8f, 0.01f);
+        gpu::adamw_update_bf16(gp.p, gg.p, gm.p, gv.p, copy.p, n, ds, 0.9, 0.999, 1e-8f, 0.01f);
         gpu::adamw_update(rp.p, gg.p, rm.p, rv.p, n, ds, 0.9, 0.999, 1e-8f, 0.01f);
         Vec pt = gp.get();
         expect_close(why, "p", pt, rp.get(), 0.0);

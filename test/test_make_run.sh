@@ -27,10 +27,13 @@ if grep -q -- "-DCUDA_LEFT_OUT.* -c src/train.cpp -o $tmp/b_cpu/src/train.o" <<<
   ! grep -q HAVE_CUDA <<<"$out" && ! grep -- "-o $tmp/b/" <<<"$out" | grep -qv -- "-c src/[a-z_0-9]*\.cpp -o $tmp/b/src/" &&
   ! grep -q -- "-c src/train.cpp -o $tmp/b/" <<<"$out"; then pass make_cpu_left_out_on_purpose
 else fail make_cpu_left_out_on_purpose "$(grep -m2 -e src/train.cpp -e "$nvcc" -e HAVE_CUDA <<<"$out" || tail -c 300 <<<"$out")"; fi
-# which is sound while no file of src/ but the mains names the backend's macros
-named=$(grep -l 'HAVE_CUDA\|CUDA_LEFT_OUT' src/*.cpp src/*.h src/*/* 2>/dev/null | grep -v '^src/\(train\|sample\)\.cpp$')
-if [ -z "$named" ]; then pass library_objects_backend_free
-else fail library_objects_backend_free "the library objects are shared by both builds, but $named names HAVE_CUDA or CUDA_LEFT_OUT"; fi
+# which is sound while no file of src/ but the mains and src/backend.h (the backend choice, which
+# only the mains include) names the backend's macros
+named=$(grep -l 'HAVE_CUDA\|CUDA_LEFT_OUT' src/*.cpp src/*.h src/*/* 2>/dev/null |
+  grep -v '^src/\(train\|sample\)\.cpp$\|^src/backend\.h$')
+includers=$(grep -l '#include "backend\.h"' src/*.cpp src/*.h src/*/* 2>/dev/null | grep -v '^src/\(train\|sample\)\.cpp$')
+if [ -z "$named$includers" ]; then pass library_objects_backend_free
+else fail library_objects_backend_free "the library objects are shared by both builds, but $named names HAVE_CUDA or CUDA_LEFT_OUT, or $includers includes src/backend.h"; fi
 
 out=$(make -n --no-print-directory all BUILD="$tmp/b" NVCC="$nvcc" 2>&1)
 # (make all also makes build_cpu/, whose objects alone say CUDA_LEFT_OUT)
