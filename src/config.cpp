@@ -15,10 +15,40 @@
 
 using json = nlohmann::json;
 
+template <>
+const std::vector<std::string>& choice_names<Pos>() {
+    static const std::vector<std::string> n = [] {
+        std::vector<std::string> v;
+        for (int p = 0; p < (int)std::size(kPosSchemes); p++) v.push_back(pos_name((Pos)p));
+        return v;
+    }();
+    return n;
+}
+template <>
+const std::vector<std::string>& choice_names<RopeScaling::Kind>() {
+    static const std::vector<std::string> n(std::begin(kRopeScalingNames), std::end(kRopeScalingNames));
+    return n;
+}
+#define CHOICE_NAMES(E, ...)                                    \
+    template <>                                                 \
+    const std::vector<std::string>& choice_names<E>() {         \
+        static const std::vector<std::string> n = {__VA_ARGS__}; \
+        return n;                                               \
+    }
+CHOICE_NAMES(DataOrder, "sequential", "shuffle")
+CHOICE_NAMES(Decay, "all", "matrices")
+CHOICE_NAMES(Schedule, "constant", "step", "cosine")
+CHOICE_NAMES(Device, "cpu", "cuda", "auto")
+CHOICE_NAMES(Precision, "fp32", "bf16")
+CHOICE_NAMES(Attention, "flash", "cublas")
+#undef CHOICE_NAMES
+
 namespace {
 
 using Field = std::variant<std::string Config::*, int Config::*, double Config::*, uint64_t Config::*,
-                           std::vector<int> Config::*>;
+                           std::vector<int> Config::*, Pos Config::*, RopeScaling::Kind Config::*,
+                           DataOrder Config::*, Decay Config::*, Schedule Config::*, Device Config::*,
+                           Precision Config::*, Attention Config::*>;
 
 struct Key {
     const char* name;
@@ -245,6 +275,12 @@ void parse_text(const std::string& s, std::vector<int>& out, const std::string& 
     }
 }
 
+// A choice key's value by name; what: "--KEY" or "config key 'KEY' in FILE".
+template <class E, class = std::enable_if_t<std::is_enum<E>::value>>
+void parse_text(const std::string& s, E& out, const std::string& what) {
+    out = parse_choice<E>(what.rfind("--", 0) == 0 ? what.substr(2) : what, s);
+}
+
 void from_json_value(const json& j, std::string& out, const std::string& what) {
     if (!j.is_string()) bad_value(what, j.dump(), "a string");
     out = j.get<std::string>();
@@ -264,6 +300,12 @@ void from_json_value(const json& j, uint64_t& out, const std::string& what) {
     if (!j.is_number_unsigned()) bad_value(what, j.dump(), "a non-negative integer");
     out = j.get<uint64_t>();
 }
+template <class E, class = std::enable_if_t<std::is_enum<E>::value>>
+void from_json_value(const json& j, E& out, const std::string& what) {
+    std::string name;
+    from_json_value(j, name, what);
+    parse_text(name, out, what);
+}
 void from_json_value(const json& j, std::vector<int>& out, const std::string& what) {
     if (j.is_string()) return parse_text(j.get<std::string>(), out, what);
     if (!j.is_array()) bad_value(what, j.dump(), "an array of integers or a string like \"512,1024\"");
@@ -277,7 +319,10 @@ void from_json_value(const json& j, std::vector<int>& out, const std::string& wh
 
 template <class Value>
 json to_json_value(const Value& v) {
-    return json(v);
+    if constexpr (std::is_enum<Value>::value)
+        return json(choice_name(v));
+    else
+        return json(v);
 }
 
 std::string to_text(const std::string& v) {
@@ -293,6 +338,10 @@ std::string to_text(double v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", v);
     return buf;
+}
+template <class E, class = std::enable_if_t<std::is_enum<E>::value>>
+std::string to_text(E v) {
+    return to_text(choice_name(v));
 }
 std::string to_text(const std::vector<int>& v) {
     std::string s;
@@ -329,36 +378,12 @@ void require(bool ok, const std::string& msg) {
     if (!ok) throw std::runtime_error(msg);
 }
 
-void require_one_of(const std::string& key, const std::string& v, std::initializer_list<const char*> allowed) {
-    std::string list;
-    for (const char* a : allowed) {
-        if (v == a) return;
-        list += (list.empty() ? "" : " | ") + std::string(a);
-    }
-    throw std::runtime_error(key + " must be one of " + list + ", got '" + v + "'");
-}
+using Options = std::vector<std::pair<std::string, std::string>>;
 
-}  // namespace
-
-Config parse_args(int argc, char** argv) {
-    Config c;
-    std::vector<std::string> args(argv + 1, argv + argc);
-    // --help wins over everything else so it works even next to a broken option
-    for (const std::string& a : args)
-        if (a == "--help" || a == "-h") {
-            c.help = true;
-            return c;
-        }
-    for (const std::string& a : args)
-        if (a == "--list-pos" || a == "--list_pos") {
-            c.list_pos = true;
-            return c;
-        }
-
-    // Split into (key, value) pairs first: "--key value" or "--key=value", dashes -> underscores.
-    // --overwrite and --memory are the flags without a value.
-    std::vector<std::pair<std::string, std::string>> opts;
-    bool overwrite = false, memory = false;
+// The arguments as (key, value) pairs: "--key value" or "--key=value", dashes -> underscores.
+// --overwrite and --memory are the flags without a value.
+Options split_options(const std::vector<std::string>& args, bool& overwrite, bool& memory) {
+    Options opts;
     for (size_t i = 0; i < args.size(); i++) {
         const std::string& a = args[i];
         if (a == "--overwrite") {
@@ -395,8 +420,12 @@ Config parse_args(int argc, char** argv) {
         }
         opts.emplace_back(key, value);
     }
+    return opts;
+}
 
-    // Base: defaults, or the resumed run's resolved config (so CLI overrides still apply on resume).
+// What the options apply to: the defaults, or the resumed (or evaluated) run's resolved config,
+// so that the command line still overrides it.
+Config base_config(const Options& opts, bool overwrite) {
     std::string resume, eval_only;
     bool init_from = false;
     for (const auto& [key, value] : opts) {
@@ -412,6 +441,7 @@ Config parse_args(int argc, char** argv) {
         throw std::runtime_error("--init_from starts a new run from weights; --resume continues one: give only one");
     if (!resume.empty() && overwrite)
         throw std::runtime_error("--overwrite deletes a run; --resume continues it: give only one");
+    Config c;
     if (!resume.empty()) {
         try {
             c = resumed_config(resume);
@@ -427,6 +457,28 @@ Config parse_args(int argc, char** argv) {
         }
         c.init_from.clear();  // the weights the run started from, not those it ended with
     }
+    return c;
+}
+
+}  // namespace
+
+Config parse_args(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    // --help wins over everything else so it works even next to a broken option
+    Config c;
+    for (const std::string& a : args)
+        if (a == "--help" || a == "-h") {
+            c.help = true;
+            return c;
+        }
+    for (const std::string& a : args)
+        if (a == "--list-pos" || a == "--list_pos") {
+            c.list_pos = true;
+            return c;
+        }
+    bool overwrite = false, memory = false;
+    const Options opts = split_options(args, overwrite, memory);
+    c = base_config(opts, overwrite);
     for (const auto& [key, value] : opts)  // several --config files apply left to right
         if (key == "config") apply_json_file(c, value);
     for (const auto& opt : opts) {  // not a structured binding: C++17 lets no lambda capture one (clang refuses)
@@ -476,8 +528,8 @@ std::string help_text() {
 }
 
 void validate_model(const Config& c) {
-    const PosTraits* pos = find_pos(c.pos);
-    require(pos, "pos must be one of " + pos_names() + ", got '" + c.pos + "'");
+    const PosTraits* pos = &pos_traits(c.pos);
+    const std::string pos_is = "pos=" + std::string(pos_name(c.pos));
     // Past 2^20 the layout's sizes overflow (4 x n_embd in an int) before the memory check could
     // say the model is too large; every real model is far below (and see the count at the end).
     constexpr int kMaxSize = 1 << 20;
@@ -490,15 +542,15 @@ void validate_model(const Config& c) {
             "n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" + std::to_string(c.n_head) + ")");
     // odd C implies odd D, so check C first to give the complex projection's more specific message
     require(!pos->complex_qkv || c.n_embd % 2 == 0,
-            "pos=" + c.pos + " needs an even n_embd, got " + std::to_string(c.n_embd));
+            pos_is + " needs an even n_embd, got " + std::to_string(c.n_embd));
     int D = c.n_embd / c.n_head;
     require(!pos->rotary || D % 2 == 0,
-            "pos=" + c.pos + " needs an even head size, got n_embd/n_head = " + std::to_string(D));
+            pos_is + " needs an even head size, got n_embd/n_head = " + std::to_string(D));
     require(!pos->rotary || c.rope_base > 0, "rope_base must be > 0");
     require(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1,
             "partial_rotary_factor must be in (0, 1], got " + to_text(c.partial_rotary_factor));
     require(pos->rotary || c.partial_rotary_factor == 1,
-            "partial_rotary_factor " + to_text(c.partial_rotary_factor) + " is set, but pos=" + c.pos +
+            "partial_rotary_factor " + to_text(c.partial_rotary_factor) + " is set, but " + pos_is +
                 " rotates nothing (the key is for the rotary schemes)");
     RopeScaling rotary;
     rotary.partial = c.partial_rotary_factor;
@@ -506,11 +558,9 @@ void validate_model(const Config& c) {
     require(!pos->rotary || R >= 2, "partial_rotary_factor " + to_text(c.partial_rotary_factor) +
                                         " rotates no pair of head size " + std::to_string(D) +
                                         ": R = 2 floor(f D / 2) = " + std::to_string(R) + ", needs f >= 2/D");
-    RopeScaling::Kind kind = RopeScaling::none;
-    require(find_rope_scaling(c.rope_scaling, kind),
-            "rope_scaling must be one of " + rope_scaling_names() + ", got '" + c.rope_scaling + "'");
+    const RopeScaling::Kind kind = c.rope_scaling;
     require(pos->rotary || kind == RopeScaling::none,
-            "rope_scaling " + c.rope_scaling + " is set, but pos=" + c.pos +
+            "rope_scaling " + choice_name(kind) + " is set, but " + pos_is +
                 " rotates nothing to scale (the key is for the rotary schemes)");
     require(c.rope_scaling_factor == 0 || (c.rope_scaling_factor >= 1 && std::isfinite(c.rope_scaling_factor)),
             "rope_scaling_factor must be 0 (from the length) or a finite s >= 1, got " +
@@ -520,14 +570,14 @@ void validate_model(const Config& c) {
     require(c.rope_train_len >= 0, "rope_train_len must be >= 0 (0 = seq_len), got " + std::to_string(c.rope_train_len));
     require(c.sin_scale > 0, "sin_scale must be > 0, got " + to_text(c.sin_scale));
     require(pos->fixed_table || c.sin_scale == kSinScale,
-            "sin_scale " + to_text(c.sin_scale) + " is set, but pos=" + c.pos +
+            "sin_scale " + to_text(c.sin_scale) + " is set, but " + pos_is +
                 " adds no sinusoidal table to scale (the key is for pos=sinusoidal)");
     require(c.vocab_size >= 1 && c.vocab_size <= 65536,
             "vocab_size must be in 1..65536 (tokens are uint16), got " + std::to_string(c.vocab_size));
     require(c.max_seq_len >= 1, "max_seq_len must be >= 1, got " + std::to_string(c.max_seq_len));
     require(!pos->decay || c.max_seq_len <= xpos_max_positions(),
             "max_seq_len " + std::to_string(c.max_seq_len) + " is past the " + std::to_string(xpos_max_positions()) +
-                " positions of pos=" + c.pos + " (its decay's factors leave fp32's range there)");
+                " positions of " + pos_is + " (its decay's factors leave fp32's range there)");
     require(c.mlp_hidden >= 0 && c.mlp_hidden % 8 == 0,
             "mlp_hidden must be 0 (4 x n_embd) or a positive multiple of 8, got " + std::to_string(c.mlp_hidden));
     if (!c.match_params.empty()) {
@@ -554,7 +604,6 @@ void validate(const Config& c) {
     validate_model(c);
 
     require(!c.train_data.empty(), "train_data is not set (a shard glob or a folder; see --help)");
-    require_one_of("data_order", c.data_order, {"sequential", "shuffle"});
     require(c.batch_size >= 1, "batch_size must be >= 1, got " + std::to_string(c.batch_size));
     require(c.grad_accum >= 1, "grad_accum must be >= 1, got " + std::to_string(c.grad_accum));
     require(c.batch_size % c.grad_accum == 0, "batch_size " + std::to_string(c.batch_size) +
@@ -570,9 +619,7 @@ void validate(const Config& c) {
     require(c.beta2 >= 0 && c.beta2 < 1, "beta2 must be in [0, 1), got " + to_text(c.beta2));
     require(c.eps > 0, "eps must be > 0, got " + to_text(c.eps));
     require(c.weight_decay >= 0, "weight_decay must be >= 0, got " + to_text(c.weight_decay));
-    require_one_of("decay", c.decay, {"all", "matrices"});
-    require_one_of("schedule", c.schedule, {"constant", "step", "cosine"});
-    if (c.schedule == "step") {
+    if (c.schedule == Schedule::step) {
         require(c.gamma > 0, "gamma must be > 0 for schedule=step, got " + to_text(c.gamma));
         require(c.step_size >= 1, "step_size must be >= 1 for schedule=step, got " + std::to_string(c.step_size));
     }
@@ -585,9 +632,9 @@ void validate(const Config& c) {
     require(c.eval_batches >= 0, "eval_batches must be >= 0, got " + std::to_string(c.eval_batches));
     for (int t : c.eval_seq_lens) {
         require(t >= 1, "eval_seq_lens entries must be >= 1, got " + std::to_string(t));
-        require(!find_pos(c.pos)->decay || t <= xpos_max_positions(),
+        require(!pos_traits(c.pos).decay || t <= xpos_max_positions(),
                 "eval_seq_lens entry " + std::to_string(t) + " is past the " + std::to_string(xpos_max_positions()) +
-                    " positions of pos=" + c.pos + " (its decay's factors leave fp32's range there)");
+                    " positions of pos=" + std::string(pos_name(c.pos)) + " (its decay's factors leave fp32's range there)");
     }
     for (int t : c.accuracy_tokens)
         require(t >= 0 && t < c.vocab_size,
@@ -598,9 +645,6 @@ void validate(const Config& c) {
                                          std::to_string(c.keep_checkpoints));
     require(c.keep_every >= 0, "keep_every must be >= 0 (0 = none), got " + std::to_string(c.keep_every));
     require(!c.run_dir.empty(), "run_dir must not be empty");
-    require_one_of("device", c.device, {"cpu", "cuda", "auto"});
-    require_one_of("precision", c.precision, {"fp32", "bf16"});
-    require_one_of("attention", c.attention, {"cublas", "flash"});
     require(c.sample_every >= 0, "sample_every must be >= 0, got " + std::to_string(c.sample_every));
     require(c.classifier_chunk >= 0,
             "classifier_chunk must be >= 0 (0 = the device's choice), got " + std::to_string(c.classifier_chunk));
@@ -638,8 +682,7 @@ Config config_from_json(const json& j, const std::string& where) {
     }
     apply_json(c, keys, where);
     // a record from before the key existed: its sinusoidal table was the unscaled one
-    const PosTraits* pos = find_pos(c.pos);
-    if (keys.is_object() && !keys.contains("sin_scale") && pos && pos->fixed_table) c.sin_scale = 1;
+    if (keys.is_object() && !keys.contains("sin_scale") && pos_traits(c.pos).fixed_table) c.sin_scale = 1;
     return c;
 }
 
@@ -713,10 +756,10 @@ json resume_changes(const Config& was, const Config& now) {
 
 ModelConfig model_config(const Config& c) {
     ModelConfig m;
-    m.pos = parse_pos(c.pos);
+    m.pos = c.pos;
     m.L = c.n_layer, m.H = c.n_head, m.C = c.n_embd, m.V = c.vocab_size, m.maxT = c.max_seq_len;
     m.rope_base = c.rope_base;
-    find_rope_scaling(c.rope_scaling, m.rope_scaling.kind);
+    m.rope_scaling.kind = c.rope_scaling;
     m.rope_scaling.factor = c.rope_scaling_factor;
     m.rope_scaling.train_len = c.rope_train_len > 0 ? c.rope_train_len : c.seq_len;
     m.rope_scaling.partial = c.partial_rotary_factor;
@@ -724,7 +767,7 @@ ModelConfig model_config(const Config& c) {
     m.mlp_hidden = c.mlp_hidden;
     if (m.mlp_hidden == 0)
         m.mlp_hidden = c.match_params.empty() ? 4 * m.C : matched_mlp_hidden(m, parse_pos(c.match_params));
-    m.flash = c.attention == "flash";
+    m.flash = c.attention == Attention::flash;
     m.classifier_chunk = c.classifier_chunk;
     m.classifier_tile = c.classifier_tile;
     return m;
@@ -732,8 +775,8 @@ ModelConfig model_config(const Config& c) {
 
 double lr_at(const Config& c, int step) {
     if (step < c.warmup_steps) return c.lr * (step + 1) / c.warmup_steps;
-    if (c.schedule == "step") return c.lr * std::pow(c.gamma, step / c.step_size);
-    if (c.schedule == "cosine") {
+    if (c.schedule == Schedule::step) return c.lr * std::pow(c.gamma, step / c.step_size);
+    if (c.schedule == Schedule::cosine) {
         double span = std::max(1, c.steps - c.warmup_steps);
         double progress = std::min(1.0, (step - c.warmup_steps) / span);
         return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(M_PI * progress));

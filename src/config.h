@@ -3,14 +3,58 @@
 // JSON loader, the CLI parser, --help and config_to_json can never disagree.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "params.h"
 
+// The choice keys' values, each parsed once (from its name, at the edge: a file or the command
+// line) into an enum; choice_names<E>() lists its names in the enum's order (pos and rope_scaling
+// take src/pos.h's tables).
+enum class DataOrder { sequential, shuffle };
+enum class Decay { all, matrices };  // which parameters decay
+enum class Schedule { constant, step, cosine };
+enum class Device { cpu, cuda, automatic };  // "auto"
+enum class Precision { fp32, bf16 };
+enum class Attention { flash, cublas };
+template <class E>
+const std::vector<std::string>& choice_names();
+template <>
+const std::vector<std::string>& choice_names<Pos>();
+template <>
+const std::vector<std::string>& choice_names<RopeScaling::Kind>();
+template <>
+const std::vector<std::string>& choice_names<DataOrder>();
+template <>
+const std::vector<std::string>& choice_names<Decay>();
+template <>
+const std::vector<std::string>& choice_names<Schedule>();
+template <>
+const std::vector<std::string>& choice_names<Device>();
+template <>
+const std::vector<std::string>& choice_names<Precision>();
+template <>
+const std::vector<std::string>& choice_names<Attention>();
+template <class E>
+const std::string& choice_name(E e) {
+    return choice_names<E>()[(size_t)e];
+}
+// E's value named `name`; else throws "KEY must be one of A | B, got 'NAME'" (key: the setting).
+template <class E>
+E parse_choice(const std::string& key, const std::string& name) {
+    const std::vector<std::string>& n = choice_names<E>();
+    std::string names;
+    for (size_t i = 0; i < n.size(); i++) {
+        if (n[i] == name) return (E)i;
+        names += (i ? " | " : "") + n[i];
+    }
+    throw std::runtime_error(key + " must be one of " + names + ", got '" + name + "'");
+}
+
 struct Config {
     // model
-    std::string pos = "rope";  // a scheme name of src/pos.h
+    Pos pos = Pos::rope;
     int n_layer = 4;           // L
     int n_head = 4;            // H
     int n_embd = 128;          // C
@@ -18,7 +62,7 @@ struct Config {
     int max_seq_len = 1024;    // maxT
     double rope_base = 10000.0;
     double partial_rotary_factor = 1;   // f: the share of each head's channels that rotate
-    std::string rope_scaling = "none";  // a kind of src/pos.h's RopeScaling
+    RopeScaling::Kind rope_scaling = RopeScaling::none;
     double rope_scaling_factor = 0;     // s >= 1 (0 = from the length)
     int rope_train_len = 0;             // L_train of the scaling (0 = seq_len, or --init_from's)
     double sin_scale = kSinScale;  // sinusoidal: the factor the fixed table is multiplied by
@@ -27,7 +71,7 @@ struct Config {
     // data
     std::string train_data;                 // glob or folder (required)
     std::string val_data;                   // glob or folder ("" = no validation)
-    std::string data_order = "sequential";  // sequential | shuffle
+    DataOrder data_order = DataOrder::sequential;
     int batch_size = 4;                     // B
     int grad_accum = 1;                     // micro-steps per optimiser step, B / (ranks x grad_accum) rows each
     int seq_len = 256;                      // T
@@ -38,8 +82,8 @@ struct Config {
     double beta2 = 0.999;
     double eps = 1e-8;
     double weight_decay = 0.01;
-    std::string decay = "all";      // all | matrices
-    std::string schedule = "step";  // constant | step | cosine
+    Decay decay = Decay::all;
+    Schedule schedule = Schedule::step;
     int step_size = 1000;
     double gamma = 0.8;
     int warmup_steps = 0;
@@ -57,9 +101,9 @@ struct Config {
     int keep_checkpoints = 2;  // the newest this many (0 = all)
     int keep_every = 0;        // and those at multiples of this step (0 = none)
     std::string run_dir = "runs/run";
-    std::string device = "auto";      // cpu | cuda | auto
-    std::string precision = "fp32";   // fp32 | bf16
-    std::string attention = "flash";  // flash | cublas
+    Device device = Device::automatic;
+    Precision precision = Precision::fp32;
+    Attention attention = Attention::flash;
     int classifier_chunk = 0;         // rows per LM head + loss chunk (0 = the device's choice)
     int classifier_tile = 0;          // vocabulary columns per LM head + loss tile over all rows (0 = chunks of rows)
     int profile = 0;                  // 1 = time each step's phases (LM head + loss, attention, AdamW, rest)

@@ -270,7 +270,8 @@ int main(int argc, char** argv) {
         StFile f = safetensors_read(model_file(opt["checkpoint"]));
         if (!f.metadata.count("config")) throw std::runtime_error(f.path + " has no model config in its metadata");
         Config stored = stored_config(f.metadata.at("config"), f.path);
-        if (given.count("rope_scaling")) stored.rope_scaling = opt["rope_scaling"];  // any scaling, not only the trained one
+        if (given.count("rope_scaling"))  // any scaling, not only the trained one
+            stored.rope_scaling = parse_choice<RopeScaling::Kind>("rope_scaling", opt["rope_scaling"]);
         if (given.count("rope_scaling_factor"))
             stored.rope_scaling_factor = parse_number_arg(opt["rope_scaling_factor"], "--rope_scaling_factor");
         validate_model(stored);

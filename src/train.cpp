@@ -176,11 +176,11 @@ struct Trainer {
           model(mc, c.eval_only.empty() ? ModelUse::train : ModelUse::inference, dist::group()),
           train(c.train_data, "train", c.vocab_size),
           run_on(std::move(on)) {
-        train.start(cfg.batch_size, cfg.seq_len, cfg.data_order == "shuffle", cfg.seed);
+        train.start(cfg.batch_size, cfg.seq_len, cfg.data_order == DataOrder::shuffle, cfg.seed);
         if (!cfg.val_data.empty()) val = std::make_unique<DataLoader>(cfg.val_data, "val", cfg.vocab_size);
         printf("data: train %s tokens in %zu shard(s)", with_commas(train.num_tokens()).c_str(), train.num_shards());
         if (val) printf(" | val %s tokens in %zu shard(s)", with_commas(val->num_tokens()).c_str(), val->num_shards());
-        printf(" | %s order\n", cfg.data_order.c_str());
+        printf(" | %s order\n", choice_name(cfg.data_order).c_str());
         model.set_max_positions(position_len(cfg));
         // a split too small for B x (L+1) fails now, not after training
         if (val) val->start(cfg.batch_size, eval_span_len(cfg), false, 0);
@@ -417,7 +417,9 @@ struct Trainer {
     // Runs the training loop; returns the exit status: 0, or 128 + signal when stopped by one.
     // resume: the keys this resume changes (resume_changes), logged at the step they apply from;
     // config.json keeps what the run started with.
-    int run(bool resume, const json& changes) {
+    // The run folder and the weights: a new run's (initialised, or --init_from's) with its config,
+    // or the resumed run's latest checkpoint with the config changes logged.
+    void open_run(bool resume, const json& changes) {
         const bool root = dg.rank == 0;  // rank 0 writes the run folder; the others only read it
         if (root) {
             make_run_dir(cfg.run_dir);
@@ -452,7 +454,10 @@ struct Trainer {
                     {"config", config_to_json(cfg)},
                     {"params", {{"total", pc.total}, {"embeddings", pc.embeddings}, {"attention", pc.attention}}},
                     {"run_on", run_on}});
+    }
 
+    int run(bool resume, const json& changes) {
+        open_run(resume, changes);
         const int T = cfg.seq_len;
         model.reserve_training(rows / cfg.grad_accum, T);  // one micro-step's; evaluation borrows them
         std::vector<int> in((size_t)rows * T), tg((size_t)rows * T);
@@ -460,7 +465,7 @@ struct Trainer {
         model.queue.profile = cfg.profile;
         model.queue.use_graph = cfg.cuda_graph == 1;
         const AdamWConfig opt{cfg.beta1,          cfg.beta2,    (float)cfg.eps, (float)cfg.weight_decay,
-                              cfg.decay == "all", cfg.grad_clip};
+                              cfg.decay == Decay::all, cfg.grad_clip};
         // On the GPU step k+1 is queued before step k is read (printed, logged, checked), so the
         // device never waits for the host; the profiling mode and data parallel read each step at once.
         const bool lookahead = BK::asynchronous && !cfg.profile && !dg.mpi;
@@ -594,7 +599,7 @@ static void print_memory(const Config& c, bool cpu) {
     if (!cpu) chunk = CudaBackend<float>::classifier_chunk;
 #endif
     if (mc.classifier_chunk == 0) mc.classifier_chunk = chunk;
-    const int act_bytes = c.precision == "bf16" ? 2 : 4;
+    const int act_bytes = c.precision == Precision::bf16 ? 2 : 4;
     mc.flash = true;
     const int rows = c.batch_size / c.grad_accum;
     const bool train = c.eval_only.empty();
@@ -618,8 +623,8 @@ static void print_memory(const Config& c, bool cpu) {
 // a usable GPU), so that the estimate holds without that device here.
 static bool memory_on_cpu(const Config& c) {
 #ifdef HAVE_CUDA
-    if (c.device == "cuda" || c.precision == "bf16") return false;
-    if (c.device == "auto") return CudaDevice::check_device().state != CudaDevice::DeviceCheck::Usable;
+    if (c.device == Device::cuda || c.precision == Precision::bf16) return false;
+    if (c.device == Device::automatic) return CudaDevice::check_device().state != CudaDevice::DeviceCheck::Usable;
 #else
     (void)c;
 #endif
@@ -629,27 +634,27 @@ static bool memory_on_cpu(const Config& c) {
 // Whether this run computes on the GPU: --device cuda stops when it cannot, with what is wrong;
 // auto takes the GPU when one is usable and says so when one is present but not usable.
 static bool use_cuda(const Config& c, int local_rank) {
-    const bool bf16 = c.precision == "bf16";  // validate() allows fp32 | bf16
+    const bool bf16 = c.precision == Precision::bf16;
 #ifdef HAVE_CUDA
-    if (c.device == "cpu") {
+    if (c.device == Device::cpu) {
         if (bf16) throw std::runtime_error("precision bf16 needs --device cuda");
         return false;
     }
     const CudaDevice::DeviceCheck d = CudaDevice::check_device(local_rank);
     if (d.state != CudaDevice::DeviceCheck::Usable) {
-        if (c.device == "cuda") throw std::runtime_error("--device cuda: " + d.why);
+        if (c.device == Device::cuda) throw std::runtime_error("--device cuda: " + d.why);
         if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (--device auto: " + d.why + ")");
         if (d.state == CudaDevice::DeviceCheck::Unusable)
             fprintf(stderr, "warning: --device auto: training on the CPU, the GPU is not usable: %s\n", d.why.c_str());
         return false;
     }
-    if (c.attention == "flash") ::gpu::check_flash_head_size(c.n_embd / c.n_head);
+    if (c.attention == Attention::flash) ::gpu::check_flash_head_size(c.n_embd / c.n_head);
     // The kernels' 16-byte loads need rows of C in whole packs; otherwise they go element-wise.
     if (const int pack = bf16 ? 8 : 4; c.n_embd % pack)
         fprintf(stderr,
                 "warning: n_embd %d is not a multiple of %d: rows of %s activations and weights are not whole 16-byte "
                 "packs, so the GPU takes its slower element-wise paths (same results, less speed)\n",
-                c.n_embd, pack, c.precision.c_str());
+                c.n_embd, pack, choice_name(c.precision).c_str());
     return true;
 #else
     // NVCC= on make's command line (make cpu, make run's build) leaves the backend out on purpose
@@ -659,7 +664,7 @@ static bool use_cuda(const Config& c, int local_rank) {
     constexpr const char* kNoCudaWhy = "nvcc was not found at build time";
 #endif
     (void)local_rank;
-    if (c.device == "cuda")
+    if (c.device == Device::cuda)
         throw std::runtime_error("--device cuda: this build has no CUDA backend (" + std::string(kNoCudaWhy) + ")");
     if (bf16) throw std::runtime_error("precision bf16 needs --device cuda (this build has no CUDA backend)");
     return false;
@@ -669,9 +674,9 @@ static bool use_cuda(const Config& c, int local_rank) {
 // The arithmetic a run computes in: its precision, and on the GPU for fp32 whether the GEMMs and
 // flash attention multiply on TF32 tensor cores (--tf32, and not NVIDIA_TF32_OVERRIDE=0).
 static std::string arithmetic(const Config& c, const std::string& device) {
-    std::string precision = c.precision;
+    std::string precision = choice_name(c.precision);
 #ifdef HAVE_CUDA
-    if (device.rfind("cuda", 0) == 0 && precision == "fp32")
+    if (device.rfind("cuda", 0) == 0 && c.precision == Precision::fp32)
         precision += gpu::tf32_enabled() ? " (TF32 tensor cores)" : " (TF32 off: plain fp32)";
 #else
     (void)device;
@@ -691,10 +696,11 @@ static int trained_length(const Config& c) {
 
 // " | rope_scaling yarn, s 2, training length 64" (nothing for none)
 static std::string scaling_text(const Config& c) {
-    if (c.rope_scaling == "none") return "";
+    if (c.rope_scaling == RopeScaling::none) return "";
     char s[48] = "max(1, L / training length)";
-    if (c.rope_scaling != "dynamic" && c.rope_scaling_factor > 0) snprintf(s, sizeof s, "%g", c.rope_scaling_factor);
-    return " | rope_scaling " + c.rope_scaling + ", s " + std::string(s) + ", training length " +
+    if (c.rope_scaling != RopeScaling::dynamic && c.rope_scaling_factor > 0)
+        snprintf(s, sizeof s, "%g", c.rope_scaling_factor);
+    return " | rope_scaling " + choice_name(c.rope_scaling) + ", s " + std::string(s) + ", training length " +
            std::to_string(model_config(c).rope_scaling.train_len);
 }
 
@@ -707,7 +713,7 @@ static void print_model(const Config& c, const std::string& device, const std::s
     if (c.partial_rotary_factor != 1)
         snprintf(partial, sizeof partial, " | partial_rotary_factor %g: %d of %d channels rotate", c.partial_rotary_factor,
                  mc.rope_scaling.rotary_dims(mc.C / mc.H), mc.C / mc.H);
-    printf("model: pos=%s L=%d H=%d C=%d%s V=%d maxT=%d%s%s | device %s | precision %s\n", c.pos.c_str(), mc.L, mc.H,
+    printf("model: pos=%s L=%d H=%d C=%d%s V=%d maxT=%d%s%s | device %s | precision %s\n", pos_name(c.pos), mc.L, mc.H,
            mc.C, mlp.c_str(), mc.V, mc.maxT, partial, scaling_text(c).c_str(), device.c_str(), arith.c_str());
     std::string matched;  // match_params: the count this model's was matched to
     if (!c.match_params.empty())
@@ -742,6 +748,49 @@ static int train_with(const Config& cfg, bool resume, const json& changes, std::
 
 static int fail(const std::string& msg);
 
+// Under mpirun: rank 0 alone prints and writes the run folder; every rank has the same config and
+// an even share of the batch.
+static void join_ranks(const Config& cfg) {
+    const dist::Group& dg = dist::group();
+    if (dg.rank != 0 && !freopen("/dev/null", "w", stdout)) throw std::runtime_error("cannot silence rank's stdout");
+    if (cfg.batch_size % (dg.world * cfg.grad_accum))
+        throw std::runtime_error("batch_size " + std::to_string(cfg.batch_size) +
+                                 " is the global batch, split evenly across the " + std::to_string(dg.world) +
+                                 " ranks and grad_accum " + std::to_string(cfg.grad_accum) +
+                                 " micro-steps: give a multiple of " + std::to_string(dg.world * cfg.grad_accum));
+    dist::set_timeout(cfg.dist_timeout);
+    dist::check_same("config", config_to_json(cfg).dump());
+}
+
+// Before the run folder is touched: on the CPU, the host holds the run (one micro-step's
+// activations, and evaluation's where they do not fit in them) and evaluation takes the run's
+// threads; every checkpoint the run reads reads back.
+static void check_before_run(const Config& cfg, bool cuda, bool resume) {
+    if (!cuda) {
+        const ModelConfig mc = model_config(cfg);
+        const bool train = cfg.eval_only.empty();  // evaluation only: an inference model, its sets alone
+        int Te = 0;
+        double eval = 0;
+        const MemoryParts parts = run_memory(cfg, mc, 4, true, &eval, &Te);
+        const bool by_eval = !train || eval > parts.activations - eval;  // above the step's own
+        check_host_memory(
+            mc, parts, train,
+            by_eval ? "eval_seq_lens entry " + std::to_string(Te)
+                    : "batch_size " + std::to_string(cfg.batch_size) + " x seq_len " + std::to_string(cfg.seq_len));
+    }
+    // evaluation on the CPU at the run's thread count: the losses of its own evaluation, bit for
+    // bit, unless OMP_NUM_THREADS asks for another
+    if (!cuda && !cfg.eval_only.empty() && !std::getenv("OMP_NUM_THREADS"))
+        if (int t = run_threads(cfg.eval_only)) omp_set_num_threads(t);
+    // a checkpoint that does not read back fails before the run prints its model
+    if (resume) checkpoint_sound(cfg.resume, true);
+    if (!cfg.eval_only.empty() && cfg.init_from.empty()) try {
+            checkpoint_sound(cfg.eval_only, false);
+        } catch (const std::exception& e) {
+            throw std::runtime_error(std::string(e.what()) + ": nothing to evaluate (give --init_from FILE.safetensors)");
+        }
+}
+
 static int train_main(int argc, char** argv) {
     if (argc < 2) {  // nothing given: how to start, rather than the first key that is missing
         fputs(usage_line().c_str(), stderr);
@@ -772,43 +821,10 @@ static int train_main(int argc, char** argv) {
         // recorded as mlp_hidden is; after --memory, which reads no file
         if (!resume && cfg.rope_train_len == 0) cfg.rope_train_len = trained_length(cfg);
         const dist::Group& dg = dist::group();
-        if (dg.world > 1) {  // under mpirun: rank 0 prints and writes the run folder
-            if (dg.rank != 0 && !freopen("/dev/null", "w", stdout))
-                throw std::runtime_error("cannot silence rank's stdout");
-            if (cfg.batch_size % (dg.world * cfg.grad_accum))
-                throw std::runtime_error("batch_size " + std::to_string(cfg.batch_size) +
-                                         " is the global batch, split evenly across the " + std::to_string(dg.world) +
-                                         " ranks and grad_accum " + std::to_string(cfg.grad_accum) +
-                                         " micro-steps: give a multiple of " +
-                                         std::to_string(dg.world * cfg.grad_accum));
-            dist::set_timeout(cfg.dist_timeout);
-            dist::check_same("config", config_to_json(cfg).dump());
-        }
+        if (dg.world > 1) join_ranks(cfg);
         // the device and the memory first: a machine that cannot run this config keeps the old run
         const bool cuda = use_cuda(cfg, dg.mpi ? dg.local_rank : 0);
-        if (!cuda) {  // one micro-step's activations, and evaluation's where they do not fit in them
-            const ModelConfig mc = model_config(cfg);
-            const bool train = cfg.eval_only.empty();  // evaluation only: an inference model, its sets alone
-            int Te = 0;
-            double eval = 0;
-            const MemoryParts parts = run_memory(cfg, mc, 4, true, &eval, &Te);
-            const bool by_eval = !train || eval > parts.activations - eval;  // above the step's own
-            check_host_memory(
-                mc, parts, train,
-                by_eval ? "eval_seq_lens entry " + std::to_string(Te)
-                        : "batch_size " + std::to_string(cfg.batch_size) + " x seq_len " + std::to_string(cfg.seq_len));
-        }
-        // evaluation on the CPU at the run's thread count: the losses of its own evaluation, bit for bit,
-        // unless OMP_NUM_THREADS asks for another
-        if (!cuda && !cfg.eval_only.empty() && !std::getenv("OMP_NUM_THREADS"))
-            if (int t = run_threads(cfg.eval_only)) omp_set_num_threads(t);
-        // a checkpoint that does not read back fails before the run prints its model
-        if (resume) checkpoint_sound(cfg.resume, true);
-        if (!cfg.eval_only.empty() && cfg.init_from.empty()) try {
-                checkpoint_sound(cfg.eval_only, false);
-            } catch (const std::exception& e) {
-                throw std::runtime_error(std::string(e.what()) + ": nothing to evaluate (give --init_from FILE.safetensors)");
-            }
+        check_before_run(cfg, cuda, resume);
         if (dg.rank == 0 && cfg.eval_only.empty()) {  // the run folder is this process's before anything in it changes
             if (resume)
                 lock_run_dir(cfg.run_dir);
@@ -822,7 +838,7 @@ static int train_main(int argc, char** argv) {
             gpu::set_tf32(cfg.tf32 == 1);
             // bf16: bf16 activations and GEMMs; fp32 master weights, gradients and AdamW moments
             std::string device = "cuda (" + CudaDevice::device_name() + ")";
-            int rc = cfg.precision == "bf16" ? train_with<CudaBackend<bf16_t>>(cfg, resume, changes, device)
+            int rc = cfg.precision == Precision::bf16 ? train_with<CudaBackend<bf16_t>>(cfg, resume, changes, device)
                                              : train_with<CudaBackend<float>>(cfg, resume, changes, device);
             // ours (weights, activations, kernel scratch, the cuBLAS workspace), then the device's own count
             printf("peak device memory: %.1f MiB | device used at the end: %.1f MiB\n",

@@ -79,26 +79,26 @@ static std::vector<uint16_t> iota_tokens(size_t n, uint16_t first) {
 static void test_config() {
     Config d = parse({});
     check("config_defaults",
-          d.pos == "rope" && d.n_layer == 4 && d.n_head == 4 && d.n_embd == 128 && d.vocab_size == 50257 &&
+          d.pos == Pos::rope && d.n_layer == 4 && d.n_head == 4 && d.n_embd == 128 && d.vocab_size == 50257 &&
               d.max_seq_len == 1024 && d.rope_base == 10000 && d.sin_scale == kSinScale && d.batch_size == 4 && d.seq_len == 256 &&
               d.steps == 1000 && d.lr == 1e-3 && d.beta1 == 0.9 && d.beta2 == 0.999 && d.eps == 1e-8 &&
-              d.weight_decay == 0.01 && d.decay == "all" && d.schedule == "step" && d.step_size == 1000 &&
+              d.weight_decay == 0.01 && d.decay == Decay::all && d.schedule == Schedule::step && d.step_size == 1000 &&
               d.gamma == 0.8 && d.warmup_steps == 0 && d.min_lr == 0 && d.grad_clip == 0 && d.seed == 1337 &&
               d.eval_every == 100 && d.eval_batches == 20 && d.eval_seq_lens.empty() && d.checkpoint_every == 500 &&
-              d.run_dir == "runs/run" && d.device == "auto" && d.precision == "fp32" && d.sample_every == 0 &&
-              d.data_order == "sequential" && d.train_data.empty() && d.resume.empty() && !d.help);
+              d.run_dir == "runs/run" && d.device == Device::automatic && d.precision == Precision::fp32 && d.sample_every == 0 &&
+              d.data_order == DataOrder::sequential && d.train_data.empty() && d.resume.empty() && !d.help);
 
     std::string cfg = g_tmp + "/cfg.json";
     write_raw(cfg, R"({"n_layer": 2, "lr": 0.01, "pos": "crope", "eval_seq_lens": [512, 1024], "seed": 7})");
     Config c = parse({"--lr", "0.5", "--config", cfg, "--n-head", "2", "--eval-seq-lens", "64,128", "--steps=42"});
-    check("config_json_then_cli", c.n_layer == 2 && c.pos == "crope" && c.seed == 7 && c.lr == 0.5 && c.n_head == 2 &&
+    check("config_json_then_cli", c.n_layer == 2 && c.pos == Pos::crope && c.seed == 7 && c.lr == 0.5 && c.n_head == 2 &&
                                       c.eval_seq_lens == std::vector<int>{64, 128} && c.steps == 42);
     Config c2 = parse({"--config", cfg});
     check("config_json_array", c2.eval_seq_lens == std::vector<int>{512, 1024} && c2.lr == 0.01);
     std::string cfg2 = g_tmp + "/cfg2.json";
     write_raw(cfg2, R"({"n_layer": 3})");
     Config c4 = parse({"--config", cfg, "--config", cfg2});
-    check("config_two_files_in_order", c4.n_layer == 3 && c4.pos == "crope");
+    check("config_two_files_in_order", c4.n_layer == 3 && c4.pos == Pos::crope);
     write_raw(cfg, R"({"eval_seq_lens": "256,512", "train_data": "data/x"})");
     Config c3 = parse({"--config", cfg, "--init-from", "w.safetensors"});
     check("config_json_string_list", c3.eval_seq_lens == std::vector<int>{256, 512} && c3.train_data == "data/x" &&
@@ -139,7 +139,7 @@ static void test_config() {
 
     // JSON round trip: config_to_json -> config_from_json is the identity on the file keys
     Config m = d;
-    m.pos = "learned";
+    m.pos = Pos::learned;
     m.eval_seq_lens = {8, 16};
     m.lr = 3e-4;
     m.seed = 1ull << 40;
@@ -153,7 +153,7 @@ static void test_config() {
     make_run_dir(run);
     write_raw(run + "/config.json", j.dump());
     Config r = parse({"--resume", run, "--steps", "5"});
-    check("config_resume_base", r.pos == "learned" && r.lr == 3e-4 && r.steps == 5 && r.run_dir == run &&
+    check("config_resume_base", r.pos == Pos::learned && r.lr == 3e-4 && r.steps == 5 && r.run_dir == run &&
                                     r.resume == run && r.eval_seq_lens == std::vector<int>{8, 16});
     // its log's config_change records apply in order (a torn last line aside); resume_changes
     // names what a resume changes and refuses a model or data key, naming both values
@@ -162,12 +162,12 @@ static void test_config() {
               "{\"changes\":{\"lr\":[0.01,0.02],\"steps\":[1000,8]},\"step\":6,\"type\":\"config_change\"}\n"
               "{\"changes\":{\"lr\":[0.02,");
     Config was = parse({"--resume", run});
-    check("config_resume_log_changes", was.lr == 0.02 && was.steps == 8 && was.pos == "learned");
+    check("config_resume_log_changes", was.lr == 0.02 && was.steps == 8 && was.pos == Pos::learned);
     Config now = was;
     now.lr = 0.5, now.grad_accum = 2;
     check("resume_changes_logged",
           resume_changes(was, now) == json::parse(R"({"grad_accum": [1, 2], "lr": [0.02, 0.5]})"));
-    now.seq_len = 8, now.pos = "rope";
+    now.seq_len = 8, now.pos = Pos::rope;
     expect_error(
         "resume_changes_model_refused", [&] { resume_changes(was, now); },
         "--resume " + run + " with pos \"rope\" (the run's: \"learned\"), seq_len 8 (the run's: ");
@@ -265,6 +265,31 @@ static void test_config() {
         "expected an integer");
     expect_error(
         "config_positional_arg", [&] { parse({"steps"}); }, "unexpected argument 'steps'");
+    // a choice key's value is read into its enum: an unknown name is refused there, on the command
+    // line and in a file, naming the choices
+    struct Choice {
+        std::string key, bad, needle;
+    };
+    const Choice choices[] = {
+        {"pos", "t5", "pos must be one of learned | sinusoidal | rope | crope"},
+        {"rope_scaling", "big", "rope_scaling must be one of none | linear | ntk | dynamic | yarn | llama3"},
+        {"decay", "some", "decay must be one of all | matrices, got 'some'"},
+        {"schedule", "linear", "schedule must be one of constant | step | cosine, got 'linear'"},
+        {"data_order", "random", "data_order must be one of sequential | shuffle, got 'random'"},
+        {"device", "tpu", "device must be one of cpu | cuda | auto, got 'tpu'"},
+        {"precision", "fp16", "precision must be one of fp32 | bf16, got 'fp16'"},
+        {"attention", "tiled", "attention must be one of flash | cublas, got 'tiled'"},
+    };
+    for (const Choice& c : choices) {
+        const std::string &key = c.key, &bad = c.bad, &needle = c.needle;
+        expect_error("config_choice_" + key, [&] { parse({"--" + key, bad}); }, needle);
+        const std::string file = g_tmp + "/choice_" + key + ".json";
+        write_raw(file, "{\"" + key + "\": \"" + bad + "\"}");
+        expect_error("config_choice_" + key + "_in_file", [&] { parse({"--config", file}); },
+                     "config key '" + key + "' in " + file + " " + needle.substr(key.size() + 1));
+    }
+    check("config_choice_read", parse({"--precision", "bf16", "--device", "cpu"}).precision == Precision::bf16 &&
+                                    parse({"--device", "auto"}).device == Device::automatic);
 }
 
 static void test_validate() {
@@ -277,18 +302,17 @@ static void test_validate() {
         const char* needle;
     };
     const Case cases[] = {
-        {"pos", [](Config& c) { c.pos = "t5"; }, "pos must be one of learned | sinusoidal | rope | crope"},
         {"heads_divide", [](Config& c) { c.n_embd = 130; }, "n_embd (130) must be divisible by n_head (4)"},
         {"rope_odd_head", [](Config& c) { c.n_embd = 12; }, "pos=rope needs an even head size"},
         {"crope_odd_head",
          [](Config& c) {
-             c.pos = "crope";
+             c.pos = Pos::crope;
              c.n_embd = 12;
          },
          "pos=crope needs an even head size"},
         {"crope_odd_embd",
          [](Config& c) {
-             c.pos = "crope";
+             c.pos = Pos::crope;
              c.n_embd = 9;
              c.n_head = 1;
          },
@@ -308,11 +332,6 @@ static void test_validate() {
         {"beta2", [](Config& c) { c.beta2 = -0.1; }, "beta2 must be in [0, 1)"},
         {"eps", [](Config& c) { c.eps = 0; }, "eps must be > 0"},
         {"weight_decay", [](Config& c) { c.weight_decay = -0.1; }, "weight_decay must be >= 0"},
-        {"decay", [](Config& c) { c.decay = "some"; }, "decay must be one of all | matrices"},
-        {"schedule", [](Config& c) { c.schedule = "linear"; }, "schedule must be one of constant | step | cosine"},
-        {"data_order", [](Config& c) { c.data_order = "random"; }, "data_order must be one of"},
-        {"device", [](Config& c) { c.device = "tpu"; }, "device must be one of cpu | cuda | auto"},
-        {"precision", [](Config& c) { c.precision = "fp16"; }, "precision must be one of fp32 | bf16"},
         {"gamma", [](Config& c) { c.gamma = 0; }, "gamma must be > 0"},
         {"step_size", [](Config& c) { c.step_size = 0; }, "step_size must be >= 1"},
         {"vocab_small", [](Config& c) { c.vocab_size = 0; }, "vocab_size must be in 1..65536"},
@@ -326,13 +345,13 @@ static void test_validate() {
          "match_params must be empty or one of learned | sinusoidal | rope | crope"},
         {"sin_scale_zero",
          [](Config& c) {
-             c.pos = "sinusoidal";
+             c.pos = Pos::sinusoidal;
              c.sin_scale = 0;
          },
          "sin_scale must be > 0, got 0"},
         {"sin_scale_negative",
          [](Config& c) {
-             c.pos = "sinusoidal";
+             c.pos = Pos::sinusoidal;
              c.sin_scale = -0.5;
          },
          "sin_scale must be > 0, got -0.5"},
@@ -340,7 +359,7 @@ static void test_validate() {
          "sin_scale 0.5 is set, but pos=rope adds no sinusoidal table to scale (the key is for pos=sinusoidal)"},
         {"match_params_and_mlp_hidden",
          [](Config& c) {
-             c.pos = "crope";
+             c.pos = Pos::crope;
              c.match_params = "rope";
              c.mlp_hidden = 512;
          },
@@ -353,16 +372,16 @@ static void test_validate() {
             std::string("validate_") + k.name, [&] { validate(c); }, k.needle);
     }
     Config ok = base;
-    ok.schedule = "constant";
+    ok.schedule = Schedule::constant;
     ok.gamma = 0;
     ok.step_size = 0;           // only checked for the step schedule
     ok.eval_seq_lens = {4096};  // longer than max_seq_len is allowed here
-    ok.pos = "crope";
+    ok.pos = Pos::crope;
     ok.n_embd = 8;
     ok.n_head = 2;
     expect_ok("validate_allowed_combinations", [&] { validate(ok); });
     Config sin = base;
-    sin.pos = "sinusoidal";
+    sin.pos = Pos::sinusoidal;
     sin.sin_scale = 1;  // the original table
     expect_ok("validate_sin_scale_sinusoidal", [&] { validate(sin); });
 }
@@ -1061,7 +1080,7 @@ static void test_mlp_hidden() {
     c.train_data = "x";
     check("mlp_hidden_default_4C", model_config(c).mlp_hidden == 512 && model_config(c).F() == 512);
     const size_t rope = param_counts(model_config(c)).total;
-    c.pos = "crope";
+    c.pos = Pos::crope;
     const ModelConfig plain = model_config(c);
     c.match_params = "rope";
     const ModelConfig m = model_config(c);
