@@ -48,7 +48,7 @@ inline int gen_window(const ModelConfig& m, const GenOptions& o) {
 // now hold (a scaling whose s follows the length recomputes the cache when s changes). Else the
 // prefill runs over the last min(n, W) of them. W: the window.
 inline bool gen_from_cache(const ModelConfig& m, const GenOptions& o, int n, int W, double s) {
-    return o.cache && n <= W && m.rope_scaling.s(n) == s;
+    return o.cache && n <= W && cached_keys_hold(m, n, s);
 }
 
 // The longest forward pass generate() runs after a prompt of n tokens, whose activations are the
@@ -57,14 +57,12 @@ inline bool gen_from_cache(const ModelConfig& m, const GenOptions& o, int n, int
 inline int gen_longest_pass(const ModelConfig& m, int n, const GenOptions& o) {
     const int W = gen_window(m, o);
     if (!o.cache) return std::min(W, n + o.tokens);
-    const bool rotary = pos_traits(m.pos).rotary;
-    auto s_after = [&](int L, double s) { return rotary ? m.rope_scaling.s(L) : s; };  // GPT::set_length
     int longest = n;
-    double s = s_after(n, m.rope_scaling.s(m.rope_scaling.train_len));
+    double s = positions_s_after(m, n, m.rope_scaling.s(m.rope_scaling.train_len));
     for (int i = n + 1; i < n + o.tokens; i++) {
         if (gen_from_cache(m, o, i, W, s)) continue;
         longest = std::max(longest, std::min(i, W));
-        s = s_after(std::min(i, W), s);
+        s = positions_s_after(m, std::min(i, W), s);
     }
     return longest;
 }
@@ -113,7 +111,7 @@ std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, const GenOptions
     if ((int)ids.size() > W)
         throw std::runtime_error("the prompt has " + std::to_string(ids.size()) + " tokens, more than the context of " +
                                  std::to_string(W));
-    model.set_max_positions(W);
+    model.positions.cover(W);
     using clock = std::chrono::steady_clock;
     auto t0 = clock::now();
     auto lap = [&] {  // seconds since the last lap
@@ -130,7 +128,7 @@ std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, const GenOptions
     // rotated under the same RoPE scaling (one whose s follows the length recomputes the cache)
     auto next_logits = [&](bool first) {
         const int n = (int)ids.size();
-        if (!first && gen_from_cache(model.cfg, o, n, W, model.pos_s)) {
+        if (!first && gen_from_cache(model.cfg, o, n, W, model.positions.s)) {
             model.forward_cached(&ids.back(), 1, 1, n - 1);
             return model.logits(0, 1);
         }

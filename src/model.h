@@ -27,6 +27,7 @@
 #include "dist.h"
 #include "params.h"
 #include "pos.h"
+#include "positions.h"
 #include "step.h"
 #include "step_queue.h"
 #include "zero.h"
@@ -55,9 +56,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     size_t num_params = 0;
     TensorsOf<Real> w, g;  // the tensors in params and grads
     TensorsOf<Act> wa;     // into wc
-    PosData<Real> pos;     // the position data's parts in pos_buf, as the ops take them
-    int table_len = 0;     // positions covered by the position data
-    double pos_s = 1;      // rotary: the scaling factor s its tables hold (cfg.rope_scaling)
+    Positions<BK> positions;  // the position data in pos_buf, its length and scaling
     // Incremental decoding (src/generate.h): the KV cache, kcache and vcache (L, kv_B, kv_cap, C)
     // each; null until kv_reserve.
     int kv_B = 0, kv_cap = 0;
@@ -83,6 +82,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
           layout(param_layout(c)),
           buf_layout(param_layout(c, true)),
           num_params(buf_layout.back().offset + buf_layout.back().numel),
+          positions(cfg, pos_buf),
           acts(cfg),
           sync(group, num_params) {
         if (cfg.vocab_pad < 1) throw std::runtime_error("vocab_pad must be at least 1");
@@ -90,8 +90,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         buffers(ModelPart::own, [](auto& p, size_t n) { p = alloc_of(p, n); });
         point_buffers();
         queue.mpi = group.mpi;
-        pos_s = cfg.rope_scaling.s(cfg.rope_scaling.train_len);
-        set_max_positions(cfg.maxT);
+        positions.cover(cfg.maxT);
         scalars = BK::alloc_scalars();
     }
     ~GPT() {
@@ -194,39 +193,11 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         set_params(std::vector<Real>(p.begin(), p.end()));
     }
 
-    // The position data (sinusoidal, rotary tables) must cover the longest sequence run: pos_buf,
-    // allocated for maxT positions with the model's buffers, is made again for more.
-    void set_max_positions(int n) {
-        if (n > table_len) build_positions(n, pos_s);
-    }
-    // The rotary tables for a sequence of L tokens: a scaling whose s follows the length
-    // (RopeScaling::s) has them rebuilt when s changes.
-    void set_length(int L) {
-        const double s = cfg.rope_scaling.s(L);
-        if (pt.rotary && s != pos_s) build_positions(table_len, s);
-    }
-    // The same size is rewritten in place once the device is idle: queued work and CUDA graphs
-    // read the buffer by its address. pos_buf, allocated for maxT positions with the model's
-    // buffers, is made again for more.
-    void build_positions(int n, double s) {
-        const PosBuffer b = pos_buffer(pt, n, cfg.C, cfg.H, cfg.rope_base, cfg.sin_scale, cfg.rope_scaling, s);
-        if (n == table_len)
-            BK::synchronize();
-        else if (table_len)
-            release(pos_buf), pos_buf = b.size ? BK::alloc(b.size) : nullptr;
-        if (b.size) {
-            const std::vector<Real> h(b.data.begin(), b.data.end());
-            BK::copy_from_host(pos_buf, h.data(), h.size());
-        }
-        pos = b.view<Real>(pos_buf);
-        table_len = n, pos_s = s;
-    }
-
     // What a graph over activations a reads besides the weights that may be replaced between its
     // replays (StepQueue::Key): every buffer's address and size, the position data's, the
     // micro-steps' ids and losses and their count. A graph whose key changed is captured again.
     typename StepQueue<BK>::Key graph_key(const Acts& a) const {
-        typename StepQueue<BK>::Key k = {(size_t)a.B, (size_t)a.T, (size_t)table_len, (size_t)micros, step_tokens};
+        typename StepQueue<BK>::Key k = {(size_t)a.B, (size_t)a.T, (size_t)positions.len, (size_t)micros, step_tokens};
         auto add = [&](const void* p) { k.push_back(reinterpret_cast<size_t>(p)); };
         for (const void* p : {(const void*)pos_buf, (const void*)step_inputs, (const void*)step_targets,
                               (const void*)step_losses})
@@ -239,8 +210,8 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     // The activations for (B, T) (training's or evaluation's) with inputs and, if given, targets
     // (host ids) uploaded into them; the position data for sequences of L tokens (0: T).
     Acts& upload(const int* inputs, const int* targets, int B, int T, bool train, int L = 0) {
-        if (T > table_len) throw std::runtime_error("sequence longer than the position tables");
-        set_length(L > 0 ? L : T);
+        if (T > positions.len) throw std::runtime_error("sequence longer than the position tables");
+        positions.set_length(L > 0 ? L : T);
         Acts& a = train ? acts.train : acts.eval;
         if (!acts.holds(a, B, T)) acts.resize(a, B, T);
         const size_t N = (size_t)B * T;
@@ -312,7 +283,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     void forward_cached(const int* inputs, int B, int T, int first) {
         if (B != kv_B || first + T > kv_cap) throw std::logic_error("forward_cached: outside the KV cache (kv_reserve)");
         if (first > 0 && T != 1) throw std::logic_error("forward_cached: after the prefill, one token at a time");
-        if (first + T > table_len) throw std::runtime_error("position past the position tables");
+        if (first + T > positions.len) throw std::runtime_error("position past the position tables");
         forward_pass(upload(inputs, nullptr, B, T, false, first + T), false, first);
     }
 
@@ -332,6 +303,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
                                  w.qkvB + (size_t)l * 3 * C * C / 4, (int)C);
 
         const int p0 = std::max(first, 0);  // the first token's position
+        const PosData<Real>& pos = positions.view;
         const PosData<Real> at = pos.from(p0, (int)C, (int)C / H);
         const Real* add_pos = pt.learned_table ? w.wpe + (size_t)p0 * C : at.table;  // fp32, as wte
         BK::encoder_forward(a.encoded, a.inputs, w.wte, add_pos, B, T, (int)C);
@@ -502,13 +474,13 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
             queue.mark(Phase::attention);
             if (cfg.flash)
                 BK::attention_backward_lse(a.dqkvr, a.datty, a.qkvr + l * N * 3 * C, a.atty + l * N * C, a.lse + at, B,
-                                           T, (int)C, H, pos);
+                                           T, (int)C, H, positions.view);
             else
                 BK::attention_backward(a.dqkvr, a.dscores, a.datty, a.qkvr + l * N * 3 * C, a.att + at, B, T, (int)C, H,
-                                       pos);
+                                       positions.view);
             queue.mark(Phase::rest);
             if (a.dqkv != a.dqkvr) {
-                BK::rope_backward(a.dqkv, a.dqkvr, pos, B, T, (int)C, H);
+                BK::rope_backward(a.dqkv, a.dqkvr, positions.view, B, T, (int)C, H);
             }
             if (pt.complex_qkv) {
                 BK::zero(dqkv_w, 3 * C * C);
@@ -606,8 +578,8 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     // The training activations of one micro-step (B / micros rows) and all of the step's ids on the
     // device, in step_inputs and step_targets.
     Acts& upload_steps(const int* inputs, const int* targets, int B, int T) {
-        if (T > table_len) throw std::runtime_error("sequence longer than the position tables");
-        set_length(T);
+        if (T > positions.len) throw std::runtime_error("sequence longer than the position tables");
+        positions.set_length(T);
         const size_t N = (size_t)B * T;
         if (N != step_tokens) {
             buffers(ModelPart::steps, [](auto& p, size_t) { release(p); });

@@ -106,12 +106,6 @@ inline std::string rope_scaling_names(const char* sep = " | ") {
     for (const char* n : kRopeScalingNames) s += (s.empty() ? "" : sep) + std::string(n);
     return s;
 }
-// false when no kind has that name
-inline bool find_rope_scaling(const std::string& name, RopeScaling::Kind& kind) {
-    for (int k = 0; k < (int)std::size(kRopeScalingNames); k++)
-        if (name == kRopeScalingNames[k]) return kind = (RopeScaling::Kind)k, true;
-    return false;
-}
 
 // RoPE cos/sin tables (n, D/2): angle m * theta_j at position m for the R = sc.rotary_dims(D)
 // rotated pairs j < R/2, theta_j = base^(-2j/R), under scaling sc with factor s (sc.s(L) for a

@@ -139,7 +139,7 @@ static std::vector<int> evaluated_lengths(const Config& c) {
     return ts;
 }
 
-// The positions the model's position data covers (GPT::set_max_positions): the longest of
+// The positions the model's position data covers (Positions::cover): the longest of
 // seq_len and the evaluation lengths that apply.
 static int position_len(const Config& c) {
     const ModelConfig mc = model_config(c);
@@ -181,7 +181,7 @@ struct Trainer {
         printf("data: train %s tokens in %zu shard(s)", with_commas(train.num_tokens()).c_str(), train.num_shards());
         if (val) printf(" | val %s tokens in %zu shard(s)", with_commas(val->num_tokens()).c_str(), val->num_shards());
         printf(" | %s order\n", choice_name(cfg.data_order).c_str());
-        model.set_max_positions(position_len(cfg));
+        model.positions.cover(position_len(cfg));
         // a split too small for B x (L+1) fails now, not after training
         if (val) val->start(cfg.batch_size, eval_span_len(cfg), false, 0);
         if (cfg.zero && model.training) model.shard_optimizer();

@@ -1131,7 +1131,7 @@ static void test_memory_table() {
                 std::string why;
                 {
                 GPT<CountingCpu> g(mc);
-                g.set_max_positions(n);
+                g.positions.cover(n);
                 g.init(1);
                 g.train_step(tokens.data(), tokens.data(), B, T, AdamWConfig(), 1e-3f, 1, accum);
                 g.read_step();
@@ -1205,7 +1205,7 @@ static void test_memory_inference() {
             std::vector<float> want_maps;
             {
                 GPT<CountingCpu> trained(mc);  // its evaluation borrows its training set
-                trained.set_max_positions(n);
+                trained.positions.cover(n);
                 trained.init(1);
                 if (!mc.flash) want_maps = trained.attention_maps(tokens.data(), 1, T);
                 trained.reserve_training(rows, T);
@@ -1213,7 +1213,7 @@ static void test_memory_inference() {
             }
             {
                 auto g = inference(mc);
-                g->set_max_positions(n);
+                g->positions.cover(n);
                 g->reserve_training(rows, T);
                 g->forward(tokens.data(), tokens.data(), B, T, false);
                 const double loss = g->forward(tokens.data(), tokens.data(), B, n, false);
