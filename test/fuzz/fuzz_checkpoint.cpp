@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         layout_from_file<float>(layout, optim, "v.");
         const nlohmann::json state = checkpoint_state(dir);
         DataLoader train(c.train_data, "train", c.vocab_size);
-        train.start(c.batch_size, c.seq_len, c.data_order == "shuffle", c.seed);
+        train.start(c.batch_size, c.seq_len, c.data_order == DataOrder::shuffle, c.seed);
         train.set_state(state.at("train_data"));
         JsonlLog(run + "/log.jsonl", true).truncate_after(state["step"].get<long>());
     });
