@@ -57,12 +57,9 @@ struct Key {
     const char* help;
 };
 
-const std::string kRopeScalingHelp = "rotary schemes: the cos/sin tables for long sequences: " +
-                                      rope_scaling_names() + " (MODEL.md, RoPE scaling)";
-const std::string kPosHelp = "position scheme: " + pos_names() + " (listed below)";
 
 const Key kKeys[] = {
-    {"pos", "model", &Config::pos, kPosHelp.c_str()},
+    {"pos", "model", &Config::pos, "position scheme (listed below)"},
     {"n_layer", "model", &Config::n_layer, "number of transformer blocks L"},
     {"n_head", "model", &Config::n_head, "attention heads H (head size D = n_embd / n_head)"},
     {"n_embd", "model", &Config::n_embd,
@@ -74,7 +71,8 @@ const Key kKeys[] = {
     {"partial_rotary_factor", "model", &Config::partial_rotary_factor,
      "rotary schemes: f in (0, 1]: the first R = 2 floor(f D / 2) channels of each head rotate, theta_j = "
      "base^(-2j/R); the rest pass unrotated (MODEL.md, Partial rotary)"},
-    {"rope_scaling", "model", &Config::rope_scaling, kRopeScalingHelp.c_str()},
+    {"rope_scaling", "model", &Config::rope_scaling,
+     "rotary schemes: the cos/sin tables for long sequences (MODEL.md, RoPE scaling)"},
     {"rope_scaling_factor", "model", &Config::rope_scaling_factor,
      "rope_scaling's factor s >= 1 (0 = from the length: s = max(1, L / rope_train_len) for L tokens; dynamic "
      "always so)"},
@@ -94,7 +92,7 @@ const Key kKeys[] = {
      "training shards: a glob, or a folder (its *.bin with '_train_' in the name)"},
     {"val_data", "data", &Config::val_data,
      "validation shards: a glob, or a folder (its *.bin with '_val_' in the name); empty = none"},
-    {"data_order", "data", &Config::data_order, "sequential | shuffle (windows reshuffled every epoch)"},
+    {"data_order", "data", &Config::data_order, "the order of the training windows (shuffle: anew every epoch)"},
     {"batch_size", "data", &Config::batch_size, "sequences per batch B"},
     {"grad_accum", "data", &Config::grad_accum,
      "gradient accumulation: each step's batch in this many micro-steps per rank (the same step, less memory)"},
@@ -105,8 +103,8 @@ const Key kKeys[] = {
     {"beta2", "optimiser", &Config::beta2, "AdamW beta2"},
     {"eps", "optimiser", &Config::eps, "AdamW eps"},
     {"weight_decay", "optimiser", &Config::weight_decay, "decoupled weight decay"},
-    {"decay", "optimiser", &Config::decay, "which parameters decay: all | matrices"},
-    {"schedule", "optimiser", &Config::schedule, "lr schedule: constant | step | cosine"},
+    {"decay", "optimiser", &Config::decay, "which parameters decay"},
+    {"schedule", "optimiser", &Config::schedule, "lr schedule"},
     {"step_size", "optimiser", &Config::step_size, "step schedule: multiply lr by gamma every step_size steps"},
     {"gamma", "optimiser", &Config::gamma, "step schedule factor"},
     {"warmup_steps", "optimiser", &Config::warmup_steps, "linear warmup steps"},
@@ -130,11 +128,12 @@ const Key kKeys[] = {
     {"keep_every", "output", &Config::keep_every,
      "also keep every checkpoint whose step is a multiple of this, never deleted (0 = none)"},
     {"run_dir", "output", &Config::run_dir, "run folder: config.json, log.jsonl, checkpoints"},
-    {"device", "output", &Config::device, "cpu | cuda | auto"},
-    {"precision", "output", &Config::precision, "fp32 | bf16 (activations and their gradients in bf16; CUDA only)"},
+    {"device", "output", &Config::device, "where the model computes (auto: the GPU when one is usable)"},
+    {"precision", "output", &Config::precision,
+     "the activations' precision (bf16: activations and their gradients in bf16; CUDA only)"},
     {"attention", "output", &Config::attention,
-     "flash (saves each row's log-sum-exp, no (B,H,T,T) buffer; on the GPU head size 8, 16, 32, 64 or 128) | cublas "
-     "(the reference: saves the probabilities; any head size)"},
+     "flash saves each row's log-sum-exp, no (B,H,T,T) buffer (on the GPU head size 8, 16, 32, 64 or 128); cublas, "
+     "the reference, saves the probabilities (any head size)"},
     {"classifier_chunk", "output", &Config::classifier_chunk,
      "rows of B*T per chunk of the fused LM head + loss: the logits of one chunk exist at a time (0 = the device's "
      "choice, which --memory prints)"},
@@ -500,8 +499,16 @@ std::string usage_line() {
 std::vector<KeyHelp> key_help() {
     const Config d;
     std::vector<KeyHelp> rows;
-    for (const Key& k : kKeys)
-        rows.push_back({k.name, k.group, std::visit([&](auto field) { return to_text(d.*field); }, k.field), k.help});
+    for (const Key& k : kKeys) {
+        std::string help = k.help;
+        std::visit(
+            [&](auto field) {  // a choice key's help ends with its choices, from their table
+                using T = std::remove_cv_t<std::remove_reference_t<decltype(d.*field)>>;
+                if constexpr (std::is_enum<T>::value) help += ": " + choice_list<T>();
+            },
+            k.field);
+        rows.push_back({k.name, k.group, std::visit([&](auto field) { return to_text(d.*field); }, k.field), help});
+    }
     for (const auto& [name, help] : kFlags) rows.push_back({name, "command line", "", help});
     return rows;
 }

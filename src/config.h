@@ -40,16 +40,20 @@ template <class E>
 const std::string& choice_name(E e) {
     return choice_names<E>()[(size_t)e];
 }
+// "A | B | C": E's names (--help's and the errors')
+template <class E>
+std::string choice_list() {
+    std::string s;
+    for (const std::string& n : choice_names<E>()) s += (s.empty() ? "" : " | ") + n;
+    return s;
+}
 // E's value named `name`; else throws "KEY must be one of A | B, got 'NAME'" (key: the setting).
 template <class E>
 E parse_choice(const std::string& key, const std::string& name) {
     const std::vector<std::string>& n = choice_names<E>();
-    std::string names;
-    for (size_t i = 0; i < n.size(); i++) {
+    for (size_t i = 0; i < n.size(); i++)
         if (n[i] == name) return (E)i;
-        names += (i ? " | " : "") + n[i];
-    }
-    throw std::runtime_error(key + " must be one of " + names + ", got '" + name + "'");
+    throw std::runtime_error(key + " must be one of " + choice_list<E>() + ", got '" + name + "'");
 }
 
 struct Config {

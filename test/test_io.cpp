@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -136,6 +137,22 @@ static void test_config() {
           whole == "every entry on one whole line" && option_lines == entries &&
               entries == dj.size() + 4 + 4,  // + resume, eval_only, eval_log, init_from; 4 flags
           whole + " (" + std::to_string(option_lines) + " entry lines for " + std::to_string(entries) + " entries)");
+    // a choice key's help ends with its choices, from the table its value is read with
+    std::map<std::string, std::string> choice_help = {
+        {"pos", choice_list<Pos>()},           {"rope_scaling", choice_list<RopeScaling::Kind>()},
+        {"data_order", choice_list<DataOrder>()}, {"decay", choice_list<Decay>()},
+        {"schedule", choice_list<Schedule>()},    {"device", choice_list<Device>()},
+        {"precision", choice_list<Precision>()},  {"attention", choice_list<Attention>()}};
+    std::string listed;
+    for (const KeyHelp& k : key_help())
+        if (choice_help.count(k.name)) {
+            const std::string tail = ": " + choice_help[k.name];
+            if (k.help.size() < tail.size() || k.help.compare(k.help.size() - tail.size(), tail.size(), tail))
+                listed += "--" + k.name + ": '" + k.help + "'; ";
+            choice_help.erase(k.name);
+        }
+    check("config_help_lists_choices", listed.empty() && choice_help.empty() &&
+                                           choice_list<Device>() == "cpu | cuda | auto");
 
     // JSON round trip: config_to_json -> config_from_json is the identity on the file keys
     Config m = d;
