@@ -15,34 +15,6 @@
 
 using json = nlohmann::json;
 
-template <>
-const std::vector<std::string>& choice_names<Pos>() {
-    static const std::vector<std::string> n = [] {
-        std::vector<std::string> v;
-        for (int p = 0; p < (int)std::size(kPosSchemes); p++) v.push_back(pos_name((Pos)p));
-        return v;
-    }();
-    return n;
-}
-template <>
-const std::vector<std::string>& choice_names<RopeScaling::Kind>() {
-    static const std::vector<std::string> n(std::begin(kRopeScalingNames), std::end(kRopeScalingNames));
-    return n;
-}
-#define CHOICE_NAMES(E, ...)                                    \
-    template <>                                                 \
-    const std::vector<std::string>& choice_names<E>() {         \
-        static const std::vector<std::string> n = {__VA_ARGS__}; \
-        return n;                                               \
-    }
-CHOICE_NAMES(DataOrder, "sequential", "shuffle")
-CHOICE_NAMES(Decay, "all", "matrices")
-CHOICE_NAMES(Schedule, "constant", "step", "cosine")
-CHOICE_NAMES(Device, "cpu", "cuda", "auto")
-CHOICE_NAMES(Precision, "fp32", "bf16")
-CHOICE_NAMES(Attention, "flash", "cublas")
-#undef CHOICE_NAMES
-
 namespace {
 
 using Field = std::variant<std::string Config::*, int Config::*, double Config::*, uint64_t Config::*,
@@ -499,16 +471,15 @@ std::string usage_line() {
 std::vector<KeyHelp> key_help() {
     const Config d;
     std::vector<KeyHelp> rows;
-    for (const Key& k : kKeys) {
-        std::string help = k.help;
+    for (const Key& k : kKeys)
         std::visit(
             [&](auto field) {  // a choice key's help ends with its choices, from their table
                 using T = std::remove_cv_t<std::remove_reference_t<decltype(d.*field)>>;
+                std::string help = k.help;
                 if constexpr (std::is_enum<T>::value) help += ": " + choice_list<T>();
+                rows.push_back({k.name, k.group, to_text(d.*field), help});
             },
             k.field);
-        rows.push_back({k.name, k.group, std::visit([&](auto field) { return to_text(d.*field); }, k.field), help});
-    }
     for (const auto& [name, help] : kFlags) rows.push_back({name, "command line", "", help});
     return rows;
 }

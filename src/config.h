@@ -3,6 +3,7 @@
 // JSON loader, the CLI parser, --help and config_to_json can never disagree.
 #pragma once
 #include <cstdint>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,22 +21,33 @@ enum class Precision { fp32, bf16 };
 enum class Attention { flash, cublas };
 template <class E>
 const std::vector<std::string>& choice_names();
+#define CHOICE_NAMES(E, ...)                                     \
+    template <>                                                  \
+    inline const std::vector<std::string>& choice_names<E>() {   \
+        static const std::vector<std::string> n = {__VA_ARGS__}; \
+        return n;                                                \
+    }
+CHOICE_NAMES(DataOrder, "sequential", "shuffle")
+CHOICE_NAMES(Decay, "all", "matrices")
+CHOICE_NAMES(Schedule, "constant", "step", "cosine")
+CHOICE_NAMES(Device, "cpu", "cuda", "auto")
+CHOICE_NAMES(Precision, "fp32", "bf16")
+CHOICE_NAMES(Attention, "flash", "cublas")
+#undef CHOICE_NAMES
 template <>
-const std::vector<std::string>& choice_names<Pos>();
+inline const std::vector<std::string>& choice_names<Pos>() {  // kPosSchemes' names, in Pos's order
+    static const std::vector<std::string> n = [] {
+        std::vector<std::string> v;
+        for (int p = 0; p < (int)std::size(kPosSchemes); p++) v.push_back(pos_name((Pos)p));
+        return v;
+    }();
+    return n;
+}
 template <>
-const std::vector<std::string>& choice_names<RopeScaling::Kind>();
-template <>
-const std::vector<std::string>& choice_names<DataOrder>();
-template <>
-const std::vector<std::string>& choice_names<Decay>();
-template <>
-const std::vector<std::string>& choice_names<Schedule>();
-template <>
-const std::vector<std::string>& choice_names<Device>();
-template <>
-const std::vector<std::string>& choice_names<Precision>();
-template <>
-const std::vector<std::string>& choice_names<Attention>();
+inline const std::vector<std::string>& choice_names<RopeScaling::Kind>() {
+    static const std::vector<std::string> n(std::begin(kRopeScalingNames), std::end(kRopeScalingNames));
+    return n;
+}
 template <class E>
 const std::string& choice_name(E e) {
     return choice_names<E>()[(size_t)e];

@@ -603,10 +603,10 @@ static void print_memory(const Config& c, bool cpu) {
     mc.flash = true;
     const int rows = c.batch_size / c.grad_accum;
     const bool train = c.eval_only.empty();
-    auto mib = [&] { return run_memory(c, mc, act_bytes, cpu).total() / 1048576.0; };
-    double flash = mib();
+    const MemoryParts flash_parts = run_memory(c, mc, act_bytes, cpu);
+    const double flash = flash_parts.total() / 1048576.0;
     mc.flash = false;
-    double cublas = mib();
+    const double cublas = run_memory(c, mc, act_bytes, cpu).total() / 1048576.0;
     std::string head = mc.classifier_tile > 0 ? "classifier tiles of " + std::to_string(mc.classifier_tile) + " columns"
                                               : "classifier chunk " + std::to_string(mc.classifier_chunk) + " rows";
     const std::string what =
@@ -615,7 +615,7 @@ static void print_memory(const Config& c, bool cpu) {
                      (c.grad_accum > 1 ? " (one micro-step of " + std::to_string(c.grad_accum) + ")" : "");
     printf("memory estimate, %s: attention flash %.0f MiB | cublas %.0f MiB (flash saves %.0f MiB) | %s",
            what.c_str(), flash, cublas, cublas - flash, head.c_str());
-    const double kv = run_memory(c, mc, act_bytes, cpu).kv_cache / 1048576.0;  // sample_every's
+    const double kv = flash_parts.kv_cache / 1048576.0;  // sample_every's
     printf(kv > 0 ? " | of them the sampler's KV cache %.1f MiB\n" : "\n", kv);
 }
 
