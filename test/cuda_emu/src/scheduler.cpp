@@ -1,7 +1,9 @@
 // Kernel execution of the CUDA emulation: blocks one after another; inside a block every CUDA
 // thread is a fiber with its own small stack, all on the calling OS thread. A fiber runs
-// until it reaches __syncthreads, a warp collective or its end; the scheduler then resumes
-// the next runnable fiber in the chosen order (CUDA_EMU_ORDER: forward, reverse, random).
+// until it reaches __syncthreads, a warp collective or its end; it then resumes the next
+// runnable fiber of the pass itself (one switch, not two through the scheduler), and the
+// scheduler starts each pass over the threads in the chosen order (CUDA_EMU_ORDER: forward,
+// reverse, random).
 // Code that forgets a barrier therefore reads stale or 0xFF-filled data in at least one order.
 #include <sys/mman.h>
 
@@ -108,6 +110,7 @@ struct Launch {
     ThreadState threads[kMaxThreads];
     Warp warps[kMaxThreads / 32];
     std::vector<int> order;
+    int pos = 0;  // the index into `order` of the thread running in this pass
     // shared memory: [0, dyn) dynamic, then static slots; bytes below `dirty` may have been
     // written by the previous block and are refilled
     size_t dyn = 0, top = 0, dirty = 0;
@@ -123,6 +126,7 @@ bool g_in_kernel = false;
 void* g_sched_sp = nullptr;
 #if EMU_ASAN
 void* g_sched_fake = nullptr;  // ASan's bookkeeping of the scheduler's stack
+bool g_from_sched = false;     // the running fiber was entered from the scheduler, not a fiber
 const void* g_main_stack_bottom = nullptr;
 size_t g_main_stack_size = 0;
 #endif
@@ -262,6 +266,7 @@ void to_fiber(ThreadState& t) {
     g_thread = &t;
     tsan_switch(t.tsan_fiber);
 #if EMU_ASAN
+    g_from_sched = true;
     __sanitizer_start_switch_fiber(&g_sched_fake, t.stack + kGuardBytes, kStackBytes);
 #endif
     emu_switch(&g_sched_sp, t.sp);
@@ -281,6 +286,40 @@ void to_scheduler(ThreadState& t, bool finished) {
 #if EMU_ASAN
     __sanitizer_finish_switch_fiber(t.asan_fake, nullptr, nullptr);
 #endif
+}
+
+// From fiber `from` (its thread finished or waiting) straight to fiber `to`.
+void fiber_to_fiber(ThreadState& from, ThreadState& to, bool finished) {
+    g_thread = &to;
+    tsan_switch(to.tsan_fiber);
+#if EMU_ASAN
+    g_from_sched = false;
+    __sanitizer_start_switch_fiber(finished ? nullptr : &from.asan_fake, to.stack + kGuardBytes, kStackBytes);
+#else
+    (void)finished;
+#endif
+    emu_switch(&from.sp, to.sp);
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(from.asan_fake, nullptr, nullptr);
+#endif
+}
+
+// The next runnable thread after the running one in this pass, or null at the pass's end.
+ThreadState* next_in_pass() {
+    const int n = (int)L.order.size();
+    while (++L.pos < n) {
+        ThreadState& u = L.threads[L.order[L.pos]];
+        if (u.state == kRunnable) return &u;
+    }
+    return nullptr;
+}
+
+// The running thread stops (it waits, or `finished`): the pass goes on, or back to the scheduler.
+void leave(ThreadState& t, bool finished) {
+    if (ThreadState* next = L.rejected ? nullptr : next_in_pass())
+        fiber_to_fiber(t, *next, finished);
+    else
+        to_scheduler(t, finished);
 }
 
 void fiber_start(ThreadState& t) {
@@ -312,7 +351,11 @@ void thread_exit(ThreadState& t);
 
 extern "C" void emu_fiber_main(ThreadState* t) {
 #if EMU_ASAN
-    __sanitizer_finish_switch_fiber(nullptr, &g_main_stack_bottom, &g_main_stack_size);
+    // the scheduler's stack, to switch back to (entered from a fiber: that fiber's, not wanted)
+    if (g_from_sched)
+        __sanitizer_finish_switch_fiber(nullptr, &g_main_stack_bottom, &g_main_stack_size);
+    else
+        __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
     tsan_acquire(&g_tsan_block);  // the host's work and the blocks before this one
     try {
@@ -322,14 +365,14 @@ extern "C" void emu_fiber_main(ThreadState* t) {
     }
     tsan_release(&g_tsan_thread_end);  // before the next block and the host's work after the kernel
     if (!L.rejected) thread_exit(*t);
-    to_scheduler(*t, true);
+    leave(*t, true);
     __builtin_unreachable();
 }
 
 namespace {
 
 void yield() {
-    to_scheduler(cur(), false);
+    leave(cur(), false);
 }
 
 std::string waiting_report() {
@@ -382,18 +425,16 @@ void run_block() {
 #endif
     if (options().order == kRandom) shuffle(L.order);
     while (L.done < n) {
-        bool ran = false;
-        for (int i : L.order) {
-            if (L.threads[i].state != kRunnable) continue;
-            to_fiber(L.threads[i]);
-            ran = true;
-            if (L.rejected) return;
-        }
-        if (!ran) {
+        // a pass: the fibers hand over to each other in order; the last comes back here
+        L.pos = -1;
+        ThreadState* first = next_in_pass();
+        if (!first) {
             g_thread = nullptr;
             fail(L.cfg->file, L.cfg->line, "deadlock in block (%u,%u,%u): no thread can continue%s", g_block_idx.x,
                  g_block_idx.y, g_block_idx.z, waiting_report().c_str());
         }
+        to_fiber(*first);
+        if (L.rejected) return;
         if (options().order == kRandom) shuffle(L.order);
     }
     g_thread = nullptr;
