@@ -1,5 +1,6 @@
 // Table-driven configuration: every key is one row of kKeys, and the JSON loader, the CLI
-// parser, help_text() and config_to_json() all walk that table.
+// parser, help_text() and config_to_json() all walk that table. build/sample's options are a
+// table of their own (kSampleKeys), read by the same parser and described by the same help.
 #include "config.h"
 #include "fileio.h"
 #include <algorithm>
@@ -17,15 +18,28 @@ using json = nlohmann::json;
 
 namespace {
 
-using Field = std::variant<std::string Config::*, int Config::*, double Config::*, uint64_t Config::*,
-                           std::vector<int> Config::*, Pos Config::*, RopeScaling::Kind Config::*,
-                           DataOrder Config::*, Decay Config::*, Schedule Config::*, Device Config::*,
-                           Precision Config::*, Attention Config::*>;
+// A key of the options struct S: a member of one of these types.
+template <class S>
+using FieldOf = std::variant<std::string S::*, int S::*, double S::*, uint64_t S::*, std::vector<int> S::*, Pos S::*,
+                             RopeScaling::Kind S::*, DataOrder S::*, Decay S::*, Schedule S::*, Device S::*,
+                             Precision S::*, Attention S::*>;
 
-struct Key {
+template <class S>
+struct KeyOf {
     const char* name;
-    const char* group;  // model | data | optimiser | eval | output | command line
-    Field field;
+    const char* group;  // train: model | data | optimiser | eval | output | command line
+    FieldOf<S> field;
+    const char* help;
+    const char* shown = nullptr;  // --help's default column, where not the member's default
+};
+using Key = KeyOf<Config>;
+
+// An option without a value; field null: one main handles before parsing (--help).
+template <class S>
+struct FlagOf {
+    const char* name;
+    const char* group;
+    bool S::*field;
     const char* help;
 };
 
@@ -139,23 +153,68 @@ const Key kKeys[] = {
     {"eval_log", "command line", &Config::eval_log, "eval_only's JSONL log, appended to (default RUN_DIR/eval.jsonl)"},
 };
 
-// The flags without a value (parse_args), listed in --help after the keys of the command line.
-const std::pair<const char*, const char*> kFlags[] = {
-    {"overwrite", "a run_dir that holds a run is refused; this deletes it and starts anew"},
-    {"help, -h", "print this help and exit"},
-    {"list-pos", "print the position schemes' names and exit"},
-    {"memory",
+// The flags without a value, listed in --help after the keys of the command line.
+const FlagOf<Config> kFlags[] = {
+    {"overwrite", "command line", &Config::overwrite,
+     "a run_dir that holds a run is refused; this deletes it and starts anew"},
+    {"help, -h", "command line", nullptr, "print this help and exit"},
+    {"list-pos", "command line", nullptr, "print the position schemes' names and exit"},
+    {"memory", "command line", &Config::memory,
      "print the memory a training step of this config needs (with eval_only: the evaluation's), per attention "
      "mode, and exit"},
+};
+
+// build/sample's options (src/sample.cpp checks how they combine).
+const KeyOf<SampleOptions> kSampleKeys[] = {
+    {"checkpoint", "model", &SampleOptions::checkpoint,
+     "RUN_DIR (its latest checkpoint), CKPT_DIR or FILE.safetensors (required)"},
+    {"rope_scaling", "model", &SampleOptions::rope_scaling,
+     "the rotary tables' scaling (any, not only the trained one; MODEL.md, RoPE scaling)", "the checkpoint's"},
+    {"rope_scaling_factor", "model", &SampleOptions::rope_scaling_factor, "rope_scaling's factor s",
+     "the checkpoint's"},
+    {"prompt", "prompt", &SampleOptions::prompt,
+     "text, encoded with GPT-2's BPE (encoder_json and the vocab.bpe beside it); without a prompt the text starts "
+     "from <|endoftext|>"},
+    {"prompt_ids", "prompt", &SampleOptions::prompt_ids,
+     "the prompt's ids instead, \"464 3290\" or 464,3290 (what data/gpt2_tokenizer.py encode prints)"},
+    {"encoder_json", "prompt", &SampleOptions::encoder_json,
+     "GPT-2's vocabulary: encodes --prompt and decodes the text (without it the ids are printed)"},
+    {"tokens", "sampling", &SampleOptions::tokens, "tokens to generate, printed as they come (1 to 2^20)"},
+    {"temperature", "sampling", &SampleOptions::temperature, "0 = greedy"},
+    {"top_k", "sampling", &SampleOptions::top_k, "sample among the k likeliest tokens (0 = the whole vocabulary)"},
+    {"seed", "sampling", &SampleOptions::seed, "the sampler's random seed"},
+    {"num_samples", "sampling", &SampleOptions::num_samples, "samples, one after another"},
+    {"context", "sampling", &SampleOptions::context,
+     "the longest context the model sees; past it the window slides, each token from the last N (with learned "
+     "positions at most max_seq_len)",
+     "max_seq_len"},
+    {"device", "sampling", &SampleOptions::device,
+     "where the model runs (cuda: a build with nvcc; auto: cuda if usable)"},
+    {"precision", "sampling", &SampleOptions::precision, "the activations' precision (bf16 on cuda only)"},
+    {"attention", "attention maps", &SampleOptions::attention,
+     "generate nothing: write the attention probabilities of every layer and head over the prompt (at most "
+     "max_seq_len tokens) to FILE, JSON with the ids and the scheme (MODEL.md, Attention maps)"},
+};
+const FlagOf<SampleOptions> kSampleFlags[] = {
+    {"no_cache", "sampling", &SampleOptions::no_cache,
+     "the whole window's forward pass for every token instead of the KV cache (the same tokens, slower)"},
+    {"help, -h", "sampling", nullptr, "print this help and exit"},
 };
 
 bool cli_only(const Key& k) {
     return std::string(k.group) == "command line";
 }
 
-const Key* find_key(const std::string& name) {
-    for (const Key& k : kKeys)
+template <class S, size_t N>
+const KeyOf<S>* find_key(const KeyOf<S> (&keys)[N], const std::string& name) {
+    for (const KeyOf<S>& k : keys)
         if (name == k.name) return &k;
+    return nullptr;
+}
+template <class S, size_t N>
+const FlagOf<S>* find_flag(const FlagOf<S> (&flags)[N], const std::string& name) {
+    for (const FlagOf<S>& f : flags)
+        if (f.field && name == f.name) return &f;
     return nullptr;
 }
 
@@ -175,14 +234,16 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     return row[b.size()];
 }
 
-// "did you mean --steps? " for a mistyped key (in_file: "did you mean 'steps'? ", of the keys a
-// config file may hold): the nearest key within a third of its length (at least 1 edit), or ""
-// when none is that near.
-std::string did_you_mean(const std::string& key, bool in_file = false) {
+// "did you mean --steps? " for a mistyped key of `keys` (in_file: "did you mean 'steps'? ", of the
+// keys a config file may hold): the nearest key within a third of its length (at least 1 edit),
+// or "" when none is that near.
+template <class S, size_t N>
+std::string did_you_mean(const KeyOf<S> (&keys)[N], const std::string& key, bool in_file = false) {
     const char* best = nullptr;
     size_t best_d = std::max<size_t>(1, key.size() / 3) + 1;
-    for (const Key& k : kKeys)
-        if (size_t d = edit_distance(key, k.name); d < best_d && !(in_file && cli_only(k))) best = k.name, best_d = d;
+    for (const KeyOf<S>& k : keys)
+        if (size_t d = edit_distance(key, k.name); d < best_d && !(in_file && std::string(k.group) == "command line"))
+            best = k.name, best_d = d;
     if (!best) return "";
     return in_file ? "did you mean '" + std::string(best) + "'? " : "did you mean --" + std::string(best) + "? ";
 }
@@ -324,9 +385,9 @@ std::string to_text(const std::vector<int>& v) {
 void apply_json(Config& c, const json& j, const std::string& where) {
     if (!j.is_object()) throw std::runtime_error("config " + where + " must be a JSON object");
     for (auto it = j.begin(); it != j.end(); ++it) {
-        const Key* k = find_key(it.key());
+        const Key* k = find_key(kKeys, it.key());
         if (!k || cli_only(*k)) {
-            std::string hint = did_you_mean(it.key(), true);
+            std::string hint = did_you_mean(kKeys, it.key(), true);
             throw std::runtime_error("unknown config key '" + it.key() + "' in " + where +
                                      (hint.empty() ? "" : " (" + hint.substr(0, hint.size() - 1) + ")"));
         }
@@ -351,20 +412,14 @@ void require(bool ok, const std::string& msg) {
 
 using Options = std::vector<std::pair<std::string, std::string>>;
 
-// The arguments as (key, value) pairs: "--key value" or "--key=value", dashes -> underscores.
-// --overwrite and --memory are the flags without a value.
-Options split_options(const std::vector<std::string>& args, bool& overwrite, bool& memory) {
+// The arguments as (key, value) pairs: "--key value" or "--key=value", dashes -> underscores; a
+// flag's pair has the value "". `extra`: a key outside the table (train's --config).
+template <class S, size_t N, size_t M>
+Options split_options(const std::vector<std::string>& args, const KeyOf<S> (&keys)[N], const FlagOf<S> (&flags)[M],
+                      const char* extra = "") {
     Options opts;
     for (size_t i = 0; i < args.size(); i++) {
         const std::string& a = args[i];
-        if (a == "--overwrite") {
-            overwrite = true;
-            continue;
-        }
-        if (a == "--memory") {
-            memory = true;
-            continue;
-        }
         if (a.size() < 3 || a.compare(0, 2, "--") != 0)
             throw std::runtime_error("unexpected argument '" + a + "' (options are --key value; see --help)");
         std::string key = a.substr(2), value;
@@ -376,9 +431,14 @@ Options split_options(const std::vector<std::string>& args, bool& overwrite, boo
         }
         for (char& ch : key)
             if (ch == '-') ch = '_';
-        if (key != "config" && !find_key(key))
+        if (find_flag(flags, key)) {
+            if (has_value) throw std::runtime_error("--" + key + " takes no value, got '" + a + "'");
+            opts.emplace_back(key, "");
+            continue;
+        }
+        if (key != extra && !find_key(keys, key))
             throw std::runtime_error("unknown option '" + a.substr(0, has_value ? eq + 2 : a.size()) + "' (" +
-                                     did_you_mean(key) + "see --help)");
+                                     did_you_mean(keys, key) + "see --help)");
         if (!has_value) {
             // "--steps --lr 0.1": the value of --steps is missing, not "0.1" unexpected
             if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0)
@@ -394,9 +454,73 @@ Options split_options(const std::vector<std::string>& args, bool& overwrite, boo
     return opts;
 }
 
+// Each option of opts into s, in order (a later one wins); what is not in the tables is skipped.
+template <class S, size_t N, size_t M>
+void apply_options(S& s, const Options& opts, const KeyOf<S> (&keys)[N], const FlagOf<S> (&flags)[M]) {
+    for (const auto& opt : opts) {  // not a structured binding: C++17 lets no lambda capture one (clang refuses)
+        if (const FlagOf<S>* f = find_flag(flags, opt.first)) {
+            s.*(f->field) = true;
+            continue;
+        }
+        const std::string what = "--" + opt.first;
+        if (const KeyOf<S>* k = find_key(keys, opt.first))
+            std::visit([&](auto field) { parse_text(opt.second, s.*field, what); }, k->field);
+    }
+}
+
+bool has_option(const Options& opts, const std::string& key) {
+    for (const auto& [k, v] : opts)
+        if (k == key) return true;
+    return false;
+}
+
+// --help's rows of a key table and its flags: each key with its group, its default as text and its
+// help (a choice key's ends with its choices, from their table).
+template <class S, size_t N, size_t M>
+std::vector<KeyHelp> help_rows(const KeyOf<S> (&keys)[N], const FlagOf<S> (&flags)[M]) {
+    const S d;
+    std::vector<KeyHelp> rows;
+    for (const KeyOf<S>& k : keys)
+        std::visit(
+            [&](auto field) {
+                using T = std::remove_cv_t<std::remove_reference_t<decltype(d.*field)>>;
+                std::string help = k.help;
+                if constexpr (std::is_enum<T>::value) help += ": " + choice_list<T>();
+                rows.push_back({k.name, k.group, k.shown ? k.shown : to_text(d.*field), help});
+            },
+            k.field);
+    for (const FlagOf<S>& f : flags) rows.push_back({f.name, f.group, "", f.help});
+    // each group's rows together, the groups in the order they first appear
+    std::vector<std::string> order;
+    for (const KeyHelp& r : rows)
+        if (std::find(order.begin(), order.end(), r.group) == order.end()) order.push_back(r.group);
+    std::stable_sort(rows.begin(), rows.end(), [&](const KeyHelp& a, const KeyHelp& b) {
+        return std::find(order.begin(), order.end(), a.group) < std::find(order.begin(), order.end(), b.group);
+    });
+    return rows;
+}
+
+// The rows, one line each, grouped, the defaults in a column.
+std::string help_lines(const std::vector<KeyHelp>& rows) {
+    // padded to a column, whatever the length: every entry is one whole line
+    auto column = [](std::string s, size_t width) {
+        if (s.size() < width) s.resize(width, ' ');
+        return s;
+    };
+    std::string s, group;
+    size_t width = 0;  // the longest key's
+    for (const KeyHelp& k : rows) width = std::max(width, k.name.size());
+    for (const KeyHelp& k : rows) {
+        if (k.group != group) s += "\n" + (group = k.group) + ":\n";
+        s += "  --" + column(k.name, width) + " " + column(k.value, 12) + " " + k.help + "\n";
+    }
+    return s;
+}
+
 // What the options apply to: the defaults, or the resumed (or evaluated) run's resolved config,
 // so that the command line still overrides it.
-Config base_config(const Options& opts, bool overwrite) {
+Config base_config(const Options& opts) {
+    const bool overwrite = has_option(opts, "overwrite");
     std::string resume, eval_only;
     bool init_from = false;
     for (const auto& [key, value] : opts) {
@@ -447,20 +571,35 @@ Config parse_args(int argc, char** argv) {
             c.list_pos = true;
             return c;
         }
-    bool overwrite = false, memory = false;
-    const Options opts = split_options(args, overwrite, memory);
-    c = base_config(opts, overwrite);
+    const Options opts = split_options(args, kKeys, kFlags, "config");
+    c = base_config(opts);
     for (const auto& [key, value] : opts)  // several --config files apply left to right
         if (key == "config") apply_json_file(c, value);
-    for (const auto& opt : opts) {  // not a structured binding: C++17 lets no lambda capture one (clang refuses)
-        if (opt.first == "config") continue;
-        const Key* k = find_key(opt.first);
-        std::string what = "--" + opt.first;
-        std::visit([&](auto field) { parse_text(opt.second, c.*field, what); }, k->field);
-    }
-    c.overwrite = overwrite;
-    c.memory = memory;
+    apply_options(c, opts, kKeys, kFlags);
     return c;
+}
+
+SampleOptions parse_sample_args(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    SampleOptions o;
+    for (const std::string& a : args)
+        if (a == "--help" || a == "-h") {
+            o.help = true;
+            return o;
+        }
+    const Options opts = split_options(args, kSampleKeys, kSampleFlags);
+    apply_options(o, opts, kSampleKeys, kSampleFlags);
+    for (const auto& [key, value] : opts) o.given.insert(key);
+    return o;
+}
+
+std::string sample_help_text() {
+    return "usage: sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt TEXT | --prompt_ids IDS] "
+           "[--KEY VALUE ...]\n"
+           "       sample --checkpoint ... [--prompt TEXT | --prompt_ids IDS] --attention FILE\n"
+           "Prints the prompt and the tokens it samples after it as they come, then a line of the speed (stderr).\n"
+           "(--key-name and --key_name both work; --key=value too.)\n" +
+           help_lines(help_rows(kSampleKeys, kSampleFlags));
 }
 
 std::string usage_line() {
@@ -469,39 +608,19 @@ std::string usage_line() {
 }
 
 std::vector<KeyHelp> key_help() {
-    const Config d;
-    std::vector<KeyHelp> rows;
-    for (const Key& k : kKeys)
-        std::visit(
-            [&](auto field) {  // a choice key's help ends with its choices, from their table
-                using T = std::remove_cv_t<std::remove_reference_t<decltype(d.*field)>>;
-                std::string help = k.help;
-                if constexpr (std::is_enum<T>::value) help += ": " + choice_list<T>();
-                rows.push_back({k.name, k.group, to_text(d.*field), help});
-            },
-            k.field);
-    for (const auto& [name, help] : kFlags) rows.push_back({name, "command line", "", help});
-    return rows;
+    return help_rows(kKeys, kFlags);
 }
 
 std::string help_text() {
-    // padded to a column, whatever the length: every entry is one whole line
-    auto column = [](std::string s, size_t width) {
-        if (s.size() < width) s.resize(width, ' ');
-        return s;
-    };
     std::string s = usage_line() +
                     "Settings come from the defaults, then FILE.json (an object of the keys below), then --KEY VALUE\n"
-                    "(--key-name and --key_name both work; --key=value too).\n";
-    std::string group;
-    size_t width = 0;  // the longest key's
-    for (const KeyHelp& k : key_help()) width = std::max(width, k.name.size());
-    for (const KeyHelp& k : key_help()) {
-        if (k.group != group) s += "\n" + (group = k.group) + ":\n";
-        s += "  --" + column(k.name, width) + " " + column(k.value, 12) + " " + k.help + "\n";
+                    "(--key-name and --key_name both work; --key=value too).\n" +
+                    help_lines(key_help()) + "\nposition schemes (--pos):\n";
+    for (const PosTraits& t : kPosSchemes) {
+        std::string name = t.name;
+        name.resize(std::max<size_t>(name.size(), 12), ' ');
+        s += "  " + name + " " + t.about + "\n";
     }
-    s += "\nposition schemes (--pos):\n";
-    for (const PosTraits& t : kPosSchemes) s += "  " + column(t.name, 12) + " " + t.about + "\n";
     return s;
 }
 

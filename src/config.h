@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <iterator>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -158,6 +159,31 @@ std::vector<KeyHelp> key_help();
 // The usage line plus every entry of key_help(), each on a line of its own, grouped; then the
 // position schemes.
 std::string help_text();
+// build/sample's options (src/sample.cpp), from their own key table by the same parser: the
+// same help, the same errors.
+struct SampleOptions {
+    std::string checkpoint;  // RUN_DIR | CKPT_DIR | FILE.safetensors
+    RopeScaling::Kind rope_scaling = RopeScaling::none;  // used only when given: else the checkpoint's
+    double rope_scaling_factor = 0;
+    std::string prompt, prompt_ids;
+    std::string encoder_json = "data/gpt2/encoder.json";
+    int tokens = 64;
+    double temperature = 1.0;  // 0 = greedy
+    int top_k = 40;            // 0 = the whole vocabulary
+    uint64_t seed = 42;
+    int num_samples = 1;
+    int context = 0;  // used only when given: else max_seq_len
+    Device device = Device::cpu;
+    Precision precision = Precision::fp32;
+    std::string attention;  // FILE: write the attention maps, generate nothing
+    bool no_cache = false;
+    bool help = false;            // --help / -h given
+    std::set<std::string> given;  // the keys and flags the command line gave
+};
+// The command line's options (--help anywhere: returns at once with help = true). Throws
+// std::runtime_error on an unknown option or a value of the wrong type.
+SampleOptions parse_sample_args(int argc, char** argv);
+std::string sample_help_text();
 // Throws std::runtime_error naming the first inconsistent or out-of-range setting.
 void validate(const Config& c);
 // The model keys only: what every binary that builds a model from a config (a training config,

@@ -1,11 +1,7 @@
 // The sample binary: loads a checkpoint and generates text from a prompt, streaming each token as
 // it comes (generate.h: a KV cache, or the full recompute with --no_cache), then a line of its
 // speed on stderr; or with --attention writes the attention probabilities over the prompt
-// (attention_json).
-//   build/sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors [--prompt TEXT | --prompt_ids "464 3290"]
-//                [--tokens 64] [--temperature 1.0] [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]
-//                [--num_samples 1] [--context N] [--no_cache] [--device cpu|cuda] [--precision fp32|bf16]
-//                [--attention FILE.json]
+// (attention_json). Its options: kSampleKeys in config.cpp (build/sample --help).
 // --prompt is encoded as data/gpt2_tokenizer.py encode TEXT does (src/gpt2_encoder.h), with the
 // vocab.bpe beside encoder.json; --prompt_ids takes the ids themselves.
 #include <sys/stat.h>
@@ -154,193 +150,172 @@ GenStats sample_with(const ModelConfig& mc, std::vector<float> weights, const st
     return st;
 }
 
+// How the options combine and their ranges, checked before anything is read. Returns whether the
+// model runs on the GPU (--device auto: when one is usable).
+static bool check_options(const SampleOptions& o) {
+    auto given = [&](const char* k) { return o.given.count(k) > 0; };
+    if (o.checkpoint.empty()) throw std::runtime_error("--checkpoint is required (see --help)");
+    if (given("prompt") && given("prompt_ids"))
+        throw std::runtime_error("--prompt and --prompt_ids both give the prompt: use one of them");
+    const bool maps = given("attention");
+    if (maps && o.attention.empty()) throw std::runtime_error("--attention is empty: give the file to write");
+    for (const char* k : {"tokens", "temperature", "top_k", "seed", "num_samples", "context", "no_cache"})
+        if (maps && given(k)) throw std::runtime_error(std::string("--attention generates nothing: leave out --") + k);
+    for (const char* k : {"device", "precision"})
+        if (maps && given(k))
+            throw std::runtime_error(std::string("--attention computes on the CPU: leave out --") + k);
+    for (const auto& [k, v] : {std::pair<const char*, int>{"tokens", o.tokens},
+                               {"num_samples", o.num_samples},
+                               {"context", given("context") ? o.context : 1}}) {
+        if (v < 1) throw std::runtime_error(std::string("--") + k + " must be at least 1, got " + std::to_string(v));
+        if (v > 1 << 20)
+            throw std::runtime_error(std::string("--") + k + " must be at most 1048576, got " + std::to_string(v));
+    }
+    if (o.top_k < 0)
+        throw std::runtime_error("--top_k must be >= 0 (0 = the whole vocabulary), got " + std::to_string(o.top_k));
+    if (o.temperature < 0) {
+        char t[32];
+        snprintf(t, sizeof t, "%g", o.temperature);
+        throw std::runtime_error(std::string("--temperature must be >= 0 (0 = greedy), got ") + t);
+    }
+    bool cuda = o.device == Device::cuda;
+#ifdef HAVE_CUDA
+    if (o.device != Device::cpu) {
+        const CudaDevice::DeviceCheck d = CudaDevice::check_device();
+        if (cuda && d.state != CudaDevice::DeviceCheck::Usable) throw std::runtime_error("--device cuda: " + d.why);
+        cuda = d.state == CudaDevice::DeviceCheck::Usable;
+    }
+#else
+    if (cuda)
+        throw std::runtime_error("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
+#endif
+    if (o.precision == Precision::bf16 && !cuda) throw std::runtime_error("--precision bf16 needs --device cuda");
+    return cuda;
+}
+// The prompt's ids: --prompt_ids, or --prompt encoded with the vocabulary it opens into `encoder`.
+static std::vector<int> read_prompt(const SampleOptions& o, std::unique_ptr<GPT2Encoder>& encoder) {
+    std::vector<int> prompt = o.prompt_ids.empty() ? std::vector<int>{} : parse_ids(o.prompt_ids);
+    if (!o.given.count("prompt")) return prompt;
+    if (o.prompt.empty()) throw std::runtime_error("--prompt is empty (leave it out to start from <|endoftext|>)");
+    try {
+        encoder = std::make_unique<GPT2Encoder>(o.encoder_json);
+        return encoder->encode(o.prompt);
+    } catch (const std::exception& e) {
+        throw std::runtime_error(std::string("--prompt: ") + e.what());
+    }
+}
+
+// The checkpoint's model, with the command line's scaling, checked against the prompt (which gets
+// <|endoftext|> when empty) and the window; flash off where the attention maps or the GPU's
+// kernels need the cublas mode.
+static ModelConfig model_for(const SampleOptions& o, const StFile& f, const GPT2Encoder* encoder,
+                             std::vector<int>& prompt, const GenOptions& go, bool cuda) {
+    if (!f.metadata.count("config")) throw std::runtime_error(f.path + " has no model config in its metadata");
+    Config stored = stored_config(f.metadata.at("config"), f.path);
+    if (o.given.count("rope_scaling")) stored.rope_scaling = o.rope_scaling;  // any scaling, not only the trained one
+    if (o.given.count("rope_scaling_factor")) stored.rope_scaling_factor = o.rope_scaling_factor;
+    validate_model(stored);
+    ModelConfig mc = model_config(stored);
+    if (encoder && (int)encoder->vocab().size() != mc.V)
+        throw std::runtime_error("--prompt: the model's vocabulary has " + std::to_string(mc.V) + " ids, not the " +
+                                 std::to_string(encoder->vocab().size()) + " of " + o.encoder_json +
+                                 " (give its ids with --prompt_ids)");
+    if (prompt.empty()) prompt = {mc.V > 50256 ? 50256 : 0};
+    for (int id : prompt)
+        if (id < 0 || id >= mc.V)
+            throw std::runtime_error("prompt id " + std::to_string(id) + " is outside the vocabulary");
+    const bool maps = o.given.count("attention");
+    if (maps && (int)prompt.size() > mc.maxT)
+        throw std::runtime_error("--attention: the prompt has " + std::to_string(prompt.size()) +
+                                 " tokens, more than the model's max_seq_len " + std::to_string(mc.maxT));
+    if (!maps) {
+        int window;
+        try {
+            window = gen_window(mc, go);
+        } catch (const std::exception& e) {
+            throw std::runtime_error(std::string("--context: ") + e.what());
+        }
+        if ((int)prompt.size() > window)
+            throw std::runtime_error("the prompt has " + std::to_string(prompt.size()) +
+                                     " tokens, more than the context of " + std::to_string(window) +
+                                     (pos_traits(mc.pos).learned_table
+                                          ? " (max_seq_len: learned positions have no row past it)"
+                                      : o.given.count("context") ? " (--context)"
+                                                                 : " (max_seq_len; a longer one: --context N)"));
+    }
+    // --attention: the cublas mode, which keeps every layer's probabilities in the training activations
+    if (maps) mc.flash = false;
+#ifdef HAVE_CUDA
+    // the flash kernels take some head sizes; the cublas attention computes the same for the others
+    if (cuda && mc.flash && !gpu::flash_supports_head_size(mc.C / mc.H)) mc.flash = false;
+#else
+    (void)cuda;
+#endif
+    return mc;
+}
+
+// --attention: the probabilities of every layer and head over the prompt, written to the file.
+static void write_attention(const SampleOptions& o, const std::string& path, const ModelConfig& mc,
+                            const std::vector<float>& weights, const std::vector<int>& prompt) {
+    GPT<CpuBackend<float>> model(mc, ModelUse::inference);
+    model.set_params(weights);
+    const int T = (int)prompt.size();
+    std::vector<float> att = model.attention_maps(prompt.data(), 1, T);  // (L,1,H,T,T)
+    write_text_file_atomic(o.attention, attention_json(path, pos_name(mc.pos), prompt, att, mc.L, mc.H));
+    printf("attention: %s, (L %d, H %d, T %d) over the prompt\n", o.attention.c_str(), mc.L, mc.H, T);
+}
+
 int main(int argc, char** argv) {
     setup_process(argv);
     try {
-        std::map<std::string, std::string> opt = {{"checkpoint", ""},
-                                                  {"prompt", ""},
-                                                  {"prompt_ids", ""},
-                                                  {"tokens", "64"},
-                                                  {"temperature", "1.0"},
-                                                  {"top_k", "40"},
-                                                  {"seed", "42"},
-                                                  {"encoder_json", "data/gpt2/encoder.json"},
-                                                  {"num_samples", "1"},
-                                                  {"context", "0"},
-                                                  {"device", "cpu"},
-                                                  {"precision", "fp32"},
-                                                  {"attention", ""},
-                                                  {"rope_scaling", ""},
-                                                  {"rope_scaling_factor", ""}};
-        bool no_cache = false;
-        std::set<std::string> given;
-        for (int i = 1; i < argc; i++) {
-            std::string a = argv[i];
-            if (a == "--help" || a == "-h") {
-                printf(
-                    "usage: sample --checkpoint RUN_DIR|CKPT_DIR|FILE.safetensors\n"
-                    "              [--prompt TEXT | --prompt_ids 464,3290] [--tokens 64] [--temperature 1.0]\n"
-                    "              [--top_k 40] [--seed 42] [--encoder_json data/gpt2/encoder.json]\n"
-                    "              [--num_samples 1] [--context N] [--no_cache] [--device cpu|cuda]\n"
-                    "              [--precision fp32|bf16] [--rope_scaling KIND] [--rope_scaling_factor S]\n"
-                    "       sample --checkpoint ... [--prompt TEXT | --prompt_ids 464,3290] --attention FILE\n"
-                    "--prompt TEXT is encoded with GPT-2's BPE (encoder.json and the vocab.bpe beside it); without\n"
-                    "a prompt the text starts from <|endoftext|>. temperature 0 = greedy; top_k 0 = whole\n"
-                    "vocabulary. Without encoder.json the ids are printed. Tokens are printed as they come, then a\n"
-                    "line of the speed (stderr). --num_samples N: N samples, one after another. --context N: the\n"
-                    "longest context the model sees (default max_seq_len; with learned positions at most that);\n"
-                    "past it the window slides, each token from the last N. --no_cache: the whole window's\n"
-                    "forward pass for every token instead of the KV cache (same tokens, slower). --device cuda:\n"
-                    "on the GPU (a build with nvcc), with --precision bf16 in bf16 activations.\n"
-                    "--rope_scaling %s, --rope_scaling_factor S: the rotary tables'\n"
-                    "scaling (default the checkpoint's; any other is allowed; MODEL.md, RoPE scaling).\n"
-                    "--attention FILE generates nothing: it writes the attention probabilities of every layer\n"
-                    "and head over the prompt (at most max_seq_len tokens) to FILE, JSON with the ids and the\n"
-                    "scheme (MODEL.md, Attention maps).\n",
-                    rope_scaling_names("|").c_str());
-                return 0;
-            }
-            if (a == "--no_cache") {
-                no_cache = true;
-                continue;
-            }
-            if (a.rfind("--", 0) != 0 || !opt.count(a.substr(2)))
-                throw std::runtime_error("unknown argument '" + a + "' (see --help)");
-            if (i + 1 >= argc) throw std::runtime_error("missing value for " + a);
-            opt[a.substr(2)] = argv[++i];
-            given.insert(a.substr(2));
+        const SampleOptions o = parse_sample_args(argc, argv);
+        if (o.help) {
+            printf("%s", sample_help_text().c_str());
+            return 0;
         }
-        if (opt["checkpoint"].empty()) throw std::runtime_error("--checkpoint is required (see --help)");
-        if (given.count("prompt") && given.count("prompt_ids"))
-            throw std::runtime_error("--prompt and --prompt_ids both give the prompt: use one of them");
-        const bool maps = given.count("attention");
-        if (maps && opt["attention"].empty()) throw std::runtime_error("--attention is empty: give the file to write");
-        for (const char* k : {"tokens", "temperature", "top_k", "seed", "num_samples", "context"})
-            if (maps && given.count(k))
-                throw std::runtime_error(std::string("--attention generates nothing: leave out --") + k);
-        for (const char* k : {"device", "precision"})
-            if (maps && given.count(k))
-                throw std::runtime_error(std::string("--attention computes on the CPU: leave out --") + k);
-        if (maps && no_cache) throw std::runtime_error("--attention generates nothing: leave out --no_cache");
-        // every argument is checked before the model is loaded
-        if (opt["device"] != "cpu" && opt["device"] != "cuda")
-            throw std::runtime_error("--device must be cpu or cuda, got '" + opt["device"] + "'");
-        if (opt["precision"] != "fp32" && opt["precision"] != "bf16")
-            throw std::runtime_error("--precision must be fp32 or bf16, got '" + opt["precision"] + "'");
-        const bool cuda = opt["device"] == "cuda", bf16 = opt["precision"] == "bf16";
-        if (bf16 && !cuda) throw std::runtime_error("--precision bf16 needs --device cuda");
-#ifdef HAVE_CUDA
-        if (cuda) {
-            const CudaDevice::DeviceCheck d = CudaDevice::check_device();
-            if (d.state != CudaDevice::DeviceCheck::Usable) throw std::runtime_error("--device cuda: " + d.why);
-        }
-#else
-        if (cuda)
-            throw std::runtime_error("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
-#endif
-        auto positive = [&](const char* k) {  // a count from 1 to 2^20
-            const std::string flag = std::string("--") + k;
-            const long long v = parse_int_arg(opt[k], flag, INT_MIN, 1 << 20);
-            if (v < 1) throw std::runtime_error(flag + " must be at least 1, got " + opt[k]);
-            return (int)v;
-        };
+        const bool cuda = check_options(o), bf16 = o.precision == Precision::bf16, maps = o.given.count("attention");
         GenOptions go;
-        go.tokens = positive("tokens");
-        go.cache = !no_cache;
-        const int samples = positive("num_samples");
-        if (given.count("context")) go.window = positive("context");
-        go.top_k = (int)parse_int_arg(opt["top_k"], "--top_k", 0, INT_MAX);
-        uint64_t seed = (uint64_t)parse_int_arg(opt["seed"], "--seed", 0, LLONG_MAX);
-        double temperature = go.temperature = parse_number_arg(opt["temperature"], "--temperature");
-        if (temperature < 0)
-            throw std::runtime_error("--temperature must be >= 0 (0 = greedy), got " + opt["temperature"]);
-        std::vector<int> prompt = opt["prompt_ids"].empty() ? std::vector<int>{} : parse_ids(opt["prompt_ids"]);
+        go.tokens = o.tokens;
+        go.cache = !o.no_cache;
+        if (o.given.count("context")) go.window = o.context;
+        go.top_k = o.top_k;
+        go.temperature = o.temperature;
         std::unique_ptr<GPT2Encoder> encoder;  // the vocabulary of --prompt, which also decodes
-        if (given.count("prompt")) {
-            if (opt["prompt"].empty())
-                throw std::runtime_error("--prompt is empty (leave it out to start from <|endoftext|>)");
-            try {
-                encoder = std::make_unique<GPT2Encoder>(opt["encoder_json"]);
-                prompt = encoder->encode(opt["prompt"]);
-            } catch (const std::exception& e) {
-                throw std::runtime_error(std::string("--prompt: ") + e.what());
-            }
-        }
+        std::vector<int> prompt = read_prompt(o, encoder);
 
-        StFile f = safetensors_read(model_file(opt["checkpoint"]));
-        if (!f.metadata.count("config")) throw std::runtime_error(f.path + " has no model config in its metadata");
-        Config stored = stored_config(f.metadata.at("config"), f.path);
-        if (given.count("rope_scaling"))  // any scaling, not only the trained one
-            stored.rope_scaling = parse_choice<RopeScaling::Kind>("rope_scaling", opt["rope_scaling"]);
-        if (given.count("rope_scaling_factor"))
-            stored.rope_scaling_factor = parse_number_arg(opt["rope_scaling_factor"], "--rope_scaling_factor");
-        validate_model(stored);
-        ModelConfig mc = model_config(stored);
-        if (encoder && (int)encoder->vocab().size() != mc.V)
-            throw std::runtime_error("--prompt: the model's vocabulary has " + std::to_string(mc.V) + " ids, not the " +
-                                     std::to_string(encoder->vocab().size()) + " of " + opt["encoder_json"] +
-                                     " (give its ids with --prompt_ids)");
-        if (prompt.empty()) prompt = {mc.V > 50256 ? 50256 : 0};
-        for (int id : prompt)
-            if (id < 0 || id >= mc.V)
-                throw std::runtime_error("prompt id " + std::to_string(id) + " is outside the vocabulary");
-        if (maps && (int)prompt.size() > mc.maxT)
-            throw std::runtime_error("--attention: the prompt has " + std::to_string(prompt.size()) +
-                                     " tokens, more than the model's max_seq_len " + std::to_string(mc.maxT));
-        int window = mc.maxT;
-        if (!maps) {
-            try {
-                window = gen_window(mc, go);
-            } catch (const std::exception& e) {
-                throw std::runtime_error(std::string("--context: ") + e.what());
-            }
-            if ((int)prompt.size() > window)
-                throw std::runtime_error(
-                    "the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context of " +
-                    std::to_string(window) +
-                    (pos_traits(mc.pos).learned_table
-                         ? " (max_seq_len: learned positions have no row past it)"
-                         : given.count("context") ? " (--context)" : " (max_seq_len; a longer one: --context N)"));
-        }
-        // --attention: the cublas mode, which keeps every layer's probabilities in the training activations
-        if (maps) mc.flash = false;
-#ifdef HAVE_CUDA
-        // the flash kernels take some head sizes; the cublas attention computes the same for the others
-        if (cuda && mc.flash && !gpu::flash_supports_head_size(mc.C / mc.H)) mc.flash = false;
-#endif
+        StFile f = safetensors_read(model_file(o.checkpoint));
+        const ModelConfig mc = model_for(o, f, encoder.get(), prompt, go, cuda);
         if (!cuda)  // host memory for the CPU's model and activations
             check_host_memory(mc,
                               maps ? model_memory_parts(mc, 1, (int)prompt.size(), false, 4, true, 1, 0, 0, true)
                                    : sample_memory<CpuBackend<float>>(mc, prompt, go),
                               false,
                               maps ? "a prompt of " + std::to_string(prompt.size()) + " tokens"
-                                   : "a window of " + std::to_string(std::min<int>(window, prompt.size() + go.tokens)) +
+                                   : "a window of " +
+                                         std::to_string(std::min<int>(gen_window(mc, go), prompt.size() + go.tokens)) +
                                          " tokens (the prompt and --tokens)");
         // the whole checkpoint is checked before the vocabulary is opened (--prompt's, opened with
         // the arguments, gives errors, not notes): a malformed one gives its error alone, without
         // a note about encoder.json before it
         std::vector<float> weights = layout_from_file<float>(param_layout(mc), f, "");
         f.tensors.clear();  // the weights are in `weights`: hold them once
-        // a broken encoder.json fails before the work (--attention decodes nothing)
-        std::unique_ptr<GPT2Decoder> opened = encoder || maps ? nullptr : open_decoder(opt["encoder_json"], mc.V);
-        const GPT2Decoder* decoder = encoder ? &encoder->vocab() : opened.get();
         if (maps) {
-            GPT<CpuBackend<float>> model(mc, ModelUse::inference);
-            model.set_params(weights);
-            const int T = (int)prompt.size();
-            std::vector<float> att = model.attention_maps(prompt.data(), 1, T);  // (L,1,H,T,T)
-            write_text_file_atomic(opt["attention"], attention_json(f.path, pos_name(mc.pos), prompt, att, mc.L, mc.H));
-            printf("attention: %s, (L %d, H %d, T %d) over the prompt\n", opt["attention"].c_str(), mc.L, mc.H, T);
+            write_attention(o, f.path, mc, weights, prompt);
             return 0;
         }
+        // a broken encoder.json fails before the work
+        std::unique_ptr<GPT2Decoder> opened = encoder ? nullptr : open_decoder(o.encoder_json, mc.V);
+        const GPT2Decoder* decoder = encoder ? &encoder->vocab() : opened.get();
         GenStats st;
 #ifdef HAVE_CUDA
         if (cuda)
-            st = bf16 ? sample_with<CudaBackend<bf16_t>>(mc, std::move(weights), prompt, go, samples, seed, decoder)
-                      : sample_with<CudaBackend<float>>(mc, std::move(weights), prompt, go, samples, seed, decoder);
+            st = bf16 ? sample_with<CudaBackend<bf16_t>>(mc, std::move(weights), prompt, go, o.num_samples, o.seed,
+                                                         decoder)
+                      : sample_with<CudaBackend<float>>(mc, std::move(weights), prompt, go, o.num_samples, o.seed,
+                                                        decoder);
         else
 #endif
-            st = sample_with<CpuBackend<float>>(mc, std::move(weights), prompt, go, samples, seed, decoder);
+            st = sample_with<CpuBackend<float>>(mc, std::move(weights), prompt, go, o.num_samples, o.seed, decoder);
         // --tokens 1 takes its token from the prefill's logits: no generation step to time
         char gen[96] = "no generation step after the prefill";
         if (st.tokens)

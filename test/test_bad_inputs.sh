@@ -164,6 +164,8 @@ expect_fail eval_only_shape_mismatch "^error: .*holds the weights of another mod
   "$TRAIN" --eval_only "$tmp/run_evalrun" --n_layer 2
 expect_fail eval_only_no_val_data "^error: --eval_only needs validation data: .* has no val_data" -- \
   "$TRAIN" --eval_only "$tmp/run_evalrun" --val_data ""
+expect_only_error train_flag_with_value "^error: --overwrite takes no value, got '--overwrite=1'$" -- \
+  "$TRAIN" --train_data "$good" --overwrite=1
 expect_only_error eval_only_with_resume "^error: --eval_only evaluates a run .*--resume and --overwrite" -- \
   "$TRAIN" --eval_only "$tmp/run_evalrun" --resume "$tmp/run_evalrun"
 if [ -e "$tmp/run_evalrun/eval.jsonl" ]; then fail eval_only_errors_write_no_log "$(cat "$tmp/run_evalrun/eval.jsonl")"
@@ -327,17 +329,29 @@ expect_fail sample_empty_prompt "^error: --prompt_ids ',' holds no ids" -- "$SAM
 expect_fail sample_temperature_nan "^error: --temperature: expected a number, got 'nan'" -- \
   "$SAMPLE" --checkpoint "$ck" --temperature nan
 expect_fail sample_tokens_not_number "^error: --tokens: expected an integer, got 'abc'" -- "$SAMPLE" --checkpoint "$ck" --tokens abc
-expect_fail sample_tokens_huge "^error: --tokens: expected an integer <= 1048576, got '99999999999'" -- \
+expect_only_error sample_tokens_huge "^error: --tokens must be at most 1048576, got 2000000$" -- \
+  "$SAMPLE" --checkpoint "$ck" --tokens 2000000
+expect_only_error sample_tokens_past_int "^error: --tokens: expected an integer from -2147483648 to 2147483647, got '99999999999'$" -- \
   "$SAMPLE" --checkpoint "$ck" --tokens 99999999999
-expect_only_error sample_top_k_negative "^error: --top_k: expected an integer >= 0, got '-1'$" -- "$SAMPLE" --checkpoint "$ck" --top_k -1
+expect_only_error sample_top_k_negative "^error: --top_k must be >= 0 \(0 = the whole vocabulary\), got -1$" -- \
+  "$SAMPLE" --checkpoint "$ck" --top_k -1
+expect_only_error sample_temperature_negative "^error: --temperature must be >= 0 \(0 = greedy\), got -0.5$" -- \
+  "$SAMPLE" --checkpoint "$ck" --temperature -0.5
+expect_only_error sample_seed_negative "^error: --seed: expected a non-negative integer, got '-1'$" -- \
+  "$SAMPLE" --checkpoint "$ck" --seed -1
 expect_only_error sample_tokens_zero "^error: --tokens must be at least 1, got 0$" -- "$SAMPLE" --checkpoint "$ck" --tokens 0
 expect_only_error sample_tokens_negative "^error: --tokens must be at least 1, got -5$" -- "$SAMPLE" --checkpoint "$ck" --tokens -5
 expect_only_error sample_num_samples_zero "^error: --num_samples must be at least 1, got 0$" -- \
   "$SAMPLE" --checkpoint "$ck" --num_samples 0
 expect_only_error sample_context_zero "^error: --context must be at least 1, got 0$" -- "$SAMPLE" --checkpoint "$ck" --context 0
-expect_only_error sample_device_unknown "^error: --device must be cpu or cuda, got 'gpu'$" -- "$SAMPLE" --checkpoint "$ck" --device gpu
-expect_only_error sample_precision_unknown "^error: --precision must be fp32 or bf16, got 'fp16'$" -- \
+expect_only_error sample_device_unknown "^error: device must be one of cpu \| cuda \| auto, got 'gpu'$" -- \
+  "$SAMPLE" --checkpoint "$ck" --device gpu
+expect_only_error sample_precision_unknown "^error: precision must be one of fp32 \| bf16, got 'fp16'$" -- \
   "$SAMPLE" --checkpoint "$ck" --precision fp16
+expect_only_error sample_flag_with_value "^error: --no_cache takes no value, got '--no_cache=1'$" -- \
+  "$SAMPLE" --checkpoint "$ck" --no_cache=1
+expect_only_error sample_value_missing "^error: the value of --tokens is missing$" -- "$SAMPLE" --checkpoint "$ck" --tokens
+expect_only_error sample_no_checkpoint "^error: --checkpoint is required \(see --help\)$" -- "$SAMPLE" --tokens 3
 expect_only_error sample_bf16_on_cpu "^error: --precision bf16 needs --device cuda$" -- "$SAMPLE" --checkpoint "$ck" --precision bf16
 # without a CUDA backend, or without a GPU it can use: what is missing
 expect_only_error sample_cuda_not_here "^error: --device cuda: " -- "$SAMPLE" --checkpoint "$ck" --device cuda
@@ -367,7 +381,7 @@ expect_fail sample_encoder_string_ids "^error: .*string_encoder.json: the id of 
   "$SAMPLE" --checkpoint "$ck" --encoder_json "$tmp/string_encoder.json"
 # --prompt TEXT: one of --prompt and --prompt_ids, a vocabulary with its merges beside it, text in
 # UTF-8, a model of that vocabulary; the old name of --encoder_json is an unknown argument
-expect_fail sample_unknown_flag_hint "^error: unknown argument '--encoder' \(see --help\)" -- \
+expect_fail sample_unknown_flag_hint "^error: unknown option '--encoder' \(see --help\)" -- \
   "$SAMPLE" --checkpoint "$ck" --encoder "$tmp/empty_encoder.json"
 expect_fail sample_prompt_and_ids "^error: --prompt and --prompt_ids both give the prompt: use one of them" -- \
   "$SAMPLE" --checkpoint "$ck" --prompt hi --prompt_ids 3

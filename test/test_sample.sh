@@ -57,6 +57,24 @@ out one --checkpoint "$tmp/rope" --prompt_ids 3 --tokens 20 --seed 5
 if [ "$(sed -n 2p "$tmp/n.out")" = "$(cat "$tmp/one.out")" ]; then pass sample_num_samples_first_is_single
 else fail sample_num_samples_first_is_single "'$(sed -n 2p "$tmp/n.out")' vs '$(cat "$tmp/one.out")'"; fi
 
+# --device auto: the GPU where one is usable, else the CPU, with the CPU's very text
+out auto --checkpoint "$tmp/rope" --prompt_ids "3 1 4" --tokens 8 --seed 3 --device auto
+out cpu3 --checkpoint "$tmp/rope" --prompt_ids "3 1 4" --tokens 8 --seed 3
+if [ -s "$tmp/auto.out" ] && { grep -q ', cuda)$' "$tmp/auto.err" ||
+  { grep -q ', cpu)$' "$tmp/auto.err" && cmp -s "$tmp/auto.out" "$tmp/cpu3.out"; }; }; then pass sample_device_auto
+else fail sample_device_auto "$(cat "$tmp/auto.out" "$tmp/auto.err")"; fi
+
+# --help: every option, from the key table the parser reads, with its default and a choice key's choices
+help=$("$SAMPLE" --help)
+why=""
+for k in checkpoint rope_scaling rope_scaling_factor prompt prompt_ids encoder_json tokens temperature top_k seed \
+  num_samples context device precision attention no_cache; do
+  grep -q -- "^  --$k " <<<"$help" || why+="no line for --$k; "
+done
+grep -q -- '^  --tokens  *64  *tokens to generate' <<<"$help" || why+="--tokens without its default 64; "
+grep -q -- '^  --device .*: cpu | cuda | auto$' <<<"$help" || why+="--device without its choices; "
+if [ -z "$why" ]; then pass sample_help_lists_options; else fail sample_help_lists_options "$why$help"; fi
+
 # --tokens 1: the token comes from the prefill's logits; the speed line says there was no step
 out t1 --checkpoint "$tmp/rope" --prompt_ids "3 1 4" --tokens 1 --temperature 0
 if grep -qE '^speed: prefill 3 tokens at [0-9]+ tokens/s, no generation step after the prefill \(KV cache, cpu\)$' \
