@@ -144,7 +144,7 @@ struct ModelBuffers {
 
 // The parts of model_buffers' table, each allocated at its own time: the model's own (with it),
 // gradient accumulation's ids and losses (when the model meets such a step), the KV cache
-// (GPT::kv_reserve).
+// (ModelWeights::kv_reserve, weights.h).
 enum class ModelPart { own, steps, kv_cache };
 
 // What the sizes of model_buffers' buffers follow, in Num (as ActSizes).

@@ -2,9 +2,11 @@
 // orchestration shared by every backend. A backend BK (CpuBackend<Real> in backend_cpu.h,
 // CudaBackend<Act> in cuda/backend_cuda.h) supplies memory and the ops; this file says in which
 // order they run: forward_pass, classifier, backward, adamw, and train_step, one step of them.
-// Around it: params.h (the parameter layout), activations.h (the buffers the ops write),
-// step_queue.h (queuing without waiting for the device: readbacks, CUDA graphs, profile marks) and
-// zero.h (data parallel: the gradient sum over ranks, ZeRO-1).
+// Around it: params.h (the parameter layout), weights.h (the parameters in backend memory, their
+// host copies, AdamW's pass), activations.h (the buffers the ops write), classifier.h (the LM head
+// and the loss), positions.h (the position data), step_queue.h (queuing without waiting for the
+// device: readbacks, CUDA graphs, profile marks) and zero.h (data parallel: the gradient sum over
+// ranks, ZeRO-1).
 //
 // Two element types: Real (BK::real) for the parameters, their gradients and AdamW's moments,
 // Act (BK::act) for the activations and their gradients. They are the same type except on
@@ -24,42 +26,29 @@
 #include <vector>
 
 #include "activations.h"
+#include "classifier.h"
 #include "dist.h"
 #include "params.h"
 #include "pos.h"
 #include "positions.h"
 #include "step.h"
 #include "step_queue.h"
+#include "weights.h"
 #include "zero.h"
 
-// What a model is built for: training (with the optimiser's buffers: gradients, AdamW's moments,
-// the backward's activations), or inference (sampling, evaluation only, attention maps), which
-// allocates none of them (model_buffers, activation_buffers).
-enum class ModelUse { train, inference };
-
 template <class BK>
-struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
+struct GPT : ModelWeights<BK> {
     using Real = typename BK::real;
     using Act = typename BK::act;
     using Acts = typename Activations<BK>::Set;
-    using Bufs = ModelBuffers<Real, Act>;  // the buffers of model_buffers' table (activations.h)
-    using Bufs::params, Bufs::grads, Bufs::m, Bufs::v, Bufs::wc, Bufs::qkv_expanded, Bufs::dqkv_w, Bufs::pos_buf,
-        Bufs::step_inputs, Bufs::step_targets, Bufs::step_losses, Bufs::kcache, Bufs::vcache;
-    static constexpr bool kActCopy = !std::is_same<Act, Real>::value;  // wc is a copy of the weights in Act
+    using W = ModelWeights<BK>;  // the parameters and the other buffers of model_buffers' table
+    using W::params, W::grads, W::qkv_expanded, W::dqkv_w, W::pos_buf, W::step_inputs, W::step_targets,
+        W::step_losses, W::kcache, W::vcache;
+    using W::cfg, W::training, W::layout, W::buf_layout, W::num_params, W::w, W::g, W::wa, W::step_tokens, W::kv_B,
+        W::kv_cap, W::need_training, W::reallocate;
 
-    ModelConfig cfg;
-    const bool training;  // ModelUse::train
     const PosTraits& pt;  // the position scheme's traits
-    // layout: the checkpoints' tensors (what get() returns and set_params() takes); buf_layout: the
-    // same with wte's Vp rows, as the buffers hold them. num_params: elements of each buffer.
-    std::vector<ParamTensor> layout, buf_layout;
-    size_t num_params = 0;
-    TensorsOf<Real> w, g;  // the tensors in params and grads
-    TensorsOf<Act> wa;     // into wc
     Positions<BK> positions;  // the position data in pos_buf, its length and scaling
-    // Incremental decoding (src/generate.h): the KV cache, kcache and vcache (L, kv_B, kv_cap, C)
-    // each; null until kv_reserve.
-    int kv_B = 0, kv_cap = 0;
     // The training step's scalars that change from step to step (src/step.h), in backend memory.
     StepScalars* scalars = nullptr;
     Activations<BK> acts;
@@ -71,24 +60,12 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     // backward starts the gradient sum over ranks. Their token ids and losses (step_tokens each)
     // live in step_inputs, step_targets and step_losses.
     int micro = 0, micros = 1;
-    size_t step_tokens = 0;
 
     // use: training or inference; group: the data-parallel process group this model is one rank of
     // (a world of one by default)
     explicit GPT(const ModelConfig& c, ModelUse use = ModelUse::train, const dist::Group& group = dist::Group())
-        : cfg(c),
-          training(use == ModelUse::train),
-          pt(pos_traits(c.pos)),
-          layout(param_layout(c)),
-          buf_layout(param_layout(c, true)),
-          num_params(buf_layout.back().offset + buf_layout.back().numel),
-          positions(cfg, pos_buf),
-          acts(cfg),
-          sync(group, num_params) {
-        if (cfg.vocab_pad < 1) throw std::runtime_error("vocab_pad must be at least 1");
+        : W(c, use), pt(pos_traits(c.pos)), positions(cfg, pos_buf), acts(cfg), sync(group, num_params) {
         acts.backward = training;
-        buffers(ModelPart::own, [](auto& p, size_t n) { p = alloc_of(p, n); });
-        point_buffers();
         queue.mpi = group.mpi;
         positions.cover(cfg.maxT);
         scalars = BK::alloc_scalars();
@@ -97,101 +74,9 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         queue.drop_graph();
         BK::synchronize();
         BK::free_scalars(scalars);
-        for (ModelPart part : {ModelPart::own, ModelPart::steps, ModelPart::kv_cache})
-            buffers(part, [](auto& p, size_t) { release(p); });
-    }
-    // f(buffer, elements) for each buffer of a part of model_buffers' table: the model's own (the
-    // position data for maxT positions), the step's ids and losses (step_tokens each), the KV cache
-    // (kv_B rows of kv_cap positions).
-    template <class F>
-    void buffers(ModelPart part, F&& f) {
-        ModelSizes<size_t> s;
-        s.P = num_params, s.positions = cfg.maxT, s.train = training, s.step_tokens = step_tokens;
-        s.kv_rows = kv_B, s.kv_positions = kv_cap;
-        model_buffers<size_t, Bufs>(cfg, s, part, [&](auto member, size_t n) { f(this->*member, n); });
-    }
-    // What only a model that trains can do (what: the call) fails in an inference model.
-    void need_training(const char* what) const {
-        if (!training) throw std::logic_error(std::string(what) + ": a model built for inference does not train");
-    }
-    // A buffer of n elements of p's type, and its release.
-    template <class E>
-    static E* alloc_of(E*, size_t n) {
-        if constexpr (std::is_same<E, int>::value)
-            return BK::alloc_int(n);
-        else if constexpr (std::is_same<E, Real>::value)
-            return BK::alloc(n);
-        else
-            return BK::alloc_act(n);
-    }
-    template <class E>
-    static void release(E*& p) {
-        if constexpr (std::is_same<E, int>::value) {
-            if (p) BK::free_int(p);
-        } else {
-            if (p) BK::free(p);
-        }
-        p = nullptr;
-    }
-    GPT(const GPT&) = delete;
-    GPT& operator=(const GPT&) = delete;
-
-    // The tensors' pointers into params and grads, and wc and wa: the parameters themselves, or
-    // (kActCopy) a buffer of their rounded copy.
-    void point_buffers() {
-        w = point(buf_layout, params);
-        g = grads ? point(buf_layout, grads) : TensorsOf<Real>();  // an inference model has none
-        if constexpr (!kActCopy) wc = params;  // else a buffer of its own (model_buffers)
-        wa = point(buf_layout, wc);
-    }
-    // Rounds all of params into wc (kActCopy), after the weights were set other than by AdamW.
-    void refresh_compute_copy() {
-        if constexpr (kActCopy) BK::to_bf16(wc, params, num_params);
     }
     // ZeRO-1 over the ranks of the model's group (zero.h); before the weights are set.
-    void shard_optimizer() {
-        need_training("shard_optimizer");
-        if (sync.shard_buffers(num_params, params, grads, m, v)) point_buffers();
-    }
-
-    // Host vectors in the checkpoint layout <-> the buffer layout: wte comes first, so only the
-    // tensors after it move, by the padded rows (zero in the buffer layout).
-    std::vector<Real> padded(const std::vector<Real>& h) const {
-        size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
-        if (h.size() + pad != num_params) throw std::logic_error("padded: not a vector of the checkpoint layout");
-        std::vector<Real> b(num_params, Real(0));
-        std::copy(h.begin(), h.begin() + real, b.begin());
-        std::copy(h.begin() + real, h.end(), b.begin() + real + pad);
-        return b;
-    }
-    std::vector<Real> unpadded(const std::vector<Real>& b) const {
-        size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
-        std::vector<Real> h(b.begin(), b.begin() + real);
-        h.insert(h.end(), b.begin() + real + pad, b.begin() + num_params);
-        return h;
-    }
-    // Uploads a host copy of all parameters (layout order): as padded() lays them out, without a
-    // second host copy of the weights (wte's rows, zeros for its padded rows, the other tensors).
-    void set_params(const std::vector<Real>& host) {
-        const size_t real = (size_t)cfg.V * cfg.C, pad = (size_t)(cfg.Vp() - cfg.V) * cfg.C;
-        if (host.size() + pad != num_params)
-            throw std::logic_error("set_params: not a vector of the checkpoint layout");
-        BK::copy_from_host(params, host.data(), real);
-        BK::zero(params + real, pad);
-        BK::copy_from_host(params + real + pad, host.data() + real, host.size() - real);
-        refresh_compute_copy();
-    }
-    // A buffer (params, grads, m, v) on the host: as it is (buffer layout), or in layout order.
-    std::vector<Real> get_buffer(const Real* buf) const {
-        std::vector<Real> h(num_params);
-        BK::copy_to_host(h.data(), buf, num_params);
-        return h;
-    }
-    std::vector<Real> get(const Real* buf) const { return unpadded(get_buffer(buf)); }
-    void init(uint64_t seed) {
-        auto p = init_params(cfg, seed);
-        set_params(std::vector<Real>(p.begin(), p.end()));
-    }
+    void shard_optimizer() { W::shard_optimizer(sync); }
 
     // What a graph over activations a reads besides the weights that may be replaced between its
     // replays (StepQueue::Key): every buffer's address and size, the position data's, the
@@ -268,13 +153,6 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     }
     std::vector<double> eval_read() { return queue.eval_read(); }
 
-    // The KV cache for B rows of up to cap positions each (kept when it is large enough).
-    void kv_reserve(int B, int cap) {
-        if (B == kv_B && cap <= kv_cap) return;
-        buffers(ModelPart::kv_cache, [](auto& p, size_t) { release(p); });
-        kv_B = B, kv_cap = cap;
-        buffers(ModelPart::kv_cache, [](auto& p, size_t n) { p = alloc_of(p, n); });
-    }
     // Incremental decoding's forward (without grad) over inputs (B,T) (host ids) at positions
     // [first, first + T) of each row, into the evaluation activations (logits() reads them): every
     // layer's keys and values go into the cache at those positions. first 0: the prefill, its
@@ -364,58 +242,8 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         // them, it is the global batch's mean's
         double dscale = 1.0 / ((double)N * micros * sync.group.world);
         queue.mark(Phase::head, grad);
-        classifier(a, N, grad ? Real(dscale) : Real(0));
+        classifier<BK>(cfg, a, acts.sizes(a), wa.wte, g.wte, grad ? Real(dscale) : Real(0));
         queue.mark(Phase::rest, grad);
-    }
-
-    // The tied LM head and the loss, fused, chunk by chunk over the N rows of a.lnf: per chunk
-    // the logits (rows, Vp), the losses, and with dscale != 0 dlogits = (softmax - onehot) *
-    // dscale through the head's backward: d lnf into a.dln, d wte accumulated; the next chunk
-    // reuses the logits buffer. How a backend fuses them: BK::classifier_head.
-    void classifier(Acts& a, size_t N, Real dscale) {
-        if (cfg.classifier_tile > 0) return classifier_tiles(a, N, dscale);
-        size_t C = cfg.C, Vp = cfg.Vp(), chunk = acts.sizes(a).rows;
-        for (size_t r = 0; r < N; r += chunk) {
-            int n = (int)std::min(chunk, N - r);
-            BK::classifier_head(a.logits, a.losses + r, a.targets + r, a.lnf + r * C, wa.wte,
-                                dscale != Real(0) ? a.dln + r * C : nullptr, g.wte, a.head_scratch, n, (int)C, cfg.V,
-                                (int)Vp, dscale);
-        }
-    }
-
-    // The classifier over vocabulary tiles (cfg.classifier_tile): every GEMM takes all N rows and
-    // one tile's columns of wte, so only one (N, tile) tile of logits exists, small enough to stay
-    // in a GPU's L2 cache between the GEMM that writes it and the kernels that read it. Pass 1 folds
-    // each tile into each row's running max and sum of exp, which give the losses; pass 2 (training)
-    // computes each tile's logits again, turns them into dlogits and runs the head's backward GEMMs
-    // on them: d lnf summed over the tiles (in Real), each tile's rows of d wte.
-    void classifier_tiles(Acts& a, size_t N, Real dscale) {
-        const size_t C = cfg.C, Vp = cfg.Vp(), tile = acts.sizes(a).tile;
-        auto tiles = [&](const auto& f) {
-            for (size_t v0 = 0; v0 < Vp; v0 += tile) {
-                const int w = (int)std::min(tile, Vp - v0);
-                BK::matmul_forward(a.logits, a.lnf, wa.wte + v0 * C, nullptr, (int)N, (int)C, w);  // (N, w)
-                f((int)v0, w);
-            }
-        };
-        tiles([&](int v0, int w) {
-            BK::classifier_tile_lse(a.logits, a.head_max, a.head_sum, a.losses, a.targets, (int)N, w, v0, cfg.V);
-        });
-        BK::classifier_tile_loss(a.losses, a.head_max, a.head_sum, (int)N);  // head_max: the log-sum-exps now
-        if (dscale == Real(0)) return;
-        Real* dx;  // d lnf
-        if constexpr (kActCopy)
-            dx = a.dlnf;
-        else
-            dx = a.dln;
-        BK::zero(dx, N * C);
-        tiles([&](int v0, int w) {
-            const Act* wt = wa.wte + (size_t)v0 * C;
-            BK::classifier_tile_dlogits(a.logits, a.head_max, a.targets, (int)N, w, v0, cfg.V, dscale);
-            BK::matmul_dinp_add(dx, a.logits, wt, (int)N, (int)C, w);
-            BK::matmul_backward((Act*)nullptr, g.wte + (size_t)v0 * C, nullptr, a.logits, a.lnf, wt, (int)N, (int)C, w);
-        });
-        if constexpr (kActCopy) BK::to_bf16(a.dln, dx, N * C);
     }
 
     // Rows [row0, row0 + rows) of the (B*T, V) logits of the last forward without grad (of an
@@ -423,20 +251,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
     // they are computed again from the final LayerNorm, a block of the logits buffer's shape at a
     // time (a chunk of rows, or all rows of one tile).
     std::vector<Real> logits(size_t row0, size_t rows) {
-        Acts& a = acts.eval;
-        const size_t C = cfg.C, V = cfg.V, Vp = cfg.Vp(), tile = acts.sizes(a).tile;
-        const size_t chunk = cfg.classifier_tile > 0 ? rows : acts.sizes(a).rows;
-        std::vector<Real> h(rows * V), buf;
-        for (size_t r = 0; r < rows; r += chunk)
-            for (size_t v0 = 0; v0 < V; v0 += tile) {
-                const size_t n = std::min(chunk, rows - r), w = std::min(tile, Vp - v0);
-                BK::matmul_forward(a.logits, a.lnf + (row0 + r) * C, wa.wte + v0 * C, nullptr, (int)n, (int)C, (int)w);
-                buf.resize(n * w);
-                BK::copy_to_host(buf.data(), a.logits, n * w);
-                for (size_t i = 0; i < n; i++)
-                    std::copy_n(buf.begin() + i * w, std::min(w, V - v0), h.begin() + (r + i) * V + v0);
-            }
-        return h;
+        return classifier_logits<BK>(cfg, acts.eval, acts.sizes(acts.eval), wa.wte, row0, rows);
     }
 
     const Act* qkv_weight(int l) const {
@@ -500,41 +315,11 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         if (micro == micros - 1) sync.layer_done(buf_layout, grads, cfg.L, -1);
     }
 
-    // AdamW over every tensor with the learning rate, bias corrections and clip scale of
-    // `scalars`. With ZeRO-1 each rank updates its shard, then every rank gathers the whole weights.
-    // kActCopy: AdamW writes the compute copy in the same pass; with ZeRO-1 the gathered weights
-    // of the other ranks' shards are rounded afterwards.
-    // The update is elementwise, so each run of adjacent tensors with the same weight decay is one
-    // call (with decay=all, the whole buffer: one kernel, not one per tensor).
+    // AdamW over every tensor (weights.h) with the learning rate, bias corrections and clip scale of
+    // `scalars`, on this rank's shard.
     void adamw(const AdamWConfig& o) {
-        need_training("adamw");
         queue.mark(Phase::adamw);
-        size_t b = 0, e = 0;  // the run [b, e) of this rank's shard
-        float wd = 0;
-        auto update_run = [&] {
-            if (b >= e) return;
-            Real *pb = params + b, *gb = grads + b, *mb = m + (b - sync.shard.begin), *vb = v + (b - sync.shard.begin);
-            if constexpr (kActCopy)
-                BK::adamw_update_bf16(pb, gb, mb, vb, wc + b, e - b, scalars, o.beta1, o.beta2, o.eps, wd);
-            else
-                BK::adamw_update(pb, gb, mb, vb, e - b, scalars, o.beta1, o.beta2, o.eps, wd);
-        };
-        for (const auto& p : buf_layout) {
-            const size_t pb = std::max(p.offset, sync.shard.begin), pe = std::min(p.offset + p.numel, sync.shard.end);
-            const float pwd = (o.decay_all || p.matrix) ? o.wd : 0.0f;
-            if (pb >= pe) continue;
-            if (pb == e && pwd == wd) {
-                e = pe;  // the run goes on
-                continue;
-            }
-            update_run();
-            b = pb, e = pe, wd = pwd;
-        }
-        update_run();
-        if (sync.shard.zero) {
-            BK::allgather(params, sync.shard.block);
-            refresh_compute_copy();
-        }
+        W::adamw(o, scalars, sync.shard);
     }
 
     // One training step over inputs and targets (B,T) (host ids), queued without waiting for the
@@ -581,11 +366,7 @@ struct GPT : ModelBuffers<typename BK::real, typename BK::act> {
         if (T > positions.len) throw std::runtime_error("sequence longer than the position tables");
         positions.set_length(T);
         const size_t N = (size_t)B * T;
-        if (N != step_tokens) {
-            buffers(ModelPart::steps, [](auto& p, size_t) { release(p); });
-            step_tokens = N;
-            buffers(ModelPart::steps, [](auto& p, size_t n) { p = alloc_of(p, n); });
-        }
+        if (N != step_tokens) reallocate(ModelPart::steps, [&] { step_tokens = N; });
         reserve_training(B / micros, T);
         BK::copy_ints_from_host(step_inputs, inputs, N);
         BK::copy_ints_from_host(step_targets, targets, N);

@@ -27,11 +27,11 @@ struct ModelConfig {
     // no token uses): aligned logits rows for vector loads and tensor-core GEMMs. The loss ignores
     // the padded columns, so their gradient stays zero; checkpoints hold the real (V, C) wte.
     int vocab_pad = 128;
-    // Rows of B*T per chunk of the classifier (GPT::classifier): only one chunk's logits exist at a
+    // Rows of B*T per chunk of the classifier (src/classifier.h): only one chunk's logits exist at a
     // time. 0 = the backend's choice (BK::classifier_chunk).
     int classifier_chunk = 0;
     // > 0: the classifier goes over all B*T rows at once in tiles of this many vocabulary columns
-    // (GPT::classifier_tiles) instead of in chunks of rows: only one tile's logits exist.
+    // (classifier_tiles, src/classifier.h) instead of in chunks of rows: only one tile's logits exist.
     int classifier_tile = 0;
     int Vp() const { return (V + vocab_pad - 1) / vocab_pad * vocab_pad; }
     int F() const { return mlp_hidden > 0 ? mlp_hidden : 4 * C; }

@@ -13,7 +13,7 @@
 
 #include "step.h"
 
-// Phases of a training step in the profiling mode: the LM head and loss (GPT::classifier,
+// Phases of a training step in the profiling mode: the LM head and loss (src/classifier.h,
 // forward and backward), attention (forward and backward), AdamW, and the rest.
 enum class Phase { head, attention, rest, adamw };
 constexpr int kPhases = 4;

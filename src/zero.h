@@ -3,8 +3,8 @@
 // group the trainer gives, and their global norm taken. On a backend whose collectives run beside
 // its compute (CUDA: NCCL on its own stream) each layer's sum starts as soon as its backward is
 // done. ZeRO-1 (--zero 1): each rank keeps the AdamW moments of one shard of the parameters only,
-// gets that shard's summed gradients by a reduce-scatter, updates it (GPT::adamw) and gathers the
-// other ranks' shards of the weights.
+// gets that shard's summed gradients by a reduce-scatter, updates it (ModelWeights::adamw, src/weights.h) and gathers
+// the other ranks' shards of the weights.
 #pragma once
 #include <algorithm>
 #include <chrono>

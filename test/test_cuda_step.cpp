@@ -1,4 +1,4 @@
-// The training step's classifier (GPT::classifier: LM head GEMM, loss, the head's backward
+// The training step's classifier (src/classifier.h: LM head GEMM, loss, the head's backward
 // GEMMs, chunk by chunk over the rows) and the padded vocabulary, on the CUDA backend:
 //   - the loss kernel (gpu::classifier_loss) against its CPU twin at padded and unpadded row
 //     strides, vector and scalar loads, with garbage in the padded columns;
@@ -7,7 +7,7 @@
 //     the CPU: first loss, every gradient, grad norm, the losses and the weights after 5 AdamW
 //     steps; and chunked vs one chunk with bf16 activations (rope);
 //   - the vocabulary-tile kernels (gpu::classifier_tile_*) against their CPU twins, fp32 and bf16,
-//     and the twins against the row kernel's; training steps with tiles (GPT::classifier_tiles)
+//     and the twins against the row kernel's; training steps with tiles (classifier_tiles, src/classifier.h)
 //     against row chunks, on the GPU, the CPU and across, and in bf16;
 //   - the padded rows of wte (and of its gradient and AdamW moments) stay exactly zero;
 //   - a checkpoint of a padded GPU run loads into an unpadded CPU model (vocab_pad 1) and gives
@@ -298,7 +298,7 @@ std::string test_bf16_chunked_vs_whole() {
                    train<CudaBackend<bf16_t>>(whole, b), Tol{1e-5, 1e-4, 1e-5, 1e-3});
 }
 
-// Vocabulary tiles (GPT::classifier_tiles) against row chunks: the same sums in another order.
+// Vocabulary tiles (classifier_tiles, src/classifier.h) against row chunks: the same sums in another order.
 std::string test_tiles_vs_rows(Pos pos) {
     SchemeRuns& s = runs(pos);
     std::string why = compare("gpu tiles vs gpu rows:", s.gpu_tiled, s.gpu_chunked, kChunked);

@@ -297,7 +297,7 @@ static std::vector<double> spread_params(const ModelConfig& c, Rng& rng) {
     return p;
 }
 
-// tile > 0: the classifier over vocabulary tiles (GPT::classifier_tiles) of V = 13 padded to 16:
+// tile > 0: the classifier over vocabulary tiles (classifier_tiles, src/classifier.h) of V = 13 padded to 16:
 // tiles of 6 leave a last tile [12, 16) of one class and three padded columns. mlp_hidden > 0: the
 // MLP's hidden width instead of 4C = 32. scaling: the rotary tables' (RopeScaling).
 static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng& rng, int tile = 0,

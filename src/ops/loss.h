@@ -80,7 +80,7 @@ void classifier_loss(Real* logits, Real* losses, const int* targets, int N, int 
     }
 }
 
-// The tied LM head and the loss of one chunk of N rows, fused (GPT::classifier on the CPU): the
+// The tied LM head and the loss of one chunk of N rows, fused (classifier.h on the CPU): the
 // logits x wte^T (N, Vp) of the rows x (N, C), the losses, and with dscale != 0 the head's
 // gradients: dx (N, C) = dlogits wte (overwritten), dwte (Vp, C) += dlogits^T x, where dlogits =
 // (softmax - onehot) * dscale. It goes by vocabulary tiles of head_tile_cols columns, each thread
@@ -192,7 +192,7 @@ void classifier_head(Real* logits, Real* losses, const int* targets, const Real*
     }
 }
 
-// The same over tiles of the vocabulary (GPT::classifier_tiles): all N rows at once, w columns
+// The same over tiles of the vocabulary (classifier_tiles, src/classifier.h): all N rows at once, w columns
 // at a time, so only one tile z (N, w) of logits exists, holding the padded vocabulary's columns
 // [v0, v0 + w); columns >= V are not classes. Two passes over the tiles, the logits computed again
 // in the second.

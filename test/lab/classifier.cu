@@ -184,7 +184,7 @@ bool check(const char* name, int version, const Shape& s) {
 }
 
 // ---- version 5: vocab-tiles (bf16) --------------------------------------------------------------
-// The trainer's classifier_tile path (model.h: GPT::classifier_tiles, loss.cu's classifier_tile_*
+// The trainer's classifier_tile path (src/classifier.h: classifier_tiles, loss.cu's classifier_tile_*
 // kernels) on the lab's unpadded V: the last tile is partial.
 
 // The other versions' buffers with logits of one tile, each row's running max and sum of exp, and
