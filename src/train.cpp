@@ -27,12 +27,14 @@
 #include "memory_estimate.h"
 #include "dataloader.h"
 #include "dist.h"
+#include "evaluation.h"
 #include "flops.h"
 #include "log.h"
 #include "model.h"
 #include "model_io.h"
 #include "generate.h"
 #include "gpt2_decoder.h"
+#include "run_checkpoints.h"
 
 using json = nlohmann::json;
 
@@ -40,14 +42,6 @@ static std::string with_commas(size_t n) {
     std::string s = std::to_string(n);
     for (int i = (int)s.size() - 3; i > 0; i -= 3) s.insert(i, ",");
     return s;
-}
-
-static std::string describe(const ModelConfig& m) {
-    char b[224];
-    snprintf(b, sizeof b,
-             "pos=%s L=%d H=%d C=%d mlp_hidden=%d V=%d maxT=%d rope_base=%g partial_rotary_factor=%g sin_scale=%g",
-             pos_name(m.pos), m.L, m.H, m.C, m.F(), m.V, m.maxT, m.rope_base, m.rope_scaling.partial, m.sin_scale);
-    return b;
 }
 
 static std::string duration(double seconds) {
@@ -116,39 +110,6 @@ struct StepClock {
     }
 };
 
-// Evaluation lengths: the training length unless eval_seq_lens says otherwise.
-static std::vector<int> eval_lengths(const Config& c) {
-    return c.eval_seq_lens.empty() ? std::vector<int>{c.seq_len} : c.eval_seq_lens;
-}
-// L, whose windows' targets every length scores: the longest length, also where not applicable
-// (learned positions), so that every scheme scores the same tokens.
-static int eval_span_len(const Config& c) {
-    std::vector<int> lens = eval_lengths(c);
-    return *std::max_element(lens.begin(), lens.end());
-}
-
-// The lengths evaluation runs at, for the memory estimate: none without validation data; a
-// learned position table's only up to max_seq_len. With eval_every 0 too: the trainer prepares
-// every length (its position tables, its data) all the same.
-static std::vector<int> evaluated_lengths(const Config& c) {
-    std::vector<int> ts;
-    if (c.val_data.empty()) return ts;
-    const ModelConfig mc = model_config(c);
-    for (int t : eval_lengths(c))
-        if (!pos_traits(mc.pos).learned_table || t <= mc.maxT) ts.push_back(t);
-    return ts;
-}
-
-// The positions the model's position data covers (Positions::cover): the longest of
-// seq_len and the evaluation lengths that apply.
-static int position_len(const Config& c) {
-    const ModelConfig mc = model_config(c);
-    int longest = c.seq_len;
-    for (int t : eval_lengths(c))
-        if (!pos_traits(mc.pos).learned_table || t <= mc.maxT) longest = std::max(longest, t);  // else n/a
-    return longest;
-}
-
 template <class BK>
 struct Trainer {
     using Real = typename BK::real;
@@ -164,6 +125,9 @@ struct Trainer {
     // [row0, row0 + rows) of every batch, training and validation alike
     const dist::Group& dg = dist::group();
     int rows = cfg.batch_size / dg.world, row0 = dg.rank * rows;
+
+    RunCheckpoints<BK> checkpoints{model, cfg, train, rows, row0};
+    std::unique_ptr<Evaluation<BK>> evaluation;  // with validation data
 
     const json run_on;  // {"device", "arithmetic"}: where and how this run computes, for its log
     // one step's FLOPs (src/flops.h), and the GPU's peak TFLOP/s in the run's arithmetic (0: unknown)
@@ -184,6 +148,7 @@ struct Trainer {
         model.positions.cover(position_len(cfg));
         // a split too small for B x (L+1) fails now, not after training
         if (val) val->start(cfg.batch_size, eval_span_len(cfg), false, 0);
+        if (val) evaluation.reset(new Evaluation<BK>{model, cfg, *val, rows, row0});
         if (cfg.zero && model.training) model.shard_optimizer();
         dist::check_same("training data", std::to_string(train.fingerprint()));
         if (val) dist::check_same("validation data", std::to_string(val->fingerprint()));
@@ -191,151 +156,9 @@ struct Trainer {
         if (cfg.sample_every > 0) decoder = open_decoder(cfg.encoder_json, mc.V);
     }
 
-    // --- checkpoints: weights and AdamW moments in safetensors, training state in JSON
-    std::vector<StTensor> tensors(const std::vector<Real>& flat, const std::string& prefix) const {
-        return layout_tensors(model.layout, flat, prefix);
-    }
-    std::vector<Real> flat_from(const StFile& f, const std::string& prefix) const {
-        return layout_from_file<Real>(model.layout, f, prefix);
-    }
-    // Never write (or point `latest` at) weights that are not finite, or that give a non-finite
-    // loss (finite but diverged, say of size 1e30): a forward pass of them on the batch the next
-    // step trains on (the loader's position is kept) must give a finite loss first, so --resume
-    // from `latest` always continues a sound state.
-    void save_checkpoint() {
-        auto refuse = [&](const std::string& what) {
-            std::string kept;
-            try {
-                kept = "'latest' still names " + checkpoint_latest(cfg.run_dir).substr(cfg.run_dir.size() + 1);
-            } catch (const std::exception&) {
-                kept = "the run has no checkpoint";
-            }
-            throw std::runtime_error(what + " at step " + std::to_string(step) +
-                                     " (diverged; try a lower lr or grad_clip): no checkpoint written; " + kept);
-        };
-        if (!std::isfinite(BK::sum_squares(model.params, model.num_params))) refuse("the weights are not finite");
-        const json at = train.state();
-        std::vector<int> in((size_t)rows * cfg.seq_len), tg(in.size());
-        train.next_batch(in.data(), tg.data(), row0, rows);
-        train.set_state(at);
-        double loss = dist::sum(model.forward(in.data(), tg.data(), rows, cfg.seq_len, false)) / dg.world;
-        if (!std::isfinite(loss)) refuse("the weights give a loss of " + std::to_string(loss));
-        auto m = moments(model.m), v = moments(model.v);  // every rank takes part; rank 0 writes
-        if (dg.rank != 0) return;
-        std::string dir = checkpoint_write(cfg.run_dir, step, [&](const std::string& tmp) {
-            std::map<std::string, std::string> meta = {{"config", config_to_json(cfg).dump()},
-                                                       {"step", std::to_string(step)}};
-            auto p = model.get(model.params);
-            safetensors_write(tmp + "/model.safetensors", tensors(p, ""), meta);
-            auto mv = tensors(m, "m.");
-            auto vt = tensors(v, "v.");
-            mv.insert(mv.end(), vt.begin(), vt.end());
-            safetensors_write(tmp + "/optim.safetensors", mv, meta);
-            json state = {{"step", step}, {"train_data", train.state()}};
-            write_text_file_atomic(tmp + "/state.json", state.dump(2) + "\n");
-        });
-        printf("checkpoint: %s\n", dir.c_str());
-        checkpoint_prune(cfg.run_dir, cfg.keep_checkpoints, cfg.keep_every);
-    }
-    // The AdamW moments of the whole model on rank 0 (ZeRO-1: gathered from every rank's shard).
-    std::vector<Real> moments(const Real* buf) const {
-        const Shard& s = model.sync.shard;
-        if (!s.zero) return model.get(buf);
-        std::vector<Real> mine(s.block), all(s.block * dg.world);
-        BK::copy_to_host(mine.data(), buf, s.end - s.begin);
-        dist::gather(mine.data(), all.data(), s.block);
-        all.resize(model.num_params);
-        return model.unpadded(all);  // the buffer layout (padded wte) to the checkpoint's
-    }
-    // Every rank reads the checkpoint (a shared folder) and keeps its shard of the moments: any
-    // number of ranks resumes a checkpoint written by any other number.
-    void load_checkpoint(const std::string& dir) {
-        model.set_params(weights_of_this_model(dir + "/model.safetensors"));
-        StFile opt = safetensors_read(dir + "/optim.safetensors");
-        const Shard& s = model.sync.shard;
-        BK::copy_from_host(model.m, model.padded(flat_from(opt, "m.")).data() + s.begin, s.end - s.begin);
-        BK::copy_from_host(model.v, model.padded(flat_from(opt, "v.")).data() + s.begin, s.end - s.begin);
-        const json state = checkpoint_state(dir);
-        const long folder_step = state["step"].get<long>();
-        step = (int)folder_step;
-        if (step > cfg.steps)
-            throw std::runtime_error("the checkpoint in " + cfg.run_dir + " is at step " + std::to_string(step) +
-                                     ", past steps = " + std::to_string(cfg.steps) + " (give a larger --steps)");
-        try {
-            train.set_state(state.at("train_data"));
-        } catch (const std::exception& e) {
-            throw std::runtime_error("bad training state in " + dir + "/state.json: " + e.what());
-        }
-    }
-
-    // Mean validation loss per length over the same target tokens (MODEL.md, Evaluation): those of
-    // eval_batches batches of seq_len tokens (0 = the whole split), taken as whole batches of windows
-    // of the longest length L; the lengths other than seq_len only every eval_long_every steps and
-    // at the end (last).
+    void save_checkpoint() { checkpoints.save(step); }
     void evaluate(bool last = false) {
-        if (!val) return;
-        const int B = cfg.batch_size, L = eval_span_len(cfg);
-        const size_t windows = (size_t)B * (cfg.eval_batches > 0
-                                                ? std::max<size_t>(1, (size_t)cfg.eval_batches * cfg.seq_len / L)
-                                                : val->num_windows(L) / B);
-        for (int Te : eval_lengths(cfg)) {
-            if (Te != cfg.seq_len && !last && cfg.eval_long_every > 0 && step % cfg.eval_long_every != 0) continue;
-            if (pos_traits(mc.pos).learned_table && Te > mc.maxT) {
-                printf("val | step %d | seq_len %d | n/a (learned positions end at %d)\n", step, Te, mc.maxT);
-                continue;
-            }
-            const std::vector<DataLoader::EvalBatch> plan = val->eval_batches(B, L, windows, Te);
-            std::vector<int> in, tg;
-            double sum = 0, full_batches = 0;  // batch means weighted by their tokens over a full batch's
-            size_t hits = 0, counted = 0;
-            // the batches are queued and read at once (per length of piece); the accuracy reads each
-            // group of rows' logits (GPT::eval_queue) before the next group overwrites them
-            for (size_t i = 0; i < plan.size(); i++) {
-                const int T = plan[i].T;
-                const double w = (double)T / Te;
-                in.resize((size_t)rows * T), tg.resize((size_t)rows * T);
-                val->read(plan[i], in.data(), tg.data(), row0, rows);
-                full_batches += w;
-                std::function<void(int, int)> accuracy;
-                if (!cfg.accuracy_tokens.empty())
-                    accuracy = [&](int r, int n) { count_hits(in, tg, (size_t)r * T, (size_t)n * T, hits, counted); };
-                model.eval_queue(in.data(), tg.data(), rows, T, accuracy);
-                // read before the shorter pieces' batches replace the buffers the queued ones fill
-                if (i + 1 == plan.size() || plan[i + 1].T != T)
-                    for (double batch_loss : model.eval_read()) sum += w * batch_loss;
-            }
-            // every rank saw its rows of each batch: the mean of the ranks' means is the batch mean
-            double loss = dist::sum(sum) / dg.world / full_batches;
-            hits = (size_t)dist::sum((long long)hits);
-            counted = (size_t)dist::sum((long long)counted);
-            json rec = {{"type", "val"}, {"step", step}, {"loss", loss}, {"seq_len", Te}, {"tokens", windows * L}};
-            std::string acc;
-            if (counted) {
-                rec["accuracy"] = (double)hits / counted;
-                rec["accuracy_count"] = counted;
-                acc = " | accuracy " + std::to_string((double)hits / counted).substr(0, 6) + " (" +
-                      std::to_string(counted) + ")";
-            }
-            printf("val | step %d | seq_len %d | loss %.4f | ppl %.2f%s\n", step, Te, loss, std::exp(loss),
-                   acc.c_str());
-            record(rec);
-            if (!std::isfinite(loss))
-                throw std::runtime_error("validation loss is " + std::to_string(loss) + " at step " +
-                                         std::to_string(step) + " (diverged; try a lower lr or grad_clip)");
-        }
-    }
-
-    // Greedy next-token hits at positions [i0, i0 + n) of the batch whose input is one of
-    // accuracy_tokens (the synthetic task's markers), from the logits of the last forward (of them).
-    void count_hits(const std::vector<int>& in, const std::vector<int>& tg, size_t i0, size_t n, size_t& hits,
-                    size_t& counted) {
-        for (size_t i = i0; i < i0 + n; i++) {
-            if (std::find(cfg.accuracy_tokens.begin(), cfg.accuracy_tokens.end(), in[i]) == cfg.accuracy_tokens.end())
-                continue;
-            auto row = model.logits(i - i0, 1);
-            hits += std::max_element(row.begin(), row.end()) - row.begin() == tg[i];
-            counted++;
-        }
+        if (evaluation) evaluation->run(step, last, [&](const json& rec) { record(rec); });
     }
 
     void print_sample() {
@@ -352,23 +175,8 @@ struct Trainer {
 
     // --init_from: weights only.
     void load_init_weights() {
-        model.set_params(weights_of_this_model(cfg.init_from));
+        model.set_params(checkpoints.weights_of_this_model(cfg.init_from));
         cfg.init_sha256 = sha256_file(cfg.init_from);  // recorded in config.json, the log and the checkpoints
-    }
-
-    // Weights from a file whose own config (when it has one) is valid and describes this model: an
-    // edited config.json or another run's file must not load into a model it does not fit.
-    // *at: the step its metadata records (a checkpoint's), else left as it is.
-    std::vector<Real> weights_of_this_model(const std::string& path, int* at = nullptr) const {
-        StFile f = safetensors_read(path);
-        if (at && f.metadata.count("step")) *at = std::atoi(f.metadata.at("step").c_str());
-        if (f.metadata.count("config")) {
-            ModelConfig theirs = model_config(stored_config(f.metadata.at("config"), f.path));
-            if (describe(theirs) != describe(mc))
-                throw std::runtime_error(f.path + " holds the weights of another model (" + describe(theirs) +
-                                         "); this run's is " + describe(mc));
-        }
-        return flat_from(f, "");
     }
 
     // The run's log is rank 0's; every record gets the fields of `tag` (eval_only's: what was evaluated).
@@ -388,7 +196,7 @@ struct Trainer {
                                      " has no val_data (give --val_data)");
         // train_main checked that the checkpoint reads back
         const std::string path = cfg.init_from.empty() ? checkpoint_latest(cfg.run_dir) + "/model.safetensors" : cfg.init_from;
-        model.set_params(weights_of_this_model(path, &step));
+        model.set_params(checkpoints.weights_of_this_model(path, &step));
         if (!cfg.init_from.empty()) cfg.init_sha256 = sha256_file(path);  // as a run started from it records it
         tag = {{"checkpoint", path}, {"changes", changes}};
         if (dg.rank == 0)
@@ -427,7 +235,7 @@ struct Trainer {
             if (!resume) claim_run_dir(cfg.run_dir, false);  // a run another trainer began here meanwhile
         }
         if (resume) {
-            load_checkpoint(checkpoint_latest(cfg.run_dir));
+            step = checkpoints.load(checkpoint_latest(cfg.run_dir));
             if (root) log = std::make_unique<JsonlLog>(cfg.run_dir + "/log.jsonl", true);
             if (root) log->truncate_after(step);
             printf("resumed %s at step %d\n", cfg.run_dir.c_str(), step);
