@@ -5,7 +5,7 @@
 // logsumexp - z[target]; when dscale != 0 a second pass overwrites the row with
 // dlogits = (softmax - onehot) * dscale, and 0 in the padded columns. Probabilities are never
 // stored separately. The classifier_tile_* kernels do the same over tiles of the vocabulary
-// (model.h: GPT::classifier_tiles), in two passes: per-row running (max, sum of exp) folded tile
+// (src/classifier.h: classifier_tiles), in two passes: per-row running (max, sum of exp) folded tile
 // by tile, then dlogits tile by tile from the log-sum-exps.
 #include <cmath>
 
