@@ -885,12 +885,6 @@ long long parse_int_arg(const std::string& s, const std::string& what, long long
     return parse_integer(s, what, lo, hi);
 }
 
-double parse_number_arg(const std::string& s, const std::string& what) {
-    double v;
-    parse_text(s, v, what);
-    return v;
-}
-
 Config stored_config(const std::string& json_text, const std::string& where) {
     json j;
     try {

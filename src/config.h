@@ -225,7 +225,6 @@ Config stored_config(const std::string& json_text, const std::string& where);
 // it; see config.cpp).
 void setup_process(char** argv);
 
-// Command-line numbers for the other binaries, checked as config values are:
-// "what: expected an integer, got 'abc'" (also when outside [lo, hi]) or "... a number".
+// An integer on the command line of a program without a key table (bench_gemms), checked as
+// config values are: "what: expected an integer, got 'abc'" (also when outside [lo, hi]).
 long long parse_int_arg(const std::string& s, const std::string& what, long long lo, long long hi);
-double parse_number_arg(const std::string& s, const std::string& what);

@@ -101,11 +101,6 @@ struct RopeScaling {
     int rotary_dims(int D) const { return 2 * (int)std::floor(partial * D / 2); }
 };
 inline constexpr const char* kRopeScalingNames[] = {"none", "linear", "ntk", "dynamic", "yarn", "llama3"};
-inline std::string rope_scaling_names(const char* sep = " | ") {
-    std::string s;
-    for (const char* n : kRopeScalingNames) s += (s.empty() ? "" : sep) + std::string(n);
-    return s;
-}
 
 // RoPE cos/sin tables (n, D/2): angle m * theta_j at position m for the R = sc.rotary_dims(D)
 // rotated pairs j < R/2, theta_j = base^(-2j/R), under scaling sc with factor s (sc.s(L) for a

@@ -6,11 +6,8 @@
 // vocab.bpe beside encoder.json; --prompt_ids takes the ids themselves.
 #include <sys/stat.h>
 
-#include <climits>
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
