@@ -201,7 +201,8 @@ const FlagOf<SampleOptions> kSampleFlags[] = {
     {"help, -h", "sampling", nullptr, "print this help and exit"},
 };
 
-bool cli_only(const Key& k) {
+template <class S>
+bool cli_only(const KeyOf<S>& k) {
     return std::string(k.group) == "command line";
 }
 
@@ -242,8 +243,7 @@ std::string did_you_mean(const KeyOf<S> (&keys)[N], const std::string& key, bool
     const char* best = nullptr;
     size_t best_d = std::max<size_t>(1, key.size() / 3) + 1;
     for (const KeyOf<S>& k : keys)
-        if (size_t d = edit_distance(key, k.name); d < best_d && !(in_file && std::string(k.group) == "command line"))
-            best = k.name, best_d = d;
+        if (size_t d = edit_distance(key, k.name); d < best_d && !(in_file && cli_only(k))) best = k.name, best_d = d;
     if (!best) return "";
     return in_file ? "did you mean '" + std::string(best) + "'? " : "did you mean --" + std::string(best) + "? ";
 }
@@ -454,6 +454,12 @@ Options split_options(const std::vector<std::string>& args, const KeyOf<S> (&key
     return opts;
 }
 
+// Whether args hold a or b (--help and --list-pos win over everything else, so that they work
+// even next to a broken option).
+bool has_arg(const std::vector<std::string>& args, const char* a, const char* b) {
+    return std::find(args.begin(), args.end(), a) != args.end() || std::find(args.begin(), args.end(), b) != args.end();
+}
+
 // Each option of opts into s, in order (a later one wins); what is not in the tables is skipped.
 template <class S, size_t N, size_t M>
 void apply_options(S& s, const Options& opts, const KeyOf<S> (&keys)[N], const FlagOf<S> (&flags)[M]) {
@@ -466,12 +472,6 @@ void apply_options(S& s, const Options& opts, const KeyOf<S> (&keys)[N], const F
         if (const KeyOf<S>* k = find_key(keys, opt.first))
             std::visit([&](auto field) { parse_text(opt.second, s.*field, what); }, k->field);
     }
-}
-
-bool has_option(const Options& opts, const std::string& key) {
-    for (const auto& [k, v] : opts)
-        if (k == key) return true;
-    return false;
 }
 
 // --help's rows of a key table and its flags: each key with its group, its default as text and its
@@ -520,13 +520,13 @@ std::string help_lines(const std::vector<KeyHelp>& rows) {
 // What the options apply to: the defaults, or the resumed (or evaluated) run's resolved config,
 // so that the command line still overrides it.
 Config base_config(const Options& opts) {
-    const bool overwrite = has_option(opts, "overwrite");
     std::string resume, eval_only;
-    bool init_from = false;
+    bool init_from = false, overwrite = false;
     for (const auto& [key, value] : opts) {
         if (key == "resume") resume = value;
         if (key == "eval_only") eval_only = value;
         init_from |= key == "init_from";
+        overwrite |= key == "overwrite";
     }
     if (!eval_only.empty() && (!resume.empty() || overwrite))
         throw std::runtime_error(
@@ -559,18 +559,9 @@ Config base_config(const Options& opts) {
 
 Config parse_args(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
-    // --help wins over everything else so it works even next to a broken option
     Config c;
-    for (const std::string& a : args)
-        if (a == "--help" || a == "-h") {
-            c.help = true;
-            return c;
-        }
-    for (const std::string& a : args)
-        if (a == "--list-pos" || a == "--list_pos") {
-            c.list_pos = true;
-            return c;
-        }
+    if ((c.help = has_arg(args, "--help", "-h"))) return c;
+    if ((c.list_pos = has_arg(args, "--list-pos", "--list_pos"))) return c;
     const Options opts = split_options(args, kKeys, kFlags, "config");
     c = base_config(opts);
     for (const auto& [key, value] : opts)  // several --config files apply left to right
@@ -582,11 +573,7 @@ Config parse_args(int argc, char** argv) {
 SampleOptions parse_sample_args(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
     SampleOptions o;
-    for (const std::string& a : args)
-        if (a == "--help" || a == "-h") {
-            o.help = true;
-            return o;
-        }
+    if ((o.help = has_arg(args, "--help", "-h"))) return o;
     const Options opts = split_options(args, kSampleKeys, kSampleFlags);
     apply_options(o, opts, kSampleKeys, kSampleFlags);
     for (const auto& [key, value] : opts) o.given.insert(key);

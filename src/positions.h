@@ -1,6 +1,6 @@
 // The model's position data (src/pos.h's tables, one backend buffer) and what it holds: the
 // positions it covers and, for the rotary schemes, the scaling factor s of its tables. GPT keeps
-// one and passes its view to the ops; generate.h asks it whether cached keys still hold.
+// one and passes its view to the ops; generate.h reads the s it holds (cached_keys_hold).
 #pragma once
 #include <stdexcept>
 #include <vector>
@@ -40,7 +40,6 @@ struct Positions {
         const double sL = positions_s_after(cfg, L, s);
         if (sL != s) build(len, sL);
     }
-    bool keys_hold(int n) const { return cached_keys_hold(cfg, n, s); }
 
   private:
     // The same size is rewritten in place once the device is idle (queued work and CUDA graphs
