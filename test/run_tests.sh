@@ -45,14 +45,21 @@ run_emu() {
 run_tf32_truncated() { CUDA_EMU_TF32=truncate run_renamed emu-tf32-truncate "$@"; }
 # The sanitizer builds (test-all) and what of each runs, and what of each program the reverse
 # thread order runs, as test/cuda_emu/sanitizers.sh declares them: san_build TAG FOLDER TARGET
-# WHAT [VAR=VALUE...], san_only TAG PROGRAM NAME..., san_never TAG PROGRAM.
+# WHAT [VAR=VALUE...], san_cuda_env TAG WHAT VAR=VALUE..., san_only TAG PROGRAM NAME...,
+# san_never TAG PROGRAM.
 SAN_TAGS=()
-declare -A SAN_DIR SAN_TARGET SAN_WHAT SAN_ENV SAN_ONLY
+declare -A SAN_DIR SAN_TARGET SAN_WHAT SAN_ENV SAN_CUDA_WHAT SAN_CUDA_ENV SAN_ONLY
 san_build() {
   local tag=$1
   SAN_TAGS+=("$tag") SAN_DIR[$tag]=$BUILD$2/test SAN_TARGET[$tag]=$3 SAN_WHAT[$tag]=$4
   shift 4
   SAN_ENV[$tag]=${*:+$(printf '%s\n' "$@")}  # one a line
+}
+san_cuda_env() {
+  local tag=$1
+  SAN_CUDA_WHAT[$tag]=", $2"
+  shift 2
+  SAN_CUDA_ENV[$tag]=$(printf '%s\n' "$@")
 }
 san_only() {
   local key="$1 $2"
@@ -84,9 +91,9 @@ if [ -x "$EMU_BUILD/test/test_cuda" ]; then
   for t in "$EMU_BUILD"/test/test_cuda*; do
     [ -x "$t" ] || continue
     add "$t (emulated, forward order)" run_emu emu forward 0 "$t"
+    only=${SAN_ONLY["emu-rev-defer ${t##*/}"]:-}
     # shellcheck disable=SC2086
-    [ $ALL = 1 ] && add "$t (emulated, reverse order, deferred work)" run_emu emu-rev-defer reverse 1 "$t" \
-      ${SAN_ONLY["emu-rev-defer ${t##*/}"]:-}
+    [ $ALL = 1 ] && [ "$only" != - ] && add "$t (emulated, reverse order, deferred work)" run_emu emu-rev-defer reverse 1 "$t" $only
   done
   # the TF32 tests again with cuBLAS's TF32 operands truncated, not rounded (which the GPU does is
   # not documented: the tolerances must hold either way)
@@ -109,12 +116,14 @@ if [ $ALL = 1 ]; then
       continue
     fi
     mapfile -t vars < <(printf '%s' "${SAN_ENV[$tag]}")
+    mapfile -t cuda_vars < <(printf '%s' "${SAN_CUDA_ENV[$tag]:-}")
     add "$dir/test_emu_selftest" run_renamed "$tag" env "${vars[@]}" "$dir/test_emu_selftest"
     for t in "$dir"/test_cuda*; do
       only=${SAN_ONLY["$tag ${t##*/}"]:-}
       if [ -x "$t" ] && [ "$only" != - ]; then
         # shellcheck disable=SC2086
-        add "$t (emulated, ${SAN_WHAT[$tag]})" run_renamed "$tag" env "${vars[@]}" "$t" $only
+        add "$t (emulated, ${SAN_WHAT[$tag]}${SAN_CUDA_WHAT[$tag]:-})" run_renamed "$tag" \
+          env "${vars[@]}" "${cuda_vars[@]}" "$t" $only
       fi
     done
   done
@@ -134,7 +143,7 @@ fi
 # jobs end near together rather than one long program running alone at the end; the rest keep
 # the order above.
 FIRST=("test_gpu_check.sh" "test_cuda_graph (emulated, forward" "test_cuda_generate (emulated, forward"
-  "test_memory.sh" "test_cuda_flash (emulated, sanitizer)" "test_recipes.py" "test_emu_train.sh"
+  "test_memory.sh" "test_cuda_flash (emulated, sanitizer" "test_recipes.py" "test_emu_train.sh"
   "test_cuda_flash (emulated, race detector)" "test_fuzz_readers.py" "test_compare_runs.py")
 order=()
 for f in "${FIRST[@]}"; do

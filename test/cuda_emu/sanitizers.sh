@@ -4,6 +4,7 @@
 # (TAG emu-rev-defer, the emulated build): test/run_tests.sh --all sources this. Declarations only:
 #   san_build TAG FOLDER TARGET WHAT [VAR=VALUE...]  a build in ${BUILD}FOLDER/test (make TARGET),
 #       its programs' lines renamed "PASS TAG:name", run with these variables
+#   san_cuda_env TAG WHAT VAR=VALUE...  its test_cuda* programs (not the self-tests) with these too
 #   san_only TAG PROGRAM NAME...  PROGRAM runs only its tests whose name contains a NAME
 #   san_never TAG PROGRAM         PROGRAM does not run in this build (nor is built for it)
 # The self-tests and every test_cuda* program not named here run whole.
@@ -15,30 +16,30 @@
 
 # The reverse thread order with the streams' work deferred (the forward order, make test, runs
 # every test): a kernel that needs the forward order, or host code reading a result or refilling
-# a buffer before the stream is waited for. No CPU-only test (flash_cpu_, config: no thread order).
-san_only emu-rev-defer test_cuda cuda_encoder cuda_reduction cuda_layernorm cuda_matmul cuda_rope cuda_crope \
-  cuda_attention cuda_gelu cuda_residual cuda_softmax cuda_adamw cuda_sum_squares cuda_oom_message _learned_ _crope_ \
-  mlp_hidden paper_shape_crope
-san_only emu-rev-defer test_cuda_flash cuda_flash_forward_backward head_sizes cuda_flash_alibi deterministic unaligned \
-  bad_head_size cuda_flash_memory cuda_flash_model_learned cuda_flash_model_crope eval_longer_crope
-san_only emu-rev-defer test_cuda_graph sum_squares clip_grad capture_refuses scratch_growth column_sums tiles_rope \
-  call_order _learned _crope
-san_only emu-rev-defer test_cuda_generate attention_decode _learned _crope
-san_only emu-rev-defer test_cuda_step classifier profile copy_ints bf16 _learned _crope
-san_only emu-rev-defer test_cuda_bf16 cuda_bf16_round cuda_bf16_encoder cuda_bf16_layernorm cuda_bf16_matmul \
-  cuda_bf16_rope cuda_bf16_crope_expand cuda_bf16_gelu_residual cuda_bf16_classifier_loss cuda_bf16_cublas_attention \
-  cuda_bf16_adamw_copy cuda_bf16_memory_tiles _learned _crope
+# a buffer before the stream is waited for. ASan's runs of the CUDA tests take this order (below),
+# so its own run holds only what ASan's subsets leave out. No CPU-only test (flash_cpu_, config).
+san_never emu-rev-defer test_cuda
+san_never emu-rev-defer test_cuda_step
+san_never emu-rev-defer test_cuda_bf16
+san_only emu-rev-defer test_cuda_flash deterministic_tf32 deterministic_bf16
+san_only emu-rev-defer test_cuda_graph column_sums _crope
+san_only emu-rev-defer test_cuda_generate _learned _crope
 
 # AddressSanitizer and UBSan: out-of-bounds and misaligned accesses inside a kernel, and in the
-# host code, built with it too. test_cuda, test_cuda_step and test_cuda_bf16 as in the reverse
-# order; the flash tests leave out the bf16 determinism test (the kernels of
-# forward_backward_bf16, a minute there); test_cuda_graph runs learned's model tests and crope's
-# with the dynamic scaling (its tables made again under a graph), its kernels being test_cuda_step's;
-# test_cuda_generate its kernels' tests and two schemes' greedy runs.
+# host code, built with it too; the CUDA tests in the reverse order with deferred work. The flash
+# tests leave out the bf16 and tf32 determinism tests (the kernels of forward_backward_bf16, a
+# minute here); test_cuda_graph runs learned's model tests and crope's with the dynamic scaling
+# (its tables made again under a graph), its kernels being test_cuda_step's; test_cuda_generate
+# its kernels' tests and two schemes' greedy runs.
 san_build asan _emu_asan emu-asan-tests sanitizer
-san_only asan test_cuda ${SAN_ONLY["emu-rev-defer test_cuda"]}
-san_only asan test_cuda_step ${SAN_ONLY["emu-rev-defer test_cuda_step"]}
-san_only asan test_cuda_bf16 ${SAN_ONLY["emu-rev-defer test_cuda_bf16"]}
+san_cuda_env asan "reverse order, deferred work" CUDA_EMU_ORDER=reverse CUDA_EMU_DEFER=1
+san_only asan test_cuda cuda_encoder cuda_reduction cuda_layernorm cuda_matmul cuda_rope cuda_crope cuda_attention \
+  cuda_gelu cuda_residual cuda_softmax cuda_adamw cuda_sum_squares cuda_oom_message _learned_ _crope_ mlp_hidden \
+  paper_shape_crope
+san_only asan test_cuda_step classifier profile copy_ints bf16 _learned _crope
+san_only asan test_cuda_bf16 cuda_bf16_round cuda_bf16_encoder cuda_bf16_layernorm cuda_bf16_matmul cuda_bf16_rope \
+  cuda_bf16_crope_expand cuda_bf16_gelu_residual cuda_bf16_classifier_loss cuda_bf16_cublas_attention \
+  cuda_bf16_adamw_copy cuda_bf16_memory_tiles _learned _crope
 san_only asan test_cuda_flash cpu_ config forward_backward head_sizes cuda_flash_alibi deterministic_fp32 unaligned \
   bad_head_size cuda_flash_memory cuda_flash_model_learned cuda_flash_model_crope eval_longer_crope
 san_only asan test_cuda_graph sum_squares clip_grad capture_refuses scratch_growth tiles_rope call_order _learned \
