@@ -26,7 +26,7 @@ except ImportError:
 import compare_runs  # noqa: E402
 import shards  # noqa: E402
 
-EXAMPLES = 1000 if os.environ.get("TEST_ALL") == "1" else 200
+EXAMPLES = 400 if os.environ.get("TEST_ALL") == "1" else 200
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 

@@ -2,12 +2,12 @@
 # The readers' fuzz targets (test/fuzz/README.md) on every committed input: each target runs its
 # seed corpus and its regression inputs (findings of make fuzz, fixed) and must end cleanly, no
 # crash, sanitizer report, timeout or blow-up. The full tier (TEST_ALL=1) also fuzzes each target
-# for FUZZ_CI_SECONDS (default 5) from its seeds. SKIPPED without the targets (make fuzz-targets,
+# for FUZZ_CI_SECONDS (default 2) from its seeds. SKIPPED without the targets (make fuzz-targets,
 # which needs clang and libFuzzer).
 # shellcheck source=test/testlib.sh
 source "$(dirname "$0")/testlib.sh"
 cd "$(dirname "$0")/.." || exit 1
-FUZZ_BUILD=${FUZZ_BUILD:-${BUILD:-build}_fuzz} FUZZ_CI_SECONDS=${FUZZ_CI_SECONDS:-5}
+FUZZ_BUILD=${FUZZ_BUILD:-${BUILD:-build}_fuzz} FUZZ_CI_SECONDS=${FUZZ_CI_SECONDS:-2}
 scratch
 shopt -s nullglob
 { cat test/fuzz/fuzz.dict; [ -x "$FUZZ_BUILD/print_keys" ] && "$FUZZ_BUILD/print_keys"; } >"$tmp/fuzz.dict"

@@ -11,7 +11,10 @@ FUZZ_SECONDS ?= 60
 FUZZ_RT      := $(wildcard $(shell $(FUZZ_CXX) --print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-*.a)
 # -fno-sanitize-recover: undefined behaviour stops the target, a finding like a crash
 FUZZ_SAN     := address,undefined -fno-sanitize-recover=undefined
-FUZZ_FLAGS   := -std=c++17 -g1 -O1 -Wall -Wextra -Isrc -Itest/fuzz $(CPPFLAGS) $(if $(filter 1,$(ICU)),-DHAVE_ICU) \
+# the optimisation of the readers under test: -O1 for make fuzz's executions per second; CI, which
+# only replays the corpora and fuzzes seconds, builds at -O0 in half the time (.ci/run)
+FUZZ_OPT     ?= -O1
+FUZZ_FLAGS   := -std=c++17 -g1 $(FUZZ_OPT) -Wall -Wextra -Isrc -Itest/fuzz $(CPPFLAGS) $(if $(filter 1,$(ICU)),-DHAVE_ICU) \
                 -DFUZZ_GPT2_SMALL='"$(abspath test/fuzz/gpt2_small)"'
 FUZZ_SRC     := safetensors fileio config checkpoint dataloader gpt2_encoder gpt2_decoder log memory_estimate
 FUZZ_OBJ     := $(patsubst %,$(FUZZ_BUILD)/src/%.o,$(FUZZ_SRC))
