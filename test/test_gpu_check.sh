@@ -154,12 +154,15 @@ smi() {
   esac
 }
 # gpu_run DIR [VAR=VALUE...]: the check (not emulated) with the fakes; sets out and rc. The
-# environment the CUDA runtime reads is the fake machine's unless given.
+# environment the CUDA runtime reads is the fake machine's unless given. The fake machine has no
+# PyTorch (a torch module that fails to import): the check's optional probe of it, a second and
+# a half of import where CI has it, tells nothing here.
+mkdir -p "$tmp/notorch" && echo 'raise ImportError("no PyTorch on the fake machine")' >"$tmp/notorch/torch.py"
 gpu_run() {
   local dir=$1
   shift
   out=$(env -u NCCL_HOME -u MPICC -u CXX -u GPU_CHECK_PROBE_S -u CUDA_VISIBLE_DEVICES -u LD_LIBRARY_PATH \
-    PATH="$tmp/fakebin:$PATH" CUDA_HOME="$tmp/cuda" NVCC= "$@" bash $gc --out "$tmp/$dir" 2>&1)
+    PATH="$tmp/fakebin:$PATH" CUDA_HOME="$tmp/cuda" NVCC= PYTHONPATH="$tmp/notorch" "$@" bash $gc --out "$tmp/$dir" 2>&1)
   rc=$?
 }
 # refused NAME DIR LINE [OTHER-PATTERN]: the last gpu_run stopped at its prerequisites with LINE its

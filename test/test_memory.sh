@@ -94,7 +94,7 @@ fi
 PYTHON=${PYTHON:-$(scripts/pick_python.sh)}
 pattern_shards "$tmp" 1 0.3 50257 40000 p_train:0:20000 p_val:20000:
 peak_args=(--config configs/paper.json --train_data "$tmp/p_train_000000.bin" --val_data "$tmp/p_val_000000.bin"
-  --batch_size 16 --seq_len 256 --steps 1 --device cpu --checkpoint_every 0 --eval_batches 1 --eval_seq_lens 256,1024)
+  --batch_size 16 --seq_len 256 --steps 1 --device cpu --checkpoint_every 0 --eval_batches 1 --eval_seq_lens 1024)
 # anon CMD...: CMD's stdout, then "anon N": the most anonymous resident memory (MiB) it held,
 # sampled every 10 ms (/proc/PID/status RssAnon: the heap and the buffers, not the libraries' code)
 anon() {
