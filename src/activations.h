@@ -137,15 +137,11 @@ struct ModelBuffers {
     // slice of the training activations stands in for.
     int *step_inputs = nullptr, *step_targets = nullptr;
     Real* step_losses = nullptr;
-    // Incremental decoding (src/generate.h): every layer's keys and values, as attention reads
-    // them (after RoPE), kcache and vcache (L, rows, positions, C) each.
-    Act *kcache = nullptr, *vcache = nullptr;
 };
 
 // The parts of model_buffers' table, each allocated at its own time: the model's own (with it),
-// gradient accumulation's ids and losses (when the model meets such a step), the KV cache
-// (ModelWeights::kv_reserve, weights.h).
-enum class ModelPart { own, steps, kv_cache };
+// and gradient accumulation's ids and losses (when the model meets such a step).
+enum class ModelPart { own, steps };
 
 // What the sizes of model_buffers' buffers follow, in Num (as ActSizes).
 template <class Num>
@@ -154,8 +150,6 @@ struct ModelSizes {
     int positions = 0;     // the positions the position data covers
     bool train = true;     // a model that trains (gradients, AdamW's moments); else one for inference
     Num step_tokens = 0;   // gradient accumulation: the tokens of a step
-    Num kv_rows = 0;       // the KV cache: rows
-    Num kv_positions = 0;  // and positions of each
 };
 
 // Every buffer of one part of ModelBuffers, declared once: f(&Set::member, elements) for each the
@@ -168,11 +162,6 @@ void model_buffers(const ModelConfig& cfg, const ModelSizes<Num>& s, ModelPart p
         f(&Set::step_inputs, s.step_tokens), f(&Set::step_targets, s.step_tokens), f(&Set::step_losses, s.step_tokens);
         return;
     }
-    if (part == ModelPart::kv_cache) {
-        const Num n = Num(cfg.L) * s.kv_rows * s.kv_positions * C;
-        f(&Set::kcache, n), f(&Set::vcache, n);
-        return;
-    }
     const PosTraits& pt = pos_traits(cfg.pos);
     f(&Set::params, s.P);
     if (s.train) f(&Set::grads, s.P), f(&Set::m, s.P), f(&Set::v, s.P);
@@ -183,6 +172,19 @@ void model_buffers(const ModelConfig& cfg, const ModelSizes<Num>& s, ModelPart p
     }
     const size_t pos = pos_layout(pt, s.positions, cfg.C, cfg.H).size;
     if (pos) f(&Set::pos_buf, Num(pos));
+}
+
+// Incremental decoding's KV cache (KVCache, kv_cache.h): every layer's keys and values as
+// attention reads them (after RoPE), k and v (L, rows, positions, C) each.
+template <class ActT>
+struct KVBuffers {
+    using Act = ActT;
+    Act *k = nullptr, *v = nullptr;
+};
+template <class Num, class Set, class F>
+void kv_buffers(const ModelConfig& cfg, Num rows, Num positions, F&& f) {
+    const Num n = Num(cfg.L) * rows * positions * cfg.C;
+    f(&Set::k, n), f(&Set::v, n);
 }
 
 // Evaluation runs a batch of B rows of T tokens in groups of rows: the largest divisor of B

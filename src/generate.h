@@ -123,7 +123,7 @@ std::vector<int> generate(GPT<BK>& model, std::vector<int> ids, const GenOptions
     // One fixed window for the full recompute, so the activations are allocated once: attention
     // is causal, so the padding after the last real token does not change its logits.
     const int Tfull = std::min<int>(W, (int)ids.size() + o.tokens);
-    if (o.cache) model.kv_reserve(1, W);
+    if (o.cache) model.kv.reserve(model.cfg, 1, W);
     // the logits after the last token of ids: from the cache when it holds all but the last one,
     // rotated under the same RoPE scaling (one whose s follows the length recomputes the cache)
     auto next_logits = [&](bool first) {

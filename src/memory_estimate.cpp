@@ -47,7 +47,7 @@ static MemoryParts parts_of(const ModelConfig& m, int B, int T, bool train, bool
     auto bytes = [](auto member, double n) { return n * sizeof(*(Bufs().*member)); };
     ModelSizes<double> s;
     s.P = P, s.positions = std::max({m.maxT, T, positions}), s.train = train;
-    s.step_tokens = (double)accum * B * T, s.kv_rows = B, s.kv_positions = kv;
+    s.step_tokens = (double)accum * B * T;
     model_buffers<double, Bufs>(m, s, ModelPart::own, [&](auto member, double k) {
         const double b = bytes(member, k);
         model += b;
@@ -59,8 +59,9 @@ static MemoryParts parts_of(const ModelConfig& m, int B, int T, bool train, bool
     if (train && accum > 1)  // the step's ids and losses, of every micro-step's tokens
         model_buffers<double, Bufs>(m, s, ModelPart::steps, [&](auto member, double k) { acts += bytes(member, k); });
     if (kv > 0)
-        model_buffers<double, Bufs>(m, s, ModelPart::kv_cache,
-                                    [&](auto member, double k) { cache += bytes(member, k); });
+        kv_buffers<double, KVBuffers<Act>>(m, B, kv, [&](auto member, double k) {
+            cache += k * sizeof(*(KVBuffers<Act>().*member));
+        });
     return {model - pos, pos, acts, cache};
 }
 

@@ -28,6 +28,7 @@
 #include "activations.h"
 #include "classifier.h"
 #include "dist.h"
+#include "kv_cache.h"
 #include "params.h"
 #include "pos.h"
 #include "positions.h"
@@ -43,12 +44,13 @@ struct GPT : ModelWeights<BK> {
     using Acts = typename Activations<BK>::Set;
     using W = ModelWeights<BK>;  // the parameters and the other buffers of model_buffers' table
     using W::params, W::grads, W::qkv_expanded, W::dqkv_w, W::pos_buf, W::step_inputs, W::step_targets,
-        W::step_losses, W::kcache, W::vcache;
-    using W::cfg, W::training, W::layout, W::buf_layout, W::num_params, W::w, W::g, W::wa, W::step_tokens, W::kv_B,
-        W::kv_cap, W::need_training, W::reallocate;
+        W::step_losses;
+    using W::cfg, W::training, W::layout, W::buf_layout, W::num_params, W::w, W::g, W::wa, W::step_tokens,
+        W::need_training, W::reallocate;
 
     const PosTraits& pt;  // the position scheme's traits
     Positions<BK> positions;  // the position data in pos_buf, its length and scaling
+    KVCache<BK> kv;           // incremental decoding's keys and values (generate.h)
     // The training step's scalars that change from step to step (src/step.h), in backend memory.
     StepScalars* scalars = nullptr;
     Activations<BK> acts;
@@ -159,7 +161,7 @@ struct GPT : ModelWeights<BK> {
     // attention the causal one over the T positions; first > 0: one token (T = 1) whose query
     // attends to the cache's first + 1 positions.
     void forward_cached(const int* inputs, int B, int T, int first) {
-        if (B != kv_B || first + T > kv_cap) throw std::logic_error("forward_cached: outside the KV cache (kv_reserve)");
+        if (!kv.holds(B, first, T)) throw std::logic_error("forward_cached: outside the KV cache (KVCache::reserve)");
         if (first > 0 && T != 1) throw std::logic_error("forward_cached: after the prefill, one token at a time");
         if (first + T > positions.len) throw std::runtime_error("position past the position tables");
         forward_pass(upload(inputs, nullptr, B, T, false, first + T), false, first);
@@ -217,10 +219,9 @@ struct GPT : ModelWeights<BK> {
             BK::matmul_forward(qkv, ln1, qkv_weight(l), pt.rotary ? nullptr : qkvb, (int)N, (int)C, (int)(3 * C));
             if (pt.rotary) BK::rope_forward(qkvr, qkv, qkvb, at, B, T, (int)C, H);  // (B,T,3C)
             queue.mark(Phase::attention, grad);
-            const size_t kv_l = (size_t)l * kv_B * kv_cap * C;  // layer l's cache
-            if (first >= 0) BK::kv_cache_write(kcache + kv_l, vcache + kv_l, qkvr, B, T, (int)C, first, kv_cap);
+            if (first >= 0) BK::kv_cache_write(kv.keys(l), kv.values(l), qkvr, B, T, (int)C, first, kv.positions);
             if (first > 0)
-                BK::attention_decode(atty, qkvr, kcache + kv_l, vcache + kv_l, B, first + 1, kv_cap, (int)C, H, pos);
+                BK::attention_decode(atty, qkvr, kv.keys(l), kv.values(l), B, first + 1, kv.positions, (int)C, H, pos);
             else if (cfg.flash)
                 BK::attention_forward_lse(atty, a.lse + s * a.att_n, qkvr, B, T, (int)C, H, pos);  // (B,T,C)
             else

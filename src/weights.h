@@ -34,10 +34,8 @@ struct ModelWeights : ModelBuffers<typename BK::real, typename BK::act> {
     size_t num_params = 0;  // elements of each parameter buffer
     TensorsOf<Real> w, g;   // the tensors in params and grads
     TensorsOf<Act> wa;      // into wc
-    // The sizes of the other parts of the table: gradient accumulation's ids and losses
-    // (step_tokens each), the KV cache (kv_B rows of kv_cap positions; generate.h).
+    // The size of the table's other part: gradient accumulation's ids and losses (step_tokens each).
     size_t step_tokens = 0;
-    int kv_B = 0, kv_cap = 0;
 
     ModelWeights(const ModelConfig& c, ModelUse use)
         : cfg(c),
@@ -50,7 +48,7 @@ struct ModelWeights : ModelBuffers<typename BK::real, typename BK::act> {
         point_buffers();
     }
     ~ModelWeights() {
-        for (ModelPart part : {ModelPart::own, ModelPart::steps, ModelPart::kv_cache})
+        for (ModelPart part : {ModelPart::own, ModelPart::steps})
             buffers(part, [](auto& p, size_t) { release(p); });
     }
     ModelWeights(const ModelWeights&) = delete;
@@ -61,7 +59,6 @@ struct ModelWeights : ModelBuffers<typename BK::real, typename BK::act> {
     void buffers(ModelPart part, F&& f) {
         ModelSizes<size_t> s;
         s.P = num_params, s.positions = cfg.maxT, s.train = training, s.step_tokens = step_tokens;
-        s.kv_rows = kv_B, s.kv_positions = kv_cap;
         model_buffers<size_t, Bufs>(cfg, s, part, [&](auto member, size_t n) { f(this->*member, n); });
     }
     // A part's buffers made again for new sizes (set by `resize`).
@@ -70,10 +67,6 @@ struct ModelWeights : ModelBuffers<typename BK::real, typename BK::act> {
         buffers(part, [](auto& p, size_t) { release(p); });
         resize();
         buffers(part, [](auto& p, size_t n) { p = alloc_of(p, n); });
-    }
-    // The KV cache for B rows of up to cap positions each (kept when it is large enough).
-    void kv_reserve(int B, int cap) {
-        if (B != kv_B || cap > kv_cap) reallocate(ModelPart::kv_cache, [&] { kv_B = B, kv_cap = cap; });
     }
     // What only a model that trains can do (what: the call) fails in an inference model.
     void need_training(const char* what) const {
