@@ -117,7 +117,9 @@ if [ $ALL = 1 ]; then
     fi
     mapfile -t vars < <(printf '%s' "${SAN_ENV[$tag]}")
     mapfile -t cuda_vars < <(printf '%s' "${SAN_CUDA_ENV[$tag]:-}")
-    add "$dir/test_emu_selftest" run_renamed "$tag" env "${vars[@]}" "$dir/test_emu_selftest"
+    # shellcheck disable=SC2086
+    add "$dir/test_emu_selftest" run_renamed "$tag" env "${vars[@]}" "$dir/test_emu_selftest" \
+      ${SAN_ONLY["$tag test_emu_selftest"]:-}
     for t in "$dir"/test_cuda*; do
       only=${SAN_ONLY["$tag ${t##*/}"]:-}
       if [ -x "$t" ] && [ "$only" != - ]; then

@@ -7,7 +7,7 @@
 #   san_cuda_env TAG WHAT VAR=VALUE...  its test_cuda* programs (not the self-tests) with these too
 #   san_only TAG PROGRAM NAME...  PROGRAM runs only its tests whose name contains a NAME
 #   san_never TAG PROGRAM         PROGRAM does not run in this build (nor is built for it)
-# The self-tests and every test_cuda* program not named here run whole.
+# Every program not named here runs whole.
 # A subset leaves out what another test of the same run covers: every kernel stays tested in each
 # order and sanitizer. The model tests repeat the kernels once per position scheme: learned's and
 # crope's cover them (sinusoidal runs learned's kernels with a fixed table, rope and xpos crope's
@@ -53,13 +53,18 @@ san_only asan test_cuda_generate attention_decode cuda_generate_greedy_rope cuda
 # model: the chunked classifier's kernels are test_cuda_bf16's) and crope's fp32 model tests,
 # test_cuda_bf16 its kernels' tests and crope's model tests (test_cuda_bf16's tiled-classifier
 # memory test runs test_cuda_step's bf16 tiles), test_cuda_generate its kernels' tests, and
-# test_cuda_graph not at all (its kernels are test_cuda_step's). One OpenMP thread, as the host's
+# test_cuda_graph not at all (its kernels are test_cuda_step's); of the self-tests the races it
+# must see and the emulator's machinery it must see none in (the kernels of every order, mma.sync,
+# ldmatrix, shuffles, graphs, deferred streams), not the error reports the other builds check the
+# same. One OpenMP thread, as the host's
 # OpenBLAS threads are not what it checks, and no second's sleep at each exit (ThreadSanitizer's
 # default atexit_sleep_ms: the self-tests' forked children slept 35 s in all).
 san_build tsan _emu_tsan emu-tsan-tests "race detector" \
   OMP_NUM_THREADS=1 "TSAN_OPTIONS=atexit_sleep_ms=0 ${TSAN_OPTIONS:-}"
 san_only tsan test_cuda cuda_encoder cuda_layernorm cuda_rope cuda_crope cuda_attention cuda_gelu cuda_residual \
   cuda_softmax cuda_adamw cuda_sum_squares cuda_tf32_model_learned_loss
+san_only tsan test_emu_selftest correct_kernel mma_sync_ptx mma_tf32_ptx ldmatrix_ptx partial_warp_shuffle graph_replays \
+  defer_graph defer_stream capture_fork race
 san_only tsan test_cuda_flash forward_backward head_sizes cuda_flash_alibi unaligned
 san_only tsan test_cuda_step classifier profile copy_ints bf16_tiles _crope
 san_only tsan test_cuda_bf16 cuda_bf16_round cuda_bf16_encoder cuda_bf16_layernorm cuda_bf16_matmul cuda_bf16_rope \
