@@ -508,11 +508,11 @@ std::string help_lines(const std::vector<KeyHelp>& rows) {
         return s;
     };
     std::string s, group;
-    size_t width = 0;  // the longest key's
-    for (const KeyHelp& k : rows) width = std::max(width, k.name.size());
+    size_t width = 0, values = 12;  // the longest key's, and value's
+    for (const KeyHelp& k : rows) width = std::max(width, k.name.size()), values = std::max(values, k.value.size());
     for (const KeyHelp& k : rows) {
         if (k.group != group) s += "\n" + (group = k.group) + ":\n";
-        s += "  --" + column(k.name, width) + " " + column(k.value, 12) + " " + k.help + "\n";
+        s += "  --" + column(k.name, width) + " " + column(k.value, values) + " " + k.help + "\n";
     }
     return s;
 }
