@@ -105,6 +105,8 @@ NVCCFLAGS ?= -O3 $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(
 NVCCFLAGS += -std=c++17 -MMD -MP -Isrc -Icuda -Xcompiler -Wall,-Wextra
 BACKEND_FLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu))
+# the programs' side of the backend (cuda/programs.cpp: host code, linked into train and sample)
+PROGRAM_OBJ := $(patsubst cuda/%.cpp,$(HOST_BUILD)/cuda/%.o,$(wildcard cuda/*.cpp))
 # ptxas's report (registers, spills per kernel) kept beside each object for scripts/check_spills.sh
 # --build; the compiler's other messages still reach the terminal
 PTXAS_REPORT = -Xptxas -v 2>$@.ptxas; rc=$$?; grep -v '^ptxas info\|^    [0-9]* bytes stack frame' $@.ptxas >&2; exit $$rc
@@ -165,7 +167,11 @@ $(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@ $(PTXAS_REPORT)
 
-$(BINS): $(BUILD)/%: $(HOST_BUILD)/src/%.o $(LIB_OBJ) $(CUDA_OBJ)
+$(BUILD)/cuda/%.o: cuda/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $(BACKEND_FLAGS) -c $< -o $@
+
+$(BINS): $(BUILD)/%: $(HOST_BUILD)/src/%.o $(LIB_OBJ) $(CUDA_OBJ) $(PROGRAM_OBJ)
 	$(CXX) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/test/%: $(HOST_BUILD)/test/%.o $(LIB_OBJ) $(CUDA_OBJ)

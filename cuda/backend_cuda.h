@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "device.h"
 #include "pos.h"
 #include "step.h"
 
@@ -139,14 +140,7 @@ struct CudaDevice {
     }
     static void graph_launch(Graph g) { gpu::graph_launch(g, gpu::main_stream()); }
     static void graph_free(Graph g) { gpu::graph_free(g); }
-    // Whether this process can compute on its GPU (local_rank modulo the GPUs, as use_device):
-    // Absent (no driver or no GPU: nothing is wrong), Unusable (a GPU that the driver, its age or
-    // this build cannot run, or CUDA_VISIBLE_DEVICES hides; `why`: the CUDA error and what to do,
-    // in one line) or Usable.
-    struct DeviceCheck {
-        enum State { Absent, Unusable, Usable } state;
-        std::string why;
-    };
+    using DeviceCheck = ::DeviceCheck;  // src/device.h
     static DeviceCheck check_device(int local_rank = 0);
     static std::string device_name();
     static size_t peak_memory();         // bytes, all allocations of this backend (incl. kernel scratch)

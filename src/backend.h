@@ -1,7 +1,8 @@
-// The backends a program can run on: the CPU's, and the CUDA backend's declarations where the
-// build has it (HAVE_CUDA). The one file of src/ that includes a header of cuda/.
+// The backends a program can run on: the CPU's, and where the build has the CUDA backend
+// (HAVE_CUDA) its entry points (device.h), which cuda/programs.cpp defines. The one file of src/
+// that names the choice; no file of src/ includes a header of cuda/.
 #pragma once
 #include "backend_cpu.h"
 #ifdef HAVE_CUDA
-#include "backend_cuda.h"
+#include "device.h"
 #endif

@@ -22,6 +22,7 @@
 #include "generate.h"
 #include "gpt2_decoder.h"
 #include "gpt2_encoder.h"
+#include "sampler.h"
 
 using json = nlohmann::json;
 
@@ -88,65 +89,6 @@ static std::string attention_json(const std::string& checkpoint, const std::stri
     return s + "]}\n";
 }
 
-// What sampling on backend BK allocates (generate.h: gen_memory_parts), for the memory line and
-// the host's check.
-template <class BK>
-MemoryParts sample_memory(const ModelConfig& mc, const std::vector<int>& prompt, const GenOptions& go) {
-    return gen_memory_parts(mc, (int)prompt.size(), go, (int)sizeof(typename BK::act),
-                            std::is_same<BK, CpuBackend<float>>::value, BK::classifier_chunk);
-}
-
-// Samples `samples` texts after the prompt on backend BK, each printed as it comes (decoded with
-// decoder, or ids), one after another from one RNG; returns the speed over all of them. First a
-// line (stderr) of the memory the model holds: an inference model's, without the optimiser's.
-template <class BK>
-GenStats sample_with(const ModelConfig& mc, std::vector<float> weights, const std::vector<int>& prompt,
-                     const GenOptions& go, int samples, uint64_t seed, const GPT2Decoder* decoder) {
-    const MemoryParts mem = sample_memory<BK>(mc, prompt, go);
-    const int longest = gen_longest_pass(mc, (int)prompt.size(), go);
-    const double mib = 1048576.0;
-    fprintf(stderr,
-            "memory: %.0f bytes (%.1f MiB): weights %.1f MiB | position data %.1f MiB | activations %.1f MiB "
-            "(forward passes of up to %d token%s) | KV cache %.1f MiB\n",
-            mem.total(), mem.total() / mib, mem.weights / mib, mem.positions / mib, mem.activations / mib, longest,
-            longest == 1 ? "" : "s", mem.kv_cache / mib);
-    GPT<BK> model(mc, ModelUse::inference);
-    model.set_params(weights);
-    weights = std::vector<float>();  // the model holds them
-    auto print = [&](const std::vector<int>& ids, bool first) {
-        if (decoder) {
-            const std::string s = decoder->decode(ids);
-            fwrite(s.data(), 1, s.size(), stdout);
-        } else {
-            for (size_t i = 0; i < ids.size(); i++) printf(first && i == 0 ? "%d" : " %d", ids[i]);
-        }
-        fflush(stdout);
-    };
-    Rng rng(seed);
-    GenStats st;
-    bool said = false;
-    const int window = gen_window(mc, go);
-    for (int s = 0; s < samples; s++) {
-        if (samples > 1) printf("--- sample %d of %d ---\n", s + 1, samples);
-        print(prompt, true);
-        generate(
-            model, prompt, go, rng, [&](int id, const auto&) { print({id}, false); },
-            [&] {
-                if (said) return;
-                said = true;
-                fflush(stdout);
-                fprintf(stderr,
-                        "note: the text is longer than the context of %d tokens: the window slides, each further "
-                        "token from a forward pass over the last %d\n",
-                        window, window);
-            },
-            st);
-        printf("\n");
-    }
-    fflush(stdout);
-    return st;
-}
-
 // How the options combine and their ranges, checked before anything is read. Returns whether the
 // model runs on the GPU (--device auto: when one is usable).
 static bool check_options(const SampleOptions& o) {
@@ -178,9 +120,9 @@ static bool check_options(const SampleOptions& o) {
     bool cuda = o.device == Device::cuda;
 #ifdef HAVE_CUDA
     if (o.device != Device::cpu) {
-        const CudaDevice::DeviceCheck d = CudaDevice::check_device();
-        if (cuda && d.state != CudaDevice::DeviceCheck::Usable) throw std::runtime_error("--device cuda: " + d.why);
-        cuda = d.state == CudaDevice::DeviceCheck::Usable;
+        const DeviceCheck d = cuda_check_device();
+        if (cuda && d.state != DeviceCheck::Usable) throw std::runtime_error("--device cuda: " + d.why);
+        cuda = d.state == DeviceCheck::Usable;
     }
 #else
     if (cuda)
@@ -244,7 +186,7 @@ static ModelConfig model_for(const SampleOptions& o, const StFile& f, const GPT2
     if (maps) mc.flash = false;
 #ifdef HAVE_CUDA
     // the flash kernels take some head sizes; the cublas attention computes the same for the others
-    if (cuda && mc.flash && !gpu::flash_supports_head_size(mc.C / mc.H)) mc.flash = false;
+    if (cuda && mc.flash && !cuda_flash_supports_head_size(mc.C / mc.H)) mc.flash = false;
 #else
     (void)cuda;
 #endif
@@ -306,10 +248,7 @@ int main(int argc, char** argv) {
         GenStats st;
 #ifdef HAVE_CUDA
         if (cuda)
-            st = bf16 ? sample_with<CudaBackend<bf16_t>>(mc, std::move(weights), prompt, go, o.num_samples, o.seed,
-                                                         decoder)
-                      : sample_with<CudaBackend<float>>(mc, std::move(weights), prompt, go, o.num_samples, o.seed,
-                                                        decoder);
+            st = cuda_sample(mc, std::move(weights), prompt, go, o.num_samples, o.seed, decoder, bf16);
         else
 #endif
             st = sample_with<CpuBackend<float>>(mc, std::move(weights), prompt, go, o.num_samples, o.seed, decoder);

@@ -20,6 +20,7 @@ NVCCFLAGS += $(if $(HAVE_MPI),-DHAVE_NCCL)
 CXXFLAGS  += -DHAVE_CUDA $(EMU_SAN)
 LDLIBS    += $(EMU_SAN) $(EMU_KSAN) -rdynamic -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/cuda_emu:$$ORIGIN/../cuda_emu'
 CUDA_OBJ  := $(patsubst cuda/%.cu,$(BUILD)/cuda/%.o,$(wildcard cuda/*.cu)) $(EMU_OBJ)
+PROGRAM_OBJ := $(patsubst cuda/%.cpp,$(HOST_BUILD)/cuda/%.o,$(wildcard cuda/*.cpp))
 TESTS     := $(patsubst test/%.cpp,$(BUILD)/test/%,$(wildcard test/test_cuda*.cpp)) $(BUILD)/test/test_emu_selftest
 
 $(BUILD)/cuda/%.o: $(EMU_NVCC)
@@ -42,12 +43,12 @@ $(BUILD)/test/test_emu_selftest: $(BUILD)/test/test_emu_selftest.o $(EMU_OBJ) $(
 	$(CXX) $^ -o $@ $(LDLIBS)
 endif
 
-# The host code (src/*.cpp, test/test_cuda*.cpp) includes no CUDA header: it compiles the same
+# The host code (src/*.cpp, test/test_cuda*.cpp, cuda/programs.cpp) includes no CUDA header: it compiles the same
 # for the real backend and the emulated one. So where nvcc builds the real one into $(BUILD), the
 # emulated builds link $(BUILD)'s host objects, else the emulated build's own; the race
 # detector's build links them too, as it leaves the host code uninstrumented.
 EMU_HOST     := $(if $(EMU),$(HOST_BUILD),$(if $(NVCC),$(BUILD),$(EMU_BUILD)))
-EMU_HOST_OBJ := $(patsubst %.cpp,$(BUILD)/%.o,$(wildcard src/*.cpp test/test_cuda*.cpp))
+EMU_HOST_OBJ := $(patsubst %.cpp,$(BUILD)/%.o,$(wildcard src/*.cpp test/test_cuda*.cpp cuda/*.cpp))
 EMU_AFTER    := $(if $(filter $(BUILD),$(EMU_HOST)),$(EMU_HOST_OBJ),emu)
 emu: $(if $(filter $(BUILD),$(EMU_HOST)),$(EMU_HOST_OBJ))
 	+@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) NVCC=$(EMU_NVCC) HOST_BUILD=$(EMU_HOST) all
