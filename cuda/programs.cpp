@@ -1,7 +1,7 @@
-// build/train's and build/sample's side of the CUDA backend (src/device.h): the device check and
-// the kernels' head sizes for the options, and the trainer's and the sampler's loops
-// (src/trainer.h, src/sampler.h) instantiated on CudaBackend, so that src/ includes no header of
-// cuda/. Host code (g++), built into the programs only.
+// build/train's and build/sample's side of the CUDA backend: the device check and the kernels'
+// head sizes for the options (src/device.h), and the trainer's and the sampler's loops
+// instantiated on CudaBackend (cuda_train, src/trainer.h; cuda_sample, src/sampler.h), so that
+// src/ includes no header of cuda/. Host code (g++), built into the programs only.
 #include "backend_cuda.h"
 #include "device.h"
 #include "sampler.h"

@@ -69,3 +69,8 @@ GenStats sample_with(const ModelConfig& mc, std::vector<float> weights, const st
     fflush(stdout);
     return st;
 }
+
+// sample_with on the GPU, bf16 or fp32 activations: cuda/programs.cpp, in a build with the CUDA
+// backend (src/device.h).
+GenStats cuda_sample(const ModelConfig& mc, std::vector<float> weights, const std::vector<int>& prompt,
+                     const GenOptions& go, int samples, uint64_t seed, const GPT2Decoder* decoder, bool bf16);

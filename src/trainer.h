@@ -460,3 +460,7 @@ int train_with(const Config& cfg, bool resume, const json& changes, std::string 
     Trainer<BK> t(cfg, run_on);
     return cfg.eval_only.empty() ? t.run(resume, changes) : t.evaluate_only(changes);
 }
+
+// train_with on this process's GPU (mpi: local_rank's) in cfg's precision, then the peak device
+// memory: cuda/programs.cpp, in a build with the CUDA backend (src/device.h).
+int cuda_train(const Config& cfg, bool resume, const json& changes, bool mpi, int local_rank);
