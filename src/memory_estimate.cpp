@@ -18,6 +18,12 @@ static ClassifierHead estimated_head(bool cpu) {
     return {kCpuClassifierChunk, cpu ? cpu::classifier_head_scratch<float> : nullptr};
 }
 
+// The bytes of n elements of the buffer that a table's member (`E* Set::*`) points to.
+template <class Set, class E>
+static double buffer_bytes(E* Set::*, double n) {
+    return n * sizeof(E);
+}
+
 // The bytes of a set of activations (activation_buffers) with elements of type Act.
 // train: every layer's slot; backward: and the backward's buffers.
 template <class Act>
@@ -25,7 +31,7 @@ static double activation_bytes(const ModelConfig& m, int B, int T, bool train, b
     using Set = Acts<float, Act>;
     double bytes = 0;
     activation_buffers<double, Set>(m, act_sizes<double>(m, estimated_head(cpu), B, T), train, backward,
-                                    [&](auto member, double n) { bytes += n * sizeof(*(Set().*member)); });
+                                    [&](auto member, double n) { bytes += buffer_bytes(member, n); });
     return bytes;
 }
 
@@ -44,24 +50,22 @@ static MemoryParts parts_of(const ModelConfig& m, int B, int T, bool train, bool
     // the model's buffers (model_buffers), the position data's part: pos_buf, and wpe's share of
     // each parameter buffer
     double model = 0, pos = 0;
-    auto bytes = [](auto member, double n) { return n * sizeof(*(Bufs().*member)); };
     ModelSizes<double> s;
     s.P = P, s.positions = std::max({m.maxT, T, positions}), s.train = train;
     s.step_tokens = (double)accum * B * T;
     model_buffers<double, Bufs>(m, s, ModelPart::own, [&](auto member, double k) {
-        const double b = bytes(member, k);
+        const double b = buffer_bytes(member, k);
         model += b;
         if constexpr (std::is_same<decltype(member), decltype(&Bufs::pos_buf)>::value)
             if (member == &Bufs::pos_buf) return void(pos += b);
-        if (k == P) pos += bytes(member, wpe);  // a parameter buffer: wpe's rows of it
+        if (k == P) pos += buffer_bytes(member, wpe);  // a parameter buffer: wpe's rows of it
     });
     double acts = activation_bytes<Act>(m, B, T, train || every_layer, train, cpu), cache = 0;
     if (train && accum > 1)  // the step's ids and losses, of every micro-step's tokens
-        model_buffers<double, Bufs>(m, s, ModelPart::steps, [&](auto member, double k) { acts += bytes(member, k); });
+        model_buffers<double, Bufs>(m, s, ModelPart::steps,
+                                    [&](auto member, double k) { acts += buffer_bytes(member, k); });
     if (kv > 0)
-        kv_buffers<double, KVBuffers<Act>>(m, B, kv, [&](auto member, double k) {
-            cache += k * sizeof(*(KVBuffers<Act>().*member));
-        });
+        kv_buffers<double, KVBuffers<Act>>(m, B, kv, [&](auto member, double k) { cache += buffer_bytes(member, k); });
     return {model - pos, pos, acts, cache};
 }
 
