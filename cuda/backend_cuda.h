@@ -69,6 +69,9 @@ cudaStream_t main_stream();
 // sum are fp32 whatever Act is; dlogits overwrite the logits in Act.
 template <class Act>
 void classifier_loss(Act* logits, float* losses, const int* targets, int N, int V, int ld, float dscale);
+// Why classifier_fused cannot run at width C (empty: it can): C not one its kernels take, or
+// fp32 activations with TF32 off.
+std::string classifier_fused_unsupported(int C, bool bf16);
 // adamw_update that also writes p_act, p rounded to bf16 in the same pass: the GEMMs' copy of
 // the weights with bf16 activations.
 void adamw_update_bf16(float* p, const float* g, float* m, float* v, bf16_t* p_act, size_t n, const StepScalars* s,

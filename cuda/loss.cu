@@ -11,6 +11,7 @@
 
 #include "backend_cuda.h"
 #include "common.cuh"
+#include "mma.cuh"
 
 namespace gpu {
 
@@ -146,6 +147,183 @@ __global__ void classifier_tile_dlogits_kernel(E* __restrict__ z, const float* _
     }
 }
 
+
+// ---- the fused head (--classifier fused): logits on tensor cores, never in memory ----------
+// The rows x (N, C) of the final LayerNorm against wte's rows w (Vp, C), C = D in 32, 64, 128,
+// on mma.cuh's products (bf16, or tf32 for fp32 activations). Each kernel computes its 16 x
+// 64 tiles of logits z = x w^T again, in fp32 registers: the forward per block of 64 rows over
+// all classes (online max and sum of exp, base 2, as flash attention; the target's logit); the
+// backward's two kernels from those log-sum-exps, each owning its output (no atomics): d x per
+// block of rows, summing d w over the classes, and d w per block of classes, summing d^T x over
+// the rows, where d = (softmax - onehot) * dscale. Columns >= V are not classes: their tiles are
+// skipped, their columns in the last tile masked. One tile of rows in shared memory at a time
+// (68 KB for two at D = 128 in fp32, past the 48 KB of a static allocation).
+template <int D, class X>
+using FusedTile = X[kMmaRows][D + kPad<X>];
+
+// z (16 x 64) of the warp's rows (A operands xa) and the tile's classes, from shared memory.
+template <int D, class X>
+__device__ inline void fused_logits(float (&z)[kTiles8][4], const uint32_t (&xa)[D / kMmaK<X>][4],
+                                    const FusedTile<D, X>& w) {
+    for (int n = 0; n < kTiles8; n++) z[n][0] = z[n][1] = z[n][2] = z[n][3] = 0.0f;
+    mma_xyt<D>(z, xa, w);
+}
+
+// Loads rows [row0, row0 + 64) of x (rows >= N zeros) into tile and the warp's A operands from it.
+template <int D, class X>
+__device__ inline void fused_rows(uint32_t (&xa)[D / kMmaK<X>][4], FusedTile<D, X>& tile, const X* x, int row0,
+                                  int N) {
+    constexpr int K = kMmaK<X>;
+    load_rows<D>(tile, x, row0, N, D);
+    __syncthreads();
+    for (int k = 0; k < D / K; k++) load_a(xa[k], &tile[16 * (threadIdx.x / 32)][K * k], D + kPad<X>);
+}
+
+// grid ceil(N / 64): lse (N) each row's log-sum-exp, losses (N) it less the target's logit (NaN
+// for a target outside [0, V)).
+template <int D, class X>
+__global__ void __launch_bounds__(kMmaThreads, 1)
+    classifier_fused_forward_kernel(float* __restrict__ losses, float* __restrict__ lse,
+                                    const int* __restrict__ targets, const X* __restrict__ x,
+                                    const X* __restrict__ w, int N, int V) {
+    __shared__ alignas(16) FusedTile<D, X> tile;
+    const int lane = threadIdx.x % 32, t = lane % 4, row0 = blockIdx.x * kMmaRows + 16 * (threadIdx.x / 32);
+    const int rows[2] = {row0 + lane / 4, row0 + lane / 4 + 8};
+    uint32_t xa[D / kMmaK<X>][4];
+    fused_rows<D>(xa, tile, x, (int)blockIdx.x * kMmaRows, N);
+    int tg[2];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, zt[2] = {0.0f, 0.0f};  // m: base 2
+    for (int r = 0; r < 2; r++) tg[r] = rows[r] < N ? targets[rows[r]] : -1;
+    for (int v0 = 0; v0 < V; v0 += kMmaRows) {
+        __syncthreads();  // the previous tile is read
+        load_rows<D>(tile, w, v0, V, D);
+        __syncthreads();
+        float z[kTiles8][4];
+        fused_logits<D>(z, xa, tile);
+        float mt[2] = {-INFINITY, -INFINITY};
+        for (int n = 0; n < kTiles8; n++)
+            for (int i = 0; i < 4; i++) {
+                const int v = v0 + 8 * n + 2 * t + (i & 1);
+                if (v >= V) z[n][i] = -INFINITY;
+                if (v == tg[i / 2]) zt[i / 2] = z[n][i];  // one lane of the quad holds it
+                mt[i / 2] = fmaxf(mt[i / 2], z[n][i]);
+            }
+        for (int r = 0; r < 2; r++) {
+            mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
+            mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));  // finite: class v0 < V is here
+            const float mn = fmaxf(m[r], mt[r] * kLog2e);
+            l[r] *= exp2f(m[r] - mn);
+            m[r] = mn;
+        }
+        for (int n = 0; n < kTiles8; n++)
+            for (int i = 0; i < 4; i++) l[i / 2] += exp2f(fmaf(z[n][i], kLog2e, -m[i / 2]));
+    }
+    for (int r = 0; r < 2; r++) {
+        l[r] = quad_sum(l[r]), zt[r] = quad_sum(zt[r]);
+        if (rows[r] >= N || t != 0) continue;
+        const float e = (m[r] + log2f(l[r])) * kLn2;
+        lse[rows[r]] = e;
+        losses[rows[r]] = tg[r] >= 0 && tg[r] < V ? e - zt[r] : NAN;
+    }
+}
+
+// d (softmax - onehot) * dscale of logit z of a row with log-sum-exp lse2 (base 2) and target
+// tg, at class v (0 for v >= V)
+__device__ inline float fused_dlogit(float z, float lse2, int v, int tg, int V, float dscale) {
+    if (v >= V) return 0.0f;
+    return (exp2f(fmaf(z, kLog2e, -lse2)) - (v == tg ? 1.0f : 0.0f)) * dscale;
+}
+
+// grid ceil(N / 64): dx (N, C) = d w, overwritten.
+template <int D, class X>
+__global__ void __launch_bounds__(kMmaThreads, 1)
+    classifier_fused_dx_kernel(X* __restrict__ dx, const float* __restrict__ lse, const int* __restrict__ targets,
+                               const X* __restrict__ x, const X* __restrict__ w, int N, int V, float dscale) {
+    __shared__ alignas(16) FusedTile<D, X> tile;
+    const int lane = threadIdx.x % 32, t = lane % 4, row0 = blockIdx.x * kMmaRows + 16 * (threadIdx.x / 32);
+    const int rows[2] = {row0 + lane / 4, row0 + lane / 4 + 8};
+    uint32_t xa[D / kMmaK<X>][4];
+    fused_rows<D>(xa, tile, x, (int)blockIdx.x * kMmaRows, N);
+    int tg[2];
+    float lse2[2], acc[D / 8][4] = {};
+    for (int r = 0; r < 2; r++) {
+        tg[r] = rows[r] < N ? targets[rows[r]] : -1;
+        lse2[r] = rows[r] < N ? lse[rows[r]] * kLog2e : 0.0f;
+    }
+    for (int v0 = 0; v0 < V; v0 += kMmaRows) {
+        __syncthreads();
+        load_rows<D>(tile, w, v0, V, D);
+        __syncthreads();
+        float z[kTiles8][4];
+        fused_logits<D>(z, xa, tile);
+        for (int n = 0; n < kTiles8; n++)
+            for (int i = 0; i < 4; i++)
+                z[n][i] = fused_dlogit(z[n][i], lse2[i / 2], v0 + 8 * n + 2 * t + (i & 1), tg[i / 2], V, dscale);
+        mma_xy<D>(acc, z, tile);  // dx += d w
+    }
+    for (int r = 0; r < 2; r++)
+        if (rows[r] < N) store_row<D>(dx + (size_t)rows[r] * D, acc, r, 1.0f);
+}
+
+// d w of a block: rows of x in parts of kFusedCols, so that d's part lives beside the
+// accumulators (as flash attention's dK, dV).
+constexpr int kFusedCols = 16;
+template <int D, class X>
+struct alignas(16) FusedDwTiles {
+    FusedTile<D, X> x;
+    float lse2[kMmaRows];
+    int tg[kMmaRows];
+};
+
+// grid ceil(V / 64): dw (Vp, C) += d^T x on the rows of classes < V.
+template <int D, class X>
+__global__ void __launch_bounds__(kMmaThreads, 1)
+    classifier_fused_dw_kernel(float* __restrict__ dw, const float* __restrict__ lse, const int* __restrict__ targets,
+                               const X* __restrict__ x, const X* __restrict__ w, int N, int V, float dscale) {
+    __shared__ FusedDwTiles<D, X> sm;
+    const int lane = threadIdx.x % 32, t = lane % 4, v0 = blockIdx.x * kMmaRows + 16 * (threadIdx.x / 32);
+    const int cls[2] = {v0 + lane / 4, v0 + lane / 4 + 8};
+    uint32_t wa[D / kMmaK<X>][4];
+    fused_rows<D>(wa, sm.x, w, (int)blockIdx.x * kMmaRows, V);  // the block's classes
+    float acc[D / 8][4] = {};
+    for (int i0 = 0; i0 < N; i0 += kMmaRows) {
+        __syncthreads();
+        load_rows<D>(sm.x, x, i0, N, D);
+        for (int i = threadIdx.x; i < kMmaRows; i += kMmaThreads) {
+            sm.lse2[i] = i0 + i < N ? lse[i0 + i] * kLog2e : 0.0f;
+            sm.tg[i] = i0 + i < N ? targets[i0 + i] : -1;
+        }
+        __syncthreads();
+#pragma unroll 1  // one part's d lives at a time
+        for (int c0 = 0; c0 < kMmaRows; c0 += kFusedCols) {
+            constexpr int P = kFusedCols;
+            float d[P / 8][4] = {};
+            mma_xyt<D, P>(d, wa, sm.x + c0);  // z^T = w x^T
+            for (int n = 0; n < P / 8; n++)
+                for (int i = 0; i < 4; i++) {
+                    const int c = c0 + 8 * n + 2 * t + (i & 1);  // row i0 + c of x
+                    d[n][i] = i0 + c < N ? fused_dlogit(d[n][i], sm.lse2[c], cls[i / 2], sm.tg[c], V, dscale) : 0.0f;
+                }
+            mma_xy<D, P>(acc, d, sm.x + c0);  // dw += d^T x
+        }
+    }
+    for (int r = 0; r < 2; r++)
+        if (cls[r] < V) add_row<D>(dw + (size_t)cls[r] * D, acc, r);
+}
+
+// Calls f(std::integral_constant<int, C>) for the widths the fused kernels take; false for others.
+template <class F>
+bool with_fused_width(int C, F f) {
+    switch (C) {
+        case 32:
+            return f(std::integral_constant<int, 32>()), true;
+        case 64:
+            return f(std::integral_constant<int, 64>()), true;
+        case 128:
+            return f(std::integral_constant<int, 128>()), true;
+    }
+    return false;
+}
 }  // namespace
 
 template <class Act>
@@ -207,9 +385,43 @@ size_t classifier_head_scratch(int, int, int) {
     return 0;
 }
 
+std::string classifier_fused_unsupported(int C, bool bf16) {
+    if (!with_fused_width(C, [](auto) {}))
+        return "the fused LM head (--classifier fused) takes n_embd 32, 64 or 128 on the GPU, got " +
+               std::to_string(C) + " (use --classifier logits)";
+    if (!bf16 && !tf32_enabled())
+        return "the fused LM head (--classifier fused) multiplies on tensor cores: it needs --precision bf16 or "
+               "--tf32 1 (use --classifier logits for plain fp32)";
+    return "";
+}
+
+template <class Act>
+void classifier_fused(float* losses, float* lse, const int* targets, const Act* x, const Act* w, Act* dx, float* dw,
+                      int N, int C, int V, int /*Vp*/, float dscale) {
+    const cudaStream_t stream = main_stream();
+    if (N <= 0) return;
+    using X = dev_t<Act>;
+    const std::string why = classifier_fused_unsupported(C, is_bf16<X>);
+    if (!why.empty()) throw std::runtime_error(why);
+    if (!packs_fit<X>(C, {x, w, dx})) throw std::logic_error("classifier_fused: buffers not 16-byte aligned");
+    const unsigned rows = (unsigned)ceil_div(N, kMmaRows), classes = (unsigned)ceil_div(V, kMmaRows);
+    with_fused_width(C, [&](auto width) {
+        constexpr int D = decltype(width)::value;
+        classifier_fused_forward_kernel<D, X><<<rows, kMmaThreads, 0, stream>>>(losses, lse, targets, dev(x), dev(w), N, V);
+        cudaCheckLaunch();
+        if (dscale == 0.0f) return;
+        classifier_fused_dx_kernel<D, X>
+            <<<rows, kMmaThreads, 0, stream>>>(dev(dx), lse, targets, dev(x), dev(w), N, V, dscale);
+        cudaCheckLaunch();
+        classifier_fused_dw_kernel<D, X><<<classes, kMmaThreads, 0, stream>>>(dw, lse, targets, dev(x), dev(w), N, V, dscale);
+        cudaCheckLaunch();
+    });
+}
+
 GPU_INSTANTIATE(classifier_loss)
 GPU_INSTANTIATE(classifier_tile_lse)
 GPU_INSTANTIATE(classifier_tile_dlogits)
 GPU_INSTANTIATE(classifier_head)
+GPU_INSTANTIATE(classifier_fused)
 
 }  // namespace gpu

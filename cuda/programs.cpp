@@ -19,6 +19,10 @@ bool cuda_flash_supports_head_size(int D) {
 void cuda_check_flash_head_size(int D) {
     gpu::check_flash_head_size(D);
 }
+std::string cuda_classifier_fused_unsupported(int C, bool bf16, bool tf32) {
+    gpu::set_tf32(tf32);  // as cuda_train sets it: NVIDIA_TF32_OVERRIDE=0 still turns it off
+    return gpu::classifier_fused_unsupported(C, bf16);
+}
 
 int cuda_train(const Config& cfg, bool resume, const nlohmann::json& changes, bool mpi, int local_rank) {
     if (mpi) CudaDevice::use_device(local_rank);

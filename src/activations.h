@@ -38,7 +38,8 @@ struct Acts {
     Real *ln1_mean = nullptr, *ln1_rstd = nullptr, *lse = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr,
          *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr;
     // classifier tiles: each row's running max and sum of exp (N), and with a bf16 Act d lnf
-    // summed over the tiles in Real (N, C) before it is rounded into dln (null otherwise)
+    // summed over the tiles in Real (N, C) before it is rounded into dln (null otherwise); the
+    // fused classifier: each row's log-sum-exp in head_max
     Real *head_max = nullptr, *head_sum = nullptr, *dlnf = nullptr;
     // classifier chunks: the backend's scratch for one chunk (BK::classifier_head; null if none)
     Real* head_scratch = nullptr;
@@ -70,7 +71,7 @@ template <class Num>
 struct ActSizes {
     Num N;        // rows: B*T
     Num att;      // one layer's att (B,H,T,T) or lse (B,H,T)
-    Num rows;     // rows per classifier chunk
+    Num rows;     // rows per classifier chunk (fused: 1, the rows logits() reads at a time)
     Num tile;     // vocabulary columns per classifier tile: all of them (Vp) when it goes by row chunks
     Num logits;   // the logits buffer: one chunk's rows of all columns, or all N rows of one tile
     Num scratch;  // the backend's scratch for one classifier chunk (0 with tiles, or none needed)
@@ -81,10 +82,10 @@ ActSizes<Num> act_sizes(const ModelConfig& cfg, const ClassifierHead& head, int 
     const bool tiles = cfg.classifier_tile > 0;
     s.N = Num(B) * T;
     s.att = Num(B) * cfg.H * T * (cfg.flash ? 1 : T);
-    s.rows = std::min(s.N, Num(cfg.classifier_chunk > 0 ? cfg.classifier_chunk : head.chunk));
+    s.rows = std::min(s.N, Num(cfg.classifier_fused ? 1 : cfg.classifier_chunk > 0 ? cfg.classifier_chunk : head.chunk));
     s.tile = Num(tiles ? std::min(cfg.classifier_tile, cfg.Vp()) : cfg.Vp());
     s.logits = tiles ? s.N * s.tile : s.rows * cfg.Vp();
-    s.scratch = tiles || !head.scratch ? Num(0) : Num(head.scratch((int)s.rows, cfg.C, cfg.Vp()));
+    s.scratch = tiles || cfg.classifier_fused || !head.scratch ? Num(0) : Num(head.scratch((int)s.rows, cfg.C, cfg.Vp()));
     return s;
 }
 
@@ -111,7 +112,8 @@ void activation_buffers(const ModelConfig& cfg, const ActSizes<Num>& s, bool tra
     f(&Set::res3, Ls * N * C), f(&Set::proj, N * C);
     f(&Set::lnf, N * C), f(&Set::lnf_mean, N), f(&Set::lnf_rstd, N);
     f(&Set::logits, s.logits), f(&Set::losses, N);  // logits: one chunk's or one tile's
-    if (cfg.classifier_tile > 0) f(&Set::head_max, N), f(&Set::head_sum, N);
+    if (cfg.classifier_tile > 0 || cfg.classifier_fused) f(&Set::head_max, N);
+    if (cfg.classifier_tile > 0) f(&Set::head_sum, N);
     if (s.scratch > 0) f(&Set::head_scratch, s.scratch);
     if (!backward) return;
     f(&Set::dres, N * C), f(&Set::dln, N * C), f(&Set::datty, N * C);

@@ -2,7 +2,8 @@
 // activations a: from the final LayerNorm's output a.lnf (N, C) and the weights' compute copy of
 // wte (Vp, C), the per-token losses a.losses (N); in training also d lnf into a.dln and d wte
 // accumulated. The logits (N, Vp) never exist whole: the head runs in chunks of rows or in tiles
-// of the vocabulary (cfg.classifier_tile), in one buffer of one block's shape.
+// of the vocabulary (cfg.classifier_tile), in one buffer of one block's shape; or fused, with no
+// logits in memory at all (cfg.classifier_fused).
 #pragma once
 #include <algorithm>
 #include <type_traits>
@@ -70,7 +71,10 @@ void classifier_tiles(const ModelConfig& cfg, Set& a, const ActSizes<size_t>& s,
 template <class BK, class Set>
 void classifier(const ModelConfig& cfg, Set& a, const ActSizes<size_t>& s, const typename BK::act* wte,
                 typename BK::real* dwte, typename BK::real dscale) {
-    if (cfg.classifier_tile > 0)
+    if (cfg.classifier_fused)  // no logits: the log-sum-exps in head_max (backend_ops.def)
+        BK::classifier_fused(a.losses, a.head_max, a.targets, a.lnf, wte, dscale != 0 ? a.dln : nullptr, dwte,
+                             (int)s.N, cfg.C, cfg.V, cfg.Vp(), dscale);
+    else if (cfg.classifier_tile > 0)
         classifier_tiles<BK>(cfg, a, s, wte, dwte, dscale);
     else
         classifier_chunks<BK>(cfg, a, s, wte, dwte, dscale);

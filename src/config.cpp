@@ -22,7 +22,7 @@ namespace {
 template <class S>
 using FieldOf = std::variant<std::string S::*, int S::*, double S::*, uint64_t S::*, std::vector<int> S::*, Pos S::*,
                              RopeScaling::Kind S::*, DataOrder S::*, Decay S::*, Schedule S::*, Device S::*,
-                             Precision S::*, Attention S::*>;
+                             Precision S::*, Attention S::*, Classifier S::*>;
 
 template <class S>
 struct KeyOf {
@@ -120,6 +120,11 @@ const Key kKeys[] = {
     {"attention", "output", &Config::attention,
      "flash saves each row's log-sum-exp, no (B,H,T,T) buffer (on the GPU head size 8, 16, 32, 64 or 128); cublas, "
      "the reference, saves the probabilities (any head size)"},
+    {"classifier", "output", &Config::classifier,
+     "logits: the LM head + loss writes the logits, a chunk of rows or a tile of the vocabulary at a time; fused: "
+     "never, each kernel computes the logits it needs again (on the GPU tensor cores at n_embd 32, 64 or 128, "
+     "bf16 or TF32); auto: fused where the GPU runs it and no classifier_chunk or classifier_tile is set, else "
+     "logits"},
     {"classifier_chunk", "output", &Config::classifier_chunk,
      "rows of B*T per chunk of the fused LM head + loss: the logits of one chunk exist at a time (0 = the device's "
      "choice, which --memory prints)"},
@@ -735,6 +740,8 @@ void validate(const Config& c) {
     require(c.classifier_tile >= 0 && c.classifier_tile % 128 == 0,
             "classifier_tile must be 0 (row chunks) or a positive multiple of 128, got " +
                 std::to_string(c.classifier_tile));
+    require(c.classifier != Classifier::fused || (c.classifier_chunk == 0 && c.classifier_tile == 0),
+            "classifier_chunk and classifier_tile shape the logits of --classifier logits; --classifier fused has none");
     require(c.profile == 0 || c.profile == 1, "profile must be 0 or 1, got " + std::to_string(c.profile));
     require(c.cuda_graph == 0 || c.cuda_graph == 1, "cuda_graph must be 0 or 1, got " + std::to_string(c.cuda_graph));
     require(c.tf32 == 0 || c.tf32 == 1, "tf32 must be 0 or 1, got " + std::to_string(c.tf32));
@@ -854,6 +861,7 @@ ModelConfig model_config(const Config& c) {
     m.flash = c.attention == Attention::flash;
     m.classifier_chunk = c.classifier_chunk;
     m.classifier_tile = c.classifier_tile;
+    m.classifier_fused = c.classifier == Classifier::fused;  // auto: resolved by then (train.cpp)
     return m;
 }
 

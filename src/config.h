@@ -20,6 +20,7 @@ enum class Schedule { constant, step, cosine };
 enum class Device { cpu, cuda, automatic };  // "auto"
 enum class Precision { fp32, bf16 };
 enum class Attention { flash, cublas };
+enum class Classifier { automatic, logits, fused };  // "auto"
 template <class E>
 const std::vector<std::string>& choice_names();
 #define CHOICE_NAMES(E, ...)                                     \
@@ -34,6 +35,7 @@ CHOICE_NAMES(Schedule, "constant", "step", "cosine")
 CHOICE_NAMES(Device, "cpu", "cuda", "auto")
 CHOICE_NAMES(Precision, "fp32", "bf16")
 CHOICE_NAMES(Attention, "flash", "cublas")
+CHOICE_NAMES(Classifier, "auto", "logits", "fused")
 #undef CHOICE_NAMES
 template <>
 inline const std::vector<std::string>& choice_names<Pos>() {  // kPosSchemes' names, in Pos's order
@@ -121,6 +123,7 @@ struct Config {
     Device device = Device::automatic;
     Precision precision = Precision::fp32;
     Attention attention = Attention::flash;
+    Classifier classifier = Classifier::automatic;  // fused: the LM head + loss without logits in memory
     int classifier_chunk = 0;         // rows per LM head + loss chunk (0 = the device's choice)
     int classifier_tile = 0;          // vocabulary columns per LM head + loss tile over all rows (0 = chunks of rows)
     int profile = 0;                  // 1 = time each step's phases (LM head + loss, attention, AdamW, rest)

@@ -18,3 +18,6 @@ DeviceCheck cuda_check_device(int local_rank = 0);
 int cuda_classifier_chunk();                // the LM head's rows per chunk on the GPU (--memory's)
 bool cuda_flash_supports_head_size(int D);  // the flash kernels' head sizes
 void cuda_check_flash_head_size(int D);     // throws for one they do not take
+// why the fused LM head's kernels cannot run at n_embd C with these activations and TF32 asked
+// for or not (empty: they can)
+std::string cuda_classifier_fused_unsupported(int C, bool bf16, bool tf32);

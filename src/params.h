@@ -33,6 +33,9 @@ struct ModelConfig {
     // > 0: the classifier goes over all B*T rows at once in tiles of this many vocabulary columns
     // (classifier_tiles, src/classifier.h) instead of in chunks of rows: only one tile's logits exist.
     int classifier_tile = 0;
+    // The head without logits in memory (classifier_fused, src/classifier.h): each row's
+    // log-sum-exp and its gradients from logits computed again where needed.
+    bool classifier_fused = false;
     int Vp() const { return (V + vocab_pad - 1) / vocab_pad * vocab_pad; }
     int F() const { return mlp_hidden > 0 ? mlp_hidden : 4 * C; }
 };

@@ -49,6 +49,22 @@ static bool memory_on_cpu(const Config& c) {
     return true;
 }
 
+// --classifier auto becomes fused where the GPU's kernels run it (faster by cuda/README.md's
+// traffic model) and no chunk or tile shapes the logits, else logits; fused where the GPU's
+// kernels cannot run it stops with why (the CPU runs it anywhere).
+static void resolve_classifier(Config& c, bool cuda) {
+    std::string gpu_why = "not on the GPU";
+#ifdef HAVE_CUDA
+    if (cuda) gpu_why = cuda_classifier_fused_unsupported(c.n_embd, c.precision == Precision::bf16, c.tf32 == 1);
+#endif
+    if (c.classifier == Classifier::automatic) {
+        const bool shaped = c.classifier_chunk > 0 || c.classifier_tile > 0;
+        c.classifier = gpu_why.empty() && !shaped ? Classifier::fused : Classifier::logits;
+    } else if (c.classifier == Classifier::fused && cuda && !gpu_why.empty()) {
+        throw std::runtime_error(gpu_why);
+    }
+}
+
 // Whether this run computes on the GPU: --device cuda stops when it cannot, with what is wrong;
 // auto takes the GPU when one is usable and says so when one is present but not usable.
 static bool use_cuda(const Config& c, int local_rank) {
@@ -169,6 +185,7 @@ static int train_main(int argc, char** argv) {
         cfg.mlp_hidden = model_config(cfg).mlp_hidden;  // resolved: config.json and the checkpoints record it
         if (cfg.memory) {  // before any folder or allocation: works for a config this machine cannot run
             const bool cpu = memory_on_cpu(cfg);
+            resolve_classifier(cfg, !cpu);
             int chunk = CpuBackend<float>::classifier_chunk;
 #ifdef HAVE_CUDA
             if (!cpu) chunk = cuda_classifier_chunk();
@@ -182,6 +199,7 @@ static int train_main(int argc, char** argv) {
         if (dg.world > 1) join_ranks(cfg);
         // the device and the memory first: a machine that cannot run this config keeps the old run
         const bool cuda = use_cuda(cfg, dg.mpi ? dg.local_rank : 0);
+        resolve_classifier(cfg, cuda);
         check_before_run(cfg, cuda, resume);
         if (dg.rank == 0 && cfg.eval_only.empty()) {  // the run folder is this process's before anything in it changes
             if (resume)

@@ -395,8 +395,9 @@ inline void print_memory(const Config& c, bool cpu, int chunk) {
     const double flash = flash_parts.total() / 1048576.0;
     mc.flash = false;
     const double cublas = run_memory(c, mc, act_bytes, cpu).total() / 1048576.0;
-    std::string head = mc.classifier_tile > 0 ? "classifier tiles of " + std::to_string(mc.classifier_tile) + " columns"
-                                              : "classifier chunk " + std::to_string(mc.classifier_chunk) + " rows";
+    std::string head = mc.classifier_fused       ? std::string("classifier fused (no logits)")
+                       : mc.classifier_tile > 0 ? "classifier tiles of " + std::to_string(mc.classifier_tile) + " columns"
+                                                : "classifier chunk " + std::to_string(mc.classifier_chunk) + " rows";
     const std::string what =
         !train ? std::string("evaluation only (an inference model: no gradients or AdamW moments)")
                : "training step of " + std::to_string(rows) + " x " + std::to_string(c.seq_len) + " tokens" +

@@ -113,6 +113,9 @@ expect_fail classifier_chunk_negative "^error: .*classifier_chunk must be >= 0" 
 expect_fail classifier_tile_not_128 "^error: .*classifier_tile must be 0 .*a positive multiple of 128, got 100" -- \
   run ct "$good" --classifier_tile 100
 expect_fail classifier_tile_negative "^error: .*classifier_tile must be 0 .*got -128" -- run ctn "$good" --classifier_tile -128
+expect_fail classifier_fused_tile "^error: .*classifier_chunk and classifier_tile shape the logits of --classifier logits; --classifier fused has none" -- \
+  run cft "$good" --classifier fused --classifier_tile 128
+expect_fail classifier_unknown "^error: .*classifier.*logits.*fused" -- run cu "$good" --classifier cut
 expect_fail cuda_graph_value "^error: cuda_graph must be 0 or 1, got 2" -- run graph "$good" --cuda_graph 2
 expect_fail tf32_value "^error: tf32 must be 0 or 1, got 2" -- run tf32 "$good" --tf32 2
 

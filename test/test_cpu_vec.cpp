@@ -212,9 +212,11 @@ static V slice(const V& v, size_t from, size_t n) {
 // The LM head fused by vocabulary tiles (classifier_head) against the same head unfused in
 // double: the logits GEMM, classifier_loss, the two backward GEMMs. N = 37 rows take tiles of
 // 1024 columns, N = 1000 tiles of 384 (the tile width follows the rows); the last tile holds
-// classes and padded columns. d wte starts non-zero (the head adds into it).
+// classes and padded columns. d wte starts non-zero (the head adds into it). The same for the
+// head without logits (classifier_fused): blocks of 64 rows, tiles of 1024 classes.
 static void test_classifier_head() {
     const int C = 24, V = 2500, Vp = 2560;
+    for (bool fused : {false, true})
     for (int N : {37, 1000}) {
         Rng r(5 + N);
         const Vd xd = randn<Vd>((size_t)N * C, r), wd = randn<Vd>((size_t)Vp * C, r, 0.5), dw0 = randn<Vd>((size_t)Vp * C, r, 0.1);
@@ -232,9 +234,13 @@ static void test_classifier_head() {
             using T = decltype(real);
             std::vector<T> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), out(N + (size_t)N * C);
             std::vector<T> logits((size_t)N * Vp), dwt(dw0.begin(), dw0.end());
-            std::vector<T> scratch(cpu::classifier_head_scratch<T>(N, C, Vp));
-            cpu::classifier_head(logits.data(), out.data(), tg.data(), x.data(), w.data(), out.data() + N, dwt.data(),
-                                 scratch.data(), N, C, V, Vp, (T)ds);
+            std::vector<T> scratch(cpu::classifier_head_scratch<T>(N, C, Vp)), lse(N);
+            if (fused)
+                cpu::classifier_fused(out.data(), lse.data(), tg.data(), x.data(), w.data(), out.data() + N, dwt.data(),
+                                      N, C, V, Vp, (T)ds);
+            else
+                cpu::classifier_head(logits.data(), out.data(), tg.data(), x.data(), w.data(), out.data() + N,
+                                     dwt.data(), scratch.data(), N, C, V, Vp, (T)ds);
             out.insert(out.end(), dwt.begin(), dwt.end());
             return out;
         };
@@ -257,7 +263,7 @@ static void test_classifier_head() {
         if (!std::equal(dw0.begin(), dw0.end(), e.begin() + N + nx, [](double a, float b) { return (float)a == b; }))
             append(why, "evaluation changed d wte");
         append(why, same_on_1_and_3_threads([&] { return head(0.0f, dscale); }));
-        report("classifier_head_vs_unfused_N" + std::to_string(N), why);
+        report(std::string(fused ? "classifier_fused" : "classifier_head") + "_vs_unfused_N" + std::to_string(N), why);
     }
 }
 

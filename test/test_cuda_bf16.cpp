@@ -460,6 +460,26 @@ std::string test_memory_tiles() {
     return why;
 }
 
+// The fused classifier (classifier_fused) drops the logits chunk (all but the one row logits()
+// reads) and the CPU head's scratch, and adds each row's log-sum-exp: by what the estimate says,
+// to the byte, in fp32 and bf16.
+std::string test_memory_fused() {
+    const ModelConfig rows = memory_model(Pos::rope, true, 300);
+    ModelConfig fused = rows;
+    fused.classifier_fused = true;
+    std::string why;
+    auto check = [&](const char* what, const Difference& d) {
+        if (d.got != d.want || !(d.want < 0))
+            append(why, std::string(what) + " activations: the fused head changes the memory by " +
+                            std::to_string((long long)d.got) + " bytes, the estimate by " +
+                            std::to_string((long long)d.want));
+    };
+    check("bf16", step_difference<CB16, CB16>(rows, fused));
+    Tf32On on;  // the fused kernels' fp32 products
+    check("fp32", step_difference<CudaBackend<float>, CudaBackend<float>>(rows, fused));
+    return why;
+}
+
 // CudaBackend<Act> counting the bytes it holds: alloc, alloc_act and alloc_int, less what is freed.
 template <class Act>
 struct CountingCuda : CudaBackend<Act> {
@@ -535,6 +555,7 @@ static std::vector<TestCase> all_tests() {
         {"cuda_bf16_cublas_attention", CUDA_FN(test_cublas_attention)},
         {"cuda_bf16_adamw_copy", CUDA_FN(test_adamw_copy)},
         {"cuda_bf16_memory_tiles", CUDA_FN(test_memory_tiles)},
+        {"cuda_bf16_memory_fused", CUDA_FN(test_memory_fused)},
     };
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA

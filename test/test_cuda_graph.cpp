@@ -75,12 +75,14 @@ bool same_bits(const Vec& a, const Vec& b) {
 }
 
 // kSteps queued steps, read one step late (step k+1 is queued before step k is read), with an
-// evaluation at kEvalT after the second step. tile > 0: the classifier over vocabulary tiles.
+// evaluation at kEvalT after the second step. tile > 0: the classifier over vocabulary tiles;
+// fused: the fused classifier.
 template <class BK>
-Run queued_steps(Scheme pos, bool use_graph, int tile = 0) {
+Run queued_steps(Scheme pos, bool use_graph, int tile = 0, bool fused = false) {
     ModelConfig mc = small_model(pos);
     mc.flash = std::is_same<BK, CudaBackend<bf16_t>>::value;  // fp32: the cublas attention; bf16: flash
     mc.classifier_tile = tile;
+    mc.classifier_fused = fused;
     GPT<BK> g(mc);
     g.init(7);
     g.queue.use_graph = use_graph;
@@ -168,6 +170,17 @@ std::string test_graph_vs_eager_tiles() {
     using BB = CudaBackend<bf16_t>;
     append(why, identical("bf16 tiles graph vs eager", queued_steps<BB>(Pos::rope, true, 32),
                           queued_steps<BB>(Pos::rope, false, 32)));
+    return why;
+}
+
+// The fused classifier in the graph, in bf16 and in fp32 on TF32 (its tensor cores).
+std::string test_graph_vs_eager_fused() {
+    using BB = CudaBackend<bf16_t>;
+    std::string why = identical("bf16 fused graph vs eager", queued_steps<BB>(Pos::rope, true, 0, true),
+                                queued_steps<BB>(Pos::rope, false, 0, true));
+    Tf32On on;
+    append(why, identical("tf32 fused graph vs eager", queued_steps<CB>(Pos::rope, true, 0, true),
+                          queued_steps<CB>(Pos::rope, false, 0, true)));
     return why;
 }
 
@@ -462,6 +475,7 @@ static std::vector<TestCase> all_tests() {
                                {"cuda_graph_scratch_growth", CUDA_FN(test_scratch_growth)},
                                {"cuda_graph_column_sums_replays", CUDA_FN(test_column_sums_replays)},
                                {"cuda_graph_vs_eager_tiles_rope", CUDA_FN(test_graph_vs_eager_tiles)},
+                               {"cuda_graph_vs_eager_fused_rope", CUDA_FN(test_graph_vs_eager_fused)},
                                {"cuda_step_call_order_refused", CUDA_FN(test_call_order)}};
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA

@@ -9,6 +9,9 @@
 //   - the vocabulary-tile kernels (gpu::classifier_tile_*) against their CPU twins, fp32 and bf16,
 //     and the twins against the row kernel's; training steps with tiles (classifier_tiles, src/classifier.h)
 //     against row chunks, on the GPU, the CPU and across, and in bf16;
+//   - the fused head's kernels (gpu::classifier_fused) and its CPU twin against the head in
+//     double; training steps with it against row chunks, on the CPU, the GPU (TF32, bf16) and
+//     across, in one step and two micro-steps;
 //   - the padded rows of wte (and of its gradient and AdamW moments) stay exactly zero;
 //   - a checkpoint of a padded GPU run loads into an unpadded CPU model (vocab_pad 1) and gives
 //     the same validation loss and logits;
@@ -23,6 +26,7 @@
 #include <functional>
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -168,6 +172,119 @@ std::string test_classifier_tiles() {
     return why;
 }
 
+// ---- the fused head (classifier_fused) -----------------------------------------------------
+
+// The head of rows x (N, C) and wte rows w (Vp, C) in double, materialised: losses, log-sum-exps,
+// dx = d w and dw = dw0 + d^T x, d = (softmax - onehot) * dscale over the first V classes.
+struct HeadRef {
+    Vec loss, lse, dx, dw;
+};
+HeadRef head_reference(const Vec& x, const Vec& w, const std::vector<int>& tg, const Vec& dw0, int N, int C, int V,
+                       double dscale) {
+    HeadRef h{Vec(N), Vec(N), Vec((size_t)N * C), dw0};
+    std::vector<double> z(V), dw(dw0.begin(), dw0.end());
+    for (int i = 0; i < N; i++) {
+        double m = -INFINITY, s = 0;
+        for (int v = 0; v < V; v++) {
+            z[v] = 0;
+            for (int c = 0; c < C; c++) z[v] += (double)x[(size_t)i * C + c] * w[(size_t)v * C + c];
+            m = std::max(m, z[v]);
+        }
+        for (int v = 0; v < V; v++) s += std::exp(z[v] - m);
+        const double lse = m + std::log(s);
+        h.lse[i] = (float)lse, h.loss[i] = tg[i] >= 0 && tg[i] < V ? (float)(lse - z[tg[i]]) : NAN;
+        for (int c = 0; c < C; c++) {
+            double d = 0;
+            for (int v = 0; v < V; v++) d += (std::exp(z[v] - lse) - (v == tg[i])) * dscale * w[(size_t)v * C + c];
+            h.dx[(size_t)i * C + c] = (float)d;
+        }
+        for (int v = 0; v < V; v++)
+            for (int c = 0; c < C; c++)
+                dw[(size_t)v * C + c] += (std::exp(z[v] - lse) - (v == tg[i])) * dscale * x[(size_t)i * C + c];
+    }
+    std::copy(dw.begin(), dw.end(), h.dw.begin());
+    return h;
+}
+
+// gpu::classifier_fused with elements E (fp32 on TF32, or bf16) and its CPU twin against the
+// double reference on the same values: N rows (not a multiple of the kernels' 64), V classes
+// padded to Vp (rows >= V of w garbage the kernels must leave out), a target at V - 1 and one
+// outside [0, V) (its loss NaN); dx overwritten, dw added to, its padded rows untouched; with
+// dscale 0 neither written.
+template <class E>
+std::string fused_case(int N, int C, int V, int Vp, float dscale, uint64_t seed) {
+    const bool bf16 = !std::is_same<E, float>::value;
+    Rng r(seed);
+    Vec x((size_t)N * C), w((size_t)Vp * C), dw0((size_t)Vp * C), dx0((size_t)N * C, 7.0f);
+    for (auto& v : x) v = (float)r.normal();
+    for (size_t i = 0; i < w.size(); i++) w[i] = i < (size_t)V * C ? (float)(2 * r.normal() / std::sqrt(C)) : 1e3f;
+    for (size_t i = 0; i < dw0.size(); i++) dw0[i] = i < (size_t)V * C ? (float)(0.1 * r.normal()) : 0.25f;
+    if (bf16) x = bf16_round(x), w = bf16_round(w);
+    std::vector<int> tg(N);
+    for (auto& t : tg) t = (int)r.below(V);
+    tg[0] = V - 1, tg[1] = V;
+    const HeadRef ref = head_reference(x, w, tg, dw0, N, C, V, dscale);
+
+    Vec loss(N), lse(N), dx = dx0, dw = dw0;
+    cpu::classifier_fused(loss.data(), lse.data(), tg.data(), x.data(), w.data(), dx.data(), dw.data(), N, C, V, Vp,
+                          dscale);
+    DBuf gl((size_t)N), ge((size_t)N), gdw(dw0);
+    DevBuf<E> gx(x), gw(w), gdx(dx0);
+    DInts gt(tg);
+    {
+        std::unique_ptr<Tf32On> tf32(bf16 ? nullptr : new Tf32On);
+        gpu::classifier_fused(gl.p, ge.p, gt.p, gx.p, gw.p, gdx.p, gdw.p, N, C, V, Vp, dscale);
+        CudaDevice::synchronize();
+    }
+    const Vec gloss = gl.get(), glse = ge.get(), gdxh = gdx.get(), gdwh = gdw.get();
+
+    std::string why, tag = std::string(bf16 ? "bf16" : "tf32") + " N=" + std::to_string(N) + " C=" +
+                           std::to_string(C) + " V=" + std::to_string(V) + " Vp=" + std::to_string(Vp) +
+                           (dscale == 0 ? " forward" : "");
+    auto real_losses = [&](Vec l) {  // row 1's target is not a class: NaN, then left out
+        if (!std::isnan(l[1])) append(why, tag + ": the loss of a target outside [0, V) is " + fmt(l[1]));
+        l[1] = 0;
+        return l;
+    };
+    Vec want_loss = ref.loss;
+    want_loss[1] = 0;
+    const double tol = bf16 ? 1e-2 : 3e-3;  // the products' operands: bf16, or tf32 (10 bits)
+    expect_close(why, tag + " cpu losses", real_losses(loss), want_loss, 1e-5);
+    expect_close(why, tag + " cpu log-sum-exps", lse, ref.lse, 1e-5);
+    expect_close(why, tag + " gpu losses", real_losses(gloss), want_loss, tol / 4);
+    expect_close(why, tag + " gpu log-sum-exps", glse, ref.lse, tol / 4);
+    if (dscale == 0) {
+        if (dx != dx0 || gdxh != dx0 || dw != dw0 || gdwh != dw0) append(why, tag + ": the forward wrote dx or dw");
+        return why;
+    }
+    auto added = [&](const Vec& d) {  // what the head added to dw
+        Vec a(d.size());
+        for (size_t i = 0; i < d.size(); i++) a[i] = d[i] - dw0[i];
+        return a;
+    };
+    expect_close(why, tag + " cpu dx", dx, ref.dx, 1e-4);
+    expect_close(why, tag + " cpu dw", added(dw), added(ref.dw), 1e-4);
+    expect_close(why, tag + " gpu dx", gdxh, ref.dx, tol);
+    expect_close(why, tag + " gpu dw", added(gdwh), added(ref.dw), tol);
+    for (size_t i = (size_t)V * C; i < dw0.size(); i++)
+        if (dw[i] != 0.25f || gdwh[i] != 0.25f) {
+            append(why, tag + ": padded row " + std::to_string(i / C) + " of dw written");
+            break;
+        }
+    return why;
+}
+
+template <class E>
+std::string test_classifier_fused() {
+    std::string why;
+    for (float dscale : {1.0f / 100, 0.0f}) {
+        append(why, fused_case<E>(100, 32, 300, 384, dscale, 1));  // the last tile of classes partial, one all padding
+        append(why, fused_case<E>(13, 64, 97, 128, dscale, 2));    // one partial block of rows
+        append(why, fused_case<E>(70, 128, 200, 256, dscale, 3));  // the paper's width
+    }
+    return why;
+}
+
 // ---- training steps ------------------------------------------------------------------------
 
 constexpr int kB = 2, kT = 33, kSteps = 5;  // B*T = 66 rows
@@ -284,6 +401,53 @@ std::string test_chunked_vs_whole(Pos pos) {
     SchemeRuns& s = runs(pos);
     std::string why = compare("gpu chunked vs gpu one chunk:", s.gpu_chunked, s.gpu_whole, kChunked);
     append(why, compare("cpu chunked vs cpu one chunk:", s.cpu_chunked, s.cpu_whole, kChunked));
+    return why;
+}
+
+// The fused head (classifier_fused) against row chunks, fp32 and bf16: the same model on the CPU
+// (its twin: the same sums in another order), and on the GPU, whose products run on TF32 or bf16
+// (fp32: the whole step on TF32, the rows too). In one step and in two micro-steps (d wte summed
+// over them).
+ModelConfig fused_model(Pos pos) {
+    ModelConfig mc = small_model(pos, 128, 0);
+    mc.classifier_fused = true;
+    return mc;
+}
+
+template <class BK>
+Vec accum_grads(const ModelConfig& mc, const Batch& b, int accum) {
+    GPT<BK> g(mc);
+    g.init(1234);
+    g.train_step(b.in.data(), b.tg.data(), kB, kT, AdamWConfig(), 1e-3f, 1, accum);
+    g.read_step();
+    return g.get(g.grads);
+}
+
+std::string test_fused_vs_rows(Pos pos) {
+    Batch b = batch(pos);
+    const ModelConfig fused = fused_model(pos), rows = small_model(pos, 128, kChunk);
+    const Tol tf32{2e-3, 2e-2, 2e-3, 2e-2};
+    std::string why = compare("cpu fused vs cpu rows:", train<K>(fused, b), runs(pos).cpu_whole, kChunked);
+    Tf32On on;
+    const StepRun gpu_fused = train<CB>(fused, b);
+    append(why, compare("gpu fused vs gpu rows (tf32):", gpu_fused, train<CB>(rows, b), tf32));
+    append(why, compare("gpu fused (tf32) vs cpu rows:", gpu_fused, runs(pos).cpu_whole, tf32));
+    expect_near(why, "gpu fused: validation loss", gpu_fused.val, runs(pos).cpu_whole.val, 2e-3);
+    expect_close(why, "gpu fused: logits rows 5-6", gpu_fused.logits, runs(pos).cpu_whole.logits, 1e-2);
+    if (!gpu_fused.pad_leak.empty()) append(why, "gpu fused: padded row not zero: " + gpu_fused.pad_leak);
+    expect_close(why, "gpu fused: 2 micro-steps vs 1", accum_grads<CB>(fused, b, 2), accum_grads<CB>(fused, b, 1), 2e-2);
+    return why;
+}
+
+std::string test_bf16_fused_vs_rows() {
+    Batch b = batch(Pos::rope);
+    ModelConfig fused = fused_model(Pos::rope), rows = small_model(Pos::rope, 128, kChunk);
+    fused.flash = rows.flash = true;
+    using BB = CudaBackend<bf16_t>;
+    std::string why = compare("bf16 gpu fused vs rows:", train<BB>(fused, b), train<BB>(rows, b),
+                              Tol{1e-2, 5e-2, 1e-2, 1e-2});
+    expect_close(why, "bf16 gpu fused: 2 micro-steps vs 1", accum_grads<BB>(fused, b, 2), accum_grads<BB>(fused, b, 1),
+                 5e-2);
     return why;
 }
 
@@ -439,7 +603,12 @@ static std::vector<TestCase> all_tests() {
                                {"cuda_step_bf16_chunked_vs_whole_rope", CUDA_FN(test_bf16_chunked_vs_whole)},
                                {"cuda_classifier_tiles", CUDA_FN(test_classifier_tiles<float>)},
                                {"cuda_classifier_tiles_bf16", CUDA_FN(test_classifier_tiles<bf16_t>)},
-                               {"cuda_step_bf16_tiles_vs_rows_rope", CUDA_FN(test_bf16_tiles_vs_rows)}};
+                               {"cuda_step_bf16_tiles_vs_rows_rope", CUDA_FN(test_bf16_tiles_vs_rows)},
+                               {"cuda_classifier_fused", CUDA_FN(test_classifier_fused<float>)},
+                               {"cuda_classifier_fused_bf16", CUDA_FN(test_classifier_fused<bf16_t>)},
+                               {"cuda_step_fused_vs_rows_learned", CUDA_FN([] { return test_fused_vs_rows(Pos::learned); })},
+                               {"cuda_step_fused_vs_rows_crope", CUDA_FN([] { return test_fused_vs_rows(Pos::crope); })},
+                               {"cuda_step_bf16_fused_vs_rows_rope", CUDA_FN(test_bf16_fused_vs_rows)}};
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
         std::string n = scheme.name;

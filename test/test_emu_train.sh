@@ -205,27 +205,39 @@ if grep -q "| device cuda" <<<"$out" && ! grep -q '^warning' <<<"$out"; then pas
 else fail emu_train_fp32_c20_no_warning "$(grep -m2 'warning\|error' <<<"$out")"; fi
 # the classifier over vocabulary tiles (--classifier_tile 128; V = 300 padded to 384: three tiles,
 # padding in the last) against the CPU's row chunks: on the CPU, emulated (a CUDA graph, and
-# deferred), and in bf16
+# deferred), and in bf16. The same for the fused classifier (--classifier fused: the last of its
+# 64-class tiles partial, one all padding): its CPU twin, emulated on TF32 (its tensor cores),
+# and in bf16.
 targs="$args --vocab_size 300"
-# tiles_run NAME TOL MIN [ENV=VALUE...] BINARY ARGS...: a tiled run compared with the CPU rows
-tiles_run() {
-  local name=$1 tol=$2 min=$3
-  shift 3
-  if env "$@" $targs --classifier_tile 128 --run_dir "$tmp/$name" >"$tmp/$name.txt" 2>&1; then
+# head_run NAME TOL MIN HEAD [ENV=VALUE...] BINARY ARGS...: a run with the head options HEAD
+# compared with the CPU rows
+head_run() {
+  local name=$1 tol=$2 min=$3 head=$4
+  shift 4
+  if env "$@" $targs $head --run_dir "$tmp/$name" >"$tmp/$name.txt" 2>&1; then
     compare "$name" "$tmp/$name" "$tmp/cpu_v300" "$tol" "$min"
   else
     fail "$name" "run failed: $(tail -2 "$tmp/$name.txt")"
   fi
 }
 if $TRAIN $targs --device cpu --run_dir "$tmp/cpu_v300" >"$tmp/cpu_v300.txt" 2>&1; then
-  tiles_run emu_train_tiles_cpu 1e-5 0 "$TRAIN" --device cpu
-  tiles_run emu_train_tiles 1e-4 0 NVIDIA_TF32_OVERRIDE=0 "$EMU_TRAIN" --device cuda
-  [ "${TEST_ALL:-0}" = 1 ] && tiles_run emu_train_tiles_deferred 1e-4 0 CUDA_EMU_DEFER=1 NVIDIA_TF32_OVERRIDE=0 "$EMU_TRAIN" \
-    --device cuda --eval_every 2 --checkpoint_every 4
-  tiles_run emu_train_tiles_bf16 2e-2 2e-4 "$EMU_TRAIN" --device cuda --precision bf16
+  tiles="--classifier_tile 128" fused="--classifier fused"
+  head_run emu_train_tiles_cpu 1e-5 0 "$tiles" "$TRAIN" --device cpu
+  head_run emu_train_tiles 1e-4 0 "$tiles" NVIDIA_TF32_OVERRIDE=0 "$EMU_TRAIN" --device cuda
+  [ "${TEST_ALL:-0}" = 1 ] && head_run emu_train_tiles_deferred 1e-4 0 "$tiles" CUDA_EMU_DEFER=1 \
+    NVIDIA_TF32_OVERRIDE=0 "$EMU_TRAIN" --device cuda --eval_every 2 --checkpoint_every 4
+  head_run emu_train_tiles_bf16 2e-2 2e-4 "$tiles" "$EMU_TRAIN" --device cuda --precision bf16
+  head_run emu_train_fused_cpu 1e-5 0 "$fused" "$TRAIN" --device cpu
+  head_run emu_train_fused_tf32 1e-2 1e-7 "$fused" "$EMU_TRAIN" --device cuda --eval_every 2
+  head_run emu_train_fused_bf16 2e-2 2e-4 "$fused" "$EMU_TRAIN" --device cuda --precision bf16
 else
   fail emu_train_tiles "cpu run failed: $(tail -1 "$tmp/cpu_v300.txt")"
 fi
+# the fused classifier refuses plain fp32 and a width it has no kernel for, before the run
+expect_only_error emu_train_fused_plain_fp32 "^error: the fused LM head \(--classifier fused\) multiplies on tensor cores: it needs --precision bf16 or --tf32 1 \(use --classifier logits for plain fp32\)$" -- \
+  $EMU_TRAIN $targs --device cuda --classifier fused --tf32 0 --run_dir "$tmp/fused_fp32"
+expect_only_error emu_train_fused_width "^error: the fused LM head \(--classifier fused\) takes n_embd 32, 64 or 128 on the GPU, got 48 \(use --classifier logits\)$" -- \
+  $EMU_TRAIN $targs --n_embd 48 --device cuda --precision bf16 --classifier fused --run_dir "$tmp/fused_c48"
 # the GPU reads each step's loss one step late (step 3 is queued when step 2's is read): a
 # diverged run still stops at the step whose loss is not finite, and writes no checkpoint
 expect_fail emu_train_diverged_loss "^error: loss is -?(nan|inf) at step 1 " -- \

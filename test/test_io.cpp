@@ -142,7 +142,8 @@ static void test_config() {
         {"pos", choice_list<Pos>()},           {"rope_scaling", choice_list<RopeScaling::Kind>()},
         {"data_order", choice_list<DataOrder>()}, {"decay", choice_list<Decay>()},
         {"schedule", choice_list<Schedule>()},    {"device", choice_list<Device>()},
-        {"precision", choice_list<Precision>()},  {"attention", choice_list<Attention>()}};
+        {"precision", choice_list<Precision>()},  {"attention", choice_list<Attention>()},
+        {"classifier", choice_list<Classifier>()}};
     std::string listed;
     for (const KeyHelp& k : key_help())
         if (choice_help.count(k.name)) {
