@@ -237,7 +237,8 @@ fi
 expect_only_error emu_train_fused_plain_fp32 "^error: the fused LM head \(--classifier fused\) multiplies on tensor cores: it needs --precision bf16 or --tf32 1 \(use --classifier logits for plain fp32\)$" -- \
   $EMU_TRAIN $targs --device cuda --classifier fused --tf32 0 --run_dir "$tmp/fused_fp32"
 expect_only_error emu_train_fused_width "^error: the fused LM head \(--classifier fused\) takes n_embd 32, 64 or 128 on the GPU, got 48 \(use --classifier logits\)$" -- \
-  $EMU_TRAIN $targs --n_embd 48 --device cuda --precision bf16 --classifier fused --run_dir "$tmp/fused_c48"
+  $EMU_TRAIN $targs --n_embd 48 --device cuda --precision bf16 --attention cublas --classifier fused \
+  --run_dir "$tmp/fused_c48"
 # the GPU reads each step's loss one step late (step 3 is queued when step 2's is read): a
 # diverged run still stops at the step whose loss is not finite, and writes no checkpoint
 expect_fail emu_train_diverged_loss "^error: loss is -?(nan|inf) at step 1 " -- \

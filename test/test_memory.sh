@@ -58,13 +58,24 @@ fi
 # the classifier chunk is the device's (the estimate line says how many rows: on the CPU
 # kCpuClassifierChunk, 4096 on the GPU, also where there is no GPU to run on): the GPU's estimate
 # holds the difference in rows of padded (50304) fp32 logits more, less the CPU head's scratch
-# (src/ops/loss.h classifier_head_scratch: per tile of 768 columns and row 2 + C floats, per row 1)
+# (src/ops/loss.h classifier_head_scratch: per tile of 768 columns and row 2 + C floats, per row 1).
+# The GPU's default head at this width is the fused one (--classifier auto): no chunk of logits
+# (the one row logits() reads stays), each row's log-sum-exp more.
 chunk_rows() { sed -n 's/.*| classifier chunk \([0-9]*\) rows$/\1/p' <<<"$LINE"; }
 if grep -q 'device cuda: this build has no CUDA backend (' "$TRAIN"; then
   skip memory_device_chunk "this build has no CUDA backend"
+  skip memory_gpu_fused "this build has no CUDA backend"
 elif memory_line memory_cpu_chunk --batch_size 16 --seq_len 1024 --device cpu && cpu_flash=$FLASH &&
-  cpu_rows=$(chunk_rows) && memory_line memory_gpu_chunk --batch_size 16 --seq_len 1024 --device cuda; then
-  gpu_rows=$(chunk_rows)
+  cpu_rows=$(chunk_rows) && memory_line memory_gpu_chunk --batch_size 16 --seq_len 1024 --device cuda \
+  --classifier logits; then
+  gpu_rows=$(chunk_rows) gpu_flash=$FLASH
+  if memory_line memory_gpu_default --batch_size 16 --seq_len 1024 --device cuda; then
+    want=$((((gpu_rows - 1) * 50304 - 16384) * 4 / 1048576))
+    if grep -q '| classifier fused (no logits)$' <<<"$LINE" && [ $((gpu_flash - FLASH - want)) -ge -1 ] &&
+      [ $((gpu_flash - FLASH - want)) -le 1 ]; then pass memory_gpu_fused
+    else fail memory_gpu_fused "--classifier logits $gpu_flash MiB, the default $FLASH MiB: not $want MiB less, or not fused: $LINE"; fi
+  fi
+  FLASH=$gpu_flash
   scratch=$(((50304 + 767) / 768 * cpu_rows * (2 + 128) + cpu_rows))
   want=$((((gpu_rows - cpu_rows) * 50304 - scratch) * 4 / 1048576))
   if [ "$gpu_rows" = 4096 ] && [ -n "$cpu_rows" ] && [ $((FLASH - cpu_flash - want)) -ge -1 ] &&
