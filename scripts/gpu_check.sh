@@ -17,9 +17,10 @@
 #   gpt2            GPT-2 124M (C=768 L=12 H=12), rope and crope, bf16, graph -> OUT/bench.md
 #   profile         per-phase times (CUDA events): paper rope bf16 and fp32, 124M rope bf16
 #                                                                             -> OUT/phases.md
-#   head            the LM head sweep at the paper setting: row chunks whose bf16 logits fit the
-#                   50 MB L2 (256, 512 rows), the default 4096, all rows, vocabulary tiles; the
-#                   head's ms, TFLOP/s and GB/s, and the fastest                -> OUT/head.md
+#   head            the LM head sweep at the paper setting: the fused head (the default), row
+#                   chunks whose bf16 logits fit the 50 MB L2 (256, 512 rows), the logits head's
+#                   default 4096, all rows, vocabulary tiles; the head's ms, TFLOP/s and GB/s,
+#                   and the fastest                                           -> OUT/head.md
 #   sanitizer       compute-sanitizer memcheck and racecheck, small shapes    -> OUT/memcheck.log, ...
 #   dist            the NCCL path on 1 rank (and 2/4/8 with that many GPUs), when the build
 #                   has NCCL                                                  -> OUT/dist.log
@@ -789,7 +790,7 @@ header_phases() {
 
 # train_run ID L H C POS PREC MODE [HEAD]: one training run (MODE graph: the default step; eager:
 # --cuda_graph 0; profile: --profile 1, eager; HEAD chunkN: --classifier_chunk N, tileN:
-# --classifier_tile N, none: the trainer's choice). Sets RUN (ms/step, tokens/s, peak MiB, eval
+# --classifier_tile N, logits: --classifier logits, none: the trainer's choice). Sets RUN (ms/step, tokens/s, peak MiB, eval
 # ms/batch, 10k steps, with eval, last loss, then with profile the median phase ms: head_loss,
 # attention, rest, adamw, and the device's MiB at the end; |-separated) or, failing, RUN_WHY.
 # A run with the same ID earlier in this check is not run again.
@@ -798,7 +799,11 @@ train_run() {
   RUN="" RUN_WHY=""
   if [ -s "$dir.stats" ]; then RUN=$(cat "$dir.stats"); return 0; fi
   case $mode in eager) flags=(--cuda_graph 0) ;; profile) flags=(--profile 1) ;; esac
-  case $head in chunk*) flags+=(--classifier_chunk "${head#chunk}") ;; tile*) flags+=(--classifier_tile "${head#tile}") ;; esac
+  case $head in
+    chunk*) flags+=(--classifier_chunk "${head#chunk}") ;;
+    tile*) flags+=(--classifier_tile "${head#tile}") ;;
+    logits) flags+=(--classifier logits) ;;
+  esac
   t=$(pcap 90)
   if [ "$t" -lt $((EMU == 1 ? 5 : 20)) ]; then RUN_WHY="not run: the time budget ran out"; return 1; fi
   echo "-- $id"
@@ -913,31 +918,36 @@ run_part profile part_profile
 # ---------------------------------------------------------------- the LM head sweep
 # At the paper setting, rope: each head configuration's step (graph) and, from a profiled run, the
 # head's own time (its phase: the LM head GEMMs and the loss). bf16 first (the goal's precision):
-# row chunks of 256 and 512 rows, whose bf16 logits (26 and 51 MB) can stay in the H200's 50 MB
+# the fused head (the default: no logits in memory, five products on tensor cores), the logits
+# head's default chunk, row chunks of 256 and 512 rows, whose bf16 logits (26 and 51 MB) can stay in the H200's 50 MB
 # L2 cache from the GEMM through the loss to the backward GEMMs (each chunk adds a pass over wte
 # and its gradient), the default chunk, all rows at once (the unfused path), vocabulary tiles (a
 # tile of 1024 columns of all rows' bf16 logits is 32 MB; the forward GEMM runs twice); then fp32.
+# Named by its runs: default (fused), logits (the chunk default), chunkN, tileN.
 # The default configuration's runs are the paper and profile parts' own.
 header_head() {
   echo "LM head sweep at the paper setting (rope, B*T = $((B * T)) rows, Vp = $VP): the step (graph) with each"
   echo "head, and the head's own time from a profiled run (the LM head + loss phase; eager, CUDA events)."
-  echo "TFLOP/s: 6 N C Vp per step (tiles 8: the forward GEMM twice). GB/s: the logits' bytes moved (N Vp"
-  echo "elements, 6 passes with row chunks: GEMM write, loss reads and write, two backward GEMM reads; 7 with"
-  echo "tiles) plus wte's per chunk (3 reads, its fp32 gradient read and written), over the head's ms: past"
-  echo "the HBM's 4.8 TB/s the logits stayed in the L2 cache."
+  echo "TFLOP/s: 6 N C Vp per step (tiles 8: the forward GEMM twice; fused 10: five products). GB/s: the"
+  echo "logits' bytes moved (N Vp elements, 6 passes with row chunks: GEMM write, loss reads and write, two"
+  echo "backward GEMM reads; 7 with tiles; none fused) plus wte's per chunk (3 reads, its fp32 gradient read"
+  echo "and written; fused: the rows and wte 3 times, d x once), over the head's ms: past the HBM's 4.8 TB/s"
+  echo "the logits stayed in the L2 cache."
   [ $EMU = 1 ] && echo "EMULATED: timings are not meaningful."
   echo
   echo "| LM head | precision | step ms (graph) | tokens/s | head ms | head TFLOP/s | head GB/s | loss (last) | note |"
   echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 }
-# head_row PREC HEAD: the paper setting with HEAD (chunkN, tileN or default), graph and profile
+# head_row PREC HEAD: the paper setting with HEAD (default, logits, chunkN or tileN), graph and profile
 head_row() {
   local prec=$1 head=$2 key label L H C
   IFS=: read -r key label L H C <<<"$PAPER"
   local name="head_${prec}_$head" arg=$head what note=""
-  [ "$head" = default ] && arg="" note="the default (cuda/backend_cuda.h)"
+  [ "$head" = default ] && arg="" note="the default (--classifier auto)"
+  [ "$head" = logits ] && note="the logits head's default (cuda/backend_cuda.h)"
   case $head in
-    default) what="chunk $DEFAULT_CHUNK" ;;
+    default) what="fused" ;;
+    logits) what="chunk $DEFAULT_CHUNK" ;;
     chunk*) what="chunk ${head#chunk}" ;;
     tile*) what="tile ${head#tile}" ;;
   esac
@@ -964,6 +974,7 @@ head_row() {
       chunks = tile ? 1 : int((N + chunk - 1) / chunk)
       flop = (tile ? 8 : 6) * N * C * Vp
       bytes = (tile ? 7 : 6) * N * Vp * e + chunks * Vp * C * (3 * e + 8)
+      if (head == "default") { flop = 10 * N * C * Vp; bytes = 3 * (N + Vp) * C * e + N * C * e + Vp * C * 8 }
       if (ms > 0) printf "%.1f %.0f", flop / ms / 1e9, bytes / ms / 1e6; else printf "- -" }')
   row head.md "$name" "| $what | $prec | ${g[0]} | ${g[1]} | ${p[7]} | ${rates% *} | ${rates#* } | ${g[6]} | $note |"
   part "$name" pass
@@ -993,8 +1004,9 @@ for prec in ("bf16", "fp32"):
     if note.startswith("the default"):
         print(f"Fastest {prec} head: {what}, the default ({best:,.0f} tokens/s).")
     elif what.startswith("chunk"):
-        print(f"Fastest {prec} head: {what} ({best:,.0f} tokens/s{vs}). To make it the default: "
-              f"`static constexpr int classifier_chunk = {what.split()[1]};` in cuda/backend_cuda.h (CudaBackend).")
+        print(f"Fastest {prec} head: {what} ({best:,.0f} tokens/s{vs}). To make it the default: --classifier "
+              f"logits (auto's choice in src/train.cpp) and `static constexpr int classifier_chunk = "
+              f"{what.split()[1]};` in cuda/backend_cuda.h (CudaBackend).")
     else:
         print(f"Fastest {prec} head: {what} ({best:,.0f} tokens/s{vs}). To make it the default: "
               f"--classifier_tile {what.split()[1]} (configs/paper.json, or a device default beside "
@@ -1003,8 +1015,8 @@ EOF
 }
 part_head() {
   local heads_bf16 heads_fp32 h
-  if [ $EMU = 1 ]; then heads_bf16="chunk16 chunk32 default tile128" heads_fp32="chunk16 default tile128"
-  else heads_bf16="chunk256 chunk512 default chunk$((B * T)) tile1024 tile4096" heads_fp32="chunk512 default tile1024"; fi
+  if [ $EMU = 1 ]; then heads_bf16="default logits chunk16 tile128" heads_fp32="default logits tile128"
+  else heads_bf16="default logits chunk256 chunk512 chunk$((B * T)) tile1024 tile4096" heads_fp32="default logits tile1024"; fi
   for h in $heads_bf16; do head_row bf16 "$h"; done
   for h in $heads_fp32; do head_row fp32 "$h"; done
   [ -s "$OUT/head.md" ] && fastest_head | tee -a "$OUT/head.md"

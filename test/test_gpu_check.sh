@@ -450,11 +450,14 @@ else
   grep -q 'tokens: Zipf-like' "$o/bench.md" 2>/dev/null || why+="bench.md does not say where its tokens come from; "
   grep -q '^| paper_rope_fp32_profile | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* |' "$o/phases.md" 2>/dev/null ||
     why+="no per-phase row for paper_rope_fp32 in phases.md; "
-  for h in "chunk 16 | bf16" "chunk 32 | bf16" "chunk 4096 | bf16" "tile 128 | bf16" "chunk 16 | fp32" "tile 128 | fp32"; do
+  for h in "fused | bf16" "chunk 4096 | bf16" "chunk 16 | bf16" "tile 128 | bf16" "fused | fp32" "chunk 4096 | fp32" \
+    "tile 128 | fp32"; do
     grep -q "^| $h | [0-9.]* | [0-9,]* | [0-9.]* | [0-9.]* | [0-9]* | " "$o/head.md" 2>/dev/null ||
       why+="no head sweep row '$h' with ms, TFLOP/s and GB/s; "
   done
-  grep -q '^| chunk 4096 | bf16 .* | the default (cuda/backend_cuda.h) |$' "$o/head.md" || why+="the default head is not marked; "
+  grep -q '^| fused | bf16 .* | the default (--classifier auto) |$' "$o/head.md" || why+="the default head is not marked; "
+  grep -q "^| chunk 4096 | bf16 .* | the logits head's default (cuda/backend_cuda.h) |\$" "$o/head.md" ||
+    why+="the logits head's default is not marked; "
   grep -q '^Fastest head: none (emulated' "$o/head.md" || why+="head.md names a fastest head from emulated timings; "
   grep -q '^| paper setting, rope, bf16, fastest LM head of the sweep | 5,500,000 | - | - |' "$o/report.md" 2>/dev/null ||
     why+="report.md has no goal row for the sweep's fastest (or it claims one emulated); "
