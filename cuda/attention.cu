@@ -596,23 +596,10 @@ void with_alibi(const float* slopes, F f) {
         f(std::false_type());
 }
 
-// Calls f(std::integral_constant<int, D>) when the kernels are instantiated for head size D
-// (the one list of supported sizes); false, without calling f, for the others.
+// with_size for the head sizes the kernels are instantiated for (the one list of them)
 template <class F>
 bool with_head_size(int D, F f) {
-    switch (D) {
-        case 8:
-            return f(std::integral_constant<int, 8>()), true;
-        case 16:
-            return f(std::integral_constant<int, 16>()), true;
-        case 32:
-            return f(std::integral_constant<int, 32>()), true;
-        case 64:
-            return f(std::integral_constant<int, 64>()), true;
-        case 128:
-            return f(std::integral_constant<int, 128>()), true;
-    }
-    return false;
+    return with_size<8, 16, 32, 64, 128>(D, f);
 }
 
 }  // namespace

@@ -72,6 +72,13 @@ __host__ __device__ constexpr I ceil_div(I a, J b) {
     return (a + static_cast<I>(b) - 1) / static_cast<I>(b);
 }
 
+// Calls f(std::integral_constant<int, n>) when n is one of Sizes (the sizes a kernel template is
+// instantiated for) and returns true; false, without calling f, for the others.
+template <int... Sizes, class F>
+bool with_size(int n, F f) {
+    return ((n == Sizes && (f(std::integral_constant<int, Sizes>()), true)) || ...);
+}
+
 // Grid size for a grid-stride loop over n elements: enough blocks to fill the GPU, capped so
 // that the int grid dimension never overflows (the loops use size_t indices).
 inline unsigned int grid_for(size_t n, int block) {

@@ -311,19 +311,12 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         if (cls[r] < V) add_row<D>(dw + (size_t)cls[r] * D, acc, r);
 }
 
-// Calls f(std::integral_constant<int, C>) for the widths the fused kernels take; false for others.
+// with_size for the widths the fused kernels are instantiated for
 template <class F>
 bool with_fused_width(int C, F f) {
-    switch (C) {
-        case 32:
-            return f(std::integral_constant<int, 32>()), true;
-        case 64:
-            return f(std::integral_constant<int, 64>()), true;
-        case 128:
-            return f(std::integral_constant<int, 128>()), true;
-    }
-    return false;
+    return with_size<32, 64, 128>(C, f);
 }
+
 }  // namespace
 
 template <class Act>

@@ -299,14 +299,16 @@ static std::vector<double> spread_params(const ModelConfig& c, Rng& rng) {
 
 // tile > 0: the classifier over vocabulary tiles (classifier_tiles, src/classifier.h) of V = 13 padded to 16:
 // tiles of 6 leave a last tile [12, 16) of one class and three padded columns. mlp_hidden > 0: the
-// MLP's hidden width instead of 4C = 32. scaling: the rotary tables' (RopeScaling).
+// MLP's hidden width instead of 4C = 32. scaling: the rotary tables' (RopeScaling). fused: the
+// classifier without logits (classifier_fused), V = 13 padded to 16.
 static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng& rng, int tile = 0,
-                              int mlp_hidden = 0, RopeScaling scaling = {}) {
+                              int mlp_hidden = 0, RopeScaling scaling = {}, bool fused = false) {
     ModelConfig c = tiny_config(pos);
     c.rope_scaling = scaling;
     c.flash = flash;
     c.mlp_hidden = mlp_hidden;
     if (tile > 0) c.vocab_pad = 4, c.classifier_tile = tile;
+    if (fused) c.vocab_pad = 4, c.classifier_fused = true;
     const int B = 2, T = 6;
     GPT<CpuBackend<double>> model(c);
     model.set_params(spread_params(c, rng));
@@ -337,7 +339,11 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
         Vd a(analytic.begin() + t.offset, analytic.begin() + t.offset + t.numel),
             num(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel);
         double e = rel_err(a, num);
-        const char* check = flash ? "model_flash_" : tile ? "model_tiles_" : mlp_hidden ? "model_mlp_" : "model_";
+        const char* check = flash       ? "model_flash_"
+                            : tile       ? "model_tiles_"
+                            : fused      ? "model_fused_"
+                            : mlp_hidden ? "model_mlp_"
+                                         : "model_";
         const std::string kind = (scaling.kind ? std::string("_") + kRopeScalingNames[scaling.kind] : "") +
                                  (scaling.partial != 1 ? "_partial" : "");
         table_row(check + std::string(pos_name(pos)) + kind, t.name, e, t.numel);
@@ -378,12 +384,16 @@ static void float_vs_double(const std::string& name, Pos pos, Rng& rng) {
     check(name, eloss < 1e-6 && egrad < 1e-4, "loss rel " + fmt(eloss) + ", grads rel " + fmt(egrad));
 }
 
-// In double, the classifier over vocabulary tiles gives the row chunks' loss, gradients and
-// logits up to rounding: the same sums in another order.
-static void tiles_vs_rows(Rng& rng) {
+// In double, the classifier over vocabulary tiles, and the one without logits, give the row
+// chunks' loss, gradients and logits up to rounding: the same sums in another order.
+static void heads_vs_rows(Rng& rng, bool fused) {
     ModelConfig rows = tiny_config(Pos::rope), tiles = rows;
     rows.vocab_pad = tiles.vocab_pad = 4;
-    rows.classifier_chunk = 5, tiles.classifier_tile = 6;
+    rows.classifier_chunk = 5;
+    if (fused)
+        tiles.classifier_fused = true;
+    else
+        tiles.classifier_tile = 6;
     const int B = 2, T = 6;
     auto p = spread_params(rows, rng);
     std::vector<int> in(B * T), tg(B * T);
@@ -403,10 +413,12 @@ static void tiles_vs_rows(Rng& rng) {
     }
     double el = std::fabs(loss[0] - loss[1]) / loss[0], ev = std::fabs(val[0] - val[1]) / val[0];
     double eg = rel_err(grads[0], grads[1]), ez = rel_err(logits[0], logits[1]);
-    table_row("tiles_vs_rows_rope", "loss, val loss", std::max(el, ev), 2);
-    table_row("tiles_vs_rows_rope", "all grads", eg, grads[0].size());
-    table_row("tiles_vs_rows_rope", "logits rows 3-9", ez, logits[0].size());
-    check("classifier_tiles_vs_rows", el < 1e-12 && ev < 1e-12 && eg < 1e-12 && ez < 1e-12,
+    const std::string what = fused ? "fused_vs_rows_rope" : "tiles_vs_rows_rope";
+    table_row(what, "loss, val loss", std::max(el, ev), 2);
+    table_row(what, "all grads", eg, grads[0].size());
+    table_row(what, "logits rows 3-9", ez, logits[0].size());
+    check(fused ? "classifier_fused_vs_rows" : "classifier_tiles_vs_rows",
+          el < 1e-12 && ev < 1e-12 && eg < 1e-12 && ez < 1e-12,
           "loss " + fmt(el) + ", val " + fmt(ev) + ", grads " + fmt(eg) + ", logits " + fmt(ez));
 }
 
@@ -704,6 +716,9 @@ int main(int argc, char** argv) {
     }
     tests.push_back(test_group("gradcheck_model_tiles_rope",
                                [&] { model_checks_with("gradcheck_model_tiles_rope", Pos::rope, false, rng, 6); }));
+    tests.push_back(test_group("gradcheck_model_fused_rope", [&] {
+        model_checks_with("gradcheck_model_fused_rope", Pos::rope, false, rng, 0, 0, {}, true);
+    }));
     tests.push_back(test_group("gradcheck_model_mlp_hidden_crope", [&] {
         model_checks_with("gradcheck_model_mlp_hidden_crope", Pos::crope, false, rng, 0, 40);
     }));
@@ -723,7 +738,8 @@ int main(int argc, char** argv) {
         const bool flash = p == Pos::crope;
         tests.push_back(test_group(name, [&, name, p, sc, flash] { model_checks_with(name, p, flash, rng, 0, 0, sc); }));
     }
-    tests.push_back(test_group("classifier_tiles_vs_rows", [&] { tiles_vs_rows(rng); }));
+    tests.push_back(test_group("classifier_tiles_vs_rows", [&] { heads_vs_rows(rng, false); }));
+    tests.push_back(test_group("classifier_fused_vs_rows", [&] { heads_vs_rows(rng, true); }));
     tests.push_back(test_group("rope_scores_depend_on_relative_position", [&] { rope_relative(rng); }));
     tests.push_back(test_group("rope_scaling_tables", [&] { rope_scaling_tables(); }));
     tests.push_back(test_group("partial_rotary_tables", [&] { partial_rotary_tables(); }));
