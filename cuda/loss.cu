@@ -156,7 +156,9 @@ __global__ void classifier_tile_dlogits_kernel(E* __restrict__ z, const float* _
 // backward's two kernels from those log-sum-exps, each owning its output (no atomics): d x per
 // block of rows, summing d w over the classes, and d w per block of classes, summing d^T x over
 // the rows, where d = (softmax - onehot) * dscale. Columns >= V are not classes: their tiles are
-// skipped, their columns in the last tile masked. One tile of rows in shared memory at a time
+// skipped, their columns in the last tile masked. Every tile of classes is computed: none is left
+// out where its probabilities round to zero (as Cut Cross-Entropy may), so nothing but the order
+// of the sums and the operands' rounding differs from the logits head. One tile of rows in shared memory at a time
 // (68 KB for two at D = 128 in fp32, past the 48 KB of a static allocation).
 template <int D, class X>
 using FusedTile = X[kMmaRows][D + kPad<X>];
