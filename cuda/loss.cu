@@ -147,7 +147,6 @@ __global__ void classifier_tile_dlogits_kernel(E* __restrict__ z, const float* _
     }
 }
 
-
 // ---- the fused head (--classifier fused): logits on tensor cores, never in memory ----------
 // The rows x (N, C) of the final LayerNorm against wte's rows w (Vp, C), C = D in 32, 64, 128,
 // on mma.cuh's products (bf16, or tf32 for fp32 activations). Each kernel computes its 16 x
@@ -173,8 +172,7 @@ __device__ inline void fused_logits(float (&z)[kTiles8][4], const uint32_t (&xa)
 
 // Loads rows [row0, row0 + 64) of x (rows >= N zeros) into tile and the warp's A operands from it.
 template <int D, class X>
-__device__ inline void fused_rows(uint32_t (&xa)[D / kMmaK<X>][4], FusedTile<D, X>& tile, const X* x, int row0,
-                                  int N) {
+__device__ inline void fused_rows(uint32_t (&xa)[D / kMmaK<X>][4], FusedTile<D, X>& tile, const X* x, int row0, int N) {
     constexpr int K = kMmaK<X>;
     load_rows<D>(tile, x, row0, N, D);
     __syncthreads();
@@ -186,8 +184,8 @@ __device__ inline void fused_rows(uint32_t (&xa)[D / kMmaK<X>][4], FusedTile<D, 
 template <int D, class X>
 __global__ void __launch_bounds__(kMmaThreads, 1)
     classifier_fused_forward_kernel(float* __restrict__ losses, float* __restrict__ lse,
-                                    const int* __restrict__ targets, const X* __restrict__ x,
-                                    const X* __restrict__ w, int N, int V) {
+                                    const int* __restrict__ targets, const X* __restrict__ x, const X* __restrict__ w,
+                                    int N, int V) {
     __shared__ alignas(16) FusedTile<D, X> tile;
     const int lane = threadIdx.x % 32, t = lane % 4, row0 = blockIdx.x * kMmaRows + 16 * (threadIdx.x / 32);
     const int rows[2] = {row0 + lane / 4, row0 + lane / 4 + 8};
@@ -402,13 +400,15 @@ void classifier_fused(float* losses, float* lse, const int* targets, const Act* 
     const unsigned rows = (unsigned)ceil_div(N, kMmaRows), classes = (unsigned)ceil_div(V, kMmaRows);
     with_fused_width(C, [&](auto width) {
         constexpr int D = decltype(width)::value;
-        classifier_fused_forward_kernel<D, X><<<rows, kMmaThreads, 0, stream>>>(losses, lse, targets, dev(x), dev(w), N, V);
+        classifier_fused_forward_kernel<D, X>
+            <<<rows, kMmaThreads, 0, stream>>>(losses, lse, targets, dev(x), dev(w), N, V);
         cudaCheckLaunch();
         if (dscale == 0.0f) return;
         classifier_fused_dx_kernel<D, X>
             <<<rows, kMmaThreads, 0, stream>>>(dev(dx), lse, targets, dev(x), dev(w), N, V, dscale);
         cudaCheckLaunch();
-        classifier_fused_dw_kernel<D, X><<<classes, kMmaThreads, 0, stream>>>(dw, lse, targets, dev(x), dev(w), N, V, dscale);
+        classifier_fused_dw_kernel<D, X>
+            <<<classes, kMmaThreads, 0, stream>>>(dw, lse, targets, dev(x), dev(w), N, V, dscale);
         cudaCheckLaunch();
     });
 }

@@ -82,10 +82,13 @@ ActSizes<Num> act_sizes(const ModelConfig& cfg, const ClassifierHead& head, int 
     const bool tiles = cfg.classifier_tile > 0;
     s.N = Num(B) * T;
     s.att = Num(B) * cfg.H * T * (cfg.flash ? 1 : T);
-    s.rows = std::min(s.N, Num(cfg.classifier_fused ? 1 : cfg.classifier_chunk > 0 ? cfg.classifier_chunk : head.chunk));
+    s.rows = std::min(s.N, Num(cfg.classifier_fused       ? 1
+                               : cfg.classifier_chunk > 0 ? cfg.classifier_chunk
+                                                          : head.chunk));
     s.tile = Num(tiles ? std::min(cfg.classifier_tile, cfg.Vp()) : cfg.Vp());
     s.logits = tiles ? s.N * s.tile : s.rows * cfg.Vp();
-    s.scratch = tiles || cfg.classifier_fused || !head.scratch ? Num(0) : Num(head.scratch((int)s.rows, cfg.C, cfg.Vp()));
+    s.scratch =
+        tiles || cfg.classifier_fused || !head.scratch ? Num(0) : Num(head.scratch((int)s.rows, cfg.C, cfg.Vp()));
     return s;
 }
 

@@ -72,8 +72,8 @@ template <class BK, class Set>
 void classifier(const ModelConfig& cfg, Set& a, const ActSizes<size_t>& s, const typename BK::act* wte,
                 typename BK::real* dwte, typename BK::real dscale) {
     if (cfg.classifier_fused)  // no logits: the log-sum-exps in head_max (backend_ops.def)
-        BK::classifier_fused(a.losses, a.head_max, a.targets, a.lnf, wte, dscale != 0 ? a.dln : nullptr, dwte,
-                             (int)s.N, cfg.C, cfg.V, cfg.Vp(), dscale);
+        BK::classifier_fused(a.losses, a.head_max, a.targets, a.lnf, wte, dscale != 0 ? a.dln : nullptr, dwte, (int)s.N,
+                             cfg.C, cfg.V, cfg.Vp(), dscale);
     else if (cfg.classifier_tile > 0)
         classifier_tiles<BK>(cfg, a, s, wte, dwte, dscale);
     else

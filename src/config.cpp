@@ -43,7 +43,6 @@ struct FlagOf {
     const char* help;
 };
 
-
 const Key kKeys[] = {
     {"pos", "model", &Config::pos, "position scheme (listed below)"},
     {"n_layer", "model", &Config::n_layer, "number of transformer blocks L"},
@@ -126,11 +125,12 @@ const Key kKeys[] = {
      "bf16 or TF32); auto: fused where the GPU runs it and no classifier_chunk or classifier_tile is set, else "
      "logits"},
     {"classifier_chunk", "output", &Config::classifier_chunk,
-     "rows of B*T per chunk of the fused LM head + loss: the logits of one chunk exist at a time (0 = the device's "
-     "choice, which --memory prints)"},
+     "classifier logits: rows of B*T per chunk of the LM head + loss, the logits of one chunk existing at a time (0 = "
+     "the device's choice, which --memory prints)"},
     {"classifier_tile", "output", &Config::classifier_tile,
-     "0 = the LM head + loss goes by chunks of rows (classifier_chunk) | a multiple of 128: it goes over all B*T rows "
-     "in tiles of this many vocabulary columns, two passes (the logits computed twice), only one tile's logits exist"},
+     "classifier logits: 0 = the LM head + loss goes by chunks of rows (classifier_chunk) | a multiple of 128: it "
+     "goes over all B*T rows in tiles of this many vocabulary columns, two passes (the logits computed twice), only "
+     "one tile's logits exist"},
     {"profile", "output", &Config::profile,
      "1 = time each training step's phases (LM head + loss, attention, AdamW, the rest; CUDA events on the GPU): a "
      "profile line per step, phase_ms in the log"},
@@ -740,8 +740,9 @@ void validate(const Config& c) {
     require(c.classifier_tile >= 0 && c.classifier_tile % 128 == 0,
             "classifier_tile must be 0 (row chunks) or a positive multiple of 128, got " +
                 std::to_string(c.classifier_tile));
-    require(c.classifier != Classifier::fused || (c.classifier_chunk == 0 && c.classifier_tile == 0),
-            "classifier_chunk and classifier_tile shape the logits of --classifier logits; --classifier fused has none");
+    require(
+        c.classifier != Classifier::fused || (c.classifier_chunk == 0 && c.classifier_tile == 0),
+        "classifier_chunk and classifier_tile shape the logits of --classifier logits; --classifier fused has none");
     require(c.profile == 0 || c.profile == 1, "profile must be 0 or 1, got " + std::to_string(c.profile));
     require(c.cuda_graph == 0 || c.cuda_graph == 1, "cuda_graph must be 0 or 1, got " + std::to_string(c.cuda_graph));
     require(c.tf32 == 0 || c.tf32 == 1, "tf32 must be 0 or 1, got " + std::to_string(c.tf32));

@@ -216,8 +216,7 @@ static V slice(const V& v, size_t from, size_t n) {
 // head without logits (classifier_fused): blocks of 64 rows, tiles of 1024 classes.
 static void test_classifier_head() {
     const int C = 24, V = 2500, Vp = 2560;
-    for (bool fused : {false, true})
-    for (int N : {37, 1000}) {
+    for (auto [fused, N] : {std::pair{false, 37}, {false, 1000}, {true, 37}, {true, 1000}}) {
         Rng r(5 + N);
         const Vd xd = randn<Vd>((size_t)N * C, r), wd = randn<Vd>((size_t)Vp * C, r, 0.5), dw0 = randn<Vd>((size_t)Vp * C, r, 0.1);
         std::vector<int> tg(N);

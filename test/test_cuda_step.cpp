@@ -238,9 +238,8 @@ std::string fused_case(int N, int C, int V, int Vp, float dscale, uint64_t seed)
     }
     const Vec gloss = gl.get(), glse = ge.get(), gdxh = gdx.get(), gdwh = gdw.get();
 
-    std::string why, tag = std::string(bf16 ? "bf16" : "tf32") + " N=" + std::to_string(N) + " C=" +
-                           std::to_string(C) + " V=" + std::to_string(V) + " Vp=" + std::to_string(Vp) +
-                           (dscale == 0 ? " forward" : "");
+    std::string why, tag = std::string(bf16 ? "bf16" : "tf32") + " N=" + std::to_string(N) + " C=" + std::to_string(C) +
+                           " V=" + std::to_string(V) + " Vp=" + std::to_string(Vp) + (dscale == 0 ? " forward" : "");
     auto real_losses = [&](Vec l) {  // row 1's target is not a class: NaN, then left out
         if (!std::isnan(l[1])) append(why, tag + ": the loss of a target outside [0, V) is " + fmt(l[1]));
         l[1] = 0;
@@ -435,7 +434,8 @@ std::string test_fused_vs_rows(Pos pos) {
     expect_near(why, "gpu fused: validation loss", gpu_fused.val, runs(pos).cpu_whole.val, 2e-3);
     expect_close(why, "gpu fused: logits rows 5-6", gpu_fused.logits, runs(pos).cpu_whole.logits, 1e-2);
     if (!gpu_fused.pad_leak.empty()) append(why, "gpu fused: padded row not zero: " + gpu_fused.pad_leak);
-    expect_close(why, "gpu fused: 2 micro-steps vs 1", accum_grads<CB>(fused, b, 2), accum_grads<CB>(fused, b, 1), 2e-2);
+    expect_close(why, "gpu fused: 2 micro-steps vs 1", accum_grads<CB>(fused, b, 2), accum_grads<CB>(fused, b, 1),
+                 2e-2);
     return why;
 }
 
@@ -444,8 +444,8 @@ std::string test_bf16_fused_vs_rows() {
     ModelConfig fused = fused_model(Pos::rope), rows = small_model(Pos::rope, 128, kChunk);
     fused.flash = rows.flash = true;
     using BB = CudaBackend<bf16_t>;
-    std::string why = compare("bf16 gpu fused vs rows:", train<BB>(fused, b), train<BB>(rows, b),
-                              Tol{1e-2, 5e-2, 1e-2, 1e-2});
+    std::string why =
+        compare("bf16 gpu fused vs rows:", train<BB>(fused, b), train<BB>(rows, b), Tol{1e-2, 5e-2, 1e-2, 1e-2});
     expect_close(why, "bf16 gpu fused: 2 micro-steps vs 1", accum_grads<BB>(fused, b, 2), accum_grads<BB>(fused, b, 1),
                  5e-2);
     return why;
@@ -597,18 +597,19 @@ std::string test_copy_ints_staged() {
 #endif  // HAVE_CUDA
 
 static std::vector<TestCase> all_tests() {
-    std::vector<TestCase> t = {{"cuda_classifier_loss", CUDA_FN(test_classifier_loss)},
-                               {"cuda_step_profile_phases", CUDA_FN(test_profile)},
-                               {"cuda_copy_ints_staged", CUDA_FN(test_copy_ints_staged)},
-                               {"cuda_step_bf16_chunked_vs_whole_rope", CUDA_FN(test_bf16_chunked_vs_whole)},
-                               {"cuda_classifier_tiles", CUDA_FN(test_classifier_tiles<float>)},
-                               {"cuda_classifier_tiles_bf16", CUDA_FN(test_classifier_tiles<bf16_t>)},
-                               {"cuda_step_bf16_tiles_vs_rows_rope", CUDA_FN(test_bf16_tiles_vs_rows)},
-                               {"cuda_classifier_fused", CUDA_FN(test_classifier_fused<float>)},
-                               {"cuda_classifier_fused_bf16", CUDA_FN(test_classifier_fused<bf16_t>)},
-                               {"cuda_step_fused_vs_rows_learned", CUDA_FN([] { return test_fused_vs_rows(Pos::learned); })},
-                               {"cuda_step_fused_vs_rows_crope", CUDA_FN([] { return test_fused_vs_rows(Pos::crope); })},
-                               {"cuda_step_bf16_fused_vs_rows_rope", CUDA_FN(test_bf16_fused_vs_rows)}};
+    std::vector<TestCase> t = {
+        {"cuda_classifier_loss", CUDA_FN(test_classifier_loss)},
+        {"cuda_step_profile_phases", CUDA_FN(test_profile)},
+        {"cuda_copy_ints_staged", CUDA_FN(test_copy_ints_staged)},
+        {"cuda_step_bf16_chunked_vs_whole_rope", CUDA_FN(test_bf16_chunked_vs_whole)},
+        {"cuda_classifier_tiles", CUDA_FN(test_classifier_tiles<float>)},
+        {"cuda_classifier_tiles_bf16", CUDA_FN(test_classifier_tiles<bf16_t>)},
+        {"cuda_step_bf16_tiles_vs_rows_rope", CUDA_FN(test_bf16_tiles_vs_rows)},
+        {"cuda_classifier_fused", CUDA_FN(test_classifier_fused<float>)},
+        {"cuda_classifier_fused_bf16", CUDA_FN(test_classifier_fused<bf16_t>)},
+        {"cuda_step_fused_vs_rows_learned", CUDA_FN([] { return test_fused_vs_rows(Pos::learned); })},
+        {"cuda_step_fused_vs_rows_crope", CUDA_FN([] { return test_fused_vs_rows(Pos::crope); })},
+        {"cuda_step_bf16_fused_vs_rows_rope", CUDA_FN(test_bf16_fused_vs_rows)}};
     for (const PosTraits& scheme : kPosSchemes) {
         [[maybe_unused]] Pos p = scheme.pos;  // unused without CUDA
         std::string n = scheme.name;

@@ -301,8 +301,8 @@ static std::vector<double> spread_params(const ModelConfig& c, Rng& rng) {
 // tiles of 6 leave a last tile [12, 16) of one class and three padded columns. mlp_hidden > 0: the
 // MLP's hidden width instead of 4C = 32. scaling: the rotary tables' (RopeScaling). fused: the
 // classifier without logits (classifier_fused), V = 13 padded to 16.
-static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng& rng, int tile = 0,
-                              int mlp_hidden = 0, RopeScaling scaling = {}, bool fused = false) {
+static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng& rng, int tile = 0, int mlp_hidden = 0,
+                              RopeScaling scaling = {}, bool fused = false) {
     ModelConfig c = tiny_config(pos);
     c.rope_scaling = scaling;
     c.flash = flash;
@@ -339,7 +339,7 @@ static void model_checks_with(const std::string& name, Pos pos, bool flash, Rng&
         Vd a(analytic.begin() + t.offset, analytic.begin() + t.offset + t.numel),
             num(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel);
         double e = rel_err(a, num);
-        const char* check = flash       ? "model_flash_"
+        const char* check = flash        ? "model_flash_"
                             : tile       ? "model_tiles_"
                             : fused      ? "model_fused_"
                             : mlp_hidden ? "model_mlp_"

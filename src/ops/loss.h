@@ -241,7 +241,6 @@ void classifier_tile_dlogits(Real* z, const Real* lse, const int* targets, int N
     }
 }
 
-
 // The head without logits in memory (classifier_fused, --classifier fused; the twin of
 // cuda/loss.cu's kernels, in the same three passes): the logits of a block of kFusedRows rows
 // and a tile of kLossBlock classes at a time, computed by a GEMM into a thread's cache-sized
