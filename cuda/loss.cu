@@ -157,8 +157,8 @@ __global__ void classifier_tile_dlogits_kernel(E* __restrict__ z, const float* _
 // the rows, where d = (softmax - onehot) * dscale. Columns >= V are not classes: their tiles are
 // skipped, their columns in the last tile masked. Every tile of classes is computed: none is left
 // out where its probabilities round to zero (as Cut Cross-Entropy may), so nothing but the order
-// of the sums and the operands' rounding differs from the logits head. One tile of rows in shared memory at a time
-// (68 KB for two at D = 128 in fp32, past the 48 KB of a static allocation).
+// of the sums and the operands' rounding differs from the logits head. One tile of rows in shared
+// memory at a time (68 KB for two at D = 128 in fp32, past the 48 KB of a static allocation).
 template <int D, class X>
 using FusedTile = X[kMmaRows][D + kPad<X>];
 
@@ -170,14 +170,24 @@ __device__ inline void fused_logits(float (&z)[kTiles8][4], const uint32_t (&xa)
     mma_xyt<D>(z, xa, w);
 }
 
-// Loads rows [row0, row0 + 64) of x (rows >= N zeros) into tile and the warp's A operands from it.
+// The block's 64 rows of x (rows >= n zeros), loaded through tile: the warp's A operands xa, the
+// lane's two rows (g, g + 8) and, with targets, theirs (-1 past n).
 template <int D, class X>
-__device__ inline void fused_rows(uint32_t (&xa)[D / kMmaK<X>][4], FusedTile<D, X>& tile, const X* x, int row0, int N) {
-    constexpr int K = kMmaK<X>;
-    load_rows<D>(tile, x, row0, N, D);
-    __syncthreads();
-    for (int k = 0; k < D / K; k++) load_a(xa[k], &tile[16 * (threadIdx.x / 32)][K * k], D + kPad<X>);
-}
+struct FusedRows {
+    uint32_t xa[D / kMmaK<X>][4];
+    int row[2], tg[2];
+    __device__ FusedRows(FusedTile<D, X>& tile, const X* x, const int* targets, int n) {
+        constexpr int K = kMmaK<X>;
+        const int row0 = blockIdx.x * kMmaRows, w = threadIdx.x / 32;
+        load_rows<D>(tile, x, row0, n, D);
+        __syncthreads();
+        for (int k = 0; k < D / K; k++) load_a(xa[k], &tile[16 * w][K * k], D + kPad<X>);
+        for (int r = 0; r < 2; r++) {
+            row[r] = row0 + 16 * w + threadIdx.x % 32 / 4 + 8 * r;
+            tg[r] = targets && row[r] < n ? targets[row[r]] : -1;
+        }
+    }
+};
 
 // grid ceil(N / 64): lse (N) each row's log-sum-exp, losses (N) it less the target's logit (NaN
 // for a target outside [0, V)).
@@ -187,25 +197,21 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
                                     const int* __restrict__ targets, const X* __restrict__ x, const X* __restrict__ w,
                                     int N, int V) {
     __shared__ alignas(16) FusedTile<D, X> tile;
-    const int lane = threadIdx.x % 32, t = lane % 4, row0 = blockIdx.x * kMmaRows + 16 * (threadIdx.x / 32);
-    const int rows[2] = {row0 + lane / 4, row0 + lane / 4 + 8};
-    uint32_t xa[D / kMmaK<X>][4];
-    fused_rows<D>(xa, tile, x, (int)blockIdx.x * kMmaRows, N);
-    int tg[2];
+    const FusedRows<D, X> a(tile, x, targets, N);
+    const int t = threadIdx.x % 4;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, zt[2] = {0.0f, 0.0f};  // m: base 2
-    for (int r = 0; r < 2; r++) tg[r] = rows[r] < N ? targets[rows[r]] : -1;
     for (int v0 = 0; v0 < V; v0 += kMmaRows) {
         __syncthreads();  // the previous tile is read
         load_rows<D>(tile, w, v0, V, D);
         __syncthreads();
         float z[kTiles8][4];
-        fused_logits<D>(z, xa, tile);
+        fused_logits<D>(z, a.xa, tile);
         float mt[2] = {-INFINITY, -INFINITY};
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++) {
                 const int v = v0 + 8 * n + 2 * t + (i & 1);
                 if (v >= V) z[n][i] = -INFINITY;
-                if (v == tg[i / 2]) zt[i / 2] = z[n][i];  // one lane of the quad holds it
+                if (v == a.tg[i / 2]) zt[i / 2] = z[n][i];  // one lane of the quad holds it
                 mt[i / 2] = fmaxf(mt[i / 2], z[n][i]);
             }
         for (int r = 0; r < 2; r++) {
@@ -220,10 +226,10 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     }
     for (int r = 0; r < 2; r++) {
         l[r] = quad_sum(l[r]), zt[r] = quad_sum(zt[r]);
-        if (rows[r] >= N || t != 0) continue;
+        if (a.row[r] >= N || t != 0) continue;
         const float e = (m[r] + log2f(l[r])) * kLn2;
-        lse[rows[r]] = e;
-        losses[rows[r]] = tg[r] >= 0 && tg[r] < V ? e - zt[r] : NAN;
+        lse[a.row[r]] = e;
+        losses[a.row[r]] = a.tg[r] >= 0 && a.tg[r] < V ? e - zt[r] : NAN;
     }
 }
 
@@ -240,29 +246,23 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     classifier_fused_dx_kernel(X* __restrict__ dx, const float* __restrict__ lse, const int* __restrict__ targets,
                                const X* __restrict__ x, const X* __restrict__ w, int N, int V, float dscale) {
     __shared__ alignas(16) FusedTile<D, X> tile;
-    const int lane = threadIdx.x % 32, t = lane % 4, row0 = blockIdx.x * kMmaRows + 16 * (threadIdx.x / 32);
-    const int rows[2] = {row0 + lane / 4, row0 + lane / 4 + 8};
-    uint32_t xa[D / kMmaK<X>][4];
-    fused_rows<D>(xa, tile, x, (int)blockIdx.x * kMmaRows, N);
-    int tg[2];
+    const FusedRows<D, X> a(tile, x, targets, N);
+    const int t = threadIdx.x % 4;
     float lse2[2], acc[D / 8][4] = {};
-    for (int r = 0; r < 2; r++) {
-        tg[r] = rows[r] < N ? targets[rows[r]] : -1;
-        lse2[r] = rows[r] < N ? lse[rows[r]] * kLog2e : 0.0f;
-    }
+    for (int r = 0; r < 2; r++) lse2[r] = a.row[r] < N ? lse[a.row[r]] * kLog2e : 0.0f;
     for (int v0 = 0; v0 < V; v0 += kMmaRows) {
         __syncthreads();
         load_rows<D>(tile, w, v0, V, D);
         __syncthreads();
         float z[kTiles8][4];
-        fused_logits<D>(z, xa, tile);
+        fused_logits<D>(z, a.xa, tile);
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++)
-                z[n][i] = fused_dlogit(z[n][i], lse2[i / 2], v0 + 8 * n + 2 * t + (i & 1), tg[i / 2], V, dscale);
+                z[n][i] = fused_dlogit(z[n][i], lse2[i / 2], v0 + 8 * n + 2 * t + (i & 1), a.tg[i / 2], V, dscale);
         mma_xy<D>(acc, z, tile);  // dx += d w
     }
     for (int r = 0; r < 2; r++)
-        if (rows[r] < N) store_row<D>(dx + (size_t)rows[r] * D, acc, r, 1.0f);
+        if (a.row[r] < N) store_row<D>(dx + (size_t)a.row[r] * D, acc, r, 1.0f);
 }
 
 // d w of a block: rows of x in parts of kFusedCols, so that d's part lives beside the
@@ -281,10 +281,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     classifier_fused_dw_kernel(float* __restrict__ dw, const float* __restrict__ lse, const int* __restrict__ targets,
                                const X* __restrict__ x, const X* __restrict__ w, int N, int V, float dscale) {
     __shared__ FusedDwTiles<D, X> sm;
-    const int lane = threadIdx.x % 32, t = lane % 4, v0 = blockIdx.x * kMmaRows + 16 * (threadIdx.x / 32);
-    const int cls[2] = {v0 + lane / 4, v0 + lane / 4 + 8};
-    uint32_t wa[D / kMmaK<X>][4];
-    fused_rows<D>(wa, sm.x, w, (int)blockIdx.x * kMmaRows, V);  // the block's classes
+    const FusedRows<D, X> cls(sm.x, w, nullptr, V);  // the block's classes: rows of w
+    const int t = threadIdx.x % 4;
     float acc[D / 8][4] = {};
     for (int i0 = 0; i0 < N; i0 += kMmaRows) {
         __syncthreads();
@@ -298,17 +296,18 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         for (int c0 = 0; c0 < kMmaRows; c0 += kFusedCols) {
             constexpr int P = kFusedCols;
             float d[P / 8][4] = {};
-            mma_xyt<D, P>(d, wa, sm.x + c0);  // z^T = w x^T
+            mma_xyt<D, P>(d, cls.xa, sm.x + c0);  // z^T = w x^T
             for (int n = 0; n < P / 8; n++)
                 for (int i = 0; i < 4; i++) {
                     const int c = c0 + 8 * n + 2 * t + (i & 1);  // row i0 + c of x
-                    d[n][i] = i0 + c < N ? fused_dlogit(d[n][i], sm.lse2[c], cls[i / 2], sm.tg[c], V, dscale) : 0.0f;
+                    d[n][i] =
+                        i0 + c < N ? fused_dlogit(d[n][i], sm.lse2[c], cls.row[i / 2], sm.tg[c], V, dscale) : 0.0f;
                 }
             mma_xy<D, P>(acc, d, sm.x + c0);  // dw += d^T x
         }
     }
     for (int r = 0; r < 2; r++)
-        if (cls[r] < V) add_row<D>(dw + (size_t)cls[r] * D, acc, r);
+        if (cls.row[r] < V) add_row<D>(dw + (size_t)cls.row[r] * D, acc, r);
 }
 
 // with_size for the widths the fused kernels are instantiated for
@@ -320,7 +319,8 @@ bool with_fused_width(int C, F f) {
 }  // namespace
 
 template <class Act>
-void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0, int V) {
+void classifier_tile_lse(const Act* z, float* m, float* s, float* losses, const int* targets, int N, int w, int v0,
+                         int V) {
     const cudaStream_t stream = main_stream();
     if (N <= 0 || w <= 0) return;
     using E = dev_t<Act>;
