@@ -114,7 +114,7 @@ void activation_buffers(const ModelConfig& cfg, const ActSizes<Num>& s, bool tra
     f(&Set::fch, Ls * N * cfg.F()), f(&Set::fch_gelu, Ls * N * cfg.F());  // (B,T,F) each
     f(&Set::res3, Ls * N * C), f(&Set::proj, N * C);
     f(&Set::lnf, N * C), f(&Set::lnf_mean, N), f(&Set::lnf_rstd, N);
-    f(&Set::logits, s.logits), f(&Set::losses, N);  // logits: one chunk's or one tile's
+    f(&Set::logits, s.logits), f(&Set::losses, N);  // logits: one chunk's, one tile's or (fused) one row's
     if (cfg.classifier_tile > 0 || cfg.classifier_fused) f(&Set::head_max, N);
     if (cfg.classifier_tile > 0) f(&Set::head_sum, N);
     if (s.scratch > 0) f(&Set::head_scratch, s.scratch);
