@@ -256,9 +256,12 @@ def read_config_json(path):
 def resolved_config(config):
     """A config as the trainer reads it back (src/config.cpp, config_from_json): a sinusoidal run
     from before the key sin_scale existed ran the unscaled table; rope_train_len at its seq_len is
-    what a config from before the key means, so it is dropped."""
+    what a config from before the key means, so it is dropped; a run from before the key
+    classifier ran the logits head (its config records the head it ran)."""
     if not isinstance(config, dict):
         return config
+    if "classifier" not in config:
+        config = dict(config, classifier="logits")
     if config.get("pos") == "sinusoidal" and "sin_scale" not in config:
         config = dict(config, sin_scale=1.0)
     if "rope_train_len" in config and config["rope_train_len"] == config.get("seq_len"):

@@ -472,6 +472,12 @@ def main():
     keys = [cr.Run(write_run(tmp, f"rtl{i}", "wikitext2", "alibi", i + 1, [6.0], cfg_extra=extra, params=PARAMS["rope"]))
             .group_key() for i, extra in enumerate(({}, {"rope_train_len": 64}, {"rope_train_len": 32}))]
     check("rope_train_len_absent_is_seq_len", keys[0] == keys[1] != keys[2], str(keys))
+    # a log from before the key classifier ran the logits head: no difference with one that
+    # records it, one with the fused head warned about
+    heads = [cr.Run(write_run(tmp, f"head{i}", "wikitext2", "rope", i + 1, [6.0], cfg_extra=extra, params=PARAMS["rope"]))
+             for i, extra in enumerate(({}, {"classifier": "logits"}, {"classifier": "fused"}))]
+    differ = [[k for ks in cr.config_differences(rs).values() for k, _ in ks] for rs in (heads[:2], heads)]
+    check("classifier_absent_is_logits", "classifier" not in differ[0] and "classifier" in differ[1], str(differ))
     lr, ll = lt.get(("synthetic", "rope"), {}), lt.get(("synthetic", "learned"), {})
     check("length_table_loss_and_accuracy", "## Final validation loss and marker accuracy by evaluation length" in so
           and lr.get("loss T=256") == "2.7100 ± 0.0141" and lr.get("accuracy T=128") == "0.9600 ± 0.0141"
