@@ -162,14 +162,6 @@ __global__ void classifier_tile_dlogits_kernel(E* __restrict__ z, const float* _
 template <int D, class X>
 using FusedTile = X[kMmaRows][D + kPad<X>];
 
-// z (16 x 64) of the warp's rows (A operands xa) and the tile's classes, from shared memory.
-template <int D, class X>
-__device__ inline void fused_logits(float (&z)[kTiles8][4], const uint32_t (&xa)[D / kMmaK<X>][4],
-                                    const FusedTile<D, X>& w) {
-    for (int n = 0; n < kTiles8; n++) z[n][0] = z[n][1] = z[n][2] = z[n][3] = 0.0f;
-    mma_xyt<D>(z, xa, w);
-}
-
 // The block's 64 rows of x (rows >= n zeros), loaded through tile: the warp's A operands xa, the
 // lane's two rows (g, g + 8) and, with targets, theirs (-1 past n).
 template <int D, class X>
@@ -204,8 +196,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         __syncthreads();  // the previous tile is read
         load_rows<D>(tile, w, v0, V, D);
         __syncthreads();
-        float z[kTiles8][4];
-        fused_logits<D>(z, a.xa, tile);
+        float z[kTiles8][4] = {};
+        mma_xyt<D>(z, a.xa, tile);  // the warp's rows' logits of the tile's classes
         float mt[2] = {-INFINITY, -INFINITY};
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++) {
@@ -254,8 +246,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         __syncthreads();
         load_rows<D>(tile, w, v0, V, D);
         __syncthreads();
-        float z[kTiles8][4];
-        fused_logits<D>(z, a.xa, tile);
+        float z[kTiles8][4] = {};
+        mma_xyt<D>(z, a.xa, tile);
         for (int n = 0; n < kTiles8; n++)
             for (int i = 0; i < 4; i++)
                 z[n][i] = fused_dlogit(z[n][i], lse2[i / 2], v0 + 8 * n + 2 * t + (i & 1), a.tg[i / 2], V, dscale);
