@@ -244,54 +244,43 @@ void classifier_tile_dlogits(Real* z, const Real* lse, const int* targets, int N
 // The head without logits in memory (classifier_fused, --classifier fused; the twin of
 // cuda/loss.cu's kernels, in the same three passes): the logits of a block of kFusedRows rows
 // and a tile of kLossBlock classes at a time, computed by a GEMM into a thread's cache-sized
-// buffer and used there. The forward takes each block's rows over the tiles into their
-// log-sum-exps and losses; the backward computes the tiles again from them into dlogits d =
-// (softmax - onehot) * dscale: dx (N, C) = d wte per block of rows (overwritten, summed in tile
-// order) and dwte (Vp, C) += d^T x per tile (summed in block order). Columns >= V are never
-// computed. Each block or tile is one thread's: the same bits for any thread count.
+// buffer and taken there by the vocabulary tiles' ops above. The forward folds each block's
+// tiles into its rows' log-sum-exps and losses (classifier_tile_lse, _loss); the backward
+// computes the tiles again and turns them into dlogits (classifier_tile_dlogits): dx (N, C) = d
+// wte per block of rows (overwritten, summed in tile order) and dwte (Vp, C) += d^T x per tile
+// (summed in block order). Columns >= V are never computed. Each block or tile is one thread's
+// (the tile ops inside run on it): the same bits for any thread count.
 constexpr int kFusedRows = 64;
 
 template <class Real>
 void classifier_fused(Real* losses, Real* lse, const int* targets, const Real* x, const Real* wte, Real* dx, Real* dwte,
                       int N, int C, int V, int /*Vp*/, Real dscale) {
     const int R = kFusedRows, W = kLossBlock, blocks = (N + R - 1) / R, tiles = (V + W - 1) / W;
-    // z (n, w): the logits of rows [i0, i0 + n) and classes [v0, v0 + w); with grad, their dlogits
-    auto logits = [&](Real* z, int i0, int n, int v0, int w, bool grad) {
-        gemm(false, true, n, w, C, Real(1), x + (size_t)i0 * C, C, wte + (size_t)v0 * C, C, Real(0), z, w);
-        if (!grad) return;
-        for (int i = 0; i < n; i++) {
-            Real* zi = z + (size_t)i * w;
-            exp_sum_n(zi, zi, lse[i0 + i], w);
-            scale_n(zi, dscale, w);
-            const int tg = targets[i0 + i] - v0;
-            if (tg >= 0 && tg < w) zi[tg] -= dscale;
-        }
-    };
     auto block = [&](int b, int& i0, int& n) { i0 = b * R, n = std::min(R, N - i0); };
     auto tile = [&](int t, int& v0, int& w) { v0 = t * W, w = std::min(W, V - v0); };
+    // z (n, w): the logits of rows [i0, i0 + n) and classes [v0, v0 + w)
+    auto logits = [&](Real* z, int i0, int n, int v0, int w) {
+        gemm(false, true, n, w, C, Real(1), x + (size_t)i0 * C, C, wte + (size_t)v0 * C, C, Real(0), z, w);
+    };
+    // the same turned into dlogits
+    auto dlogits = [&](Real* z, int i0, int n, int v0, int w) {
+        logits(z, i0, n, v0, w);
+        classifier_tile_dlogits(z, lse + i0, targets + i0, n, w, v0, V, dscale);
+    };
 #pragma omp parallel
     {
-        std::vector<Real> z((size_t)R * W);
-        std::vector<RowStats<Real>> st(R);
-        std::vector<Real> target(R);
+        std::vector<Real> z((size_t)R * W), sums(R);
 #pragma omp for schedule(static)
         for (int b = 0; b < blocks; b++) {
             int i0, n;
             block(b, i0, n);
-            std::fill(st.begin(), st.end(), RowStats<Real>());
-            std::fill(target.begin(), target.end(), Real(NAN));  // a target outside [0, V): NaN
             for (int t = 0; t < tiles; t++) {
                 int v0, w;
                 tile(t, v0, w);
-                logits(z.data(), i0, n, v0, w, false);
-                for (int i = 0; i < n; i++) {
-                    const Real* zi = z.data() + (size_t)i * w;
-                    row_stats(st[i], zi, w);
-                    const int tg = targets[i0 + i] - v0;
-                    if (tg >= 0 && tg < w) target[i] = zi[tg];
-                }
+                logits(z.data(), i0, n, v0, w);
+                classifier_tile_lse(z.data(), lse + i0, sums.data(), losses + i0, targets + i0, n, w, v0, V);
             }
-            for (int i = 0; i < n; i++) lse[i0 + i] = st[i].lse(), losses[i0 + i] = lse[i0 + i] - target[i];
+            classifier_tile_loss(losses + i0, lse + i0, sums.data(), n);
         }
         if (dscale != Real(0)) {
 #pragma omp for schedule(static)
@@ -301,7 +290,7 @@ void classifier_fused(Real* losses, Real* lse, const int* targets, const Real* x
                 for (int t = 0; t < tiles; t++) {
                     int v0, w;
                     tile(t, v0, w);
-                    logits(z.data(), i0, n, v0, w, true);
+                    dlogits(z.data(), i0, n, v0, w);
                     gemm(false, false, n, C, w, Real(1), z.data(), w, wte + (size_t)v0 * C, C, Real(t > 0),
                          dx + (size_t)i0 * C, C);
                 }
@@ -313,7 +302,7 @@ void classifier_fused(Real* losses, Real* lse, const int* targets, const Real* x
                 for (int b = 0; b < blocks; b++) {
                     int i0, n;
                     block(b, i0, n);
-                    logits(z.data(), i0, n, v0, w, true);
+                    dlogits(z.data(), i0, n, v0, w);
                     gemm(true, false, w, C, n, Real(1), z.data(), w, x + (size_t)i0 * C, C, Real(1),
                          dwte + (size_t)v0 * C, C);
                 }
