@@ -174,36 +174,25 @@ std::string test_classifier_tiles() {
 
 // ---- the fused head (classifier_fused) -----------------------------------------------------
 
-// The head of rows x (N, C) and wte rows w (Vp, C) in double, materialised: losses, log-sum-exps,
-// dx = d w and dw = dw0 + d^T x, d = (softmax - onehot) * dscale over the first V classes.
+// The head of rows x (N, C) and wte rows w (Vp, C) in double, materialised by the CPU ops (the
+// logits GEMM, classifier_loss, the backward GEMMs): losses, log-sum-exps (a loss plus its
+// target's logit), dx = d w and dw = dw0 + d^T x, d = (softmax - onehot) * dscale over the first
+// V classes.
 struct HeadRef {
     Vec loss, lse, dx, dw;
 };
 HeadRef head_reference(const Vec& x, const Vec& w, const std::vector<int>& tg, const Vec& dw0, int N, int C, int V,
-                       double dscale) {
-    HeadRef h{Vec(N), Vec(N), Vec((size_t)N * C), dw0};
-    std::vector<double> z(V), dw(dw0.begin(), dw0.end());
-    for (int i = 0; i < N; i++) {
-        double m = -INFINITY, s = 0;
-        for (int v = 0; v < V; v++) {
-            z[v] = 0;
-            for (int c = 0; c < C; c++) z[v] += (double)x[(size_t)i * C + c] * w[(size_t)v * C + c];
-            m = std::max(m, z[v]);
-        }
-        for (int v = 0; v < V; v++) s += std::exp(z[v] - m);
-        const double lse = m + std::log(s);
-        h.lse[i] = (float)lse, h.loss[i] = tg[i] >= 0 && tg[i] < V ? (float)(lse - z[tg[i]]) : NAN;
-        for (int c = 0; c < C; c++) {
-            double d = 0;
-            for (int v = 0; v < V; v++) d += (std::exp(z[v] - lse) - (v == tg[i])) * dscale * w[(size_t)v * C + c];
-            h.dx[(size_t)i * C + c] = (float)d;
-        }
-        for (int v = 0; v < V; v++)
-            for (int c = 0; c < C; c++)
-                dw[(size_t)v * C + c] += (std::exp(z[v] - lse) - (v == tg[i])) * dscale * x[(size_t)i * C + c];
-    }
-    std::copy(dw.begin(), dw.end(), h.dw.begin());
-    return h;
+                       int Vp, double dscale) {
+    using Vd = std::vector<double>;
+    const Vd xd(x.begin(), x.end()), wd(w.begin(), w.end());
+    Vd z((size_t)N * Vp), loss(N), lse(N), dx((size_t)N * C), dw(dw0.begin(), dw0.end());
+    cpu::matmul_forward(z.data(), xd.data(), wd.data(), (double*)nullptr, N, C, Vp);
+    for (int i = 0; i < N; i++) lse[i] = z[(size_t)i * Vp + tg[i]];  // the target's logit (tg < Vp)
+    cpu::classifier_loss(z.data(), loss.data(), tg.data(), N, V, Vp, dscale);
+    for (int i = 0; i < N; i++) lse[i] += loss[i];
+    if (dscale != 0) cpu::matmul_backward(dx.data(), dw.data(), (double*)nullptr, z.data(), xd.data(), wd.data(), N, C, Vp);
+    auto f = [](const Vd& v) { return Vec(v.begin(), v.end()); };
+    return {f(loss), f(lse), f(dx), f(dw)};
 }
 
 // gpu::classifier_fused with elements E (fp32 on TF32, or bf16) and its CPU twin against the
@@ -223,7 +212,7 @@ std::string fused_case(int N, int C, int V, int Vp, float dscale, uint64_t seed)
     std::vector<int> tg(N);
     for (auto& t : tg) t = (int)r.below(V);
     tg[0] = V - 1, tg[1] = V;
-    const HeadRef ref = head_reference(x, w, tg, dw0, N, C, V, dscale);
+    const HeadRef ref = head_reference(x, w, tg, dw0, N, C, V, Vp, dscale);
 
     Vec loss(N), lse(N), dx = dx0, dw = dw0;
     cpu::classifier_fused(loss.data(), lse.data(), tg.data(), x.data(), w.data(), dx.data(), dw.data(), N, C, V, Vp,
